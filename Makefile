@@ -1,0 +1,65 @@
+# lathe -- build the C engine: liblathe.a, liblathe.so, lathe.pc, tests and examples.
+PREFIX ?= /usr/local
+CC ?= cc
+CSTD = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
+WARN = -Wall -Wextra -Wno-unused-parameter $(if $(CI),-Werror,) $(EXTRA_WARN)
+OPT ?= -O2 -march=x86-64-v2 -g
+CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) -fPIC -Iinclude $(CFLAGS)
+BLAS_LIBS ?= -lopenblas
+LIBS = $(BLAS_LIBS) -lm -lpthread -ldl
+BUILD ?= build
+
+SRC := $(wildcard src/core/*.c src/graph/*.c src/runtime/*.c src/cpu/*.c)
+OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRC))
+HDR := $(wildcard include/*.h include/*.def src/*/*.h src/*/*.def)
+TEST_SRC := $(wildcard tests/unit/*.c tests/ops/*.c)
+TESTS := $(BUILD)/test_unit $(BUILD)/test_ops
+EXAMPLES := $(BUILD)/mlp_train
+
+.PHONY: all lib test test-sanitize examples install clean
+all: lib examples $(TESTS)
+lib: $(BUILD)/liblathe.a $(BUILD)/liblathe.so $(BUILD)/lathe.pc
+
+$(BUILD)/obj/%.o: src/%.c $(HDR)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/liblathe.a: $(OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(BUILD)/liblathe.so: $(OBJ)
+	$(CC) -shared -o $@ $^ $(LIBS) $(LDFLAGS)
+
+$(BUILD)/lathe.pc: lathe.pc.in
+	@mkdir -p $(BUILD)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(LIBS)|' $< > $@
+
+$(BUILD)/test_unit: $(wildcard tests/unit/*.c) tests/testing.c tests/testing.h $(BUILD)/liblathe.a
+	$(CC) $(CFLAGS_ALL) -Isrc -Itests tests/testing.c $(wildcard tests/unit/*.c) $(BUILD)/liblathe.a $(LIBS) $(LDFLAGS) -o $@
+
+$(BUILD)/test_ops: $(wildcard tests/ops/*.c) tests/testing.c tests/testing.h $(BUILD)/liblathe.a
+	$(CC) $(CFLAGS_ALL) -Isrc -Itests tests/testing.c $(wildcard tests/ops/*.c) $(BUILD)/liblathe.a $(LIBS) $(LDFLAGS) -o $@
+
+$(BUILD)/mlp_train: examples/mlp_train.c $(BUILD)/liblathe.a
+	$(CC) $(CFLAGS_ALL) $< $(BUILD)/liblathe.a $(LIBS) $(LDFLAGS) -o $@
+
+examples: $(EXAMPLES)
+
+test: $(TESTS)
+	$(BUILD)/test_unit
+	$(BUILD)/test_ops
+
+# The same suite under AddressSanitizer and UndefinedBehaviorSanitizer.
+test-sanitize:
+	$(MAKE) BUILD=build-san OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
+	  LDFLAGS="-fsanitize=address,undefined" test
+
+install: lib
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
+	install -m 644 $(BUILD)/liblathe.a $(BUILD)/liblathe.so $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 include/lathe.h include/lathe_ops.def include/lathe_dtypes.def $(DESTDIR)$(PREFIX)/include/
+	install -m 644 $(BUILD)/lathe.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+
+clean:
+	rm -rf build build-san

@@ -1,0 +1,88 @@
+/* core.h -- internal foundations: status creation, aligned memory, the dtype table, shapes. */
+#ifndef LATHE_CORE_H
+#define LATHE_CORE_H
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lathe.h"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define LATHE_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define LATHE_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define LATHE_PRINTF(f, a)
+#define LATHE_UNLIKELY(x) (x)
+#endif
+
+/* A new status with a printf-style message. Never fails: on allocation failure it returns a
+ * static RESOURCE_EXHAUSTED status that lathe_status_free recognises. */
+lathe_status_t lathe_status_new(lathe_status_code code, const char *fmt, ...) LATHE_PRINTF(2, 3);
+lathe_status_t lathe_status_newv(lathe_status_code code, const char *fmt, va_list ap);
+/* Prefixes "prefix: " to status's message (takes and returns ownership). */
+lathe_status_t lathe_status_annotate(lathe_status_t status, const char *fmt, ...) LATHE_PRINTF(2, 3);
+
+#define LATHE_RETURN_IF_ERROR(expr)      \
+  do {                                   \
+    lathe_status_t lathe_st_ = (expr);   \
+    if (LATHE_UNLIKELY(lathe_st_)) return lathe_st_; \
+  } while (0)
+
+#define LATHE_INVALID(...) lathe_status_new(LATHE_STATUS_INVALID_ARGUMENT, __VA_ARGS__)
+#define LATHE_UNIMPL(...) lathe_status_new(LATHE_STATUS_UNIMPLEMENTED, __VA_ARGS__)
+#define LATHE_OOM(what) lathe_status_new(LATHE_STATUS_RESOURCE_EXHAUSTED, "%s: out of memory", (what))
+
+/* 64-byte aligned host memory; size 0 gives a valid unique pointer. */
+void *lathe_aligned_alloc(size_t nbytes);
+void lathe_aligned_free(void *p);
+
+/* Complex storage types (C11 _Complex is optional; kernels use these structs). */
+typedef struct { float re, im; } lathe_c64;
+typedef struct { double re, im; } lathe_c128;
+
+typedef enum lathe_dtype_class {
+  LATHE_CLASS_NONE = 0,
+  LATHE_CLASS_BOOL,
+  LATHE_CLASS_SINT,
+  LATHE_CLASS_UINT,
+  LATHE_CLASS_FLOAT,
+  LATHE_CLASS_HALF,
+  LATHE_CLASS_COMPLEX,
+} lathe_dtype_class;
+
+lathe_dtype_class lathe_dtype_class_of(lathe_dtype dt);
+static inline int lathe_dtype_is_int(lathe_dtype dt) {
+  lathe_dtype_class c = lathe_dtype_class_of(dt);
+  return c == LATHE_CLASS_SINT || c == LATHE_CLASS_UINT;
+}
+static inline int lathe_dtype_is_float(lathe_dtype dt) { /* real floating point */
+  lathe_dtype_class c = lathe_dtype_class_of(dt);
+  return c == LATHE_CLASS_FLOAT || c == LATHE_CLASS_HALF;
+}
+static inline int lathe_dtype_is_complex(lathe_dtype dt) { return lathe_dtype_class_of(dt) == LATHE_CLASS_COMPLEX; }
+static inline int lathe_dtype_is_packed(lathe_dtype dt) { return lathe_dtype_bits(dt) < 8; }
+/* The real dtype of a complex one (Complex64 -> Float32); dt itself otherwise. */
+lathe_dtype lathe_dtype_real_of(lathe_dtype dt);
+
+/* Float16 / BFloat16 <-> float, round to nearest even, NaN kept. */
+float lathe_f16_to_f32(uint16_t h);
+uint16_t lathe_f32_to_f16(float f);
+float lathe_bf16_to_f32(uint16_t h);
+uint16_t lathe_f32_to_bf16(float f);
+
+/* Shape helpers. */
+int64_t lathe_shape_size(const lathe_shape *s); /* product of dims (dynamic dims count as 0) */
+/* Byte size of n elements of dt, packed. */
+static inline int64_t lathe_dtype_bytes_for(lathe_dtype dt, int64_t n) {
+  return (n * lathe_dtype_bits(dt) + 7) / 8;
+}
+/* Writes "Float32[2,3]" into buf (always NUL-terminated); returns buf. */
+char *lathe_shape_str(const lathe_shape *s, char *buf, size_t n);
+#define LATHE_SHAPE_STR_MAX 256
+/* Row-major strides in elements. */
+void lathe_shape_strides(const lathe_shape *s, int64_t *strides);
+
+#endif

@@ -1,0 +1,136 @@
+/* graph.h -- the backend-independent IR: builders, functions, nodes, shape inference, passes.
+ *
+ * All graph memory (nodes, attribute arrays, names, constants) comes from one arena owned by a
+ * reference-counted lathe_graph: the builder holds one reference and each compiled executable
+ * another, so a builder may be freed while its executables live. Nodes are immutable once built. */
+#ifndef LATHE_GRAPH_H
+#define LATHE_GRAPH_H
+
+#include <stdatomic.h>
+
+#include "../core/core.h"
+
+typedef enum lathe_op_kind {
+#define LATHE_KIND(K) LATHE_KIND_##K,
+  LATHE_KIND(LEAF) LATHE_KIND(UNARY) LATHE_KIND(CONVERT) LATHE_KIND(BINARY) LATHE_KIND(COMPARE)
+  LATHE_KIND(SELECT) LATHE_KIND(REDUCE) LATHE_KIND(LAYOUT) LATHE_KIND(DOT) LATHE_KIND(CONV)
+  LATHE_KIND(WINDOW) LATHE_KIND(INDEX) LATHE_KIND(CONTROL) LATHE_KIND(NUMERIC) LATHE_KIND(DYNSHAPE)
+  LATHE_KIND(BARRIER) LATHE_KIND(FUSED) LATHE_KIND(COLLECTIVE) LATHE_KIND(INTERNAL)
+#undef LATHE_KIND
+  LATHE_KIND_COUNT
+} lathe_op_kind;
+
+lathe_op_kind lathe_op_kind_of(lathe_op op);
+int lathe_op_arity(lathe_op op); /* -1: variadic */
+
+/* Bump allocator: everything is freed at once with the graph. Zeroed memory. */
+typedef struct lathe_arena_chunk lathe_arena_chunk;
+typedef struct lathe_arena {
+  lathe_arena_chunk *head;
+} lathe_arena;
+void *lathe_arena_alloc(lathe_arena *a, size_t n); /* NULL on OOM */
+char *lathe_arena_strdup(lathe_arena *a, const char *s);
+void lathe_arena_free(lathe_arena *a);
+
+#define LATHE_MAX_LISTS 8
+#define LATHE_MAX_IATTRS 8
+#define LATHE_MAX_SUBFNS 2
+
+/* Op attributes. The meaning of each slot per op is documented at the op's builder. */
+typedef struct lathe_attrs {
+  int64_t i[LATHE_MAX_IATTRS];           /* scalar attributes */
+  double f[2];                           /* float attributes */
+  int64_t *list[LATHE_MAX_LISTS];        /* int lists (arena) */
+  int list_len[LATHE_MAX_LISTS];
+  struct lathe_function *fn[LATHE_MAX_SUBFNS]; /* sub-functions */
+  void *data;                            /* constant bytes (arena), 64-byte aligned */
+  size_t data_size;
+} lathe_attrs;
+
+typedef struct lathe_node {
+  int id; /* index in its function's node list: frames are indexed by it */
+  lathe_op op;
+  struct lathe_function *fn;
+  lathe_shape shape;       /* result shape; multi-result ops: dtype INVALID, see out_shapes */
+  int n_operands;          /* the op's own operands */
+  int n_in;                /* operands plus hidden inputs (values captured by sub-functions) */
+  struct lathe_node **in;
+  int n_out;               /* 1, or the number of results of a multi-result op */
+  lathe_shape *out_shapes; /* n_out shapes when n_out > 1 (or the op is multi-result) */
+  bool multi;              /* results are read through TUPLE_ELEMENT nodes (attr i[0] = index) */
+  struct lathe_node *captured; /* CAPTURE: the ancestor function's node */
+  const char *name;            /* PARAMETER: its name */
+  int param_index;             /* PARAMETER: position */
+  lathe_attrs a;
+} lathe_node;
+
+typedef struct lathe_graph {
+  atomic_int refs;
+  lathe_arena arena;
+} lathe_graph;
+
+typedef struct lathe_function {
+  struct lathe_builder *builder;
+  const char *name;
+  struct lathe_function *parent;
+  lathe_node **nodes;
+  int n_nodes, cap_nodes;
+  lathe_node **params;
+  int n_params, cap_params;
+  lathe_node **captures; /* CAPTURE nodes of this function */
+  int n_captures, cap_captures;
+  lathe_node **outputs;
+  int n_outputs;
+  bool returned;
+} lathe_function;
+
+struct lathe_builder {
+  struct lathe_backend *backend;
+  lathe_graph *graph;
+  const char *name;
+  lathe_function *main_fn;
+  lathe_function **fns; /* every function, main first */
+  int n_fns, cap_fns;
+};
+
+void lathe_graph_retain(lathe_graph *g);
+void lathe_graph_release(lathe_graph *g);
+
+/* Node creation used by every op builder: checks fn, makes operands usable in fn (capturing
+ * values of ancestors), allocates the node and its operand array. */
+lathe_status_t lathe_node_new(lathe_function *fn, lathe_op op, lathe_value_t const *operands, int n_operands,
+                              lathe_node **out);
+/* Gives a multi-result node n_out result shapes (arena). */
+lathe_status_t lathe_node_set_outputs(lathe_node *n, const lathe_shape *shapes, int n_out);
+/* Appends the captured values of sub-function sub as hidden inputs of n. */
+lathe_status_t lathe_node_add_captures(lathe_node *n, lathe_function *sub);
+/* Copies an int list into attribute slot k. */
+lathe_status_t lathe_node_set_list(lathe_node *n, int k, const int64_t *v, int len);
+lathe_status_t lathe_node_set_list_int(lathe_node *n, int k, const int *v, int len);
+/* Finishes a node: interns axis names of its shape, runs CSE lookup is done at compile. */
+lathe_status_t lathe_node_commit(lathe_node *n, lathe_value_t *out);
+/* Projections of a multi-result node into values. */
+lathe_status_t lathe_node_commit_multi(lathe_node *n, lathe_value_t *out_values);
+/* Checks a value handle; returns a status naming op on a NULL or foreign value. */
+lathe_status_t lathe_check_value(const char *op, lathe_function *fn, lathe_value_t v, const char *what);
+lathe_status_t lathe_check_fn(const char *op, lathe_function_t fn);
+
+/* Shape rules shared by the families. */
+lathe_status_t lathe_infer_broadcast(const char *op, const lathe_shape *a, const lathe_shape *b, lathe_shape *out);
+lathe_status_t lathe_check_axis(const char *op, const char *what, int64_t axis, int rank);
+
+/* Compile-time passes: the ordered schedule of a function after dead-code removal and
+ * common-subexpression elimination. remap[id] gives the canonical node id for CSE'd nodes. */
+typedef struct lathe_schedule {
+  lathe_function *fn;
+  int n_nodes;          /* fn->n_nodes at compile time */
+  int *order;           /* ids of live nodes in execution order */
+  int n_order;
+  int *remap;           /* id -> canonical id (itself if kept) */
+  int *last_use;        /* id -> position in order of its last consumer (-1: none; n_order: an output) */
+} lathe_schedule;
+
+lathe_status_t lathe_schedule_build(lathe_function *fn, lathe_schedule *out);
+void lathe_schedule_free(lathe_schedule *s);
+
+#endif

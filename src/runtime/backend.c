@@ -1,0 +1,130 @@
+/* backend.c -- the backend registry and config strings ("lathe", "lathe:cpu,threads=N"). */
+#include <stdio.h>
+
+#include "runtime.h"
+
+typedef lathe_status_t (*device_ctor)(const char *options, const lathe_device_i **out_dev, void **out_ctx,
+                                      char **out_config);
+
+/* Devices in order of preference for plain "lathe" (CUDA joins this list when it lands). */
+static const struct {
+  const char *name;
+  device_ctor ctor;
+} devices[] = {
+    {"cpu", lathe_cpu_device_new},
+};
+#define N_DEVICES (int)(sizeof devices / sizeof devices[0])
+
+static char *dupstr(const char *s) {
+  size_t n = strlen(s) + 1;
+  char *d = malloc(n);
+  if (d) memcpy(d, s, n);
+  return d;
+}
+
+lathe_status_t lathe_backend_new(const char *config, lathe_backend_t *out_backend) {
+  if (!out_backend) return LATHE_INVALID("Backend: out_backend is NULL");
+  if (!config) config = "";
+  /* "lathe" or "lathe:<device>[,opt=val...]"; a bare "" also means lathe. */
+  const char *rest = config;
+  if (strncmp(config, "lathe", 5) == 0 && (config[5] == 0 || config[5] == ':')) rest = config[5] ? config + 6 : "";
+  else if (*config)
+    return LATHE_INVALID("Backend: unknown backend \"%s\"; known: \"lathe\", \"lathe:cpu\"", config);
+  char devname[32] = "";
+  const char *options = "";
+  const char *comma = strchr(rest, ',');
+  size_t len = comma ? (size_t)(comma - rest) : strlen(rest);
+  if (len >= sizeof devname) return LATHE_INVALID("Backend: unknown device in \"%s\"; known: cpu", config);
+  memcpy(devname, rest, len);
+  devname[len] = 0;
+  if (comma) options = comma + 1;
+  if (strchr(devname, '=')) { /* "lathe:threads=2": options without a device name */
+    devname[0] = 0;
+    options = rest;
+  }
+  lathe_status_t last = NULL;
+  for (int i = 0; i < N_DEVICES; i++) {
+    if (*devname && strcmp(devname, devices[i].name) != 0) continue;
+    const lathe_device_i *dev;
+    void *ctx;
+    char *dconf;
+    lathe_status_t st = devices[i].ctor(options, &dev, &ctx, &dconf);
+    if (st) {
+      if (*devname || lathe_status_code_of(st) != LATHE_STATUS_UNAVAILABLE) return lathe_status_annotate(st, "Backend \"%s\"", config);
+      lathe_status_free(last);
+      last = st;
+      continue;
+    }
+    lathe_status_free(last);
+    lathe_backend_t b = calloc(1, sizeof *b);
+    char desc[256];
+    snprintf(desc, sizeof desc, "lathe %d.%d.%d on %s", LATHE_VERSION_MAJOR, LATHE_VERSION_MINOR,
+             LATHE_VERSION_PATCH, dev->description ? dev->description(ctx) : dev->name);
+    if (b) {
+      b->name = dupstr("lathe");
+      b->config = malloc(strlen(dconf) + 8);
+      b->description = dupstr(desc);
+    }
+    if (!b || !b->name || !b->config || !b->description) {
+      if (b) {
+        free(b->name);
+        free(b->config);
+        free(b->description);
+      }
+      free(b);
+      free(dconf);
+      dev->destroy(ctx);
+      return LATHE_OOM("Backend");
+    }
+    sprintf(b->config, "lathe:%s", dconf);
+    free(dconf);
+    b->dev = dev;
+    b->dev_ctx = ctx;
+    *out_backend = b;
+    return NULL;
+  }
+  if (last) return lathe_status_annotate(last, "Backend \"%s\": no usable device", config);
+  return LATHE_INVALID("Backend: unknown device \"%s\" in \"%s\"; known: cpu", devname, config);
+}
+
+void lathe_backend_free(lathe_backend_t b) {
+  if (!b) return;
+  b->dev->destroy(b->dev_ctx);
+  free(b->name);
+  free(b->config);
+  free(b->description);
+  free(b);
+}
+
+const char *lathe_backend_name(lathe_backend_t b) { return b ? b->name : ""; }
+const char *lathe_backend_config(lathe_backend_t b) { return b ? b->config : ""; }
+const char *lathe_backend_description(lathe_backend_t b) { return b ? b->description : ""; }
+int lathe_backend_num_devices(lathe_backend_t b) { return b ? 1 : 0; }
+const char *lathe_backend_device_description(lathe_backend_t b, int device) {
+  if (!b || device != 0) return "";
+  return b->description;
+}
+bool lathe_backend_supports_op(lathe_backend_t b, lathe_op op, lathe_dtype dtype) {
+  if (!b || (int)op < 0 || op >= LATHE_OP_COUNT || lathe_op_kind_of(op) == LATHE_KIND_INTERNAL) return false;
+  return b->dev->supports_op(b->dev_ctx, op, dtype);
+}
+bool lathe_backend_supports_dtype(lathe_backend_t b, lathe_dtype dtype) {
+  return b && lathe_dtype_is_valid(dtype) && b->dev->supports_dtype(b->dev_ctx, dtype);
+}
+bool lathe_backend_supports_dynamic_axes(lathe_backend_t b) {
+  return b && lathe_backend_supports_op(b, LATHE_OP_DYNAMIC_SHAPE, LATHE_DTYPE_FLOAT32);
+}
+bool lathe_backend_has_shared_buffers(lathe_backend_t b) { return b && b->dev->shared_buffers; }
+
+/* ---- tensors ---- */
+lathe_tensor *lathe_tensor_retain(lathe_tensor *t) {
+  if (t) atomic_fetch_add(&t->refs, 1);
+  return t;
+}
+
+void lathe_tensor_release(lathe_tensor *t) {
+  if (!t || atomic_fetch_sub(&t->refs, 1) != 1) return;
+  if (t->dev) t->dev->tensor_free_data(t->dev_ctx, t->data);
+  else lathe_aligned_free(t->data);
+  free(t);
+}

@@ -1,0 +1,106 @@
+/* testing.h -- a small test framework for lathe's C tests.
+ *
+ * TEST(name) { ... } registers a test (gcc/clang constructor attribute). Inside a test:
+ *   CHECK(cond, fmt, ...)            records a failure (the test goes on)
+ *   CHECK_OK(status_expr)            the status must be OK (frees it)
+ *   CHECK_ERR(status_expr, CODE, "substring")  the status must have CODE and the message
+ *                                    must contain substring (the op's name, usually)
+ *   SKIP(fmt, ...)                   counts a skip with its reason and returns
+ * Each CHECK counts as one case; a test runner prints "N passed, N failed, N skipped" last.
+ * Helpers build and run small graphs: see tst_backend(), tst_run(). */
+#ifndef LATHE_TESTING_H
+#define LATHE_TESTING_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lathe.h"
+
+typedef void (*tst_fn)(void);
+void tst_register(const char *name, tst_fn fn);
+extern int tst_passed, tst_failed, tst_skipped;
+extern const char *tst_current;
+
+#define TEST(name)                                                                  \
+  static void name(void);                                                           \
+  __attribute__((constructor)) static void tst_reg_##name(void) { tst_register(#name, name); } \
+  static void name(void)
+
+#define CHECK(cond, ...)                                                   \
+  do {                                                                     \
+    if (cond) {                                                            \
+      tst_passed++;                                                        \
+    } else {                                                               \
+      tst_failed++;                                                        \
+      fprintf(stdout, "FAIL %s (%s:%d): ", tst_current, __FILE__, __LINE__); \
+      fprintf(stdout, __VA_ARGS__);                                        \
+      fputc('\n', stdout);                                                 \
+    }                                                                      \
+  } while (0)
+
+#define CHECK_OK(expr)                                                                 \
+  do {                                                                                 \
+    lathe_status_t st_ = (expr);                                                       \
+    CHECK(st_ == NULL, "%s -> %s: %s", #expr, lathe_status_code_name(lathe_status_code_of(st_)), \
+          lathe_status_message(st_));                                                  \
+    lathe_status_free(st_);                                                            \
+  } while (0)
+
+#define CHECK_ERR(expr, code, substr)                                                              \
+  do {                                                                                             \
+    lathe_status_t st_ = (expr);                                                                   \
+    CHECK(st_ != NULL && lathe_status_code_of(st_) == LATHE_STATUS_##code &&                      \
+              strstr(lathe_status_message(st_), (substr)) != NULL,                                \
+          "%s: want %s containing \"%s\", got %s: %s", #expr, #code, (substr),                     \
+          lathe_status_code_name(lathe_status_code_of(st_)), lathe_status_message(st_));           \
+    lathe_status_free(st_);                                                                        \
+  } while (0)
+
+#define SKIP(...)                                  \
+  do {                                             \
+    tst_skipped++;                                 \
+    fprintf(stdout, "SKIP %s: ", tst_current);     \
+    fprintf(stdout, __VA_ARGS__);                  \
+    fputc('\n', stdout);                           \
+    return;                                        \
+  } while (0)
+
+/* The shared lathe:cpu backend (created on first use; freed at exit). */
+lathe_backend_t tst_backend(void);
+/* A shape from dims (rank <= 8 via this helper). */
+lathe_shape tst_shape(lathe_dtype dt, int rank, const int64_t *dims);
+lathe_shape tst_shape0(lathe_dtype dt); /* scalar */
+#define TST_SHAPE(dt, ...) tst_shape((dt), (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
+
+/* Compiles main (which must have returned) and runs it on host inputs: in_data[i] holds the
+ * bytes of main's parameter i. Outputs are downloaded into fresh malloc'd memory surrounded by
+ * guard bytes, which are checked (a CHECK) after download; out_data[k] must be freed with
+ * tst_free_output. out_shapes (may be NULL) receives the output shapes. Returns the status of
+ * the first failing step (owned by the caller), NULL if all went well. */
+lathe_status_t tst_run(lathe_builder_t b, const void *const *in_data, int n_in, void **out_data, int n_out,
+                       lathe_shape *out_shapes);
+void tst_free_output(void *p);
+
+/* Element access as double / complex parts, for comparing any dtype with a reference. */
+double tst_get(const void *data, lathe_dtype dt, int64_t i);       /* real part for complex */
+double tst_get_imag(const void *data, lathe_dtype dt, int64_t i);  /* 0 for non-complex */
+void tst_set(void *data, lathe_dtype dt, int64_t i, double v);     /* packed dtypes too */
+void tst_set_complex(void *data, lathe_dtype dt, int64_t i, double re, double im);
+/* Fills n elements with deterministic pseudo-random values valid for dt (seeded). */
+void tst_fill(void *data, lathe_dtype dt, int64_t n, unsigned seed);
+/* Compares got against want (both n elements of dt) with relative/absolute tolerance tol;
+ * NaNs must match; reports the first mismatches through CHECK with the label. */
+void tst_expect_close(const char *label, const void *got, const void *want, lathe_dtype dt, int64_t n, double tol);
+/* Default tolerance for a dtype (exact for ints/bool, ~1e-5 f32, 1e-12 f64, 1e-2 f16/bf16). */
+double tst_tol(lathe_dtype dt);
+void *tst_alloc_for(const lathe_shape *s); /* calloc of the shape's byte size (at least 1 byte) */
+
+/* Every dtype lathe knows, for loops over dtypes. */
+extern const lathe_dtype tst_all_dtypes[];
+extern const int tst_n_all_dtypes;
+
+int tst_main(int argc, char **argv);
+
+#endif

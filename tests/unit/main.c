@@ -1,0 +1,3 @@
+#include "testing.h"
+
+int main(int argc, char **argv) { return tst_main(argc, argv); }
