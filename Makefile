@@ -16,7 +16,7 @@ TEST_SRC := $(wildcard tests/unit/*.c tests/ops/*.c)
 TESTS := $(BUILD)/test_unit $(BUILD)/test_ops
 EXAMPLES := $(BUILD)/mlp_train
 
-.PHONY: all lib test test-sanitize examples install clean
+.PHONY: all lib test test-sanitize examples bench install clean
 all: lib examples $(TESTS)
 lib: $(BUILD)/liblathe.a $(BUILD)/liblathe.so $(BUILD)/lathe.pc
 
@@ -45,6 +45,11 @@ $(BUILD)/mlp_train: examples/mlp_train.c $(BUILD)/liblathe.a
 	$(CC) $(CFLAGS_ALL) $< $(BUILD)/liblathe.a $(LIBS) $(LDFLAGS) -o $@
 
 examples: $(EXAMPLES)
+
+$(BUILD)/%_bench: bench/%_bench.c $(BUILD)/liblathe.a
+	$(CC) $(CFLAGS_ALL) $< $(BUILD)/liblathe.a $(LIBS) $(LDFLAGS) -o $@
+
+bench: $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*_bench.c))
 
 test: $(TESTS)
 	$(BUILD)/test_unit

@@ -133,4 +133,10 @@ typedef struct lathe_schedule {
 lathe_status_t lathe_schedule_build(lathe_function *fn, lathe_schedule *out);
 void lathe_schedule_free(lathe_schedule *s);
 
+/* Dynamic shapes: a copy of b's functions with every dynamic axis resolved from the binding
+ * names[i] -> sizes[i]. The copy's nodes share attribute memory with b's graph, which must
+ * outlive it. Free the copy with lathe_builder_free. */
+lathe_status_t lathe_builder_specialize(struct lathe_builder *b, const char *const *names, const int64_t *sizes,
+                                        int n_bound, struct lathe_builder **out);
+
 #endif

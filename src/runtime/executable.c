@@ -1,7 +1,42 @@
 /* executable.c -- compile and execute: the device-independent checks around a device's plan. */
+#include <pthread.h>
 #include <stdio.h>
 
 #include "runtime.h"
+
+static void specialization_free(lathe_executable_t e, lathe_specialization *sp);
+
+/* Graphs with dynamic axes keep a shallow copy of the builder (its arrays live in the graph
+ * arena) and the ordered list of dynamic axis names that bind a specialisation. */
+static lathe_status_t collect_dynamic_axes(lathe_executable_t e, lathe_builder_t b) {
+  lathe_function *fn = b->main_fn;
+  int n = 0;
+  const char *names[LATHE_MAX_RANK * 8];
+  for (int i = 0; i < fn->n_params; i++)
+    for (int k = 0; k < fn->params[i]->shape.rank; k++) {
+      const lathe_shape *s = &fn->params[i]->shape;
+      if (s->dims[k] >= 0) continue;
+      int j = 0;
+      while (j < n && strcmp(names[j], s->axis_names[k]) != 0) j++;
+      if (j < n) continue;
+      if (n == (int)(sizeof names / sizeof names[0])) return LATHE_INVALID("Compile: too many dynamic axis names");
+      names[n++] = s->axis_names[k];
+    }
+  if (!n) return NULL;
+  e->source = malloc(sizeof *e->source);
+  e->dyn_names = malloc(sizeof(char *) * (size_t)n);
+  pthread_mutex_t *mu = malloc(sizeof *mu);
+  if (!e->source || !e->dyn_names || !mu) {
+    free(mu);
+    return LATHE_OOM("Compile");
+  }
+  *e->source = *b;
+  memcpy(e->dyn_names, names, sizeof(char *) * (size_t)n);
+  e->n_dyn = n;
+  pthread_mutex_init(mu, NULL);
+  e->mu = mu;
+  return NULL;
+}
 
 lathe_status_t lathe_builder_compile(lathe_builder_t b, lathe_executable_t *out_exec) {
   if (!b) return LATHE_INVALID("Compile: builder is NULL");
@@ -21,12 +56,24 @@ lathe_status_t lathe_builder_compile(lathe_builder_t b, lathe_executable_t *out_
   e->graph = b->graph;
   lathe_graph_retain(b->graph);
   e->main_fn = b->main_fn;
+  st = collect_dynamic_axes(e, b);
+  if (st) {
+    lathe_executable_free(e);
+    return st;
+  }
   *out_exec = e;
   return NULL;
 }
 
 void lathe_executable_free(lathe_executable_t e) {
   if (!e) return;
+  for (int i = 0; i < e->n_specs; i++) specialization_free(e, &e->specs[i]);
+  if (e->mu) {
+    pthread_mutex_destroy(e->mu);
+    free(e->mu);
+  }
+  free(e->source);
+  free(e->dyn_names);
   e->backend->dev->plan_free(e->backend->dev_ctx, e->plan);
   lathe_graph_release(e->graph);
   free(e);
@@ -82,6 +129,52 @@ static lathe_status_t check_input(const lathe_node *p, int i, const lathe_shape 
   return NULL;
 }
 
+/* The plan specialised for the binding names[i] -> bound[i]: cached, or made now. When the cache
+ * is full the new specialisation is not cached: *tmp receives it and the caller frees it after
+ * the run (cached plans may be in use by other threads, so they are never evicted). */
+static lathe_status_t specialization_for(lathe_executable_t e, const char **names, const int64_t *bound, int n,
+                                         lathe_plan **out, lathe_specialization *tmp) {
+  int64_t key[LATHE_MAX_RANK * 8];
+  for (int k = 0; k < e->n_dyn; k++) {
+    int j = 0;
+    while (j < n && strcmp(names[j], e->dyn_names[k]) != 0) j++;
+    key[k] = j < n ? bound[j] : -1;
+  }
+  pthread_mutex_lock(e->mu);
+  for (int i = 0; i < e->n_specs; i++)
+    if (memcmp(e->specs[i].sizes, key, sizeof(int64_t) * (size_t)e->n_dyn) == 0) {
+      *out = e->specs[i].plan;
+      pthread_mutex_unlock(e->mu);
+      return NULL;
+    }
+  lathe_specialization sp = {0};
+  lathe_status_t st = NULL;
+  sp.sizes = malloc(sizeof(int64_t) * (size_t)e->n_dyn);
+  if (!sp.sizes) st = LATHE_OOM("Execute");
+  if (!st) {
+    memcpy(sp.sizes, key, sizeof(int64_t) * (size_t)e->n_dyn);
+    st = lathe_builder_specialize(e->source, e->dyn_names, key, e->n_dyn, &sp.builder);
+  }
+  if (!st) st = e->backend->dev->compile(e->backend->dev_ctx, sp.builder, &sp.plan);
+  if (st) {
+    lathe_builder_free(sp.builder);
+    free(sp.sizes);
+    pthread_mutex_unlock(e->mu);
+    return lathe_status_annotate(st, "Execute: specialising dynamic axes");
+  }
+  if (e->n_specs < LATHE_MAX_SPECIALIZATIONS) e->specs[e->n_specs++] = sp;
+  else *tmp = sp;
+  *out = sp.plan;
+  pthread_mutex_unlock(e->mu);
+  return NULL;
+}
+
+static void specialization_free(lathe_executable_t e, lathe_specialization *sp) {
+  if (sp->plan) e->backend->dev->plan_free(e->backend->dev_ctx, sp->plan);
+  lathe_builder_free(sp->builder);
+  free(sp->sizes);
+}
+
 lathe_status_t lathe_executable_execute(lathe_executable_t e, const lathe_buffer_t *inputs, const bool *donate,
                                         int n_inputs, int default_device, lathe_buffer_t *outputs, int n_outputs) {
   if (!e) return LATHE_INVALID("Execute: executable is NULL");
@@ -111,6 +204,7 @@ lathe_status_t lathe_executable_execute(lathe_executable_t e, const lathe_buffer
     if (tout != tout_stack) free(tout);
     return LATHE_OOM("Execute");
   }
+  memset(tout, 0, sizeof(lathe_tensor *) * (size_t)n_outputs);
   /* A donated buffer hands its reference over; others are retained for the run. */
   for (int i = 0; i < n_inputs; i++) {
     if (donate && donate[i]) {
@@ -120,7 +214,15 @@ lathe_status_t lathe_executable_execute(lathe_executable_t e, const lathe_buffer
       tin[i] = lathe_tensor_retain(inputs[i]->t);
     }
   }
-  lathe_status_t st = e->backend->dev->execute(e->backend->dev_ctx, e->plan, tin, n_inputs, tout, n_outputs);
+  lathe_plan *plan = e->plan;
+  lathe_specialization uncached = {0};
+  lathe_status_t st = e->n_dyn ? specialization_for(e, names, bound, n_names, &plan, &uncached) : NULL;
+  if (st) {
+    for (int i = 0; i < n_inputs; i++) lathe_tensor_release(tin[i]);
+  } else {
+    st = e->backend->dev->execute(e->backend->dev_ctx, plan, tin, n_inputs, tout, n_outputs);
+  }
+  specialization_free(e, &uncached);
   if (tin != tin_stack) free(tin);
   int made = 0;
   if (!st) {

@@ -61,11 +61,28 @@ struct lathe_buffer {
   lathe_shape shape;
 };
 
+/* One compiled specialisation of a graph with dynamic axes, for one binding of its names. */
+typedef struct lathe_specialization {
+  int64_t *sizes; /* one per dynamic axis name of the executable, in its order */
+  struct lathe_builder *builder; /* the resolved copy (owns its node memory) */
+  lathe_plan *plan;
+} lathe_specialization;
+
+#define LATHE_MAX_SPECIALIZATIONS 64
+
 struct lathe_executable {
   lathe_backend_t backend;
   lathe_graph *graph; /* keeps node memory alive */
   lathe_function *main_fn;
   lathe_plan *plan;
+  /* dynamic axes: names in order of first appearance in the parameters, and the cache of
+   * specialisations (one per binding), guarded by mu */
+  struct lathe_builder *source; /* shallow copy of the builder, for specialising */
+  const char **dyn_names;
+  int n_dyn;
+  void *mu; /* pthread_mutex_t */
+  lathe_specialization specs[LATHE_MAX_SPECIALIZATIONS];
+  int n_specs, next_evict;
 };
 
 lathe_status_t lathe_buffer_wrap_tensor(lathe_backend_t b, lathe_tensor *t, lathe_buffer_t *out); /* takes t */

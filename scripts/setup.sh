@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Installs what lathe needs to build on a Debian-like machine: a C compiler, make, OpenBLAS,
+# pkg-config (and clang, used by the tests to check the code also builds with it). Go must be
+# on PATH already (1.24 or newer); the Go modules come from the Go module proxy.
+set -euo pipefail
+need=()
+command -v cc >/dev/null 2>&1 || need+=(gcc)
+command -v make >/dev/null 2>&1 || need+=(make)
+command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
+[ -e /usr/include/x86_64-linux-gnu/cblas.h ] || [ -e /usr/include/cblas.h ] || [ -e /usr/include/openblas/cblas.h ] \
+  || [ -e /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h ] || need+=(libopenblas-dev)
+if [ "${LATHE_WITH_CLANG:-0}" = 1 ]; then command -v clang >/dev/null 2>&1 || need+=(clang); fi
+if [ ${#need[@]} -gt 0 ]; then
+  echo "setup: installing ${need[*]}"
+  SUDO=""
+  [ "$(id -u)" = 0 ] || SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+if ! command -v go >/dev/null 2>&1; then
+  echo "setup: Go is not on PATH; install Go 1.24+ first" >&2
+  exit 1
+fi

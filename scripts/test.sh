@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Sets up and runs every test of lathe: the C suites (gcc and clang, warnings as errors), the
+# same suites under AddressSanitizer+UndefinedBehaviorSanitizer, the C example, and the Go
+# tests (GoMLX's backendtest compliance suite included).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+LATHE_WITH_CLANG=1 ./scripts/setup.sh
+jobs=$(nproc 2>/dev/null || echo 2)
+
+step() { printf '\n=== %s\n' "$*"; }
+
+step "C tests (gcc, -Werror)"
+make -j"$jobs" CI=1 test
+step "C tests (clang, -Werror)"
+make -j"$jobs" CI=1 CC=clang BUILD=build-clang test
+step "C tests under ASan+UBSan"
+ASAN_OPTIONS=detect_leaks=1 make -j"$jobs" CI=1 test-sanitize
+step "C example: 2-layer MLP through the C API"
+make -j"$jobs" CI=1 examples
+build/mlp_train lathe:cpu
+if [ -f go.mod ]; then
+  step "Go: vet and tests (backendtest compliance suite included)"
+  go vet ./...
+  go test -count=1 ./...
+fi
+step "all tests passed"

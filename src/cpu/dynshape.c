@@ -1,0 +1,27 @@
+/* dynshape.c -- DynamicShape, DynamicDimensionSize, DynamicReshape on the CPU. Shapes are
+ * concrete here: executions of graphs with dynamic axes run a specialisation. */
+#include "cpu.h"
+
+bool lathe_cpu_supports_dynshape(lathe_op op, lathe_dtype dtype) {
+  (void)dtype;
+  return op == LATHE_OP_DYNAMIC_SHAPE || op == LATHE_OP_DYNAMIC_DIMENSION_SIZE || op == LATHE_OP_DYNAMIC_RESHAPE;
+}
+
+lathe_status_t lathe_cpu_run_dynshape(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
+  (void)ex;
+  int32_t *o = out[0]->data;
+  switch (n->op) {
+    case LATHE_OP_DYNAMIC_SHAPE:
+      for (int i = 0; i < in[0]->shape.rank; i++) o[i] = (int32_t)in[0]->shape.dims[i];
+      return NULL;
+    case LATHE_OP_DYNAMIC_DIMENSION_SIZE:
+      o[0] = (int32_t)in[0]->shape.dims[n->a.i[0]];
+      return NULL;
+    case LATHE_OP_DYNAMIC_RESHAPE:
+      /* The specialisation resolved the sizes; the element count was checked there. */
+      if (in[0]->nbytes) memcpy(out[0]->data, in[0]->data, in[0]->nbytes);
+      return NULL;
+    default:
+      return LATHE_UNIMPL("%s: not a dynamic-shape op", lathe_op_name(n->op));
+  }
+}

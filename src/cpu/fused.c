@@ -1,0 +1,246 @@
+/* fused.c -- FusedSoftmax, FusedGelu, FusedLayerNorm and FusedDense on the CPU: each reads and
+ * writes memory once per pass where the decomposition materialises several temporaries.
+ * Float32 and Float64 compute natively; Float16/BFloat16 are widened to Float32 around the
+ * Float32 kernel. */
+#include <math.h>
+
+#include "blas.h"
+#include "cpu.h"
+
+bool lathe_cpu_supports_fused(lathe_op op, lathe_dtype dt) {
+  switch (op) {
+    case LATHE_OP_FUSED_SOFTMAX:
+    case LATHE_OP_FUSED_GELU:
+    case LATHE_OP_FUSED_LAYER_NORM:
+    case LATHE_OP_FUSED_DENSE:
+      return lathe_dtype_is_float(dt);
+    default:
+      return false;
+  }
+}
+
+/* ---- geometry shared by the kernels ---- */
+typedef struct {
+  const lathe_node *n;
+  lathe_tensor *const *in;
+  lathe_tensor **out;
+  int64_t outer, len, inner; /* softmax: outer x len x inner */
+  int64_t *norm_off, *outer_off, norm; /* layer norm: element offsets */
+  int64_t m, k, nn;                    /* dense: [m, k] x [k, nn] */
+  lathe_blas_mat wm;
+} fctx;
+
+/* ---- typed kernels: instantiated for float and double ---- */
+#define DEFINE_FUSED(T, SUF, EXP, ERF, TANH, SQRT)                                                 \
+  static void softmax_##SUF(void *vc, int64_t b, int64_t e) {                                    \
+    fctx *c = vc;                                                                                \
+    const T *x = c->in[0]->data;                                                                 \
+    T *y = c->out[0]->data;                                                                      \
+    for (int64_t r = b; r < e; r++) {                                                            \
+      int64_t base = (r / c->inner) * c->len * c->inner + r % c->inner, st = c->inner;           \
+      T mx = -INFINITY;                                                                          \
+      for (int64_t i = 0; i < c->len; i++) mx = x[base + i * st] > mx || isnan(x[base + i * st]) ? x[base + i * st] : mx; \
+      T sum = 0;                                                                                 \
+      for (int64_t i = 0; i < c->len; i++) sum += (y[base + i * st] = EXP(x[base + i * st] - mx)); \
+      T inv = (T)1 / sum;                                                                        \
+      for (int64_t i = 0; i < c->len; i++) y[base + i * st] *= inv;                             \
+    }                                                                                            \
+  }                                                                                              \
+  static inline T gelu1_##SUF(T v, bool exact) {                                                 \
+    if (exact) return v * (T)0.5 * ((T)1 + ERF(v * (T)0.70710678118654752440));                 \
+    return v * (T)0.5 * ((T)1 + TANH((T)0.79788456080286535588 * (v + (T)0.044715 * v * v * v))); \
+  }                                                                                              \
+  static void gelu_##SUF(void *vc, int64_t b, int64_t e) {                                       \
+    fctx *c = vc;                                                                                \
+    const T *x = c->in[0]->data;                                                                 \
+    T *y = c->out[0]->data;                                                                      \
+    bool exact = c->n->a.i[0] != 0;                                                              \
+    for (int64_t i = b; i < e; i++) y[i] = gelu1_##SUF(x[i], exact);                             \
+  }                                                                                              \
+  static void layer_norm_##SUF(void *vc, int64_t b, int64_t e) {                                 \
+    fctx *c = vc;                                                                                \
+    const T *x = c->in[0]->data;                                                                 \
+    T *y = c->out[0]->data;                                                                      \
+    int k = 1;                                                                                   \
+    const T *gamma = c->n->a.i[0] ? c->in[k++]->data : NULL;                                     \
+    const T *beta = c->n->a.i[1] ? c->in[k]->data : NULL;                                        \
+    for (int64_t r = b; r < e; r++) {                                                            \
+      const T *xr = x + c->outer_off[r];                                                         \
+      T *yr = y + c->outer_off[r];                                                               \
+      double sum = 0, sq = 0;                                                                    \
+      for (int64_t i = 0; i < c->norm; i++) sum += xr[c->norm_off[i]];                           \
+      double mean = sum / (double)c->norm;                                                       \
+      for (int64_t i = 0; i < c->norm; i++) {                                                    \
+        double d = xr[c->norm_off[i]] - mean;                                                    \
+        sq += d * d;                                                                             \
+      }                                                                                          \
+      T mu = (T)mean, inv = (T)(1.0 / sqrt(sq / (double)c->norm + c->n->a.f[0]));                \
+      for (int64_t i = 0; i < c->norm; i++) {                                                    \
+        T v = (xr[c->norm_off[i]] - mu) * inv;                                                   \
+        if (gamma) v *= gamma[i];                                                                \
+        if (beta) v += beta[i];                                                                  \
+        yr[c->norm_off[i]] = v;                                                                  \
+      }                                                                                          \
+    }                                                                                            \
+  }                                                                                              \
+  static inline T act_##SUF(T v, int64_t act) {                                                  \
+    switch (act) {                                                                               \
+      case LATHE_ACTIVATION_GELU: return gelu1_##SUF(v, true);                                   \
+      case LATHE_ACTIVATION_RELU: return v < 0 ? 0 : v;                                          \
+      case LATHE_ACTIVATION_SILU: return v / ((T)1 + EXP(-v));                                   \
+      case LATHE_ACTIVATION_HARD_SWISH: {                                                        \
+        T s = v * (T)(1.0 / 6.0) + (T)0.5;                                                       \
+        return v * (s < 0 ? 0 : s > 1 ? 1 : s);                                                  \
+      }                                                                                          \
+      case LATHE_ACTIVATION_TANH: return TANH(v);                                                \
+      default: return v;                                                                         \
+    }                                                                                            \
+  }                                                                                              \
+  /* rows [b, e) of the product, then bias and activation while the rows are in cache */         \
+  static void dense_##SUF(void *vc, int64_t b, int64_t e) {                                      \
+    fctx *c = vc;                                                                                \
+    const T *x = c->in[0]->data;                                                                 \
+    T *y = c->out[0]->data;                                                                      \
+    lathe_blas_mat xm = {false, c->k ? c->k : 1};                                                \
+    if (c->k) lathe_blas_gemm(sizeof(T) == 4 ? LATHE_DTYPE_FLOAT32 : LATHE_DTYPE_FLOAT64, e - b, c->nn, c->k, \
+                    x + b * c->k, xm, c->in[1]->data, c->wm, y + b * c->nn, c->nn);              \
+    const T *bias = c->n->a.i[2] ? c->in[2]->data : NULL;                                        \
+    int64_t act = c->n->a.i[0];                                                                  \
+    if (!bias && act == LATHE_ACTIVATION_NONE) return;                                           \
+    for (int64_t r = b; r < e; r++)                                                              \
+      for (int64_t j = 0; j < c->nn; j++) {                                                      \
+        T v = y[r * c->nn + j] + (bias ? bias[j] : 0);                                           \
+        y[r * c->nn + j] = act_##SUF(v, act);                                                    \
+      }                                                                                          \
+  }
+
+DEFINE_FUSED(float, f32, expf, erff, tanhf, sqrtf)
+DEFINE_FUSED(double, f64, exp, erf, tanh, sqrt)
+
+/* ---- geometry ---- */
+static lathe_status_t layer_norm_offsets(fctx *c) {
+  const lathe_shape *s = &c->in[0]->shape;
+  int64_t strides[LATHE_MAX_RANK];
+  lathe_shape_strides(s, strides);
+  const int64_t *axes = c->n->a.list[0];
+  int na = c->n->a.list_len[0];
+  bool is_norm[LATHE_MAX_RANK] = {0};
+  c->norm = 1;
+  for (int i = 0; i < na; i++) is_norm[axes[i]] = true, c->norm *= s->dims[axes[i]];
+  int64_t total = lathe_shape_size(s);
+  c->outer = c->norm ? total / c->norm : 0;
+  c->norm_off = malloc(sizeof(int64_t) * (size_t)(c->norm + 1));
+  c->outer_off = malloc(sizeof(int64_t) * (size_t)(c->outer + 1));
+  if (!c->norm_off || !c->outer_off) return LATHE_OOM("FusedLayerNorm");
+  /* offsets of the normalised elements in the order of the given axes (gamma's order) */
+  for (int64_t i = 0; i < c->norm; i++) {
+    int64_t rem = i, off = 0;
+    for (int a = na - 1; a >= 0; a--) {
+      off += (rem % s->dims[axes[a]]) * strides[axes[a]];
+      rem /= s->dims[axes[a]];
+    }
+    c->norm_off[i] = off;
+  }
+  for (int64_t o = 0; o < c->outer; o++) {
+    int64_t rem = o, off = 0;
+    for (int a = s->rank - 1; a >= 0; a--) {
+      if (is_norm[a]) continue;
+      off += (rem % s->dims[a]) * strides[a];
+      rem /= s->dims[a];
+    }
+    c->outer_off[o] = off;
+  }
+  return NULL;
+}
+
+static lathe_status_t run_typed(lathe_cpu_exec *ex, fctx *c, bool f64) {
+  lathe_pool *pool = lathe_cpu_exec_pool(ex);
+  const lathe_shape *s = &c->in[0]->shape;
+  int64_t total = lathe_shape_size(s);
+  switch (c->n->op) {
+    case LATHE_OP_FUSED_SOFTMAX: {
+      int axis = (int)c->n->a.i[0];
+      c->len = s->dims[axis];
+      c->inner = 1;
+      for (int i = axis + 1; i < s->rank; i++) c->inner *= s->dims[i];
+      c->outer = c->len ? total / c->len / (c->inner ? c->inner : 1) : 0;
+      int64_t rows = c->outer * c->inner, grain = c->len ? 1 + 16384 / c->len : rows;
+      if (c->len && c->inner) lathe_parallel_for(pool, rows, grain, f64 ? softmax_f64 : softmax_f32, c);
+      return NULL;
+    }
+    case LATHE_OP_FUSED_GELU:
+      lathe_parallel_for(pool, total, 16384, f64 ? gelu_f64 : gelu_f32, c);
+      return NULL;
+    case LATHE_OP_FUSED_LAYER_NORM: {
+      lathe_status_t st = layer_norm_offsets(c);
+      if (!st && c->norm) lathe_parallel_for(pool, c->outer, 1 + 16384 / c->norm, f64 ? layer_norm_f64 : layer_norm_f32, c);
+      return st;
+    }
+    case LATHE_OP_FUSED_DENSE: {
+      const lathe_shape *os = &c->out[0]->shape;
+      c->k = s->dims[s->rank - 1];
+      c->m = 1;
+      for (int i = 0; i < s->rank - 1; i++) c->m *= s->dims[i];
+      c->nn = 1;
+      for (int i = s->rank - 1; i < os->rank; i++) c->nn *= os->dims[i];
+      if (!c->m || !c->nn) return NULL;
+      bool io = c->n->a.i[1] == LATHE_DENSE_INPUT_OUTPUTS;
+      c->wm = (lathe_blas_mat){!io, io ? c->nn : (c->k ? c->k : 1)};
+      if (!lathe_blas_fits(c->m, c->nn, c->k, (lathe_blas_mat){false, c->k ? c->k : 1}, c->wm, c->nn))
+        return LATHE_UNIMPL("FusedDense: matrices too large for BLAS's int arguments");
+      if (!c->k) memset(c->out[0]->data, 0, c->out[0]->nbytes); /* an empty sum; gemm with k=0 is skipped */
+      lathe_parallel_for(pool, c->m, 1 + (1 << 18) / (c->k * c->nn + 1), f64 ? dense_f64 : dense_f32, c);
+      return NULL;
+    }
+    default:
+      return LATHE_UNIMPL("%s: not a fused op", lathe_op_name(c->n->op));
+  }
+}
+
+/* Float16/BFloat16: widen operands to Float32 tensors, run, narrow the result. */
+static lathe_status_t widen(lathe_tensor *t, lathe_tensor **out) {
+  lathe_shape s = t->shape;
+  s.dtype = LATHE_DTYPE_FLOAT32;
+  LATHE_RETURN_IF_ERROR(lathe_cpu_tensor_new(&s, out));
+  int64_t n = lathe_shape_size(&s);
+  const uint16_t *h = t->data;
+  float *f = (*out)->data;
+  bool bf = t->shape.dtype == LATHE_DTYPE_BFLOAT16;
+  for (int64_t i = 0; i < n; i++) f[i] = bf ? lathe_bf16_to_f32(h[i]) : lathe_f16_to_f32(h[i]);
+  return NULL;
+}
+
+lathe_status_t lathe_cpu_run_fused(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
+  lathe_dtype dt = in[0]->shape.dtype;
+  fctx c = {.n = n, .in = in, .out = out};
+  lathe_status_t st;
+  if (dt == LATHE_DTYPE_FLOAT32 || dt == LATHE_DTYPE_FLOAT64) {
+    st = run_typed(ex, &c, dt == LATHE_DTYPE_FLOAT64);
+  } else {
+    lathe_tensor *win[3] = {0}, *wout = NULL;
+    st = NULL;
+    for (int i = 0; i < n->n_operands && !st; i++) st = widen(in[i], &win[i]);
+    if (!st) {
+      lathe_shape s = out[0]->shape;
+      s.dtype = LATHE_DTYPE_FLOAT32;
+      st = lathe_cpu_tensor_new(&s, &wout);
+    }
+    if (!st) {
+      c.in = win;
+      c.out = &wout;
+      st = run_typed(ex, &c, false);
+    }
+    if (!st) {
+      int64_t total = lathe_shape_size(&out[0]->shape);
+      const float *f = wout->data;
+      uint16_t *h = out[0]->data;
+      bool bf = dt == LATHE_DTYPE_BFLOAT16;
+      for (int64_t i = 0; i < total; i++) h[i] = bf ? lathe_f32_to_bf16(f[i]) : lathe_f32_to_f16(f[i]);
+    }
+    for (int i = 0; i < 3; i++) lathe_tensor_release(win[i]);
+    lathe_tensor_release(wout);
+  }
+  free(c.norm_off);
+  free(c.outer_off);
+  return st;
+}
