@@ -243,14 +243,13 @@ static lathe_status_t run_node(lathe_cpu_exec *ex, frame *f, int pos, const lath
       for (int i = 0; i < nin; i++) {
         lathe_tensor *t = in[i];
         int cid = s->remap[n->in[i]->id];
-        if (s->last_use[cid] == pos && atomic_load(&t->refs) == 1 && t->nbytes == (size_t)lathe_shape_byte_size(sh) &&
-            widened(t->shape.dtype) == t->shape.dtype && widened(sh->dtype) == sh->dtype) {
+        /* Same dtype and dims only: the kernel reads the operand's shape from the tensor. */
+        if (s->last_use[cid] == pos && atomic_load(&t->refs) == 1 && lathe_shape_equal(&t->shape, sh) &&
+            !lathe_dtype_is_packed(sh->dtype)) {
           bool taken = false;
           for (int j = 0; j < k; j++) taken |= out[j] == t;
           if (taken) continue;
           out[k] = lathe_tensor_retain(t);
-          out[k]->shape = *sh;
-          for (int r = 0; r < LATHE_MAX_RANK; r++) out[k]->shape.axis_names[r] = NULL;
           break;
         }
       }

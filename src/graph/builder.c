@@ -210,7 +210,7 @@ lathe_status_t lathe_node_new(lathe_function *fn, lathe_op op, lathe_value_t con
                               lathe_node **out) {
   const char *name = lathe_op_name(op);
   LATHE_RETURN_IF_ERROR(lathe_check_fn(name, fn));
-  if (!out) return LATHE_INVALID("%s: output pointer is NULL", name);
+  if (!out) return LATHE_INVALID("%s: internal: node pointer is NULL", name);
   if (n_operands > 0 && !operands) return LATHE_INVALID("%s: operands array is NULL", name);
   for (int i = 0; i < n_operands; i++) {
     char what[32];
@@ -298,6 +298,7 @@ static lathe_status_t intern_names(lathe_node *n, lathe_shape *s) {
 }
 
 lathe_status_t lathe_node_commit(lathe_node *n, lathe_value_t *out) {
+  if (!out) return LATHE_INVALID("%s: output pointer is NULL", lathe_op_name(n->op));
   LATHE_RETURN_IF_ERROR(intern_names(n, &n->shape));
   LATHE_RETURN_IF_ERROR(append_node(n->fn, n));
   *out = n;
@@ -305,6 +306,7 @@ lathe_status_t lathe_node_commit(lathe_node *n, lathe_value_t *out) {
 }
 
 lathe_status_t lathe_node_commit_multi(lathe_node *n, lathe_value_t *out_values) {
+  if (!out_values) return LATHE_INVALID("%s: output array is NULL", lathe_op_name(n->op));
   for (int i = 0; i < n->n_out; i++) LATHE_RETURN_IF_ERROR(intern_names(n, &n->out_shapes[i]));
   LATHE_RETURN_IF_ERROR(append_node(n->fn, n));
   lathe_arena *a = &n->fn->builder->graph->arena;

@@ -1,0 +1,275 @@
+/* ops_elementwise.c -- builders of the elementwise families: unary, binary, comparisons,
+ * ConvertDType, Bitcast, Where and Clamp. Dtype rules follow GoMLX's shapeinference, with
+ * these documented differences:
+ *  - Logistic, Tanh, Sin and Cos also take complex operands (XLA defines them);
+ *  - Real and Imag take real floats too (Real is x, Imag is 0), as compute.Builder documents;
+ *  - Abs, Real and Imag of a complex operand give the real dtype (Complex64 -> Float32);
+ *  - IsNaN takes any number (integers are never NaN), as the Go backend's NotEqual(x, x);
+ *  - Max, Min and Clamp need integers or real floats; Atan2 needs real floats;
+ *    ordering comparisons reject complex operands (only (Not)Equal are defined on them). */
+#include "graph.h"
+
+typedef enum {
+  R_ANY = 1 << 0,
+  R_BOOL = 1 << 1,
+  R_SINT = 1 << 2,
+  R_UINT = 1 << 3,
+  R_FLOAT = 1 << 4,
+  R_COMPLEX = 1 << 5,
+} accept;
+#define R_INT (R_SINT | R_UINT)
+#define R_NUM (R_INT | R_FLOAT | R_COMPLEX)
+
+static int class_bit(lathe_dtype dt) {
+  switch (lathe_dtype_class_of(dt)) {
+    case LATHE_CLASS_BOOL: return R_BOOL;
+    case LATHE_CLASS_SINT: return R_SINT;
+    case LATHE_CLASS_UINT: return R_UINT;
+    case LATHE_CLASS_FLOAT:
+    case LATHE_CLASS_HALF: return R_FLOAT;
+    case LATHE_CLASS_COMPLEX: return R_COMPLEX;
+    default: return 0;
+  }
+}
+
+static const char *accept_str(int a) {
+  switch (a) {
+    case R_BOOL: return "a Bool";
+    case R_INT: return "an integer";
+    case R_SINT | R_FLOAT | R_COMPLEX: return "a signed number (signed integer, float or complex)";
+    case R_NUM: return "a number (integer, float or complex)";
+    case R_FLOAT: return "a real float";
+    case R_FLOAT | R_COMPLEX: return "a float or complex";
+    case R_COMPLEX: return "a complex";
+    case R_INT | R_FLOAT: return "an integer or real float";
+    default: return "a valid";
+  }
+}
+
+static lathe_status_t check_dtype(const char *op, const char *what, const lathe_shape *s, int acc) {
+  if (acc & R_ANY) return NULL;
+  if (class_bit(s->dtype) & acc) return NULL;
+  char buf[LATHE_SHAPE_STR_MAX];
+  return LATHE_INVALID("%s: %s must have %s dtype, got %s", op, what, accept_str(acc), lathe_shape_str(s, buf, sizeof buf));
+}
+
+/* ---- unary ---- */
+static int unary_accepts(lathe_op op) {
+  switch (op) {
+    case LATHE_OP_IDENTITY: return R_ANY;
+    case LATHE_OP_LOGICAL_NOT: return R_BOOL;
+    case LATHE_OP_BITWISE_NOT:
+    case LATHE_OP_BIT_COUNT:
+    case LATHE_OP_CLZ: return R_INT;
+    case LATHE_OP_NEG: return R_SINT | R_FLOAT | R_COMPLEX;
+    case LATHE_OP_ABS:
+    case LATHE_OP_SIGN:
+    case LATHE_OP_IS_NAN: return R_NUM;
+    case LATHE_OP_ERF: return R_FLOAT;
+    case LATHE_OP_CONJ: return R_COMPLEX;
+    default: return R_FLOAT | R_COMPLEX; /* Ceil .. Cos, IsFinite, Real, Imag */
+  }
+}
+
+lathe_status_t lathe_unary(lathe_function_t fn, lathe_op op, lathe_value_t x, lathe_value_t *out) {
+  if (lathe_op_kind_of(op) != LATHE_KIND_UNARY || op >= LATHE_OP_COUNT)
+    return LATHE_INVALID("Unary: %s is not a unary elementwise op", lathe_op_name(op));
+  const char *name = lathe_op_name(op);
+  if (!out) return LATHE_INVALID("%s: out is NULL", name);
+  lathe_node *n;
+  LATHE_RETURN_IF_ERROR(lathe_node_new(fn, op, &x, 1, &n));
+  LATHE_RETURN_IF_ERROR(check_dtype(name, "operand", &n->in[0]->shape, unary_accepts(op)));
+  n->shape = n->in[0]->shape;
+  switch (op) {
+    case LATHE_OP_IS_FINITE:
+    case LATHE_OP_IS_NAN: n->shape.dtype = LATHE_DTYPE_BOOL; break;
+    case LATHE_OP_ABS:
+    case LATHE_OP_REAL:
+    case LATHE_OP_IMAG: n->shape.dtype = lathe_dtype_real_of(n->shape.dtype); break;
+    default: break;
+  }
+  return lathe_node_commit(n, out);
+}
+
+/* ---- binary and comparisons ---- */
+static int binary_accepts(lathe_op op) {
+  switch (op) {
+    case LATHE_OP_ADD:
+    case LATHE_OP_SUB:
+    case LATHE_OP_MUL:
+    case LATHE_OP_DIV:
+    case LATHE_OP_REM:
+    case LATHE_OP_POW: return R_NUM;
+    case LATHE_OP_MAX:
+    case LATHE_OP_MIN: return R_INT | R_FLOAT;
+    case LATHE_OP_ATAN2: return R_FLOAT;
+    case LATHE_OP_LOGICAL_AND:
+    case LATHE_OP_LOGICAL_OR:
+    case LATHE_OP_LOGICAL_XOR: return R_BOOL;
+    case LATHE_OP_COMPLEX: return R_FLOAT;
+    case LATHE_OP_EQUAL:
+    case LATHE_OP_NOT_EQUAL:
+    case LATHE_OP_EQUAL_TOTAL_ORDER:
+    case LATHE_OP_NOT_EQUAL_TOTAL_ORDER: return R_ANY;
+    default:
+      if (lathe_op_kind_of(op) == LATHE_KIND_COMPARE) return R_BOOL | R_INT | R_FLOAT; /* orderings */
+      return R_INT; /* bitwise and shifts */
+  }
+}
+
+lathe_status_t lathe_binary(lathe_function_t fn, lathe_op op, lathe_value_t lhs, lathe_value_t rhs,
+                            lathe_value_t *out) {
+  lathe_op_kind k = lathe_op_kind_of(op);
+  if ((k != LATHE_KIND_BINARY && k != LATHE_KIND_COMPARE) || op >= LATHE_OP_COUNT)
+    return LATHE_INVALID("Binary: %s is not a binary elementwise op", lathe_op_name(op));
+  const char *name = lathe_op_name(op);
+  if (!out) return LATHE_INVALID("%s: out is NULL", name);
+  lathe_value_t ops[2] = {lhs, rhs};
+  lathe_node *n;
+  LATHE_RETURN_IF_ERROR(lathe_node_new(fn, op, ops, 2, &n));
+  LATHE_RETURN_IF_ERROR(lathe_infer_broadcast(name, &n->in[0]->shape, &n->in[1]->shape, &n->shape));
+  LATHE_RETURN_IF_ERROR(check_dtype(name, "operands", &n->in[0]->shape, binary_accepts(op)));
+  if (op == LATHE_OP_COMPLEX) {
+    lathe_dtype dt = n->shape.dtype;
+    if (dt != LATHE_DTYPE_FLOAT32 && dt != LATHE_DTYPE_FLOAT64)
+      return LATHE_INVALID("Complex: operands must be Float32 or Float64, got %s", lathe_dtype_name(dt));
+    n->shape.dtype = dt == LATHE_DTYPE_FLOAT32 ? LATHE_DTYPE_COMPLEX64 : LATHE_DTYPE_COMPLEX128;
+  } else if (k == LATHE_KIND_COMPARE) {
+    n->shape.dtype = LATHE_DTYPE_BOOL;
+  }
+  return lathe_node_commit(n, out);
+}
+
+/* Named wrappers (lathe_add, lathe_abs, ...), generated from the op table. */
+#define DEF_UNARY(ENUM, c_name)                                                              \
+  lathe_status_t lathe_##c_name(lathe_function_t fn, lathe_value_t x, lathe_value_t *out) {  \
+    return lathe_unary(fn, LATHE_OP_##ENUM, x, out);                                          \
+  }
+#define DEF_BINARY(ENUM, c_name)                                                                                \
+  lathe_status_t lathe_##c_name(lathe_function_t fn, lathe_value_t lhs, lathe_value_t rhs, lathe_value_t *out) { \
+    return lathe_binary(fn, LATHE_OP_##ENUM, lhs, rhs, out);                                                     \
+  }
+#define DEF_COMPARE(ENUM, c_name) DEF_BINARY(ENUM, c_name)
+#define DEF_LEAF(ENUM, c_name)
+#define DEF_CONVERT(ENUM, c_name)
+#define DEF_SELECT(ENUM, c_name)
+#define DEF_REDUCE(ENUM, c_name)
+#define DEF_LAYOUT(ENUM, c_name)
+#define DEF_DOT(ENUM, c_name)
+#define DEF_CONV(ENUM, c_name)
+#define DEF_WINDOW(ENUM, c_name)
+#define DEF_INDEX(ENUM, c_name)
+#define DEF_CONTROL(ENUM, c_name)
+#define DEF_NUMERIC(ENUM, c_name)
+#define DEF_DYNSHAPE(ENUM, c_name)
+#define DEF_BARRIER(ENUM, c_name)
+#define DEF_FUSED(ENUM, c_name)
+#define DEF_COLLECTIVE(ENUM, c_name)
+#define DEF_INTERNAL(ENUM, c_name)
+#define LATHE_OP(ENUM, GoName, c_name, n, KIND) DEF_##KIND(ENUM, c_name)
+#include "lathe_ops.def"
+#undef LATHE_OP
+
+/* ---- dtype changes ---- */
+lathe_status_t lathe_convert_dtype(lathe_function_t fn, lathe_value_t x, lathe_dtype dtype, lathe_value_t *out) {
+  lathe_node *n;
+  if (!out) return LATHE_INVALID("ConvertDType: out is NULL");
+  LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_CONVERT_DTYPE, &x, 1, &n));
+  if (!lathe_dtype_is_valid(dtype)) return LATHE_INVALID("ConvertDType: invalid target dtype %d", (int)dtype);
+  n->shape = n->in[0]->shape;
+  n->shape.dtype = dtype;
+  return lathe_node_commit(n, out);
+}
+
+lathe_status_t lathe_bitcast(lathe_function_t fn, lathe_value_t x, lathe_dtype dtype, lathe_value_t *out) {
+  lathe_node *n;
+  if (!out) return LATHE_INVALID("Bitcast: out is NULL");
+  LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_BITCAST, &x, 1, &n));
+  if (!lathe_dtype_is_valid(dtype)) return LATHE_INVALID("Bitcast: invalid target dtype %d", (int)dtype);
+  const lathe_shape *s = &n->in[0]->shape;
+  char buf[LATHE_SHAPE_STR_MAX];
+  int from = lathe_dtype_bits(s->dtype), to = lathe_dtype_bits(dtype);
+  n->shape = *s;
+  n->shape.dtype = dtype;
+  if (to < from) { /* narrower: a new last axis */
+    if (s->rank >= LATHE_MAX_RANK)
+      return LATHE_INVALID("Bitcast: %s to %s would exceed rank %d", lathe_shape_str(s, buf, sizeof buf),
+                           lathe_dtype_name(dtype), LATHE_MAX_RANK);
+    n->shape.dims[s->rank] = from / to;
+    n->shape.axis_names[s->rank] = NULL;
+    n->shape.rank = s->rank + 1;
+  } else if (to > from) { /* wider: the last axis is consumed */
+    int64_t ratio = to / from;
+    if (s->rank == 0)
+      return LATHE_INVALID("Bitcast: a scalar %s cannot become the wider %s (needs a last axis of size %lld)",
+                           lathe_dtype_name(s->dtype), lathe_dtype_name(dtype), (long long)ratio);
+    int64_t last = s->dims[s->rank - 1];
+    if (last == -1)
+      return LATHE_INVALID("Bitcast: cannot collapse the dynamic last axis of %s", lathe_shape_str(s, buf, sizeof buf));
+    if (last != ratio)
+      return LATHE_INVALID("Bitcast: %s to %s needs a last axis of size %d/%d = %lld, got %lld",
+                           lathe_shape_str(s, buf, sizeof buf), lathe_dtype_name(dtype), to, from, (long long)ratio,
+                           (long long)last);
+    n->shape.rank = s->rank - 1;
+    n->shape.dims[s->rank - 1] = 0;
+    n->shape.axis_names[s->rank - 1] = NULL;
+  }
+  return lathe_node_commit(n, out);
+}
+
+/* ---- selection ---- */
+static bool same_dims(const lathe_shape *a, const lathe_shape *b) {
+  if (a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (a->dims[i] != b->dims[i]) return false;
+  return true;
+}
+
+lathe_status_t lathe_where(lathe_function_t fn, lathe_value_t cond, lathe_value_t on_true, lathe_value_t on_false,
+                           lathe_value_t *out) {
+  lathe_value_t ops[3] = {cond, on_true, on_false};
+  lathe_node *n;
+  if (!out) return LATHE_INVALID("Where: out is NULL");
+  LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_WHERE, ops, 3, &n));
+  const lathe_shape *c = &n->in[0]->shape, *t = &n->in[1]->shape, *f = &n->in[2]->shape;
+  char b1[LATHE_SHAPE_STR_MAX], b2[LATHE_SHAPE_STR_MAX], b3[LATHE_SHAPE_STR_MAX];
+  if (c->dtype != LATHE_DTYPE_BOOL)
+    return LATHE_INVALID("Where: condition must be Bool, got %s", lathe_shape_str(c, b1, sizeof b1));
+  if (t->dtype != f->dtype)
+    return LATHE_INVALID("Where: on_true and on_false must have the same dtype, got %s and %s",
+                         lathe_shape_str(t, b1, sizeof b1), lathe_shape_str(f, b2, sizeof b2));
+  if (t->rank && f->rank && !same_dims(t, f))
+    return LATHE_INVALID("Where: on_true %s and on_false %s must have the same shape or be scalars",
+                         lathe_shape_str(t, b1, sizeof b1), lathe_shape_str(f, b2, sizeof b2));
+  n->shape = t->rank ? *t : *f;
+  if (n->shape.rank == 0 && c->rank) {
+    n->shape = *c;
+    n->shape.dtype = t->dtype;
+  }
+  if (c->rank && !same_dims(c, &n->shape))
+    return LATHE_INVALID("Where: condition %s must be a scalar or match the shape of the values (on_true %s, on_false %s)",
+                         lathe_shape_str(c, b1, sizeof b1), lathe_shape_str(t, b2, sizeof b2),
+                         lathe_shape_str(f, b3, sizeof b3));
+  return lathe_node_commit(n, out);
+}
+
+lathe_status_t lathe_clamp(lathe_function_t fn, lathe_value_t min, lathe_value_t x, lathe_value_t max,
+                           lathe_value_t *out) {
+  lathe_value_t ops[3] = {min, x, max};
+  lathe_node *n;
+  if (!out) return LATHE_INVALID("Clamp: out is NULL");
+  LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_CLAMP, ops, 3, &n));
+  const lathe_shape *lo = &n->in[0]->shape, *v = &n->in[1]->shape, *hi = &n->in[2]->shape;
+  char b1[LATHE_SHAPE_STR_MAX], b2[LATHE_SHAPE_STR_MAX], b3[LATHE_SHAPE_STR_MAX];
+  if (lo->dtype != v->dtype || hi->dtype != v->dtype)
+    return LATHE_INVALID("Clamp: min, x and max must have the same dtype, got %s, %s and %s",
+                         lathe_shape_str(lo, b1, sizeof b1), lathe_shape_str(v, b2, sizeof b2),
+                         lathe_shape_str(hi, b3, sizeof b3));
+  LATHE_RETURN_IF_ERROR(check_dtype("Clamp", "x", v, R_INT | R_FLOAT));
+  if ((lo->rank && !same_dims(lo, v)) || (hi->rank && !same_dims(hi, v)))
+    return LATHE_INVALID("Clamp: min %s and max %s must be scalars or have the shape of x %s",
+                         lathe_shape_str(lo, b1, sizeof b1), lathe_shape_str(hi, b3, sizeof b3),
+                         lathe_shape_str(v, b2, sizeof b2));
+  n->shape = *v;
+  return lathe_node_commit(n, out);
+}
