@@ -1,0 +1,289 @@
+/* conv.c -- ConvGeneral on the CPU, for every layout, group kind and dilation, by im2col + GEMM.
+ *
+ * For one output batch b, one group g (channel group or batch group) and one tile of output
+ * spatial positions, the input patches are gathered into col[tile][K] (K = kernel input
+ * channels x kernel spatial size, order (kernel position, channel)), converted to the compute
+ * type; then tile_out[tile][OCg] = col x Wg^T with Wg[OCg][K] the group's kernel rows, packed
+ * once per run in the same order; tile_out is scattered into the output's layout. Compute
+ * types: float for Float32/Float16/BFloat16 (sgemm), double for Float64 (dgemm), and for
+ * integers int64 with wrapping arithmetic, which equals arithmetic wrapping in the dtype.
+ * Tasks (b, g, tile) run on the pool; each chunk of tasks owns its scratch. */
+#include "blas.h"
+#include "dtype_dispatch.h"
+
+typedef struct conv_ctx conv_ctx;
+
+/* Per-dtype routines. gemm: c[m][n] = a[m][k] . w[n][k]^T in the compute type. */
+typedef struct conv_type {
+  size_t csize; /* bytes of one compute-type value */
+  void (*pack)(const conv_ctx *c, const void *kernel, void *wpack);
+  void (*im2col)(const conv_ctx *c, int64_t in_base, int64_t s0, int64_t s1, void *col);
+  void (*gemm)(int64_t m, int64_t n, int64_t k, const void *a, const void *w, void *out);
+  void (*scatter)(const conv_ctx *c, int64_t out_base, int64_t s0, int64_t s1, const void *tile);
+} conv_type;
+
+struct conv_ctx {
+  const conv_type *ty;
+  int ns;                                      /* spatial rank */
+  int64_t ob, oc, ocg, groups, kic, ks, K, S;  /* sizes (see the file comment) */
+  int64_t ts, ntiles;                          /* tile of output spatial positions */
+  bool batch_groups, channel_groups;
+  int64_t osp[LATHE_MAX_RANK], ksp[LATHE_MAX_RANK];       /* output / kernel spatial dims */
+  int64_t in_sb, in_sc;                                   /* input batch / channel strides */
+  int64_t k_so, k_si, k_ssp[LATHE_MAX_RANK];              /* kernel strides */
+  int64_t out_sb, out_sc, out_ssp[LATHE_MAX_RANK];        /* output strides */
+  const int64_t *tbl[LATHE_MAX_RANK]; /* per spatial axis, [out index][kernel index]: input offset or -1 */
+  const void *in;
+  void *out;
+  const void *wpack;
+  atomic_int oom;
+};
+
+/* Advances a row-major multi-index over dims[0..n). */
+static inline void odometer(int64_t *idx, const int64_t *dims, int n) {
+  for (int d = n - 1; d >= 0; d--) {
+    if (++idx[d] < dims[d]) return;
+    idx[d] = 0;
+  }
+}
+
+static inline void unflatten(int64_t s, const int64_t *dims, int n, int64_t *idx) {
+  for (int d = n - 1; d >= 0; d--) {
+    idx[d] = dims[d] ? s % dims[d] : 0;
+    s = dims[d] ? s / dims[d] : 0;
+  }
+}
+
+/* ---- GEMMs per compute type ---- */
+#define NAIVE_GEMM(NAME, C, ACC, MUL)                                                               \
+  static void NAME(int64_t m, int64_t n, int64_t k, const void *va, const void *vw, void *vo) {     \
+    const C *a = va, *w = vw;                                                                       \
+    C *o = vo;                                                                                      \
+    for (int64_t i = 0; i < m; i++)                                                                 \
+      for (int64_t j = 0; j < n; j++) {                                                             \
+        ACC acc = 0;                                                                                \
+        for (int64_t q = 0; q < k; q++) acc += MUL(a[i * k + q], w[j * k + q]);                     \
+        o[i * n + j] = (C)acc;                                                                      \
+      }                                                                                             \
+  }
+#define MUL_PLAIN(x, y) ((x) * (y))
+#define MUL_WRAP(x, y) ((uint64_t)(x) * (uint64_t)(y)) /* wraps like the dtype; no signed overflow */
+NAIVE_GEMM(gemm_naive_float, float, float, MUL_PLAIN)
+NAIVE_GEMM(gemm_naive_double, double, double, MUL_PLAIN)
+NAIVE_GEMM(gemm_int64_t, int64_t, uint64_t, MUL_WRAP)
+
+/* BLAS GEMM (single-threaded per call; the pool runs tasks in parallel) with a plain fallback. */
+#define BLAS_GEMM(NAME, C, DT)                                                                        \
+  static void NAME(int64_t m, int64_t n, int64_t k, const void *a, const void *w, void *o) {         \
+    lathe_blas_mat am = {.trans = false, .ld = k}, wm = {.trans = true, .ld = k};                     \
+    if (k == 0)                                                                                       \
+      memset(o, 0, sizeof(C) * (size_t)(m * n));                                                      \
+    else if (lathe_blas_fits(m, n, k, am, wm, n))                                                     \
+      lathe_blas_gemm(DT, m, n, k, a, am, w, wm, o, n);                                               \
+    else                                                                                              \
+      gemm_naive_##C(m, n, k, a, w, o);                                                               \
+  }
+BLAS_GEMM(gemm_float, float, LATHE_DTYPE_FLOAT32)
+BLAS_GEMM(gemm_double, double, LATHE_DTYPE_FLOAT64)
+
+/* ---- per-dtype pack / im2col / scatter ---- */
+#define CONV_INST(ENUM, C)                                                                         \
+  static void pack_##ENUM(const conv_ctx *c, const void *vk, void *vw) {                              \
+    const void *ker = vk;                                                                                \
+    C *w = vw;                                                                                        \
+    for (int64_t o = 0; o < c->oc; o++) {                                                             \
+      int64_t kx[LATHE_MAX_RANK] = {0};                                                               \
+      for (int64_t k = 0; k < c->ks; k++) {                                                           \
+        int64_t off = o * c->k_so;                                                                    \
+        for (int d = 0; d < c->ns; d++) off += kx[d] * c->k_ssp[d];                                   \
+        C *dst = w + o * c->K + k * c->kic;                                                           \
+        for (int64_t ch = 0; ch < c->kic; ch++) dst[ch] = (C)LATHE_LD(ENUM, ker, off + ch * c->k_si);         \
+        odometer(kx, c->ksp, c->ns);                                                                  \
+      }                                                                                               \
+    }                                                                                                 \
+  }                                                                                                   \
+  static void im2col_##ENUM(const conv_ctx *c, int64_t in_base, int64_t s0, int64_t s1, void *vcol) { \
+    const LATHE_S(ENUM) *in = (const LATHE_S(ENUM) *)c->in + in_base;                                                         \
+    C *col = vcol;                                                                                    \
+    int64_t o[LATHE_MAX_RANK];                                                                        \
+    const int64_t *tb[LATHE_MAX_RANK];                                                                \
+    unflatten(s0, c->osp, c->ns, o);                                                                  \
+    for (int64_t s = s0; s < s1; s++) {                                                               \
+      for (int d = 0; d < c->ns; d++) tb[d] = c->tbl[d] + o[d] * c->ksp[d];                           \
+      int64_t kx[LATHE_MAX_RANK] = {0};                                                               \
+      C *row = col + (s - s0) * c->K;                                                                 \
+      for (int64_t k = 0; k < c->ks; k++) {                                                           \
+        int64_t off = 0;                                                                              \
+        int d = 0;                                                                                    \
+        for (; d < c->ns; d++) {                                                                      \
+          int64_t v = tb[d][kx[d]];                                                                   \
+          if (v < 0) break;                                                                           \
+          off += v;                                                                                   \
+        }                                                                                             \
+        C *dst = row + k * c->kic;                                                                    \
+        if (d < c->ns) {                                                                              \
+          for (int64_t ch = 0; ch < c->kic; ch++) dst[ch] = 0;                                        \
+        } else if (c->in_sc == 1) {                                                                   \
+          for (int64_t ch = 0; ch < c->kic; ch++) dst[ch] = (C)LATHE_LD(ENUM, in, off + ch);                  \
+        } else {                                                                                      \
+          for (int64_t ch = 0; ch < c->kic; ch++) dst[ch] = (C)LATHE_LD(ENUM, in, off + ch * c->in_sc);       \
+        }                                                                                             \
+        odometer(kx, c->ksp, c->ns);                                                                  \
+      }                                                                                               \
+      odometer(o, c->osp, c->ns);                                                                     \
+    }                                                                                                 \
+  }                                                                                                   \
+  static void scatter_##ENUM(const conv_ctx *c, int64_t out_base, int64_t s0, int64_t s1, const void *vt) { \
+    LATHE_S(ENUM) *out = (LATHE_S(ENUM) *)c->out + out_base;                                                                  \
+    const C *tile = vt;                                                                               \
+    int64_t o[LATHE_MAX_RANK];                                                                        \
+    unflatten(s0, c->osp, c->ns, o);                                                                  \
+    for (int64_t s = s0; s < s1; s++) {                                                               \
+      int64_t off = 0;                                                                                \
+      for (int d = 0; d < c->ns; d++) off += o[d] * c->out_ssp[d];                                    \
+      const C *src = tile + (s - s0) * c->ocg;                                                        \
+      LATHE_S(ENUM) *dst = out + off;                                                                             \
+      if (c->out_sc == 1)                                                                             \
+        for (int64_t j = 0; j < c->ocg; j++) LATHE_ST(ENUM, dst, j, (LATHE_C(ENUM))src[j]);                              \
+      else                                                                                            \
+        for (int64_t j = 0; j < c->ocg; j++) LATHE_ST(ENUM, dst, j * c->out_sc, (LATHE_C(ENUM))src[j]);                  \
+      odometer(o, c->osp, c->ns);                                                                     \
+    }                                                                                                 \
+  }                                                                                                   \
+  static const conv_type conv_##ENUM = {sizeof(C), pack_##ENUM, im2col_##ENUM, gemm_##C, scatter_##ENUM};
+
+/* Instances from the dtype table: real numbers (sub-byte integers arrive widened to Int8/Uint8;
+ * Bool and complex have no convolution). */
+#define CONV_BOOL(ENUM, ct)
+#define CONV_COMPLEX(ENUM, ct)
+#define CONV_FLOAT(ENUM, ct) CONV_INST(ENUM, ct)
+#define CONV_HALF(ENUM, ct) CONV_INST(ENUM, float)
+#define CONV_SINT(ENUM, ct) CONV_INST(ENUM, int64_t)
+#define CONV_UINT(ENUM, ct) CONV_INST(ENUM, int64_t)
+#define LATHE_DTYPE(ENUM, GoName, id, bits, ct, CLASS) LATHE_DD_KEEP_##bits(CONV_##CLASS(ENUM, ct))
+#include "lathe_dtypes.def"
+#undef LATHE_DTYPE
+
+static const conv_type *conv_type_of(lathe_dtype dt) {
+  switch (dt) {
+#define CASE_NONE(ENUM)
+#define CASE_BOOL CASE_NONE
+#define CASE_COMPLEX CASE_NONE
+#define CASE_YES(ENUM) case LATHE_DTYPE_##ENUM: return &conv_##ENUM;
+#define CASE_FLOAT CASE_YES
+#define CASE_HALF CASE_YES
+#define CASE_SINT CASE_YES
+#define CASE_UINT CASE_YES
+#define LATHE_DTYPE(ENUM, GoName, id, bits, ct, CLASS) LATHE_DD_KEEP_##bits(CASE_##CLASS(ENUM))
+#include "lathe_dtypes.def"
+#undef LATHE_DTYPE
+    default: return NULL;
+  }
+}
+
+bool lathe_cpu_supports_conv(lathe_op op, lathe_dtype dtype) {
+  return op == LATHE_OP_CONV_GENERAL && conv_type_of(dtype) != NULL;
+}
+
+static void conv_tasks(void *vctx, int64_t begin, int64_t end) {
+  conv_ctx *c = vctx;
+  size_t cs = c->ty->csize;
+  void *col = malloc(cs * (size_t)(c->ts * c->K) + 1), *tile = malloc(cs * (size_t)(c->ts * c->ocg) + 1);
+  if (!col || !tile) {
+    atomic_store(&c->oom, 1);
+    free(col);
+    free(tile);
+    return;
+  }
+  for (int64_t t = begin; t < end; t++) {
+    int64_t ti = t % c->ntiles, g = (t / c->ntiles) % c->groups, b = t / (c->ntiles * c->groups);
+    int64_t s0 = ti * c->ts, s1 = s0 + c->ts < c->S ? s0 + c->ts : c->S;
+    int64_t in_b = c->batch_groups ? g * c->ob + b : b;
+    int64_t in_base = in_b * c->in_sb + (c->channel_groups ? g * c->kic * c->in_sc : 0);
+    c->ty->im2col(c, in_base, s0, s1, col);
+    c->ty->gemm(s1 - s0, c->ocg, c->K, col, (const char *)c->wpack + cs * (size_t)(g * c->ocg * c->K), tile);
+    c->ty->scatter(c, b * c->out_sb + g * c->ocg * c->out_sc, s0, s1, tile);
+  }
+  free(col);
+  free(tile);
+}
+
+lathe_status_t lathe_cpu_run_conv(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in,
+                                  lathe_tensor **out) {
+  const lathe_shape *is = &in[0]->shape, *ks = &in[1]->shape, *os = &out[0]->shape;
+  conv_ctx c;
+  memset(&c, 0, sizeof c);
+  c.ty = conv_type_of(is->dtype);
+  if (!c.ty) return LATHE_UNIMPL("ConvGeneral: not implemented on lathe:cpu for %s", lathe_dtype_name(is->dtype));
+  if (lathe_shape_size(os) == 0) return NULL;
+  int64_t ist[LATHE_MAX_RANK], kst[LATHE_MAX_RANK], ost[LATHE_MAX_RANK];
+  lathe_shape_strides(is, ist);
+  lathe_shape_strides(ks, kst);
+  lathe_shape_strides(os, ost);
+  const int64_t *isp = n->a.list[0], *ksp_ax = n->a.list[1], *osp_ax = n->a.list[2];
+  const int64_t *strides = n->a.list[3], *pads = n->a.list[4], *idil = n->a.list[5], *kdil = n->a.list[6];
+  int ns = c.ns = n->a.list_len[0];
+  int64_t cgc = n->a.i[6], bgc = n->a.i[7];
+  c.channel_groups = cgc > 1;
+  c.batch_groups = bgc > 1;
+  c.groups = cgc > 1 ? cgc : bgc;
+  c.ob = os->dims[n->a.i[4]];
+  c.oc = os->dims[n->a.i[5]];
+  c.ocg = c.oc / c.groups;
+  c.kic = ks->dims[n->a.i[2]];
+  c.in_sb = ist[n->a.i[0]];
+  c.in_sc = ist[n->a.i[1]];
+  c.k_si = kst[n->a.i[2]];
+  c.k_so = kst[n->a.i[3]];
+  c.out_sb = ost[n->a.i[4]];
+  c.out_sc = ost[n->a.i[5]];
+  c.ks = c.S = 1;
+  int64_t tbl_len = 0;
+  for (int d = 0; d < ns; d++) {
+    c.osp[d] = os->dims[osp_ax[d]];
+    c.ksp[d] = ks->dims[ksp_ax[d]];
+    c.k_ssp[d] = kst[ksp_ax[d]];
+    c.out_ssp[d] = ost[osp_ax[d]];
+    c.ks *= c.ksp[d];
+    c.S *= c.osp[d];
+    tbl_len += c.osp[d] * c.ksp[d];
+  }
+  c.K = c.kic * c.ks;
+  c.in = in[0]->data;
+  c.out = out[0]->data;
+
+  /* Input offsets of (output index, kernel index) per spatial axis; -1 for padding and holes. */
+  int64_t *tbl = malloc(sizeof(int64_t) * (size_t)(tbl_len + 1));
+  void *wpack = malloc(c.ty->csize * (size_t)(c.oc * c.K) + 1);
+  if (!tbl || !wpack) {
+    free(tbl);
+    free(wpack);
+    return LATHE_OOM("ConvGeneral");
+  }
+  int64_t *p = tbl;
+  for (int d = 0; d < ns; d++) {
+    c.tbl[d] = p;
+    int64_t in_dim = is->dims[isp[d]], in_st = ist[isp[d]];
+    for (int64_t o = 0; o < c.osp[d]; o++)
+      for (int64_t k = 0; k < c.ksp[d]; k++) {
+        int64_t pos = o * strides[d] + k * kdil[d] - pads[2 * d];
+        bool ok = pos >= 0 && pos % idil[d] == 0 && pos / idil[d] < in_dim;
+        *p++ = ok ? pos / idil[d] * in_st : -1;
+      }
+  }
+  c.ty->pack(&c, in[1]->data, wpack);
+  c.wpack = wpack;
+
+  /* Tiles keep col near 64K values (L2-sized) while giving the GEMM enough rows. */
+  int64_t ts = 65536 / (c.K > 0 ? c.K : 1);
+  ts = ts < 16 ? 16 : ts > 1024 ? 1024 : ts;
+  c.ts = ts < c.S ? ts : c.S;
+  c.ntiles = (c.S + c.ts - 1) / c.ts;
+  atomic_init(&c.oom, 0);
+  int64_t work = c.ts * c.ocg * (c.K + 1), tasks = c.ob * c.groups * c.ntiles;
+  int64_t grain = work > 0 ? (int64_t)(1 << 18) / work : tasks;
+  lathe_parallel_for(lathe_cpu_exec_pool(ex), tasks, grain < 1 ? 1 : grain, conv_tasks, &c);
+  free(tbl);
+  free(wpack);
+  return atomic_load(&c.oom) ? LATHE_OOM("ConvGeneral") : NULL;
+}

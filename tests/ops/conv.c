@@ -1,0 +1,292 @@
+/* conv.c -- conformance rows for ConvGeneral: 1-D, 2-D and 3-D spatial axes, NWC/NHWC/NCHW and
+ * an unusual layout, strides, positive and negative padding, input and kernel dilation, channel
+ * and batch groups, size-0 and size-1 axes, every dtype the op is meant for; compared against a
+ * direct convolution loop written here (double for floats, exact wrapping for integers). */
+#include <stdint.h>
+
+#include "testing.h"
+
+#define R LATHE_MAX_RANK
+
+typedef struct conv_row {
+  const char *label;
+  int rank;
+  int64_t in[8], ker[8];
+  /* roles: input batch, channels, spatial...; kernel in, out, spatial...; output batch, channels, spatial... */
+  int ib, ic, isp[6], kin, kout, ksp[6], ob, oc, osp[6];
+  int64_t strides[6], idil[6], kdil[6];
+  lathe_padding pads[6];
+  bool has_strides, has_pads, has_idil, has_kdil;
+  int64_t cgc, bgc;
+} conv_row;
+
+static const lathe_dtype float_dts[] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT64, LATHE_DTYPE_FLOAT16,
+                                        LATHE_DTYPE_BFLOAT16};
+static const lathe_dtype int_dts[] = {LATHE_DTYPE_INT8, LATHE_DTYPE_INT16, LATHE_DTYPE_INT32, LATHE_DTYPE_INT64,
+                                      LATHE_DTYPE_UINT8, LATHE_DTYPE_UINT16, LATHE_DTYPE_UINT32, LATHE_DTYPE_UINT64,
+                                      LATHE_DTYPE_INT4, LATHE_DTYPE_UINT2};
+
+/* v modulo 2^bits of dt, as the dtype's value (integers wrap). */
+static double wrap_int(lathe_dtype dt, uint64_t v) {
+  switch (dt) {
+    case LATHE_DTYPE_INT8: return (int8_t)v;
+    case LATHE_DTYPE_INT16: return (int16_t)v;
+    case LATHE_DTYPE_INT32: return (int32_t)v;
+    case LATHE_DTYPE_INT64: return (double)(int64_t)v;
+    case LATHE_DTYPE_UINT8: return (uint8_t)v;
+    case LATHE_DTYPE_UINT16: return (uint16_t)v;
+    case LATHE_DTYPE_UINT32: return (uint32_t)v;
+    case LATHE_DTYPE_UINT64: return (double)v;
+    case LATHE_DTYPE_INT4: return (double)((int64_t)(v << 60) >> 60);
+    case LATHE_DTYPE_UINT2: return (double)(v & 3);
+    default: return (double)v;
+  }
+}
+
+static int64_t flat(const int64_t *idx, const int64_t *dims, int rank) {
+  int64_t f = 0;
+  for (int d = 0; d < rank; d++) f = f * dims[d] + idx[d];
+  return f;
+}
+
+static void run_row(const conv_row *r, lathe_dtype dt) {
+  char label[160];
+  snprintf(label, sizeof label, "%s/%s", r->label, lathe_dtype_name(dt));
+  if (!lathe_backend_supports_op(tst_backend(), LATHE_OP_CONV_GENERAL, dt))
+    SKIP("%s: ConvGeneral unsupported for %s", label, lathe_dtype_name(dt));
+  int rank = r->rank, ns = rank - 2;
+  bool is_int = dt != LATHE_DTYPE_FLOAT16 && dt != LATHE_DTYPE_BFLOAT16 && dt != LATHE_DTYPE_FLOAT32 &&
+                dt != LATHE_DTYPE_FLOAT64;
+  lathe_shape xs = tst_shape(dt, rank, r->in), ks = tst_shape(dt, rank, r->ker);
+  int64_t G = r->cgc > 1 ? r->cgc : r->bgc > 1 ? r->bgc : 1;
+
+  /* Expected output dims, from the formula. */
+  int64_t od[R];
+  od[r->ob] = r->in[r->ib] / (r->bgc > 1 ? r->bgc : 1);
+  od[r->oc] = r->ker[r->kout];
+  for (int d = 0; d < ns; d++) {
+    int64_t st = r->has_strides ? r->strides[d] : 1, id = r->has_idil ? r->idil[d] : 1;
+    int64_t kd = r->has_kdil ? r->kdil[d] : 1;
+    int64_t lo = r->has_pads ? r->pads[d].low : 0, hi = r->has_pads ? r->pads[d].high : 0;
+    int64_t padded = (r->in[r->isp[d]] - 1) * id + 1 + lo + hi, ek = (r->ker[r->ksp[d]] - 1) * kd + 1;
+    od[r->osp[d]] = (padded - ek) / st + 1;
+  }
+  lathe_shape ys = tst_shape(dt, rank, od);
+
+  lathe_builder_t b;
+  CHECK_OK(lathe_builder_new(tst_backend(), label, &b));
+  lathe_function_t fn = lathe_builder_main(b);
+  lathe_value_t x, k, y;
+  CHECK_OK(lathe_parameter(fn, "x", &xs, &x));
+  CHECK_OK(lathe_parameter(fn, "k", &ks, &k));
+  lathe_conv_axes ax = {r->ib, r->ic, r->isp, ns, r->kin, r->kout, r->ksp, ns, r->ob, r->oc, r->osp, ns};
+  lathe_conv_params p = {r->has_strides ? r->strides : NULL, r->has_strides ? ns : 0,
+                         r->has_pads ? r->pads : NULL, r->has_pads ? ns : 0,
+                         r->has_idil ? r->idil : NULL, r->has_idil ? ns : 0,
+                         r->has_kdil ? r->kdil : NULL, r->has_kdil ? ns : 0, r->cgc, r->bgc};
+  lathe_status_t st = lathe_conv_general(fn, x, k, &ax, &p, &y);
+  CHECK(st == NULL, "%s: build: %s", label, lathe_status_message(st));
+  if (st) {
+    lathe_status_free(st);
+    lathe_builder_free(b);
+    return;
+  }
+  lathe_shape got_shape;
+  CHECK_OK(lathe_value_shape(y, &got_shape));
+  CHECK(lathe_shape_equal(&got_shape, &ys), "%s: inferred shape mismatch", label);
+  CHECK_OK(lathe_function_return(fn, &y, 1));
+
+  int64_t nx = lathe_shape_num_elements(&xs), nk = lathe_shape_num_elements(&ks), ny = lathe_shape_num_elements(&ys);
+  void *xd = tst_alloc_for(&xs), *kd = tst_alloc_for(&ks), *want = tst_alloc_for(&ys);
+  tst_fill(xd, dt, nx, 11 + (unsigned)rank);
+  tst_fill(kd, dt, nk, 29 + (unsigned)nk);
+
+  /* Direct convolution reference. */
+  int64_t oc = od[r->oc], ocg = oc / G, kic = r->ker[r->kin], ob = od[r->ob];
+  int64_t oi[R] = {0};
+  int64_t kspd[R], kss = 1;
+  for (int d = 0; d < ns; d++) kspd[d] = r->ker[r->ksp[d]], kss *= kspd[d];
+  for (int64_t e = 0; e < ny; e++) {
+    int64_t rem = e;
+    for (int d = rank - 1; d >= 0; d--) oi[d] = rem % od[d], rem /= od[d];
+    int64_t bo = oi[r->ob], o = oi[r->oc], g = o / ocg;
+    int64_t bi = r->bgc > 1 ? g * ob + bo : bo;
+    double acc = 0;
+    uint64_t iacc = 0;
+    for (int64_t c = 0; c < kic; c++) {
+      int64_t cin = r->cgc > 1 ? g * kic + c : c;
+      for (int64_t kk = 0; kk < kss; kk++) {
+        int64_t kx[R], krem = kk, xi[R], ki[R];
+        for (int d = ns - 1; d >= 0; d--) kx[d] = krem % kspd[d], krem /= kspd[d];
+        bool ok = true;
+        xi[r->ib] = bi, xi[r->ic] = cin;
+        ki[r->kin] = c, ki[r->kout] = o;
+        for (int d = 0; d < ns && ok; d++) {
+          int64_t st_ = r->has_strides ? r->strides[d] : 1, id = r->has_idil ? r->idil[d] : 1;
+          int64_t kdl = r->has_kdil ? r->kdil[d] : 1, lo = r->has_pads ? r->pads[d].low : 0;
+          int64_t pos = oi[r->osp[d]] * st_ + kx[d] * kdl - lo;
+          if (pos < 0 || pos % id != 0 || pos / id >= r->in[r->isp[d]]) ok = false;
+          xi[r->isp[d]] = pos / id;
+          ki[r->ksp[d]] = kx[d];
+        }
+        if (!ok) continue;
+        double xv = tst_get(xd, dt, flat(xi, r->in, rank)), kv = tst_get(kd, dt, flat(ki, r->ker, rank));
+        acc += xv * kv;
+        iacc += (uint64_t)(int64_t)xv * (uint64_t)(int64_t)kv;
+      }
+    }
+    tst_set(want, dt, e, is_int ? wrap_int(dt, iacc) : acc);
+  }
+
+  const void *ins[2] = {xd, kd};
+  void *out[1];
+  lathe_shape os[1];
+  st = tst_run(b, ins, 2, out, 1, os);
+  CHECK(st == NULL, "%s: run: %s", label, lathe_status_message(st));
+  if (!st) {
+    CHECK(lathe_shape_equal(&os[0], &ys), "%s: output shape mismatch", label);
+    /* f32 sums of many products: allow for float accumulation order. */
+    double tol = dt == LATHE_DTYPE_FLOAT32 ? 1e-4 : tst_tol(dt);
+    tst_expect_close(label, out[0], want, dt, ny, tol);
+    tst_free_output(out[0]);
+  }
+  lathe_status_free(st);
+  free(xd);
+  free(kd);
+  free(want);
+  lathe_builder_free(b);
+}
+
+static void run_floats(const conv_row *r) {
+  for (size_t i = 0; i < sizeof float_dts / sizeof float_dts[0]; i++) run_row(r, float_dts[i]);
+}
+static void run_all(const conv_row *r) {
+  run_floats(r);
+  for (size_t i = 0; i < sizeof int_dts / sizeof int_dts[0]; i++) run_row(r, int_dts[i]);
+}
+
+TEST(conv_1d_nwc) {
+  conv_row r = {.label = "1d_nwc", .rank = 3, .in = {2, 7, 3}, .ker = {3, 3, 4},
+                .ib = 0, .ic = 2, .isp = {1}, .kin = 1, .kout = 2, .ksp = {0}, .ob = 0, .oc = 2, .osp = {1}};
+  run_all(&r);
+  conv_row s = r;
+  s.label = "1d_nwc_stride2_pad";
+  s.has_strides = s.has_pads = true;
+  s.strides[0] = 2;
+  s.pads[0] = (lathe_padding){2, 1};
+  run_all(&s);
+}
+
+TEST(conv_2d_nhwc) {
+  conv_row r = {.label = "2d_nhwc_hwio", .rank = 4, .in = {2, 5, 6, 3}, .ker = {3, 2, 3, 4},
+                .ib = 0, .ic = 3, .isp = {1, 2}, .kin = 2, .kout = 3, .ksp = {0, 1}, .ob = 0, .oc = 3, .osp = {1, 2},
+                .has_strides = true, .strides = {2, 1}, .has_pads = true, .pads = {{1, 1}, {0, 2}}};
+  run_all(&r);
+}
+
+TEST(conv_2d_nchw_negative_padding) {
+  conv_row r = {.label = "2d_nchw_oihw_negpad", .rank = 4, .in = {2, 3, 5, 6}, .ker = {4, 3, 3, 2},
+                .ib = 0, .ic = 1, .isp = {2, 3}, .kin = 1, .kout = 0, .ksp = {2, 3}, .ob = 0, .oc = 1, .osp = {2, 3},
+                .has_pads = true, .pads = {{-1, 0}, {1, -1}}};
+  run_all(&r);
+}
+
+TEST(conv_2d_weird_layout) {
+  /* input (H, C, W, N); kernel (O, KW, I, KH); output (W, N, H, C) */
+  conv_row r = {.label = "2d_weird_layout", .rank = 4, .in = {5, 3, 6, 2}, .ker = {4, 2, 3, 3},
+                .ib = 3, .ic = 1, .isp = {0, 2}, .kin = 2, .kout = 0, .ksp = {3, 1}, .ob = 1, .oc = 3, .osp = {2, 0},
+                .has_strides = true, .strides = {1, 2}, .has_pads = true, .pads = {{1, 0}, {0, 1}}};
+  run_floats(&r);
+  run_row(&r, LATHE_DTYPE_INT32);
+}
+
+TEST(conv_dilations) {
+  conv_row r = {.label = "2d_input_kernel_dilation", .rank = 4, .in = {1, 5, 4, 2}, .ker = {3, 2, 2, 3},
+                .ib = 0, .ic = 3, .isp = {1, 2}, .kin = 2, .kout = 3, .ksp = {0, 1}, .ob = 0, .oc = 3, .osp = {1, 2},
+                .has_idil = true, .idil = {2, 1}, .has_kdil = true, .kdil = {1, 2},
+                .has_pads = true, .pads = {{1, 2}, {1, 1}}};
+  run_all(&r);
+  conv_row s = r;
+  s.label = "2d_dilation_strides";
+  s.has_strides = true;
+  s.strides[0] = 2, s.strides[1] = 3;
+  s.idil[1] = 3;
+  run_floats(&s);
+}
+
+TEST(conv_3d) {
+  conv_row r = {.label = "3d_ndhwc", .rank = 5, .in = {1, 4, 5, 3, 2}, .ker = {2, 3, 2, 2, 3},
+                .ib = 0, .ic = 4, .isp = {1, 2, 3}, .kin = 3, .kout = 4, .ksp = {0, 1, 2}, .ob = 0, .oc = 4,
+                .osp = {1, 2, 3}, .has_strides = true, .strides = {1, 2, 1}, .has_kdil = true, .kdil = {2, 1, 1},
+                .has_pads = true, .pads = {{1, 1}, {0, 1}, {1, 0}}};
+  run_all(&r);
+}
+
+TEST(conv_channel_groups) {
+  conv_row r = {.label = "2d_channel_groups3", .rank = 4, .in = {2, 4, 5, 6}, .ker = {2, 2, 2, 6},
+                .ib = 0, .ic = 3, .isp = {1, 2}, .kin = 2, .kout = 3, .ksp = {0, 1}, .ob = 0, .oc = 3, .osp = {1, 2},
+                .cgc = 3};
+  run_all(&r);
+  conv_row s = {.label = "1d_ncw_depthwise", .rank = 3, .in = {2, 4, 9}, .ker = {4, 1, 3},
+                .ib = 0, .ic = 1, .isp = {2}, .kin = 1, .kout = 0, .ksp = {2}, .ob = 0, .oc = 1, .osp = {2},
+                .cgc = 4, .has_pads = true, .pads = {{1, 1}}};
+  run_floats(&s);
+}
+
+TEST(conv_batch_groups) {
+  conv_row r = {.label = "2d_batch_groups2", .rank = 4, .in = {4, 4, 4, 3}, .ker = {2, 2, 3, 4},
+                .ib = 0, .ic = 3, .isp = {1, 2}, .kin = 2, .kout = 3, .ksp = {0, 1}, .ob = 0, .oc = 3, .osp = {1, 2},
+                .bgc = 2};
+  run_all(&r);
+  conv_row s = r;
+  s.label = "2d_batch_groups4_nchw_out";
+  s.bgc = 4, s.ob = 0, s.oc = 1, s.osp[0] = 2, s.osp[1] = 3;
+  run_floats(&s);
+}
+
+TEST(conv_small_and_empty) {
+  conv_row one = {.label = "all_size1", .rank = 4, .in = {1, 1, 1, 1}, .ker = {1, 1, 1, 1},
+                  .ib = 0, .ic = 3, .isp = {1, 2}, .kin = 2, .kout = 3, .ksp = {0, 1}, .ob = 0, .oc = 3,
+                  .osp = {1, 2}};
+  run_all(&one);
+  conv_row pw = {.label = "pointwise_1x1", .rank = 4, .in = {3, 4, 5, 7}, .ker = {1, 1, 7, 5},
+                 .ib = 0, .ic = 3, .isp = {1, 2}, .kin = 2, .kout = 3, .ksp = {0, 1}, .ob = 0, .oc = 3,
+                 .osp = {1, 2}};
+  run_floats(&pw);
+  conv_row b0 = {.label = "batch0", .rank = 4, .in = {0, 4, 4, 2}, .ker = {2, 2, 2, 3},
+                 .ib = 0, .ic = 3, .isp = {1, 2}, .kin = 2, .kout = 3, .ksp = {0, 1}, .ob = 0, .oc = 3,
+                 .osp = {1, 2}};
+  run_floats(&b0);
+  conv_row c0 = {.label = "channels0", .rank = 4, .in = {1, 3, 3, 0}, .ker = {2, 2, 0, 3},
+                 .ib = 0, .ic = 3, .isp = {1, 2}, .kin = 2, .kout = 3, .ksp = {0, 1}, .ob = 0, .oc = 3,
+                 .osp = {1, 2}};
+  run_floats(&c0);
+  run_row(&c0, LATHE_DTYPE_INT32);
+  conv_row pad_only = {.label = "window_in_padding", .rank = 3, .in = {1, 2, 1}, .ker = {2, 1, 2},
+                       .ib = 0, .ic = 2, .isp = {1}, .kin = 1, .kout = 2, .ksp = {0}, .ob = 0, .oc = 2,
+                       .osp = {1}, .has_pads = true, .pads = {{3, 3}}};
+  run_floats(&pad_only);
+}
+
+TEST(conv_larger_tiled) {
+  /* several tiles of output positions per batch, several threads */
+  conv_row r = {.label = "2d_nhwc_40x40", .rank = 4, .in = {2, 40, 41, 8}, .ker = {3, 3, 8, 16},
+                .ib = 0, .ic = 3, .isp = {1, 2}, .kin = 2, .kout = 3, .ksp = {0, 1}, .ob = 0, .oc = 3, .osp = {1, 2},
+                .has_pads = true, .pads = {{1, 1}, {1, 1}}};
+  run_row(&r, LATHE_DTYPE_FLOAT32);
+  run_row(&r, LATHE_DTYPE_FLOAT64);
+  run_row(&r, LATHE_DTYPE_BFLOAT16);
+  conv_row s = r;
+  s.label = "2d_nchw_40x40_groups";
+  s.in[1] = 8, s.in[2] = 40, s.in[3] = 41, s.ic = 1, s.isp[0] = 2, s.isp[1] = 3;
+  s.ker[2] = 4, s.cgc = 2, s.oc = 1, s.osp[0] = 2, s.osp[1] = 3;
+  run_row(&s, LATHE_DTYPE_FLOAT32);
+  run_row(&s, LATHE_DTYPE_INT16);
+}
+
+TEST(conv_unsupported_dtypes_skip) {
+  static const lathe_dtype no[] = {LATHE_DTYPE_BOOL, LATHE_DTYPE_COMPLEX64, LATHE_DTYPE_COMPLEX128};
+  for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
+    CHECK(!lathe_backend_supports_op(tst_backend(), LATHE_OP_CONV_GENERAL, no[i]), "ConvGeneral %s must be unsupported",
+          lathe_dtype_name(no[i]));
+}
