@@ -1,0 +1,292 @@
+/* dot.c -- conformance rows for DotGeneral: layouts (batch, contracting and cross axes in any
+ * position), size 0 and 1, odd and threaded sizes, every dtype, accumulator / output dtypes,
+ * against a reference written here (double precision; wrapping 64-bit arithmetic for integer
+ * accumulators). */
+#include "core/core.h"
+#include "cpu/blas.h"
+#include "testing.h"
+
+typedef struct dot_spec {
+  int64_t ld[8], rd[8];
+  int lrank, rrank;
+  int lc[4], lb[4], rc[4], rb[4];
+  int nc, nb;
+} dot_spec;
+
+static bool is_int(lathe_dtype dt) {
+  return dt != LATHE_DTYPE_BOOL && dt < LATHE_DTYPE_FLOAT16 ? true : dt >= LATHE_DTYPE_INT4;
+}
+static bool is_unsigned(lathe_dtype dt) {
+  return (dt >= LATHE_DTYPE_UINT8 && dt <= LATHE_DTYPE_UINT64) || dt == LATHE_DTYPE_UINT4 || dt == LATHE_DTYPE_UINT2 ||
+         dt == LATHE_DTYPE_UINT1;
+}
+static bool is_cplx(lathe_dtype dt) { return dt == LATHE_DTYPE_COMPLEX64 || dt == LATHE_DTYPE_COMPLEX128; }
+
+/* v wrapped into integer dtype dt (two's complement of its width). */
+static int64_t wrap(uint64_t v, lathe_dtype dt) {
+  int bits = lathe_dtype_bits(dt);
+  if (bits >= 64) return (int64_t)v;
+  uint64_t m = ((uint64_t)1 << bits) - 1, top = (uint64_t)1 << (bits - 1);
+  v &= m;
+  if (is_unsigned(dt) || v < top) return (int64_t)v;
+  return (int64_t)v - (int64_t)(m + 1);
+}
+
+/* The accumulator the builder resolves for operand dtype dt when none is given. */
+static lathe_dtype default_acc(lathe_dtype dt) {
+  if (dt == LATHE_DTYPE_FLOAT16 || dt == LATHE_DTYPE_BFLOAT16) return LATHE_DTYPE_FLOAT32;
+  if (lathe_dtype_bits(dt) < 8) return is_unsigned(dt) ? LATHE_DTYPE_UINT8 : LATHE_DTYPE_INT8;
+  return dt;
+}
+
+static double round_to(lathe_dtype dt, double v) {
+  if (dt == LATHE_DTYPE_FLOAT32 || dt == LATHE_DTYPE_COMPLEX64) return (float)v;
+  if (dt == LATHE_DTYPE_FLOAT16) return lathe_f16_to_f32(lathe_f32_to_f16((float)v));
+  if (dt == LATHE_DTYPE_BFLOAT16) return lathe_bf16_to_f32(lathe_f32_to_bf16((float)v));
+  return v;
+}
+
+/* Runs one DotGeneral and compares with the reference. acc/out may be INVALID (defaults). */
+static void dot_case(const char *label, lathe_dtype dt, const dot_spec *sp, lathe_dtype acc, lathe_dtype odt) {
+  char lab[160];
+  snprintf(lab, sizeof lab, "%s %s acc=%s out=%s", label, lathe_dtype_name(dt), lathe_dtype_name(acc),
+           lathe_dtype_name(odt));
+  if (!lathe_backend_supports_op(tst_backend(), LATHE_OP_DOT_GENERAL, dt)) {
+    tst_skipped++;
+    printf("SKIP %s: DotGeneral unsupported on this backend\n", lab);
+    return;
+  }
+  lathe_shape ls = tst_shape(dt, sp->lrank, sp->ld), rs = tst_shape(dt, sp->rrank, sp->rd);
+  lathe_builder_t b;
+  CHECK_OK(lathe_builder_new(tst_backend(), "dot", &b));
+  lathe_function_t fn = lathe_builder_main(b);
+  lathe_value_t x, y, z = NULL;
+  CHECK_OK(lathe_parameter(fn, "lhs", &ls, &x));
+  CHECK_OK(lathe_parameter(fn, "rhs", &rs, &y));
+  lathe_dot_config cfg = {acc, odt};
+  lathe_status_t st = lathe_dot_general(fn, x, sp->lc, sp->nc, sp->lb, sp->nb, y, sp->rc, sp->nc, sp->rb, sp->nb, &cfg, &z);
+  CHECK(st == NULL, "%s: build: %s", lab, lathe_status_message(st));
+  lathe_status_free(st);
+  if (!z) {
+    lathe_builder_free(b);
+    return;
+  }
+  CHECK_OK(lathe_function_return(fn, &z, 1));
+  lathe_shape os;
+  CHECK_OK(lathe_value_shape(z, &os));
+  lathe_dtype eacc = acc ? acc : default_acc(dt), eout = odt ? odt : dt;
+  CHECK(os.dtype == eout, "%s: result dtype %s", lab, lathe_dtype_name(os.dtype));
+
+  /* expected dims: batch, lhs cross, rhs cross */
+  bool lused[8] = {0}, rused[8] = {0};
+  int64_t kd[4];
+  int64_t kn = 1;
+  for (int i = 0; i < sp->nc; i++) lused[sp->lc[i]] = rused[sp->rc[i]] = true, kd[i] = sp->ld[sp->lc[i]], kn *= kd[i];
+  for (int i = 0; i < sp->nb; i++) lused[sp->lb[i]] = rused[sp->rb[i]] = true;
+  int lcross[8], rcross[8], nlx = 0, nrx = 0;
+  for (int a = 0; a < sp->lrank; a++)
+    if (!lused[a]) lcross[nlx++] = a;
+  for (int a = 0; a < sp->rrank; a++)
+    if (!rused[a]) rcross[nrx++] = a;
+  int orank = sp->nb + nlx + nrx;
+  int64_t od[16];
+  for (int i = 0; i < sp->nb; i++) od[i] = sp->ld[sp->lb[i]];
+  for (int i = 0; i < nlx; i++) od[sp->nb + i] = sp->ld[lcross[i]];
+  for (int i = 0; i < nrx; i++) od[sp->nb + nlx + i] = sp->rd[rcross[i]];
+  bool dims_ok = os.rank == orank;
+  for (int i = 0; dims_ok && i < orank; i++) dims_ok = os.dims[i] == od[i];
+  CHECK(dims_ok, "%s: result rank %d (want %d)", lab, os.rank, orank);
+
+  int64_t nl = lathe_shape_num_elements(&ls), nr = lathe_shape_num_elements(&rs), no = lathe_shape_num_elements(&os);
+  void *ld = tst_alloc_for(&ls), *rd = tst_alloc_for(&rs), *want = tst_alloc_for(&os), *got[1] = {NULL};
+  double *tol = calloc((size_t)(no ? no : 1), sizeof(double));
+  tst_fill(ld, dt, nl, 7u + (unsigned)nl);
+  tst_fill(rd, dt, nr, 11u + (unsigned)nr);
+  int64_t lst[8], rst[8];
+  lst[sp->lrank - 1 < 0 ? 0 : sp->lrank - 1] = 1, rst[sp->rrank - 1 < 0 ? 0 : sp->rrank - 1] = 1;
+  for (int a = sp->lrank - 2; a >= 0; a--) lst[a] = lst[a + 1] * sp->ld[a + 1];
+  for (int a = sp->rrank - 2; a >= 0; a--) rst[a] = rst[a + 1] * sp->rd[a + 1];
+  bool int_acc = is_int(eacc);
+  double acc_tol = eacc == LATHE_DTYPE_FLOAT64 || eacc == LATHE_DTYPE_COMPLEX128 ? 1e-13 : 2e-6;
+  for (int64_t o = 0; o < no; o++) {
+    int64_t idx[16], rem = o;
+    for (int i = orank - 1; i >= 0; i--) idx[i] = rem % od[i], rem /= od[i];
+    int64_t lbase = 0, rbase = 0;
+    for (int i = 0; i < sp->nb; i++) lbase += idx[i] * lst[sp->lb[i]], rbase += idx[i] * rst[sp->rb[i]];
+    for (int i = 0; i < nlx; i++) lbase += idx[sp->nb + i] * lst[lcross[i]];
+    for (int i = 0; i < nrx; i++) rbase += idx[sp->nb + nlx + i] * rst[rcross[i]];
+    double re = 0, im = 0, mag = 0;
+    uint64_t isum = 0;
+    for (int64_t k = 0; k < kn; k++) {
+      int64_t lo = lbase, ro = rbase, kr = k;
+      for (int i = sp->nc - 1; i >= 0; i--) {
+        int64_t ki = kr % kd[i];
+        kr /= kd[i];
+        lo += ki * lst[sp->lc[i]], ro += ki * rst[sp->rc[i]];
+      }
+      double a = tst_get(ld, dt, lo), ai = tst_get_imag(ld, dt, lo);
+      double c = tst_get(rd, dt, ro), ci = tst_get_imag(rd, dt, ro);
+      if (int_acc) {
+        isum += (uint64_t)wrap((uint64_t)(int64_t)a, eacc) * (uint64_t)wrap((uint64_t)(int64_t)c, eacc);
+      } else {
+        a = round_to(eacc, a), c = round_to(eacc, c), ai = round_to(eacc, ai), ci = round_to(eacc, ci);
+        re += a * c - ai * ci, im += a * ci + ai * c;
+        mag += fabs(a * c) + fabs(ai * ci) + fabs(a * ci) + fabs(ai * c);
+      }
+    }
+    if (int_acc) {
+      int64_t v = wrap(isum, eacc);
+      if (is_int(eout)) v = wrap((uint64_t)v, eout);
+      re = (double)v;
+    } else {
+      re = round_to(eacc, re), im = round_to(eacc, im);
+    }
+    if (is_cplx(eout)) tst_set_complex(want, eout, o, re, im);
+    else tst_set(want, eout, o, re);
+    tol[o] = acc_tol * mag;
+  }
+  const void *ins[2] = {ld, rd};
+  st = tst_run(b, ins, 2, got, 1, NULL);
+  CHECK(st == NULL, "%s: run: %s", lab, lathe_status_message(st));
+  if (!st) {
+    double out_tol = is_int(eout) ? 0 : tst_tol(eout);
+    int bad = 0;
+    for (int64_t o = 0; o < no; o++) {
+      double g = tst_get(got[0], eout, o), w = tst_get(want, eout, o);
+      double gi = tst_get_imag(got[0], eout, o), wi = tst_get_imag(want, eout, o);
+      double t = tol[o] + out_tol * (1 + fabs(w) + fabs(wi));
+      if (!(fabs(g - w) <= t && fabs(gi - wi) <= t)) {
+        if (bad++ < 3) printf("  %s: element %lld: got %.9g%+.9gi, want %.9g%+.9gi\n", lab, (long long)o, g, gi, w, wi);
+      }
+    }
+    CHECK(bad == 0, "%s: %d of %lld elements differ", lab, bad, (long long)no);
+  }
+  lathe_status_free(st);
+  tst_free_output(got[0]);
+  free(ld), free(rd), free(want), free(tol);
+  lathe_builder_free(b);
+}
+
+#define D(...) {__VA_ARGS__}
+#define SPEC(LD, RD, LC, LB, RC, RB, NC, NB) \
+  (dot_spec) { .ld = D LD, .rd = D RD, .lrank = sizeof((int64_t[])D LD) / 8, .rrank = sizeof((int64_t[])D RD) / 8, \
+               .lc = D LC, .lb = D LB, .rc = D RC, .rb = D RB, .nc = NC, .nb = NB }
+
+/* A scalar operand has rank 0: SPEC cannot express it, so vectors are the smallest here. */
+static const struct {
+  const char *name;
+  dot_spec s;
+} layouts[] = {
+    {"matmul 3x4 4x5", SPEC((3, 4), (4, 5), (1), (0), (0), (0), 1, 0)},
+    {"vector dot", SPEC((7), (7), (0), (0), (0), (0), 1, 0)},
+    {"batch axis not first", SPEC((4, 2, 3), (3, 2, 5), (2), (1), (0), (1), 1, 1)},
+    {"two contracting axes", SPEC((2, 3, 4, 5), (5, 6, 3), (1, 3), (0), (2, 0), (0), 2, 0)},
+    {"interleaved cross axes", SPEC((2, 3, 4, 5), (5, 2, 4, 7), (0), (2), (1), (2), 1, 1)},
+    {"lhs transposed", SPEC((4, 3), (4, 5), (0), (0), (0), (0), 1, 0)},
+    {"rhs transposed", SPEC((3, 4), (5, 4), (1), (0), (1), (0), 1, 0)},
+    {"lhs cross split by contracting", SPEC((2, 4, 3), (4, 5), (1), (0), (0), (0), 1, 0)},
+    {"outer product", SPEC((3), (4), (0), (0), (0), (0), 0, 0)},
+    {"two batch axes swapped", SPEC((2, 3, 4, 5), (3, 5, 2, 6), (3), (0, 1), (1), (2, 0), 1, 2)},
+};
+#define N_LAYOUTS ((int)(sizeof layouts / sizeof layouts[0]))
+
+TEST(dot_general_layouts_all_dtypes) {
+  for (int d = 0; d < tst_n_all_dtypes; d++) {
+    lathe_dtype dt = tst_all_dtypes[d];
+    if (dt == LATHE_DTYPE_BOOL) {
+      CHECK(!lathe_backend_supports_op(tst_backend(), LATHE_OP_DOT_GENERAL, dt), "Bool is not supported");
+      tst_skipped++; /* counted like SKIP, without leaving the loop */
+      printf("SKIP %s: DotGeneral rejects Bool operands (not numeric)\n", tst_current);
+      continue;
+    }
+    for (int i = 0; i < N_LAYOUTS; i++) dot_case(layouts[i].name, dt, &layouts[i].s, 0, 0);
+  }
+}
+
+TEST(dot_general_sizes) {
+  const lathe_dtype dts[] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT64, LATHE_DTYPE_INT32, LATHE_DTYPE_FLOAT16,
+                             LATHE_DTYPE_COMPLEX64};
+  for (int d = 0; d < 5; d++) {
+    lathe_dtype dt = dts[d];
+    dot_spec s;
+    s = SPEC((0, 4), (4, 5), (1), (0), (0), (0), 1, 0), dot_case("m=0", dt, &s, 0, 0);
+    s = SPEC((3, 0), (0, 5), (1), (0), (0), (0), 1, 0), dot_case("k=0 gives zeros", dt, &s, 0, 0);
+    s = SPEC((0, 3, 4), (0, 4, 2), (2), (0), (1), (0), 1, 1), dot_case("batch=0", dt, &s, 0, 0);
+    s = SPEC((1, 1), (1, 1), (1), (0), (0), (0), 1, 0), dot_case("1x1x1", dt, &s, 0, 0);
+    s = SPEC((3, 1, 4), (4, 1), (2), (0), (0), (0), 1, 0), dot_case("size-1 cross axes", dt, &s, 0, 0);
+    s = SPEC((1, 3, 4), (1, 4, 2), (2), (0), (1), (0), 1, 1), dot_case("batch=1", dt, &s, 0, 0);
+    s = SPEC((17, 9), (9, 33), (1), (0), (0), (0), 1, 0), dot_case("odd 17x9x33", dt, &s, 0, 0);
+    s = SPEC((9, 17), (33, 9), (0), (0), (1), (0), 1, 0), dot_case("odd transposed", dt, &s, 0, 0);
+  }
+}
+
+TEST(dot_general_threaded) {
+  dot_spec s = SPEC((256, 256), (256, 256), (1), (0), (0), (0), 1, 0);
+  dot_case("256^3", LATHE_DTYPE_FLOAT32, &s, 0, 0);
+  dot_case("256^3", LATHE_DTYPE_FLOAT64, &s, 0, 0);
+  dot_case("256^3", LATHE_DTYPE_INT32, &s, 0, 0);
+  dot_case("256^3", LATHE_DTYPE_BFLOAT16, &s, 0, 0);
+  s = SPEC((256, 256), (256, 256), (0), (0), (1), (0), 1, 0);
+  dot_case("256^3 both transposed", LATHE_DTYPE_FLOAT32, &s, 0, 0);
+  s = SPEC((3, 128, 64), (3, 64, 96), (2), (0), (1), (0), 1, 1);
+  dot_case("3 batches split in panels", LATHE_DTYPE_FLOAT32, &s, 0, 0);
+  dot_case("3 batches split in panels", LATHE_DTYPE_COMPLEX128, &s, 0, 0);
+  s = SPEC((2, 700, 3), (2, 3, 900), (2), (0), (1), (0), 1, 1);
+  dot_case("wide panels", LATHE_DTYPE_FLOAT32, &s, 0, 0);
+  s = SPEC((64, 8, 8), (64, 8, 8), (2), (0), (1), (0), 1, 1);
+  dot_case("64 small batches", LATHE_DTYPE_FLOAT32, &s, 0, 0);
+  s = SPEC((8, 64, 64), (64, 8, 64), (2), (0), (0), (1), 1, 1);
+  dot_case("batches packed", LATHE_DTYPE_FLOAT64, &s, 0, 0);
+  dot_case("batches packed", LATHE_DTYPE_INT16, &s, 0, 0);
+}
+
+TEST(dot_general_accumulator_output) {
+  dot_spec s = SPEC((4, 2, 3), (3, 2, 5), (2), (1), (0), (1), 1, 1);
+  dot_spec big = SPEC((40, 70), (70, 50), (1), (0), (0), (0), 1, 0);
+  const struct {
+    lathe_dtype in, acc, out;
+  } v[] = {
+      {LATHE_DTYPE_FLOAT16, 0, LATHE_DTYPE_FLOAT32},
+      {LATHE_DTYPE_BFLOAT16, 0, LATHE_DTYPE_FLOAT32},
+      {LATHE_DTYPE_FLOAT16, LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT16},
+      {LATHE_DTYPE_FLOAT16, LATHE_DTYPE_FLOAT64, LATHE_DTYPE_FLOAT64},
+      {LATHE_DTYPE_INT8, LATHE_DTYPE_INT32, LATHE_DTYPE_INT32},
+      {LATHE_DTYPE_INT8, LATHE_DTYPE_INT32, 0},
+      {LATHE_DTYPE_INT8, LATHE_DTYPE_INT8, LATHE_DTYPE_INT32},
+      {LATHE_DTYPE_UINT8, LATHE_DTYPE_UINT32, LATHE_DTYPE_UINT32},
+      {LATHE_DTYPE_INT16, LATHE_DTYPE_INT64, LATHE_DTYPE_INT64},
+      {LATHE_DTYPE_INT32, LATHE_DTYPE_INT8, LATHE_DTYPE_INT16},
+      {LATHE_DTYPE_INT32, 0, LATHE_DTYPE_FLOAT32},
+      {LATHE_DTYPE_INT8, LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT32},
+      {LATHE_DTYPE_UINT16, LATHE_DTYPE_FLOAT64, LATHE_DTYPE_INT64},
+      {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT64, LATHE_DTYPE_FLOAT64},
+      {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT64, LATHE_DTYPE_FLOAT32},
+      {LATHE_DTYPE_FLOAT64, LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT64},
+      {LATHE_DTYPE_FLOAT32, 0, LATHE_DTYPE_BFLOAT16},
+      {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_COMPLEX64, LATHE_DTYPE_COMPLEX128},
+      {LATHE_DTYPE_COMPLEX64, LATHE_DTYPE_COMPLEX128, LATHE_DTYPE_COMPLEX64},
+      {LATHE_DTYPE_INT4, LATHE_DTYPE_INT32, LATHE_DTYPE_INT32},
+      {LATHE_DTYPE_UINT2, 0, LATHE_DTYPE_UINT16},
+  };
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+    dot_case("acc/out", v[i].in, &s, v[i].acc, v[i].out);
+    dot_case("acc/out 40x70x50", v[i].in, &big, v[i].acc, v[i].out);
+  }
+}
+
+/* The same rows on lathe's own loops (what runs where BLAS cannot), for the float dtypes. */
+TEST(dot_general_loops_without_blas) {
+  const lathe_dtype dts[] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT64, LATHE_DTYPE_COMPLEX64, LATHE_DTYPE_COMPLEX128,
+                             LATHE_DTYPE_FLOAT16};
+  bool was = lathe_blas_set_enabled(false);
+  for (int d = 0; d < 5; d++)
+    for (int i = 0; i < N_LAYOUTS; i++) dot_case("no BLAS", dts[d], &layouts[i].s, 0, 0);
+  dot_spec s = SPEC((17, 9), (33, 9), (1), (0), (1), (0), 1, 0);
+  dot_case("no BLAS odd", LATHE_DTYPE_FLOAT32, &s, 0, 0);
+  s = SPEC((0, 3, 4), (0, 4, 2), (2), (0), (1), (0), 1, 1);
+  dot_case("no BLAS batch=0", LATHE_DTYPE_FLOAT64, &s, 0, 0);
+  s = SPEC((200, 150), (150, 130), (1), (0), (0), (0), 1, 0);
+  dot_case("no BLAS threaded", LATHE_DTYPE_FLOAT32, &s, 0, 0);
+  dot_case("no BLAS threaded", LATHE_DTYPE_FLOAT16, &s, LATHE_DTYPE_FLOAT64, LATHE_DTYPE_FLOAT32);
+  lathe_blas_set_enabled(was);
+}
