@@ -229,7 +229,8 @@ lathe_status_t lathe_where(lathe_function_t fn, lathe_value_t cond, lathe_value_
 lathe_status_t lathe_clamp(lathe_function_t fn, lathe_value_t min, lathe_value_t x, lathe_value_t max,
                            lathe_value_t *out);
 
-/* op is one of the REDUCE_* ops; axes are distinct, any order; n_axes == 0 reduces nothing. */
+/* op is one of the REDUCE_* ops; axes are distinct, any order; n_axes == 0 reduces every axis
+ * (GoMLX's definition). */
 lathe_status_t lathe_reduce(lathe_function_t fn, lathe_op op, lathe_value_t x, const int *axes, int n_axes,
                             lathe_value_t *out);
 /* Index of the min/max along axis, as output_dtype (an integer dtype). NaN wins; ties take the
@@ -257,8 +258,13 @@ lathe_status_t lathe_pad(lathe_function_t fn, lathe_value_t x, lathe_value_t fil
 lathe_status_t lathe_reverse(lathe_function_t fn, lathe_value_t x, const int *axes, int n_axes, lathe_value_t *out);
 lathe_status_t lathe_iota(lathe_function_t fn, const lathe_shape *shape, int iota_axis, lathe_value_t *out);
 
-/* Generalised matrix product. Result axes: batch axes, then lhs cross axes, then rhs cross axes.
- * accumulator_dtype / output_dtype may be LATHE_DTYPE_INVALID (defaults: the operands' dtype). */
+/* Generalised matrix product. Result axes: batch axes, then lhs cross axes (in increasing
+ * order), then rhs cross axes. Axes are in [0, rank); each axis is used at most once; paired
+ * axes have equal sizes. Operands share one numeric dtype (Bool is rejected). config (borrowed)
+ * may be NULL, and its fields LATHE_DTYPE_INVALID, for the defaults: the output dtype is the
+ * operands'; the accumulator is the operands' dtype, except Float32 for Float16/BFloat16 and
+ * 8 bits for sub-byte integers. Integer sums wrap at the accumulator's width. Complex operands
+ * need a complex accumulator, and a complex accumulator a complex output. */
 typedef struct lathe_dot_config {
   lathe_dtype accumulator_dtype;
   lathe_dtype output_dtype;
@@ -285,12 +291,315 @@ lathe_status_t lathe_sort(lathe_function_t fn, lathe_function_t comparator, int 
 
 /* ---- per-family sections: each op family adds its builders below its own marker ---- */
 /* [family: index] */
+/* Gather in XLA's general form (GoMLX's Gather). start_indices has an integer dtype; its axis
+ * index_vector_axis (== its rank: an implicit axis of size 1) holds index vectors whose entry k
+ * is the start along operand axis start_index_map[k] (other axes start at 0). Each start is
+ * clamped to [0, dim - slice_size]. slice_sizes has one entry per operand axis (-1: the whole
+ * axis, for dynamic axes); collapsed_slice_axes (size-1 slices) are dropped from the result;
+ * the remaining operand axes appear, in order, at result axes offset_output_axes; the other
+ * result axes are the batch axes of start_indices, in order. indices_are_sorted is a hint.
+ * All arrays are borrowed. */
+lathe_status_t lathe_gather(lathe_function_t fn, lathe_value_t operand, lathe_value_t start_indices,
+                            int index_vector_axis, const int *offset_output_axes, int n_offset_output_axes,
+                            const int *collapsed_slice_axes, int n_collapsed_slice_axes, const int *start_index_map,
+                            int n_start_index_map, const int64_t *slice_sizes, int n_slice_sizes,
+                            bool indices_are_sorted, lathe_value_t *out);
+/* Scatter in XLA's general form: the result is operand with each update window combined (sum,
+ * max or min: scatter_op is LATHE_OP_SCATTER_SUM/MAX/MIN) into it at the position given by the
+ * matching index vector of indices (integer dtype; index_vector_axis as for gather; entry k is
+ * the start along operand axis scatter_axes_to_operand_axes[k]). update_window_axes of updates
+ * map in order to the operand axes not in inserted_window_axes; the other axes of updates are
+ * batch axes and match the batch axes of indices. A window that does not fit entirely in the
+ * operand is skipped. indices_are_sorted and unique_indices are hints; results do not depend on
+ * them. All arrays are borrowed. */
+lathe_status_t lathe_scatter(lathe_function_t fn, lathe_op scatter_op, lathe_value_t operand, lathe_value_t indices,
+                             lathe_value_t updates, int index_vector_axis, const int *update_window_axes,
+                             int n_update_window_axes, const int *inserted_window_axes, int n_inserted_window_axes,
+                             const int *scatter_axes_to_operand_axes, int n_scatter_axes, bool indices_are_sorted,
+                             bool unique_indices, lathe_value_t *out);
+#define LATHE_SCATTER_DECL(name)                                                                                   \
+  lathe_status_t lathe_##name(lathe_function_t fn, lathe_value_t operand, lathe_value_t indices, lathe_value_t updates, \
+                              int index_vector_axis, const int *update_window_axes, int n_update_window_axes,        \
+                              const int *inserted_window_axes, int n_inserted_window_axes,                           \
+                              const int *scatter_axes_to_operand_axes, int n_scatter_axes, bool indices_are_sorted, \
+                              bool unique_indices, lathe_value_t *out);
+LATHE_SCATTER_DECL(scatter_sum)
+LATHE_SCATTER_DECL(scatter_max)
+LATHE_SCATTER_DECL(scatter_min)
+#undef LATHE_SCATTER_DECL
+/* The slice of operand of sizes slice_dims (one per axis) starting at start_indices (array of
+ * one integer scalar value per operand axis, borrowed); each start is clamped to
+ * [0, dim - slice_dim]. */
+lathe_status_t lathe_dynamic_slice(lathe_function_t fn, lathe_value_t operand, const lathe_value_t *start_indices,
+                                   int n_start_indices, const int64_t *slice_dims, int n_slice_dims, lathe_value_t *out);
+/* operand with update (same dtype and rank, no larger) written at start_indices (one integer
+ * scalar per axis, borrowed), each start clamped to [0, dim - update_dim]. */
+lathe_status_t lathe_dynamic_update_slice(lathe_function_t fn, lathe_value_t operand, lathe_value_t update,
+                                          const lathe_value_t *start_indices, int n_start_indices, lathe_value_t *out);
 /* [family: conv] */
+/* Low/high padding of one axis (ConvGeneral, ReduceWindow, SelectAndScatter*). */
+typedef struct lathe_padding {
+  int64_t low, high;
+} lathe_padding;
+
+/* Which axis plays which role in ConvGeneral (GoMLX's ConvolveAxesConfig). The spatial arrays
+ * are borrowed; each must have rank-2 entries, spatial axis i of input, kernel and output
+ * corresponding. */
+typedef struct lathe_conv_axes {
+  int input_batch, input_channels;
+  const int *input_spatial;
+  int n_input_spatial;
+  int kernel_input_channels, kernel_output_channels;
+  const int *kernel_spatial;
+  int n_kernel_spatial;
+  int output_batch, output_channels;
+  const int *output_spatial;
+  int n_output_spatial;
+} lathe_conv_axes;
+
+/* ConvGeneral's window parameters. Every array is borrowed and either absent (count 0: the
+ * default) or has one entry per spatial axis. A zeroed struct, or NULL, means the defaults. */
+typedef struct lathe_conv_params {
+  const int64_t *strides; /* default 1; each >= 1 */
+  int n_strides;
+  const lathe_padding *paddings; /* default 0; negative values crop */
+  int n_paddings;
+  const int64_t *input_dilations; /* default 1; each >= 1 */
+  int n_input_dilations;
+  const int64_t *kernel_dilations; /* default 1; each >= 1 */
+  int n_kernel_dilations;
+  int64_t channel_group_count; /* 0 or 1: no grouping; input channels = kernel input channels * count */
+  int64_t batch_group_count;   /* 0 or 1: no grouping; at most one of the two counts may exceed 1 */
+} lathe_conv_params;
+
+/* General convolution (XLA's ConvGeneralDilated): any number of spatial axes, any layout.
+ * input and kernel share one dtype; the result has it too (Float16/BFloat16 accumulate in
+ * float32, integers wrap). params may be NULL. */
+lathe_status_t lathe_conv_general(lathe_function_t fn, lathe_value_t input, lathe_value_t kernel,
+                                  const lathe_conv_axes *axes, const lathe_conv_params *params, lathe_value_t *out);
 /* [family: window] */
+/* Window parameters of ReduceWindow and SelectAndScatter*. Arrays are borrowed; each is absent
+ * (count 0: the default) or has one entry per operand axis. NULL means all defaults. */
+typedef struct lathe_window_params {
+  const int64_t *window_dims; /* default 1; each >= 1 */
+  int n_window_dims;
+  const int64_t *strides; /* default: the window dims; each >= 1 */
+  int n_strides;
+  const int64_t *input_dilations; /* default 1; each >= 1; ReduceWindow only */
+  int n_input_dilations;
+  const int64_t *window_dilations; /* default 1; each >= 1; ReduceWindow only */
+  int n_window_dilations;
+  const lathe_padding *paddings; /* default 0; each >= 0 */
+  int n_paddings;
+} lathe_window_params;
+
+/* Reduces each window of x with reduction, one of LATHE_OP_REDUCE_SUM, _PRODUCT, _MAX, _MIN.
+ * Padding and input-dilation holes take the reduction's identity (0, 1, lowest, highest). */
+lathe_status_t lathe_reduce_window(lathe_function_t fn, lathe_op reduction, lathe_value_t x,
+                                   const lathe_window_params *params, lathe_value_t *out);
+/* op is LATHE_OP_SELECT_AND_SCATTER_MAX or _MIN: for every window of operand (window_dims,
+ * strides, paddings of params; dilations must be absent) the max (min) element is selected --
+ * the first on ties, a NaN over numbers -- and the window's source value is added there. source
+ * has the shape of ReduceWindow's result; the result has the operand's shape. SelectAndScatterSum
+ * has no builder in GoMLX's compute API (deprecated there): UNIMPLEMENTED. */
+lathe_status_t lathe_select_and_scatter(lathe_function_t fn, lathe_op op, lathe_value_t operand,
+                                        lathe_value_t source, const lathe_window_params *params,
+                                        lathe_value_t *out);
 /* [family: numeric] */
+/* RNGBitGenerator: Philox4x32-10 as XLA's RngBitGenerator(PHILOX) defines it. state is
+ * Uint64[3] = {key, counter low 64 bits, counter high 64 bits}. shape (copied; static dims) gives
+ * the values: integers and floats of 8 to 64 bits (Bool and complex are rejected). 32-bit
+ * dtypes take the 4 words of each 128-bit block in order; 64-bit dtypes take (w0|w1<<32),
+ * (w2|w3<<32); 8- and 16-bit dtypes take one 32-bit word per element, truncated. The counter
+ * advances by the number of blocks used. out_values (caller's array of 2) receives
+ * {new_state, values}. */
+lathe_status_t lathe_rng_bit_generator(lathe_function_t fn, lathe_value_t state, const lathe_shape *shape,
+                                       lathe_value_t *out_values);
+
+/* The numbering of GoMLX's compute.FFTType. */
+typedef enum lathe_fft_type {
+  LATHE_FFT_TYPE_FORWARD = 0,      /* complex -> complex */
+  LATHE_FFT_TYPE_INVERSE = 1,      /* complex -> complex, scaled by 1/N */
+  LATHE_FFT_TYPE_FORWARD_REAL = 2, /* Float32/64 [..., N] -> Complex64/128 [..., N/2+1] */
+  LATHE_FFT_TYPE_INVERSE_REAL = 3, /* Complex64/128 [..., N/2+1] -> Float32/64 [..., N], scaled by 1/N */
+} lathe_fft_type;
+/* FFT over the n_fft_length (1 to 3) innermost axes of x; fft_length (borrowed) holds their
+ * logical sizes (positive): for FORWARD, INVERSE and FORWARD_REAL they must equal x's innermost
+ * sizes; for INVERSE_REAL all but the last must, and x's last axis must be fft_length[-1]/2+1. */
+lathe_status_t lathe_fft(lathe_function_t fn, lathe_value_t x, lathe_fft_type type, const int64_t *fft_length,
+                         int n_fft_length, lathe_value_t *out);
+
+/* Batch normalisation over every axis but feature_axis (in [0, rank)). operand is a float
+ * dtype; scale, offset, mean and variance are rank 1 of operand's dtype and of the feature
+ * axis's size; epsilon >= 0 and finite. Variances are the biased (population) ones. */
+lathe_status_t lathe_batch_norm_for_inference(lathe_function_t fn, lathe_value_t operand, lathe_value_t scale,
+                                              lathe_value_t offset, lathe_value_t mean, lathe_value_t variance,
+                                              float epsilon, int feature_axis, lathe_value_t *out);
+/* out_values (caller's array of 3) receives {normalized, batch_mean, batch_variance}. */
+lathe_status_t lathe_batch_norm_for_training(lathe_function_t fn, lathe_value_t operand, lathe_value_t scale,
+                                             lathe_value_t offset, float epsilon, int feature_axis,
+                                             lathe_value_t *out_values);
+/* grad_output has operand's shape. out_values (caller's array of 3) receives {grad_operand,
+ * grad_scale, grad_offset}, computed with the given mean and variance. */
+lathe_status_t lathe_batch_norm_gradient(lathe_function_t fn, lathe_value_t operand, lathe_value_t scale,
+                                         lathe_value_t mean, lathe_value_t variance, lathe_value_t grad_output,
+                                         float epsilon, int feature_axis, lathe_value_t *out_values);
 /* [family: fused] */
+/* Fused ops: one pass over memory where the decomposition takes several. Float dtypes. */
+/* softmax along axis (0 <= axis < rank). */
+lathe_status_t lathe_fused_softmax(lathe_function_t fn, lathe_value_t x, int axis, lathe_value_t *out);
+/* GELU: exact (x/2 (1 + erf(x/sqrt 2))) or the tanh approximation. */
+lathe_status_t lathe_fused_gelu(lathe_function_t fn, lathe_value_t x, bool exact, lathe_value_t *out);
+/* Layer normalisation over axes (distinct); gamma and beta (may be NULL) hold one value per
+ * element of the normalised axes (dims of x at axes, in the order given). */
+lathe_status_t lathe_fused_layer_norm(lathe_function_t fn, lathe_value_t x, const int *axes, int n_axes, double epsilon,
+                                      lathe_value_t gamma, lathe_value_t beta, lathe_value_t *out);
+typedef enum lathe_activation {
+  LATHE_ACTIVATION_NONE = 0,
+  LATHE_ACTIVATION_GELU = 1, /* exact (erf), as GoMLX's FusedDense */
+  LATHE_ACTIVATION_RELU = 2,
+  LATHE_ACTIVATION_SILU = 3,
+  LATHE_ACTIVATION_HARD_SWISH = 4,
+  LATHE_ACTIVATION_TANH = 5,
+} lathe_activation;
+typedef enum lathe_dense_layout {
+  LATHE_DENSE_INPUT_OUTPUTS = 0, /* weight [in, out...] */
+  LATHE_DENSE_OUTPUTS_INPUT = 1, /* weight [out..., in] */
+} lathe_dense_layout;
+/* activation(x @ weight + bias): x [batch..., in]; bias [out...] or NULL; result [batch..., out...]. */
+lathe_status_t lathe_fused_dense(lathe_function_t fn, lathe_value_t x, lathe_value_t weight, lathe_value_t bias,
+                                 lathe_activation activation, lathe_dense_layout layout, lathe_value_t *out);
 /* [family: dynshape] */
+/* Dynamic shapes: parameters may have dynamic axes (size -1 with a name); an executable binds
+ * the names from its inputs' shapes and keeps one specialisation per binding. */
+/* The dims of x at run time, as Int32[rank]. */
+lathe_status_t lathe_dynamic_shape(lathe_function_t fn, lathe_value_t x, lathe_value_t *out);
+/* The size of x's axis at run time, as an Int32 scalar. */
+lathe_status_t lathe_dynamic_dimension_size(lathe_function_t fn, lathe_value_t x, int axis, lathe_value_t *out);
+/* One target axis of lathe_dynamic_reshape: static (name NULL, static_size >= 0), named with a
+ * value (name and an integer scalar value giving its size), or named and inferred (name, value
+ * NULL; at most one axis). name is borrowed. */
+typedef struct lathe_dim_spec {
+  int64_t static_size;
+  const char *name;
+  lathe_value_t value;
+} lathe_dim_spec;
+lathe_status_t lathe_dynamic_reshape(lathe_function_t fn, lathe_value_t x, const lathe_dim_spec *dims, int n_dims,
+                                     lathe_value_t *out);
 /* [family: barrier] */
+/* Returns the operands unchanged (n results), and keeps the optimiser from moving or merging
+ * work across it. */
+lathe_status_t lathe_optimization_barrier(lathe_function_t fn, const lathe_value_t *operands, int n,
+                                          lathe_value_t *out_values);
+/* Returns operand unchanged once every value of deps (n_deps of them; may be NULL when 0) has
+ * been computed. */
+lathe_status_t lathe_scheduling_barrier(lathe_function_t fn, lathe_value_t operand, const lathe_value_t *deps,
+                                        int n_deps, lathe_value_t *out);
+
+/* [family: quantized] */
+/* Quantized weights, as GoMLX's compute.Quantization. The numbering of both enums is GoMLX's. */
+typedef enum lathe_quant_scheme {
+  LATHE_QUANT_LINEAR = 0, /* value = q * scale + zero_point (no zero point: symmetric) */
+  LATHE_QUANT_NF4 = 1,    /* value = lathe_nf4_table[q & 15] * scale (QLoRA's NormalFloat4) */
+  LATHE_QUANT_GGML = 2,   /* llama.cpp block formats: scales live inside the blocks */
+} lathe_quant_scheme;
+typedef enum lathe_ggml_type {
+  LATHE_GGML_Q4_0 = 0,   /* 32 values in 18 bytes: f16 d, 16 bytes of nibbles; d * (q - 8) */
+  LATHE_GGML_Q8_0 = 1,   /* 32 values in 34 bytes: f16 d, 32 int8; d * q */
+  LATHE_GGML_IQ4_NL = 2, /* 32 values in 18 bytes: as Q4_0 with d * lathe_iq4nl_table[q] */
+  LATHE_GGML_Q2_K = 3,   /* 256 values in 84 bytes */
+  LATHE_GGML_Q3_K = 4,   /* 256 values in 110 bytes */
+  LATHE_GGML_Q4_K = 5,   /* 256 values in 144 bytes */
+  LATHE_GGML_Q5_K = 6,   /* 256 values in 176 bytes */
+  LATHE_GGML_Q6_K = 7,   /* 256 values in 210 bytes */
+} lathe_ggml_type;
+/* Values and bytes of one block of a GGML type (0 if unknown); its name ("Q4_K"; static;
+ * "unknown" if unknown). A GGML row of K values takes K / values * bytes bytes. */
+int lathe_ggml_block_values(lathe_ggml_type type);
+int lathe_ggml_block_bytes(lathe_ggml_type type);
+const char *lathe_ggml_type_name(lathe_ggml_type type);
+extern const float lathe_nf4_table[16];   /* GoMLX's NF4LookupTable */
+extern const float lathe_iq4nl_table[16]; /* GoMLX's IQ4NLLookupTable (before the block scale) */
+/* How a quantized operand is stored. The scale and zero point tensors, when the scheme has
+ * them, are operands of the op, not fields. */
+typedef struct lathe_quantization {
+  lathe_quant_scheme scheme;
+  lathe_ggml_type ggml_type; /* GGML only */
+  int block_axis;            /* Linear/NF4: the weights axis that is blocked; must be 1 */
+  int64_t block_size;        /* Linear/NF4: >= 1 consecutive output features share one scale */
+} lathe_quantization;
+/* activation(x @ dequantize(weights) + bias) without materialising the float weights.
+ * x: Float32 [batch..., K]. quant (borrowed) must not be NULL.
+ * Linear/NF4: weights [K, N] of Int2/Int4/Int8/Uint2/Uint4/Uint8 (sub-byte dtypes packed, as a
+ * Bitcast gives them); scale [K, ceil(N / block_size)] of Float32, Float16 or BFloat16;
+ * zero_point (Linear only; NULL: symmetric) like scale. GGML: weights [N, bytes per row]
+ * Uint8 of blocks of ggml_type holding K values per row; scale and zero_point NULL.
+ * bias: Float32 [N] or NULL. Result: Float32 [batch..., N]. */
+lathe_status_t lathe_fused_quantized_dense(lathe_function_t fn, lathe_value_t x, lathe_value_t weights,
+                                           const lathe_quantization *quant, lathe_value_t scale,
+                                           lathe_value_t zero_point, lathe_value_t bias, lathe_activation activation,
+                                           lathe_value_t *out);
+/* Embedding rows gathered and dequantized: data [vocab, bytes per row] Uint8 of GGML blocks
+ * (quant->scheme must be GGML: other schemes are UNIMPLEMENTED), indices of an integer dtype
+ * with last axis 1. Result: Float32 [indices dims but the last..., K]. An index outside
+ * [0, vocab) fails the execution with INVALID_ARGUMENT (as GoMLX's go backend). */
+lathe_status_t lathe_quantized_embedding_lookup(lathe_function_t fn, lathe_value_t data, lathe_value_t indices,
+                                                const lathe_quantization *quant, lathe_value_t *out);
+
+/* [family: fused attention] */
+/* Axis order of the 4-D attention tensors (GoMLX's AttentionAxesLayout). */
+typedef enum lathe_attention_layout {
+  LATHE_ATTENTION_LAYOUT_BHSD = 0, /* [batch, heads, seq, headDim] */
+  LATHE_ATTENTION_LAYOUT_BSHD = 1, /* [batch, seq, heads, headDim] */
+} lathe_attention_layout;
+
+/* GoMLX's ScaledDotProductAttentionConfig. A zeroed struct, or NULL, means the defaults. The
+ * values are borrowed handles of the same function (NULL: unused). mask and bias broadcast to
+ * the scores (each axis 1 or equal): rank 2 is [seqLen, kvLen]; rank 3 is [1, seqLen, kvLen];
+ * rank 4 is [batch, numHeads, seqLen, kvLen], except a BSHD mask, which is [batch, seqLen,
+ * numHeads, kvLen] as GoMLX's attention.Core builds it. A rank-3 operand with a leading axis
+ * other than 1, and a BSHD rank-4 bias with a heads or seq axis, are UNIMPLEMENTED: GoMLX's
+ * backends read them differently, so the caller falls back to the decomposition. */
+typedef struct lathe_attention_config {
+  double scale;        /* multiplies query . key; 0: 1/sqrt(headDim); finite */
+  bool causal;         /* query row i sees key j only when j <= i (top-left aligned) */
+  lathe_value_t mask;  /* Bool (true: attend) or query's dtype (added to the scores) */
+  lathe_value_t bias;  /* query's dtype, added to the scores (ALiBi, relative position) */
+  lathe_value_t query_seq_len;     /* Int32 [batch]: query rows from it on give zeros */
+  lathe_value_t key_value_seq_len; /* Int32 [batch]: keys from it on are masked; both or neither */
+  bool quantized_matmuls; /* a hint; ignored: lathe:cpu computes in float */
+} lathe_attention_config;
+
+/* softmax(scale * query . key^T + bias + mask) . value per head. query is
+ * [batch, numHeads, seqLen, headDim] (BHSD) or [batch, seqLen, numHeads, headDim] (BSHD); key
+ * and value have numKVHeads heads and kvLen positions; numHeads is a multiple of numKVHeads and
+ * query head h reads kv head h / (numHeads / numKVHeads) (grouped-query attention). All three
+ * share one float dtype. A query row that sees no key gives zeros. out_values (caller's array
+ * of 2) receives {output (query's shape), logsumexp}: logsumexp is the per-row log of the
+ * softmax denominator, [batch, numHeads, seqLen], Float64 for Float64 inputs and Float32
+ * otherwise (-inf for rows that see no key); it is the state FusedScaledDotProductAttentionVJP
+ * takes. */
+lathe_status_t lathe_fused_scaled_dot_product_attention(lathe_function_t fn, lathe_value_t query, lathe_value_t key,
+                                                        lathe_value_t value, lathe_attention_layout layout,
+                                                        const lathe_attention_config *config,
+                                                        lathe_value_t *out_values);
+/* Gradients of FusedScaledDotProductAttention. query, key, value, layout and config are those of
+ * the forward call; output and states (n_states == 1: the logsumexp; array borrowed) are what it
+ * returned; d_output has output's shape. out_values (caller's array of 3) receives {dQuery,
+ * dKey, dValue} with the shapes of query, key and value. No gradient flows to mask or bias. */
+lathe_status_t lathe_fused_scaled_dot_product_attention_vjp(lathe_function_t fn, lathe_value_t query, lathe_value_t key,
+                                                            lathe_value_t value, lathe_attention_layout layout,
+                                                            const lathe_attention_config *config, lathe_value_t output,
+                                                            const lathe_value_t *states, int n_states,
+                                                            lathe_value_t d_output, lathe_value_t *out_values);
+/* x [batch..., inFeatures] . w_qkv [inFeatures, query_dim + 2 * key_value_dim], split along the
+ * last axis into query [batch..., query_dim], key and value [batch..., key_value_dim], each plus
+ * its bias when given (bias_q [query_dim], bias_k and bias_v [key_value_dim]; NULL: none). One
+ * float dtype throughout; dims > 0. out_values (caller's array of 3) receives {query, key, value}. */
+lathe_status_t lathe_fused_attention_qkv_projection(lathe_function_t fn, lathe_value_t x, lathe_value_t w_qkv,
+                                                    lathe_value_t bias_q, lathe_value_t bias_k, lathe_value_t bias_v,
+                                                    int64_t query_dim, int64_t key_value_dim,
+                                                    lathe_value_t *out_values);
 
 /* ---------------------------------------------------------------------------------------------
  * Executables. */

@@ -17,20 +17,3 @@
     return LATHE_UNIMPL("%s: not implemented on lathe:cpu", lathe_op_name(n->op));               \
   }
 
-ABSENT(conv)
-ABSENT(window)
-ABSENT(index)
-ABSENT(numeric)
-ABSENT(dynshape)
-ABSENT(fused)
-ABSENT(control)
-ABSENT(barrier)
-ABSENT(dot)
-ABSENT(reduce)
-ABSENT(layout)
-ABSENT(select)
-ABSENT(convert)
-ABSENT(compare)
-ABSENT(binary)
-ABSENT(unary)
-ABSENT(leaf)

@@ -51,6 +51,13 @@ lathe_status_t lathe_reduce(lathe_function_t fn, lathe_op op, lathe_value_t x, c
     return LATHE_INVALID("%s: %d axes given for operand %s of rank %d", name, n_axes, lathe_shape_str(xs, buf, sizeof buf),
                          xs->rank);
   if (n_axes && !axes) return LATHE_INVALID("%s: axes is NULL", name);
+  /* No axes reduces every axis, as GoMLX's Reduce* ops define. */
+  int all_axes[LATHE_MAX_RANK];
+  if (n_axes == 0) {
+    for (int i = 0; i < xs->rank; i++) all_axes[i] = i;
+    axes = all_axes;
+    n_axes = xs->rank;
+  }
   bool reduced[LATHE_MAX_RANK] = {false};
   for (int i = 0; i < n_axes; i++) {
     if (axes[i] < 0 || axes[i] >= xs->rank)

@@ -18,24 +18,27 @@ static int64_t lookup(const binding *b, const char *name) {
   return -1;
 }
 
-/* DynamicReshape's named axes: bound by name, or the one inferred from the element count; the
- * names it resolves bind for the nodes after it. */
+/* DynamicReshape's named axes: bound by name, or inferred from the element count -- the one
+ * axis declared inferred, or the one axis whose size comes from a value computed at run time
+ * (the element count fixes it; the kernel checks the value agrees). The names it resolves bind
+ * for the nodes after it. */
 static lathe_status_t resolve_reshape(lathe_node *n, binding *b) {
   lathe_shape *s = &n->shape;
-  int inferred = (int)n->a.i[0];
+  int inferred = (int)n->a.i[0], unresolved = 0;
   int64_t known = 1, total = lathe_shape_size(&n->in[0]->shape);
   for (int i = 0; i < s->rank; i++) {
     if (i == inferred) continue;
+    if (s->dims[i] < 0) s->dims[i] = lookup(b, s->axis_names[i]);
     if (s->dims[i] < 0) {
-      int64_t v = lookup(b, s->axis_names[i]);
-      if (v < 0)
-        return LATHE_UNIMPL("DynamicReshape: axis %d (\"%s\") takes its size from a value computed at run time; "
-                            "only sizes bound by the inputs' axis names are supported", i, s->axis_names[i]);
-      s->dims[i] = v;
+      if (unresolved++ || inferred >= 0)
+        return LATHE_UNIMPL("DynamicReshape: axes sized by values computed at run time can only be resolved when "
+                            "one axis is left to infer from the element count (axis %d, \"%s\")", i, s->axis_names[i]);
+      inferred = i;
+      continue;
     }
     known *= s->dims[i];
   }
-  if (inferred >= 0 && s->dims[inferred] < 0) {
+  if (inferred >= 0) {
     if (known == 0 || total % known)
       return LATHE_INVALID("DynamicReshape: cannot infer axis %d: %lld elements over a static product of %lld", inferred,
                            (long long)total, (long long)known);

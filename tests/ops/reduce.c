@@ -129,6 +129,13 @@ static void check_reduce(lathe_op op, const lathe_shape *xs, const int *axes, in
   CHECK_OK(lathe_parameter(fn, "x", xs, &p));
   lathe_status_t st = lathe_reduce(fn, op, p, axes, n_axes, &r);
   CHECK(st == NULL, "%s: build: %s", label, lathe_status_message(st));
+  /* No axes reduces every axis (GoMLX's definition): the reference does the same. */
+  int all_axes[LATHE_MAX_RANK];
+  if (n_axes == 0) {
+    for (int a = 0; a < xs->rank; a++) all_axes[a] = a;
+    axes = all_axes;
+    n_axes = xs->rank;
+  }
   lathe_status_free(st);
   if (!r) {
     lathe_builder_free(b);
