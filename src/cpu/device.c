@@ -182,7 +182,8 @@ lathe_pool *lathe_cpu_exec_pool(lathe_cpu_exec *ex) { return ex->cpu->pool; }
 /* Sub-byte integer tensors are widened to 8 bits around kernels that compute on values. */
 static bool packed_native(lathe_op op) {
   lathe_op_kind k = lathe_op_kind_of(op);
-  return op == LATHE_OP_BITCAST || k == LATHE_KIND_CONTROL || k == LATHE_KIND_INTERNAL || k == LATHE_KIND_LEAF ||
+  /* FusedQuantizedDense unpacks Int2/Int4 weights itself, panel by panel, in parallel. */
+  return op == LATHE_OP_BITCAST || op == LATHE_OP_FUSED_QUANTIZED_DENSE || k == LATHE_KIND_CONTROL || k == LATHE_KIND_INTERNAL || k == LATHE_KIND_LEAF ||
          k == LATHE_KIND_BARRIER;
 }
 

@@ -4,8 +4,10 @@
  * Float32 kernel. */
 #include <math.h>
 
+#include "attention.h"
 #include "blas.h"
 #include "cpu.h"
+#include "quantized.h"
 
 bool lathe_cpu_supports_fused(lathe_op op, lathe_dtype dt) {
   switch (op) {
@@ -14,6 +16,13 @@ bool lathe_cpu_supports_fused(lathe_op op, lathe_dtype dt) {
     case LATHE_OP_FUSED_LAYER_NORM:
     case LATHE_OP_FUSED_DENSE:
       return lathe_dtype_is_float(dt);
+    case LATHE_OP_FUSED_QUANTIZED_DENSE:
+    case LATHE_OP_QUANTIZED_EMBEDDING_LOOKUP:
+      return lathe_cpu_supports_quantized(op, dt);
+    case LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION:
+    case LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION_VJP:
+    case LATHE_OP_FUSED_ATTENTION_QKV_PROJECTION:
+      return lathe_cpu_supports_attention(op, dt);
     default:
       return false;
   }
@@ -211,6 +220,9 @@ static lathe_status_t widen(lathe_tensor *t, lathe_tensor **out) {
 }
 
 lathe_status_t lathe_cpu_run_fused(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
+  if (n->op == LATHE_OP_FUSED_QUANTIZED_DENSE || n->op == LATHE_OP_QUANTIZED_EMBEDDING_LOOKUP)
+    return lathe_cpu_run_quantized(ex, n, in, out);
+  if (lathe_cpu_attention_op(n->op)) return lathe_cpu_run_attention(ex, n, in, out);
   lathe_dtype dt = in[0]->shape.dtype;
   fctx c = {.n = n, .in = in, .out = out};
   lathe_status_t st;
