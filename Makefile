@@ -17,7 +17,7 @@ TESTS := $(BUILD)/test_unit $(BUILD)/test_ops
 EXAMPLES := $(BUILD)/mlp_train
 
 .PHONY: all lib test test-sanitize examples bench install clean
-all: lib examples $(TESTS)
+all: lib examples bench $(TESTS)
 lib: $(BUILD)/liblathe.a $(BUILD)/liblathe.so $(BUILD)/lathe.pc
 
 $(BUILD)/obj/%.o: src/%.c $(HDR)
@@ -46,7 +46,7 @@ $(BUILD)/mlp_train: examples/mlp_train.c $(BUILD)/liblathe.a
 
 examples: $(EXAMPLES)
 
-$(BUILD)/%_bench: bench/%_bench.c $(BUILD)/liblathe.a
+$(BUILD)/%_bench: bench/%_bench.c bench/bench.h $(BUILD)/liblathe.a
 	$(CC) $(CFLAGS_ALL) $< $(BUILD)/liblathe.a $(LIBS) $(LDFLAGS) -o $@
 
 bench: $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*_bench.c))

@@ -11,90 +11,8 @@
  *          fused VJP gets output and logsumexp instead and recomputes P block by block.
  *   QKV:   DotGeneral(x, w), three Slices, three broadcast bias Adds. */
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
-#include "lathe.h"
-
-#define TRY(expr)                                                                                  \
-  do {                                                                                             \
-    lathe_status_t st_ = (expr);                                                                   \
-    if (st_) {                                                                                     \
-      fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, lathe_status_message(st_));              \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
-
-static lathe_backend_t be;
-static int repeats = 20;
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* One compiled graph with its Float32 inputs in [-1, 1]. */
-typedef struct {
-  lathe_executable_t e;
-  lathe_buffer_t in[16];
-  int n_in, n_out;
-  double *t;
-} timed;
-
-static void prepare(timed *g, lathe_builder_t b) {
-  TRY(lathe_builder_compile(b, &g->e));
-  g->n_in = lathe_executable_num_inputs(g->e), g->n_out = lathe_executable_num_outputs(g->e);
-  for (int i = 0; i < g->n_in; i++) {
-    lathe_shape s;
-    TRY(lathe_executable_input_shape(g->e, i, &s));
-    int64_t n = lathe_shape_num_elements(&s);
-    float *d = malloc(sizeof(float) * (size_t)(n ? n : 1));
-    for (int64_t k = 0; k < n; k++) d[k] = (float)((k * 7919 % 1000) / 500.0 - 1.0);
-    TRY(lathe_buffer_from_host(be, 0, &s, d, sizeof(float) * (size_t)n, &g->in[i]));
-    free(d);
-  }
-  g->t = malloc(sizeof(double) * (size_t)repeats);
-}
-
-static double run_once(timed *g) {
-  lathe_buffer_t out[8];
-  double t0 = now();
-  TRY(lathe_executable_execute(g->e, g->in, NULL, g->n_in, 0, out, g->n_out));
-  double t1 = now();
-  for (int k = 0; k < g->n_out; k++) lathe_buffer_free(out[k]);
-  return t1 - t0;
-}
-
-static double finish(timed *g) {
-  qsort(g->t, (size_t)repeats, sizeof(double), cmp_double);
-  double med = g->t[repeats / 2];
-  free(g->t);
-  for (int i = 0; i < g->n_in; i++) lathe_buffer_free(g->in[i]);
-  lathe_executable_free(g->e);
-  return med;
-}
-
-/* Median seconds of the two graphs, run alternately so that a change of load on the machine
- * hits both alike. */
-static void time_pair(lathe_builder_t bd, lathe_builder_t bf, double *td, double *tf) {
-  timed d, f;
-  prepare(&d, bd);
-  prepare(&f, bf);
-  for (int r = -2; r < repeats; r++) { /* two warm-up runs */
-    double a = run_once(&d), b = run_once(&f);
-    if (r >= 0) d.t[r] = a, f.t[r] = b;
-  }
-  *td = finish(&d);
-  *tf = finish(&f);
-}
+#include "bench.h"
 
 static lathe_shape f32(int rank, const int64_t *dims) {
   lathe_shape s;
@@ -245,7 +163,7 @@ static lathe_builder_t build_qkv(int64_t rows, int64_t in, int64_t qd, int64_t k
 
 static void row(const char *name, const char *shape, lathe_builder_t bd, lathe_builder_t bf) {
   double td, tf;
-  time_pair(bd, bf, &td, &tf);
+  bench_time_pair(bd, bf, NULL, NULL, &td, &tf);
   printf("%-34s %-22s %14.3f %14.3f %7.2fx\n", name, shape, td * 1e3, tf * 1e3, td / tf);
   fflush(stdout);
   lathe_builder_free(bd);
@@ -253,8 +171,7 @@ static void row(const char *name, const char *shape, lathe_builder_t bd, lathe_b
 }
 
 int main(int argc, char **argv) {
-  TRY(lathe_backend_new(argc > 1 ? argv[1] : "lathe:cpu", &be));
-  if (argc > 2) repeats = atoi(argv[2]) > 0 ? atoi(argv[2]) : repeats;
+  bench_init(argc, argv);
   printf("lathe fused attention vs its decomposition on %s, Float32, median of %d runs\n\n", lathe_backend_description(be),
          repeats);
   printf("%-34s %-22s %14s %14s %8s\n", "op", "shape", "decomposed ms", "fused ms", "ratio");

@@ -5,66 +5,8 @@
  *
  * A fused op is declared in lathe's capabilities only if it beats its decomposition here. */
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
-#include "lathe.h"
-
-#define TRY(expr)                                                                                  \
-  do {                                                                                             \
-    lathe_status_t st_ = (expr);                                                                   \
-    if (st_) {                                                                                     \
-      fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, lathe_status_message(st_));              \
-      exit(1);                                                                                     \
-    }                                                                                              \
-  } while (0)
-
-static lathe_backend_t be;
-static int repeats = 30;
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
-
-/* Median seconds of one execution of b's main on random inputs. */
-static double time_graph(lathe_builder_t b) {
-  lathe_executable_t e;
-  TRY(lathe_builder_compile(b, &e));
-  int n_in = lathe_executable_num_inputs(e);
-  lathe_buffer_t in[8], out[1];
-  for (int i = 0; i < n_in; i++) {
-    lathe_shape s;
-    TRY(lathe_executable_input_shape(e, i, &s));
-    int64_t n = lathe_shape_num_elements(&s);
-    float *d = malloc(sizeof(float) * (size_t)(n ? n : 1));
-    for (int64_t k = 0; k < n; k++) d[k] = (float)((k * 7919 % 1000) / 500.0 - 1.0);
-    TRY(lathe_buffer_from_host(be, 0, &s, d, sizeof(float) * (size_t)n, &in[i]));
-    free(d);
-  }
-  double *t = malloc(sizeof(double) * (size_t)repeats);
-  for (int r = -3; r < repeats; r++) { /* three warm-up runs */
-    double t0 = now();
-    TRY(lathe_executable_execute(e, in, NULL, n_in, 0, out, 1));
-    double t1 = now();
-    lathe_buffer_free(out[0]);
-    if (r >= 0) t[r] = t1 - t0;
-  }
-  qsort(t, (size_t)repeats, sizeof(double), cmp_double);
-  double med = t[repeats / 2];
-  free(t);
-  for (int i = 0; i < n_in; i++) lathe_buffer_free(in[i]);
-  lathe_executable_free(e);
-  return med;
-}
+#include "bench.h"
 
 static lathe_shape f32(int rank, int64_t a, int64_t b) {
   lathe_shape s;
@@ -168,8 +110,7 @@ static lathe_builder_t build(int which, bool fused, int64_t rows, int64_t cols) 
 }
 
 int main(int argc, char **argv) {
-  TRY(lathe_backend_new(argc > 1 ? argv[1] : "lathe:cpu", &be));
-  if (argc > 2) repeats = atoi(argv[2]) > 0 ? atoi(argv[2]) : repeats;
+  bench_init(argc, argv);
   printf("lathe fused ops vs their decomposition on %s, Float32, median of %d runs\n\n", lathe_backend_description(be), repeats);
   printf("%-18s %-12s %14s %14s %8s\n", "op", "shape", "decomposed ms", "fused ms", "ratio");
   const int64_t shapes[][2] = {{256, 1024}, {4096, 384}};
@@ -177,7 +118,8 @@ int main(int argc, char **argv) {
     for (int s = 0; s < 2; s++) {
       int64_t rows = shapes[s][0], cols = w == DENSE ? shapes[s][1] / 2 : shapes[s][1];
       lathe_builder_t bd = build(w, false, rows, cols), bf = build(w, true, rows, cols);
-      double td = time_graph(bd), tf = time_graph(bf);
+      double td, tf;
+      bench_time_pair(bd, bf, NULL, NULL, &td, &tf);
       char shape[32];
       snprintf(shape, sizeof shape, "%lldx%lld", (long long)rows, (long long)cols);
       printf("%-18s %-12s %14.3f %14.3f %7.2fx\n", names[w], shape, td * 1e3, tf * 1e3, td / tf);

@@ -5,35 +5,9 @@
  *
  *   make bench && build/quantized_bench [config] [repeats] */
 #include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
+#include <stdint.h>
 
-#include "lathe.h"
-
-#define TRY(expr)                                                                     \
-  do {                                                                                \
-    lathe_status_t st_ = (expr);                                                      \
-    if (st_) {                                                                        \
-      fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, lathe_status_message(st_)); \
-      exit(1);                                                                        \
-    }                                                                                 \
-  } while (0)
-
-static lathe_backend_t be;
-static int repeats = 20;
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
+#include "bench.h"
 
 /* Inputs valid for the workload: floats in [-1, 1), random bytes, small indices; every GGML
  * block (ggml_bpb bytes, its f16 scale first) gets a sane scale so no NaN or denormal slows it. */
@@ -50,35 +24,14 @@ static void fill_input(const lathe_shape *s, void *data, size_t nbytes, int ggml
     for (size_t b = 0; b + (size_t)ggml_bpb <= nbytes; b += (size_t)ggml_bpb) p[b] = 0x00, p[b + 1] = 0x2c; /* 1/16 */
 }
 
-/* Median seconds of one execution of b's main. */
-static double time_graph(lathe_builder_t b, int ggml_bpb, int64_t index_limit) {
-  lathe_executable_t e;
-  TRY(lathe_builder_compile(b, &e));
-  int n_in = lathe_executable_num_inputs(e);
-  lathe_buffer_t in[8], out[1];
-  for (int i = 0; i < n_in; i++) {
-    lathe_shape s;
-    TRY(lathe_executable_input_shape(e, i, &s));
-    size_t nb = (size_t)lathe_shape_byte_size(&s);
-    void *d = malloc(nb ? nb : 1);
-    fill_input(&s, d, nb, ggml_bpb, index_limit);
-    TRY(lathe_buffer_from_host(be, 0, &s, d, nb, &in[i]));
-    free(d);
-  }
-  double *t = malloc(sizeof(double) * (size_t)repeats);
-  for (int r = -3; r < repeats; r++) { /* three warm-up runs */
-    double t0 = now();
-    TRY(lathe_executable_execute(e, in, NULL, n_in, 0, out, 1));
-    double t1 = now();
-    lathe_buffer_free(out[0]);
-    if (r >= 0) t[r] = t1 - t0;
-  }
-  qsort(t, (size_t)repeats, sizeof(double), cmp_double);
-  double med = t[repeats / 2];
-  free(t);
-  for (int i = 0; i < n_in; i++) lathe_buffer_free(in[i]);
-  lathe_executable_free(e);
-  return med;
+typedef struct {
+  int ggml_bpb;
+  int64_t index_limit;
+} fill_ctx;
+
+static void fill_cb(const lathe_shape *s, void *data, size_t nbytes, void *ctx) {
+  fill_ctx *c = ctx;
+  fill_input(s, data, nbytes, c->ggml_bpb, c->index_limit);
 }
 
 /* ---- small graph helpers ---- */
@@ -232,8 +185,7 @@ static lathe_builder_t build(int which, bool fused, int64_t m, int64_t k, int64_
 }
 
 int main(int argc, char **argv) {
-  TRY(lathe_backend_new(argc > 1 ? argv[1] : "lathe:cpu", &be));
-  if (argc > 2) repeats = atoi(argv[2]) > 0 ? atoi(argv[2]) : repeats;
+  bench_init(argc, argv);
   printf("lathe quantized fused ops vs their decomposition on %s, median of %d runs\n\n", lathe_backend_description(be),
          repeats);
   printf("%-20s %-18s %14s %14s %8s\n", "op", "m x k x n", "decomposed ms", "fused ms", "ratio");
@@ -244,7 +196,9 @@ int main(int argc, char **argv) {
       if (w == LOOKUP_Q8_0) m = s == 0 ? 1 : s == 1 ? 64 : 512, k = 1024, n = 16384; /* n = vocab */
       int bpb = w == GGML_Q4_0 ? 18 : w == GGML_Q8_0 || w == LOOKUP_Q8_0 ? 34 : 0;
       lathe_builder_t bd = build(w, false, m, k, n), bf = build(w, true, m, k, n);
-      double td = time_graph(bd, bpb, n), tf = time_graph(bf, bpb, n);
+      double td, tf;
+      fill_ctx fc = {bpb, n};
+      bench_time_pair(bd, bf, fill_cb, &fc, &td, &tf);
       char shape[48];
       snprintf(shape, sizeof shape, "%lldx%lldx%lld", (long long)m, (long long)k, (long long)n);
       printf("%-20s %-18s %14.3f %14.3f %7.2fx\n", names[w], shape, td * 1e3, tf * 1e3, td / tf);
