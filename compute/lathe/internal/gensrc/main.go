@@ -1,0 +1,55 @@
+// Command gensrc writes one cgo wrapper file per C source of the lathe engine into the
+// current directory (compute/lathe): cgo compiles only the .c files of the package's own
+// directory, so each wrapper includes one engine file. Stale wrappers are removed.
+//
+// Run it with `go generate ./compute/lathe` after adding or removing a C file under src/.
+package main
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/lathe-dev/lathe/compute/lathe/internal/gensrc/srclist"
+)
+
+func main() {
+	root := "../.."
+	if len(os.Args) > 1 {
+		root = os.Args[1]
+	}
+	want, err := srclist.Engine(root)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gensrc:", err)
+		os.Exit(1)
+	}
+	have, err := srclist.Wrappers(".")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gensrc:", err)
+		os.Exit(1)
+	}
+	for name, content := range want {
+		if old, err := os.ReadFile(name); err == nil && string(old) == content {
+			continue
+		}
+		if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, "gensrc:", err)
+			os.Exit(1)
+		}
+	}
+	for _, name := range have {
+		if _, ok := want[name]; !ok {
+			if err := os.Remove(name); err != nil {
+				fmt.Fprintln(os.Stderr, "gensrc:", err)
+				os.Exit(1)
+			}
+		}
+	}
+	names := make([]string, 0, len(want))
+	for n := range want {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	fmt.Printf("gensrc: %d engine sources: %s\n", len(names), strings.Join(names, " "))
+}
