@@ -64,7 +64,7 @@ install: lib
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 $(BUILD)/liblathe.a $(BUILD)/liblathe.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/lathe.h include/lathe_ops.def include/lathe_dtypes.def $(DESTDIR)$(PREFIX)/include/
-	install -m 644 $(BUILD)/lathe.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(LIBS)|' lathe.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/lathe.pc
 
 clean:
 	rm -rf build build-san
