@@ -21,6 +21,8 @@ build/mlp_train lathe:cpu
 if [ -f go.mod ]; then
   step "Go: vet and tests (backendtest compliance suite included)"
   go vet ./...
-  go test -count=1 ./...
+  # -v so that the compliance counts ("backendtest lathe:cpu: N passed, N skipped, N failed")
+  # and every skip show; the filter keeps the per-subtest lines out.
+  go test -count=1 -v ./... 2>&1 | grep -E '^(--- (FAIL|SKIP)|ok |FAIL|backendtest |panic:)|\.go:[0-9]+:'
 fi
 step "all tests passed"
