@@ -216,6 +216,27 @@ lathe_status_t lathe_binary(lathe_function_t fn, lathe_op op, lathe_value_t lhs,
 #define LATHE_DECL_INTERNAL(c_name)
 #include "lathe_ops.def"
 #undef LATHE_OP
+#undef LATHE_UNARY
+#undef LATHE_BINARY
+#undef LATHE_DECL_UNARY
+#undef LATHE_DECL_BINARY
+#undef LATHE_DECL_COMPARE
+#undef LATHE_DECL_LEAF
+#undef LATHE_DECL_CONVERT
+#undef LATHE_DECL_SELECT
+#undef LATHE_DECL_REDUCE
+#undef LATHE_DECL_LAYOUT
+#undef LATHE_DECL_DOT
+#undef LATHE_DECL_CONV
+#undef LATHE_DECL_WINDOW
+#undef LATHE_DECL_INDEX
+#undef LATHE_DECL_CONTROL
+#undef LATHE_DECL_NUMERIC
+#undef LATHE_DECL_DYNSHAPE
+#undef LATHE_DECL_BARRIER
+#undef LATHE_DECL_FUSED
+#undef LATHE_DECL_COLLECTIVE
+#undef LATHE_DECL_INTERNAL
 
 lathe_status_t lathe_convert_dtype(lathe_function_t fn, lathe_value_t x, lathe_dtype dtype, lathe_value_t *out);
 /* Reinterprets bits. Same width: same dims. Narrower target: a new last axis of size
@@ -289,8 +310,7 @@ lathe_status_t lathe_sort(lathe_function_t fn, lathe_function_t comparator, int 
                           const lathe_value_t *inputs, int n_inputs, lathe_value_t *out_values);
 
 
-/* ---- per-family sections: each op family adds its builders below its own marker ---- */
-/* [family: index] */
+/* ---- Indexing: Gather, Scatter, DynamicSlice, DynamicUpdateSlice ---- */
 /* Gather in XLA's general form (GoMLX's Gather). start_indices has an integer dtype; its axis
  * index_vector_axis (== its rank: an implicit axis of size 1) holds index vectors whose entry k
  * is the start along operand axis start_index_map[k] (other axes start at 0). Each start is
@@ -336,7 +356,7 @@ lathe_status_t lathe_dynamic_slice(lathe_function_t fn, lathe_value_t operand, c
  * scalar per axis, borrowed), each start clamped to [0, dim - update_dim]. */
 lathe_status_t lathe_dynamic_update_slice(lathe_function_t fn, lathe_value_t operand, lathe_value_t update,
                                           const lathe_value_t *start_indices, int n_start_indices, lathe_value_t *out);
-/* [family: conv] */
+/* ---- Convolution ---- */
 /* Low/high padding of one axis (ConvGeneral, ReduceWindow, SelectAndScatter*). */
 typedef struct lathe_padding {
   int64_t low, high;
@@ -377,7 +397,7 @@ typedef struct lathe_conv_params {
  * float32, integers wrap). params may be NULL. */
 lathe_status_t lathe_conv_general(lathe_function_t fn, lathe_value_t input, lathe_value_t kernel,
                                   const lathe_conv_axes *axes, const lathe_conv_params *params, lathe_value_t *out);
-/* [family: window] */
+/* ---- Windows: ReduceWindow, SelectAndScatter ---- */
 /* Window parameters of ReduceWindow and SelectAndScatter*. Arrays are borrowed; each is absent
  * (count 0: the default) or has one entry per operand axis. NULL means all defaults. */
 typedef struct lathe_window_params {
@@ -405,7 +425,7 @@ lathe_status_t lathe_reduce_window(lathe_function_t fn, lathe_op reduction, lath
 lathe_status_t lathe_select_and_scatter(lathe_function_t fn, lathe_op op, lathe_value_t operand,
                                         lathe_value_t source, const lathe_window_params *params,
                                         lathe_value_t *out);
-/* [family: numeric] */
+/* ---- Numerics: RNGBitGenerator, FFT, BatchNorm ---- */
 /* RNGBitGenerator: Philox4x32-10 as XLA's RngBitGenerator(PHILOX) defines it. state is
  * Uint64[3] = {key, counter low 64 bits, counter high 64 bits}. shape (copied; static dims) gives
  * the values: integers and floats of 8 to 64 bits (Bool and complex are rejected). 32-bit
@@ -444,7 +464,7 @@ lathe_status_t lathe_batch_norm_for_training(lathe_function_t fn, lathe_value_t 
 lathe_status_t lathe_batch_norm_gradient(lathe_function_t fn, lathe_value_t operand, lathe_value_t scale,
                                          lathe_value_t mean, lathe_value_t variance, lathe_value_t grad_output,
                                          float epsilon, int feature_axis, lathe_value_t *out_values);
-/* [family: fused] */
+/* ---- Fused ops ---- */
 /* Fused ops: one pass over memory where the decomposition takes several. Float dtypes. */
 /* softmax along axis (0 <= axis < rank). */
 lathe_status_t lathe_fused_softmax(lathe_function_t fn, lathe_value_t x, int axis, lathe_value_t *out);
@@ -469,7 +489,7 @@ typedef enum lathe_dense_layout {
 /* activation(x @ weight + bias): x [batch..., in]; bias [out...] or NULL; result [batch..., out...]. */
 lathe_status_t lathe_fused_dense(lathe_function_t fn, lathe_value_t x, lathe_value_t weight, lathe_value_t bias,
                                  lathe_activation activation, lathe_dense_layout layout, lathe_value_t *out);
-/* [family: dynshape] */
+/* ---- Dynamic shapes ---- */
 /* Dynamic shapes: parameters may have dynamic axes (size -1 with a name); an executable binds
  * the names from its inputs' shapes and keeps one specialisation per binding. */
 /* The dims of x at run time, as Int32[rank]. */
@@ -486,7 +506,7 @@ typedef struct lathe_dim_spec {
 } lathe_dim_spec;
 lathe_status_t lathe_dynamic_reshape(lathe_function_t fn, lathe_value_t x, const lathe_dim_spec *dims, int n_dims,
                                      lathe_value_t *out);
-/* [family: barrier] */
+/* ---- Barriers ---- */
 /* Returns the operands unchanged (n results), and keeps the optimiser from moving or merging
  * work across it. */
 lathe_status_t lathe_optimization_barrier(lathe_function_t fn, const lathe_value_t *operands, int n,
@@ -496,7 +516,7 @@ lathe_status_t lathe_optimization_barrier(lathe_function_t fn, const lathe_value
 lathe_status_t lathe_scheduling_barrier(lathe_function_t fn, lathe_value_t operand, const lathe_value_t *deps,
                                         int n_deps, lathe_value_t *out);
 
-/* [family: quantized] */
+/* ---- Quantized fused ops ---- */
 /* Quantized weights, as GoMLX's compute.Quantization. The numbering of both enums is GoMLX's. */
 typedef enum lathe_quant_scheme {
   LATHE_QUANT_LINEAR = 0, /* value = q * scale + zero_point (no zero point: symmetric) */
@@ -546,7 +566,7 @@ lathe_status_t lathe_fused_quantized_dense(lathe_function_t fn, lathe_value_t x,
 lathe_status_t lathe_quantized_embedding_lookup(lathe_function_t fn, lathe_value_t data, lathe_value_t indices,
                                                 const lathe_quantization *quant, lathe_value_t *out);
 
-/* [family: fused attention] */
+/* ---- Fused attention ---- */
 /* Axis order of the 4-D attention tensors (GoMLX's AttentionAxesLayout). */
 typedef enum lathe_attention_layout {
   LATHE_ATTENTION_LAYOUT_BHSD = 0, /* [batch, heads, seq, headDim] */

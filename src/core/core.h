@@ -84,5 +84,16 @@ char *lathe_shape_str(const lathe_shape *s, char *buf, size_t n);
 #define LATHE_SHAPE_STR_MAX 256
 /* Row-major strides in elements. */
 void lathe_shape_strides(const lathe_shape *s, int64_t *strides);
+/* Product of dims[from..to) (1 when empty): e.g. the outer and inner sizes around an axis. */
+static inline int64_t lathe_dims_product(const int64_t *dims, int from, int to) {
+  int64_t n = 1;
+  for (int i = from; i < to; i++) n *= dims[i];
+  return n;
+}
+
+/* Range of a signed / unsigned integer of 1..64 bits (max/min identities, saturation). */
+#define LATHE_SINT_MIN(bits) ((int64_t)(0 - ((uint64_t)1 << ((bits) - 1))))
+#define LATHE_SINT_MAX(bits) ((int64_t)(((uint64_t)1 << ((bits) - 1)) - 1))
+#define LATHE_UINT_MAX(bits) (~(uint64_t)0 >> (64 - (bits)))
 
 #endif

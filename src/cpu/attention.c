@@ -53,17 +53,16 @@ typedef struct actx {
 
 static inline int64_t q_off(const actx *c, int64_t b, int64_t h, int64_t i) { return b * c->qbs + h * c->qhs + i * c->qss; }
 static inline int64_t k_off(const actx *c, int64_t b, int64_t g, int64_t j) { return b * c->kbs + g * c->khs + j * c->kss; }
-static inline int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
-static inline int64_t qlimit(const actx *c, int64_t b) { return c->qlen ? clamp64(c->qlen[b], 0, c->S) : c->S; }
-static inline int64_t kvlimit(const actx *c, int64_t b) { return c->kvlen ? clamp64(c->kvlen[b], 0, c->Skv) : c->Skv; }
+static inline int64_t qlimit(const actx *c, int64_t b) { return c->qlen ? lathe_clamp64(c->qlen[b], 0, c->S) : c->S; }
+static inline int64_t kvlimit(const actx *c, int64_t b) { return c->kvlen ? lathe_clamp64(c->kvlen[b], 0, c->Skv) : c->Skv; }
 
 /* The tile of query rows [i0, i0+*m) x keys [j0, j0+*n) clipped to what can attend (seq-len
  * padding, causal); false when nothing is left. */
 static bool clip_tile(const actx *c, int64_t b, int64_t i0, int64_t *m, int64_t j0, int64_t *n) {
-  int64_t mm = clamp64(qlimit(c, b) - i0, 0, *m);
+  int64_t mm = lathe_clamp64(qlimit(c, b) - i0, 0, *m);
   int64_t jend = kvlimit(c, b);
   if (c->causal && i0 + mm < jend) jend = i0 + mm;
-  int64_t nn = clamp64(jend - j0, 0, *n);
+  int64_t nn = lathe_clamp64(jend - j0, 0, *n);
   *m = mm, *n = nn;
   return mm > 0 && nn > 0;
 }
@@ -209,7 +208,7 @@ DEFINE_ROW_HELPERS(double, f64)
     for (int64_t r = 0; r < m; r++) {                                                                       \
       int64_t i = i0 + r, lim = kvl;                                                                        \
       if (c->causal && i + 1 < lim) lim = i + 1;                                                            \
-      lim = clamp64(lim - j0, 0, n);                                                                        \
+      lim = lathe_clamp64(lim - j0, 0, n);                                                                  \
       T *row = s + r * lds;                                                                                 \
       if (!am && !bi && !bm) {                                                                              \
         scale_##SUF(row, scale, lim);                                                                       \
@@ -248,7 +247,7 @@ DEFINE_ROW_HELPERS(double, f64)
     for (int64_t it = lo; it < hi; it++) {                                                                  \
       int64_t qb = it % c->nqb, h = (it / c->nqb) % c->H, b = it / (c->nqb * c->H), g = h / c->group;       \
       int64_t i0 = qb * bq, m = c->S - i0 < bq ? c->S - i0 : bq;                                            \
-      int64_t mv = clamp64(qlimit(c, b) - i0, 0, m), jend = kvlimit(c, b);                                  \
+      int64_t mv = lathe_clamp64(qlimit(c, b) - i0, 0, m), jend = kvlimit(c, b);                            \
       if (c->causal && i0 + mv < jend) jend = i0 + mv;                                                      \
       T *L = lse + (b * c->H + h) * c->S + i0;                                                              \
       for (int64_t r = mv; r < m; r++) { /* padded query rows */                                           \
@@ -538,27 +537,6 @@ static lathe_status_t run_typed(lathe_cpu_exec *ex, const lathe_node *n, lathe_t
 
 static bool is_half(lathe_dtype dt) { return dt == LATHE_DTYPE_FLOAT16 || dt == LATHE_DTYPE_BFLOAT16; }
 
-/* A Float32 copy of a Float16/BFloat16 tensor. */
-static lathe_status_t widen(const lathe_tensor *t, lathe_tensor **out) {
-  lathe_shape s = t->shape;
-  s.dtype = LATHE_DTYPE_FLOAT32;
-  LATHE_RETURN_IF_ERROR(lathe_cpu_tensor_new(&s, out));
-  int64_t n = lathe_shape_size(&s);
-  const uint16_t *h = t->data;
-  float *f = (*out)->data;
-  bool bf = t->shape.dtype == LATHE_DTYPE_BFLOAT16;
-  for (int64_t i = 0; i < n; i++) f[i] = bf ? lathe_bf16_to_f32(h[i]) : lathe_f16_to_f32(h[i]);
-  return NULL;
-}
-
-static void narrow(const lathe_tensor *f32, lathe_tensor *t) {
-  int64_t n = lathe_shape_size(&t->shape);
-  const float *f = f32->data;
-  uint16_t *h = t->data;
-  bool bf = t->shape.dtype == LATHE_DTYPE_BFLOAT16;
-  for (int64_t i = 0; i < n; i++) h[i] = bf ? lathe_f32_to_bf16(f[i]) : lathe_f32_to_f16(f[i]);
-}
-
 lathe_status_t lathe_cpu_run_attention(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in,
                                        lathe_tensor **out) {
   lathe_dtype dt = in[0]->shape.dtype;
@@ -571,7 +549,7 @@ lathe_status_t lathe_cpu_run_attention(lathe_cpu_exec *ex, const lathe_node *n, 
   lathe_status_t st = nin > MAX_IO || nout > MAX_IO ? LATHE_UNIMPL("%s: too many operands", lathe_op_name(n->op)) : NULL;
   for (int i = 0; !st && i < nin; i++) {
     win[i] = in[i];
-    if (is_half(in[i]->shape.dtype) && !(st = widen(in[i], &win[i]))) own[n_own++] = win[i];
+    if (is_half(in[i]->shape.dtype) && !(st = lathe_cpu_widen_half(in[i], &win[i]))) own[n_own++] = win[i];
   }
   for (int k = 0; !st && k < nout; k++) {
     wout[k] = out[k];
@@ -582,7 +560,7 @@ lathe_status_t lathe_cpu_run_attention(lathe_cpu_exec *ex, const lathe_node *n, 
   }
   if (!st) st = run_typed(ex, n, win, wout, false);
   for (int k = 0; !st && k < nout; k++)
-    if (wout[k] != out[k]) narrow(wout[k], out[k]);
+    if (wout[k] != out[k]) lathe_cpu_narrow_half(wout[k], out[k]);
   for (int i = 0; i < n_own; i++) lathe_tensor_release(own[i]);
   return st;
 }

@@ -18,10 +18,7 @@ typedef struct geom {
 } geom;
 
 static geom geom_of(const lathe_shape *s, int axis) {
-  geom g = {1, s->dims[axis], 1};
-  for (int i = 0; i < axis; i++) g.outer *= s->dims[i];
-  for (int i = axis + 1; i < s->rank; i++) g.inner *= s->dims[i];
-  return g;
+  return (geom){lathe_dims_product(s->dims, 0, axis), s->dims[axis], lathe_dims_product(s->dims, axis + 1, s->rank)};
 }
 
 /* ---- per-feature sums ---- */

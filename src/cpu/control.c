@@ -328,9 +328,8 @@ static lathe_status_t sort_with_comparator(lathe_cpu_exec *ex, const lathe_node 
 static lathe_status_t run_sort(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
   int ni = n->n_operands, axis = (int)n->a.i[0];
   const lathe_shape *s = &in[0]->shape;
-  int64_t outer = 1, inner = 1, m = s->dims[axis];
-  for (int d = 0; d < axis; d++) outer *= s->dims[d];
-  for (int d = axis + 1; d < s->rank; d++) inner *= s->dims[d];
+  int64_t outer = lathe_dims_product(s->dims, 0, axis), inner = lathe_dims_product(s->dims, axis + 1, s->rank);
+  int64_t m = s->dims[axis];
   int64_t rows = outer * inner;
   lathe_status_t st = NULL;
   bool packed = false;

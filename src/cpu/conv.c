@@ -39,21 +39,6 @@ struct conv_ctx {
   atomic_int oom;
 };
 
-/* Advances a row-major multi-index over dims[0..n). */
-static inline void odometer(int64_t *idx, const int64_t *dims, int n) {
-  for (int d = n - 1; d >= 0; d--) {
-    if (++idx[d] < dims[d]) return;
-    idx[d] = 0;
-  }
-}
-
-static inline void unflatten(int64_t s, const int64_t *dims, int n, int64_t *idx) {
-  for (int d = n - 1; d >= 0; d--) {
-    idx[d] = dims[d] ? s % dims[d] : 0;
-    s = dims[d] ? s / dims[d] : 0;
-  }
-}
-
 /* ---- GEMMs per compute type ---- */
 #define NAIVE_GEMM(NAME, C, ACC, MUL)                                                               \
   static void NAME(int64_t m, int64_t n, int64_t k, const void *va, const void *vw, void *vo) {     \
@@ -98,7 +83,7 @@ BLAS_GEMM(gemm_double, double, LATHE_DTYPE_FLOAT64)
         for (int d = 0; d < c->ns; d++) off += kx[d] * c->k_ssp[d];                                   \
         C *dst = w + o * c->K + k * c->kic;                                                           \
         for (int64_t ch = 0; ch < c->kic; ch++) dst[ch] = (C)LATHE_LD(ENUM, ker, off + ch * c->k_si);         \
-        odometer(kx, c->ksp, c->ns);                                                                  \
+        lathe_odometer(kx, c->ksp, c->ns);                                                            \
       }                                                                                               \
     }                                                                                                 \
   }                                                                                                   \
@@ -107,7 +92,7 @@ BLAS_GEMM(gemm_double, double, LATHE_DTYPE_FLOAT64)
     C *col = vcol;                                                                                    \
     int64_t o[LATHE_MAX_RANK];                                                                        \
     const int64_t *tb[LATHE_MAX_RANK];                                                                \
-    unflatten(s0, c->osp, c->ns, o);                                                                  \
+    lathe_unflatten(s0, c->osp, c->ns, o);                                                            \
     for (int64_t s = s0; s < s1; s++) {                                                               \
       for (int d = 0; d < c->ns; d++) tb[d] = c->tbl[d] + o[d] * c->ksp[d];                           \
       int64_t kx[LATHE_MAX_RANK] = {0};                                                               \
@@ -128,16 +113,16 @@ BLAS_GEMM(gemm_double, double, LATHE_DTYPE_FLOAT64)
         } else {                                                                                      \
           for (int64_t ch = 0; ch < c->kic; ch++) dst[ch] = (C)LATHE_LD(ENUM, in, off + ch * c->in_sc);       \
         }                                                                                             \
-        odometer(kx, c->ksp, c->ns);                                                                  \
+        lathe_odometer(kx, c->ksp, c->ns);                                                            \
       }                                                                                               \
-      odometer(o, c->osp, c->ns);                                                                     \
+      lathe_odometer(o, c->osp, c->ns);                                                               \
     }                                                                                                 \
   }                                                                                                   \
   static void scatter_##ENUM(const conv_ctx *c, int64_t out_base, int64_t s0, int64_t s1, const void *vt) { \
     LATHE_S(ENUM) *out = (LATHE_S(ENUM) *)c->out + out_base;                                                                  \
     const C *tile = vt;                                                                               \
     int64_t o[LATHE_MAX_RANK];                                                                        \
-    unflatten(s0, c->osp, c->ns, o);                                                                  \
+    lathe_unflatten(s0, c->osp, c->ns, o);                                                            \
     for (int64_t s = s0; s < s1; s++) {                                                               \
       int64_t off = 0;                                                                                \
       for (int d = 0; d < c->ns; d++) off += o[d] * c->out_ssp[d];                                    \
@@ -147,7 +132,7 @@ BLAS_GEMM(gemm_double, double, LATHE_DTYPE_FLOAT64)
         for (int64_t j = 0; j < c->ocg; j++) LATHE_ST(ENUM, dst, j, (LATHE_C(ENUM))src[j]);                              \
       else                                                                                            \
         for (int64_t j = 0; j < c->ocg; j++) LATHE_ST(ENUM, dst, j * c->out_sc, (LATHE_C(ENUM))src[j]);                  \
-      odometer(o, c->osp, c->ns);                                                                     \
+      lathe_odometer(o, c->osp, c->ns);                                                               \
     }                                                                                                 \
   }                                                                                                   \
   static const conv_type conv_##ENUM = {sizeof(C), pack_##ENUM, im2col_##ENUM, gemm_##C, scatter_##ENUM};

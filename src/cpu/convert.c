@@ -77,13 +77,13 @@ static inline double _Complex mk_cd(double re, double im) {
 static inline int64_t sat_signed(double v, int bits) {
   double lim = ldexp(1.0, bits - 1);
   if (v != v) return 0;
-  if (v >= lim) return (int64_t)((UINT64_C(1) << (bits - 1)) - 1);
-  if (v <= -lim) return bits == 64 ? INT64_MIN : -((int64_t)1 << (bits - 1));
+  if (v >= lim) return LATHE_SINT_MAX(bits);
+  if (v <= -lim) return LATHE_SINT_MIN(bits);
   return (int64_t)v;
 }
 static inline uint64_t sat_unsigned(double v, int bits) {
   if (v != v || v <= 0) return 0;
-  if (v >= ldexp(1.0, bits)) return bits == 64 ? UINT64_MAX : (UINT64_C(1) << bits) - 1;
+  if (v >= ldexp(1.0, bits)) return LATHE_UINT_MAX(bits);
   return (uint64_t)v;
 }
 

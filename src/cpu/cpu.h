@@ -78,4 +78,47 @@ static inline void lathe_store_packed(void *data, lathe_dtype dt, int64_t i, int
   p[bit >> 3] = (uint8_t)((p[bit >> 3] & ~mask) | (((unsigned)v << (bit & 7)) & mask));
 }
 
+static inline int64_t lathe_clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* Advances a row-major multi-index over dims[0..n). */
+static inline void lathe_odometer(int64_t *idx, const int64_t *dims, int n) {
+  for (int d = n - 1; d >= 0; d--) {
+    if (++idx[d] < dims[d]) return;
+    idx[d] = 0;
+  }
+}
+/* The row-major multi-index of flat position s over dims[0..n). */
+static inline void lathe_unflatten(int64_t s, const int64_t *dims, int n, int64_t *idx) {
+  for (int d = n - 1; d >= 0; d--) {
+    idx[d] = dims[d] ? s % dims[d] : 0;
+    s = dims[d] ? s / dims[d] : 0;
+  }
+}
+
+/* ---- Float16/BFloat16 (dt) <-> Float32 arrays and tensors ---- */
+static inline void lathe_halves_to_f32(lathe_dtype dt, const uint16_t *h, float *f, int64_t n) {
+  if (dt == LATHE_DTYPE_BFLOAT16)
+    for (int64_t i = 0; i < n; i++) f[i] = lathe_bf16_to_f32(h[i]);
+  else
+    for (int64_t i = 0; i < n; i++) f[i] = lathe_f16_to_f32(h[i]);
+}
+static inline void lathe_f32_to_halves(lathe_dtype dt, const float *f, uint16_t *h, int64_t n) {
+  if (dt == LATHE_DTYPE_BFLOAT16)
+    for (int64_t i = 0; i < n; i++) h[i] = lathe_f32_to_bf16(f[i]);
+  else
+    for (int64_t i = 0; i < n; i++) h[i] = lathe_f32_to_f16(f[i]);
+}
+/* A new Float32 copy of a half tensor (owned by the caller). */
+static inline lathe_status_t lathe_cpu_widen_half(const lathe_tensor *t, lathe_tensor **out) {
+  lathe_shape s = t->shape;
+  s.dtype = LATHE_DTYPE_FLOAT32;
+  LATHE_RETURN_IF_ERROR(lathe_cpu_tensor_new(&s, out));
+  lathe_halves_to_f32(t->shape.dtype, t->data, (*out)->data, lathe_shape_size(&s));
+  return NULL;
+}
+/* Stores Float32 tensor f32 into half tensor t of the same dims. */
+static inline void lathe_cpu_narrow_half(const lathe_tensor *f32, lathe_tensor *t) {
+  lathe_f32_to_halves(t->shape.dtype, f32->data, t->data, lathe_shape_size(&t->shape));
+}
+
 #endif

@@ -479,12 +479,8 @@ static void finish_range(void *vc, int64_t i0, int64_t i1) {
   if (c->ct == CT_F32 && c->acc == LATHE_DTYPE_FLOAT32) { /* the usual half-precision output */
     const float *x = c->src;
     uint16_t *h = c->dst;
-    if (c->out == LATHE_DTYPE_FLOAT16) {
-      for (int64_t i = i0; i < i1; i++) h[i] = lathe_f32_to_f16(x[i]);
-      return;
-    }
-    if (c->out == LATHE_DTYPE_BFLOAT16) {
-      for (int64_t i = i0; i < i1; i++) h[i] = lathe_f32_to_bf16(x[i]);
+    if (c->out == LATHE_DTYPE_FLOAT16 || c->out == LATHE_DTYPE_BFLOAT16) {
+      lathe_f32_to_halves(c->out, x + i0, h + i0, i1 - i0);
       return;
     }
   }

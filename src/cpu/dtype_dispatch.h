@@ -113,6 +113,28 @@
 #define LATHE_DD_UNSIGNED_32 uint32_t
 #define LATHE_DD_UNSIGNED_64 uint64_t
 
+/* Element i of an integer tensor as int64 (indices, sizes); uint64 values past INT64_MAX
+ * saturate. Other dtypes give 0 (the builder admits only integers). */
+static inline int64_t lathe_load_index(const void *p, lathe_dtype dt, int64_t i) {
+  switch (dt) {
+#define LATHE_DD_IDX_SINT(D) \
+  case LATHE_DTYPE_##D: return (int64_t)LATHE_LD(D, p, i);
+#define LATHE_DD_IDX_UINT(D)                                 \
+  case LATHE_DTYPE_##D: {                                    \
+    uint64_t v = (uint64_t)LATHE_LD(D, p, i);                \
+    return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v; \
+  }
+#define LATHE_DD_IDX_BOOL(D)
+#define LATHE_DD_IDX_FLOAT(D)
+#define LATHE_DD_IDX_HALF(D)
+#define LATHE_DD_IDX_COMPLEX(D)
+#define LATHE_DTYPE(ENUM, GoName, id, bits, ct, CLASS) LATHE_DD_KEEP_##bits(LATHE_DD_IDX_##CLASS(ENUM))
+#include "lathe_dtypes.def"
+#undef LATHE_DTYPE
+    default: return 0;
+  }
+}
+
 /* Element size in bytes of a byte-sized dtype. */
 static inline size_t lathe_dd_esize(lathe_dtype dt) { return (size_t)lathe_dtype_bits(dt) / 8; }
 

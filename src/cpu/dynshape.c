@@ -1,20 +1,6 @@
 /* dynshape.c -- DynamicShape, DynamicDimensionSize, DynamicReshape on the CPU. Shapes are
  * concrete here: executions of graphs with dynamic axes run a specialisation. */
-#include "cpu.h"
-
-/* Element 0 of an integer tensor (byte-sized dtypes: the interpreter widens packed ones). */
-static int64_t lathe_load_int(const void *p, lathe_dtype dt, int64_t i) {
-  switch (dt) {
-    case LATHE_DTYPE_INT8: return ((const int8_t *)p)[i];
-    case LATHE_DTYPE_INT16: return ((const int16_t *)p)[i];
-    case LATHE_DTYPE_INT32: return ((const int32_t *)p)[i];
-    case LATHE_DTYPE_INT64: return ((const int64_t *)p)[i];
-    case LATHE_DTYPE_UINT8: return ((const uint8_t *)p)[i];
-    case LATHE_DTYPE_UINT16: return ((const uint16_t *)p)[i];
-    case LATHE_DTYPE_UINT32: return ((const uint32_t *)p)[i];
-    default: return (int64_t)((const uint64_t *)p)[i];
-  }
-}
+#include "dtype_dispatch.h"
 
 bool lathe_cpu_supports_dynshape(lathe_op op, lathe_dtype dtype) {
   (void)dtype;
@@ -37,7 +23,7 @@ lathe_status_t lathe_cpu_run_dynshape(lathe_cpu_exec *ex, const lathe_node *n, l
       for (int i = 0; i < n->shape.rank; i++) {
         int64_t k = n->a.list[1][i];
         if (k < 0) continue;
-        int64_t v = lathe_load_int(in[k]->data, in[k]->shape.dtype, 0);
+        int64_t v = lathe_load_index(in[k]->data, in[k]->shape.dtype, 0);
         if (v != out[0]->shape.dims[i])
           return LATHE_INVALID("DynamicReshape: axis %d (\"%s\") has size %lld from its value, but the operand's %lld "
                                "elements resolve it to %lld", i, n->shape.axis_names[i] ? n->shape.axis_names[i] : "",

@@ -225,9 +225,7 @@ static lathe_status_t run_lines(lathe_cpu_exec *ex, axis_ctx *c, int64_t lines) 
 /* Complex-to-complex transform of axis `axis` of w (shape dims, rank). */
 static lathe_status_t transform_axis(lathe_cpu_exec *ex, lathe_c128 *w, const int64_t *dims, int rank, int axis,
                                      const fft_plan *p, bool inverse) {
-  int64_t outer = 1, inner = 1;
-  for (int i = 0; i < axis; i++) outer *= dims[i];
-  for (int i = axis + 1; i < rank; i++) inner *= dims[i];
+  int64_t outer = lathe_dims_product(dims, 0, axis), inner = lathe_dims_product(dims, axis + 1, rank);
   axis_ctx c = {.p = p, .kind = LINE_C2C, .inverse = inverse, .w = w, .n = dims[axis], .inner = inner};
   return run_lines(ex, &c, outer * inner);
 }

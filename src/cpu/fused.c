@@ -170,8 +170,7 @@ static lathe_status_t run_typed(lathe_cpu_exec *ex, fctx *c, bool f64) {
     case LATHE_OP_FUSED_SOFTMAX: {
       int axis = (int)c->n->a.i[0];
       c->len = s->dims[axis];
-      c->inner = 1;
-      for (int i = axis + 1; i < s->rank; i++) c->inner *= s->dims[i];
+      c->inner = lathe_dims_product(s->dims, axis + 1, s->rank);
       c->outer = c->len ? total / c->len / (c->inner ? c->inner : 1) : 0;
       int64_t rows = c->outer * c->inner, grain = c->len ? 1 + 16384 / c->len : rows;
       if (c->len && c->inner) lathe_parallel_for(pool, rows, grain, f64 ? softmax_f64 : softmax_f32, c);
@@ -188,10 +187,8 @@ static lathe_status_t run_typed(lathe_cpu_exec *ex, fctx *c, bool f64) {
     case LATHE_OP_FUSED_DENSE: {
       const lathe_shape *os = &c->out[0]->shape;
       c->k = s->dims[s->rank - 1];
-      c->m = 1;
-      for (int i = 0; i < s->rank - 1; i++) c->m *= s->dims[i];
-      c->nn = 1;
-      for (int i = s->rank - 1; i < os->rank; i++) c->nn *= os->dims[i];
+      c->m = lathe_dims_product(s->dims, 0, s->rank - 1);
+      c->nn = lathe_dims_product(os->dims, s->rank - 1, os->rank);
       if (!c->m || !c->nn) return NULL;
       bool io = c->n->a.i[1] == LATHE_DENSE_INPUT_OUTPUTS;
       c->wm = (lathe_blas_mat){!io, io ? c->nn : (c->k ? c->k : 1)};
@@ -206,19 +203,6 @@ static lathe_status_t run_typed(lathe_cpu_exec *ex, fctx *c, bool f64) {
   }
 }
 
-/* Float16/BFloat16: widen operands to Float32 tensors, run, narrow the result. */
-static lathe_status_t widen(lathe_tensor *t, lathe_tensor **out) {
-  lathe_shape s = t->shape;
-  s.dtype = LATHE_DTYPE_FLOAT32;
-  LATHE_RETURN_IF_ERROR(lathe_cpu_tensor_new(&s, out));
-  int64_t n = lathe_shape_size(&s);
-  const uint16_t *h = t->data;
-  float *f = (*out)->data;
-  bool bf = t->shape.dtype == LATHE_DTYPE_BFLOAT16;
-  for (int64_t i = 0; i < n; i++) f[i] = bf ? lathe_bf16_to_f32(h[i]) : lathe_f16_to_f32(h[i]);
-  return NULL;
-}
-
 lathe_status_t lathe_cpu_run_fused(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
   if (n->op == LATHE_OP_FUSED_QUANTIZED_DENSE || n->op == LATHE_OP_QUANTIZED_EMBEDDING_LOOKUP)
     return lathe_cpu_run_quantized(ex, n, in, out);
@@ -228,10 +212,10 @@ lathe_status_t lathe_cpu_run_fused(lathe_cpu_exec *ex, const lathe_node *n, lath
   lathe_status_t st;
   if (dt == LATHE_DTYPE_FLOAT32 || dt == LATHE_DTYPE_FLOAT64) {
     st = run_typed(ex, &c, dt == LATHE_DTYPE_FLOAT64);
-  } else {
+  } else { /* Float16/BFloat16: widen operands to Float32 tensors, run, narrow the result */
     lathe_tensor *win[3] = {0}, *wout = NULL;
     st = NULL;
-    for (int i = 0; i < n->n_operands && !st; i++) st = widen(in[i], &win[i]);
+    for (int i = 0; i < n->n_operands && !st; i++) st = lathe_cpu_widen_half(in[i], &win[i]);
     if (!st) {
       lathe_shape s = out[0]->shape;
       s.dtype = LATHE_DTYPE_FLOAT32;
@@ -242,13 +226,7 @@ lathe_status_t lathe_cpu_run_fused(lathe_cpu_exec *ex, const lathe_node *n, lath
       c.out = &wout;
       st = run_typed(ex, &c, false);
     }
-    if (!st) {
-      int64_t total = lathe_shape_size(&out[0]->shape);
-      const float *f = wout->data;
-      uint16_t *h = out[0]->data;
-      bool bf = dt == LATHE_DTYPE_BFLOAT16;
-      for (int64_t i = 0; i < total; i++) h[i] = bf ? lathe_f32_to_bf16(f[i]) : lathe_f32_to_f16(f[i]);
-    }
+    if (!st) lathe_cpu_narrow_half(wout, out[0]);
     for (int i = 0; i < 3; i++) lathe_tensor_release(win[i]);
     lathe_tensor_release(wout);
   }

@@ -9,29 +9,6 @@
 
 enum { ELEMS_PER_TASK = 32768 }; /* the least work worth a pool task */
 
-/* Element i of an integer tensor as int64; uint64 values past INT64_MAX saturate (every use
- * clamps them anyway). */
-static int64_t load_index(const void *p, lathe_dtype dt, int64_t i) {
-  switch (dt) {
-#define IDX_SINT(D) \
-  case LATHE_DTYPE_##D: return (int64_t)LATHE_LD(D, p, i);
-#define IDX_UINT(D)                                          \
-  case LATHE_DTYPE_##D: {                                    \
-    uint64_t v = (uint64_t)LATHE_LD(D, p, i);                \
-    return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v; \
-  }
-#define IDX_BOOL(D)
-#define IDX_FLOAT(D)
-#define IDX_HALF(D)
-#define IDX_COMPLEX(D)
-#define LATHE_DTYPE(ENUM, GoName, id, bits, ct, CLASS) LATHE_DD_KEEP_##bits(IDX_##CLASS(ENUM))
-#include "lathe_dtypes.def"
-#undef LATHE_DTYPE
-    default: return 0; /* indices are integers (checked at build), widened to 8 bits at least */
-  }
-}
-
-static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* Copies n bytes; fixed sizes of one element become single moves. */
 static inline void copy_bytes(uint8_t *dst, const uint8_t *src, size_t n) {
@@ -151,8 +128,8 @@ static void gather_range(void *vctx, int64_t begin, int64_t end) {
     int64_t src0 = 0;
     for (int k = 0; k < g->nvec; k++) {
       int64_t a = g->map[k];
-      int64_t v = load_index(g->idx, g->idt, idx0 + k * g->vec_str);
-      src0 += clamp64(v, 0, g->dims[a] - g->slice[a]) * g->src_str[a];
+      int64_t v = lathe_load_index(g->idx, g->idt, idx0 + k * g->vec_str);
+      src0 += lathe_clamp64(v, 0, g->dims[a] - g->slice[a]) * g->src_str[a];
     }
     int64_t pos[LATHE_MAX_RANK] = {0};
     for (;;) {
@@ -318,7 +295,7 @@ static void scatter_range(void *vctx, int64_t lo_split, int64_t hi_split) {
       i0 += c * s->b_istr[k];
     }
     int64_t start[LATHE_MAX_RANK] = {0};
-    for (int k = 0; k < s->nvec; k++) start[s->map[k]] = load_index(s->idx, s->idt, i0 + k * s->vec_str);
+    for (int k = 0; k < s->nvec; k++) start[s->map[k]] = lathe_load_index(s->idx, s->idt, i0 + k * s->vec_str);
     /* The whole window must fit, otherwise this update is dropped (XLA). */
     bool fits = true;
     for (int a = 0; a < s->orank; a++) fits &= start[a] >= 0 && start[a] <= s->odims[a] - s->wsize[a];
@@ -413,7 +390,7 @@ static lathe_status_t fits(const lathe_node *n, const lathe_shape *part, const l
 
 static void clamped_starts(lathe_tensor *const *starts, const lathe_shape *os, const int64_t *sizes, int64_t *out) {
   for (int a = 0; a < os->rank; a++)
-    out[a] = clamp64(load_index(starts[a]->data, starts[a]->shape.dtype, 0), 0, os->dims[a] - sizes[a]);
+    out[a] = lathe_clamp64(lathe_load_index(starts[a]->data, starts[a]->shape.dtype, 0), 0, os->dims[a] - sizes[a]);
 }
 
 static lathe_status_t run_dynamic_slice(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in,

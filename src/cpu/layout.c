@@ -160,16 +160,14 @@ static void strided_copy(lathe_cpu_exec *ex, copy_job *j) {
   lathe_parallel_for(lathe_cpu_exec_pool(ex), rows, 32768 / per_row + 1, copy_chunk, j);
 }
 
-static void dense_strides(const lathe_shape *s, int64_t *st) { lathe_shape_strides(s, st); }
-
 static size_t elem_size(const lathe_tensor *t) { return (size_t)lathe_dtype_bits(t->shape.dtype) / 8; }
 
 /* ---- the ops ---- */
 static void run_transpose(lathe_cpu_exec *ex, const lathe_node *n, const lathe_tensor *x, lathe_tensor *out) {
   copy_job j = {.rank = out->shape.rank, .src = x->data, .dst = out->data, .esz = elem_size(x)};
   int64_t xs[LATHE_MAX_RANK];
-  dense_strides(&x->shape, xs);
-  dense_strides(&out->shape, j.ds);
+  lathe_shape_strides(&x->shape, xs);
+  lathe_shape_strides(&out->shape, j.ds);
   for (int a = 0; a < j.rank; a++) {
     j.dims[a] = out->shape.dims[a];
     j.ss[a] = xs[n->a.list[0][a]];
@@ -180,8 +178,8 @@ static void run_transpose(lathe_cpu_exec *ex, const lathe_node *n, const lathe_t
 static void run_broadcast(lathe_cpu_exec *ex, const lathe_node *n, const lathe_tensor *x, lathe_tensor *out) {
   copy_job j = {.rank = out->shape.rank, .src = x->data, .dst = out->data, .esz = elem_size(x)};
   int64_t xs[LATHE_MAX_RANK];
-  dense_strides(&x->shape, xs);
-  dense_strides(&out->shape, j.ds);
+  lathe_shape_strides(&x->shape, xs);
+  lathe_shape_strides(&out->shape, j.ds);
   for (int a = 0; a < j.rank; a++) j.dims[a] = out->shape.dims[a], j.ss[a] = 0;
   for (int i = 0; i < x->shape.rank; i++)
     if (x->shape.dims[i] != 1) j.ss[n->a.list[0][i]] = xs[i];
@@ -191,8 +189,8 @@ static void run_broadcast(lathe_cpu_exec *ex, const lathe_node *n, const lathe_t
 static void run_slice(lathe_cpu_exec *ex, const lathe_node *n, const lathe_tensor *x, lathe_tensor *out) {
   copy_job j = {.rank = out->shape.rank, .dst = out->data, .esz = elem_size(x)};
   int64_t xs[LATHE_MAX_RANK], base = 0;
-  dense_strides(&x->shape, xs);
-  dense_strides(&out->shape, j.ds);
+  lathe_shape_strides(&x->shape, xs);
+  lathe_shape_strides(&out->shape, j.ds);
   for (int a = 0; a < j.rank; a++) {
     j.dims[a] = out->shape.dims[a];
     j.ss[a] = xs[a] * n->a.list[2][a];
@@ -206,8 +204,8 @@ static void run_slice(lathe_cpu_exec *ex, const lathe_node *n, const lathe_tenso
 static void run_reverse(lathe_cpu_exec *ex, const lathe_node *n, const lathe_tensor *x, lathe_tensor *out) {
   copy_job j = {.rank = out->shape.rank, .dst = out->data, .esz = elem_size(x)};
   int64_t base = 0;
-  dense_strides(&x->shape, j.ss);
-  dense_strides(&out->shape, j.ds);
+  lathe_shape_strides(&x->shape, j.ss);
+  lathe_shape_strides(&out->shape, j.ds);
   for (int a = 0; a < j.rank; a++) j.dims[a] = out->shape.dims[a];
   if (lathe_shape_size(&out->shape) == 0) return;
   for (int i = 0; i < n->a.list_len[0]; i++) {
@@ -222,11 +220,11 @@ static void run_reverse(lathe_cpu_exec *ex, const lathe_node *n, const lathe_ten
 static void run_concatenate(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor *out) {
   int axis = (int)n->a.i[0];
   int64_t os[LATHE_MAX_RANK], offset = 0;
-  dense_strides(&out->shape, os);
+  lathe_shape_strides(&out->shape, os);
   for (int k = 0; k < n->n_operands; k++) {
     const lathe_tensor *x = in[k];
     copy_job j = {.rank = x->shape.rank, .src = x->data, .esz = elem_size(x)};
-    dense_strides(&x->shape, j.ss);
+    lathe_shape_strides(&x->shape, j.ss);
     memcpy(j.ds, os, sizeof os);
     for (int a = 0; a < j.rank; a++) j.dims[a] = x->shape.dims[a];
     j.dst = (unsigned char *)out->data + (j.rank ? offset * os[axis] : 0) * (int64_t)j.esz;
@@ -241,14 +239,14 @@ static void run_pad(lathe_cpu_exec *ex, const lathe_node *n, const lathe_tensor 
   size_t esz = elem_size(x);
   /* the fill everywhere: a broadcast of the scalar */
   copy_job f = {.rank = rank, .src = fill->data, .dst = out->data, .esz = esz};
-  dense_strides(&out->shape, f.ds);
+  lathe_shape_strides(&out->shape, f.ds);
   for (int a = 0; a < rank; a++) f.dims[a] = out->shape.dims[a], f.ss[a] = 0;
   strided_copy(ex, &f);
   /* then the operand's elements that land inside: x[i] goes to lo + i*(interior+1) */
   copy_job j = {.rank = rank, .esz = esz};
   int64_t xs[LATHE_MAX_RANK], os[LATHE_MAX_RANK], sb = 0, db = 0;
-  dense_strides(&x->shape, xs);
-  dense_strides(&out->shape, os);
+  lathe_shape_strides(&x->shape, xs);
+  lathe_shape_strides(&out->shape, os);
   for (int a = 0; a < rank; a++) {
     int64_t lo = n->a.list[0][a], step = n->a.list[2][a] + 1, d = x->shape.dims[a], od = out->shape.dims[a];
     int64_t first = lo >= 0 ? 0 : (-lo + step - 1) / step; /* first i with lo + i*step >= 0 */

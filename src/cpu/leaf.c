@@ -100,8 +100,7 @@ lathe_status_t lathe_cpu_run_leaf(lathe_cpu_exec *ex, const lathe_node *n, lathe
   lathe_tensor *o = out[0];
   const lathe_shape *s = &o->shape;
   int axis = (int)n->a.i[0];
-  iota_job j = {.data = o->data, .dt = s->dtype, .len = s->dims[axis], .inner = 1};
-  for (int a = axis + 1; a < s->rank; a++) j.inner *= s->dims[a];
+  iota_job j = {.data = o->data, .dt = s->dtype, .len = s->dims[axis], .inner = lathe_dims_product(s->dims, axis + 1, s->rank)};
   int64_t total = lathe_shape_size(s);
   lathe_range_fn fn = iota_fns[s->dtype];
   if (!fn) return LATHE_UNIMPL("Iota: not implemented on lathe:cpu for %s", lathe_dtype_name(s->dtype));

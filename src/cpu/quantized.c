@@ -349,7 +349,6 @@ static void blas_range(void *vc, int64_t b, int64_t e) {
 }
 
 static int64_t round16(int64_t v) { return (v + 15) / 16 * 16; }
-static int64_t clamp64(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }
 
 /* A float copy of a Float32/Float16/BFloat16 [k, blocks] tensor (borrowed if already f32). */
 static lathe_status_t scale_f32(const lathe_tensor *t, const float **out, float **owned) {
@@ -361,9 +360,7 @@ static lathe_status_t scale_f32(const lathe_tensor *t, const float **out, float 
   int64_t n = lathe_shape_size(&t->shape);
   float *f = malloc(sizeof(float) * (size_t)(n ? n : 1));
   if (!f) return LATHE_OOM("FusedQuantizedDense");
-  const uint16_t *h = t->data;
-  bool bf = t->shape.dtype == LATHE_DTYPE_BFLOAT16;
-  for (int64_t i = 0; i < n; i++) f[i] = bf ? lathe_bf16_to_f32(h[i]) : lathe_f16_to_f32(h[i]);
+  lathe_halves_to_f32(t->shape.dtype, t->data, f, n);
   *out = *owned = f;
   return NULL;
 }
@@ -396,17 +393,17 @@ static lathe_status_t run_dense(lathe_cpu_exec *ex, const lathe_node *n, lathe_t
                !lathe_blas_fits(c.m, c.nn, c.k, (lathe_blas_mat){false, c.k}, (lathe_blas_mat){true, c.k}, c.nn);
   if (small) {
     /* GGML decodes whole rows, so any panel width works; Linear/NF4 keep the panel in L1 */
-    c.nb = clamp64(round16(c.nn / (4 * threads)), 16, c.scheme == LATHE_QUANT_GGML ? 1024 : 256);
+    c.nb = lathe_clamp64(round16(c.nn / (4 * threads)), 16, c.scheme == LATHE_QUANT_GGML ? 1024 : 256);
     c.n_panels = (c.nn + c.nb - 1) / c.nb;
     int64_t work = c.k * c.nb * (c.m + 1); /* per panel */
     lathe_parallel_for(pool, c.n_panels, 1 + (1 << 16) / (work + 1), small_range, &c);
   } else {
     /* a panel of about 1 MiB, at least 64 outputs wide so BLAS's packing of x stays cheap */
-    c.nb = clamp64(round16((1 << 18) / c.k), 64, 512);
+    c.nb = lathe_clamp64(round16((1 << 18) / c.k), 64, 512);
     c.nb = c.nb > c.nn ? c.nn : c.nb;
     c.n_panels = (c.nn + c.nb - 1) / c.nb;
     int64_t m_blocks = 1;
-    if (c.n_panels < 2 * threads) m_blocks = clamp64((2 * threads + c.n_panels - 1) / c.n_panels, 1, (c.m + 31) / 32);
+    if (c.n_panels < 2 * threads) m_blocks = lathe_clamp64((2 * threads + c.n_panels - 1) / c.n_panels, 1, (c.m + 31) / 32);
     c.mb = (c.m + m_blocks - 1) / m_blocks;
     m_blocks = (c.m + c.mb - 1) / c.mb;
     lathe_parallel_for(pool, c.n_panels * m_blocks, 1, blas_range, &c);
@@ -432,27 +429,6 @@ static void lookup_range(void *vc, int64_t b, int64_t e) {
   for (int64_t i = b; i < e; i++) ggml_row(c->gt, c->data + c->rows[i] * c->row_bytes, c->k, c->y + i * c->k);
 }
 
-/* Index i of an integer tensor; unsigned values beyond int64 saturate (they are out of range anyway). */
-static int64_t load_index(const void *p, lathe_dtype dt, int64_t i) {
-  switch (dt) {
-#define IDX_SINT(D) \
-  case LATHE_DTYPE_##D: return (int64_t)LATHE_LD(D, p, i);
-#define IDX_UINT(D)                                        \
-  case LATHE_DTYPE_##D: {                                  \
-    uint64_t v = LATHE_LD(D, p, i);                        \
-    return v > (uint64_t)INT64_MAX ? INT64_MAX : (int64_t)v; \
-  }
-#define IDX_BOOL(D)
-#define IDX_FLOAT(D)
-#define IDX_HALF(D)
-#define IDX_COMPLEX(D)
-#define LATHE_DTYPE(ENUM, GoName, id, bits, ct, CLASS) LATHE_DD_KEEP_##bits(IDX_##CLASS(ENUM))
-#include "lathe_dtypes.def"
-#undef LATHE_DTYPE
-    default: return -1; /* not an index dtype: the builder rejected it */
-  }
-}
-
 static lathe_status_t run_lookup(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
   ectx c = {.data = in[0]->data, .row_bytes = in[0]->shape.dims[1], .k = n->a.i[6], .gt = (lathe_ggml_type)n->a.i[1],
             .y = out[0]->data};
@@ -462,7 +438,7 @@ static lathe_status_t run_lookup(lathe_cpu_exec *ex, const lathe_node *n, lathe_
   if (!rows) return LATHE_OOM("QuantizedEmbeddingLookup");
   /* every index is checked before any row is read: a bad one fails the execution, as in GoMLX */
   for (int64_t i = 0; i < count; i++) {
-    rows[i] = load_index(in[1]->data, in[1]->shape.dtype, i);
+    rows[i] = lathe_load_index(in[1]->data, in[1]->shape.dtype, i);
     if (rows[i] < 0 || rows[i] >= vocab) {
       lathe_status_t st = LATHE_INVALID("QuantizedEmbeddingLookup: index %lld (position %lld) out of range [0, %lld)",
                                         (long long)rows[i], (long long)i, (long long)vocab);

@@ -156,8 +156,8 @@ typedef struct red_kernel {
   static inline T prod_##E(T a, T x) { return (T)(u_##E)((uint64_t)(u_##E)a * (uint64_t)(u_##E)x); } \
   RED_KERNEL(sum_k_##E, T, T, SAME, SAME, 0, sum_##E, HRED_GEN)                                   \
   RED_KERNEL(prod_k_##E, T, T, SAME, SAME, 1, prod_##E, HRED_GEN)                                 \
-  RED_KERNEL(max_k_##E, T, T, SAME, SAME, (T)(-(T)((u_##E) ~(u_##E)0 >> 1) - 1), MAX_I, HRED_GEN) \
-  RED_KERNEL(min_k_##E, T, T, SAME, SAME, (T)((u_##E) ~(u_##E)0 >> 1), MIN_I, HRED_GEN)           \
+  RED_KERNEL(max_k_##E, T, T, SAME, SAME, (T)LATHE_SINT_MIN(B), MAX_I, HRED_GEN)                  \
+  RED_KERNEL(min_k_##E, T, T, SAME, SAME, (T)LATHE_SINT_MAX(B), MIN_I, HRED_GEN)                  \
   RED_KERNEL(and_k_##E, T, T, SAME, SAME, (T) ~(T)0, AND_, HRED_GEN)                              \
   RED_KERNEL(or_k_##E, T, T, SAME, SAME, 0, OR_, HRED_GEN)                                        \
   RED_KERNEL(xor_k_##E, T, T, SAME, SAME, 0, XOR_, HRED_GEN)
@@ -412,8 +412,9 @@ static lathe_status_t run_reduce(lathe_cpu_exec *ex, const lathe_node *n, const 
     if (lathe_dtype_is_packed(orig) && (n->op == LATHE_OP_REDUCE_MAX || n->op == LATHE_OP_REDUCE_MIN)) {
       int bits = lathe_dtype_bits(orig);
       bool sint = lathe_dtype_class_of(orig) == LATHE_CLASS_SINT;
-      int v = n->op == LATHE_OP_REDUCE_MAX ? (sint ? -(1 << (bits - 1)) : 0) : (sint ? (1 << (bits - 1)) - 1 : (1 << bits) - 1);
-      memset(out->data, v & 0xff, (size_t)on);
+      int64_t v = n->op == LATHE_OP_REDUCE_MAX ? (sint ? LATHE_SINT_MIN(bits) : 0)
+                                               : (sint ? LATHE_SINT_MAX(bits) : (int64_t)LATHE_UINT_MAX(bits));
+      memset(out->data, (int)(v & 0xff), (size_t)on);
     }
     return NULL;
   }

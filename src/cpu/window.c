@@ -34,20 +34,6 @@ typedef struct win_type {
   void (*scatter)(const void *src, const int64_t *sel, int64_t n_src, void *acc, void *y, int64_t n_operand);
 } win_type;
 
-static inline void odometer(int64_t *idx, const int64_t *dims, int n) {
-  for (int d = n - 1; d >= 0; d--) {
-    if (++idx[d] < dims[d]) return;
-    idx[d] = 0;
-  }
-}
-
-static inline void unflatten(int64_t s, const int64_t *dims, int n, int64_t *idx) {
-  for (int d = n - 1; d >= 0; d--) {
-    idx[d] = dims[d] ? s % dims[d] : 0;
-    s = dims[d] ? s / dims[d] : 0;
-  }
-}
-
 /* Loads the window lists of output index o into (L, cnt); false when the window is empty. */
 static inline bool window_lists(const win_ctx *c, const int64_t *o, const int64_t **L, int64_t *cnt) {
   for (int d = 0; d < c->rank; d++) {
@@ -99,7 +85,7 @@ static inline bool window_lists(const win_ctx *c, const int64_t *o, const int64_
     void *y = c->y;                                                                  \
     int64_t o[LATHE_MAX_RANK], cnt[LATHE_MAX_RANK];                                  \
     const int64_t *L[LATHE_MAX_RANK];                                                \
-    unflatten(b, c->odims, c->rank, o);                                              \
+    lathe_unflatten(b, c->odims, c->rank, o);                                        \
     for (int64_t i = b; i < e; i++) {                                                \
       A acc = INIT;                                                                  \
       if (window_lists(c, o, L, cnt)) FOR_WINDOW(c, L, cnt, {                        \
@@ -107,7 +93,7 @@ static inline bool window_lists(const win_ctx *c, const int64_t *o, const int64_
           acc = UPDATE;                                                              \
         });                                                                          \
       LATHE_ST(ENUM, y, i, (LATHE_C(ENUM))acc);                                      \
-      odometer(o, c->odims, c->rank);                                                \
+      lathe_odometer(o, c->odims, c->rank);                                          \
     }                                                                                \
   }
 
@@ -117,7 +103,7 @@ static inline bool window_lists(const win_ctx *c, const int64_t *o, const int64_
     const void *x = c->x;                                                            \
     int64_t o[LATHE_MAX_RANK], cnt[LATHE_MAX_RANK];                                  \
     const int64_t *L[LATHE_MAX_RANK];                                                \
-    unflatten(b, c->odims, c->rank, o);                                              \
+    lathe_unflatten(b, c->odims, c->rank, o);                                        \
     for (int64_t i = b; i < e; i++) {                                                \
       int64_t best = -1;                                                             \
       A bv = 0;                                                                      \
@@ -129,7 +115,7 @@ static inline bool window_lists(const win_ctx *c, const int64_t *o, const int64_
           }                                                                          \
         });                                                                          \
       c->sel[i] = best;                                                              \
-      odometer(o, c->odims, c->rank);                                                \
+      lathe_odometer(o, c->odims, c->rank);                                          \
     }                                                                                \
   }
 
@@ -159,8 +145,8 @@ static inline bool window_lists(const win_ctx *c, const int64_t *o, const int64_
 #define WIN_FLOAT(ENUM, bits) WIN_INST(ENUM, double, F, -INFINITY, INFINITY)
 #define WIN_HALF WIN_FLOAT
 #define WIN_SINT(ENUM, bits) \
-  WIN_INST(ENUM, int64_t, I, (int64_t)(0 - ((uint64_t)1 << (bits - 1))), (int64_t)(((uint64_t)1 << (bits - 1)) - 1))
-#define WIN_UINT(ENUM, bits) WIN_INST(ENUM, uint64_t, I, (uint64_t)0, (uint64_t)(LATHE_S(ENUM))~(uint64_t)0)
+  WIN_INST(ENUM, int64_t, I, LATHE_SINT_MIN(bits), LATHE_SINT_MAX(bits))
+#define WIN_UINT(ENUM, bits) WIN_INST(ENUM, uint64_t, I, (uint64_t)0, LATHE_UINT_MAX(bits))
 #define LATHE_DTYPE(ENUM, GoName, id, bits, ct, CLASS) LATHE_DD_KEEP_##bits(WIN_##CLASS(ENUM, bits))
 #include "lathe_dtypes.def"
 #undef LATHE_DTYPE
@@ -254,7 +240,7 @@ lathe_status_t lathe_cpu_run_window(lathe_cpu_exec *ex, const lathe_node *n, lat
     int bits = lathe_dtype_bits(n->shape.dtype);
     if (bits < 8 && k >= 2) {
       bool sgn = lathe_dtype_class_of(n->shape.dtype) == LATHE_CLASS_SINT;
-      int lo = sgn ? -(1 << (bits - 1)) : 0, hi = sgn ? (1 << (bits - 1)) - 1 : (1 << bits) - 1;
+      int lo = sgn ? (int)LATHE_SINT_MIN(bits) : 0, hi = sgn ? (int)LATHE_SINT_MAX(bits) : (int)LATHE_UINT_MAX(bits);
       for (int64_t i = 0; i < ny; i++) {
         int v = sgn ? ((int8_t *)c.y)[i] : ((uint8_t *)c.y)[i];
         v = v < lo ? lo : v > hi ? hi : v;
