@@ -225,6 +225,113 @@ void tst_expect_close(const char *label, const void *got, const void *want, lath
   CHECK(bad == 0, "%s (%s, %lld elements): %d mismatches", label, lathe_dtype_name(dt), (long long)n, bad);
 }
 
+int64_t tst_numel(int rank, const int64_t *dims) {
+  int64_t n = 1;
+  for (int a = 0; a < rank; a++) n *= dims[a];
+  return n;
+}
+
+int64_t tst_ravel(int rank, const int64_t *dims, const int64_t *c) {
+  int64_t f = 0;
+  for (int a = 0; a < rank; a++) f = f * dims[a] + c[a];
+  return f;
+}
+
+void tst_unravel(int64_t i, int rank, const int64_t *dims, int64_t *c) {
+  for (int a = rank - 1; a >= 0; a--) {
+    c[a] = dims[a] ? i % dims[a] : 0;
+    i = dims[a] ? i / dims[a] : 0;
+  }
+}
+
+int64_t tst_wrap_int(lathe_dtype dt, uint64_t v) {
+  if (dt == LATHE_DTYPE_BOOL) return v != 0;
+  int bits = lathe_dtype_bits(dt);
+  if (bits <= 0 || bits >= 64) return (int64_t)v;
+  uint64_t m = (UINT64_C(1) << bits) - 1;
+  v &= m;
+  if (lathe_dtype_class_of(dt) == LATHE_CLASS_SINT && (v >> (bits - 1))) v |= ~m;
+  return (int64_t)v;
+}
+
+double tst_wrap_value(lathe_dtype dt, uint64_t v) {
+  if (dt == LATHE_DTYPE_UINT64) return (double)v;
+  return (double)tst_wrap_int(dt, v);
+}
+
+void tst_set_int(void *d, lathe_dtype dt, int64_t i, uint64_t v) {
+  int64_t w = tst_wrap_int(dt, v);
+  switch (lathe_dtype_bits(dt)) {
+    case 8: ((uint8_t *)d)[i] = (uint8_t)w; break;
+    case 16: ((uint16_t *)d)[i] = (uint16_t)w; break;
+    case 32: ((uint32_t *)d)[i] = (uint32_t)w; break;
+    case 64: ((uint64_t *)d)[i] = (uint64_t)w; break;
+    default: tst_set(d, dt, i, (double)w);
+  }
+}
+
+int64_t tst_get_int(const void *d, lathe_dtype dt, int64_t i) {
+  switch (dt) {
+    case LATHE_DTYPE_INT64: return ((const int64_t *)d)[i];
+    case LATHE_DTYPE_UINT64: return (int64_t)((const uint64_t *)d)[i];
+    default: return (int64_t)tst_get(d, dt, i);
+  }
+}
+
+lathe_builder_t tst_builder(const char *name, lathe_function_t *main_fn) {
+  lathe_builder_t b = NULL;
+  lathe_status_t st = lathe_builder_new(tst_backend(), name, &b);
+  CHECK(st == NULL, "%s: builder: %s", name, lathe_status_message(st));
+  lathe_status_free(st);
+  if (main_fn) *main_fn = b ? lathe_builder_main(b) : NULL;
+  return b;
+}
+
+lathe_value_t tst_param(lathe_function_t fn, const char *name, lathe_shape s) {
+  lathe_value_t v = NULL;
+  lathe_status_t st = lathe_parameter(fn, name, &s, &v);
+  CHECK(st == NULL, "parameter %s: %s", name ? name : "(unnamed)", lathe_status_message(st));
+  lathe_status_free(st);
+  return v;
+}
+
+bool tst_built(const char *label, lathe_status_t st, lathe_builder_t b) {
+  CHECK(st == NULL, "%s: build: %s", label, lathe_status_message(st));
+  if (!st) return true;
+  lathe_status_free(st);
+  lathe_builder_free(b);
+  return false;
+}
+
+void tst_expect_shape_and_return(const char *label, lathe_function_t fn, lathe_value_t y, const lathe_shape *want) {
+  lathe_shape got;
+  memset(&got, 0, sizeof got);
+  CHECK_OK(lathe_value_shape(y, &got));
+  CHECK(lathe_shape_equal(&got, want), "%s: inferred shape (rank %d)", label, got.rank);
+  CHECK_OK(lathe_function_return(fn, &y, 1));
+}
+
+void tst_run_expect(const char *label, lathe_builder_t b, const void *const *ins, int n_in, const void *want,
+                    lathe_dtype dt, int64_t n, double tol) {
+  void *got = NULL;
+  lathe_status_t st = tst_run(b, ins, n_in, &got, 1, NULL);
+  CHECK(st == NULL, "%s: run: %s", label, lathe_status_message(st));
+  lathe_status_free(st);
+  if (got) tst_expect_close(label, got, want, dt, n, tol);
+  tst_free_output(got);
+}
+
+double tst_activation_ref(double v, lathe_activation a) {
+  switch (a) {
+    case LATHE_ACTIVATION_GELU: return 0.5 * v * (1 + erf(v / sqrt(2.0)));
+    case LATHE_ACTIVATION_RELU: return v < 0 ? 0 : v;
+    case LATHE_ACTIVATION_SILU: return v / (1 + exp(-v));
+    case LATHE_ACTIVATION_HARD_SWISH: return v * fmin(fmax(v / 6 + 0.5, 0), 1);
+    case LATHE_ACTIVATION_TANH: return tanh(v);
+    default: return v;
+  }
+}
+
 const lathe_dtype tst_all_dtypes[] = {
 #define LATHE_DTYPE(ENUM, GoName, id, bits, compute_t, CLASS) LATHE_DTYPE_##ENUM,
 #include "lathe_dtypes.def"

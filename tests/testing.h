@@ -12,6 +12,8 @@
 #define LATHE_TESTING_H
 
 #include <math.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -96,6 +98,40 @@ void tst_expect_close(const char *label, const void *got, const void *want, lath
 /* Default tolerance for a dtype (exact for ints/bool, ~1e-5 f32, 1e-12 f64, 1e-2 f16/bf16). */
 double tst_tol(lathe_dtype dt);
 void *tst_alloc_for(const lathe_shape *s); /* calloc of the shape's byte size (at least 1 byte) */
+
+/* Row-major coordinates: the number of elements of dims, the flat index of coordinates c, and the
+ * coordinates of flat index i (size-0 axes give 0). */
+int64_t tst_numel(int rank, const int64_t *dims);
+int64_t tst_ravel(int rank, const int64_t *dims, const int64_t *c);
+void tst_unravel(int64_t i, int rank, const int64_t *dims, int64_t *c);
+
+/* Integer wrapping: v modulo 2^bits of integer dtype dt, sign-extended for signed dtypes (Bool:
+ * v != 0). tst_wrap_int gives the result's two's-complement bits as int64; tst_wrap_value gives
+ * the dtype's value as a double (UInt64 stays unsigned). */
+int64_t tst_wrap_int(lathe_dtype dt, uint64_t v);
+double tst_wrap_value(lathe_dtype dt, uint64_t v);
+/* Stores integer v wrapped to dt's width as element i (packed dtypes too). */
+void tst_set_int(void *data, lathe_dtype dt, int64_t i, uint64_t v);
+/* Reads element i of an integer tensor exactly (Int64/UInt64 without a trip through double). */
+int64_t tst_get_int(const void *data, lathe_dtype dt, int64_t i);
+
+/* Graph fixtures. tst_builder creates a builder on tst_backend() (one CHECK) and sets *main_fn to
+ * its main function (NULL when creation failed); the builder is the caller's. */
+lathe_builder_t tst_builder(const char *name, lathe_function_t *main_fn);
+/* Adds a parameter (one CHECK) and returns its value (NULL on failure). */
+lathe_value_t tst_param(lathe_function_t fn, const char *name, lathe_shape s);
+/* One CHECK that building succeeded ("label: build: message"); on failure frees st and b and
+ * returns false. */
+bool tst_built(const char *label, lathe_status_t st, lathe_builder_t b);
+/* Checks y's inferred shape equals want and returns y from fn (three CHECKs). */
+void tst_expect_shape_and_return(const char *label, lathe_function_t fn, lathe_value_t y, const lathe_shape *want);
+/* Runs b (one output) on ins, CHECKs the run ("label: run: message") and, when it ran, compares the
+ * output's n elements with want (tst_expect_close with tol). */
+void tst_run_expect(const char *label, lathe_builder_t b, const void *const *ins, int n_in, const void *want,
+                    lathe_dtype dt, int64_t n, double tol);
+
+/* The reference value of activation a at v (in double). */
+double tst_activation_ref(double v, lathe_activation a);
 
 /* Every dtype lathe knows, for loops over dtypes. */
 extern const lathe_dtype tst_all_dtypes[];

@@ -374,9 +374,8 @@ TEST(fused_sdpa_vjp_finite_differences) {
 
 /* ---- FusedAttentionQKVProjection ---- */
 static void qkv_case(lathe_dtype dt, int64_t b0, int64_t b1, int64_t kin, int64_t qd, int64_t kvd, int bias_bits) {
-  lathe_builder_t b;
-  CHECK_OK(lathe_builder_new(tst_backend(), "qkv", &b));
-  lathe_function_t fn = lathe_builder_main(b);
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("qkv", &fn);
   int64_t total = qd + 2 * kvd, m = b0 * b1;
   lathe_shape xs = TST_SHAPE(dt, b0, b1, kin), ws = TST_SHAPE(dt, kin, total);
   lathe_shape bsh[3] = {TST_SHAPE(dt, qd), TST_SHAPE(dt, kvd), TST_SHAPE(dt, kvd)};
@@ -384,8 +383,8 @@ static void qkv_case(lathe_dtype dt, int64_t b0, int64_t b1, int64_t kin, int64_
   const void *ins[5];
   void *bd[3], *xd = tst_alloc_for(&xs), *wd = tst_alloc_for(&ws);
   int n = 0;
-  CHECK_OK(lathe_parameter(fn, "x", &xs, &x));
-  CHECK_OK(lathe_parameter(fn, "w", &ws, &w));
+  x = tst_param(fn, "x", xs);
+  w = tst_param(fn, "w", ws);
   ins[n++] = xd, ins[n++] = wd;
   tst_fill(xd, dt, m * kin, 31);
   tst_fill(wd, dt, kin * total, 32);
@@ -393,7 +392,7 @@ static void qkv_case(lathe_dtype dt, int64_t b0, int64_t b1, int64_t kin, int64_
     bd[o] = tst_alloc_for(&bsh[o]);
     tst_fill(bd[o], dt, bsh[o].dims[0], 33 + o);
     if (bias_bits >> o & 1) {
-      CHECK_OK(lathe_parameter(fn, NULL, &bsh[o], &bias[o]));
+      bias[o] = tst_param(fn, NULL, bsh[o]);
       ins[n++] = bd[o];
     }
   }

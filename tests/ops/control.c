@@ -14,18 +14,6 @@ typedef lathe_status_t (*binop)(lathe_function_t, lathe_value_t, lathe_value_t, 
 #define I64 LATHE_DTYPE_INT64
 #define BOOL LATHE_DTYPE_BOOL
 
-static lathe_builder_t bnew(const char *name) {
-  lathe_builder_t b = NULL;
-  CHECK_OK(lathe_builder_new(tst_backend(), name, &b));
-  return b;
-}
-
-static lathe_value_t par(lathe_function_t fn, lathe_shape s) {
-  lathe_value_t v = NULL;
-  CHECK_OK(lathe_parameter(fn, NULL, &s, &v));
-  return v;
-}
-
 static lathe_value_t cst(lathe_function_t fn, lathe_shape s, const void *data) {
   lathe_value_t v = NULL;
   CHECK_OK(lathe_constant(fn, &s, data, (size_t)lathe_shape_byte_size(&s), &v));
@@ -70,16 +58,16 @@ static void free_outs(void **out, int n) {
 static lathe_function_t make_f(lathe_builder_t b, lathe_shape s) {
   lathe_function_t f = NULL;
   CHECK_OK(lathe_builder_new_function(b, "f", &f));
-  lathe_value_t x = par(f, s), y = par(f, s);
+  lathe_value_t x = tst_param(f, NULL, s), y = tst_param(f, NULL, s);
   ret(f, (lathe_value_t[]){bin(lathe_add, f, bin(lathe_mul, f, x, y), x), y}, 2);
   return f;
 }
 
 TEST(call_named_function) {
-  lathe_builder_t b = bnew("call_named");
+  lathe_builder_t b = tst_builder("call_named", NULL);
   lathe_shape s = TST_SHAPE(F32, 5);
   lathe_function_t m = lathe_builder_main(b), f = make_f(b, s);
-  lathe_value_t a = par(m, s), c = par(m, s), r[2], q[2];
+  lathe_value_t a = tst_param(m, NULL, s), c = tst_param(m, NULL, s), r[2], q[2];
   int n = 0;
   CHECK_OK(lathe_call(m, f, (lathe_value_t[]){a, c}, 2, r, 2, &n));
   CHECK(n == 2, "Call has 2 results, got %d", n);
@@ -99,16 +87,16 @@ TEST(call_named_function) {
 
 /* A closure that captures a main value and calls a top-level function. */
 TEST(call_closure_capture) {
-  lathe_builder_t b = bnew("call_closure");
+  lathe_builder_t b = tst_builder("call_closure", NULL);
   lathe_shape s = TST_SHAPE(F64, 3);
   lathe_function_t m = lathe_builder_main(b), f = make_f(b, s);
-  lathe_value_t a = par(m, s), c = par(m, s);
+  lathe_value_t a = tst_param(m, NULL, s), c = tst_param(m, NULL, s);
   /* h: a closure of main, called from inside g (a sibling closure), captures c too */
   lathe_function_t h = closure(m);
-  lathe_value_t hx = par(h, s);
+  lathe_value_t hx = tst_param(h, NULL, s);
   ret(h, (lathe_value_t[]){bin(lathe_mul, h, hx, c)}, 1);
   lathe_function_t g = closure(m);
-  lathe_value_t x = par(g, s), r[2], gr[1], hr[1];
+  lathe_value_t x = tst_param(g, NULL, s), r[2], gr[1], hr[1];
   int n = 0;
   CHECK_OK(lathe_call(g, f, (lathe_value_t[]){x, c}, 2, r, 2, &n)); /* c is captured */
   CHECK_OK(lathe_call(g, h, &x, 1, hr, 1, &n));
@@ -130,13 +118,13 @@ TEST(control_passthrough_all_dtypes) {
   for (int di = 0; di < tst_n_all_dtypes; di++) {
     lathe_dtype dt = tst_all_dtypes[di];
     for (int64_t len = 0; len <= 7; len += 7) {
-      lathe_builder_t b = bnew("passthrough");
+      lathe_builder_t b = tst_builder("passthrough", NULL);
       lathe_shape s = TST_SHAPE(dt, len);
       lathe_function_t m = lathe_builder_main(b), id = NULL;
       CHECK_OK(lathe_builder_new_function(b, "id", &id));
-      lathe_value_t ip = par(id, s);
+      lathe_value_t ip = tst_param(id, NULL, s);
       ret(id, (lathe_value_t[]){ip, ip}, 2);
-      lathe_value_t x = par(m, s), y = par(m, s), p = par(m, tst_shape0(BOOL));
+      lathe_value_t x = tst_param(m, NULL, s), y = tst_param(m, NULL, s), p = tst_param(m, NULL, tst_shape0(BOOL));
       lathe_value_t cr[2], ir[1], ob[2], sb = NULL;
       int n = 0;
       CHECK_OK(lathe_call(m, id, &x, 1, cr, 2, &n));
@@ -176,17 +164,17 @@ TEST(control_passthrough_all_dtypes) {
 /* (i, acc) -> (i+1, acc*i) while i < n+1, n captured from main: acc = n! */
 TEST(while_factorial) {
   for (int64_t nv = 0; nv <= 20; nv += 5) {
-    lathe_builder_t b = bnew("factorial");
+    lathe_builder_t b = tst_builder("factorial", NULL);
     lathe_function_t m = lathe_builder_main(b);
     lathe_shape s = tst_shape0(I64);
     int64_t one = 1;
-    lathe_value_t n = par(m, s), c1 = cst(m, s, &one);
+    lathe_value_t n = tst_param(m, NULL, s), c1 = cst(m, s, &one);
     lathe_value_t limit = bin(lathe_add, m, n, c1); /* computed in main, captured by cond */
     lathe_function_t cond = closure(m), body = closure(m);
-    lathe_value_t ci = par(cond, s);
-    par(cond, s);
+    lathe_value_t ci = tst_param(cond, NULL, s);
+    tst_param(cond, NULL, s);
     ret(cond, (lathe_value_t[]){bin(lathe_less_than, cond, ci, limit)}, 1);
-    lathe_value_t bi = par(body, s), bacc = par(body, s);
+    lathe_value_t bi = tst_param(body, NULL, s), bacc = tst_param(body, NULL, s);
     ret(body, (lathe_value_t[]){bin(lathe_add, body, bi, cst(body, s, &one)), bin(lathe_mul, body, bacc, bi)}, 2);
     lathe_value_t r[2];
     int nr = 0;
@@ -207,17 +195,17 @@ TEST(while_factorial) {
 
 /* (k, a, b) -> (k+1, b, a+b) while k < n: a = fib(n); plus a tensor state doubled each turn. */
 TEST(while_fibonacci_and_tensor_state) {
-  lathe_builder_t b = bnew("fib");
+  lathe_builder_t b = tst_builder("fib", NULL);
   lathe_function_t m = lathe_builder_main(b);
   lathe_shape si = tst_shape0(I32), sl = tst_shape0(I64), sx = TST_SHAPE(F32, 2, 3);
-  lathe_value_t n = par(m, si), x0 = par(m, sx);
+  lathe_value_t n = tst_param(m, NULL, si), x0 = tst_param(m, NULL, sx);
   int32_t zero = 0, onei = 1;
   int64_t z64 = 0, o64 = 1;
   lathe_function_t cond = closure(m), body = closure(m);
-  lathe_value_t ck = par(cond, si);
-  par(cond, sl), par(cond, sl), par(cond, sx);
+  lathe_value_t ck = tst_param(cond, NULL, si);
+  tst_param(cond, NULL, sl), tst_param(cond, NULL, sl), tst_param(cond, NULL, sx);
   ret(cond, (lathe_value_t[]){bin(lathe_less_than, cond, ck, n)}, 1);
-  lathe_value_t bk = par(body, si), ba = par(body, sl), bb = par(body, sl), bx = par(body, sx);
+  lathe_value_t bk = tst_param(body, NULL, si), ba = tst_param(body, NULL, sl), bb = tst_param(body, NULL, sl), bx = tst_param(body, NULL, sx);
   ret(body,
       (lathe_value_t[]){bin(lathe_add, body, bk, cst(body, si, &onei)), bb, bin(lathe_add, body, ba, bb),
                         bin(lathe_add, body, bx, bx)},
@@ -251,10 +239,10 @@ TEST(while_fibonacci_and_tensor_state) {
 /* ---- If ---- */
 
 TEST(if_branches_capture) {
-  lathe_builder_t b = bnew("if");
+  lathe_builder_t b = tst_builder("if", NULL);
   lathe_function_t m = lathe_builder_main(b);
   lathe_shape s = TST_SHAPE(F32, 4);
-  lathe_value_t p = par(m, tst_shape0(BOOL)), x = par(m, s), y = par(m, s);
+  lathe_value_t p = tst_param(m, NULL, tst_shape0(BOOL)), x = tst_param(m, NULL, s), y = tst_param(m, NULL, s);
   lathe_function_t t = closure(m), e = closure(m);
   ret(t, (lathe_value_t[]){bin(lathe_add, t, x, y), x}, 2);
   ret(e, (lathe_value_t[]){bin(lathe_mul, e, x, y), y}, 2);
@@ -278,16 +266,16 @@ TEST(if_branches_capture) {
 /* main -> While body (closure) -> If branches (closures of the body) that capture the body's
  * parameter and main's value c: three levels of capture. */
 TEST(nested_closures) {
-  lathe_builder_t b = bnew("nested");
+  lathe_builder_t b = tst_builder("nested", NULL);
   lathe_function_t m = lathe_builder_main(b);
   lathe_shape si = tst_shape0(I32), sx = TST_SHAPE(F32, 3);
-  lathe_value_t c = par(m, sx), x0 = par(m, sx);
+  lathe_value_t c = tst_param(m, NULL, sx), x0 = tst_param(m, NULL, sx);
   int32_t zero = 0, one = 1, two = 2, four = 4;
   lathe_function_t cond = closure(m), body = closure(m);
-  lathe_value_t ci = par(cond, si);
-  par(cond, sx);
+  lathe_value_t ci = tst_param(cond, NULL, si);
+  tst_param(cond, NULL, sx);
   ret(cond, (lathe_value_t[]){bin(lathe_less_than, cond, ci, cst(cond, si, &four))}, 1);
-  lathe_value_t bi = par(body, si), bx = par(body, sx);
+  lathe_value_t bi = tst_param(body, NULL, si), bx = tst_param(body, NULL, sx);
   lathe_function_t t = closure(body), e = closure(body);
   ret(t, (lathe_value_t[]){bin(lathe_add, t, bx, c)}, 1);
   ret(e, (lathe_value_t[]){bin(lathe_mul, e, bx, c)}, 1);
@@ -330,7 +318,7 @@ static lathe_function_t make_comparator(lathe_function_t m, cmp_kind kind, const
                                         lathe_value_t scale) {
   lathe_function_t c = closure(m);
   lathe_value_t p[8];
-  for (int i = 0; i < 2 * n; i++) p[i] = par(c, tst_shape0(dts[i / 2]));
+  for (int i = 0; i < 2 * n; i++) p[i] = tst_param(c, NULL, tst_shape0(dts[i / 2]));
   lathe_value_t r = NULL, t1 = NULL, t2 = NULL, t3 = NULL;
   lathe_status_t st = NULL;
   switch (kind) {
@@ -411,10 +399,10 @@ static void copy_el(void *dst, int64_t di, const void *src, int64_t si, lathe_dt
 static void sort_case(lathe_dtype kdt, const int64_t *dims, int rank, int axis, bool with_payload, cmp_kind kind,
                       bool stable, double scale, unsigned seed) {
   lathe_shape ks = tst_shape(kdt, rank, dims), ps = tst_shape(I32, rank, dims);
-  lathe_builder_t b = bnew("sort");
+  lathe_builder_t b = tst_builder("sort", NULL);
   lathe_function_t m = lathe_builder_main(b);
-  lathe_value_t k = par(m, ks), p = with_payload ? par(m, ps) : NULL, sv = NULL;
-  if (kind == K_SCALED) sv = par(m, tst_shape0(kdt));
+  lathe_value_t k = tst_param(m, NULL, ks), p = with_payload ? tst_param(m, NULL, ps) : NULL, sv = NULL;
+  if (kind == K_SCALED) sv = tst_param(m, NULL, tst_shape0(kdt));
   lathe_dtype dts[2] = {kdt, I32};
   lathe_function_t c = make_comparator(m, kind, dts, with_payload ? 2 : 1, sv);
   if (!c) {
@@ -550,12 +538,12 @@ TEST(sort_nan_and_zeros) {
       for (int o = 0; o < 4; o++) {
         lathe_dtype dt = dts[di];
         int n = 8 * reps;
-        lathe_builder_t b = bnew("sort_nan");
+        lathe_builder_t b = tst_builder("sort_nan", NULL);
         lathe_function_t m = lathe_builder_main(b);
-        lathe_value_t k = par(m, TST_SHAPE(dt, n)), p = par(m, TST_SHAPE(I32, n));
+        lathe_value_t k = tst_param(m, NULL, TST_SHAPE(dt, n)), p = tst_param(m, NULL, TST_SHAPE(I32, n));
         lathe_function_t c = closure(m);
-        lathe_value_t c0 = par(c, tst_shape0(dt)), c1 = par(c, tst_shape0(dt));
-        par(c, tst_shape0(I32)), par(c, tst_shape0(I32));
+        lathe_value_t c0 = tst_param(c, NULL, tst_shape0(dt)), c1 = tst_param(c, NULL, tst_shape0(dt));
+        tst_param(c, NULL, tst_shape0(I32)), tst_param(c, NULL, tst_shape0(I32));
         lathe_value_t r = NULL;
         lathe_status_t st = ops[o](c, c0, c1, &r);
         if (st) {
@@ -616,10 +604,10 @@ TEST(sort_nan_and_zeros) {
 
 /* ---- barriers with computation around them ---- */
 TEST(barriers_compute) {
-  lathe_builder_t b = bnew("barriers");
+  lathe_builder_t b = tst_builder("barriers", NULL);
   lathe_function_t m = lathe_builder_main(b);
   lathe_shape s = TST_SHAPE(F32, 3);
-  lathe_value_t x = par(m, s), y = par(m, s), ob[2], sb = NULL;
+  lathe_value_t x = tst_param(m, NULL, s), y = tst_param(m, NULL, s), ob[2], sb = NULL;
   lathe_value_t twice = bin(lathe_add, m, x, x);
   CHECK_OK(lathe_optimization_barrier(m, (lathe_value_t[]){x, twice}, 2, ob));
   CHECK_OK(lathe_scheduling_barrier(m, y, (lathe_value_t[]){twice, ob[1]}, 2, &sb));

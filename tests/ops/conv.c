@@ -26,29 +26,6 @@ static const lathe_dtype int_dts[] = {LATHE_DTYPE_INT8, LATHE_DTYPE_INT16, LATHE
                                       LATHE_DTYPE_UINT8, LATHE_DTYPE_UINT16, LATHE_DTYPE_UINT32, LATHE_DTYPE_UINT64,
                                       LATHE_DTYPE_INT4, LATHE_DTYPE_UINT2};
 
-/* v modulo 2^bits of dt, as the dtype's value (integers wrap). */
-static double wrap_int(lathe_dtype dt, uint64_t v) {
-  switch (dt) {
-    case LATHE_DTYPE_INT8: return (int8_t)v;
-    case LATHE_DTYPE_INT16: return (int16_t)v;
-    case LATHE_DTYPE_INT32: return (int32_t)v;
-    case LATHE_DTYPE_INT64: return (double)(int64_t)v;
-    case LATHE_DTYPE_UINT8: return (uint8_t)v;
-    case LATHE_DTYPE_UINT16: return (uint16_t)v;
-    case LATHE_DTYPE_UINT32: return (uint32_t)v;
-    case LATHE_DTYPE_UINT64: return (double)v;
-    case LATHE_DTYPE_INT4: return (double)((int64_t)(v << 60) >> 60);
-    case LATHE_DTYPE_UINT2: return (double)(v & 3);
-    default: return (double)v;
-  }
-}
-
-static int64_t flat(const int64_t *idx, const int64_t *dims, int rank) {
-  int64_t f = 0;
-  for (int d = 0; d < rank; d++) f = f * dims[d] + idx[d];
-  return f;
-}
-
 static void run_row(const conv_row *r, lathe_dtype dt) {
   char label[160];
   snprintf(label, sizeof label, "%s/%s", r->label, lathe_dtype_name(dt));
@@ -73,28 +50,16 @@ static void run_row(const conv_row *r, lathe_dtype dt) {
   }
   lathe_shape ys = tst_shape(dt, rank, od);
 
-  lathe_builder_t b;
-  CHECK_OK(lathe_builder_new(tst_backend(), label, &b));
-  lathe_function_t fn = lathe_builder_main(b);
-  lathe_value_t x, k, y;
-  CHECK_OK(lathe_parameter(fn, "x", &xs, &x));
-  CHECK_OK(lathe_parameter(fn, "k", &ks, &k));
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder(label, &fn);
+  lathe_value_t x = tst_param(fn, "x", xs), k = tst_param(fn, "k", ks), y = NULL;
   lathe_conv_axes ax = {r->ib, r->ic, r->isp, ns, r->kin, r->kout, r->ksp, ns, r->ob, r->oc, r->osp, ns};
   lathe_conv_params p = {r->has_strides ? r->strides : NULL, r->has_strides ? ns : 0,
                          r->has_pads ? r->pads : NULL, r->has_pads ? ns : 0,
                          r->has_idil ? r->idil : NULL, r->has_idil ? ns : 0,
                          r->has_kdil ? r->kdil : NULL, r->has_kdil ? ns : 0, r->cgc, r->bgc};
-  lathe_status_t st = lathe_conv_general(fn, x, k, &ax, &p, &y);
-  CHECK(st == NULL, "%s: build: %s", label, lathe_status_message(st));
-  if (st) {
-    lathe_status_free(st);
-    lathe_builder_free(b);
-    return;
-  }
-  lathe_shape got_shape;
-  CHECK_OK(lathe_value_shape(y, &got_shape));
-  CHECK(lathe_shape_equal(&got_shape, &ys), "%s: inferred shape mismatch", label);
-  CHECK_OK(lathe_function_return(fn, &y, 1));
+  if (!tst_built(label, lathe_conv_general(fn, x, k, &ax, &p, &y), b)) return;
+  tst_expect_shape_and_return(label, fn, y, &ys);
 
   int64_t nx = lathe_shape_num_elements(&xs), nk = lathe_shape_num_elements(&ks), ny = lathe_shape_num_elements(&ys);
   void *xd = tst_alloc_for(&xs), *kd = tst_alloc_for(&ks), *want = tst_alloc_for(&ys);
@@ -130,18 +95,18 @@ static void run_row(const conv_row *r, lathe_dtype dt) {
           ki[r->ksp[d]] = kx[d];
         }
         if (!ok) continue;
-        double xv = tst_get(xd, dt, flat(xi, r->in, rank)), kv = tst_get(kd, dt, flat(ki, r->ker, rank));
+        double xv = tst_get(xd, dt, tst_ravel(rank, r->in, xi)), kv = tst_get(kd, dt, tst_ravel(rank, r->ker, ki));
         acc += xv * kv;
         iacc += (uint64_t)(int64_t)xv * (uint64_t)(int64_t)kv;
       }
     }
-    tst_set(want, dt, e, is_int ? wrap_int(dt, iacc) : acc);
+    tst_set(want, dt, e, is_int ? tst_wrap_value(dt, iacc) : acc);
   }
 
   const void *ins[2] = {xd, kd};
   void *out[1];
   lathe_shape os[1];
-  st = tst_run(b, ins, 2, out, 1, os);
+  lathe_status_t st = tst_run(b, ins, 2, out, 1, os);
   CHECK(st == NULL, "%s: run: %s", label, lathe_status_message(st));
   if (!st) {
     CHECK(lathe_shape_equal(&os[0], &ys), "%s: output shape mismatch", label);

@@ -22,16 +22,6 @@ static bool is_unsigned(lathe_dtype dt) {
 }
 static bool is_cplx(lathe_dtype dt) { return dt == LATHE_DTYPE_COMPLEX64 || dt == LATHE_DTYPE_COMPLEX128; }
 
-/* v wrapped into integer dtype dt (two's complement of its width). */
-static int64_t wrap(uint64_t v, lathe_dtype dt) {
-  int bits = lathe_dtype_bits(dt);
-  if (bits >= 64) return (int64_t)v;
-  uint64_t m = ((uint64_t)1 << bits) - 1, top = (uint64_t)1 << (bits - 1);
-  v &= m;
-  if (is_unsigned(dt) || v < top) return (int64_t)v;
-  return (int64_t)v - (int64_t)(m + 1);
-}
-
 /* The accumulator the builder resolves for operand dtype dt when none is given. */
 static lathe_dtype default_acc(lathe_dtype dt) {
   if (dt == LATHE_DTYPE_FLOAT16 || dt == LATHE_DTYPE_BFLOAT16) return LATHE_DTYPE_FLOAT32;
@@ -57,12 +47,11 @@ static void dot_case(const char *label, lathe_dtype dt, const dot_spec *sp, lath
     return;
   }
   lathe_shape ls = tst_shape(dt, sp->lrank, sp->ld), rs = tst_shape(dt, sp->rrank, sp->rd);
-  lathe_builder_t b;
-  CHECK_OK(lathe_builder_new(tst_backend(), "dot", &b));
-  lathe_function_t fn = lathe_builder_main(b);
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("dot", &fn);
   lathe_value_t x, y, z = NULL;
-  CHECK_OK(lathe_parameter(fn, "lhs", &ls, &x));
-  CHECK_OK(lathe_parameter(fn, "rhs", &rs, &y));
+  x = tst_param(fn, "lhs", ls);
+  y = tst_param(fn, "rhs", rs);
   lathe_dot_config cfg = {acc, odt};
   lathe_status_t st = lathe_dot_general(fn, x, sp->lc, sp->nc, sp->lb, sp->nb, y, sp->rc, sp->nc, sp->rb, sp->nb, &cfg, &z);
   CHECK(st == NULL, "%s: build: %s", lab, lathe_status_message(st));
@@ -127,7 +116,7 @@ static void dot_case(const char *label, lathe_dtype dt, const dot_spec *sp, lath
       double a = tst_get(ld, dt, lo), ai = tst_get_imag(ld, dt, lo);
       double c = tst_get(rd, dt, ro), ci = tst_get_imag(rd, dt, ro);
       if (int_acc) {
-        isum += (uint64_t)wrap((uint64_t)(int64_t)a, eacc) * (uint64_t)wrap((uint64_t)(int64_t)c, eacc);
+        isum += (uint64_t)tst_wrap_int(eacc, (uint64_t)(int64_t)a) * (uint64_t)tst_wrap_int(eacc, (uint64_t)(int64_t)c);
       } else {
         a = round_to(eacc, a), c = round_to(eacc, c), ai = round_to(eacc, ai), ci = round_to(eacc, ci);
         re += a * c - ai * ci, im += a * ci + ai * c;
@@ -135,8 +124,8 @@ static void dot_case(const char *label, lathe_dtype dt, const dot_spec *sp, lath
       }
     }
     if (int_acc) {
-      int64_t v = wrap(isum, eacc);
-      if (is_int(eout)) v = wrap((uint64_t)v, eout);
+      int64_t v = tst_wrap_int(eacc, isum);
+      if (is_int(eout)) v = tst_wrap_int(eout, (uint64_t)v);
       re = (double)v;
     } else {
       re = round_to(eacc, re), im = round_to(eacc, im);

@@ -27,12 +27,11 @@ static lathe_status_t run_rc(lathe_executable_t e, int64_t r, int64_t c, int n_o
 /* main(x[batch, seq]) = (DynamicShape(x), DimensionSize(x, 1), ReduceSum(x * 2, axis 1),
  *                        DynamicReshape(x, {num_tokens = batch*seq})) */
 TEST(dynamic_axes_specialisations) {
-  lathe_builder_t b;
-  CHECK_OK(lathe_builder_new(tst_backend(), "dyn", &b));
-  lathe_function_t fn = lathe_builder_main(b);
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("dyn", &fn);
   lathe_shape ps = dyn2(LATHE_DTYPE_INT32, "batch", "seq");
   lathe_value_t x, shp, seq, batch, two, twice, sum, tokens, flat;
-  CHECK_OK(lathe_parameter(fn, "x", &ps, &x));
+  x = tst_param(fn, "x", ps);
   CHECK_OK(lathe_dynamic_shape(fn, x, &shp));
   CHECK_OK(lathe_dynamic_dimension_size(fn, x, 1, &seq));
   CHECK_OK(lathe_dynamic_dimension_size(fn, x, 0, &batch));

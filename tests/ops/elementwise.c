@@ -11,33 +11,7 @@
 #include "core/core.h"
 #include "testing.h"
 
-/* ---- integer access, wrapping to the dtype's width ---- */
-static int64_t wrap_int(lathe_dtype dt, uint64_t v) {
-  int bits = lathe_dtype_bits(dt);
-  if (dt == LATHE_DTYPE_BOOL) return v != 0;
-  if (bits < 64) {
-    v &= (UINT64_C(1) << bits) - 1;
-    if (lathe_dtype_class_of(dt) == LATHE_CLASS_SINT && (v >> (bits - 1))) v |= ~((UINT64_C(1) << bits) - 1);
-  }
-  return (int64_t)v;
-}
-static void iset(void *d, lathe_dtype dt, int64_t i, uint64_t v) {
-  int64_t w = wrap_int(dt, v);
-  switch (lathe_dtype_bits(dt)) {
-    case 8: ((uint8_t *)d)[i] = (uint8_t)w; break;
-    case 16: ((uint16_t *)d)[i] = (uint16_t)w; break;
-    case 32: ((uint32_t *)d)[i] = (uint32_t)w; break;
-    case 64: ((uint64_t *)d)[i] = (uint64_t)w; break;
-    default: tst_set(d, dt, i, (double)w);
-  }
-}
-static int64_t iget(const void *d, lathe_dtype dt, int64_t i) {
-  switch (dt) {
-    case LATHE_DTYPE_INT64: return ((const int64_t *)d)[i];
-    case LATHE_DTYPE_UINT64: return (int64_t)((const uint64_t *)d)[i];
-    default: return (int64_t)tst_get(d, dt, i);
-  }
-}
+/* ---- dtype classes (integers wrap through tst_wrap_int, tst_set_int, tst_get_int) ---- */
 static bool is_intlike(lathe_dtype dt) { return lathe_dtype_is_int(dt) || dt == LATHE_DTYPE_BOOL; }
 static bool is_sint(lathe_dtype dt) { return lathe_dtype_class_of(dt) == LATHE_CLASS_SINT; }
 static bool is_flt(lathe_dtype dt) { return lathe_dtype_is_float(dt); }
@@ -54,10 +28,10 @@ static void fill_input(void *d, lathe_dtype dt, int64_t n, unsigned seed) {
   } else if (is_sint(dt)) {
     uint64_t mn = UINT64_C(1) << (bits - 1);
     const uint64_t edges[] = {mn, mn - 1, (uint64_t)-1, 0, 1};
-    for (int64_t i = 0; i < 5; i++) iset(d, dt, (i * 3 + seed) % n, edges[i]);
+    for (int64_t i = 0; i < 5; i++) tst_set_int(d, dt, (i * 3 + seed) % n, edges[i]);
   } else if (lathe_dtype_is_int(dt)) {
     const uint64_t edges[] = {~UINT64_C(0), 0, 1, UINT64_C(1) << (bits - 1)};
-    for (int64_t i = 0; i < 4; i++) iset(d, dt, (i * 3 + seed) % n, edges[i]);
+    for (int64_t i = 0; i < 4; i++) tst_set_int(d, dt, (i * 3 + seed) % n, edges[i]);
   } else if (is_cplx(dt)) {
     tst_set_complex(d, dt, seed % n, 0, 0);
   }
@@ -123,9 +97,9 @@ static void expect_close_c(const char *label, const void *got, const double comp
 static void expect_ints(const char *label, const void *got, const int64_t *want, lathe_dtype dt, int64_t n) {
   int bad = 0;
   for (int64_t i = 0; i < n; i++)
-    if (iget(got, dt, i) != wrap_int(dt, (uint64_t)want[i]) && bad++ < 3)
-      printf("  %s: element %lld: got %lld, want %lld\n", label, (long long)i, (long long)iget(got, dt, i),
-             (long long)wrap_int(dt, (uint64_t)want[i]));
+    if (tst_get_int(got, dt, i) != tst_wrap_int(dt, (uint64_t)want[i]) && bad++ < 3)
+      printf("  %s: element %lld: got %lld, want %lld\n", label, (long long)i, (long long)tst_get_int(got, dt, i),
+             (long long)tst_wrap_int(dt, (uint64_t)want[i]));
   CHECK(bad == 0, "%s (%s, %lld elements): %d mismatches", label, lathe_dtype_name(dt), (long long)n, bad);
 }
 
@@ -170,7 +144,7 @@ static void expect_vals(const char *label, const void *got, const rval *want, la
 
 static rval input_val(const void *d, lathe_dtype dt, int64_t i) {
   rval v = {0, 0};
-  if (is_intlike(dt)) v.i = iget(d, dt, i);
+  if (is_intlike(dt)) v.i = tst_get_int(d, dt, i);
   else v.z = tst_get(d, dt, i) + I * tst_get_imag(d, dt, i);
   if (!is_intlike(dt) && !is_cplx(dt)) v.z = tst_get(d, dt, i); /* keep -0 and NaN exact */
   return v;
@@ -541,11 +515,11 @@ static void fill_rhs(void *d, lathe_dtype dt, int64_t n, lathe_op op, unsigned s
     return;
   }
   if (op == LATHE_OP_POW)
-    for (int64_t i = 0; i < n; i++) iset(d, dt, i, (uint64_t)(i % 5 == 4 ? -1 : i % 5)); /* -1: a negative exponent */
+    for (int64_t i = 0; i < n; i++) tst_set_int(d, dt, i, (uint64_t)(i % 5 == 4 ? -1 : i % 5)); /* -1: a negative exponent */
   if (op >= LATHE_OP_SHIFT_LEFT && op <= LATHE_OP_SHIFT_RIGHT_LOGICAL)
     for (int64_t i = 0; i < n; i++) {
       const int64_t amounts[] = {0, 1, 3, bits_of(dt) - 1, bits_of(dt), bits_of(dt) + 5, -1, 2};
-      iset(d, dt, i, (uint64_t)amounts[i % 8]);
+      tst_set_int(d, dt, i, (uint64_t)amounts[i % 8]);
     }
 }
 
@@ -674,7 +648,7 @@ static lathe_status_t build_clamp(void *ctx, lathe_function_t fn, const lathe_va
 }
 
 static bool same_value(const void *a, lathe_dtype da, int64_t i, const void *b, int64_t j) {
-  if (is_intlike(da)) return iget(a, da, i) == iget(b, da, j);
+  if (is_intlike(da)) return tst_get_int(a, da, i) == tst_get_int(b, da, j);
   double x = tst_get(a, da, i), y = tst_get(b, da, j), xi = tst_get_imag(a, da, i), yi = tst_get_imag(b, da, j);
   return (x == y || (isnan(x) && isnan(y))) && (xi == yi || (isnan(xi) && isnan(yi)));
 }
@@ -704,7 +678,7 @@ TEST(elementwise_where) {
         int64_t n = lathe_shape_size(&os);
         int bad = 0;
         for (int64_t i = 0; i < n; i++) {
-          bool c = iget(buf[0], LATHE_DTYPE_BOOL, ranks[k][0] ? i : 0) != 0;
+          bool c = tst_get_int(buf[0], LATHE_DTYPE_BOOL, ranks[k][0] ? i : 0) != 0;
           int j = c ? 1 : 2;
           if (!same_value(out, dt, i, buf[j], ranks[k][j] ? i : 0)) bad++;
         }
@@ -767,7 +741,7 @@ static lathe_status_t build_convert(void *ctx, lathe_function_t fn, const lathe_
 static rval convert_ref(const void *src, lathe_dtype from, int64_t i, lathe_dtype to) {
   rval r = {0, 0};
   bool from_int = is_intlike(from);
-  int64_t iv = from_int ? iget(src, from, i) : 0;
+  int64_t iv = from_int ? tst_get_int(src, from, i) : 0;
   double re = from_int ? 0 : tst_get(src, from, i), im = tst_get_imag(src, from, i);
   if (from_int && lathe_dtype_class_of(from) == LATHE_CLASS_UINT) re = (double)(uint64_t)(iv & (int64_t)mask_of(from));
   else if (from_int) re = (double)iv;
@@ -800,7 +774,7 @@ TEST(elementwise_convert_all_pairs) {
       lathe_shape s = TST_SHAPE(from, nv);
       void *src = tst_alloc_for(&s), *out = NULL;
       for (int i = 0; i < nv; i++) {
-        if (is_intlike(from)) iset(src, from, i, isfinite(vals[i]) ? (uint64_t)(int64_t)vals[i] : (uint64_t)i);
+        if (is_intlike(from)) tst_set_int(src, from, i, isfinite(vals[i]) ? (uint64_t)(int64_t)vals[i] : (uint64_t)i);
         else tst_set_complex(src, from, i, vals[i], is_cplx(from) ? -vals[nv - 1 - i] / 2 : 0);
       }
       char label[80];

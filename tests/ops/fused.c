@@ -9,11 +9,10 @@ static const lathe_dtype float_dts[] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT64
 static double tol_of(lathe_dtype dt) { return dt == LATHE_DTYPE_FLOAT32 ? 1e-5 : dt == LATHE_DTYPE_FLOAT64 ? 1e-12 : 2 * tst_tol(dt) + 1e-2; }
 
 static void softmax_case(lathe_dtype dt, lathe_shape s, int axis) {
-  lathe_builder_t b;
-  CHECK_OK(lathe_builder_new(tst_backend(), "softmax", &b));
-  lathe_function_t fn = lathe_builder_main(b);
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("softmax", &fn);
   lathe_value_t x, y;
-  CHECK_OK(lathe_parameter(fn, "x", &s, &x));
+  x = tst_param(fn, "x", s);
   CHECK_OK(lathe_fused_softmax(fn, x, axis, &y));
   CHECK_OK(lathe_function_return(fn, &y, 1));
   int64_t n = lathe_shape_num_elements(&s);
@@ -51,11 +50,10 @@ TEST(fused_softmax) {
 }
 
 static void gelu_case(lathe_dtype dt, lathe_shape s, bool exact) {
-  lathe_builder_t b;
-  CHECK_OK(lathe_builder_new(tst_backend(), "gelu", &b));
-  lathe_function_t fn = lathe_builder_main(b);
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("gelu", &fn);
   lathe_value_t x, y;
-  CHECK_OK(lathe_parameter(fn, "x", &s, &x));
+  x = tst_param(fn, "x", s);
   CHECK_OK(lathe_fused_gelu(fn, x, exact, &y));
   CHECK_OK(lathe_function_return(fn, &y, 1));
   int64_t n = lathe_shape_num_elements(&s);
@@ -87,16 +85,15 @@ TEST(fused_gelu) {
 }
 
 static void layer_norm_case(lathe_dtype dt, lathe_shape s, const int *axes, int na, bool with_gamma, bool with_beta) {
-  lathe_builder_t b;
-  CHECK_OK(lathe_builder_new(tst_backend(), "layernorm", &b));
-  lathe_function_t fn = lathe_builder_main(b);
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("layernorm", &fn);
   int64_t norm = 1;
   for (int i = 0; i < na; i++) norm *= s.dims[axes[i]];
   lathe_shape gs = TST_SHAPE(dt, norm);
   lathe_value_t x, g = NULL, be = NULL, y;
-  CHECK_OK(lathe_parameter(fn, "x", &s, &x));
-  if (with_gamma) CHECK_OK(lathe_parameter(fn, "gamma", &gs, &g));
-  if (with_beta) CHECK_OK(lathe_parameter(fn, "beta", &gs, &be));
+  x = tst_param(fn, "x", s);
+  if (with_gamma) g = tst_param(fn, "gamma", gs);
+  if (with_beta) be = tst_param(fn, "beta", gs);
   CHECK_OK(lathe_fused_layer_norm(fn, x, axes, na, 1e-5, g, be, &y));
   CHECK_OK(lathe_function_return(fn, &y, 1));
   int64_t n = lathe_shape_num_elements(&s);
@@ -157,29 +154,17 @@ TEST(fused_layer_norm) {
   layer_norm_case(LATHE_DTYPE_FLOAT32, TST_SHAPE(LATHE_DTYPE_FLOAT32, 512, 384), (int[]){1}, 1, true, true);
 }
 
-static double act_ref(double v, lathe_activation a) {
-  switch (a) {
-    case LATHE_ACTIVATION_GELU: return 0.5 * v * (1 + erf(v / sqrt(2.0)));
-    case LATHE_ACTIVATION_RELU: return v < 0 ? 0 : v;
-    case LATHE_ACTIVATION_SILU: return v / (1 + exp(-v));
-    case LATHE_ACTIVATION_HARD_SWISH: return v * fmin(fmax(v / 6 + 0.5, 0), 1);
-    case LATHE_ACTIVATION_TANH: return tanh(v);
-    default: return v;
-  }
-}
-
 static void dense_case(lathe_dtype dt, int64_t m, int64_t k, int64_t nf, lathe_activation act, lathe_dense_layout layout,
                        bool with_bias) {
-  lathe_builder_t b;
-  CHECK_OK(lathe_builder_new(tst_backend(), "dense", &b));
-  lathe_function_t fn = lathe_builder_main(b);
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("dense", &fn);
   lathe_shape xs = TST_SHAPE(dt, 2, m, k);
   lathe_shape ws = layout == LATHE_DENSE_INPUT_OUTPUTS ? TST_SHAPE(dt, k, nf) : TST_SHAPE(dt, nf, k);
   lathe_shape bs = TST_SHAPE(dt, nf), ys = TST_SHAPE(dt, 2, m, nf);
   lathe_value_t x, w, bias = NULL, y;
-  CHECK_OK(lathe_parameter(fn, "x", &xs, &x));
-  CHECK_OK(lathe_parameter(fn, "w", &ws, &w));
-  if (with_bias) CHECK_OK(lathe_parameter(fn, "b", &bs, &bias));
+  x = tst_param(fn, "x", xs);
+  w = tst_param(fn, "w", ws);
+  if (with_bias) bias = tst_param(fn, "b", bs);
   CHECK_OK(lathe_fused_dense(fn, x, w, bias, act, layout, &y));
   CHECK_OK(lathe_function_return(fn, &y, 1));
   void *xd = tst_alloc_for(&xs), *wd = tst_alloc_for(&ws), *bd = tst_alloc_for(&bs), *want = tst_alloc_for(&ys), *got[1];
@@ -191,7 +176,7 @@ static void dense_case(lathe_dtype dt, int64_t m, int64_t k, int64_t nf, lathe_a
       double acc = with_bias ? tst_get(bd, dt, j) : 0;
       for (int64_t i = 0; i < k; i++)
         acc += tst_get(xd, dt, r * k + i) * tst_get(wd, dt, layout == LATHE_DENSE_INPUT_OUTPUTS ? i * nf + j : j * k + i);
-      tst_set(want, dt, r * nf + j, act_ref(acc, act));
+      tst_set(want, dt, r * nf + j, tst_activation_ref(acc, act));
     }
   const void *ins[3] = {xd, wd, bd};
   lathe_status_t st = tst_run(b, ins, with_bias ? 3 : 2, got, 1, NULL);
@@ -216,16 +201,15 @@ TEST(fused_dense) {
 }
 
 TEST(fused_bad_inputs) {
-  lathe_builder_t b;
-  CHECK_OK(lathe_builder_new(tst_backend(), "bad", &b));
-  lathe_function_t fn = lathe_builder_main(b);
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("bad", &fn);
   lathe_shape fs = TST_SHAPE(LATHE_DTYPE_FLOAT32, 3, 4), is = TST_SHAPE(LATHE_DTYPE_INT32, 3, 4);
   lathe_shape g3 = TST_SHAPE(LATHE_DTYPE_FLOAT32, 3), w54 = TST_SHAPE(LATHE_DTYPE_FLOAT32, 5, 4);
   lathe_value_t x, xi, g, w, y;
-  CHECK_OK(lathe_parameter(fn, "x", &fs, &x));
-  CHECK_OK(lathe_parameter(fn, "xi", &is, &xi));
-  CHECK_OK(lathe_parameter(fn, "g", &g3, &g));
-  CHECK_OK(lathe_parameter(fn, "w", &w54, &w));
+  x = tst_param(fn, "x", fs);
+  xi = tst_param(fn, "xi", is);
+  g = tst_param(fn, "g", g3);
+  w = tst_param(fn, "w", w54);
   CHECK_ERR(lathe_fused_softmax(fn, x, 2, &y), INVALID_ARGUMENT, "FusedSoftmax");
   CHECK_ERR(lathe_fused_softmax(fn, xi, 0, &y), INVALID_ARGUMENT, "FusedSoftmax");
   CHECK_ERR(lathe_fused_gelu(fn, xi, true, &y), INVALID_ARGUMENT, "FusedGelu");

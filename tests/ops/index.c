@@ -13,25 +13,6 @@ static const lathe_dtype idx_dtypes[] = {LATHE_DTYPE_INT32, LATHE_DTYPE_INT64, L
                                          LATHE_DTYPE_UINT64, LATHE_DTYPE_INT8,  LATHE_DTYPE_UINT32, LATHE_DTYPE_INT4};
 #define N_IDX_DTYPES (int)(sizeof idx_dtypes / sizeof idx_dtypes[0])
 
-static int64_t numel(int rank, const int64_t *dims) {
-  int64_t n = 1;
-  for (int i = 0; i < rank; i++) n *= dims[i];
-  return n;
-}
-
-static void unravel(int64_t flat, int rank, const int64_t *dims, int64_t *c) {
-  for (int a = rank - 1; a >= 0; a--) {
-    c[a] = dims[a] ? flat % dims[a] : 0;
-    flat = dims[a] ? flat / dims[a] : 0;
-  }
-}
-
-static int64_t ravel(int rank, const int64_t *dims, const int64_t *c) {
-  int64_t f = 0;
-  for (int a = 0; a < rank; a++) f = f * dims[a] + c[a];
-  return f;
-}
-
 static bool has(const int *l, int n, int v) {
   for (int i = 0; i < n; i++)
     if (l[i] == v) return true;
@@ -65,14 +46,6 @@ static void fill_indices(void *data, lathe_dtype dt, int64_t n, const int64_t *g
   }
 }
 
-static lathe_builder_t new_builder(void) {
-  lathe_builder_t b = NULL;
-  lathe_status_t st = lathe_builder_new(tst_backend(), "index", &b);
-  CHECK(st == NULL, "builder: %s", lathe_status_message(st));
-  lathe_status_free(st);
-  return b;
-}
-
 /* ---------------------------------------------------------------------------------------------
  * Gather */
 
@@ -93,10 +66,10 @@ typedef struct {
 
 static void gather_ref(const gather_case *c, lathe_dtype dt, const void *operand, lathe_dtype it, const void *idx,
                        void *want) {
-  int64_t n = numel(c->out_rank, c->out_dims);
+  int64_t n = tst_numel(c->out_rank, c->out_dims);
   for (int64_t o = 0; o < n; o++) {
     int64_t oc[MAXR], bc[MAXR], ic[MAXR], opc[MAXR] = {0};
-    unravel(o, c->out_rank, c->out_dims, oc);
+    tst_unravel(o, c->out_rank, c->out_dims, oc);
     int nb = 0, next_off = 0;
     for (int a = 0; a < c->out_rank; a++) {
       if (has(c->off, c->n_off, a)) {
@@ -109,11 +82,11 @@ static void gather_ref(const gather_case *c, lathe_dtype dt, const void *operand
     for (int k = 0; k < c->n_map; k++) {
       int j = 0;
       for (int a = 0; a < c->idx_rank; a++) ic[a] = a == c->iva ? k : bc[j++];
-      int64_t v = (int64_t)tst_get(idx, it, ravel(c->idx_rank, c->idx_dims, ic));
+      int64_t v = (int64_t)tst_get(idx, it, tst_ravel(c->idx_rank, c->idx_dims, ic));
       int ax = c->map[k];
       opc[ax] += clampi(v, 0, c->op_dims[ax] - c->sizes[ax]);
     }
-    copy_val(want, dt, o, operand, ravel(c->op_rank, c->op_dims, opc));
+    copy_val(want, dt, o, operand, tst_ravel(c->op_rank, c->op_dims, opc));
   }
 }
 
@@ -122,20 +95,15 @@ static void gather_one(const gather_case *c, lathe_dtype dt, lathe_dtype it, uns
   snprintf(label, sizeof label, "Gather %s %s indices %s", c->label, lathe_dtype_name(dt), lathe_dtype_name(it));
   if (!lathe_backend_supports_op(tst_backend(), LATHE_OP_GATHER, dt)) SKIP("%s: unsupported", label);
   lathe_shape os = tst_shape(dt, c->op_rank, c->op_dims), is = tst_shape(it, c->idx_rank, c->idx_dims);
-  lathe_builder_t b = new_builder();
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("index", &fn);
   if (!b) return;
-  lathe_function_t fn = lathe_builder_main(b);
   lathe_value_t x, i, y;
-  CHECK_OK(lathe_parameter(fn, "x", &os, &x));
-  CHECK_OK(lathe_parameter(fn, "i", &is, &i));
+  x = tst_param(fn, "x", os);
+  i = tst_param(fn, "i", is);
   lathe_status_t st = lathe_gather(fn, x, i, c->iva, c->off, c->n_off, c->col, c->n_col, c->map, c->n_map, c->sizes,
                                    c->op_rank, seed & 1, &y);
-  CHECK(st == NULL, "%s: build: %s", label, lathe_status_message(st));
-  if (st) {
-    lathe_status_free(st);
-    lathe_builder_free(b);
-    return;
-  }
+  if (!tst_built(label, st, b)) return;
   lathe_shape ys;
   CHECK_OK(lathe_value_shape(y, &ys));
   lathe_shape want_s = tst_shape(dt, c->out_rank, c->out_dims);
@@ -206,11 +174,11 @@ TEST(gather_large_parallel) {
 TEST(gather_uint64_huge_index_clamps) {
   gather_case c = {"u64-huge", 2, {7, 5}, 2, {2, 1}, 1, 1, {1}, 1, {0}, 1, {0}, {1, 5}, 2, {2, 5}, 0, {0}};
   lathe_shape os = tst_shape(LATHE_DTYPE_INT32, 2, c.op_dims), is = tst_shape(LATHE_DTYPE_UINT64, 2, c.idx_dims);
-  lathe_builder_t b = new_builder();
-  lathe_function_t fn = lathe_builder_main(b);
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("index", &fn);
   lathe_value_t x, i, y;
-  CHECK_OK(lathe_parameter(fn, "x", &os, &x));
-  CHECK_OK(lathe_parameter(fn, "i", &is, &i));
+  x = tst_param(fn, "x", os);
+  i = tst_param(fn, "i", is);
   CHECK_OK(lathe_gather(fn, x, i, 1, c.off, 1, c.col, 1, c.map, 1, c.sizes, 2, false, &y));
   CHECK_OK(lathe_function_return(fn, &y, 1));
   int32_t xd[35];
@@ -244,18 +212,9 @@ typedef struct {
   int64_t given[16];
 } scatter_case;
 
-static int64_t wrap_int(int64_t v, lathe_dtype dt) {
-  int bits = lathe_dtype_bits(dt);
-  if (bits >= 64) return v;
-  uint64_t m = (uint64_t)1 << bits;
-  uint64_t u = (uint64_t)v & (m - 1);
-  if (lathe_dtype_class_of(dt) == LATHE_CLASS_SINT && u >= m / 2) return (int64_t)u - (int64_t)m;
-  return (int64_t)u;
-}
-
 static void scatter_ref(const scatter_case *c, lathe_op op, lathe_dtype dt, const void *operand, lathe_dtype it,
                         const void *idx, const void *upd, void *want) {
-  int64_t n_op = numel(c->op_rank, c->op_dims), n_upd = numel(c->upd_rank, c->upd_dims);
+  int64_t n_op = tst_numel(c->op_rank, c->op_dims), n_upd = tst_numel(c->upd_rank, c->upd_dims);
   bool is_int = lathe_dtype_is_int(dt);
   double *re = calloc((size_t)n_op + 1, sizeof(double)), *im = calloc((size_t)n_op + 1, sizeof(double));
   int64_t *iv = calloc((size_t)n_op + 1, sizeof(int64_t));
@@ -268,7 +227,7 @@ static void scatter_ref(const scatter_case *c, lathe_op op, lathe_dtype dt, cons
   for (int a = 0, i = 0; a < c->op_rank; a++) wsize[a] = has(c->iwa, c->n_iwa, a) ? 1 : c->upd_dims[c->uwa[i++]];
   for (int64_t u = 0; u < n_upd; u++) {
     int64_t uc[MAXR], bc[MAXR], wc[MAXR], ic[MAXR], start[MAXR] = {0}, opc[MAXR];
-    unravel(u, c->upd_rank, c->upd_dims, uc);
+    tst_unravel(u, c->upd_rank, c->upd_dims, uc);
     int nb = 0, nw = 0;
     for (int a = 0; a < c->upd_rank; a++) {
       if (has(c->uwa, c->n_uwa, a)) wc[nw++] = uc[a];
@@ -277,7 +236,7 @@ static void scatter_ref(const scatter_case *c, lathe_op op, lathe_dtype dt, cons
     for (int k = 0; k < c->n_sa; k++) {
       int j = 0;
       for (int a = 0; a < c->idx_rank; a++) ic[a] = a == c->iva ? k : bc[j++];
-      start[c->sa[k]] = (int64_t)tst_get(idx, it, ravel(c->idx_rank, c->idx_dims, ic));
+      start[c->sa[k]] = (int64_t)tst_get(idx, it, tst_ravel(c->idx_rank, c->idx_dims, ic));
     }
     bool fits = true;
     for (int a = 0, w = 0; a < c->op_rank; a++) {
@@ -285,7 +244,7 @@ static void scatter_ref(const scatter_case *c, lathe_op op, lathe_dtype dt, cons
       opc[a] = start[a] + (has(c->iwa, c->n_iwa, a) ? 0 : wc[w++]);
     }
     if (!fits) continue;
-    int64_t t = ravel(c->op_rank, c->op_dims, opc);
+    int64_t t = tst_ravel(c->op_rank, c->op_dims, opc);
     double v = tst_get(upd, dt, u), vi = tst_get_imag(upd, dt, u);
     if (op == LATHE_OP_SCATTER_SUM) {
       re[t] += v, im[t] += vi, iv[t] += (int64_t)v;
@@ -296,7 +255,7 @@ static void scatter_ref(const scatter_case *c, lathe_op op, lathe_dtype dt, cons
     }
   }
   for (int64_t k = 0; k < n_op; k++) {
-    if (is_int) tst_set(want, dt, k, (double)wrap_int(iv[k], dt));
+    if (is_int) tst_set(want, dt, k, (double)tst_wrap_int(dt, (uint64_t)iv[k]));
     else tst_set_complex(want, dt, k, re[k], im[k]);
   }
   free(re), free(im), free(iv);
@@ -309,21 +268,16 @@ static void scatter_one(const scatter_case *c, lathe_op op, lathe_dtype dt, lath
   if (!lathe_backend_supports_op(tst_backend(), op, dt)) SKIP("%s: unsupported", label);
   lathe_shape os = tst_shape(dt, c->op_rank, c->op_dims), is = tst_shape(it, c->idx_rank, c->idx_dims);
   lathe_shape us = tst_shape(dt, c->upd_rank, c->upd_dims);
-  lathe_builder_t b = new_builder();
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("index", &fn);
   if (!b) return;
-  lathe_function_t fn = lathe_builder_main(b);
   lathe_value_t x, i, u, y;
-  CHECK_OK(lathe_parameter(fn, "x", &os, &x));
-  CHECK_OK(lathe_parameter(fn, "i", &is, &i));
-  CHECK_OK(lathe_parameter(fn, "u", &us, &u));
+  x = tst_param(fn, "x", os);
+  i = tst_param(fn, "i", is);
+  u = tst_param(fn, "u", us);
   lathe_status_t st = lathe_scatter(fn, op, x, i, u, c->iva, c->uwa, c->n_uwa, c->iwa, c->n_iwa, c->sa, c->n_sa,
                                     seed & 1, seed & 2, &y);
-  CHECK(st == NULL, "%s: build: %s", label, lathe_status_message(st));
-  if (st) {
-    lathe_status_free(st);
-    lathe_builder_free(b);
-    return;
-  }
+  if (!tst_built(label, st, b)) return;
   lathe_shape ys;
   CHECK_OK(lathe_value_shape(y, &ys));
   CHECK(lathe_shape_equal(&ys, &os), "%s: result shape is the operand's", label);
@@ -395,12 +349,12 @@ TEST(scatter_max_nan) {
   lathe_shape us = TST_SHAPE(LATHE_DTYPE_FLOAT32, 3);
   const lathe_op ops[2] = {LATHE_OP_SCATTER_MAX, LATHE_OP_SCATTER_MIN};
   for (int o = 0; o < 2; o++) {
-    lathe_builder_t b = new_builder();
-    lathe_function_t fn = lathe_builder_main(b);
+    lathe_function_t fn;
+    lathe_builder_t b = tst_builder("index", &fn);
     lathe_value_t x, i, u, y;
-    CHECK_OK(lathe_parameter(fn, "x", &os, &x));
-    CHECK_OK(lathe_parameter(fn, "i", &is, &i));
-    CHECK_OK(lathe_parameter(fn, "u", &us, &u));
+    x = tst_param(fn, "x", os);
+    i = tst_param(fn, "i", is);
+    u = tst_param(fn, "u", us);
     int sa[1] = {0};
     CHECK_OK(lathe_scatter(fn, ops[o], x, i, u, 1, NULL, 0, sa, 1, sa, 1, false, false, &y));
     CHECK_OK(lathe_function_return(fn, &y, 1));
@@ -449,21 +403,16 @@ static void dyn_one(const dyn_case *c, bool update, lathe_dtype dt, lathe_dtype 
            lathe_dtype_name(it));
   if (!lathe_backend_supports_op(tst_backend(), op, dt)) SKIP("%s: unsupported", label);
   lathe_shape os = tst_shape(dt, c->rank, c->op_dims), ss = tst_shape(dt, c->rank, c->sizes), sc = tst_shape0(it);
-  lathe_builder_t b = new_builder();
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("index", &fn);
   if (!b) return;
-  lathe_function_t fn = lathe_builder_main(b);
   lathe_value_t x, u = NULL, s[MAXR], y;
-  CHECK_OK(lathe_parameter(fn, "x", &os, &x));
-  if (update) CHECK_OK(lathe_parameter(fn, "u", &ss, &u));
-  for (int a = 0; a < c->rank; a++) CHECK_OK(lathe_parameter(fn, NULL, &sc, &s[a]));
+  x = tst_param(fn, "x", os);
+  if (update) u = tst_param(fn, "u", ss);
+  for (int a = 0; a < c->rank; a++) s[a] = tst_param(fn, NULL, sc);
   lathe_status_t st = update ? lathe_dynamic_update_slice(fn, x, u, s, c->rank, &y)
                              : lathe_dynamic_slice(fn, x, s, c->rank, c->sizes, c->rank, &y);
-  CHECK(st == NULL, "%s: build: %s", label, lathe_status_message(st));
-  if (st) {
-    lathe_status_free(st);
-    lathe_builder_free(b);
-    return;
-  }
+  if (!tst_built(label, st, b)) return;
   lathe_shape ys;
   CHECK_OK(lathe_value_shape(y, &ys));
   const lathe_shape *want_s = update ? &os : &ss;
@@ -485,9 +434,9 @@ static void dyn_one(const dyn_case *c, bool update, lathe_dtype dt, lathe_dtype 
   }
   for (int64_t k = 0; k < lathe_shape_num_elements(&ss); k++) {
     int64_t cc[MAXR];
-    unravel(k, c->rank, c->sizes, cc);
+    tst_unravel(k, c->rank, c->sizes, cc);
     for (int a = 0; a < c->rank; a++) cc[a] += start[a];
-    int64_t t = ravel(c->rank, c->op_dims, cc);
+    int64_t t = tst_ravel(c->rank, c->op_dims, cc);
     if (update) copy_val(want, dt, t, ud, k);
     else copy_val(want, dt, k, xd, t);
   }
@@ -538,19 +487,19 @@ TEST(index_capabilities) {
 
 /* Hand-computed values, independent of the reference loops above. */
 TEST(index_known_values) {
-  lathe_builder_t b = new_builder();
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("index", &fn);
   if (!b) return;
-  lathe_function_t fn = lathe_builder_main(b);
   lathe_shape ts = TST_SHAPE(LATHE_DTYPE_FLOAT32, 3, 2), is = TST_SHAPE(LATHE_DTYPE_INT32, 4, 1);
   lathe_shape zs = TST_SHAPE(LATHE_DTYPE_FLOAT32, 4), js = TST_SHAPE(LATHE_DTYPE_INT32, 5, 1);
   lathe_shape us = TST_SHAPE(LATHE_DTYPE_FLOAT32, 5), ss = tst_shape0(LATHE_DTYPE_INT64);
   lathe_value_t t, i, z, j, u, s0, g, sc, ds, dus;
-  CHECK_OK(lathe_parameter(fn, "table", &ts, &t));
-  CHECK_OK(lathe_parameter(fn, "rows", &is, &i));
-  CHECK_OK(lathe_parameter(fn, "zeros", &zs, &z));
-  CHECK_OK(lathe_parameter(fn, "at", &js, &j));
-  CHECK_OK(lathe_parameter(fn, "upd", &us, &u));
-  CHECK_OK(lathe_parameter(fn, "start", &ss, &s0));
+  t = tst_param(fn, "table", ts);
+  i = tst_param(fn, "rows", is);
+  z = tst_param(fn, "zeros", zs);
+  j = tst_param(fn, "at", js);
+  u = tst_param(fn, "upd", us);
+  s0 = tst_param(fn, "start", ss);
   const int off[] = {1}, zero[] = {0};
   const int64_t row[] = {1, 2}, three[] = {3};
   CHECK_OK(lathe_gather(fn, t, i, 1, off, 1, zero, 1, zero, 1, row, 2, false, &g));
@@ -597,15 +546,15 @@ static lathe_status_t run_concrete(lathe_builder_t b, const lathe_shape *shapes,
 TEST(index_dynamic_axes) {
   if (!lathe_backend_supports_dynamic_axes(tst_backend())) SKIP("no dynamic axes");
   /* Gather rows of a table with a dynamic vocabulary by a dynamic number of indices. */
-  lathe_builder_t b = new_builder();
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("index", &fn);
   if (!b) return;
-  lathe_function_t fn = lathe_builder_main(b);
   lathe_shape ts = TST_SHAPE(LATHE_DTYPE_FLOAT32, -1, 4), is = TST_SHAPE(LATHE_DTYPE_INT32, -1, 1);
   ts.axis_names[0] = "vocab";
   is.axis_names[0] = "n";
   lathe_value_t t, i, g;
-  CHECK_OK(lathe_parameter(fn, "table", &ts, &t));
-  CHECK_OK(lathe_parameter(fn, "ids", &is, &i));
+  t = tst_param(fn, "table", ts);
+  i = tst_param(fn, "ids", is);
   const int off[] = {1}, zero[] = {0};
   const int64_t row[] = {1, -1}; /* -1 on a static axis: the whole axis */
   CHECK_OK(lathe_gather(fn, t, i, 1, off, 1, zero, 1, zero, 1, row, 2, false, &g));
@@ -629,14 +578,13 @@ TEST(index_dynamic_axes) {
 
   /* DynamicSlice of a static size from a dynamic axis bound too short is an error, not a read
    * past the end. */
-  b = new_builder();
+  b = tst_builder("index", &fn);
   if (!b) return;
-  fn = lathe_builder_main(b);
   lathe_shape xs = TST_SHAPE(LATHE_DTYPE_FLOAT32, -1), ss = tst_shape0(LATHE_DTYPE_INT32);
   xs.axis_names[0] = "len";
   lathe_value_t x, s, y;
-  CHECK_OK(lathe_parameter(fn, "x", &xs, &x));
-  CHECK_OK(lathe_parameter(fn, "s", &ss, &s));
+  x = tst_param(fn, "x", xs);
+  s = tst_param(fn, "s", ss);
   const int64_t three[] = {3};
   CHECK_OK(lathe_dynamic_slice(fn, x, &s, 1, three, 1, &y));
   CHECK_OK(lathe_function_return(fn, &y, 1));

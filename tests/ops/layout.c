@@ -23,22 +23,10 @@ typedef struct spec {
   lathe_pad_axis pad[LATHE_MAX_RANK];
 } spec;
 
-static void unravel(int64_t i, int rank, const int64_t *dims, int64_t *c) {
-  for (int a = rank - 1; a >= 0; a--) {
-    c[a] = dims[a] ? i % dims[a] : 0;
-    i = dims[a] ? i / dims[a] : 0;
-  }
-}
-static int64_t ravel(int rank, const int64_t *dims, const int64_t *c) {
-  int64_t i = 0;
-  for (int a = 0; a < rank; a++) i = i * dims[a] + c[a];
-  return i;
-}
-
 /* The operand element read by output coordinate c, or -1 for the fill value. */
 static int64_t source_of(const spec *s, const lathe_shape *os, int64_t o) {
   int64_t c[LATHE_MAX_RANK], xc[LATHE_MAX_RANK];
-  unravel(o, os->rank, os->dims, c);
+  tst_unravel(o, os->rank, os->dims, c);
   switch (s->k) {
     case T_RESHAPE: return o;
     case T_TRANSPOSE:
@@ -63,7 +51,7 @@ static int64_t source_of(const spec *s, const lathe_shape *os, int64_t o) {
       }
       break;
   }
-  return ravel(s->rank, s->dims, xc);
+  return tst_ravel(s->rank, s->dims, xc);
 }
 
 static lathe_status_t build(const spec *s, lathe_function_t fn, lathe_value_t x, lathe_value_t fill, lathe_dtype dt,
@@ -100,12 +88,11 @@ static void check_spec(const spec *s, lathe_dtype dt, unsigned seed) {
   void *x = tst_alloc_for(&xs), *fill = tst_alloc_for(&fs);
   tst_fill(x, dt, xn, seed);
   tst_set_complex(fill, dt, 0, dt == LATHE_DTYPE_BOOL ? 1 : lathe_dtype_class_of(dt) == LATHE_CLASS_UINT ? 1 : -1, 0.5);
-  lathe_builder_t b = NULL;
-  CHECK_OK(lathe_builder_new(tst_backend(), "layout", &b));
-  lathe_function_t fn = lathe_builder_main(b);
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("layout", &fn);
   lathe_value_t p = NULL, f = NULL, r = NULL;
-  CHECK_OK(lathe_parameter(fn, "x", &xs, &p));
-  if (s->k == T_PAD) CHECK_OK(lathe_parameter(fn, "fill", &fs, &f));
+  p = tst_param(fn, "x", xs);
+  if (s->k == T_PAD) f = tst_param(fn, "fill", fs);
   lathe_status_t st = build(s, fn, p, f, dt, &r);
   CHECK(st == NULL, "%s: build: %s", label, lathe_status_message(st));
   lathe_status_free(st);
@@ -316,15 +303,14 @@ static void check_concat(lathe_dtype dt, int rank, int axis, int n, const int64_
   void *xd[8];
   char label[120];
   snprintf(label, sizeof label, "Concatenate %s rank %d axis %d of %d", lathe_dtype_name(dt), rank, axis, n);
-  lathe_builder_t b = NULL;
-  CHECK_OK(lathe_builder_new(tst_backend(), "concat", &b));
-  lathe_function_t fn = lathe_builder_main(b);
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("concat", &fn);
   lathe_value_t ps[8] = {0}, r = NULL;
   for (int k = 0; k < n; k++) {
     xs[k] = tst_shape(dt, rank, dims[k]);
     xd[k] = tst_alloc_for(&xs[k]);
     tst_fill(xd[k], dt, lathe_shape_size(&xs[k]), seed + (unsigned)k);
-    CHECK_OK(lathe_parameter(fn, NULL, &xs[k], &ps[k]));
+    ps[k] = tst_param(fn, NULL, xs[k]);
   }
   CHECK_OK(lathe_concatenate(fn, axis, ps, n, &r));
   void *got = NULL;
@@ -338,11 +324,11 @@ static void check_concat(lathe_dtype dt, int rank, int axis, int n, const int64_
     void *want = tst_alloc_for(&os);
     for (int64_t o = 0; o < on; o++) {
       int64_t c[LATHE_MAX_RANK];
-      unravel(o, os.rank, os.dims, c);
+      tst_unravel(o, os.rank, os.dims, c);
       int k = 0;
       if (rank)
         while (c[axis] >= xs[k].dims[axis]) c[axis] -= xs[k].dims[axis], k++;
-      copy_elem(want, dt, o, xd[k], ravel(rank, xs[k].dims, c));
+      copy_elem(want, dt, o, xd[k], tst_ravel(rank, xs[k].dims, c));
     }
     tst_expect_close(label, got, want, dt, on, 0);
     free(want);
@@ -387,9 +373,8 @@ TEST(layout_iota) {
         lathe_shape s = tst_shape(dt, shapes[si].r, shapes[si].d);
         char label[120], sb[LATHE_SHAPE_STR_MAX];
         snprintf(label, sizeof label, "Iota %s axis %d", lathe_shape_str(&s, sb, sizeof sb), axis);
-        lathe_builder_t b = NULL;
-        CHECK_OK(lathe_builder_new(tst_backend(), "iota", &b));
-        lathe_function_t fn = lathe_builder_main(b);
+        lathe_function_t fn;
+        lathe_builder_t b = tst_builder("iota", &fn);
         lathe_value_t r = NULL;
         CHECK_OK(lathe_iota(fn, &s, axis, &r));
         void *got = NULL;
@@ -402,7 +387,7 @@ TEST(layout_iota) {
           void *want = tst_alloc_for(&s);
           for (int64_t i = 0; i < n; i++) {
             int64_t c[LATHE_MAX_RANK];
-            unravel(i, s.rank, s.dims, c);
+            tst_unravel(i, s.rank, s.dims, c);
             tst_set(want, dt, i, (double)c[axis]); /* sub-byte dtypes wrap in tst_set */
           }
           tst_expect_close(label, got, want, dt, n, 0);

@@ -23,17 +23,6 @@ static const double nf4[16] = {
     0.44070982933044434, 0.5626170039176941, 0.7229568362236023, 1.0};
 static const double iq4nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
 
-static double act_ref(double v, lathe_activation a) {
-  switch (a) {
-    case LATHE_ACTIVATION_GELU: return 0.5 * v * (1 + erf(v / sqrt(2.0)));
-    case LATHE_ACTIVATION_RELU: return v < 0 ? 0 : v;
-    case LATHE_ACTIVATION_SILU: return v / (1 + exp(-v));
-    case LATHE_ACTIVATION_HARD_SWISH: return v * fmin(fmax(v / 6 + 0.5, 0), 1);
-    case LATHE_ACTIVATION_TANH: return tanh(v);
-    default: return v;
-  }
-}
-
 /* ---- the test's GGML codec ---- */
 static const int VPB[] = {32, 32, 32, 256, 256, 256, 256, 256};
 static const int BPB[] = {18, 34, 18, 84, 110, 144, 176, 210};
@@ -270,14 +259,13 @@ static void ggml_dense_case(int t, int64_t m, int64_t nblk, int64_t nf, bool wit
   uint8_t *wb;
   double *wref;
   make_ggml(t, nf, k, &wb, &wref);
-  lathe_builder_t b;
-  CHECK_OK(lathe_builder_new(tst_backend(), "qdense_ggml", &b));
-  lathe_function_t fn = lathe_builder_main(b);
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("qdense_ggml", &fn);
   lathe_shape xs = TST_SHAPE(F32, 2, m, k), ws = TST_SHAPE(LATHE_DTYPE_UINT8, nf, rb), bs = TST_SHAPE(F32, nf);
   lathe_value_t x, w, bias = NULL, y;
-  CHECK_OK(lathe_parameter(fn, "x", &xs, &x));
-  CHECK_OK(lathe_parameter(fn, "w", &ws, &w));
-  if (with_bias) CHECK_OK(lathe_parameter(fn, "b", &bs, &bias));
+  x = tst_param(fn, "x", xs);
+  w = tst_param(fn, "w", ws);
+  if (with_bias) bias = tst_param(fn, "b", bs);
   lathe_quantization q = {.scheme = LATHE_QUANT_GGML, .ggml_type = (lathe_ggml_type)t};
   CHECK_OK(lathe_fused_quantized_dense(fn, x, w, &q, NULL, NULL, bias, act, &y));
   lathe_shape ys;
@@ -293,7 +281,7 @@ static void ggml_dense_case(int t, int64_t m, int64_t nblk, int64_t nf, bool wit
     for (int64_t j = 0; j < nf; j++) {
       double acc = with_bias ? bd[j] : 0;
       for (int64_t i = 0; i < k; i++) acc += xd[r * k + i] * wref[j * k + i];
-      want[r * nf + j] = act_ref(acc, act);
+      want[r * nf + j] = tst_activation_ref(acc, act);
     }
   const void *ins[3] = {xd, wb, bd};
   char label[96];
@@ -324,17 +312,16 @@ TEST(quantized_dense_ggml) {
 static void linear_case(lathe_quant_scheme scheme, lathe_dtype wdt, lathe_dtype sdt, int64_t m, int64_t k, int64_t nf,
                         int64_t block, bool with_zp, bool with_bias, lathe_activation act) {
   int64_t blocks = nf ? (nf + block - 1) / block : 0;
-  lathe_builder_t b;
-  CHECK_OK(lathe_builder_new(tst_backend(), "qdense_linear", &b));
-  lathe_function_t fn = lathe_builder_main(b);
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("qdense_linear", &fn);
   lathe_shape xs = TST_SHAPE(F32, m, k), ws = TST_SHAPE(wdt, k, nf), ss = TST_SHAPE(sdt, k, blocks),
               bs = TST_SHAPE(F32, nf);
   lathe_value_t x, w, s, zp = NULL, bias = NULL, y;
-  CHECK_OK(lathe_parameter(fn, "x", &xs, &x));
-  CHECK_OK(lathe_parameter(fn, "w", &ws, &w));
-  CHECK_OK(lathe_parameter(fn, "scale", &ss, &s));
-  if (with_zp) CHECK_OK(lathe_parameter(fn, "zp", &ss, &zp));
-  if (with_bias) CHECK_OK(lathe_parameter(fn, "b", &bs, &bias));
+  x = tst_param(fn, "x", xs);
+  w = tst_param(fn, "w", ws);
+  s = tst_param(fn, "scale", ss);
+  if (with_zp) zp = tst_param(fn, "zp", ss);
+  if (with_bias) bias = tst_param(fn, "b", bs);
   lathe_quantization q = {.scheme = scheme, .block_axis = 1, .block_size = block};
   CHECK_OK(lathe_fused_quantized_dense(fn, x, w, &q, s, zp, bias, act, &y));
   CHECK_OK(lathe_function_return(fn, &y, 1));
@@ -361,7 +348,7 @@ static void linear_case(lathe_quant_scheme scheme, lathe_dtype wdt, lathe_dtype 
         double wv = scheme == LATHE_QUANT_NF4 ? nf4[(int64_t)qv & 15] * sv : qv * sv + (with_zp ? tst_get(zd, sdt, i * blocks + j / block) : 0);
         acc += xd[r * k + i] * wv;
       }
-      want[r * nf + j] = act_ref(acc, act);
+      want[r * nf + j] = tst_activation_ref(acc, act);
     }
   const void *ins[5];
   int n_in = 0;
@@ -408,14 +395,13 @@ static void lookup_case(int t, int64_t vocab, int64_t nblk, lathe_dtype idt, lat
   uint8_t *db;
   double *ref;
   make_ggml(t, vocab, k, &db, &ref);
-  lathe_builder_t b;
-  CHECK_OK(lathe_builder_new(tst_backend(), "qlookup", &b));
-  lathe_function_t fn = lathe_builder_main(b);
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("qlookup", &fn);
   lathe_shape ds = TST_SHAPE(LATHE_DTYPE_UINT8, vocab, rb);
   is.dtype = idt;
   lathe_value_t d, ix, y;
-  CHECK_OK(lathe_parameter(fn, "data", &ds, &d));
-  CHECK_OK(lathe_parameter(fn, "indices", &is, &ix));
+  d = tst_param(fn, "data", ds);
+  ix = tst_param(fn, "indices", is);
   lathe_quantization q = {.scheme = LATHE_QUANT_GGML, .ggml_type = (lathe_ggml_type)t};
   CHECK_OK(lathe_quantized_embedding_lookup(fn, d, ix, &q, &y));
   lathe_shape ys;

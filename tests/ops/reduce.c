@@ -8,35 +8,10 @@
 
 static lathe_shape shape_of(lathe_dtype dt, int rank, const int64_t *dims) { return tst_shape(dt, rank, dims); }
 
-/* Stores integer v (wrapped to dt's width) as element i. */
-static void store_int(void *d, lathe_dtype dt, int64_t i, uint64_t v) {
-  int bits = lathe_dtype_bits(dt);
-  switch (bits) {
-    case 8: ((uint8_t *)d)[i] = (uint8_t)v; return;
-    case 16: ((uint16_t *)d)[i] = (uint16_t)v; return;
-    case 32: ((uint32_t *)d)[i] = (uint32_t)v; return;
-    case 64: ((uint64_t *)d)[i] = v; return;
-    default: {
-      int64_t w = (int64_t)(v & ((1u << bits) - 1));
-      if (lathe_dtype_class_of(dt) == LATHE_CLASS_SINT && (w >> (bits - 1))) w -= (int64_t)1 << bits;
-      tst_set(d, dt, i, (double)w);
-    }
-  }
-}
-
 static bool int_equal(const void *a, const void *b, lathe_dtype dt, int64_t i) {
   int bits = lathe_dtype_bits(dt);
   if (bits >= 8) return memcmp((const char *)a + i * bits / 8, (const char *)b + i * bits / 8, (size_t)bits / 8) == 0;
   return tst_get(a, dt, i) == tst_get(b, dt, i);
-}
-
-/* Reads element i of an integer tensor as a wrapped uint64 (sign-extended for SINT). */
-static uint64_t get_int(const void *d, lathe_dtype dt, int64_t i) {
-  switch (dt) {
-    case LATHE_DTYPE_INT64: return (uint64_t)((const int64_t *)d)[i];
-    case LATHE_DTYPE_UINT64: return ((const uint64_t *)d)[i];
-    default: return (uint64_t)(int64_t)tst_get(d, dt, i);
-  }
 }
 
 /* ---- the reference reduction ---- */
@@ -79,7 +54,7 @@ static void ref_combine(lathe_op op, lathe_dtype dt, ref_acc *a, const void *x, 
     }
     return;
   }
-  uint64_t v = get_int(x, dt, i);
+  uint64_t v = (uint64_t)tst_get_int(x, dt, i);
   bool sint = c == LATHE_CLASS_SINT;
   switch (op) {
     case LATHE_OP_REDUCE_SUM: a->u += v; break;
@@ -121,12 +96,11 @@ static void fill_for(lathe_op op, lathe_dtype dt, void *x, int64_t n, unsigned s
 /* Builds op(x, axes), runs it and compares with the reference. Returns false on a build/run error. */
 static void check_reduce(lathe_op op, const lathe_shape *xs, const int *axes, int n_axes, const void *x,
                          const char *label) {
-  lathe_builder_t b = NULL;
-  CHECK_OK(lathe_builder_new(tst_backend(), "reduce", &b));
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("reduce", &fn);
   if (!b) return;
-  lathe_function_t fn = lathe_builder_main(b);
   lathe_value_t p = NULL, r = NULL;
-  CHECK_OK(lathe_parameter(fn, "x", xs, &p));
+  p = tst_param(fn, "x", *xs);
   lathe_status_t st = lathe_reduce(fn, op, p, axes, n_axes, &r);
   CHECK(st == NULL, "%s: build: %s", label, lathe_status_message(st));
   /* No axes reduces every axis (GoMLX's definition): the reference does the same. */
@@ -181,7 +155,7 @@ static void check_reduce(lathe_op op, const lathe_shape *xs, const int *axes, in
   int64_t nred = on ? xn / on : 0;
   for (int64_t o = 0; o < on; o++) {
     if (is_int) {
-      store_int(want, dt, o, acc[o].u);
+      tst_set_int(want, dt, o, acc[o].u);
       if (!int_equal(got, want, dt, o)) {
         if (bad < 3) printf("  %s: element %lld: got %g want %g\n", label, (long long)o, tst_get(got, dt, o), tst_get(want, dt, o));
         bad++;
@@ -291,11 +265,10 @@ TEST(reduce_nan_and_identities) {
     check_reduce(LATHE_OP_REDUCE_MAX, &xs, ax0, 1, x, "ReduceMax NaN cols");
     check_reduce(LATHE_OP_REDUCE_MIN, &xs, ax0, 1, x, "ReduceMin NaN cols");
     /* spot-check the NaN rows directly */
-    lathe_builder_t b = NULL;
-    CHECK_OK(lathe_builder_new(tst_backend(), "nan", &b));
-    lathe_function_t fn = lathe_builder_main(b);
+    lathe_function_t fn;
+    lathe_builder_t b = tst_builder("nan", &fn);
     lathe_value_t p = NULL, r = NULL;
-    CHECK_OK(lathe_parameter(fn, "x", &xs, &p));
+    p = tst_param(fn, "x", xs);
     CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_MAX, p, ax1, 1, &r));
     CHECK_OK(lathe_function_return(fn, &r, 1));
     void *got = NULL;
@@ -328,11 +301,10 @@ TEST(reduce_nan_and_identities) {
   for (size_t i = 0; i < sizeof ids / sizeof ids[0]; i++) {
     lathe_shape xs = TST_SHAPE(ids[i].dt, 3, 0);
     int ax[] = {1};
-    lathe_builder_t b = NULL;
-    CHECK_OK(lathe_builder_new(tst_backend(), "id", &b));
-    lathe_function_t fn = lathe_builder_main(b);
+    lathe_function_t fn;
+    lathe_builder_t b = tst_builder("id", &fn);
     lathe_value_t p = NULL, r = NULL;
-    CHECK_OK(lathe_parameter(fn, "x", &xs, &p));
+    p = tst_param(fn, "x", xs);
     CHECK_OK(lathe_reduce(fn, ids[i].op, p, ax, 1, &r));
     CHECK_OK(lathe_function_return(fn, &r, 1));
     void *got = NULL;
@@ -348,11 +320,10 @@ TEST(reduce_nan_and_identities) {
 
 /* ---- ArgMinMax ---- */
 static void check_argminmax(const lathe_shape *xs, const void *x, int axis, lathe_dtype odt, bool is_min, const char *label) {
-  lathe_builder_t b = NULL;
-  CHECK_OK(lathe_builder_new(tst_backend(), "arg", &b));
-  lathe_function_t fn = lathe_builder_main(b);
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("arg", &fn);
   lathe_value_t p = NULL, r = NULL;
-  CHECK_OK(lathe_parameter(fn, "x", xs, &p));
+  p = tst_param(fn, "x", *xs);
   CHECK_OK(lathe_arg_min_max(fn, p, axis, odt, is_min, &r));
   if (!r) {
     lathe_builder_free(b);
@@ -382,7 +353,7 @@ static void check_argminmax(const lathe_shape *xs, const void *x, int axis, lath
       }
       double g = tst_get(got, odt, i * post + k);
       uint64_t scratch[2] = {0, 0}; /* indices wrap to the output dtype */
-      store_int(scratch, odt, 0, (uint64_t)best);
+      tst_set_int(scratch, odt, 0, (uint64_t)best);
       if (g != tst_get(scratch, odt, 0)) {
         if (bad < 3) printf("  %s: [%lld,%lld] got %g want %lld\n", label, (long long)i, (long long)k, g, (long long)best);
         bad++;

@@ -26,21 +26,6 @@ static bool is_float(lathe_dtype dt) {
          dt == LATHE_DTYPE_FLOAT64;
 }
 
-static double wrap_int(lathe_dtype dt, uint64_t v) {
-  switch (dt) {
-    case LATHE_DTYPE_INT8: return (int8_t)v;
-    case LATHE_DTYPE_INT16: return (int16_t)v;
-    case LATHE_DTYPE_INT32: return (int32_t)v;
-    case LATHE_DTYPE_INT64: return (double)(int64_t)v;
-    case LATHE_DTYPE_UINT8: return (uint8_t)v;
-    case LATHE_DTYPE_UINT16: return (uint16_t)v;
-    case LATHE_DTYPE_UINT32: return (uint32_t)v;
-    case LATHE_DTYPE_UINT64: return (double)v;
-    case LATHE_DTYPE_INT4: return (double)((int64_t)(v << 60) >> 60);
-    default: return (double)v;
-  }
-}
-
 /* Lowest / highest value of dt (the max / min identities). */
 static double lowest(lathe_dtype dt) {
   switch (dt) {
@@ -109,16 +94,6 @@ static int64_t window_elem(const win_row *r, const int64_t *oi, const int64_t *k
   return f;
 }
 
-static void unflat(int64_t e, const int64_t *dims, int rank, int64_t *idx) {
-  for (int d = rank - 1; d >= 0; d--) idx[d] = e % dims[d], e /= dims[d];
-}
-
-static int64_t prod(const int64_t *dims, int rank) {
-  int64_t p = 1;
-  for (int d = 0; d < rank; d++) p *= dims[d];
-  return p;
-}
-
 static void run_reduce(const win_row *r, lathe_op red, lathe_dtype dt) {
   char label[160];
   snprintf(label, sizeof label, "%s/%s/%s", r->label, lathe_op_name(red), lathe_dtype_name(dt));
@@ -128,36 +103,25 @@ static void run_reduce(const win_row *r, lathe_op red, lathe_dtype dt) {
   int64_t w[R], st[R], id[R], wd[R], lo[R], od[R];
   effective(r, w, st, id, wd, lo, od);
   lathe_shape xs = tst_shape(dt, rank, r->dims), ys = tst_shape(dt, rank, od);
-  lathe_builder_t b;
-  CHECK_OK(lathe_builder_new(tst_backend(), label, &b));
-  lathe_function_t fn = lathe_builder_main(b);
-  lathe_value_t x, y;
-  CHECK_OK(lathe_parameter(fn, "x", &xs, &x));
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder(label, &fn);
+  lathe_value_t x = tst_param(fn, "x", xs), y = NULL;
   lathe_window_params p;
   params_of(r, &p);
-  lathe_status_t s = lathe_reduce_window(fn, red, x, &p, &y);
-  CHECK(s == NULL, "%s: build: %s", label, lathe_status_message(s));
-  if (s) {
-    lathe_status_free(s);
-    lathe_builder_free(b);
-    return;
-  }
-  lathe_shape got;
-  CHECK_OK(lathe_value_shape(y, &got));
-  CHECK(lathe_shape_equal(&got, &ys), "%s: inferred shape", label);
-  CHECK_OK(lathe_function_return(fn, &y, 1));
-  int64_t nx = prod(r->dims, rank), ny = prod(od, rank), nw = prod(w, rank);
+  if (!tst_built(label, lathe_reduce_window(fn, red, x, &p, &y), b)) return;
+  tst_expect_shape_and_return(label, fn, y, &ys);
+  int64_t nx = tst_numel(rank, r->dims), ny = tst_numel(rank, od), nw = tst_numel(rank, w);
   void *xd = tst_alloc_for(&xs), *want = tst_alloc_for(&ys);
   tst_fill(xd, dt, nx, 7 + (unsigned)nx);
   for (int64_t e = 0; e < ny; e++) {
     int64_t oi[R], kx[R];
-    unflat(e, od, rank, oi);
+    tst_unravel(e, rank, od, oi);
     double acc = red == LATHE_OP_REDUCE_SUM ? 0 : red == LATHE_OP_REDUCE_PRODUCT ? 1
                  : red == LATHE_OP_REDUCE_MAX ? lowest(dt) : highest(dt);
     uint64_t iacc = red == LATHE_OP_REDUCE_PRODUCT ? 1 : 0;
     bool any = false;
     for (int64_t k = 0; k < nw; k++) {
-      unflat(k, w, rank, kx);
+      tst_unravel(k, rank, w, kx);
       int64_t f = window_elem(r, oi, kx, st, id, wd, lo);
       if (f < 0) continue;
       double v = tst_get(xd, dt, f);
@@ -171,17 +135,10 @@ static void run_reduce(const win_row *r, lathe_op red, lathe_dtype dt) {
     if (!any && (red == LATHE_OP_REDUCE_MAX || red == LATHE_OP_REDUCE_MIN))
       set_identity(want, dt, e, red == LATHE_OP_REDUCE_MAX);
     else
-      tst_set(want, dt, e, wraps ? wrap_int(dt, iacc) : acc);
+      tst_set(want, dt, e, wraps ? tst_wrap_value(dt, iacc) : acc);
   }
   const void *ins[1] = {xd};
-  void *out[1];
-  s = tst_run(b, ins, 1, out, 1, NULL);
-  CHECK(s == NULL, "%s: run: %s", label, lathe_status_message(s));
-  if (!s) {
-    tst_expect_close(label, out[0], want, dt, ny, tst_tol(dt));
-    tst_free_output(out[0]);
-  }
-  lathe_status_free(s);
+  tst_run_expect(label, b, ins, 1, want, dt, ny, tst_tol(dt));
   free(xd);
   free(want);
   lathe_builder_free(b);
@@ -195,26 +152,14 @@ static void run_sas(const win_row *r, lathe_op op, lathe_dtype dt) {
   int64_t w[R], st[R], id[R], wd[R], lo[R], od[R];
   effective(r, w, st, id, wd, lo, od);
   lathe_shape xs = tst_shape(dt, rank, r->dims), ss = tst_shape(dt, rank, od);
-  lathe_builder_t b;
-  CHECK_OK(lathe_builder_new(tst_backend(), label, &b));
-  lathe_function_t fn = lathe_builder_main(b);
-  lathe_value_t x, src, y;
-  CHECK_OK(lathe_parameter(fn, "x", &xs, &x));
-  CHECK_OK(lathe_parameter(fn, "source", &ss, &src));
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder(label, &fn);
+  lathe_value_t x = tst_param(fn, "x", xs), src = tst_param(fn, "source", ss), y = NULL;
   lathe_window_params p;
   params_of(r, &p);
-  lathe_status_t s = lathe_select_and_scatter(fn, op, x, src, &p, &y);
-  CHECK(s == NULL, "%s: build: %s", label, lathe_status_message(s));
-  if (s) {
-    lathe_status_free(s);
-    lathe_builder_free(b);
-    return;
-  }
-  lathe_shape got;
-  CHECK_OK(lathe_value_shape(y, &got));
-  CHECK(lathe_shape_equal(&got, &xs), "%s: inferred shape", label);
-  CHECK_OK(lathe_function_return(fn, &y, 1));
-  int64_t nx = prod(r->dims, rank), ns = prod(od, rank), nw = prod(w, rank);
+  if (!tst_built(label, lathe_select_and_scatter(fn, op, x, src, &p, &y), b)) return;
+  tst_expect_shape_and_return(label, fn, y, &xs);
+  int64_t nx = tst_numel(rank, r->dims), ns = tst_numel(rank, od), nw = tst_numel(rank, w);
   void *xd = tst_alloc_for(&xs), *sd = tst_alloc_for(&ss), *want = tst_alloc_for(&xs);
   tst_fill(xd, dt, nx, 3 + (unsigned)nx);
   tst_fill(sd, dt, ns, 5 + (unsigned)ns);
@@ -223,9 +168,9 @@ static void run_sas(const win_row *r, lathe_op op, lathe_dtype dt) {
   for (int64_t e = 0; e < ns; e++) {
     int64_t oi[R], kx[R], best = -1;
     double bv = 0;
-    unflat(e, od, rank, oi);
+    tst_unravel(e, rank, od, oi);
     for (int64_t k = 0; k < nw; k++) {
-      unflat(k, w, rank, kx);
+      tst_unravel(k, rank, w, kx);
       int64_t f = window_elem(r, oi, kx, st, id, wd, lo);
       if (f < 0) continue;
       double v = tst_get(xd, dt, f);
@@ -237,16 +182,9 @@ static void run_sas(const win_row *r, lathe_op op, lathe_dtype dt) {
       iacc[best] += (uint64_t)(int64_t)sv;
     }
   }
-  for (int64_t i = 0; i < nx; i++) tst_set(want, dt, i, is_float(dt) ? acc[i] : wrap_int(dt, iacc[i]));
+  for (int64_t i = 0; i < nx; i++) tst_set(want, dt, i, is_float(dt) ? acc[i] : tst_wrap_value(dt, iacc[i]));
   const void *ins[2] = {xd, sd};
-  void *out[1];
-  s = tst_run(b, ins, 2, out, 1, NULL);
-  CHECK(s == NULL, "%s: run: %s", label, lathe_status_message(s));
-  if (!s) {
-    tst_expect_close(label, out[0], want, dt, nx, tst_tol(dt));
-    tst_free_output(out[0]);
-  }
-  lathe_status_free(s);
+  tst_run_expect(label, b, ins, 2, want, dt, nx, tst_tol(dt));
   free(acc);
   free(iacc);
   free(xd);
@@ -311,11 +249,9 @@ TEST(reduce_window_edges) {
 
 TEST(reduce_window_nan) {
   lathe_shape xs = TST_SHAPE(LATHE_DTYPE_FLOAT32, 4);
-  lathe_builder_t b;
-  CHECK_OK(lathe_builder_new(tst_backend(), "nan", &b));
-  lathe_function_t fn = lathe_builder_main(b);
-  lathe_value_t x, y[2];
-  CHECK_OK(lathe_parameter(fn, "x", &xs, &x));
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("nan", &fn);
+  lathe_value_t x = tst_param(fn, "x", xs), y[2];
   int64_t win[1] = {2}, str[1] = {1};
   lathe_window_params p = {.window_dims = win, .n_window_dims = 1, .strides = str, .n_strides = 1};
   CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MAX, x, &p, &y[0]));

@@ -10,29 +10,22 @@
 #define VJP "FusedScaledDotProductAttentionVJP"
 #define QKV "FusedAttentionQKVProjection"
 
-static lathe_value_t apar(lathe_function_t fn, lathe_shape s) {
-  lathe_value_t v = NULL;
-  CHECK_OK(lathe_parameter(fn, NULL, &s, &v));
-  return v;
-}
-
 TEST(bad_sdpa) {
-  lathe_builder_t b = NULL;
-  CHECK_OK(lathe_builder_new(tst_backend(), "bad_sdpa", &b));
-  lathe_function_t m = lathe_builder_main(b);
+  lathe_function_t m;
+  lathe_builder_t b = tst_builder("bad_sdpa", &m);
   /* BHSD: batch 2, 4 query heads, 2 kv heads, seq 5, kvLen 6, headDim 3 */
-  lathe_value_t q = apar(m, TST_SHAPE(F32, 2, 4, 5, 3)), k = apar(m, TST_SHAPE(F32, 2, 2, 6, 3));
-  lathe_value_t v = apar(m, TST_SHAPE(F32, 2, 2, 6, 3));
-  lathe_value_t qi = apar(m, TST_SHAPE(LATHE_DTYPE_INT32, 2, 4, 5, 3)), k64 = apar(m, TST_SHAPE(LATHE_DTYPE_FLOAT64, 2, 2, 6, 3));
-  lathe_value_t q3 = apar(m, TST_SHAPE(F32, 2, 5, 3)), v7 = apar(m, TST_SHAPE(F32, 2, 2, 7, 3));
-  lathe_value_t qb3 = apar(m, TST_SHAPE(F32, 3, 4, 5, 3)), qd4 = apar(m, TST_SHAPE(F32, 2, 4, 5, 4));
-  lathe_value_t qh3 = apar(m, TST_SHAPE(F32, 2, 3, 5, 3));
-  lathe_value_t mi = apar(m, TST_SHAPE(LATHE_DTYPE_INT32, 5, 6)), m56 = apar(m, TST_SHAPE(LATHE_DTYPE_BOOL, 5, 7));
-  lathe_value_t m1 = apar(m, TST_SHAPE(LATHE_DTYPE_BOOL, 6)), m3 = apar(m, TST_SHAPE(LATHE_DTYPE_BOOL, 2, 5, 6));
-  lathe_value_t b64 = apar(m, TST_SHAPE(LATHE_DTYPE_FLOAT64, 5, 6)), b4 = apar(m, TST_SHAPE(F32, 1, 4, 5, 6));
-  lathe_value_t len = apar(m, TST_SHAPE(LATHE_DTYPE_INT32, 2)), len64 = apar(m, TST_SHAPE(LATHE_DTYPE_INT64, 2));
-  lathe_value_t len3 = apar(m, TST_SHAPE(LATHE_DTYPE_INT32, 3));
-  lathe_value_t qs = apar(m, TST_SHAPE(F32, 2, 5, 4, 3)), ks = apar(m, TST_SHAPE(F32, 2, 6, 2, 3));
+  lathe_value_t q = tst_param(m, NULL, TST_SHAPE(F32, 2, 4, 5, 3)), k = tst_param(m, NULL, TST_SHAPE(F32, 2, 2, 6, 3));
+  lathe_value_t v = tst_param(m, NULL, TST_SHAPE(F32, 2, 2, 6, 3));
+  lathe_value_t qi = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_INT32, 2, 4, 5, 3)), k64 = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_FLOAT64, 2, 2, 6, 3));
+  lathe_value_t q3 = tst_param(m, NULL, TST_SHAPE(F32, 2, 5, 3)), v7 = tst_param(m, NULL, TST_SHAPE(F32, 2, 2, 7, 3));
+  lathe_value_t qb3 = tst_param(m, NULL, TST_SHAPE(F32, 3, 4, 5, 3)), qd4 = tst_param(m, NULL, TST_SHAPE(F32, 2, 4, 5, 4));
+  lathe_value_t qh3 = tst_param(m, NULL, TST_SHAPE(F32, 2, 3, 5, 3));
+  lathe_value_t mi = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_INT32, 5, 6)), m56 = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_BOOL, 5, 7));
+  lathe_value_t m1 = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_BOOL, 6)), m3 = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_BOOL, 2, 5, 6));
+  lathe_value_t b64 = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_FLOAT64, 5, 6)), b4 = tst_param(m, NULL, TST_SHAPE(F32, 1, 4, 5, 6));
+  lathe_value_t len = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_INT32, 2)), len64 = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_INT64, 2));
+  lathe_value_t len3 = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_INT32, 3));
+  lathe_value_t qs = tst_param(m, NULL, TST_SHAPE(F32, 2, 5, 4, 3)), ks = tst_param(m, NULL, TST_SHAPE(F32, 2, 6, 2, 3));
   lathe_value_t outs[3] = {0};
   int before = m->n_nodes;
 
@@ -90,7 +83,7 @@ TEST(bad_sdpa) {
   CHECK_OK(lathe_value_shape(fw[1], &lse));
   lathe_shape want_lse = TST_SHAPE(F32, 2, 4, 5);
   CHECK(lathe_shape_equal(&lse, &want_lse), "logsumexp shape");
-  lathe_value_t lse64 = apar(m, TST_SHAPE(LATHE_DTYPE_FLOAT64, 2, 4, 5)), lse_bad = apar(m, TST_SHAPE(F32, 2, 2, 5));
+  lathe_value_t lse64 = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_FLOAT64, 2, 4, 5)), lse_bad = tst_param(m, NULL, TST_SHAPE(F32, 2, 2, 5));
   lathe_value_t states2[2] = {fw[1], fw[1]};
   before = m->n_nodes;
   CHECK_ERR(lathe_fused_scaled_dot_product_attention_vjp(m, q, k, v, 0, NULL, fw[0], states2, 2, q, outs), INVALID_ARGUMENT,
@@ -116,13 +109,12 @@ TEST(bad_sdpa) {
 }
 
 TEST(bad_qkv_projection) {
-  lathe_builder_t b = NULL;
-  CHECK_OK(lathe_builder_new(tst_backend(), "bad_qkv", &b));
-  lathe_function_t m = lathe_builder_main(b);
-  lathe_value_t x = apar(m, TST_SHAPE(F32, 3, 5)), w = apar(m, TST_SHAPE(F32, 5, 10)), xi = apar(m, TST_SHAPE(LATHE_DTYPE_INT32, 3, 5));
-  lathe_value_t w4 = apar(m, TST_SHAPE(F32, 4, 10)), w9 = apar(m, TST_SHAPE(F32, 5, 9)), w3 = apar(m, TST_SHAPE(F32, 5, 10, 1));
-  lathe_value_t s = apar(m, tst_shape0(F32)), bq = apar(m, TST_SHAPE(F32, 4)), bk = apar(m, TST_SHAPE(F32, 3));
-  lathe_value_t bk64 = apar(m, TST_SHAPE(LATHE_DTYPE_FLOAT64, 3)), outs[3];
+  lathe_function_t m;
+  lathe_builder_t b = tst_builder("bad_qkv", &m);
+  lathe_value_t x = tst_param(m, NULL, TST_SHAPE(F32, 3, 5)), w = tst_param(m, NULL, TST_SHAPE(F32, 5, 10)), xi = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_INT32, 3, 5));
+  lathe_value_t w4 = tst_param(m, NULL, TST_SHAPE(F32, 4, 10)), w9 = tst_param(m, NULL, TST_SHAPE(F32, 5, 9)), w3 = tst_param(m, NULL, TST_SHAPE(F32, 5, 10, 1));
+  lathe_value_t s = tst_param(m, NULL, tst_shape0(F32)), bq = tst_param(m, NULL, TST_SHAPE(F32, 4)), bk = tst_param(m, NULL, TST_SHAPE(F32, 3));
+  lathe_value_t bk64 = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_FLOAT64, 3)), outs[3];
   int before = m->n_nodes;
   CHECK_ERR(lathe_fused_attention_qkv_projection(m, xi, w, NULL, NULL, NULL, 4, 3, outs), INVALID_ARGUMENT,
             QKV ": x must be a float");

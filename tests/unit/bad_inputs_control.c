@@ -7,12 +7,6 @@
 #define I32 LATHE_DTYPE_INT32
 #define BOOL LATHE_DTYPE_BOOL
 
-static lathe_value_t par(lathe_function_t fn, lathe_shape s) {
-  lathe_value_t v = NULL;
-  CHECK_OK(lathe_parameter(fn, NULL, &s, &v));
-  return v;
-}
-
 /* A function (closure of parent, or top-level when parent is NULL) taking params of the given
  * shapes and returning outputs picked among its parameters by index. */
 static lathe_function_t fn_of(lathe_builder_t b, lathe_function_t parent, const char *name, const lathe_shape *params,
@@ -21,18 +15,17 @@ static lathe_function_t fn_of(lathe_builder_t b, lathe_function_t parent, const 
   if (parent) CHECK_OK(lathe_function_closure(parent, &f));
   else CHECK_OK(lathe_builder_new_function(b, name, &f));
   lathe_value_t p[8], o[8];
-  for (int i = 0; i < np; i++) p[i] = par(f, params[i]);
+  for (int i = 0; i < np; i++) p[i] = tst_param(f, NULL, params[i]);
   for (int i = 0; i < nr; i++) o[i] = p[ret[i]];
   CHECK_OK(lathe_function_return(f, o, nr));
   return f;
 }
 
 TEST(bad_call) {
-  lathe_builder_t b = NULL;
-  CHECK_OK(lathe_builder_new(tst_backend(), "bad_call", &b));
-  lathe_function_t m = lathe_builder_main(b);
+  lathe_function_t m;
+  lathe_builder_t b = tst_builder("bad_call", &m);
   lathe_shape s3 = TST_SHAPE(F32, 3), s2 = TST_SHAPE(F32, 2);
-  lathe_value_t x = par(m, s3), y = par(m, s2);
+  lathe_value_t x = tst_param(m, NULL, s3), y = tst_param(m, NULL, s2);
   lathe_function_t f = fn_of(b, NULL, "f", (lathe_shape[]){s3, s3}, 2, (int[]){0, 1}, 2);
   lathe_value_t outs[4];
   int n_out = -1;
@@ -63,11 +56,10 @@ TEST(bad_call) {
 }
 
 TEST(bad_while) {
-  lathe_builder_t b = NULL;
-  CHECK_OK(lathe_builder_new(tst_backend(), "bad_while", &b));
-  lathe_function_t m = lathe_builder_main(b);
+  lathe_function_t m;
+  lathe_builder_t b = tst_builder("bad_while", &m);
   lathe_shape sb = tst_shape0(BOOL), s3 = TST_SHAPE(F32, 3), s2 = TST_SHAPE(F32, 2), sf = tst_shape0(F32);
-  lathe_value_t flag = par(m, sb), x = par(m, s2), z = par(m, s3);
+  lathe_value_t flag = tst_param(m, NULL, sb), x = tst_param(m, NULL, s2), z = tst_param(m, NULL, s3);
   lathe_value_t outs[4];
   int n_out = -1, before = m->n_nodes;
   lathe_function_t cond = fn_of(b, m, NULL, (lathe_shape[]){sb, s2}, 2, (int[]){0}, 1);
@@ -79,7 +71,7 @@ TEST(bad_while) {
   CHECK_ERR(lathe_while(m, cond, body, (lathe_value_t[]){flag}, 1, outs, 4, &n_out), INVALID_ARGUMENT,
             "While: cond \"");
   lathe_function_t cond_f32 = fn_of(b, m, NULL, (lathe_shape[]){sf, s2}, 2, (int[]){0}, 1);
-  lathe_value_t fs = par(m, sf);
+  lathe_value_t fs = tst_param(m, NULL, sf);
   CHECK_ERR(lathe_while(m, cond_f32, body, (lathe_value_t[]){fs, x}, 2, outs, 4, &n_out), INVALID_ARGUMENT,
             "While: cond must return a scalar Bool, it returns Float32[]");
   lathe_function_t cond2 = fn_of(b, m, NULL, (lathe_shape[]){sb, s2}, 2, (int[]){0, 0}, 2);
@@ -87,8 +79,8 @@ TEST(bad_while) {
   /* body returns state 1 with another shape: a body of (Bool, Float32[2]) -> (Bool, Float32[3]) */
   lathe_function_t body_bad = NULL;
   CHECK_OK(lathe_function_closure(m, &body_bad));
-  lathe_value_t bp0 = par(body_bad, sb);
-  par(body_bad, s2);
+  lathe_value_t bp0 = tst_param(body_bad, NULL, sb);
+  tst_param(body_bad, NULL, s2);
   lathe_value_t bz = NULL;
   float zeros[3] = {0};
   CHECK_OK(lathe_constant(body_bad, &s3, zeros, sizeof zeros, &bz));
@@ -107,11 +99,10 @@ TEST(bad_while) {
 }
 
 TEST(bad_if) {
-  lathe_builder_t b = NULL;
-  CHECK_OK(lathe_builder_new(tst_backend(), "bad_if", &b));
-  lathe_function_t m = lathe_builder_main(b);
+  lathe_function_t m;
+  lathe_builder_t b = tst_builder("bad_if", &m);
   lathe_shape sb = tst_shape0(BOOL), s3 = TST_SHAPE(F32, 3), sb2 = TST_SHAPE(BOOL, 2);
-  lathe_value_t pred = par(m, sb), pv = par(m, sb2), pf = par(m, tst_shape0(F32));
+  lathe_value_t pred = tst_param(m, NULL, sb), pv = tst_param(m, NULL, sb2), pf = tst_param(m, NULL, tst_shape0(F32));
   lathe_value_t outs[4];
   int n_out = -1, before = m->n_nodes;
   lathe_function_t t3 = fn_of(b, m, NULL, NULL, 0, NULL, 0), t_p = fn_of(b, m, NULL, &s3, 1, (int[]){0}, 1);
@@ -144,30 +135,29 @@ TEST(bad_if) {
 }
 
 TEST(bad_sort) {
-  lathe_builder_t b = NULL;
-  CHECK_OK(lathe_builder_new(tst_backend(), "bad_sort", &b));
-  lathe_function_t m = lathe_builder_main(b);
+  lathe_function_t m;
+  lathe_builder_t b = tst_builder("bad_sort", &m);
   lathe_shape s23 = TST_SHAPE(F32, 2, 3), i23 = TST_SHAPE(I32, 2, 3), s32 = TST_SHAPE(F32, 3, 2);
   lathe_shape f0 = tst_shape0(F32), i0 = tst_shape0(I32), b0 = tst_shape0(BOOL);
-  lathe_value_t x = par(m, s23), k = par(m, i23), y = par(m, s32), sc = par(m, f0);
+  lathe_value_t x = tst_param(m, NULL, s23), k = tst_param(m, NULL, i23), y = tst_param(m, NULL, s32), sc = tst_param(m, NULL, f0);
   lathe_value_t outs[4];
   int before = m->n_nodes;
   /* comparators: (f32, f32) -> Bool is built from a Bool parameter so no compare op is needed */
   lathe_function_t cmp1 = NULL;
   CHECK_OK(lathe_function_closure(m, &cmp1));
-  par(cmp1, f0), par(cmp1, f0);
-  lathe_value_t bres = par(cmp1, b0);
+  tst_param(cmp1, NULL, f0), tst_param(cmp1, NULL, f0);
+  lathe_value_t bres = tst_param(cmp1, NULL, b0);
   CHECK_OK(lathe_function_return(cmp1, &bres, 1));
   lathe_function_t cmp_ok = NULL;
   CHECK_OK(lathe_function_closure(m, &cmp_ok));
-  par(cmp_ok, f0), par(cmp_ok, f0);
+  tst_param(cmp_ok, NULL, f0), tst_param(cmp_ok, NULL, f0);
   lathe_value_t res = NULL;
   CHECK_OK(lathe_constant(cmp_ok, &b0, (uint8_t[]){0}, 1, &res));
   CHECK_OK(lathe_function_return(cmp_ok, &res, 1));
   lathe_function_t cmp_f = fn_of(b, m, NULL, (lathe_shape[]){f0, f0}, 2, (int[]){0}, 1);
   lathe_function_t cmp_dt = NULL;
   CHECK_OK(lathe_function_closure(m, &cmp_dt));
-  par(cmp_dt, f0), par(cmp_dt, f0), par(cmp_dt, f0), par(cmp_dt, i0);
+  tst_param(cmp_dt, NULL, f0), tst_param(cmp_dt, NULL, f0), tst_param(cmp_dt, NULL, f0), tst_param(cmp_dt, NULL, i0);
   CHECK_OK(lathe_constant(cmp_dt, &b0, (uint8_t[]){0}, 1, &res));
   CHECK_OK(lathe_function_return(cmp_dt, &res, 1));
 
@@ -191,10 +181,9 @@ TEST(bad_sort) {
 }
 
 TEST(bad_barriers) {
-  lathe_builder_t b = NULL;
-  CHECK_OK(lathe_builder_new(tst_backend(), "bad_barriers", &b));
-  lathe_function_t m = lathe_builder_main(b);
-  lathe_value_t x = par(m, TST_SHAPE(F32, 3)), outs[2], out = NULL;
+  lathe_function_t m;
+  lathe_builder_t b = tst_builder("bad_barriers", &m);
+  lathe_value_t x = tst_param(m, NULL, TST_SHAPE(F32, 3)), outs[2], out = NULL;
   CHECK_ERR(lathe_optimization_barrier(m, &x, 0, outs), INVALID_ARGUMENT, "OptimizationBarrier: needs at least one");
   CHECK_ERR(lathe_optimization_barrier(m, (lathe_value_t[]){x, NULL}, 2, outs), INVALID_ARGUMENT,
             "OptimizationBarrier: operand 1 is NULL");
@@ -205,7 +194,7 @@ TEST(bad_barriers) {
   /* a value of another function that is not an ancestor */
   lathe_function_t c = NULL;
   CHECK_OK(lathe_function_closure(m, &c));
-  lathe_value_t cx = par(c, TST_SHAPE(F32, 3));
+  lathe_value_t cx = tst_param(c, NULL, TST_SHAPE(F32, 3));
   CHECK_ERR(lathe_scheduling_barrier(m, x, &cx, 1, &out), INVALID_ARGUMENT, "SchedulingBarrier: operand 1 belongs to");
   CHECK_OK(lathe_scheduling_barrier(m, x, NULL, 0, &out));
   lathe_builder_free(b);

@@ -8,16 +8,11 @@ typedef struct fixture {
   lathe_function_t fn;
 } fixture;
 
-static lathe_value_t param(fixture *f, lathe_shape s) {
-  lathe_value_t v = NULL;
-  CHECK_OK(lathe_parameter(f->fn, NULL, &s, &v));
-  return v;
-}
+static lathe_value_t param(fixture *f, lathe_shape s) { return tst_param(f->fn, NULL, s); }
 
 static fixture open_fixture(void) {
   fixture f;
-  CHECK_OK(lathe_builder_new(tst_backend(), "bad", &f.b));
-  f.fn = lathe_builder_main(f.b);
+  f.b = tst_builder("bad", &f.fn);
   return f;
 }
 

@@ -5,23 +5,16 @@
 
 #define F32 LATHE_DTYPE_FLOAT32
 
-static lathe_value_t dpar(lathe_function_t fn, lathe_shape s) {
-  lathe_value_t v = NULL;
-  CHECK_OK(lathe_parameter(fn, NULL, &s, &v));
-  return v;
-}
-
 /* lathe_dot_general with int-array literals: DOT(lhs, (lc), nlc, (lb), nlb, rhs, ...). */
 #define A(...) ((const int[]){__VA_ARGS__})
 
 TEST(bad_dot_general) {
-  lathe_builder_t b = NULL;
-  CHECK_OK(lathe_builder_new(tst_backend(), "bad_dot", &b));
-  lathe_function_t m = lathe_builder_main(b);
-  lathe_value_t x = dpar(m, TST_SHAPE(F32, 2, 3)), y = dpar(m, TST_SHAPE(F32, 4, 5)), z = dpar(m, TST_SHAPE(F32, 3, 5));
-  lathe_value_t xi = dpar(m, TST_SHAPE(LATHE_DTYPE_INT32, 3, 5)), xb = dpar(m, TST_SHAPE(LATHE_DTYPE_BOOL, 2, 3));
-  lathe_value_t xc = dpar(m, TST_SHAPE(LATHE_DTYPE_COMPLEX64, 2, 3)), zc = dpar(m, TST_SHAPE(LATHE_DTYPE_COMPLEX64, 3, 5));
-  lathe_value_t bx = dpar(m, TST_SHAPE(F32, 6, 2, 3)), by = dpar(m, TST_SHAPE(F32, 7, 3, 5));
+  lathe_function_t m;
+  lathe_builder_t b = tst_builder("bad_dot", &m);
+  lathe_value_t x = tst_param(m, NULL, TST_SHAPE(F32, 2, 3)), y = tst_param(m, NULL, TST_SHAPE(F32, 4, 5)), z = tst_param(m, NULL, TST_SHAPE(F32, 3, 5));
+  lathe_value_t xi = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_INT32, 3, 5)), xb = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_BOOL, 2, 3));
+  lathe_value_t xc = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_COMPLEX64, 2, 3)), zc = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_COMPLEX64, 3, 5));
+  lathe_value_t bx = tst_param(m, NULL, TST_SHAPE(F32, 6, 2, 3)), by = tst_param(m, NULL, TST_SHAPE(F32, 7, 3, 5));
   lathe_value_t out = NULL;
   int before = m->n_nodes;
 
@@ -85,7 +78,7 @@ TEST(bad_dot_general) {
   /* result rank above LATHE_MAX_RANK: two rank-9 operands crossed */
   lathe_shape r9 = TST_SHAPE(F32, 1, 1, 1, 1, 1, 1, 1, 1);
   r9.rank = 9, r9.dims[8] = 1;
-  lathe_value_t h = dpar(m, r9);
+  lathe_value_t h = tst_param(m, NULL, r9);
   before = m->n_nodes;
   CHECK_ERR(lathe_dot_general(m, h, NULL, 0, NULL, 0, h, NULL, 0, NULL, 0, NULL, &out), INVALID_ARGUMENT,
             "DotGeneral: result rank 18 exceeds the maximum rank 16");
@@ -94,7 +87,7 @@ TEST(bad_dot_general) {
   lathe_shape d1 = TST_SHAPE(F32, 2, 3), d2 = TST_SHAPE(F32, 3, 4);
   d1.dims[1] = -1, d1.axis_names[1] = "k";
   d2.dims[0] = -1, d2.axis_names[0] = "j";
-  lathe_value_t dx = dpar(m, d1), dy = dpar(m, d2);
+  lathe_value_t dx = tst_param(m, NULL, d1), dy = tst_param(m, NULL, d2);
   before = m->n_nodes;
   CHECK_ERR(lathe_dot_general(m, dx, A(1), 1, NULL, 0, dy, A(0), 1, NULL, 0, NULL, &out), INVALID_ARGUMENT,
             "DotGeneral: lhs contracting axis 1 is dynamic \"k\" but rhs contracting axis 0 is dynamic \"j\"");
@@ -103,10 +96,9 @@ TEST(bad_dot_general) {
 }
 
 TEST(dot_general_shapes) {
-  lathe_builder_t b = NULL;
-  CHECK_OK(lathe_builder_new(tst_backend(), "dot_shapes", &b));
-  lathe_function_t m = lathe_builder_main(b);
-  lathe_value_t x = dpar(m, TST_SHAPE(F32, 5, 2, 3, 7)), y = dpar(m, TST_SHAPE(F32, 3, 4, 5));
+  lathe_function_t m;
+  lathe_builder_t b = tst_builder("dot_shapes", &m);
+  lathe_value_t x = tst_param(m, NULL, TST_SHAPE(F32, 5, 2, 3, 7)), y = tst_param(m, NULL, TST_SHAPE(F32, 3, 4, 5));
   lathe_value_t out = NULL;
   lathe_shape s;
   /* batch 0<->2, contract 2<->0: [batch 5, lhs cross 2,7, rhs cross 4] */
@@ -118,7 +110,7 @@ TEST(dot_general_shapes) {
             out->a.list[3][0] == 2,
         "DotGeneral attributes");
   lathe_dot_config cfg = {0, LATHE_DTYPE_FLOAT64};
-  lathe_value_t h = dpar(m, TST_SHAPE(LATHE_DTYPE_FLOAT16, 2, 3)), hz = dpar(m, TST_SHAPE(LATHE_DTYPE_FLOAT16, 3));
+  lathe_value_t h = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_FLOAT16, 2, 3)), hz = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_FLOAT16, 3));
   CHECK_OK(lathe_dot_general(m, h, A(1), 1, NULL, 0, hz, A(0), 1, NULL, 0, &cfg, &out));
   CHECK_OK(lathe_value_shape(out, &s));
   CHECK(s.rank == 1 && s.dims[0] == 2 && s.dtype == LATHE_DTYPE_FLOAT64, "output dtype Float64");
@@ -127,7 +119,7 @@ TEST(dot_general_shapes) {
   lathe_shape d1 = TST_SHAPE(F32, 2, 3), d2 = TST_SHAPE(F32, 2, 3, 4);
   d1.dims[0] = -1, d1.axis_names[0] = "batch";
   d2.dims[0] = -1, d2.axis_names[0] = "batch";
-  lathe_value_t dx = dpar(m, d1), dy = dpar(m, d2);
+  lathe_value_t dx = tst_param(m, NULL, d1), dy = tst_param(m, NULL, d2);
   CHECK_OK(lathe_dot_general(m, dx, A(1), 1, A(0), 1, dy, A(1), 1, A(0), 1, NULL, &out));
   CHECK_OK(lathe_value_shape(out, &s));
   CHECK(s.rank == 2 && s.dims[0] == -1 && s.axis_names[0] && strcmp(s.axis_names[0], "batch") == 0 && s.dims[1] == 4,

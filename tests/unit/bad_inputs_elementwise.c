@@ -10,16 +10,12 @@ typedef struct {
 } env;
 
 static lathe_value_t param(env *e, lathe_dtype dt, int rank, const int64_t *dims) {
-  lathe_shape s = tst_shape(dt, rank, dims);
-  lathe_value_t v = NULL;
-  CHECK_OK(lathe_parameter(e->fn, NULL, &s, &v));
-  return v;
+  return tst_param(e->fn, NULL, tst_shape(dt, rank, dims));
 }
 
 static void env_new(env *e) {
   memset(e, 0, sizeof *e);
-  CHECK_OK(lathe_builder_new(tst_backend(), "bad", &e->b));
-  e->fn = lathe_builder_main(e->b);
+  e->b = tst_builder("bad", &e->fn);
   e->f32_35 = param(e, LATHE_DTYPE_FLOAT32, 2, (int64_t[]){3, 5});
   e->f32_31 = param(e, LATHE_DTYPE_FLOAT32, 2, (int64_t[]){3, 1});
   e->f32_15 = param(e, LATHE_DTYPE_FLOAT32, 2, (int64_t[]){1, 5});

@@ -13,13 +13,8 @@ typedef struct {
  * u: Float32[4,5]; s: Int32 scalar; fs: Float32 scalar; s2: Int32[2]. */
 static bool setup(fixture *f) {
   memset(f, 0, sizeof *f);
-  lathe_status_t st = lathe_builder_new(tst_backend(), "bad_index", &f->b);
-  CHECK(st == NULL, "builder: %s", lathe_status_message(st));
-  if (st) {
-    lathe_status_free(st);
-    return false;
-  }
-  f->fn = lathe_builder_main(f->b);
+  f->b = tst_builder("bad_index", &f->fn);
+  if (!f->b) return false;
   lathe_shape x = TST_SHAPE(LATHE_DTYPE_FLOAT32, 7, 5), x3 = TST_SHAPE(LATHE_DTYPE_FLOAT32, 3, 4, 5);
   lathe_shape i = TST_SHAPE(LATHE_DTYPE_INT32, 4, 1), i2 = TST_SHAPE(LATHE_DTYPE_INT32, 4, 2);
   lathe_shape fi = TST_SHAPE(LATHE_DTYPE_FLOAT32, 4, 1), u = TST_SHAPE(LATHE_DTYPE_FLOAT32, 4, 5);
@@ -170,16 +165,15 @@ TEST(bad_dynamic_slices) {
 
 TEST(bad_index_unsupported_dtype_compile) {
   /* ScatterMax of complex is meaningless: it builds (shape rules hold) but does not compile. */
-  lathe_builder_t b = NULL;
-  CHECK_OK(lathe_builder_new(tst_backend(), "unsup", &b));
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("unsup", &fn);
   if (!b) return;
-  lathe_function_t fn = lathe_builder_main(b);
   lathe_shape xs = TST_SHAPE(LATHE_DTYPE_COMPLEX64, 4), is = TST_SHAPE(LATHE_DTYPE_INT32, 2, 1);
   lathe_shape us = TST_SHAPE(LATHE_DTYPE_COMPLEX64, 2);
   lathe_value_t x, i, u, y;
-  CHECK_OK(lathe_parameter(fn, "x", &xs, &x));
-  CHECK_OK(lathe_parameter(fn, "i", &is, &i));
-  CHECK_OK(lathe_parameter(fn, "u", &us, &u));
+  x = tst_param(fn, "x", xs);
+  i = tst_param(fn, "i", is);
+  u = tst_param(fn, "u", us);
   const int sa[] = {0};
   CHECK_OK(lathe_scatter_max(fn, x, i, u, 1, NULL, 0, sa, 1, sa, 1, false, false, &y));
   CHECK_OK(lathe_function_return(fn, &y, 1));

@@ -14,13 +14,8 @@ typedef struct {
  * is: Int32 scalar; c: Complex64[3]. */
 static bool setup(fixture *f) {
   memset(f, 0, sizeof *f);
-  lathe_status_t st = lathe_builder_new(tst_backend(), "bad_layout", &f->b);
-  CHECK(st == NULL, "builder: %s", lathe_status_message(st));
-  if (st) {
-    lathe_status_free(st);
-    return false;
-  }
-  f->fn = lathe_builder_main(f->b);
+  f->b = tst_builder("bad_layout", &f->fn);
+  if (!f->b) return false;
   lathe_shape x = TST_SHAPE(LATHE_DTYPE_FLOAT32, 7, 5), x3 = TST_SHAPE(LATHE_DTYPE_FLOAT32, 3, 4, 5);
   lathe_shape i = TST_SHAPE(LATHE_DTYPE_INT32, 4, 6), bo = TST_SHAPE(LATHE_DTYPE_BOOL, 2, 3);
   lathe_shape s = tst_shape0(LATHE_DTYPE_FLOAT32), is = tst_shape0(LATHE_DTYPE_INT32), c = TST_SHAPE(LATHE_DTYPE_COMPLEX64, 3);
@@ -187,15 +182,14 @@ TEST(bad_inputs_layout_ops) {
 
 /* Dynamic axes: names follow the data through reshape, transpose, reduce and broadcast. */
 TEST(layout_dynamic_axes) {
-  lathe_builder_t b = NULL;
-  CHECK_OK(lathe_builder_new(tst_backend(), "dyn", &b));
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("dyn", &fn);
   if (!b) return;
-  lathe_function_t fn = lathe_builder_main(b);
   lathe_shape xs = TST_SHAPE(LATHE_DTYPE_FLOAT32, -1, 3, 4);
   xs.axis_names[0] = "batch";
   lathe_value_t x = NULL, out = NULL;
   lathe_shape s;
-  CHECK_OK(lathe_parameter(fn, "x", &xs, &x));
+  x = tst_param(fn, "x", xs);
   CHECK_OK(lathe_reshape(fn, x, (const int64_t[]){-1, 12}, 2, &out));
   if (out) {
     lathe_value_shape(out, &s);

@@ -10,16 +10,11 @@ typedef struct fixture {
 
 static fixture fx_new(void) {
   fixture f = {0};
-  CHECK_OK(lathe_builder_new(tst_backend(), "bad_numeric", &f.b));
-  f.fn = lathe_builder_main(f.b);
+  f.b = tst_builder("bad_numeric", &f.fn);
   return f;
 }
 
-static lathe_value_t param(fixture *f, lathe_shape s) {
-  lathe_value_t v = NULL;
-  CHECK_OK(lathe_parameter(f->fn, NULL, &s, &v));
-  return v;
-}
+static lathe_value_t param(fixture *f, lathe_shape s) { return tst_param(f->fn, NULL, s); }
 
 TEST(bad_rng_bit_generator) {
   fixture f = fx_new();

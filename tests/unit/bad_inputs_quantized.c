@@ -7,24 +7,17 @@
 #define F32 LATHE_DTYPE_FLOAT32
 #define U8 LATHE_DTYPE_UINT8
 
-static lathe_value_t qpar(lathe_function_t fn, lathe_shape s) {
-  lathe_value_t v = NULL;
-  CHECK_OK(lathe_parameter(fn, NULL, &s, &v));
-  return v;
-}
-
 TEST(bad_fused_quantized_dense) {
-  lathe_builder_t b = NULL;
-  CHECK_OK(lathe_builder_new(tst_backend(), "bad_qdense", &b));
-  lathe_function_t m = lathe_builder_main(b);
-  lathe_value_t x = qpar(m, TST_SHAPE(F32, 3, 8)), x64 = qpar(m, TST_SHAPE(LATHE_DTYPE_FLOAT64, 3, 8));
-  lathe_value_t xs = qpar(m, tst_shape0(F32)), x32 = qpar(m, TST_SHAPE(F32, 2, 32));
-  lathe_value_t w = qpar(m, TST_SHAPE(LATHE_DTYPE_INT8, 8, 6)), wf = qpar(m, TST_SHAPE(F32, 8, 6));
-  lathe_value_t w16 = qpar(m, TST_SHAPE(LATHE_DTYPE_INT16, 8, 6)), wk = qpar(m, TST_SHAPE(LATHE_DTYPE_INT4, 7, 6));
-  lathe_value_t s = qpar(m, TST_SHAPE(F32, 8, 2)), sbad = qpar(m, TST_SHAPE(F32, 8, 3));
-  lathe_value_t si = qpar(m, TST_SHAPE(LATHE_DTYPE_INT32, 8, 2)), s16 = qpar(m, TST_SHAPE(LATHE_DTYPE_FLOAT16, 8, 2));
-  lathe_value_t bias = qpar(m, TST_SHAPE(F32, 6)), bias_bad = qpar(m, TST_SHAPE(F32, 5));
-  lathe_value_t g = qpar(m, TST_SHAPE(U8, 6, 34)), g_odd = qpar(m, TST_SHAPE(U8, 6, 35)), g_i8 = qpar(m, TST_SHAPE(LATHE_DTYPE_INT8, 6, 34));
+  lathe_function_t m;
+  lathe_builder_t b = tst_builder("bad_qdense", &m);
+  lathe_value_t x = tst_param(m, NULL, TST_SHAPE(F32, 3, 8)), x64 = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_FLOAT64, 3, 8));
+  lathe_value_t xs = tst_param(m, NULL, tst_shape0(F32)), x32 = tst_param(m, NULL, TST_SHAPE(F32, 2, 32));
+  lathe_value_t w = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_INT8, 8, 6)), wf = tst_param(m, NULL, TST_SHAPE(F32, 8, 6));
+  lathe_value_t w16 = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_INT16, 8, 6)), wk = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_INT4, 7, 6));
+  lathe_value_t s = tst_param(m, NULL, TST_SHAPE(F32, 8, 2)), sbad = tst_param(m, NULL, TST_SHAPE(F32, 8, 3));
+  lathe_value_t si = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_INT32, 8, 2)), s16 = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_FLOAT16, 8, 2));
+  lathe_value_t bias = tst_param(m, NULL, TST_SHAPE(F32, 6)), bias_bad = tst_param(m, NULL, TST_SHAPE(F32, 5));
+  lathe_value_t g = tst_param(m, NULL, TST_SHAPE(U8, 6, 34)), g_odd = tst_param(m, NULL, TST_SHAPE(U8, 6, 35)), g_i8 = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_INT8, 6, 34));
   lathe_quantization lin = {.scheme = LATHE_QUANT_LINEAR, .block_axis = 1, .block_size = 3};
   lathe_quantization nf4 = {.scheme = LATHE_QUANT_NF4, .block_axis = 1, .block_size = 3};
   lathe_quantization q80 = {.scheme = LATHE_QUANT_GGML, .ggml_type = LATHE_GGML_Q8_0};
@@ -100,13 +93,12 @@ TEST(bad_fused_quantized_dense) {
 }
 
 TEST(bad_quantized_embedding_lookup) {
-  lathe_builder_t b = NULL;
-  CHECK_OK(lathe_builder_new(tst_backend(), "bad_qlookup", &b));
-  lathe_function_t m = lathe_builder_main(b);
-  lathe_value_t d = qpar(m, TST_SHAPE(U8, 10, 36)), d_odd = qpar(m, TST_SHAPE(U8, 10, 35));
-  lathe_value_t d_f = qpar(m, TST_SHAPE(F32, 10, 36)), d_r3 = qpar(m, TST_SHAPE(U8, 2, 10, 36));
-  lathe_value_t ix = qpar(m, TST_SHAPE(LATHE_DTYPE_INT32, 4, 1)), ix_f = qpar(m, TST_SHAPE(F32, 4, 1));
-  lathe_value_t ix_2 = qpar(m, TST_SHAPE(LATHE_DTYPE_INT32, 4, 2)), ix_s = qpar(m, tst_shape0(LATHE_DTYPE_INT32));
+  lathe_function_t m;
+  lathe_builder_t b = tst_builder("bad_qlookup", &m);
+  lathe_value_t d = tst_param(m, NULL, TST_SHAPE(U8, 10, 36)), d_odd = tst_param(m, NULL, TST_SHAPE(U8, 10, 35));
+  lathe_value_t d_f = tst_param(m, NULL, TST_SHAPE(F32, 10, 36)), d_r3 = tst_param(m, NULL, TST_SHAPE(U8, 2, 10, 36));
+  lathe_value_t ix = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_INT32, 4, 1)), ix_f = tst_param(m, NULL, TST_SHAPE(F32, 4, 1));
+  lathe_value_t ix_2 = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_INT32, 4, 2)), ix_s = tst_param(m, NULL, tst_shape0(LATHE_DTYPE_INT32));
   lathe_quantization q40 = {.scheme = LATHE_QUANT_GGML, .ggml_type = LATHE_GGML_Q4_0};
   lathe_value_t out = NULL;
   int before = m->n_nodes;

@@ -94,14 +94,13 @@ TEST(buffers) {
 /* main(x, y) = (y, const, x): no kernels involved. */
 TEST(execute_passthrough_and_donation) {
   lathe_backend_t be = tst_backend();
-  lathe_builder_t b;
-  CHECK_OK(lathe_builder_new(be, "passthrough", &b));
-  lathe_function_t fn = lathe_builder_main(b);
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("passthrough", &fn);
   lathe_shape s = TST_SHAPE(LATHE_DTYPE_INT32, 2);
   lathe_value_t x, y, c;
   int32_t cv[2] = {7, 8};
-  CHECK_OK(lathe_parameter(fn, "x", &s, &x));
-  CHECK_OK(lathe_parameter(fn, "y", &s, &y));
+  x = tst_param(fn, "x", s);
+  y = tst_param(fn, "y", s);
   CHECK_OK(lathe_constant(fn, &s, cv, sizeof cv, &c));
   lathe_value_t outs[3] = {y, c, x};
   CHECK_OK(lathe_function_return(fn, outs, 3));
