@@ -11,7 +11,7 @@ static void specialization_free(lathe_executable_t e, lathe_specialization *sp);
 static lathe_status_t collect_dynamic_axes(lathe_executable_t e, lathe_builder_t b) {
   lathe_function *fn = b->main_fn;
   int n = 0;
-  const char *names[LATHE_MAX_RANK * 8];
+  const char *names[LATHE_MAX_DYNAMIC_NAMES];
   for (int i = 0; i < fn->n_params; i++)
     for (int k = 0; k < fn->params[i]->shape.rank; k++) {
       const lathe_shape *s = &fn->params[i]->shape;
@@ -19,7 +19,7 @@ static lathe_status_t collect_dynamic_axes(lathe_executable_t e, lathe_builder_t
       int j = 0;
       while (j < n && strcmp(names[j], s->axis_names[k]) != 0) j++;
       if (j < n) continue;
-      if (n == (int)(sizeof names / sizeof names[0])) return LATHE_INVALID("Compile: too many dynamic axis names");
+      if (n == LATHE_MAX_DYNAMIC_NAMES) return LATHE_INVALID("Compile: more than %d dynamic axis names", LATHE_MAX_DYNAMIC_NAMES);
       names[n++] = s->axis_names[k];
     }
   if (!n) return NULL;
@@ -115,6 +115,7 @@ static lathe_status_t check_input(const lathe_node *p, int i, const lathe_shape 
     int j = 0;
     while (j < *n_names && strcmp(names[j], want->axis_names[k]) != 0) j++;
     if (j == *n_names) {
+      if (j == LATHE_MAX_DYNAMIC_NAMES) return LATHE_INVALID("Execute: more than %d dynamic axis names", LATHE_MAX_DYNAMIC_NAMES);
       names[j] = want->axis_names[k];
       bound[j] = got->dims[k];
       (*n_names)++;
@@ -134,7 +135,7 @@ static lathe_status_t check_input(const lathe_node *p, int i, const lathe_shape 
  * the run (cached plans may be in use by other threads, so they are never evicted). */
 static lathe_status_t specialization_for(lathe_executable_t e, const char **names, const int64_t *bound, int n,
                                          lathe_plan **out, lathe_specialization *tmp) {
-  int64_t key[LATHE_MAX_RANK * 8];
+  int64_t key[LATHE_MAX_DYNAMIC_NAMES];
   for (int k = 0; k < e->n_dyn; k++) {
     int j = 0;
     while (j < n && strcmp(names[j], e->dyn_names[k]) != 0) j++;
@@ -185,8 +186,8 @@ lathe_status_t lathe_executable_execute(lathe_executable_t e, const lathe_buffer
   if (n_outputs && !outputs) return LATHE_INVALID("Execute: outputs is NULL");
   if (default_device < 0 || default_device >= lathe_backend_num_devices(e->backend))
     return LATHE_INVALID("Execute: device %d out of range", default_device);
-  int64_t bound[LATHE_MAX_RANK * 8];
-  const char *names[LATHE_MAX_RANK * 8];
+  int64_t bound[LATHE_MAX_DYNAMIC_NAMES];
+  const char *names[LATHE_MAX_DYNAMIC_NAMES];
   int n_names = 0;
   for (int i = 0; i < n_inputs; i++) {
     if (!inputs[i]) return LATHE_INVALID("Execute: input %d (\"%s\") is NULL", i, fn->params[i]->name);

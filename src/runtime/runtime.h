@@ -69,6 +69,7 @@ typedef struct lathe_specialization {
 } lathe_specialization;
 
 #define LATHE_MAX_SPECIALIZATIONS 64
+#define LATHE_MAX_DYNAMIC_NAMES 128 /* distinct dynamic axis names of one executable */
 
 struct lathe_executable {
   lathe_backend_t backend;
