@@ -192,7 +192,8 @@ lathe_status_t lathe_concatenate(lathe_function_t fn, int axis, const lathe_valu
     }
   }
   n->shape = s;
-  n->a.i[0] = axis;
+  /* One operand: GoMLX accepts any axis and the result is a copy, so the kernel gets axis 0. */
+  n->a.i[0] = n_operands > 1 ? axis : 0;
   return lathe_node_commit(n, out);
 }
 
