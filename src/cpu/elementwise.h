@@ -18,9 +18,8 @@
 typedef void (*lathe_ew_row_fn)(void *ctx, const void *const *in, const int *step, void *out, int64_t n);
 
 /* The shape of node n's operand k as the kernel receives it: the built shape with a sub-byte
- * dtype widened to 8 bits. Kernels read operand shapes from here, not from in[k]->shape: when
- * the interpreter reuses a dying operand's memory for the result, that tensor already carries
- * the result's shape (and dtype) by the time the kernel runs. */
+ * dtype widened to 8 bits. Kernels read operand shapes from here; the original (narrow) dtype
+ * stays available for ops whose result depends on the true bit width (BitCount, Clz, shifts). */
 lathe_shape lathe_ew_in_shape(const lathe_node *n, int k);
 
 /* Runs row over the output tensor out for node n's operands in[0..n_in) (same rank as out or
