@@ -192,21 +192,57 @@ static lathe_dtype widened(lathe_dtype dt) {
   return lathe_dtype_class_of(dt) == LATHE_CLASS_SINT ? LATHE_DTYPE_INT8 : LATHE_DTYPE_UINT8;
 }
 
-static lathe_status_t widen(lathe_tensor *t, lathe_tensor **out) {
+/* Unpacking works a byte (8/bits elements) at a time, byte ranges split over the pool; a packed
+ * tensor's unused tail bits stay zero. */
+typedef struct {
+  uint8_t *packed;
+  int8_t *wide;
+  int64_t n;
+  int bits;
+  bool sign;
+} pack_job;
+
+static void unpack_bytes(void *ctx, int64_t b, int64_t e) {
+  const pack_job *j = ctx;
+  int per = 8 / j->bits, shift = 8 - j->bits;
+  unsigned mask = (1u << j->bits) - 1;
+  for (int64_t byte = b; byte < e; byte++) {
+    unsigned v = j->packed[byte];
+    int64_t base = byte * per, lim = j->n - base < per ? j->n - base : per;
+    for (int k = 0; k < lim; k++, v >>= j->bits)
+      j->wide[base + k] = j->sign ? (int8_t)((int8_t)((v & mask) << shift) >> shift) : (int8_t)(v & mask);
+  }
+}
+
+static void pack_bytes(void *ctx, int64_t b, int64_t e) {
+  const pack_job *j = ctx;
+  int per = 8 / j->bits;
+  unsigned mask = (1u << j->bits) - 1;
+  for (int64_t byte = b; byte < e; byte++) {
+    unsigned v = 0;
+    int64_t base = byte * per, lim = j->n - base < per ? j->n - base : per;
+    for (int k = 0; k < lim; k++) v |= ((unsigned)(uint8_t)j->wide[base + k] & mask) << (k * j->bits);
+    j->packed[byte] = (uint8_t)v;
+  }
+}
+
+static pack_job pack_job_of(const lathe_tensor *packed, const lathe_tensor *wide) {
+  return (pack_job){packed->data, wide->data, lathe_shape_size(&packed->shape), lathe_dtype_bits(packed->shape.dtype),
+                    lathe_dtype_class_of(packed->shape.dtype) == LATHE_CLASS_SINT};
+}
+
+static lathe_status_t widen(lathe_cpu_exec *ex, lathe_tensor *t, lathe_tensor **out) {
   lathe_shape s = t->shape;
   s.dtype = widened(s.dtype);
   LATHE_RETURN_IF_ERROR(lathe_cpu_tensor_new(&s, out));
-  int64_t n = lathe_shape_size(&s);
-  int8_t *d = (*out)->data;
-  for (int64_t i = 0; i < n; i++) d[i] = (int8_t)lathe_load_packed(t->data, t->shape.dtype, i);
+  pack_job j = pack_job_of(t, *out);
+  lathe_parallel_for(ex->cpu->pool, (int64_t)t->nbytes, 1 << 14, unpack_bytes, &j);
   return NULL;
 }
 
-static void narrow(const lathe_tensor *wide, lathe_tensor *t) {
-  int64_t n = lathe_shape_size(&t->shape);
-  const int8_t *d = wide->data;
-  memset(t->data, 0, t->nbytes);
-  for (int64_t i = 0; i < n; i++) lathe_store_packed(t->data, t->shape.dtype, i, d[i]);
+static void narrow(lathe_cpu_exec *ex, const lathe_tensor *wide, lathe_tensor *t) {
+  pack_job j = pack_job_of(t, wide);
+  lathe_parallel_for(ex->cpu->pool, (int64_t)t->nbytes, 1 << 14, pack_bytes, &j);
 }
 
 static bool may_run_in_place(lathe_op op) {
@@ -260,7 +296,7 @@ static lathe_status_t run_node(lathe_cpu_exec *ex, frame *f, int pos, const lath
     st = run_kind(ex, n, in, out);
   } else {
     for (int i = 0; i < nin && !st; i++)
-      st = lathe_dtype_is_packed(in[i]->shape.dtype) ? widen(in[i], &win[i]) : (win[i] = lathe_tensor_retain(in[i]), NULL);
+      st = lathe_dtype_is_packed(in[i]->shape.dtype) ? widen(ex, in[i], &win[i]) : (win[i] = lathe_tensor_retain(in[i]), NULL);
     for (int k = 0; k < nout && !st; k++) {
       if (lathe_dtype_is_packed(out[k]->shape.dtype)) {
         lathe_shape ws = out[k]->shape;
@@ -272,7 +308,7 @@ static lathe_status_t run_node(lathe_cpu_exec *ex, frame *f, int pos, const lath
     }
     if (!st) st = run_kind(ex, n, win, wout);
     for (int k = 0; k < nout && !st; k++)
-      if (wout[k] != out[k]) narrow(wout[k], out[k]);
+      if (wout[k] != out[k]) narrow(ex, wout[k], out[k]);
   }
   if (st) {
     st = lathe_status_annotate(st, "executing %s (node %d of \"%s\")", lathe_op_name(n->op), n->id, f->fp->fn->name);
