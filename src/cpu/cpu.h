@@ -27,6 +27,7 @@ void lathe_parallel_for(lathe_pool *p, int64_t n, int64_t grain, lathe_range_fn 
 typedef struct lathe_cpu {
   lathe_pool *pool;
   int threads;
+  bool fuse; /* elementwise fusion at compile (option fuse=0|1, default 1) */
 } lathe_cpu;
 
 typedef struct lathe_cpu_exec lathe_cpu_exec; /* one execution (frames, pool) */

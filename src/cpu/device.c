@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include "cpu.h"
+#include "fusion.h"
 
 /* ---- memory ---- */
 static lathe_status_t tensor_new(void *ctx, const lathe_shape *shape, lathe_tensor **out) {
@@ -72,7 +73,7 @@ static bool supports_op(void *ctx, lathe_op op, lathe_dtype dt) {
   }
 }
 
-static lathe_status_t run_kind(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
+lathe_status_t lathe_cpu_run_kernel(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
   switch (lathe_op_kind_of(n->op)) {
 #define K(KIND, fam) \
   case LATHE_KIND_##KIND: return lathe_cpu_run_##fam(ex, n, in, out);
@@ -88,7 +89,8 @@ static lathe_status_t run_kind(lathe_cpu_exec *ex, const lathe_node *n, lathe_te
 typedef struct fn_plan {
   const lathe_function *fn;
   lathe_schedule s;
-  lathe_tensor **consts; /* by node id */
+  lathe_tensor **consts;     /* by node id */
+  lathe_fusion_plan fusion;  /* empty when fusion is off */
 } fn_plan;
 
 struct lathe_plan {
@@ -104,6 +106,7 @@ static void plan_free(void *ctx, lathe_plan *p) {
     fn_plan *f = &p->fns[i];
     for (int k = 0; f->consts && k < f->s.n_nodes; k++) lathe_tensor_release(f->consts[k]);
     free(f->consts);
+    lathe_fusion_plan_free(&f->fusion);
     lathe_schedule_free(&f->s);
   }
   free(p->fns);
@@ -120,7 +123,7 @@ static lathe_status_t check_supported(const lathe_node *n) {
 }
 
 static lathe_status_t compile(void *ctx, struct lathe_builder *b, lathe_plan **out) {
-  (void)ctx;
+  const lathe_cpu *cpu = ctx;
   lathe_plan *p = calloc(1, sizeof *p);
   if (!p) return LATHE_OOM("Compile");
   p->fns = calloc((size_t)b->n_fns, sizeof(fn_plan));
@@ -148,6 +151,7 @@ static lathe_status_t compile(void *ctx, struct lathe_builder *b, lathe_plan **o
         if (!st && n->a.data_size) memcpy(f->consts[n->id]->data, n->a.data, n->a.data_size);
       }
     }
+    if (!st && cpu->fuse) st = lathe_fusion_plan_build(fn, &f->s, &f->fusion);
   }
   if (st) {
     plan_free(NULL, p);
@@ -293,7 +297,7 @@ static lathe_status_t run_node(lathe_cpu_exec *ex, frame *f, int pos, const lath
     if (!out[k] && (st = lathe_cpu_tensor_new(sh, &out[k]))) goto done;
   }
   if (control || packed_native(n->op)) {
-    st = run_kind(ex, n, in, out);
+    st = lathe_cpu_run_kernel(ex, n, in, out);
   } else {
     for (int i = 0; i < nin && !st; i++)
       st = lathe_dtype_is_packed(in[i]->shape.dtype) ? widen(ex, in[i], &win[i]) : (win[i] = lathe_tensor_retain(in[i]), NULL);
@@ -306,7 +310,7 @@ static lathe_status_t run_node(lathe_cpu_exec *ex, frame *f, int pos, const lath
         wout[k] = lathe_tensor_retain(out[k]);
       }
     }
-    if (!st) st = run_kind(ex, n, win, wout);
+    if (!st) st = lathe_cpu_run_kernel(ex, n, win, wout);
     for (int k = 0; k < nout && !st; k++)
       if (wout[k] != out[k]) narrow(ex, wout[k], out[k]);
   }
@@ -344,6 +348,21 @@ static void release_multi(frame *f, int id) {
   f->multi[id] = NULL;
 }
 
+/* Releases the values whose last use is node n at schedule position pos. */
+static void release_dead(frame *f, const lathe_schedule *s, int pos, const lathe_node *n) {
+  for (int i = 0; i < n->n_in; i++) {
+    int cid = s->remap[n->in[i]->id];
+    if (s->last_use[cid] != pos) continue;
+    lathe_tensor_release(f->vals[cid]);
+    f->vals[cid] = NULL;
+    release_multi(f, cid);
+  }
+  if (s->last_use[n->id] < 0 && !n->multi) {
+    lathe_tensor_release(f->vals[n->id]);
+    f->vals[n->id] = NULL;
+  }
+}
+
 static lathe_status_t run_function(lathe_cpu_exec *ex, const fn_plan *fp, lathe_tensor *const *inputs, int n_inputs,
                                    lathe_tensor **outputs, frame *parent) {
   const lathe_function *fn = fp->fn;
@@ -358,6 +377,15 @@ static lathe_status_t run_function(lathe_cpu_exec *ex, const fn_plan *fp, lathe_
   ex->cur = &f;
   for (int pos = 0; !st && pos < s->n_order; pos++) {
     const lathe_node *n = fn->nodes[s->order[pos]];
+    int gi = fp->fusion.group_at ? fp->fusion.group_at[pos] : -1;
+    if (gi >= 0) { /* a fused elementwise run: positions first..last at once */
+      const lathe_fusion_group *g = &fp->fusion.groups[gi];
+      st = lathe_fusion_run(ex, fn, s, g, f.vals);
+      if (st) break;
+      for (int q = g->first; q <= g->last; q++) release_dead(&f, s, q, fn->nodes[s->order[q]]);
+      pos = g->last;
+      continue;
+    }
     switch (n->op) {
       case LATHE_OP_PARAMETER:
         f.vals[n->id] = lathe_tensor_retain(inputs[n->param_index]);
@@ -383,18 +411,7 @@ static lathe_status_t run_function(lathe_cpu_exec *ex, const fn_plan *fp, lathe_
         st = run_node(ex, &f, pos, n);
     }
     if (st) break;
-    /* Release what dies here. */
-    for (int i = 0; i < n->n_in; i++) {
-      int cid = s->remap[n->in[i]->id];
-      if (s->last_use[cid] != pos) continue;
-      lathe_tensor_release(f.vals[cid]);
-      f.vals[cid] = NULL;
-      release_multi(&f, cid);
-    }
-    if (s->last_use[n->id] < 0 && !n->multi) {
-      lathe_tensor_release(f.vals[n->id]);
-      f.vals[n->id] = NULL;
-    }
+    release_dead(&f, s, pos, n);
   }
   int made = 0;
   for (; !st && made < fn->n_outputs; made++) outputs[made] = lathe_tensor_retain(f.vals[s->remap[fn->outputs[made]->id]]);
@@ -471,6 +488,7 @@ lathe_status_t lathe_cpu_device_new(const char *options, const lathe_device_i **
                                     char **out_config) {
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   int threads = ncpu > 0 ? (int)ncpu : 1;
+  bool fuse = true;
   /* options: comma-separated key=value */
   const char *p = options ? options : "";
   while (*p) {
@@ -485,8 +503,10 @@ lathe_status_t lathe_cpu_device_new(const char *options, const lathe_device_i **
       long v = strtol(num, &e, 10);
       if (*e || v < 1 || v > 1024) return LATHE_INVALID("lathe:cpu: threads must be an integer in [1, 1024], got \"%s\"", num);
       threads = (int)v;
+    } else if (len == 6 && (strncmp(p, "fuse=0", 6) == 0 || strncmp(p, "fuse=1", 6) == 0)) {
+      fuse = p[5] == '1';
     } else if (len) {
-      return LATHE_INVALID("lathe:cpu: unknown option \"%.*s\"; known options: threads=N", (int)len, p);
+      return LATHE_INVALID("lathe:cpu: unknown option \"%.*s\"; known options: threads=N, fuse=0|1", (int)len, p);
     }
     p += len;
     if (*p == ',') p++;
@@ -494,6 +514,7 @@ lathe_status_t lathe_cpu_device_new(const char *options, const lathe_device_i **
   lathe_cpu *c = calloc(1, sizeof *c);
   if (!c) return LATHE_OOM("lathe:cpu");
   c->threads = threads;
+  c->fuse = fuse;
   lathe_status_t st = lathe_pool_new(threads, &c->pool);
   if (st) {
     free(c);
@@ -504,7 +525,7 @@ lathe_status_t lathe_cpu_device_new(const char *options, const lathe_device_i **
     destroy(c);
     return LATHE_OOM("lathe:cpu");
   }
-  snprintf(conf, 48, "cpu,threads=%d", threads);
+  snprintf(conf, 48, "cpu,threads=%d%s", threads, fuse ? "" : ",fuse=0");
   *out_dev = &cpu_device;
   *out_ctx = c;
   *out_config = conf;
