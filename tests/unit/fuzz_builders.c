@@ -67,7 +67,12 @@ static lathe_status_t random_op(world *w, lathe_value_t *out) {
     case 4: return lathe_where(fn, a, b, c, out);
     case 5: return lathe_clamp(fn, a, b, c, out);
     case 6: return lathe_reduce(fn, (lathe_op)rint_in(LATHE_OP_REDUCE_SUM, LATHE_OP_ARG_MIN_MAX), a, axes, n, out);
-    case 7: return lathe_arg_min_max(fn, a, rint_in(-1, r), rand_dtype(), rnd() & 1, out);
+    case 7: {
+      int axis = rint_in(-1, r);
+      lathe_dtype dt = rand_dtype();
+      bool is_min = rnd() & 1;
+      return lathe_arg_min_max(fn, a, axis, dt, is_min, out);
+    }
     case 8: return lathe_reshape(fn, a, dims, rint_in(0, 3), out);
     case 9: return lathe_transpose(fn, a, axes, n, out);
     case 10: {
@@ -77,19 +82,24 @@ static lathe_status_t random_op(world *w, lathe_value_t *out) {
     }
     case 11: {
       lathe_value_t ops[3] = {a, b, c};
-      return lathe_concatenate(fn, rint_in(-1, r), ops, rint_in(1, 3), out);
+      int axis = rint_in(-1, r), n_ops = rint_in(1, 3);
+      return lathe_concatenate(fn, axis, ops, n_ops, out);
     }
     case 12: return lathe_slice(fn, a, st, lim, rnd() & 1 ? NULL : st, r, out);
     case 13: {
       lathe_pad_axis p[LATHE_MAX_RANK];
-      for (int i = 0; i < LATHE_MAX_RANK; i++) p[i] = (lathe_pad_axis){rint_in(-2, 2), rint_in(-2, 2), rint_in(-1, 1)};
+      for (int i = 0; i < LATHE_MAX_RANK; i++) {
+        p[i].start = rint_in(-2, 2);
+        p[i].end = rint_in(-2, 2);
+        p[i].interior = rint_in(-1, 1);
+      }
       return lathe_pad(fn, a, b, p, rint_in(0, r), out);
     }
     case 14: return lathe_reverse(fn, a, axes, n, out);
     case 15: return lathe_iota(fn, &s, rint_in(-1, s.rank), out);
     case 16: {
-      int lc = rint_in(-1, r), rc = rint_in(-1, rank_of(b));
-      return lathe_dot_general(fn, a, &lc, rint_in(0, 1), NULL, 0, b, &rc, rint_in(0, 1), NULL, 0, NULL, out);
+      int lc = rint_in(-1, r), rc = rint_in(-1, rank_of(b)), nl = rint_in(0, 1), nr = rint_in(0, 1);
+      return lathe_dot_general(fn, a, &lc, nl, NULL, 0, b, &rc, nr, NULL, 0, NULL, out);
     }
     case 17: return lathe_fused_softmax(fn, a, rint_in(-1, r), out);
     case 18: return lathe_fused_layer_norm(fn, a, axes, n, 1e-5, rnd() & 1 ? NULL : b, NULL, out);
