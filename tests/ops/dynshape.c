@@ -24,14 +24,15 @@ static lathe_status_t run_rc(lathe_executable_t e, int64_t r, int64_t c, int n_o
   return st;
 }
 
-/* main(x[batch, seq]) = (DynamicShape(x), DimensionSize(x, 1), ReduceSum(x * 2, axis 1),
- *                        DynamicReshape(x, {num_tokens = batch*seq})) */
-TEST(dynamic_axes_specialisations) {
+/* The graph both dynamic-axes tests run: main(x[batch, seq]) = (DynamicShape(x),
+ * DimensionSize(x, 1), ReduceSum(x * 2, axis 1), DynamicReshape(x, {flat})), the flat axis
+ * sized by a value (batch*seq) or inferred from the element count. NULL if it did not build. */
+static lathe_executable_t build_dyn(const char *name, bool value_sized) {
   lathe_function_t fn;
-  lathe_builder_t b = tst_builder("dyn", &fn);
+  lathe_builder_t b = tst_builder(name, &fn);
+  if (!b) return NULL;
   lathe_shape ps = dyn2(LATHE_DTYPE_INT32, "batch", "seq");
-  lathe_value_t x, shp, seq, batch, two, twice, sum, tokens, flat;
-  x = tst_param(fn, "x", ps);
+  lathe_value_t x = tst_param(fn, "x", ps), shp, seq, batch, two, twice, sum, tokens = NULL, flat;
   CHECK_OK(lathe_dynamic_shape(fn, x, &shp));
   CHECK_OK(lathe_dynamic_dimension_size(fn, x, 1, &seq));
   CHECK_OK(lathe_dynamic_dimension_size(fn, x, 0, &batch));
@@ -45,14 +46,20 @@ TEST(dynamic_axes_specialisations) {
   CHECK_OK(lathe_value_shape(sum, &sum_shape));
   CHECK(sum_shape.rank == 1 && sum_shape.dims[0] == -1 && sum_shape.axis_names[0] && strcmp(sum_shape.axis_names[0], "batch") == 0,
         "ReduceSum keeps the dynamic axis and its name");
-  CHECK_OK(lathe_mul(fn, batch, seq, &tokens));
-  lathe_dim_spec spec = {0, "num_tokens", tokens};
+  if (value_sized) CHECK_OK(lathe_mul(fn, batch, seq, &tokens));
+  lathe_dim_spec spec = {0, value_sized ? "num_tokens" : "tokens", tokens};
   CHECK_OK(lathe_dynamic_reshape(fn, x, &spec, 1, &flat));
   lathe_value_t outs[4] = {shp, seq, sum, flat};
   CHECK_OK(lathe_function_return(fn, outs, 4));
   lathe_executable_t e = NULL;
   CHECK_OK(lathe_builder_compile(b, &e));
   lathe_builder_free(b);
+  return e;
+}
+
+/* main(x[batch, seq]) with the flattened axis sized by a value, run at five sizes. */
+TEST(dynamic_axes_specialisations) {
+  lathe_executable_t e = build_dyn("dyn", true);
   if (!e) return;
   const int64_t sizes[][2] = {{2, 3}, {4, 1}, {2, 3}, {0, 5}, {3, 7}};
   for (int k = 0; k < 5; k++) {
@@ -117,26 +124,7 @@ static void *dyn_worker_run(void *arg) {
 }
 
 TEST(dynamic_axes_concurrent_specialisations) {
-  lathe_function_t fn;
-  lathe_builder_t b = tst_builder("dyn_mt", &fn);
-  if (!b) return;
-  lathe_shape ps = dyn2(LATHE_DTYPE_INT32, "batch", "seq");
-  lathe_value_t x = tst_param(fn, "x", ps), shp, seq, two, twice, sum, flat;
-  int32_t two_v = 2;
-  lathe_shape s0 = tst_shape0(LATHE_DTYPE_INT32);
-  CHECK_OK(lathe_dynamic_shape(fn, x, &shp));
-  CHECK_OK(lathe_dynamic_dimension_size(fn, x, 1, &seq));
-  CHECK_OK(lathe_constant(fn, &s0, &two_v, sizeof two_v, &two));
-  CHECK_OK(lathe_mul(fn, x, two, &twice));
-  int axis = 1;
-  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_SUM, twice, &axis, 1, &sum));
-  lathe_dim_spec spec = {0, "tokens", NULL};
-  CHECK_OK(lathe_dynamic_reshape(fn, x, &spec, 1, &flat));
-  lathe_value_t outs[4] = {shp, seq, sum, flat};
-  CHECK_OK(lathe_function_return(fn, outs, 4));
-  lathe_executable_t e = NULL;
-  CHECK_OK(lathe_builder_compile(b, &e));
-  lathe_builder_free(b);
+  lathe_executable_t e = build_dyn("dyn_mt", false);
   if (!e) return;
   enum { T = 8 };
   pthread_t th[T];
