@@ -25,18 +25,18 @@ static lathe_backend_t be;
 static int repeats = 20;
 
 /* Parses [config] [repeats] and creates the backend. */
-static void bench_init(int argc, char **argv) {
+static inline void bench_init(int argc, char **argv) {
   TRY(lathe_backend_new(argc > 1 ? argv[1] : "lathe:cpu", &be));
   if (argc > 2 && atoi(argv[2]) > 0) repeats = atoi(argv[2]);
 }
 
-static double bench_now(void) {
+static inline double bench_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-static int bench_cmp_double(const void *a, const void *b) {
+static inline int bench_cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
   return x < y ? -1 : x > y;
 }
@@ -44,7 +44,7 @@ static int bench_cmp_double(const void *a, const void *b) {
 /* Fills one input of shape s (nbytes of data); NULL means Float32 values in [-1, 1]. */
 typedef void (*bench_fill_fn)(const lathe_shape *s, void *data, size_t nbytes, void *ctx);
 
-static void bench_fill_default(const lathe_shape *s, void *data, size_t nbytes, void *ctx) {
+static inline void bench_fill_default(const lathe_shape *s, void *data, size_t nbytes, void *ctx) {
   (void)ctx;
   (void)nbytes;
   int64_t n = lathe_shape_num_elements(s);
@@ -59,7 +59,7 @@ typedef struct {
   double *t;
 } bench_graph;
 
-static void bench_prepare(bench_graph *g, lathe_builder_t b, bench_fill_fn fill, void *ctx) {
+static inline void bench_prepare(bench_graph *g, lathe_builder_t b, bench_fill_fn fill, void *ctx) {
   TRY(lathe_builder_compile(b, &g->e));
   g->n_in = lathe_executable_num_inputs(g->e), g->n_out = lathe_executable_num_outputs(g->e);
   for (int i = 0; i < g->n_in; i++) {
@@ -74,7 +74,7 @@ static void bench_prepare(bench_graph *g, lathe_builder_t b, bench_fill_fn fill,
   g->t = malloc(sizeof(double) * (size_t)repeats);
 }
 
-static double bench_run_once(bench_graph *g) {
+static inline double bench_run_once(bench_graph *g) {
   lathe_buffer_t out[16];
   double t0 = bench_now();
   TRY(lathe_executable_execute(g->e, g->in, NULL, g->n_in, 0, out, g->n_out));
@@ -83,7 +83,7 @@ static double bench_run_once(bench_graph *g) {
   return t1 - t0;
 }
 
-static double bench_finish(bench_graph *g) {
+static inline double bench_finish(bench_graph *g) {
   qsort(g->t, (size_t)repeats, sizeof(double), bench_cmp_double);
   double med = g->t[repeats / 2];
   free(g->t);
@@ -93,7 +93,7 @@ static double bench_finish(bench_graph *g) {
 }
 
 /* Median seconds of graphs a and b (same inputs), run alternately after two warm-up runs. */
-static void bench_time_pair(lathe_builder_t a, lathe_builder_t b, bench_fill_fn fill, void *ctx, double *ta, double *tb) {
+static inline void bench_time_pair(lathe_builder_t a, lathe_builder_t b, bench_fill_fn fill, void *ctx, double *ta, double *tb) {
   bench_graph ga, gb;
   bench_prepare(&ga, a, fill, ctx);
   bench_prepare(&gb, b, fill, ctx);
