@@ -102,48 +102,74 @@ const char *lathe_op_name(lathe_op op); /* GoMLX name without "OpType" ("DotGene
 lathe_op lathe_op_from_name(const char *name);
 
 /* ---------------------------------------------------------------------------------------------
- * Backends. Configs: "lathe", "lathe:cpu", "lathe:cpu,threads=N". Unknown names or options
- * are INVALID_ARGUMENT listing the known ones. */
+ * Backends. Configs: "lathe" (the best device found), "lathe:cpu[,options]" with options
+ * threads=N, fuse=0|1, devices=N, async=0|1|late (docs/CPU.md). Unknown names or options are
+ * INVALID_ARGUMENT listing the known ones.
+ *
+ * Lifetimes: backends, buffers and executables are reference counted. X_free releases the
+ * caller's reference (the same as X_release); X_retain takes another. Buffers and executables
+ * hold a reference on their backend, and work still running holds references on what it uses,
+ * so objects may be released in any order: the memory goes when the last reference does. */
 
-typedef struct lathe_backend *lathe_backend_t; /* owned by the caller; thread-safe */
+typedef struct lathe_backend *lathe_backend_t; /* reference counted; thread-safe */
 
 lathe_status_t lathe_backend_new(const char *config, lathe_backend_t *out_backend);
-/* Frees the backend. Buffers and executables of the backend must be freed before it. */
-void lathe_backend_free(lathe_backend_t backend);
+lathe_backend_t lathe_backend_retain(lathe_backend_t backend); /* returns backend */
+void lathe_backend_release(lathe_backend_t backend);
+void lathe_backend_free(lathe_backend_t backend); /* = lathe_backend_release */
 const char *lathe_backend_name(lathe_backend_t backend);        /* "lathe"; owned by backend */
 const char *lathe_backend_config(lathe_backend_t backend);      /* normalised config; owned by backend */
 const char *lathe_backend_description(lathe_backend_t backend); /* owned by backend */
 int lathe_backend_num_devices(lathe_backend_t backend);
-const char *lathe_backend_device_description(lathe_backend_t backend, int device); /* owned by backend */
+/* "" for an ordinal out of range; owned by backend. */
+const char *lathe_backend_device_description(lathe_backend_t backend, int device);
 /* Whether the backend executes op on operands of dtype (capabilities are this query). */
 bool lathe_backend_supports_op(lathe_backend_t backend, lathe_op op, lathe_dtype dtype);
 bool lathe_backend_supports_dtype(lathe_backend_t backend, lathe_dtype dtype);
 bool lathe_backend_supports_dynamic_axes(lathe_backend_t backend);
 /* Whether buffers are host memory the caller may read and write in place. */
 bool lathe_backend_has_shared_buffers(lathe_backend_t backend);
+/* Whether lathe_executable_execute may return before the work is done (async=1 on the CPU). */
+bool lathe_backend_is_asynchronous(lathe_backend_t backend);
 
 /* ---------------------------------------------------------------------------------------------
- * Buffers: device memory holding one tensor. */
+ * Buffers: device memory holding one tensor, on one device (ordinal) of a backend.
+ *
+ * A buffer made by an execution may still be being computed: lathe_buffer_to_host,
+ * lathe_buffer_data and lathe_buffer_wait wait for it, and return the error of the work that
+ * computes it if that work failed. Releasing a buffer whose contents are still used by queued
+ * work is safe: the work keeps the memory until it is done. */
 
-typedef struct lathe_buffer *lathe_buffer_t; /* owned by the caller; freed with lathe_buffer_free */
+typedef struct lathe_buffer *lathe_buffer_t; /* reference counted; see lathe_buffer_release */
 
 /* Copies nbytes (must equal lathe_shape_byte_size(shape)) from data (borrowed). */
 lathe_status_t lathe_buffer_from_host(lathe_backend_t backend, int device, const lathe_shape *shape,
                                       const void *data, size_t nbytes, lathe_buffer_t *out_buffer);
 /* A buffer whose memory the caller reads and writes in place through *out_data (owned by the
- * buffer, 64-byte aligned, valid until the buffer is freed or donated). Requires shared buffers. */
+ * buffer, 64-byte aligned, valid until the buffer is released or donated). Requires shared
+ * buffers. */
 lathe_status_t lathe_buffer_new_shared(lathe_backend_t backend, int device, const lathe_shape *shape,
                                        lathe_buffer_t *out_buffer, void **out_data);
-/* Copies the contents into dst (borrowed); nbytes must equal the buffer's byte size. */
+/* Waits for the contents, then copies them into dst (borrowed); nbytes must equal the buffer's
+ * byte size. */
 lathe_status_t lathe_buffer_to_host(lathe_buffer_t buffer, void *dst, size_t nbytes);
-/* The host pointer of a shared buffer (owned by the buffer), or FAILED_PRECONDITION. */
+/* Waits for the contents, then gives the host pointer of a shared buffer (owned by the buffer),
+ * or FAILED_PRECONDITION. */
 lathe_status_t lathe_buffer_data(lathe_buffer_t buffer, void **out_data);
+/* Waits until the contents are computed; returns the error of the work if it failed. */
+lathe_status_t lathe_buffer_wait(lathe_buffer_t buffer);
+/* Whether the contents are computed (or their computation failed); does not wait. */
+bool lathe_buffer_is_ready(lathe_buffer_t buffer);
 lathe_status_t lathe_buffer_shape(lathe_buffer_t buffer, lathe_shape *out_shape);
 lathe_status_t lathe_buffer_device(lathe_buffer_t buffer, int *out_device);
+/* A new buffer on ordinal device with the contents of buffer (ordered after the work that
+ * computes them; the copy itself may complete later on asynchronous backends). */
 lathe_status_t lathe_buffer_copy_to_device(lathe_buffer_t buffer, int device, lathe_buffer_t *out_buffer);
-/* Whether the buffer's memory is gone (donated to an execution, or failed). */
+/* Whether the buffer's memory is gone (donated to an execution). */
 bool lathe_buffer_is_donated(lathe_buffer_t buffer);
-void lathe_buffer_free(lathe_buffer_t buffer);
+lathe_buffer_t lathe_buffer_retain(lathe_buffer_t buffer); /* returns buffer */
+void lathe_buffer_release(lathe_buffer_t buffer);
+void lathe_buffer_free(lathe_buffer_t buffer); /* = lathe_buffer_release */
 
 /* ---------------------------------------------------------------------------------------------
  * Builders, functions and values.
@@ -179,8 +205,14 @@ lathe_status_t lathe_value_shape(lathe_value_t value, lathe_shape *out_shape);
 lathe_function_t lathe_value_function(lathe_value_t value);
 
 /* Compiles the main function (and everything it calls). The builder may be freed afterwards. */
-typedef struct lathe_executable *lathe_executable_t; /* owned by the caller; thread-safe */
+typedef struct lathe_executable *lathe_executable_t; /* reference counted; thread-safe */
 lathe_status_t lathe_builder_compile(lathe_builder_t builder, lathe_executable_t *out_exec);
+/* Fixes the device(s) that run the compiled executable (GoMLX's DeviceAssignment). One device:
+ * executions run there whatever their default_device. Several (SPMD) are UNIMPLEMENTED. */
+lathe_status_t lathe_builder_assign_devices(lathe_builder_t builder, const int *devices, int n_devices);
+/* Compiles the builder's graph for another backend (graphs do not depend on the backend that
+ * built them): e.g. to run one graph on a device and on lathe:cpu as a reference. */
+lathe_status_t lathe_builder_compile_for(lathe_builder_t builder, lathe_backend_t backend, lathe_executable_t *out_exec);
 
 /* ---------------------------------------------------------------------------------------------
  * Op builders. Each validates its operands and attributes and infers the result shape.
@@ -624,7 +656,9 @@ lathe_status_t lathe_fused_attention_qkv_projection(lathe_function_t fn, lathe_v
 /* ---------------------------------------------------------------------------------------------
  * Executables. */
 
-void lathe_executable_free(lathe_executable_t exec);
+lathe_executable_t lathe_executable_retain(lathe_executable_t exec); /* returns exec */
+void lathe_executable_release(lathe_executable_t exec);
+void lathe_executable_free(lathe_executable_t exec); /* = lathe_executable_release */
 int lathe_executable_num_inputs(lathe_executable_t exec);
 int lathe_executable_num_outputs(lathe_executable_t exec);
 /* Names and shapes owned by the executable. */
@@ -632,11 +666,25 @@ const char *lathe_executable_input_name(lathe_executable_t exec, int i);
 lathe_status_t lathe_executable_input_shape(lathe_executable_t exec, int i, lathe_shape *out_shape);
 lathe_status_t lathe_executable_output_shape(lathe_executable_t exec, int i, lathe_shape *out_shape);
 
+/* Compilation counters of an executable with dynamic axes: one program is compiled per binding
+ * of its axis names and kept in a bounded LRU cache. */
+typedef struct lathe_executable_stats {
+  int64_t compiles;  /* programs compiled, the first one included */
+  int64_t hits;      /* executions that found their binding's program cached */
+  int64_t evictions; /* programs dropped from the full cache */
+  int cached;        /* programs in the cache now */
+  int capacity;      /* the cache's bound */
+} lathe_executable_stats;
+lathe_status_t lathe_executable_get_stats(lathe_executable_t exec, lathe_executable_stats *out_stats);
+
 /* Runs the executable. inputs are borrowed, except those with donate[i] (donate may be NULL):
- * their memory passes to the execution and the handle becomes donated (free it as usual; any
- * other use is an error). Input count, dtypes and shapes are checked before anything runs.
- * outputs (array of n_outputs, written on success) are new buffers owned by the caller.
- * default_device picks the device for outputs when no input says. */
+ * their memory passes to the execution and the handle becomes donated (release it as usual; any
+ * other use is an error). Input count, dtypes, shapes and devices are checked before anything
+ * runs. The execution runs on default_device, or on the device the builder was assigned
+ * (lathe_builder_assign_devices); every input must be on that device (lathe_buffer_copy_to_device
+ * moves one). outputs (array of n_outputs, written on success) are new buffers on that device,
+ * owned by the caller. On an asynchronous backend the call returns once the work is queued: an error of the
+ * work itself surfaces when an output is read or waited for. */
 lathe_status_t lathe_executable_execute(lathe_executable_t exec, const lathe_buffer_t *inputs, const bool *donate,
                                         int n_inputs, int default_device, lathe_buffer_t *outputs, int n_outputs);
 

@@ -24,5 +24,7 @@ if [ -f go.mod ]; then
   # -v so that the compliance counts ("backendtest lathe:cpu: N passed, N skipped, N failed")
   # and every skip show; the filter keeps the per-subtest lines out.
   go test -count=1 -v ./... 2>&1 | grep -E '^(--- (FAIL|SKIP)|ok |FAIL|backendtest |panic:)|\.go:[0-9]+:'
+  step "Go: lifetimes and asynchronous buffers under AddressSanitizer"
+  CC=clang go test -asan -count=1 -run 'TestExecuteAfterFinalize|TestDevicesAndAsync|TestGarbageCollected|TestBackendInfo|TestDonation' ./compute/lathe
 fi
 step "all tests passed"

@@ -10,18 +10,25 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/support/backendtest"
 )
 
-const childEnv = "LATHE_BACKENDTEST_CHILD"
+// childEnv names the configuration the child process runs backendtest on.
+const childEnv = "LATHE_BACKENDTEST_CONFIG"
 
-// backendtestSummary is printed by TestMain (also without -v).
-var backendtestSummary string
+// backendtestConfigs are the lathe configurations GoMLX's compliance suite runs on: the
+// default, fusion off, and the test device (two devices, every job completed late on purpose,
+// so results are read while work is still queued).
+var backendtestConfigs = []string{"lathe:cpu", "lathe:cpu,fuse=0", "lathe:cpu,devices=2,async=late"}
+
+// backendtestSummary is printed by TestMain (also without -v), one line per configuration.
+var backendtestSummary []string
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if backendtestSummary != "" {
-		fmt.Println(backendtestSummary)
+	for _, line := range backendtestSummary {
+		fmt.Println(line)
 	}
 	os.Exit(code)
 }
@@ -29,23 +36,35 @@ func TestMain(m *testing.M) {
 // TestBackendTestChild runs GoMLX's conformance suite; it only runs inside the child process
 // started by TestBackendTest, which counts its subtests.
 func TestBackendTestChild(t *testing.T) {
-	if os.Getenv(childEnv) == "" {
+	config := os.Getenv(childEnv)
+	if config == "" {
 		t.Skip("runs as the child process of TestBackendTest")
 	}
-	backendtest.RunAll(t, newBackend(t), nil)
+	b, err := compute.NewWithConfig(config)
+	if err != nil {
+		t.Fatalf("%s: %+v", config, err)
+	}
+	defer b.Finalize()
+	backendtest.RunAll(t, b, nil)
 }
 
 var resultLine = regexp.MustCompile(`^(\s*)--- (PASS|FAIL|SKIP): (\S+)`)
 
-// TestBackendTest runs backendtest.RunAll for lathe:cpu in a child process (go test offers no
-// way to enumerate subtest results in-process) and reports how many leaf subtests passed,
-// were skipped (ops the engine reports as unsupported) and failed.
+// TestBackendTest runs backendtest.RunAll for each configuration in a child process (go test
+// offers no way to enumerate subtest results in-process) and reports how many leaf subtests
+// passed, were skipped (ops the engine reports as unsupported) and failed.
 func TestBackendTest(t *testing.T) {
 	if os.Getenv(childEnv) != "" {
 		t.Skip("child process")
 	}
+	for _, config := range backendtestConfigs {
+		t.Run(config, func(t *testing.T) { runBackendTest(t, config) })
+	}
+}
+
+func runBackendTest(t *testing.T, config string) {
 	cmd := osexec.Command(os.Args[0], "-test.run=^TestBackendTestChild$", "-test.v", "-test.count=1")
-	cmd.Env = append(os.Environ(), childEnv+"=1")
+	cmd.Env = append(os.Environ(), childEnv+"="+config)
 	out, runErr := cmd.CombinedOutput()
 
 	// A leaf is a result line not followed by a deeper result line of its own subtests.
@@ -75,9 +94,10 @@ func TestBackendTest(t *testing.T) {
 			failed = append(failed, r.name)
 		}
 	}
-	backendtestSummary = fmt.Sprintf("backendtest lathe:cpu: %d passed, %d skipped, %d failed",
+	summary := fmt.Sprintf("backendtest %s: %d passed, %d skipped, %d failed", config,
 		counts["PASS"], counts["SKIP"], counts["FAIL"])
-	t.Log(backendtestSummary)
+	backendtestSummary = append(backendtestSummary, summary)
+	t.Log(summary)
 	if len(results) == 0 || (runErr != nil && len(failed) == 0) {
 		t.Fatalf("backendtest child did not run properly (%v):\n%s", runErr, tail(string(out), 4000))
 	}

@@ -34,24 +34,20 @@ type Buffer struct {
 
 // bufferState is what the GC cleanup needs (it must not reference the Buffer itself).
 type bufferState struct {
-	c       C.lathe_buffer_t
-	backend *Backend
-	exposed bool // Go holds a slice over the memory
+	c       C.lathe_buffer_t // one C reference (which holds the C backend)
+	exposed bool             // Go holds a slice over the memory
 	mu      sync.Mutex
 }
 
-func (s *bufferState) free() {
-	C.lathe_buffer_free(s.c)
-	s.backend.release()
-}
+func (s *bufferState) free() { C.lathe_buffer_release(s.c) }
 
 var _ compute.Buffer = (*Buffer)(nil)
 
-// newBuffer wraps a C buffer; the caller already holds a backend reference for it.
+// newBuffer wraps a C buffer reference.
 func newBuffer(b *Backend, c C.lathe_buffer_t) *Buffer {
 	var cs C.lathe_shape
 	_ = toError(C.lathe_buffer_shape(c, &cs))
-	buf := &Buffer{backend: b, shape: goShape(&cs), state: &bufferState{c: c, backend: b}}
+	buf := &Buffer{backend: b, shape: goShape(&cs), state: &bufferState{c: c}}
 	buf.cleanup = runtime.AddCleanup(buf, func(s *bufferState) {
 		s.mu.Lock()
 		exposed := s.exposed
@@ -76,15 +72,15 @@ func (b *Backend) BufferFromFlatData(deviceNum compute.DeviceNum, flat any, shap
 	if err != nil {
 		return nil, err
 	}
-	cb, err := b.acquire()
+	cb, done, err := b.use("BufferFromFlatData")
 	if err != nil {
 		return nil, err
 	}
+	defer done()
 	var c C.lathe_buffer_t
 	err = toError(C.lathe_buffer_from_host(cb, C.int(deviceNum), &cs, unsafe.Pointer(ptr(data)), C.size_t(len(data)), &c))
 	runtime.KeepAlive(flat)
 	if err != nil {
-		b.release()
 		return nil, err
 	}
 	return newBuffer(b, c), nil
@@ -98,14 +94,14 @@ func (b *Backend) NewSharedBuffer(deviceNum compute.DeviceNum, shape shapes.Shap
 	if err != nil {
 		return nil, nil, err
 	}
-	cb, err := b.acquire()
+	cb, done, err := b.use("NewSharedBuffer")
 	if err != nil {
 		return nil, nil, err
 	}
+	defer done()
 	var c C.lathe_buffer_t
 	var p unsafe.Pointer
 	if err := toError(C.lathe_buffer_new_shared(cb, C.int(deviceNum), &cs, &c, &p)); err != nil {
-		b.release()
 		return nil, nil, err
 	}
 	buf := newBuffer(b, c)
@@ -237,12 +233,11 @@ func (buf *Buffer) CopyToDevice(deviceNum compute.DeviceNum) (compute.Buffer, er
 	if err != nil {
 		return nil, err
 	}
-	if _, err := buf.backend.acquire(); err != nil {
-		return nil, err
+	if buf.backend.IsFinalized() {
+		return nil, errors.Errorf("lathe: CopyToDevice: backend %q is finalized", buf.backend.config)
 	}
 	var out C.lathe_buffer_t
 	if err := toError(C.lathe_buffer_copy_to_device(c, C.int(deviceNum), &out)); err != nil {
-		buf.backend.release()
 		return nil, err
 	}
 	return newBuffer(buf.backend, out), nil

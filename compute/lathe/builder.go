@@ -28,15 +28,13 @@ type Builder struct {
 }
 
 type builderState struct {
-	c C.lathe_builder_t
-	b *Backend
+	c C.lathe_builder_t // holds its C backend reference
 }
 
 func (s *builderState) free() {
 	if s.c != nil {
 		C.lathe_builder_free(s.c)
 		s.c = nil
-		s.b.release()
 	}
 }
 
@@ -44,16 +42,15 @@ var _ compute.Builder = (*Builder)(nil)
 
 // Builder creates a computation builder. Errors (a finalized backend) surface on first use.
 func (b *Backend) Builder(name string) compute.Builder {
-	bld := &Builder{backend: b, name: name, state: &builderState{b: b}}
-	cb, err := b.acquire()
+	bld := &Builder{backend: b, name: name, state: &builderState{}}
+	cb, done, err := b.use("Builder")
 	if err == nil {
 		cname := C.CString(name)
 		var c C.lathe_builder_t
 		err = toError(C.lathe_builder_new(cb, cname, &c))
 		C.free(unsafe.Pointer(cname))
-		if err != nil {
-			b.release()
-		} else {
+		done()
+		if err == nil {
 			bld.state.c = c
 			runtime.AddCleanup(bld, func(s *builderState) { s.free() }, bld.state)
 		}
@@ -114,12 +111,18 @@ func (bld *Builder) DistributedAutoSharding(meshes ...compute.Mesh) error {
 	return errors.Wrapf(compute.ErrNotImplemented, "lathe: DistributedAutoSharding")
 }
 
-// DeviceAssignment accepts a single device 0.
+// DeviceAssignment fixes the device that runs the compiled executable (one device; several
+// are the SPMD programs lathe does not run yet).
 func (bld *Builder) DeviceAssignment(devices ...compute.DeviceNum) error {
-	if len(devices) == 1 && devices[0] == 0 {
-		return nil
+	if err := bld.check("DeviceAssignment"); err != nil {
+		return err
 	}
-	return errors.Wrapf(compute.ErrNotImplemented, "lathe: DeviceAssignment(%v): only device 0", devices)
+	cdev := make([]C.int, len(devices))
+	for i, d := range devices {
+		cdev[i] = C.int(d)
+	}
+	err := toError(C.lathe_builder_assign_devices(bld.state.c, ptr(cdev), C.int(len(cdev))))
+	return err
 }
 
 // Compile compiles the main function and frees the builder.
@@ -127,12 +130,11 @@ func (bld *Builder) Compile() (compute.Executable, error) {
 	if err := bld.check("Compile"); err != nil {
 		return nil, err
 	}
-	if _, err := bld.backend.acquire(); err != nil {
-		return nil, err
+	if bld.backend.IsFinalized() {
+		return nil, errors.Errorf("lathe: Compile: backend %q is finalized", bld.backend.config)
 	}
 	var c C.lathe_executable_t
 	if err := toError(C.lathe_builder_compile(bld.state.c, &c)); err != nil {
-		bld.backend.release()
 		return nil, err
 	}
 	bld.state.free()
@@ -153,19 +155,15 @@ type Executable struct {
 }
 
 type execState struct {
-	c C.lathe_executable_t
-	b *Backend
+	c C.lathe_executable_t // one C reference (which holds the C backend)
 }
 
-func (s *execState) free() {
-	C.lathe_executable_free(s.c)
-	s.b.release()
-}
+func (s *execState) free() { C.lathe_executable_release(s.c) }
 
 var _ compute.Executable = (*Executable)(nil)
 
 func newExecutable(b *Backend, c C.lathe_executable_t) *Executable {
-	e := &Executable{backend: b, state: &execState{c: c, b: b}}
+	e := &Executable{backend: b, state: &execState{c: c}}
 	for i := range int(C.lathe_executable_num_inputs(c)) {
 		e.inputNames = append(e.inputNames, C.GoString(C.lathe_executable_input_name(c, C.int(i))))
 		var cs C.lathe_shape
@@ -208,6 +206,9 @@ func (e *Executable) Execute(inputs []compute.Buffer, donate []bool, defaultDevi
 	if e.state == nil {
 		return nil, errors.New("lathe: Execute: executable was finalized")
 	}
+	if e.backend.IsFinalized() {
+		return nil, errors.Errorf("lathe: Execute: backend %q is finalized", e.backend.config)
+	}
 	if donate != nil && len(donate) != len(inputs) {
 		return nil, errors.Errorf("lathe: Execute: %d donate flags for %d inputs", len(donate), len(inputs))
 	}
@@ -237,20 +238,9 @@ func (e *Executable) Execute(inputs []compute.Buffer, donate []bool, defaultDevi
 	}
 	n := len(e.outputShapes)
 	cout := make([]C.lathe_buffer_t, n)
-	for range n {
-		if _, err := e.backend.acquire(); err != nil {
-			for range n {
-				e.backend.release()
-			}
-			return nil, err
-		}
-	}
 	err := toError(C.lathe_executable_execute(e.state.c, ptr(cin), ptr(cdonate), C.int(len(cin)),
 		C.int(defaultDevice), ptr(cout), C.int(n)))
 	if err != nil {
-		for range n {
-			e.backend.release()
-		}
 		return nil, err
 	}
 	outs := make([]compute.Buffer, n)

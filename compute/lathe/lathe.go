@@ -42,17 +42,18 @@ func init() {
 
 // Backend implements compute.Backend over a lathe_backend_t.
 //
-// The C backend must outlive every buffer, builder and executable made from it, so each of
-// those holds a reference (acquire/release) and Finalize frees the C backend only once the
-// last reference is gone.
+// Lifetimes are the C engine's reference counts: the Backend owns one reference to the C
+// backend, and every buffer, builder and executable holds its own (taken in C), so Finalize only
+// drops the Backend's reference and the engine frees the device after the last object made
+// from it. After Finalize no new object can be made and executions are refused.
 type Backend struct {
 	mu        sync.Mutex
-	c         C.lathe_backend_t
-	refs      int
+	c         C.lathe_backend_t // nil after Finalize
 	finalized bool
 
 	name, config, description string
 	shared                    bool
+	numDevices                int
 	capsOnce                  sync.Once
 	caps                      compute.Capabilities
 }
@@ -78,34 +79,21 @@ func New(config string) (compute.Backend, error) {
 		config:      C.GoString(C.lathe_backend_config(cb)),
 		description: C.GoString(C.lathe_backend_description(cb)),
 		shared:      bool(C.lathe_backend_has_shared_buffers(cb)),
+		numDevices:  int(C.lathe_backend_num_devices(cb)),
 	}
 	return b, nil
 }
 
-// acquire takes a reference to the C backend for a new object; it fails once finalized.
-func (b *Backend) acquire() (C.lathe_backend_t, error) {
+// use returns a C reference to the backend for one call (release it with done); it fails
+// once the backend is finalized.
+func (b *Backend) use(op string) (c C.lathe_backend_t, done func(), err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.finalized {
-		return nil, errors.Errorf("lathe: backend %q is finalized", b.config)
+		return nil, nil, errors.Errorf("lathe: %s: backend %q is finalized", op, b.config)
 	}
-	b.refs++
-	return b.c, nil
-}
-
-// release drops a reference taken by acquire, freeing the C backend after Finalize.
-func (b *Backend) release() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.refs--
-	b.freeIfDoneLocked()
-}
-
-func (b *Backend) freeIfDoneLocked() {
-	if b.finalized && b.refs == 0 && b.c != nil {
-		C.lathe_backend_free(b.c)
-		b.c = nil
-	}
+	c = C.lathe_backend_retain(b.c)
+	return c, func() { C.lathe_backend_release(c) }, nil
 }
 
 // Name returns "lathe".
@@ -118,32 +106,29 @@ func (b *Backend) String() string { return b.config }
 func (b *Backend) Description() string { return b.description }
 
 // NumDevices returns the number of devices of the backend.
-func (b *Backend) NumDevices() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.c == nil {
-		return 0
-	}
-	return int(C.lathe_backend_num_devices(b.c))
-}
+func (b *Backend) NumDevices() int { return b.numDevices }
 
 // DeviceDescription describes one device.
 func (b *Backend) DeviceDescription(deviceNum compute.DeviceNum) string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.c == nil {
+	c, done, err := b.use("DeviceDescription")
+	if err != nil {
 		return ""
 	}
-	return C.GoString(C.lathe_backend_device_description(b.c, C.int(deviceNum)))
+	defer done()
+	return C.GoString(C.lathe_backend_device_description(c, C.int(deviceNum)))
 }
 
-// Finalize releases the backend; the C side goes once its buffers, builders and executables
-// are finalized too. Calling it again is a no-op.
+// Finalize drops the Backend's reference to the engine; the device goes once its buffers,
+// builders and executables are finalized (or collected) too. Calling it again is a no-op.
 func (b *Backend) Finalize() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.finalized {
+		return
+	}
 	b.finalized = true
-	b.freeIfDoneLocked()
+	C.lathe_backend_release(b.c)
+	b.c = nil
 }
 
 // IsFinalized reports whether Finalize was called.
@@ -159,12 +144,12 @@ func (b *Backend) HasSharedBuffers() bool { return b.shared }
 // Capabilities are generated from the C engine's queries, once per backend.
 func (b *Backend) Capabilities() compute.Capabilities {
 	b.capsOnce.Do(func() {
-		cb, err := b.acquire()
+		cb, done, err := b.use("Capabilities")
 		if err != nil {
 			b.caps = compute.Capabilities{Operations: map[compute.OpType]bool{}, DTypes: map[dtypes.DType]bool{}}
 			return
 		}
-		defer b.release()
+		defer done()
 		b.caps = capabilitiesOf(cb)
 	})
 	return b.caps.Clone()

@@ -10,6 +10,7 @@
 #ifndef LATHE_CPU_H
 #define LATHE_CPU_H
 
+#include "../graph/program.h"
 #include "../runtime/runtime.h"
 
 /* ---- thread pool (pthreads; persistent; safe to submit from many threads at once) ---- */
@@ -24,19 +25,52 @@ typedef void (*lathe_range_fn)(void *ctx, int64_t begin, int64_t end);
 void lathe_parallel_for(lathe_pool *p, int64_t n, int64_t grain, lathe_range_fn fn, void *ctx);
 
 /* ---- the device context and execution ---- */
+typedef struct cpu_queue cpu_queue; /* device.c: one per ordinal in asynchronous modes */
+
+typedef enum lathe_cpu_async {
+  LATHE_CPU_INLINE = 0, /* async=0: work runs on the caller's thread before execute returns */
+  LATHE_CPU_THREAD = 1, /* async=1: a worker thread per ordinal; execute returns at once */
+  LATHE_CPU_LATE = 2,   /* async=late: as THREAD, each job delayed on purpose (tests) */
+} lathe_cpu_async;
+
 typedef struct lathe_cpu {
-  lathe_pool *pool;
+  lathe_pool *pool; /* shared by every ordinal */
   int threads;
-  bool fuse; /* elementwise fusion at compile (option fuse=0|1, default 1) */
+  bool fuse;        /* fusion regions at compile (option fuse=0|1, default 1) */
+  int n_devices;    /* ordinals (option devices=N) */
+  lathe_cpu_async async;
+  cpu_queue **queues; /* per ordinal; NULL when INLINE */
+  char **descriptions;
 } lathe_cpu;
+
+extern const lathe_device_i lathe_cpu_device;
+
+/* Host memory (hostmem.c): 64-byte aligned; large blocks come from a cache of freed ones. */
+void *lathe_cpu_mem_alloc(size_t nbytes);
+void lathe_cpu_mem_free(void *p, size_t nbytes);
+void lathe_cpu_mem_attach(void); /* a CPU device starts using the cache */
+void lathe_cpu_mem_detach(void); /* ... stops; the last one empties it */
 
 typedef struct lathe_cpu_exec lathe_cpu_exec; /* one execution (frames, pool) */
 lathe_pool *lathe_cpu_exec_pool(lathe_cpu_exec *ex);
-/* Runs sub-function fn (compiled with the plan) on inputs (borrowed) from inside a kernel of
- * the current frame; outputs are owned tensors. Closures see the caller frame's values. */
+/* Runs sub-function fn of the running op (While, If, Sort, Call) on inputs (borrowed): its own
+ * arguments; the values it captures are passed after them from the op's hidden inputs. outputs
+ * are owned tensors. */
 lathe_status_t lathe_cpu_exec_call(lathe_cpu_exec *ex, const lathe_function *fn, lathe_tensor *const *inputs,
                                    int n_inputs, lathe_tensor **outputs);
+/* A host tensor of the CPU device (ordinal 0) with memory from the host allocator. */
 lathe_status_t lathe_cpu_tensor_new(const lathe_shape *shape, lathe_tensor **out);
+
+/* Capabilities (device.c) and the kernel of node n (by its KIND). */
+bool lathe_cpu_supports_op(lathe_op op, lathe_dtype dtype);
+lathe_status_t lathe_cpu_run_kernel(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out);
+
+/* Plans (exec.c). */
+lathe_status_t lathe_cpu_compile(void *ctx, const lathe_program *program, lathe_plan **out);
+void lathe_cpu_plan_free(void *ctx, lathe_plan *plan);
+/* Runs plan's main function on inputs (borrowed) into outputs (new references). */
+lathe_status_t lathe_cpu_run_main(lathe_cpu *cpu, lathe_plan *plan, lathe_tensor *const *inputs, int n_inputs,
+                                  lathe_tensor **outputs);
 
 #define LATHE_CPU_FAMILY(K)                                                       \
   bool lathe_cpu_supports_##K(lathe_op op, lathe_dtype dtype);                     \

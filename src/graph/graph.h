@@ -85,7 +85,8 @@ typedef struct lathe_function {
 } lathe_function;
 
 struct lathe_builder {
-  struct lathe_backend *backend;
+  struct lathe_backend *backend; /* a reference */
+  int assigned_device;           /* lathe_builder_assign_devices; -1: the executions' default device */
   lathe_graph *graph;
   const char *name;
   lathe_function *main_fn;

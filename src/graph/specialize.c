@@ -97,7 +97,8 @@ lathe_status_t lathe_builder_specialize(struct lathe_builder *src, const char *c
   if (!st) {
     atomic_init(&g->refs, 1);
     dst->graph = g;
-    dst->backend = src->backend;
+    dst->backend = lathe_backend_retain(src->backend);
+    dst->assigned_device = src->assigned_device;
     dst->name = src->name;
     dst->n_fns = dst->cap_fns = src->n_fns;
     dst->fns = lathe_arena_alloc(&g->arena, sizeof(lathe_function *) * (size_t)(src->n_fns + 1));
@@ -177,6 +178,7 @@ lathe_status_t lathe_builder_specialize(struct lathe_builder *src, const char *c
   if (st) {
     if (g) lathe_graph_release(g);
     else free(g);
+    if (dst) lathe_backend_release(dst->backend);
     free(dst);
     return st;
   }

@@ -1,4 +1,5 @@
-/* backend.c -- the backend registry and config strings ("lathe", "lathe:cpu,threads=N"). */
+/* backend.c -- the backend registry and config strings ("lathe", "lathe:cpu,threads=N"), and
+ * the backend's reference count. */
 #include <stdio.h>
 
 #include "runtime.h"
@@ -20,6 +21,37 @@ static char *dupstr(const char *s) {
   char *d = malloc(n);
   if (d) memcpy(d, s, n);
   return d;
+}
+
+static lathe_status_t backend_make(const lathe_device_i *dev, void *ctx, const char *dconf, lathe_backend_t *out) {
+  lathe_backend_t b = calloc(1, sizeof *b);
+  char desc[256];
+  snprintf(desc, sizeof desc, "lathe %d.%d.%d on %s", LATHE_VERSION_MAJOR, LATHE_VERSION_MINOR, LATHE_VERSION_PATCH,
+           dev->description(ctx, -1));
+  if (b) {
+    b->name = dupstr("lathe");
+    b->config = malloc(strlen(dconf) + 8);
+    b->description = dupstr(desc);
+  }
+  if (!b || !b->name || !b->config || !b->description) {
+    if (b) {
+      free(b->name);
+      free(b->config);
+      free(b->description);
+    }
+    free(b);
+    return LATHE_OOM("Backend");
+  }
+  atomic_init(&b->refs, 1);
+  sprintf(b->config, "lathe:%s", dconf);
+  b->dev = dev;
+  b->dev_ctx = ctx;
+  b->n_devices = dev->num_devices(ctx);
+  b->caps = dev->caps(ctx);
+  b->program_options = (lathe_program_options){.fuse = true, .plan_memory = true, .alignment = 64};
+  if (dev->program_options) dev->program_options(ctx, &b->program_options);
+  *out = b;
+  return NULL;
 }
 
 lathe_status_t lathe_backend_new(const char *config, lathe_backend_t *out_backend) {
@@ -49,46 +81,36 @@ lathe_status_t lathe_backend_new(const char *config, lathe_backend_t *out_backen
     void *ctx;
     char *dconf;
     lathe_status_t st = devices[i].ctor(options, &dev, &ctx, &dconf);
+    if (!st && (st = lathe_device_check(dev))) {
+      free(dconf);
+      if (dev && dev->destroy) dev->destroy(ctx);
+    }
     if (st) {
-      if (*devname || lathe_status_code_of(st) != LATHE_STATUS_UNAVAILABLE) return lathe_status_annotate(st, "Backend \"%s\"", config);
+      if (*devname || lathe_status_code_of(st) != LATHE_STATUS_UNAVAILABLE) {
+        lathe_status_free(last);
+        return lathe_status_annotate(st, "Backend \"%s\"", config);
+      }
       lathe_status_free(last);
       last = st;
       continue;
     }
     lathe_status_free(last);
-    lathe_backend_t b = calloc(1, sizeof *b);
-    char desc[256];
-    snprintf(desc, sizeof desc, "lathe %d.%d.%d on %s", LATHE_VERSION_MAJOR, LATHE_VERSION_MINOR,
-             LATHE_VERSION_PATCH, dev->description ? dev->description(ctx) : dev->name);
-    if (b) {
-      b->name = dupstr("lathe");
-      b->config = malloc(strlen(dconf) + 8);
-      b->description = dupstr(desc);
-    }
-    if (!b || !b->name || !b->config || !b->description) {
-      if (b) {
-        free(b->name);
-        free(b->config);
-        free(b->description);
-      }
-      free(b);
-      free(dconf);
-      dev->destroy(ctx);
-      return LATHE_OOM("Backend");
-    }
-    sprintf(b->config, "lathe:%s", dconf);
+    st = backend_make(dev, ctx, dconf, out_backend);
     free(dconf);
-    b->dev = dev;
-    b->dev_ctx = ctx;
-    *out_backend = b;
-    return NULL;
+    if (st) dev->destroy(ctx);
+    return st;
   }
   if (last) return lathe_status_annotate(last, "Backend \"%s\": no usable device", config);
   return LATHE_INVALID("Backend: unknown device \"%s\" in \"%s\"; known: cpu", devname, config);
 }
 
-void lathe_backend_free(lathe_backend_t b) {
-  if (!b) return;
+lathe_backend_t lathe_backend_retain(lathe_backend_t b) {
+  if (b) atomic_fetch_add_explicit(&b->refs, 1, memory_order_relaxed);
+  return b;
+}
+
+void lathe_backend_release(lathe_backend_t b) {
+  if (!b || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1) return;
   b->dev->destroy(b->dev_ctx);
   free(b->name);
   free(b->config);
@@ -96,13 +118,15 @@ void lathe_backend_free(lathe_backend_t b) {
   free(b);
 }
 
+void lathe_backend_free(lathe_backend_t b) { lathe_backend_release(b); }
+
 const char *lathe_backend_name(lathe_backend_t b) { return b ? b->name : ""; }
 const char *lathe_backend_config(lathe_backend_t b) { return b ? b->config : ""; }
 const char *lathe_backend_description(lathe_backend_t b) { return b ? b->description : ""; }
-int lathe_backend_num_devices(lathe_backend_t b) { return b ? 1 : 0; }
+int lathe_backend_num_devices(lathe_backend_t b) { return b ? b->n_devices : 0; }
 const char *lathe_backend_device_description(lathe_backend_t b, int device) {
-  if (!b || device != 0) return "";
-  return b->description;
+  if (!b || device < 0 || device >= b->n_devices) return "";
+  return b->dev->description(b->dev_ctx, device);
 }
 bool lathe_backend_supports_op(lathe_backend_t b, lathe_op op, lathe_dtype dtype) {
   if (!b || (int)op < 0 || op >= LATHE_OP_COUNT || lathe_op_kind_of(op) == LATHE_KIND_INTERNAL) return false;
@@ -114,17 +138,5 @@ bool lathe_backend_supports_dtype(lathe_backend_t b, lathe_dtype dtype) {
 bool lathe_backend_supports_dynamic_axes(lathe_backend_t b) {
   return b && lathe_backend_supports_op(b, LATHE_OP_DYNAMIC_SHAPE, LATHE_DTYPE_FLOAT32);
 }
-bool lathe_backend_has_shared_buffers(lathe_backend_t b) { return b && b->dev->shared_buffers; }
-
-/* ---- tensors ---- */
-lathe_tensor *lathe_tensor_retain(lathe_tensor *t) {
-  if (t) atomic_fetch_add(&t->refs, 1);
-  return t;
-}
-
-void lathe_tensor_release(lathe_tensor *t) {
-  if (!t || atomic_fetch_sub(&t->refs, 1) != 1) return;
-  if (t->dev) t->dev->tensor_free_data(t->dev_ctx, t->data);
-  else lathe_aligned_free(t->data);
-  free(t);
-}
+bool lathe_backend_has_shared_buffers(lathe_backend_t b) { return b && (b->caps & LATHE_DEVCAP_SHARED_BUFFERS); }
+bool lathe_backend_is_asynchronous(lathe_backend_t b) { return b && (b->caps & LATHE_DEVCAP_ASYNC); }

@@ -1,4 +1,5 @@
-/* buffer.c -- buffers: a handle on a tensor, with upload, download, sharing and donation. */
+/* buffer.c -- buffers: a reference-counted handle on a tensor, with upload, download, sharing,
+ * copies between devices and donation. Reads wait for the work that computes the tensor. */
 #include <stdio.h>
 
 #include "runtime.h"
@@ -12,13 +13,14 @@ static lathe_status_t check_buffer_shape(const char *op, const lathe_shape *shap
   return NULL;
 }
 
-static lathe_status_t wrap(lathe_backend_t b, lathe_tensor *t, lathe_buffer_t *out) {
+lathe_status_t lathe_buffer_wrap_tensor(lathe_backend_t b, lathe_tensor *t, lathe_buffer_t *out) {
   lathe_buffer_t buf = calloc(1, sizeof *buf);
   if (!buf) {
     lathe_tensor_release(t);
     return LATHE_OOM("Buffer");
   }
-  buf->backend = b;
+  atomic_init(&buf->refs, 1);
+  buf->backend = lathe_backend_retain(b);
   buf->t = t;
   buf->shape = t->shape;
   for (int i = 0; i < LATHE_MAX_RANK; i++) buf->shape.axis_names[i] = NULL;
@@ -26,12 +28,9 @@ static lathe_status_t wrap(lathe_backend_t b, lathe_tensor *t, lathe_buffer_t *o
   return NULL;
 }
 
-lathe_status_t lathe_buffer_wrap_tensor(lathe_backend_t b, lathe_tensor *t, lathe_buffer_t *out) { return wrap(b, t, out); }
-
 static lathe_status_t check_device(const char *op, lathe_backend_t b, int device) {
   if (!b) return LATHE_INVALID("%s: backend is NULL", op);
-  if (device < 0 || device >= lathe_backend_num_devices(b))
-    return LATHE_INVALID("%s: device %d out of range [0, %d)", op, device, lathe_backend_num_devices(b));
+  if (device < 0 || device >= b->n_devices) return LATHE_INVALID("%s: device %d out of range [0, %d)", op, device, b->n_devices);
   return NULL;
 }
 
@@ -45,13 +44,13 @@ lathe_status_t lathe_buffer_from_host(lathe_backend_t b, int device, const lathe
     return LATHE_INVALID("BufferFromHost: got %zu bytes, shape needs %lld", nbytes, (long long)want);
   if (nbytes && !data) return LATHE_INVALID("BufferFromHost: data is NULL");
   lathe_tensor *t;
-  LATHE_RETURN_IF_ERROR(b->dev->tensor_new(b->dev_ctx, shape, &t));
+  LATHE_RETURN_IF_ERROR(lathe_tensor_alloc(b->dev, b->dev_ctx, device, shape, &t));
   lathe_status_t st = b->dev->upload(b->dev_ctx, t, data, nbytes);
   if (st) {
     lathe_tensor_release(t);
     return st;
   }
-  return wrap(b, t, out_buffer);
+  return lathe_buffer_wrap_tensor(b, t, out_buffer);
 }
 
 lathe_status_t lathe_buffer_new_shared(lathe_backend_t b, int device, const lathe_shape *shape,
@@ -59,12 +58,12 @@ lathe_status_t lathe_buffer_new_shared(lathe_backend_t b, int device, const lath
   LATHE_RETURN_IF_ERROR(check_device("NewSharedBuffer", b, device));
   LATHE_RETURN_IF_ERROR(check_buffer_shape("NewSharedBuffer", shape));
   if (!out_buffer || !out_data) return LATHE_INVALID("NewSharedBuffer: output pointer is NULL");
-  if (!b->dev->shared_buffers)
+  if (!(b->caps & LATHE_DEVCAP_SHARED_BUFFERS))
     return lathe_status_new(LATHE_STATUS_FAILED_PRECONDITION, "NewSharedBuffer: device %s has no shared buffers", b->dev->name);
   lathe_tensor *t;
-  LATHE_RETURN_IF_ERROR(b->dev->tensor_new(b->dev_ctx, shape, &t));
+  LATHE_RETURN_IF_ERROR(lathe_tensor_alloc(b->dev, b->dev_ctx, device, shape, &t));
   memset(t->data, 0, t->nbytes);
-  LATHE_RETURN_IF_ERROR(wrap(b, t, out_buffer));
+  LATHE_RETURN_IF_ERROR(lathe_buffer_wrap_tensor(b, t, out_buffer));
   *out_data = t->data;
   return NULL;
 }
@@ -75,22 +74,35 @@ static lathe_status_t live(const char *op, lathe_buffer_t buf) {
   return NULL;
 }
 
+/* The buffer's tensor once its contents are computed. */
+static lathe_status_t ready(const char *op, lathe_buffer_t buf) {
+  LATHE_RETURN_IF_ERROR(live(op, buf));
+  lathe_status_t st = lathe_tensor_wait(buf->t);
+  return st ? lathe_status_annotate(st, "%s: the computation of this buffer failed", op) : NULL;
+}
+
 lathe_status_t lathe_buffer_to_host(lathe_buffer_t buf, void *dst, size_t nbytes) {
   LATHE_RETURN_IF_ERROR(live("BufferToHost", buf));
   if (nbytes != buf->t->nbytes)
     return LATHE_INVALID("BufferToHost: got %zu bytes, buffer holds %zu", nbytes, buf->t->nbytes);
   if (nbytes && !dst) return LATHE_INVALID("BufferToHost: dst is NULL");
+  LATHE_RETURN_IF_ERROR(ready("BufferToHost", buf));
   return buf->backend->dev->download(buf->backend->dev_ctx, buf->t, dst, nbytes);
 }
 
 lathe_status_t lathe_buffer_data(lathe_buffer_t buf, void **out_data) {
   LATHE_RETURN_IF_ERROR(live("BufferData", buf));
   if (!out_data) return LATHE_INVALID("BufferData: out_data is NULL");
-  if (!buf->backend->dev->shared_buffers)
+  if (!(buf->backend->caps & LATHE_DEVCAP_SHARED_BUFFERS))
     return lathe_status_new(LATHE_STATUS_FAILED_PRECONDITION, "BufferData: device %s has no shared buffers", buf->backend->dev->name);
+  LATHE_RETURN_IF_ERROR(ready("BufferData", buf));
   *out_data = buf->t->data;
   return NULL;
 }
+
+lathe_status_t lathe_buffer_wait(lathe_buffer_t buf) { return ready("BufferWait", buf); }
+
+bool lathe_buffer_is_ready(lathe_buffer_t buf) { return !buf || !buf->t || lathe_tensor_is_ready(buf->t); }
 
 lathe_status_t lathe_buffer_shape(lathe_buffer_t buf, lathe_shape *out_shape) {
   LATHE_RETURN_IF_ERROR(live("BufferShape", buf));
@@ -106,28 +118,46 @@ lathe_status_t lathe_buffer_device(lathe_buffer_t buf, int *out_device) {
   return NULL;
 }
 
+/* Without a device copy: wait, download into host memory (or read it in place when shared),
+ * upload on the target ordinal. */
+static lathe_status_t copy_through_host(lathe_backend_t b, lathe_tensor *src, lathe_tensor *dst) {
+  LATHE_RETURN_IF_ERROR(lathe_tensor_wait(src));
+  bool shared = b->caps & LATHE_DEVCAP_SHARED_BUFFERS;
+  void *host = shared ? src->data : malloc(src->nbytes ? src->nbytes : 1);
+  if (!host) return LATHE_OOM("CopyToDevice");
+  lathe_status_t st = shared ? NULL : b->dev->download(b->dev_ctx, src, host, src->nbytes);
+  if (!st) st = b->dev->upload(b->dev_ctx, dst, host, src->nbytes);
+  if (!shared) free(host);
+  return st;
+}
+
 lathe_status_t lathe_buffer_copy_to_device(lathe_buffer_t buf, int device, lathe_buffer_t *out_buffer) {
   LATHE_RETURN_IF_ERROR(live("CopyToDevice", buf));
   LATHE_RETURN_IF_ERROR(check_device("CopyToDevice", buf->backend, device));
+  if (!out_buffer) return LATHE_INVALID("CopyToDevice: out_buffer is NULL");
   lathe_backend_t b = buf->backend;
   lathe_tensor *t;
-  LATHE_RETURN_IF_ERROR(b->dev->tensor_new(b->dev_ctx, &buf->shape, &t));
-  void *host = b->dev->shared_buffers ? buf->t->data : malloc(buf->t->nbytes ? buf->t->nbytes : 1);
-  lathe_status_t st = host ? NULL : LATHE_OOM("CopyToDevice");
-  if (!st && !b->dev->shared_buffers) st = b->dev->download(b->dev_ctx, buf->t, host, buf->t->nbytes);
-  if (!st) st = b->dev->upload(b->dev_ctx, t, host, buf->t->nbytes);
-  if (!b->dev->shared_buffers) free(host);
+  LATHE_RETURN_IF_ERROR(lathe_tensor_alloc(b->dev, b->dev_ctx, device, &buf->shape, &t));
+  lathe_status_t st = b->dev->copy ? b->dev->copy(b->dev_ctx, buf->t, t) : copy_through_host(b, buf->t, t);
   if (st) {
     lathe_tensor_release(t);
-    return st;
+    return lathe_status_annotate(st, "CopyToDevice");
   }
-  return wrap(b, t, out_buffer);
+  return lathe_buffer_wrap_tensor(b, t, out_buffer);
 }
 
 bool lathe_buffer_is_donated(lathe_buffer_t buf) { return buf && !buf->t; }
 
-void lathe_buffer_free(lathe_buffer_t buf) {
-  if (!buf) return;
+lathe_buffer_t lathe_buffer_retain(lathe_buffer_t buf) {
+  if (buf) atomic_fetch_add_explicit(&buf->refs, 1, memory_order_relaxed);
+  return buf;
+}
+
+void lathe_buffer_release(lathe_buffer_t buf) {
+  if (!buf || atomic_fetch_sub_explicit(&buf->refs, 1, memory_order_acq_rel) != 1) return;
   lathe_tensor_release(buf->t);
+  lathe_backend_release(buf->backend);
   free(buf);
 }
+
+void lathe_buffer_free(lathe_buffer_t buf) { lathe_buffer_release(buf); }

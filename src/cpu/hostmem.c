@@ -1,0 +1,99 @@
+/* hostmem.c -- the CPU device's memory: 64-byte aligned host blocks, with large blocks kept in
+ * a cache of size classes when freed, so a step that allocates the same big outputs every run
+ * reuses warm pages instead of mapping (and faulting in) fresh ones each time. One cache per
+ * process (host memory is one resource), bounded, emptied when the last CPU device goes. */
+#include <pthread.h>
+#include <unistd.h>
+
+#include "cpu.h"
+
+enum { CACHE_MIN = 256 << 10 };   /* smaller blocks go straight to malloc, which pools them */
+#define CLASSES 256
+
+typedef struct block {
+  struct block *next;
+} block;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static block *cached[CLASSES];
+static size_t cached_bytes, cache_limit;
+static int users; /* live CPU devices */
+
+/* Classes: eight steps per power of two from CACHE_MIN up (at most 12.5% slack). */
+static int class_of(size_t n, size_t *size) {
+  int c = 0;
+  size_t base = CACHE_MIN;
+  while (n > 2 * base && c + 8 < CLASSES) base *= 2, c += 8;
+  size_t step = base / 8;
+  size_t k = n <= base ? 0 : (n - base + step - 1) / step;
+  if (c + (int)k >= CLASSES) return -1;
+  *size = base + k * step;
+  return c + (int)k;
+}
+
+static void drain(void) { /* with mu held */
+  for (int c = 0; c < CLASSES; c++)
+    while (cached[c]) {
+      block *b = cached[c];
+      cached[c] = b->next;
+      lathe_aligned_free(b);
+    }
+  cached_bytes = 0;
+}
+
+void lathe_cpu_mem_attach(void) {
+  pthread_mutex_lock(&mu);
+  if (users++ == 0 && !cache_limit) {
+    long pages = sysconf(_SC_PHYS_PAGES), psize = sysconf(_SC_PAGESIZE);
+    size_t phys = pages > 0 && psize > 0 ? (size_t)pages * (size_t)psize : (size_t)8 << 30;
+    cache_limit = phys / 16 < ((size_t)2 << 30) ? phys / 16 : (size_t)2 << 30;
+  }
+  pthread_mutex_unlock(&mu);
+}
+
+void lathe_cpu_mem_detach(void) {
+  pthread_mutex_lock(&mu);
+  if (--users == 0) drain();
+  pthread_mutex_unlock(&mu);
+}
+
+void *lathe_cpu_mem_alloc(size_t nbytes) {
+  size_t size = nbytes;
+  int c = nbytes >= CACHE_MIN ? class_of(nbytes, &size) : -1;
+  if (c >= 0) {
+    pthread_mutex_lock(&mu);
+    block *b = cached[c];
+    if (b) {
+      cached[c] = b->next;
+      cached_bytes -= size;
+    }
+    pthread_mutex_unlock(&mu);
+    if (b) return b;
+  }
+  void *p = lathe_aligned_alloc(size);
+  if (!p && c >= 0) { /* memory may be sitting in the cache: give it back and retry once */
+    pthread_mutex_lock(&mu);
+    drain();
+    pthread_mutex_unlock(&mu);
+    p = lathe_aligned_alloc(size);
+  }
+  return p;
+}
+
+void lathe_cpu_mem_free(void *p, size_t nbytes) {
+  if (!p) return;
+  size_t size;
+  int c = nbytes >= CACHE_MIN ? class_of(nbytes, &size) : -1;
+  if (c >= 0) {
+    pthread_mutex_lock(&mu);
+    if (users > 0 && cached_bytes + size <= cache_limit) {
+      block *b = p;
+      b->next = cached[c];
+      cached[c] = b;
+      cached_bytes += size;
+      p = NULL;
+    }
+    pthread_mutex_unlock(&mu);
+  }
+  lathe_aligned_free(p);
+}

@@ -1,0 +1,778 @@
+/* program.c -- lowering a builder to a program: steps over value slots (multi-result ops write
+ * several slots, closure captures become parameters), fusion regions, liveness and the memory
+ * plan. See program.h. */
+#include "program.h"
+
+#include "../runtime/runtime.h"
+
+/* ---- op facts this pass needs ---- */
+static bool kind_is(const lathe_node *n, lathe_op_kind k) { return lathe_op_kind_of(n->op) == k; }
+
+/* Elementwise ops that may join a LOOP region, and BroadcastInDim (an index map, no work). */
+static bool fusable_op(lathe_op op) {
+  switch (lathe_op_kind_of(op)) {
+    case LATHE_KIND_UNARY:
+    case LATHE_KIND_BINARY:
+    case LATHE_KIND_COMPARE:
+    case LATHE_KIND_SELECT:
+      return true;
+    default:
+      return op == LATHE_OP_CONVERT_DTYPE || op == LATHE_OP_BROADCAST_IN_DIM;
+  }
+}
+
+/* Ops whose result may take the memory of an operand that dies at them (same dtype and dims). */
+static bool inplace_op(lathe_op op) {
+  switch (lathe_op_kind_of(op)) {
+    case LATHE_KIND_UNARY:
+    case LATHE_KIND_BINARY:
+    case LATHE_KIND_COMPARE:
+    case LATHE_KIND_SELECT:
+      return true;
+    default:
+      return op == LATHE_OP_CONVERT_DTYPE;
+  }
+}
+
+/* Reductions that may root a REDUCE region (ArgMinMax keeps an index too: not a plain fold). */
+static bool fold_op(lathe_op op) { return lathe_op_kind_of(op) == LATHE_KIND_REDUCE && op != LATHE_OP_ARG_MIN_MAX; }
+
+/* Ops whose results are made by the op itself (sub-function results, pass-through values), so
+ * they are never planned in the arena. */
+static bool results_from_op(const lathe_node *n) { return kind_is(n, LATHE_KIND_CONTROL) || kind_is(n, LATHE_KIND_BARRIER); }
+
+static bool same_dims(const lathe_shape *a, const lathe_shape *b) {
+  if (a->rank != b->rank) return false;
+  for (int d = 0; d < a->rank; d++)
+    if (a->dims[d] != b->dims[d]) return false;
+  return true;
+}
+
+static int cmp_int(const void *a, const void *b) {
+  int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* ---- building one function ---- */
+typedef struct {
+  lathe_program *p;
+  lathe_pfunc *pf;
+  lathe_schedule s;
+  int *slot_of; /* node id -> slot (through CSE's remap); multi-result nodes: their first result */
+  /* scratch during region formation, indexed by step */
+  int *region_of;
+  int *users_start, *users; /* CSR list of the steps reading each slot */
+  bool *is_output;          /* per slot: returned by the function */
+} lower_ctx;
+
+static void *arena_array(lathe_program *p, size_t n, size_t size) { return lathe_arena_alloc(&p->arena, (n ? n : 1) * size); }
+
+static int add_slot(lower_ctx *c, int kind, const lathe_node *n, int result, const lathe_shape *shape) {
+  lathe_pslot *sl = &c->pf->slots[c->pf->n_slots];
+  memset(sl, 0, sizeof *sl);
+  sl->kind = kind;
+  sl->node = n;
+  sl->result = result;
+  sl->shape = *shape;
+  sl->def = -1;
+  sl->last_use = -1;
+  sl->offset = -1;
+  sl->nbytes = lathe_shape_byte_size(shape);
+  if (sl->nbytes < 0) c->pf->dynamic = true;
+  return c->pf->n_slots++;
+}
+
+static int slot_of_node(const lower_ctx *c, const lathe_node *n) { return c->slot_of[c->s.remap[n->id]]; }
+
+/* Slots and one step per scheduled op. */
+static lathe_status_t lower_nodes(lower_ctx *c) {
+  lathe_pfunc *pf = c->pf;
+  const lathe_function *fn = pf->fn;
+  int n_slots = fn->n_params + fn->n_captures, n_steps = 0;
+  for (int k = 0; k < c->s.n_order; k++) {
+    const lathe_node *n = fn->nodes[c->s.order[k]];
+    if (n->op == LATHE_OP_PARAMETER || n->op == LATHE_OP_CAPTURE || n->op == LATHE_OP_TUPLE_ELEMENT) continue;
+    n_slots += n->multi ? n->n_out : 1;
+    if (n->op != LATHE_OP_CONSTANT) n_steps++;
+  }
+  pf->slots = arena_array(c->p, (size_t)n_slots, sizeof(lathe_pslot));
+  pf->steps = arena_array(c->p, (size_t)n_steps, sizeof(lathe_pstep));
+  pf->params = arena_array(c->p, (size_t)(fn->n_params + fn->n_captures), sizeof(int));
+  c->slot_of = malloc(sizeof(int) * (size_t)(fn->n_nodes + 1));
+  if (!pf->slots || !pf->steps || !pf->params || !c->slot_of) return LATHE_OOM("Compile");
+  for (int i = 0; i <= fn->n_nodes; i++) c->slot_of[i] = -1;
+  pf->n_declared = fn->n_params;
+  pf->n_params = fn->n_params + fn->n_captures;
+  for (int i = 0; i < fn->n_params; i++) {
+    const lathe_node *n = fn->params[i];
+    c->slot_of[n->id] = pf->params[i] = add_slot(c, LATHE_PSLOT_PARAM, n, 0, &n->shape);
+  }
+  for (int i = 0; i < fn->n_captures; i++) {
+    const lathe_node *n = fn->captures[i];
+    c->slot_of[n->id] = pf->params[fn->n_params + i] = add_slot(c, LATHE_PSLOT_PARAM, n, 0, &n->shape);
+  }
+  for (int k = 0; k < c->s.n_order; k++) {
+    const lathe_node *n = fn->nodes[c->s.order[k]];
+    switch (n->op) {
+      case LATHE_OP_PARAMETER:
+      case LATHE_OP_CAPTURE:
+        continue;
+      case LATHE_OP_TUPLE_ELEMENT:
+        c->slot_of[n->id] = slot_of_node(c, n->in[0]) + (int)n->a.i[0];
+        continue;
+      case LATHE_OP_CONSTANT:
+        c->slot_of[n->id] = add_slot(c, LATHE_PSLOT_CONST, n, 0, &n->shape);
+        continue;
+      default:
+        break;
+    }
+    lathe_pstep *st = &pf->steps[pf->n_steps];
+    st->node = n;
+    st->region = -1;
+    st->n_in = n->n_in;
+    st->n_out = n->multi ? n->n_out : 1;
+    st->in = arena_array(c->p, (size_t)st->n_in, sizeof(int));
+    st->out = arena_array(c->p, (size_t)st->n_out, sizeof(int));
+    if (!st->in || !st->out) return LATHE_OOM("Compile");
+    for (int i = 0; i < n->n_in; i++) st->in[i] = slot_of_node(c, n->in[i]);
+    for (int r = 0; r < st->n_out; r++) {
+      st->out[r] = add_slot(c, LATHE_PSLOT_VALUE, n, r, n->multi ? &n->out_shapes[r] : &n->shape);
+      pf->slots[st->out[r]].def = pf->n_steps;
+    }
+    c->slot_of[n->id] = st->out[0];
+    /* sub-functions and where their captures start among the hidden inputs */
+    int cap = n->n_operands;
+    for (int j = 0; j < LATHE_MAX_SUBFNS; j++) {
+      const lathe_function *sub = n->a.fn[j];
+      if (!sub) continue;
+      st->sub_fn[st->n_sub] = lathe_program_fn_index(c->p, sub);
+      if (st->sub_fn[st->n_sub] < 0)
+        return lathe_status_new(LATHE_STATUS_INTERNAL, "%s: sub-function \"%s\" was not compiled", lathe_op_name(n->op), sub->name);
+      bool same = j > 0 && n->a.fn[0] == sub; /* one function for both branches shares its captures */
+      st->sub_cap[st->n_sub] = same ? st->sub_cap[0] : cap;
+      if (!same) cap += sub->n_captures;
+      st->n_sub++;
+    }
+    pf->n_steps++;
+  }
+  pf->n_outputs = fn->n_outputs;
+  pf->outputs = arena_array(c->p, (size_t)fn->n_outputs, sizeof(int));
+  if (!pf->outputs) return LATHE_OOM("Compile");
+  for (int i = 0; i < fn->n_outputs; i++) pf->outputs[i] = slot_of_node(c, fn->outputs[i]);
+  return NULL;
+}
+
+/* ---- users of each slot (CSR), for region formation ---- */
+static lathe_status_t index_users(lower_ctx *c) {
+  lathe_pfunc *pf = c->pf;
+  c->users_start = calloc((size_t)pf->n_slots + 2, sizeof(int));
+  c->is_output = calloc((size_t)pf->n_slots + 1, sizeof(bool));
+  int total = 0;
+  for (int s = 0; s < pf->n_steps; s++) total += pf->steps[s].n_in;
+  c->users = malloc(sizeof(int) * (size_t)(total + 1));
+  if (!c->users_start || !c->is_output || !c->users) return LATHE_OOM("Compile");
+  for (int s = 0; s < pf->n_steps; s++)
+    for (int i = 0; i < pf->steps[s].n_in; i++) c->users_start[pf->steps[s].in[i] + 2]++;
+  for (int k = 2; k <= pf->n_slots + 1; k++) c->users_start[k] += c->users_start[k - 1];
+  for (int s = 0; s < pf->n_steps; s++)
+    for (int i = 0; i < pf->steps[s].n_in; i++) c->users[c->users_start[pf->steps[s].in[i] + 1]++] = s;
+  for (int i = 0; i < pf->n_outputs; i++) c->is_output[pf->outputs[i]] = true;
+  return NULL;
+}
+
+/* ---- fusion regions ----
+ * Formed over the one-step-per-op list, walking it backwards: a fusable step joins the region of
+ * one of its users when their iteration dims agree and every other use of its value comes after
+ * that region runs (a region runs where its root -- its last member -- was). So moving a member
+ * later never makes a value used before it is computed, and no cycle can form. */
+typedef struct {
+  int root;     /* the step where the region runs */
+  int *members; /* step indices (LOOP) */
+  int n_members, cap;
+  int owner;    /* a LOOP draft that became part of a REDUCE draft: that draft; else -1 */
+  int reduce_step, prologue, epilogue; /* REDUCE drafts; -1 otherwise */
+  int final;    /* index in the function's region list, or -1 */
+} draft;
+
+typedef struct {
+  draft *d;
+  int n, cap;
+} drafts;
+
+static int top_of(const drafts *ds, int r) { return ds->d[r].owner >= 0 ? ds->d[r].owner : r; }
+
+/* Where step s runs once regions are formed. */
+static int exec_pos(const lower_ctx *c, const drafts *ds, int s) {
+  int r = c->region_of[s];
+  return r < 0 ? s : ds->d[top_of(ds, r)].root;
+}
+
+static bool step_fusable(const lower_ctx *c, int s) {
+  const lathe_pstep *st = &c->pf->steps[s];
+  const lathe_node *n = st->node;
+  if (!fusable_op(n->op) || n->multi || st->n_out != 1 || n->shape.rank == 0 || lathe_dtype_is_packed(n->shape.dtype))
+    return false;
+  if (n->n_in > LATHE_PMEMBER_MAX_IN) return false;
+  for (int i = 0; i < n->n_in; i++) {
+    const lathe_shape *o = &n->in[i]->shape;
+    if (lathe_dtype_is_packed(o->dtype)) return false;
+    if (n->op == LATHE_OP_BROADCAST_IN_DIM || o->rank == 0 || same_dims(o, &n->shape)) continue;
+    if (o->rank != n->shape.rank) return false;
+    for (int d = 0; d < o->rank; d++) /* implicit broadcasting: size-1 axes only */
+      if (o->dims[d] != n->shape.dims[d] && o->dims[d] != 1) return false;
+  }
+  return true;
+}
+
+/* Whether every use of slot outside draft r (but `except`) comes after pos. */
+static bool uses_after(const lower_ctx *c, const drafts *ds, int slot, int r, int except, int pos) {
+  for (int k = c->users_start[slot]; k < c->users_start[slot + 1]; k++) {
+    int u = c->users[k];
+    if (u == except || (r >= 0 && c->region_of[u] == r)) continue;
+    if (exec_pos(c, ds, u) <= pos) return false;
+  }
+  return true;
+}
+
+static lathe_status_t draft_add(draft *d, int step) {
+  if (d->n_members == d->cap) {
+    int nc = d->cap ? 2 * d->cap : 8;
+    int *m = realloc(d->members, sizeof(int) * (size_t)nc);
+    if (!m) return LATHE_OOM("Compile");
+    d->members = m;
+    d->cap = nc;
+  }
+  d->members[d->n_members++] = step;
+  return NULL;
+}
+
+static lathe_status_t draft_new(drafts *ds, int root, int *out) {
+  if (ds->n == ds->cap) {
+    int nc = ds->cap ? 2 * ds->cap : 16;
+    draft *d = realloc(ds->d, sizeof(draft) * (size_t)nc);
+    if (!d) return LATHE_OOM("Compile");
+    ds->d = d;
+    ds->cap = nc;
+  }
+  draft *d = &ds->d[ds->n];
+  memset(d, 0, sizeof *d);
+  d->root = root;
+  d->owner = d->reduce_step = d->prologue = d->epilogue = d->final = -1;
+  *out = ds->n++;
+  return NULL;
+}
+
+static lathe_status_t form_loops(lower_ctx *c, drafts *ds) {
+  lathe_pfunc *pf = c->pf;
+  for (int s = pf->n_steps - 1; s >= 0; s--) {
+    if (!step_fusable(c, s)) continue;
+    int slot = pf->steps[s].out[0], best = -1;
+    for (int k = c->users_start[slot]; k < c->users_start[slot + 1]; k++) {
+      int r = c->region_of[c->users[k]];
+      if (r < 0 || (best >= 0 && ds->d[r].root >= ds->d[best].root)) continue;
+      if (!same_dims(&pf->steps[ds->d[r].root].node->shape, &pf->steps[s].node->shape)) continue;
+      if (uses_after(c, ds, slot, r, -1, ds->d[r].root)) best = r;
+    }
+    if (best < 0) LATHE_RETURN_IF_ERROR(draft_new(ds, s, &best));
+    LATHE_RETURN_IF_ERROR(draft_add(&ds->d[best], s));
+    c->region_of[s] = best;
+  }
+  return NULL;
+}
+
+/* A LOOP worth running as a region on its own: two members or more, not only index maps. */
+static bool loop_worth(const lower_ctx *c, const draft *d) {
+  if (d->n_members < 2) return false;
+  for (int i = 0; i < d->n_members; i++)
+    if (c->pf->steps[d->members[i]].node->op != LATHE_OP_BROADCAST_IN_DIM) return true;
+  return false;
+}
+
+/* REDUCE regions: a reduction takes the LOOP draft rooted at its operand's producer as its
+ * prologue, and a LOOP draft over its result's dims that reads the result as its epilogue, when
+ * every outside use of what moves still comes after the merged region runs. A single fusable op
+ * (a one-member draft) may be a part. */
+static lathe_status_t form_reduces(lower_ctx *c, drafts *ds) {
+  lathe_pfunc *pf = c->pf;
+  for (int s = 0; s < pf->n_steps; s++) {
+    const lathe_node *n = pf->steps[s].node;
+    if (!fold_op(n->op) || lathe_dtype_is_packed(n->in[0]->shape.dtype) || lathe_dtype_is_packed(n->shape.dtype)) continue;
+    int in_slot = pf->steps[s].in[0], out_slot = pf->steps[s].out[0];
+    int epi = -1;
+    for (int k = c->users_start[out_slot]; k < c->users_start[out_slot + 1]; k++) {
+      int r = c->region_of[c->users[k]];
+      if (r < 0 || ds->d[r].owner >= 0 || ds->d[r].reduce_step >= 0) continue;
+      if (!same_dims(&pf->steps[ds->d[r].root].node->shape, &n->shape)) continue;
+      if (epi < 0 || ds->d[r].root < ds->d[epi].root) epi = r;
+    }
+    if (epi >= 0 && !uses_after(c, ds, out_slot, epi, -1, ds->d[epi].root)) epi = -1;
+    int pos = epi >= 0 ? ds->d[epi].root : s;
+    int pro = -1, def = pf->slots[in_slot].def;
+    if (def >= 0 && c->region_of[def] >= 0) {
+      int r = c->region_of[def];
+      if (ds->d[r].root == def && ds->d[r].owner < 0 && ds->d[r].reduce_step < 0 && r != epi) pro = r;
+    }
+    for (int i = 0; pro >= 0 && i < ds->d[pro].n_members; i++)
+      if (!uses_after(c, ds, pf->steps[ds->d[pro].members[i]].out[0], pro, s, pos)) pro = -1;
+    if (pro < 0 && epi < 0) continue;
+    int r;
+    LATHE_RETURN_IF_ERROR(draft_new(ds, pos, &r));
+    ds->d[r].reduce_step = s;
+    ds->d[r].prologue = pro;
+    ds->d[r].epilogue = epi;
+    c->region_of[s] = r;
+    if (pro >= 0) ds->d[pro].owner = r;
+    if (epi >= 0) ds->d[epi].owner = r;
+  }
+  return NULL;
+}
+
+/* Region inputs: one per (slot, access pattern). */
+static int add_input(lathe_pregion *g, int slot, int access, const int64_t *strides, int rank) {
+  for (int i = 0; i < g->n_inputs; i++) {
+    lathe_pinput *in = &g->inputs[i];
+    if (in->slot != slot || in->access != access) continue;
+    if (access != LATHE_PACCESS_STRIDED || memcmp(in->strides, strides, sizeof(int64_t) * (size_t)rank) == 0) return i;
+  }
+  lathe_pinput *in = &g->inputs[g->n_inputs];
+  memset(in, 0, sizeof *in);
+  in->slot = slot;
+  in->access = access;
+  if (access == LATHE_PACCESS_STRIDED) memcpy(in->strides, strides, sizeof(int64_t) * (size_t)rank);
+  return g->n_inputs++;
+}
+
+/* How member reads an operand slot of shape os over the region's iteration dims. */
+static int input_for(lathe_pregion *g, const lathe_node *member, int slot, const lathe_shape *os) {
+  const lathe_shape *it = &g->shape;
+  int64_t strides[LATHE_MAX_RANK] = {0};
+  /* a broadcast member has no computation of its own: even a scalar operand is read as a tile
+   * (all strides 0), so that its users see an operand of the iteration's shape */
+  if (member->op == LATHE_OP_BROADCAST_IN_DIM) {
+    const int64_t *axes = member->a.list[0];
+    int64_t acc = 1;
+    bool full = os->rank == it->rank;
+    for (int i = os->rank - 1; i >= 0; i--) {
+      int a = (int)axes[i];
+      strides[a] = os->dims[i] == 1 && it->dims[a] != 1 ? 0 : acc;
+      full = full && a == i && os->dims[i] == it->dims[a];
+      acc *= os->dims[i];
+    }
+    return add_input(g, slot, full ? LATHE_PACCESS_FULL : LATHE_PACCESS_STRIDED, strides, it->rank);
+  }
+  if (os->rank == 0) return add_input(g, slot, LATHE_PACCESS_SCALAR, strides, 0);
+  if (same_dims(os, it)) return add_input(g, slot, LATHE_PACCESS_FULL, strides, 0);
+  int64_t acc = 1;
+  for (int d = os->rank - 1; d >= 0; d--) {
+    strides[d] = os->dims[d] == 1 && it->dims[d] != 1 ? 0 : acc;
+    acc *= os->dims[d];
+  }
+  return add_input(g, slot, LATHE_PACCESS_STRIDED, strides, it->rank);
+}
+
+/* The LOOP region of draft r. A member's value escapes (gets its slot written) when it is the
+ * root, returned, or read outside the draft; values used only inside stay internal. */
+static lathe_status_t make_loop(lower_ctx *c, draft *d, int r, lathe_pregion *g) {
+  lathe_pfunc *pf = c->pf;
+  qsort(d->members, (size_t)d->n_members, sizeof(int), cmp_int);
+  memset(g, 0, sizeof *g);
+  g->kind = LATHE_PREGION_LOOP;
+  g->prologue = g->epilogue = g->reduce_in = g->reduce_out = -1;
+  g->shape = pf->steps[d->members[d->n_members - 1]].node->shape;
+  g->members = arena_array(c->p, (size_t)d->n_members, sizeof(lathe_pmember));
+  g->inputs = arena_array(c->p, (size_t)d->n_members * LATHE_PMEMBER_MAX_IN, sizeof(lathe_pinput));
+  if (!g->members || !g->inputs) return LATHE_OOM("Compile");
+  for (int i = 0; i < d->n_members; i++) {
+    const lathe_pstep *st = &pf->steps[d->members[i]];
+    lathe_pmember *m = &g->members[g->n_members++];
+    m->node = st->node;
+    m->n_in = st->n_in;
+    m->identity = st->node->op == LATHE_OP_BROADCAST_IN_DIM;
+    for (int k = 0; k < st->n_in; k++) {
+      int slot = st->in[k], def = pf->slots[slot].def, j = -1;
+      for (int q = 0; def >= 0 && q < i; q++)
+        if (d->members[q] == def) j = q;
+      m->in[k] = j >= 0 ? j : -(input_for(g, st->node, slot, &pf->slots[slot].shape) + 1);
+    }
+    int slot = st->out[0];
+    bool escapes = i == d->n_members - 1 || c->is_output[slot];
+    for (int k = c->users_start[slot]; !escapes && k < c->users_start[slot + 1]; k++)
+      escapes = c->region_of[c->users[k]] != r;
+    m->out_slot = escapes ? slot : -1;
+  }
+  return NULL;
+}
+
+static void add_unique(int *arr, int *n, int v) {
+  for (int j = 0; j < *n; j++)
+    if (arr[j] == v) return;
+  arr[(*n)++] = v;
+}
+
+/* Whether slot is read by a step outside the given draft and step, or returned. */
+static bool read_outside(const lower_ctx *c, int slot, int draft_idx, int step) {
+  if (c->is_output[slot]) return true;
+  for (int k = c->users_start[slot]; k < c->users_start[slot + 1]; k++) {
+    int u = c->users[k];
+    if (u != step && (draft_idx < 0 || c->region_of[u] != draft_idx)) return true;
+  }
+  return false;
+}
+
+/* The step that runs region g (built from draft index top). */
+static lathe_status_t region_step(lower_ctx *c, const drafts *ds, int top, lathe_pstep *ns) {
+  lathe_pfunc *pf = c->pf;
+  const draft *d = &ds->d[top];
+  const lathe_pregion *g = &pf->regions[d->final];
+  const lathe_pregion *parts[2] = {g, NULL};
+  if (g->kind == LATHE_PREGION_REDUCE) {
+    parts[0] = g->prologue >= 0 ? &pf->regions[g->prologue] : NULL;
+    parts[1] = g->epilogue >= 0 ? &pf->regions[g->epilogue] : NULL;
+  }
+  memset(ns, 0, sizeof *ns);
+  ns->region = d->final;
+  ns->node = g->kind == LATHE_PREGION_REDUCE ? g->reduce : g->members[g->n_members - 1].node;
+  int max_in = 1, max_out = 1;
+  for (int k = 0; k < 2; k++)
+    if (parts[k]) max_in += parts[k]->n_inputs, max_out += parts[k]->n_members;
+  ns->in = arena_array(c->p, (size_t)max_in, sizeof(int));
+  ns->out = arena_array(c->p, (size_t)max_out, sizeof(int));
+  if (!ns->in || !ns->out) return LATHE_OOM("Compile");
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; parts[k] && i < parts[k]->n_inputs; i++)
+      if (g->kind != LATHE_PREGION_REDUCE || parts[k]->inputs[i].slot != g->reduce_out)
+        add_unique(ns->in, &ns->n_in, parts[k]->inputs[i].slot);
+  if (g->kind == LATHE_PREGION_REDUCE && g->prologue < 0) add_unique(ns->in, &ns->n_in, g->reduce_in);
+  for (int k = 0; k < 2; k++)
+    for (int i = 0; parts[k] && i < parts[k]->n_members; i++) {
+      int slot = parts[k]->members[i].out_slot;
+      if (slot < 0) continue;
+      if (g->kind == LATHE_PREGION_REDUCE && slot == g->reduce_in && !read_outside(c, slot, -1, d->reduce_step)) continue;
+      add_unique(ns->out, &ns->n_out, slot);
+    }
+  if (g->kind == LATHE_PREGION_REDUCE && (g->epilogue < 0 || read_outside(c, g->reduce_out, d->epilogue, -1)))
+    add_unique(ns->out, &ns->n_out, g->reduce_out);
+  return NULL;
+}
+
+/* Forms the regions and replaces their member steps by one step per region, at its root. */
+static lathe_status_t build_regions(lower_ctx *c) {
+  lathe_pfunc *pf = c->pf;
+  drafts ds = {0};
+  lathe_status_t st = NULL;
+  c->region_of = malloc(sizeof(int) * (size_t)(pf->n_steps + 1));
+  int *new_index = malloc(sizeof(int) * (size_t)(pf->n_steps + 1));
+  if (!c->region_of || !new_index) st = LATHE_OOM("Compile");
+  if (!st) st = index_users(c);
+  for (int s = 0; !st && s < pf->n_steps; s++) c->region_of[s] = -1;
+  if (!st) st = form_loops(c, &ds);
+  if (!st) st = form_reduces(c, &ds);
+  /* keep REDUCE drafts, their parts, and LOOP drafts worth it; the rest run as plain steps */
+  int n_final = 0;
+  for (int r = 0; !st && r < ds.n; r++) {
+    draft *d = &ds.d[r];
+    if (d->reduce_step >= 0 || d->owner >= 0 || loop_worth(c, d)) {
+      d->final = n_final++;
+      continue;
+    }
+    for (int i = 0; i < d->n_members; i++) c->region_of[d->members[i]] = -1;
+  }
+  if (!st && n_final) {
+    pf->regions = arena_array(c->p, (size_t)n_final, sizeof(lathe_pregion));
+    if (!pf->regions) st = LATHE_OOM("Compile");
+    pf->n_regions = n_final;
+  }
+  for (int r = 0; !st && r < ds.n; r++)
+    if (ds.d[r].final >= 0 && ds.d[r].reduce_step < 0) st = make_loop(c, &ds.d[r], r, &pf->regions[ds.d[r].final]);
+  for (int r = 0; !st && r < ds.n; r++) {
+    const draft *d = &ds.d[r];
+    if (d->final < 0 || d->reduce_step < 0) continue;
+    lathe_pregion *g = &pf->regions[d->final];
+    const lathe_pstep *rs = &pf->steps[d->reduce_step];
+    memset(g, 0, sizeof *g);
+    g->kind = LATHE_PREGION_REDUCE;
+    g->shape = rs->node->shape;
+    g->reduce = rs->node;
+    g->reduce_in = rs->in[0];
+    g->reduce_out = rs->out[0];
+    g->prologue = d->prologue >= 0 ? ds.d[d->prologue].final : -1;
+    g->epilogue = d->epilogue >= 0 ? ds.d[d->epilogue].final : -1;
+  }
+  /* the new step list, in the old order, each region at its root */
+  lathe_pstep *steps = st ? NULL : arena_array(c->p, (size_t)pf->n_steps, sizeof(lathe_pstep));
+  if (!st && !steps) st = LATHE_OOM("Compile");
+  int n = 0;
+  for (int s = 0; !st && s < pf->n_steps; s++) {
+    int r = c->region_of[s];
+    new_index[s] = -1;
+    if (r < 0) {
+      steps[n] = pf->steps[s];
+      new_index[s] = n++;
+    } else if (ds.d[top_of(&ds, r)].root == s) {
+      st = region_step(c, &ds, top_of(&ds, r), &steps[n]);
+      new_index[s] = n++;
+    }
+  }
+  if (!st) {
+    /* slots made inside a region are defined by its step */
+    for (int i = 0; i < pf->n_slots; i++) {
+      int d = pf->slots[i].def;
+      if (d >= 0) pf->slots[i].def = new_index[exec_pos(c, &ds, d)];
+    }
+    pf->steps = steps;
+    pf->n_steps = n;
+  }
+  for (int r = 0; r < ds.n; r++) free(ds.d[r].members);
+  free(ds.d);
+  free(new_index);
+  return st;
+}
+
+/* ---- liveness ---- */
+static lathe_status_t liveness(lower_ctx *c) {
+  lathe_pfunc *pf = c->pf;
+  for (int i = 0; i < pf->n_slots; i++) pf->slots[i].last_use = -1;
+  for (int s = 0; s < pf->n_steps; s++)
+    for (int i = 0; i < pf->steps[s].n_in; i++) pf->slots[pf->steps[s].in[i]].last_use = s;
+  /* slots passed between the parts of a REDUCE region live inside its step */
+  for (int s = 0; s < pf->n_steps; s++) {
+    const lathe_pstep *st = &pf->steps[s];
+    if (st->region < 0 || pf->regions[st->region].kind != LATHE_PREGION_REDUCE) continue;
+    const lathe_pregion *g = &pf->regions[st->region];
+    int internal[2] = {g->reduce_in, g->reduce_out};
+    for (int k = 0; k < 2; k++)
+      if (pf->slots[internal[k]].def == s && pf->slots[internal[k]].last_use < s) pf->slots[internal[k]].last_use = s;
+  }
+  for (int i = 0; i < pf->n_outputs; i++) pf->slots[pf->outputs[i]].last_use = pf->n_steps;
+  /* what dies after each step: operands read last there, results nobody reads */
+  int *buf = malloc(sizeof(int) * (size_t)(pf->n_slots + 1));
+  if (!buf) return LATHE_OOM("Compile");
+  lathe_status_t st = NULL;
+  for (int s = 0; !st && s < pf->n_steps; s++) {
+    lathe_pstep *sp = &pf->steps[s];
+    int n = 0;
+    for (int i = 0; i < sp->n_in; i++)
+      if (pf->slots[sp->in[i]].last_use == s) add_unique(buf, &n, sp->in[i]);
+    for (int i = 0; i < sp->n_out; i++)
+      if (pf->slots[sp->out[i]].last_use < 0) add_unique(buf, &n, sp->out[i]);
+    if (sp->region >= 0 && pf->regions[sp->region].kind == LATHE_PREGION_REDUCE) {
+      const lathe_pregion *g = &pf->regions[sp->region];
+      if (pf->slots[g->reduce_in].last_use == s) add_unique(buf, &n, g->reduce_in);
+      if (pf->slots[g->reduce_out].last_use == s) add_unique(buf, &n, g->reduce_out);
+    }
+    sp->n_dead = n;
+    sp->dead = arena_array(c->p, (size_t)n, sizeof(int));
+    if (!sp->dead) st = LATHE_OOM("Compile");
+    else memcpy(sp->dead, buf, sizeof(int) * (size_t)n);
+  }
+  free(buf);
+  return st;
+}
+
+/* ---- memory plan ----
+ * Static intermediates get offsets in one arena. Slots that share memory form a group (an
+ * in-place result joins its dying operand's group; a barrier's result extends its operand's
+ * lifetime), then groups are placed largest first at the lowest offset free over their
+ * lifetime. */
+typedef struct {
+  int64_t size, offset;
+  int start, end;
+} mgroup;
+
+static bool plannable(const lathe_pfunc *pf, int slot) {
+  const lathe_pslot *sl = &pf->slots[slot];
+  if (sl->kind != LATHE_PSLOT_VALUE || sl->nbytes < 0 || sl->def < 0 || sl->last_use >= pf->n_steps) return false;
+  const lathe_pstep *st = &pf->steps[sl->def];
+  return st->region >= 0 || !results_from_op(st->node);
+}
+
+static int cmp_group(const void *a, const void *b) {
+  const mgroup *x = *(mgroup *const *)a, *y = *(mgroup *const *)b;
+  if (x->size != y->size) return x->size > y->size ? -1 : 1;
+  return (x->start > y->start) - (x->start < y->start);
+}
+
+/* Whether the region reads slot at member index > after (or through another access pattern). */
+static bool region_reads_after(const lathe_pregion *g, int slot, int input, int after) {
+  for (int i = 0; i < g->n_inputs; i++)
+    if (g->inputs[i].slot == slot && i != input) return true;
+  for (int m = after + 1; m < g->n_members; m++)
+    for (int k = 0; k < g->members[m].n_in; k++)
+      if (g->members[m].in[k] == -(input + 1)) return true;
+  return false;
+}
+
+static lathe_status_t plan_memory(lower_ctx *c) {
+  lathe_pfunc *pf = c->pf;
+  int64_t align = c->p->options.alignment;
+  int *group_of = malloc(sizeof(int) * (size_t)(pf->n_slots + 1));
+  mgroup *groups = malloc(sizeof(mgroup) * (size_t)(pf->n_slots + 1));
+  mgroup **order = malloc(sizeof(mgroup *) * (size_t)(pf->n_slots + 1));
+  bool *taken = calloc((size_t)pf->n_slots + 1, sizeof(bool));
+  lathe_status_t st = (!group_of || !groups || !order || !taken) ? LATHE_OOM("Compile") : NULL;
+  int ng = 0;
+  for (int i = 0; !st && i < pf->n_slots; i++) {
+    group_of[i] = -1;
+    if (!plannable(pf, i)) continue;
+    const lathe_pslot *sl = &pf->slots[i];
+    groups[ng] = (mgroup){(sl->nbytes + align - 1) / align * align, -1, sl->def, sl->last_use < sl->def ? sl->def : sl->last_use};
+    group_of[i] = ng++;
+  }
+#define JOIN(o, i)                                                              \
+  do {                                                                          \
+    mgroup *g_ = &groups[group_of[i]];                                          \
+    int e_ = groups[group_of[o]].end;                                           \
+    groups[group_of[o]].size = 0; /* emptied: its slot lives in g_ */           \
+    groups[group_of[o]].end = -1;                                               \
+    group_of[o] = (int)(g_ - groups);                                           \
+    if (e_ > g_->end) g_->end = e_;                                             \
+    taken[i] = true;                                                            \
+  } while (0)
+  for (int s = 0; !st && s < pf->n_steps; s++) {
+    const lathe_pstep *sp = &pf->steps[s];
+    if (sp->region < 0 && inplace_op(sp->node->op) && sp->n_out == 1 && group_of[sp->out[0]] >= 0) {
+      int o = sp->out[0];
+      for (int k = 0; k < sp->n_in; k++) {
+        int i = sp->in[k];
+        if (group_of[i] < 0 || taken[i] || pf->slots[i].last_use != s || pf->slots[i].nbytes != pf->slots[o].nbytes ||
+            !lathe_shape_equal(&pf->slots[i].shape, &pf->slots[o].shape) || lathe_dtype_is_packed(pf->slots[o].shape.dtype))
+          continue;
+        JOIN(o, i);
+        break;
+      }
+    } else if (sp->region >= 0 && pf->regions[sp->region].kind == LATHE_PREGION_LOOP) {
+      const lathe_pregion *g = &pf->regions[sp->region];
+      for (int m = 0; m < g->n_members; m++) {
+        int o = g->members[m].out_slot;
+        if (o < 0 || group_of[o] < 0) continue;
+        for (int k = 0; k < g->n_inputs; k++) {
+          int i = g->inputs[k].slot;
+          if (g->inputs[k].access != LATHE_PACCESS_FULL || group_of[i] < 0 || taken[i] || pf->slots[i].last_use != s ||
+              !lathe_shape_equal(&pf->slots[i].shape, &pf->slots[o].shape) || region_reads_after(g, i, k, m))
+            continue;
+          JOIN(o, i);
+          break;
+        }
+      }
+    } else if (sp->region < 0 && kind_is(sp->node, LATHE_KIND_BARRIER)) {
+      for (int k = 0; k < sp->n_in && k < sp->n_out; k++) {
+        int i = sp->in[k], o = sp->out[k];
+        if (group_of[i] < 0) continue;
+        int e = pf->slots[o].last_use < 0 ? s : pf->slots[o].last_use;
+        if (e > groups[group_of[i]].end) groups[group_of[i]].end = e;
+      }
+    }
+  }
+#undef JOIN
+  int n_order = 0;
+  for (int k = 0; !st && k < ng; k++)
+    if (groups[k].end >= 0) order[n_order++] = &groups[k];
+  if (!st) qsort(order, (size_t)n_order, sizeof *order, cmp_group);
+  /* first fit: the lowest offset that overlaps no placed group alive at the same time */
+  int64_t top = 0;
+  for (int k = 0; !st && k < n_order; k++) {
+    mgroup *g = order[k];
+    int64_t off = 0;
+    for (bool moved = true; moved;) {
+      moved = false;
+      for (int j = 0; j < k; j++) {
+        const mgroup *h = order[j];
+        if (h->end < g->start || g->end < h->start) continue;
+        if (off < h->offset + h->size && h->offset < off + g->size) {
+          off = h->offset + h->size;
+          moved = true;
+        }
+      }
+    }
+    g->offset = off;
+    if (off + g->size > top) top = off + g->size;
+  }
+  for (int i = 0; !st && i < pf->n_slots; i++)
+    if (group_of[i] >= 0) pf->slots[i].offset = groups[group_of[i]].offset;
+  pf->arena_bytes = top;
+  free(group_of);
+  free(groups);
+  free(order);
+  free(taken);
+  return st;
+}
+
+/* ---- the program ---- */
+static lathe_status_t build_fn(lathe_program *p, lathe_pfunc *pf) {
+  lower_ctx c = {.p = p, .pf = pf};
+  lathe_status_t st = lathe_schedule_build((lathe_function *)pf->fn, &c.s);
+  if (!st) st = lower_nodes(&c);
+  if (!st && p->options.fuse) st = build_regions(&c);
+  if (!st) st = liveness(&c);
+  if (!st && p->options.plan_memory) st = plan_memory(&c);
+  lathe_schedule_free(&c.s);
+  free(c.slot_of);
+  free(c.region_of);
+  free(c.users_start);
+  free(c.users);
+  free(c.is_output);
+  return st;
+}
+
+lathe_status_t lathe_program_build(const struct lathe_builder *b, const lathe_program_options *opt,
+                                   lathe_program **out) {
+  lathe_program *p = calloc(1, sizeof *p);
+  if (!p) return LATHE_OOM("Compile");
+  p->builder = b;
+  p->options = opt ? *opt : (lathe_program_options){.fuse = true, .plan_memory = true, .alignment = 64};
+  if (p->options.alignment < 16) p->options.alignment = 16;
+  int n = 0;
+  for (int i = 0; i < b->n_fns; i++) n += b->fns[i]->returned;
+  p->fns = arena_array(p, (size_t)n, sizeof(lathe_pfunc));
+  lathe_status_t st = p->fns ? NULL : LATHE_OOM("Compile");
+  /* main first (it is fns[0]); every function is known before any is lowered, so control ops
+   * can name their sub-functions by index */
+  for (int i = 0; !st && i < b->n_fns; i++)
+    if (b->fns[i]->returned) p->fns[p->n_fns++].fn = b->fns[i];
+  if (!st && (p->n_fns == 0 || p->fns[0].fn != b->main_fn))
+    st = LATHE_INVALID("Compile: main function has no Return");
+  for (int i = 0; !st && i < p->n_fns; i++) {
+    st = build_fn(p, &p->fns[i]);
+    if (st) st = lathe_status_annotate(st, "function \"%s\"", p->fns[i].fn->name);
+  }
+  if (st) {
+    lathe_program_free(p);
+    return st;
+  }
+  *out = p;
+  return NULL;
+}
+
+void lathe_program_free(lathe_program *p) {
+  if (!p) return;
+  lathe_arena_free(&p->arena);
+  free(p);
+}
+
+int lathe_program_fn_index(const lathe_program *p, const lathe_function *fn) {
+  for (int i = 0; i < p->n_fns; i++)
+    if (p->fns[i].fn == fn) return i;
+  return -1;
+}
+
+const lathe_pfunc *lathe_program_main(const lathe_program *p) { return &p->fns[0]; }
+
+void lathe_program_get_stats(const lathe_program *p, lathe_program_stats *out) {
+  memset(out, 0, sizeof *out);
+  for (int f = 0; f < p->n_fns; f++) {
+    const lathe_pfunc *pf = &p->fns[f];
+    out->steps += pf->n_steps;
+    out->arena_bytes += pf->arena_bytes;
+    for (int r = 0; r < pf->n_regions; r++) {
+      const lathe_pregion *g = &pf->regions[r];
+      if (g->kind == LATHE_PREGION_REDUCE) out->reduce_regions++;
+      out->fused_members += g->kind == LATHE_PREGION_LOOP ? g->n_members : 1;
+    }
+    for (int s = 0; s < pf->n_steps; s++)
+      if (pf->steps[s].region >= 0) {
+        out->regions++;
+        out->loop_regions += pf->regions[pf->steps[s].region].kind == LATHE_PREGION_LOOP;
+      }
+    for (int i = 0; i < pf->n_slots; i++) out->planned_slots += pf->slots[i].offset >= 0;
+  }
+}

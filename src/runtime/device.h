@@ -1,0 +1,145 @@
+/* device.h -- the device seam, interface version 2: events, tensors and the struct of function
+ * pointers every device implements (docs/ARCHITECTURE.md, "The device seam").
+ *
+ * A device context serves num_devices ordinals. The runtime talks to it only through
+ * lathe_device_i; a device talks back only through the functions declared here. */
+#ifndef LATHE_DEVICE_H
+#define LATHE_DEVICE_H
+
+#include <stdatomic.h>
+
+#include "../core/core.h"
+
+#define LATHE_DEVICE_API_VERSION 2
+
+struct lathe_program;
+struct lathe_program_options;
+
+/* ---- events: completion of asynchronous work ---------------------------------------------- */
+
+/* Reference counted; signalled exactly once with a status (NULL: success). Thread-safe. */
+typedef struct lathe_event lathe_event;
+
+/* A new pending event (one reference, the caller's). */
+lathe_status_t lathe_event_new(lathe_event **out);
+lathe_event *lathe_event_retain(lathe_event *ev); /* NULL-safe */
+void lathe_event_release(lathe_event *ev);        /* NULL-safe */
+/* Marks the work done; takes ownership of status. Callbacks run on this thread, in order. */
+void lathe_event_signal(lathe_event *ev, lathe_status_t status);
+bool lathe_event_is_ready(lathe_event *ev); /* NULL: true */
+/* Blocks until signalled; returns a copy of its status (owned by the caller). NULL: OK at once. */
+lathe_status_t lathe_event_wait(lathe_event *ev);
+/* Runs cb(ctx, status) once the event is signalled (now, if it already is); status is borrowed
+ * for the call. Fails only on allocation failure (then cb never runs). */
+typedef void (*lathe_event_fn)(void *ctx, lathe_status_t status);
+lathe_status_t lathe_event_on_ready(lathe_event *ev, lathe_event_fn cb, void *ctx);
+/* A device-native handle (e.g. a CUDA event) that the signalling device attaches, so that the
+ * same device can order its own work after the event without a host wait. free_fn(native) runs
+ * when the event goes. Set at most once, before the event is shared. */
+void lathe_event_set_native(lathe_event *ev, const void *owner, void *native, void (*free_fn)(void *native));
+/* The native handle if owner attached one, else NULL. */
+void *lathe_event_native(lathe_event *ev, const void *owner);
+
+/* ---- tensors ---------------------------------------------------------------------------------- */
+
+/* Tensor flags. */
+enum {
+  /* Memory owned by something else (an execution arena): retain/release do nothing and the
+   * tensor struct itself is owned by that arena. Never reaches a buffer. */
+  LATHE_TENSOR_VIEW = 1u << 0,
+};
+
+/* A tensor: device memory with a static shape, reference counted. Buffers, executions and kernels
+ * hold tensors; the last release frees the memory through its device (mem_free). */
+typedef struct lathe_tensor {
+  atomic_int refs;
+  uint32_t flags;
+  lathe_shape shape;   /* static dims; axis names NULL */
+  size_t nbytes;       /* packed byte size of shape */
+  void *data;          /* device memory (host memory when the device has shared buffers); NULL
+                        * for 0 bytes is not allowed: every tensor has a unique pointer */
+  int device;          /* ordinal within its device context */
+  const struct lathe_device_i *dev; /* frees data */
+  void *dev_ctx;
+  /* NULL when the contents are ready; else the event of the work that writes them. Set before
+   * the tensor is shared, cleared (and released) by the first waiter that sees it signalled. */
+  _Atomic(lathe_event *) ready;
+} lathe_tensor;
+
+/* A tensor with memory from dev's allocator on ordinal device. */
+lathe_status_t lathe_tensor_alloc(const struct lathe_device_i *dev, void *dev_ctx, int device, const lathe_shape *shape,
+                                  lathe_tensor **out);
+/* A tensor without memory yet (an execution output the device fills): data NULL, refs 1. */
+lathe_status_t lathe_tensor_shell(const struct lathe_device_i *dev, void *dev_ctx, int device, const lathe_shape *shape,
+                                  lathe_tensor **out);
+lathe_tensor *lathe_tensor_retain(lathe_tensor *t);
+void lathe_tensor_release(lathe_tensor *t);
+/* Waits until t's contents are ready; returns the status of the work that wrote them. */
+lathe_status_t lathe_tensor_wait(lathe_tensor *t);
+/* Whether t's contents are ready (the writing work finished, successfully or not). */
+bool lathe_tensor_is_ready(lathe_tensor *t);
+
+/* ---- the device interface --------------------------------------------------------------------- */
+
+typedef struct lathe_plan lathe_plan; /* a device's compiled program; opaque to the runtime */
+
+/* One run of a plan, handed to execute. */
+typedef struct lathe_launch {
+  int device;             /* the ordinal the run executes on */
+  lathe_tensor **inputs;  /* n_inputs references passed to the device: it releases each when the
+                           * work no longer needs it. Some may still be pending (ready events). */
+  const bool *donated;    /* donated[i]: the caller gave input i's memory up (may be NULL) */
+  int n_inputs;
+  lathe_tensor **outputs; /* n_outputs shells made by the runtime (data NULL, refs held by the
+                           * runtime); on return each has data, or a pending ready event the device
+                           * signals once data is set and written */
+  int n_outputs;
+  /* The device calls release(token) exactly once, when it no longer needs the plan (and the
+   * program under it): after the work, or before returning when execute fails -- in which case
+   * it has also released every input and signals nothing. */
+  void (*release)(void *token);
+  void *token;
+} lathe_launch;
+
+enum {
+  LATHE_DEVCAP_SHARED_BUFFERS = 1u << 0, /* tensor data is host memory the caller may use */
+  LATHE_DEVCAP_ASYNC = 1u << 1,          /* execute may return before the work is done */
+};
+
+typedef struct lathe_device_i {
+  uint32_t struct_size; /* sizeof(lathe_device_i) the device was built with */
+  uint32_t api_version; /* LATHE_DEVICE_API_VERSION */
+  const char *name;     /* "cpu", "cuda" */
+  uint32_t (*caps)(void *ctx);
+  int (*num_devices)(void *ctx);
+  /* Owned by ctx; valid until destroy. */
+  const char *(*description)(void *ctx, int device);
+  bool (*supports_op)(void *ctx, lathe_op op, lathe_dtype dtype);
+  bool (*supports_dtype)(void *ctx, lathe_dtype dtype);
+  /* Called once, after every tensor and plan of ctx is gone. */
+  void (*destroy)(void *ctx);
+
+  /* memory: nbytes may be 0 (a unique pointer is still returned) */
+  lathe_status_t (*mem_alloc)(void *ctx, int device, size_t nbytes, void **out_mem);
+  void (*mem_free)(void *ctx, int device, void *mem, size_t nbytes);
+  /* Copies nbytes from host src (borrowed for the call) into dst, which is ready. */
+  lathe_status_t (*upload)(void *ctx, lathe_tensor *dst, const void *src, size_t nbytes);
+  /* Copies src (ready: the runtime waited) into host dst. */
+  lathe_status_t (*download)(void *ctx, lathe_tensor *src, void *dst, size_t nbytes);
+  /* (optional) dst = src between ordinals of ctx; dst is a fresh tensor of src's shape. May
+   * complete late by setting dst->ready. NULL: the runtime goes through host memory. */
+  lathe_status_t (*copy)(void *ctx, lathe_tensor *src, lathe_tensor *dst);
+
+  /* programs: the plan may keep pointers into program, which outlives it */
+  /* (optional) what the device asks of the compile pipeline (fusion, memory plan, alignment);
+   * opt arrives holding the defaults. */
+  void (*program_options)(void *ctx, struct lathe_program_options *opt);
+  lathe_status_t (*compile)(void *ctx, const struct lathe_program *program, lathe_plan **out);
+  void (*plan_free)(void *ctx, lathe_plan *plan);
+  lathe_status_t (*execute)(void *ctx, lathe_plan *plan, const lathe_launch *launch);
+} lathe_device_i;
+
+/* Checks a device table before use (version, size, mandatory slots). */
+lathe_status_t lathe_device_check(const lathe_device_i *dev);
+
+#endif
