@@ -91,6 +91,10 @@ static lathe_status_t fill_outputs(lathe_tensor **results, lathe_tensor **shells
   lathe_status_t st = NULL;
   for (int k = 0; k < n; k++) {
     lathe_tensor *r = results[k], *o = shells[k];
+    if (r == o) { /* computed in place */
+      lathe_tensor_release(r);
+      continue;
+    }
     if (!st && !(r->flags & LATHE_TENSOR_VIEW) && atomic_load(&r->refs) == 1 && r->nbytes == o->nbytes) {
       o->data = r->data;
       r->data = NULL;
@@ -113,7 +117,7 @@ static lathe_status_t run_launch(lathe_cpu *cpu, lathe_plan *plan, lathe_tensor 
   lathe_tensor *res_s[STACK];
   lathe_tensor **res = n_outputs <= STACK ? res_s : calloc((size_t)n_outputs, sizeof *res);
   if (!st && !res) st = LATHE_OOM("Execute");
-  if (!st) st = lathe_cpu_run_main(cpu, plan, inputs, n_inputs, res);
+  if (!st) st = lathe_cpu_run_main(cpu, plan, inputs, n_inputs, res, outputs);
   for (int i = 0; i < n_inputs; i++) lathe_tensor_release(inputs[i]);
   if (!st) st = fill_outputs(res, outputs, n_outputs);
   if (res != res_s) free(res);

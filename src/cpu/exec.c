@@ -12,6 +12,8 @@
 
 struct lathe_plan {
   const lathe_program *prog;
+  bool has_arenas; /* some function plans memory; otherwise executions share `none` */
+  arena_set none;  /* empty arenas (never written: arena_ready returns at once) */
   cpu_fn *fns;
   int n_fns;
   pthread_mutex_t mu; /* guards spare */
@@ -45,6 +47,7 @@ void lathe_cpu_plan_free(void *ctx, lathe_plan *p) {
     arena_set_free(p, a);
   }
   pthread_mutex_destroy(&p->mu);
+  free(p->none.fns);
   free(p->fns);
   free(p);
 }
@@ -90,7 +93,11 @@ lathe_status_t lathe_cpu_compile(void *ctx, const lathe_program *prog, lathe_pla
     const lathe_pfunc *pf = &prog->fns[i];
     cpu_fn *f = &p->fns[i];
     f->pf = pf;
-    for (int s = 0; s < pf->n_steps && !st; s++) st = check_step(pf, &pf->steps[s]);
+    p->has_arenas |= pf->arena_bytes > 0;
+    for (int s = 0; s < pf->n_steps && !st; s++) {
+      st = check_step(pf, &pf->steps[s]);
+      if (pf->steps[s].n_in > f->max_in) f->max_in = pf->steps[s].n_in;
+    }
     f->consts = calloc((size_t)pf->n_slots + 1, sizeof(lathe_tensor *));
     f->const_slots = malloc(sizeof(int) * (size_t)(pf->n_slots + 1));
     if (!st && (!f->consts || !f->const_slots)) st = LATHE_OOM("Compile");
@@ -102,6 +109,7 @@ lathe_status_t lathe_cpu_compile(void *ctx, const lathe_program *prog, lathe_pla
       if (!st && sl->node->a.data_size) memcpy(f->consts[k]->data, sl->node->a.data, sl->node->a.data_size);
     }
   }
+  if (!st && !(p->none.fns = calloc((size_t)prog->n_fns, sizeof(cpu_arena)))) st = LATHE_OOM("Compile");
   if (st) {
     lathe_cpu_plan_free(NULL, p);
     return st;
@@ -113,6 +121,10 @@ lathe_status_t lathe_cpu_compile(void *ctx, const lathe_program *prog, lathe_pla
 /* An arena set for one execution: a spare one, or a new one whose functions' blocks are made
  * on first use. */
 static lathe_status_t arenas_take(lathe_plan *p, arena_set **out) {
+  if (!p->has_arenas) {
+    *out = &p->none;
+    return NULL;
+  }
   pthread_mutex_lock(&p->mu);
   arena_set *a = p->spare;
   if (a) {
@@ -133,6 +145,7 @@ static lathe_status_t arenas_take(lathe_plan *p, arena_set **out) {
 }
 
 static void arenas_give_back(lathe_plan *p, arena_set *a) {
+  if (a == &p->none) return;
   pthread_mutex_lock(&p->mu);
   if (p->n_spare < MAX_SPARE_ARENAS) {
     a->next = p->spare;
@@ -269,6 +282,16 @@ lathe_status_t lathe_cpu_result_tensor(lathe_cpu_exec *ex, int slot, lathe_tenso
     *out = &f->arena->views[slot];
     return NULL;
   }
+  /* a result of the main function is computed straight into its output shell */
+  lathe_tensor *shell = f->shells ? f->shells[slot] : NULL;
+  if (shell && !shell->data && shell->nbytes == (size_t)sl->nbytes) {
+    shell->data = lathe_cpu_mem_alloc(shell->nbytes);
+    if (!shell->data)
+      return lathe_status_new(LATHE_STATUS_RESOURCE_EXHAUSTED, "Execute: out of memory allocating %zu bytes", shell->nbytes);
+    if (lathe_dtype_is_packed(sl->shape.dtype) && shell->nbytes) ((uint8_t *)shell->data)[shell->nbytes - 1] = 0;
+    *out = lathe_tensor_retain(shell);
+    return NULL;
+  }
   return lathe_cpu_tensor_new(&sl->shape, out);
 }
 
@@ -294,11 +317,7 @@ static lathe_status_t run_node(lathe_cpu_exec *ex, frame *f, int pos, const lath
    * when nothing else holds it (a donated input, say), or fresh memory. */
   for (int k = 0; k < nout && !makes_results; k++) {
     const lathe_pslot *sl = &pf->slots[sp->out[k]];
-    if (sl->offset >= 0 && f->arena->views) {
-      out[k] = &f->arena->views[sp->out[k]];
-      continue;
-    }
-    if (may_run_in_place(n->op))
+    if (may_run_in_place(n->op) && sl->offset < 0)
       for (int i = 0; i < nin; i++) {
         lathe_tensor *t = in[i];
         if (pf->slots[sp->in[i]].last_use != pos || (t->flags & LATHE_TENSOR_VIEW) || atomic_load(&t->refs) != 1 ||
@@ -310,7 +329,7 @@ static lathe_status_t run_node(lathe_cpu_exec *ex, frame *f, int pos, const lath
         out[k] = lathe_tensor_retain(t);
         break;
       }
-    if (!out[k] && (st = lathe_cpu_tensor_new(&sl->shape, &out[k]))) goto done;
+    if (!out[k] && (st = lathe_cpu_result_tensor(ex, sp->out[k], &out[k]))) goto done;
   }
   if (makes_results || packed_native(n->op)) {
     st = lathe_cpu_run_kernel(ex, n, in, out);
@@ -350,17 +369,15 @@ done:
 }
 
 static lathe_status_t run_function(lathe_cpu_exec *ex, int fi, lathe_tensor *const *args, int n_args,
-                                   lathe_tensor **outputs) {
+                                   lathe_tensor **outputs, lathe_tensor **shells) {
   const cpu_fn *cf = &ex->plan->fns[fi];
   const lathe_pfunc *pf = cf->pf;
   if (n_args != pf->n_params)
     return lathe_status_new(LATHE_STATUS_INTERNAL, "function \"%s\" takes %d inputs, got %d", pf->fn->name, pf->n_params, n_args);
-  frame f = {.f = cf, .arena = &ex->arenas->fns[fi]};
+  frame f = {.f = cf, .arena = &ex->arenas->fns[fi], .shells = shells};
   enum { STACK_SLOTS = 32 };
   lathe_tensor *vals_s[STACK_SLOTS], *in_s[STACK_SLOTS];
-  int max_in = 0;
-  for (int s = 0; s < pf->n_steps; s++)
-    if (pf->steps[s].n_in > max_in) max_in = pf->steps[s].n_in;
+  int max_in = cf->max_in;
   f.vals = pf->n_slots <= STACK_SLOTS ? vals_s : malloc(sizeof(lathe_tensor *) * (size_t)pf->n_slots);
   f.step_in = max_in <= STACK_SLOTS ? in_s : malloc(sizeof(lathe_tensor *) * (size_t)max_in);
   lathe_status_t st = (!f.vals || !f.step_in) ? LATHE_OOM("Execute") : arena_ready(cf, f.arena);
@@ -412,18 +429,30 @@ lathe_status_t lathe_cpu_exec_call(lathe_cpu_exec *ex, const lathe_function *fn,
   if (!args) return LATHE_OOM("Call");
   for (int i = 0; i < n_inputs; i++) args[i] = inputs[i];
   for (int j = 0; j < n_caps; j++) args[n_inputs + j] = caller->step_in[cap + j];
-  lathe_status_t st = run_function(ex, fi, args, pf->n_params, outputs);
+  lathe_status_t st = run_function(ex, fi, args, pf->n_params, outputs, NULL);
   if (args != args_s) free(args);
   return st;
 }
 
-/* Runs the main function of plan p on inputs (references kept by the caller) into outputs (new
- * references). */
 lathe_status_t lathe_cpu_run_main(lathe_cpu *cpu, lathe_plan *p, lathe_tensor *const *inputs, int n_inputs,
-                                  lathe_tensor **outputs) {
+                                  lathe_tensor **outputs, lathe_tensor *const *shells) {
   lathe_cpu_exec ex = {.cpu = cpu, .plan = p};
-  LATHE_RETURN_IF_ERROR(arenas_take(p, &ex.arenas));
-  lathe_status_t st = run_function(&ex, 0, inputs, n_inputs, outputs);
-  arenas_give_back(p, ex.arenas);
+  const lathe_pfunc *pf = p->fns[0].pf;
+  /* the shell of each output slot (the first output that returns it) */
+  enum { STACK = 32 };
+  lathe_tensor *by_slot_s[STACK], **by_slot = NULL;
+  if (shells) {
+    by_slot = pf->n_slots <= STACK ? by_slot_s : calloc((size_t)pf->n_slots, sizeof(lathe_tensor *));
+    if (!by_slot) return LATHE_OOM("Execute");
+    memset(by_slot, 0, sizeof(lathe_tensor *) * (size_t)pf->n_slots);
+    for (int k = pf->n_outputs - 1; k >= 0; k--)
+      if (pf->slots[pf->outputs[k]].kind == LATHE_PSLOT_VALUE) by_slot[pf->outputs[k]] = shells[k];
+  }
+  lathe_status_t st = arenas_take(p, &ex.arenas);
+  if (!st) {
+    st = run_function(&ex, 0, inputs, n_inputs, outputs, by_slot);
+    arenas_give_back(p, ex.arenas);
+  }
+  if (by_slot != by_slot_s) free(by_slot);
   return st;
 }

@@ -22,6 +22,7 @@ typedef struct cpu_fn {
   lathe_tensor **consts; /* by slot */
   int *const_slots;      /* the CONST slots, to seed a frame */
   int n_consts;
+  int max_in;            /* the most inputs of one step */
 } cpu_fn;
 
 typedef struct frame {
@@ -30,6 +31,7 @@ typedef struct frame {
   cpu_arena *arena;
   const lathe_pstep *step;  /* running now (control kernels call sub-functions from it) */
   lathe_tensor **step_in;   /* its input tensors, hidden captures included */
+  lathe_tensor **shells;    /* main function: the output shell of each returned slot, by slot */
 } frame;
 
 struct lathe_cpu_exec {
@@ -39,8 +41,8 @@ struct lathe_cpu_exec {
   frame *cur;
 };
 
-/* The tensor for result slot of the running function: its arena view when planned, else fresh
- * memory (owned by the caller). */
+/* The tensor for result slot of the running function (a reference for the caller): its arena
+ * view when planned, its output shell when the main function returns it, else fresh memory. */
 lathe_status_t lathe_cpu_result_tensor(lathe_cpu_exec *ex, int slot, lathe_tensor **out);
 /* Runs the region step sp at position pos of the running function. */
 lathe_status_t lathe_cpu_run_region(lathe_cpu_exec *ex, int pos, const lathe_pstep *sp);
