@@ -3,21 +3,6 @@
 
 #include "../runtime/runtime.h"
 
-static const lathe_op_kind op_kinds[LATHE_OP_COUNT] = {
-#define LATHE_OP(ENUM, GoName, c_name, n, KIND) LATHE_KIND_##KIND,
-#include "lathe_ops.def"
-#undef LATHE_OP
-};
-static const int op_arity[LATHE_OP_COUNT] = {
-#define LATHE_OP(ENUM, GoName, c_name, n, KIND) n,
-#include "lathe_ops.def"
-#undef LATHE_OP
-};
-_Static_assert(sizeof op_kinds / sizeof op_kinds[0] == LATHE_OP_COUNT, "op table");
-
-lathe_op_kind lathe_op_kind_of(lathe_op op) { return (int)op >= 0 && op < LATHE_OP_COUNT ? op_kinds[op] : LATHE_KIND_INTERNAL; }
-int lathe_op_arity(lathe_op op) { return (int)op >= 0 && op < LATHE_OP_COUNT ? op_arity[op] : 0; }
-
 /* ---- arena ---- */
 struct lathe_arena_chunk {
   lathe_arena_chunk *next;

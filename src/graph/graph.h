@@ -10,18 +10,38 @@
 
 #include "../core/core.h"
 
+/* ---- op facts: the KIND and FLAGS columns of include/lathe_ops.def ---- */
 typedef enum lathe_op_kind {
-#define LATHE_KIND(K) LATHE_KIND_##K,
-  LATHE_KIND(LEAF) LATHE_KIND(UNARY) LATHE_KIND(CONVERT) LATHE_KIND(BINARY) LATHE_KIND(COMPARE)
-  LATHE_KIND(SELECT) LATHE_KIND(REDUCE) LATHE_KIND(LAYOUT) LATHE_KIND(DOT) LATHE_KIND(CONV)
-  LATHE_KIND(WINDOW) LATHE_KIND(INDEX) LATHE_KIND(CONTROL) LATHE_KIND(NUMERIC) LATHE_KIND(DYNSHAPE)
-  LATHE_KIND(BARRIER) LATHE_KIND(FUSED) LATHE_KIND(COLLECTIVE) LATHE_KIND(INTERNAL)
+#define LATHE_KIND(NAME, family) LATHE_KIND_##NAME,
+#include "kinds.def"
 #undef LATHE_KIND
   LATHE_KIND_COUNT
 } lathe_op_kind;
 
-lathe_op_kind lathe_op_kind_of(lathe_op op);
-int lathe_op_arity(lathe_op op); /* -1: variadic */
+/* LATHE_KIND_IF_FAMILY(family, ...) expands to __VA_ARGS__ unless family is `none` (kinds.def). */
+#define LATHE_KIND_IF_FAMILY(family, ...) LATHE_PP_CAT(LATHE_KIND_IF_, LATHE_KIND_HAS_FAMILY(family))(__VA_ARGS__)
+#define LATHE_KIND_HAS_FAMILY(family) LATHE_PP_SECOND(LATHE_KIND_PROBE_##family, 1, ~)
+#define LATHE_KIND_PROBE_none ~, 0
+#define LATHE_KIND_IF_0(...)
+#define LATHE_KIND_IF_1(...) __VA_ARGS__
+#define LATHE_PP_SECOND(...) LATHE_PP_SECOND_(__VA_ARGS__)
+#define LATHE_PP_SECOND_(a, b, ...) b
+#define LATHE_PP_CAT(a, b) LATHE_PP_CAT_(a, b)
+#define LATHE_PP_CAT_(a, b) a##b
+
+/* One bit per name of the FLAGS column (lathe_ops.def documents each). */
+typedef enum lathe_op_flag {
+  LATHE_OPF_EW = 1u << 0,
+  LATHE_OPF_FUSE = 1u << 1,
+  LATHE_OPF_INPLACE = 1u << 2,
+  LATHE_OPF_CSE = 1u << 3,
+  LATHE_OPF_SIDE = 1u << 4,
+  LATHE_OPF_PACKED = 1u << 5,
+} lathe_op_flag;
+
+lathe_op_kind lathe_op_kind_of(lathe_op op); /* INTERNAL for an op out of range */
+uint32_t lathe_op_flags(lathe_op op);        /* 0 for an op out of range */
+static inline bool lathe_op_has(lathe_op op, lathe_op_flag flag) { return (lathe_op_flags(op) & (uint32_t)flag) != 0; }
 
 /* Bump allocator: everything is freed at once with the graph. Zeroed memory. */
 typedef struct lathe_arena_chunk lathe_arena_chunk;
