@@ -370,8 +370,9 @@ static void store_index(void *data, lathe_dtype dt, int64_t i, int64_t v) {
 }
 
 static lathe_status_t run_arg_min_max(lathe_cpu_exec *ex, const lathe_node *n, const lathe_tensor *x, lathe_tensor *out) {
-  int axis = (int)n->a.i[0];
-  arg_job j = {.pre = 1, .post = 1, .len = x->shape.dims[axis], .in = x->data, .is_min = n->a.i[1] != 0};
+  int axis = (int)lathe_attr_arg_min_max_axis(n);
+  arg_job j = {.pre = 1, .post = 1, .len = x->shape.dims[axis], .in = x->data};
+  j.is_min = lathe_attr_arg_min_max_is_min(n);
   for (int a = 0; a < axis; a++) j.pre *= x->shape.dims[a];
   for (int a = axis + 1; a < x->shape.rank; a++) j.post *= x->shape.dims[a];
   int64_t m = j.pre * j.post;
@@ -420,7 +421,8 @@ static lathe_status_t run_reduce(lathe_cpu_exec *ex, const lathe_node *n, const 
   }
   /* Collapse: drop size-1 axes, merge neighbours of the same kind. */
   bool red[LATHE_MAX_RANK] = {false};
-  for (int i = 0; i < n->a.list_len[0]; i++) red[n->a.list[0][i]] = true;
+  lathe_ilist axes = lathe_attr_reduce_axes(n);
+  for (int i = 0; i < axes.n; i++) red[axes.v[i]] = true;
   for (int a = 0; a < xs->rank; a++) {
     if (xs->dims[a] == 1) continue;
     if (j.g && j.red[j.g - 1] == red[a]) {

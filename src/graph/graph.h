@@ -54,12 +54,15 @@ void lathe_arena_free(lathe_arena *a);
 
 #define LATHE_MAX_LISTS 8
 #define LATHE_MAX_IATTRS 8
+#define LATHE_MAX_FATTRS 2
 #define LATHE_MAX_SUBFNS 2
 
-/* Op attributes. The meaning of each slot per op is documented at the op's builder. */
+/* Op attribute storage. Code reads and writes it through the typed accessors of attrs.h,
+ * generated from op_attrs.def (which says what each slot of each op means); only the generic
+ * passes (CSE's comparison, specialisation's copy) touch the raw slots. */
 typedef struct lathe_attrs {
   int64_t i[LATHE_MAX_IATTRS];           /* scalar attributes */
-  double f[2];                           /* float attributes */
+  double f[LATHE_MAX_FATTRS];            /* float attributes */
   int64_t *list[LATHE_MAX_LISTS];        /* int lists (arena) */
   int list_len[LATHE_MAX_LISTS];
   struct lathe_function *fn[LATHE_MAX_SUBFNS]; /* sub-functions */
@@ -77,7 +80,7 @@ typedef struct lathe_node {
   struct lathe_node **in;
   int n_out;               /* 1, or the number of results of a multi-result op */
   lathe_shape *out_shapes; /* n_out shapes when n_out > 1 (or the op is multi-result) */
-  bool multi;              /* results are read through TUPLE_ELEMENT nodes (attr i[0] = index) */
+  bool multi;              /* results are read through TUPLE_ELEMENT nodes (lathe_attr_tuple_element_index) */
   struct lathe_node *captured; /* CAPTURE: the ancestor function's node */
   const char *name;            /* PARAMETER: its name */
   int param_index;             /* PARAMETER: position */
@@ -124,9 +127,6 @@ lathe_status_t lathe_node_new(lathe_function *fn, lathe_op op, lathe_value_t con
 lathe_status_t lathe_node_set_outputs(lathe_node *n, const lathe_shape *shapes, int n_out);
 /* Appends the captured values of sub-function sub as hidden inputs of n. */
 lathe_status_t lathe_node_add_captures(lathe_node *n, lathe_function *sub);
-/* Copies an int list into attribute slot k. */
-lathe_status_t lathe_node_set_list(lathe_node *n, int k, const int64_t *v, int len);
-lathe_status_t lathe_node_set_list_int(lathe_node *n, int k, const int *v, int len);
 /* Finishes a node: interns axis names of its shape, runs CSE lookup is done at compile. */
 lathe_status_t lathe_node_commit(lathe_node *n, lathe_value_t *out);
 /* Projections of a multi-result node into values. */
@@ -134,6 +134,8 @@ lathe_status_t lathe_node_commit_multi(lathe_node *n, lathe_value_t *out_values)
 /* Checks a value handle; returns a status naming op on a NULL or foreign value. */
 lathe_status_t lathe_check_value(const char *op, lathe_function *fn, lathe_value_t v, const char *what);
 lathe_status_t lathe_check_fn(const char *op, lathe_function_t fn);
+
+#include "attrs.h"
 
 /* Shape rules shared by the families. */
 lathe_status_t lathe_infer_broadcast(const char *op, const lathe_shape *a, const lathe_shape *b, lathe_shape *out);
