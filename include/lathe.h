@@ -91,7 +91,7 @@ bool lathe_shape_equal(const lathe_shape *a, const lathe_shape *b); /* dtype and
  * Ops: the op table (lathe_ops.def) as an enum. */
 
 typedef enum lathe_op {
-#define LATHE_OP(ENUM, GoName, c_name, n_operands, KIND) LATHE_OP_##ENUM,
+#define LATHE_OP(ENUM, GoName, c_name, n_operands, KIND, SIG, FLAGS) LATHE_OP_##ENUM,
 #include "lathe_ops.def"
 #undef LATHE_OP
   LATHE_OP_COUNT
@@ -218,57 +218,22 @@ lathe_status_t lathe_builder_compile_for(lathe_builder_t builder, lathe_backend_
  * Op builders. Each validates its operands and attributes and infers the result shape.
  * Array arguments are borrowed. */
 
-/* One operand, one result: lathe_abs(fn, x, &out), ... (the UNARY kind of lathe_ops.def). */
+/* One operand, one result: lathe_abs(fn, x, &out), ... (SIG U in lathe_ops.def). */
 lathe_status_t lathe_unary(lathe_function_t fn, lathe_op op, lathe_value_t x, lathe_value_t *out);
-/* Two operands with GoMLX broadcasting (equal ranks; size-1 axes or a scalar broadcast). */
+/* Two operands with GoMLX broadcasting (equal ranks; size-1 axes or a scalar broadcast): lathe_add(fn, lhs,
+ * rhs, &out), ... (SIG B in lathe_ops.def). */
 lathe_status_t lathe_binary(lathe_function_t fn, lathe_op op, lathe_value_t lhs, lathe_value_t rhs,
                             lathe_value_t *out);
-#define LATHE_UNARY(c_name) lathe_status_t lathe_##c_name(lathe_function_t fn, lathe_value_t x, lathe_value_t *out);
-#define LATHE_BINARY(c_name) \
+#define LATHE_SIG_U(c_name) lathe_status_t lathe_##c_name(lathe_function_t fn, lathe_value_t x, lathe_value_t *out);
+#define LATHE_SIG_B(c_name) \
   lathe_status_t lathe_##c_name(lathe_function_t fn, lathe_value_t lhs, lathe_value_t rhs, lathe_value_t *out);
-#define LATHE_OP(ENUM, GoName, c_name, n, KIND) LATHE_DECL_##KIND(c_name)
-#define LATHE_DECL_UNARY(c_name) LATHE_UNARY(c_name)
-#define LATHE_DECL_BINARY(c_name) LATHE_BINARY(c_name)
-#define LATHE_DECL_COMPARE(c_name) LATHE_BINARY(c_name)
-#define LATHE_DECL_LEAF(c_name)
-#define LATHE_DECL_CONVERT(c_name)
-#define LATHE_DECL_SELECT(c_name)
-#define LATHE_DECL_REDUCE(c_name)
-#define LATHE_DECL_LAYOUT(c_name)
-#define LATHE_DECL_DOT(c_name)
-#define LATHE_DECL_CONV(c_name)
-#define LATHE_DECL_WINDOW(c_name)
-#define LATHE_DECL_INDEX(c_name)
-#define LATHE_DECL_CONTROL(c_name)
-#define LATHE_DECL_NUMERIC(c_name)
-#define LATHE_DECL_DYNSHAPE(c_name)
-#define LATHE_DECL_BARRIER(c_name)
-#define LATHE_DECL_FUSED(c_name)
-#define LATHE_DECL_COLLECTIVE(c_name)
-#define LATHE_DECL_INTERNAL(c_name)
+#define LATHE_SIG_X(c_name)
+#define LATHE_OP(ENUM, GoName, c_name, n, KIND, SIG, FLAGS) LATHE_SIG_##SIG(c_name)
 #include "lathe_ops.def"
 #undef LATHE_OP
-#undef LATHE_UNARY
-#undef LATHE_BINARY
-#undef LATHE_DECL_UNARY
-#undef LATHE_DECL_BINARY
-#undef LATHE_DECL_COMPARE
-#undef LATHE_DECL_LEAF
-#undef LATHE_DECL_CONVERT
-#undef LATHE_DECL_SELECT
-#undef LATHE_DECL_REDUCE
-#undef LATHE_DECL_LAYOUT
-#undef LATHE_DECL_DOT
-#undef LATHE_DECL_CONV
-#undef LATHE_DECL_WINDOW
-#undef LATHE_DECL_INDEX
-#undef LATHE_DECL_CONTROL
-#undef LATHE_DECL_NUMERIC
-#undef LATHE_DECL_DYNSHAPE
-#undef LATHE_DECL_BARRIER
-#undef LATHE_DECL_FUSED
-#undef LATHE_DECL_COLLECTIVE
-#undef LATHE_DECL_INTERNAL
+#undef LATHE_SIG_U
+#undef LATHE_SIG_B
+#undef LATHE_SIG_X
 
 lathe_status_t lathe_convert_dtype(lathe_function_t fn, lathe_value_t x, lathe_dtype dtype, lathe_value_t *out);
 /* Reinterprets bits. Same width: same dims. Narrower target: a new last axis of size

@@ -137,7 +137,7 @@ void lathe_shape_strides(const lathe_shape *s, int64_t *strides) {
 }
 
 static const char *const op_names[LATHE_OP_COUNT] = {
-#define LATHE_OP(ENUM, GoName, c_name, n, KIND) #GoName,
+#define LATHE_OP(ENUM, GoName, c_name, n, KIND, SIG, FLAGS) #GoName,
 #include "lathe_ops.def"
 #undef LATHE_OP
 };

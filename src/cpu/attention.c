@@ -423,28 +423,29 @@ static void broadcast_strides(const lathe_shape *s, bool bshd_mask, int64_t *out
 static lathe_status_t sdpa_geometry(actx *c, lathe_tensor *const *in, bool vjp) {
   const lathe_node *n = c->n;
   const lathe_shape *qs = &in[0]->shape, *ks = &in[1]->shape;
-  bool bhsd = n->a.i[0] == LATHE_ATTENTION_LAYOUT_BHSD;
+  bool bhsd = lathe_attr_sdpa_layout(n) == LATHE_ATTENTION_LAYOUT_BHSD;
   int sa = bhsd ? 2 : 1, ha = 3 - sa;
   c->B = qs->dims[0], c->H = qs->dims[ha], c->S = qs->dims[sa], c->D = qs->dims[3];
   c->Hkv = ks->dims[ha], c->Skv = ks->dims[sa];
   c->group = c->H / c->Hkv;
   c->qss = bhsd ? c->D : c->H * c->D, c->qhs = bhsd ? c->S * c->D : c->D, c->qbs = c->H * c->S * c->D;
   c->kss = bhsd ? c->D : c->Hkv * c->D, c->khs = bhsd ? c->Skv * c->D : c->D, c->kbs = c->Hkv * c->Skv * c->D;
-  c->causal = n->a.i[1] != 0;
-  c->scale = n->a.f[0] != 0 ? n->a.f[0] : c->D ? 1.0 / sqrt((double)c->D) : 1.0;
+  c->causal = lathe_attr_sdpa_causal(n);
+  double scale = lathe_attr_sdpa_scale(n);
+  c->scale = scale != 0 ? scale : c->D ? 1.0 / sqrt((double)c->D) : 1.0;
   c->q = in[0]->data, c->k = in[1]->data, c->v = in[2]->data;
   int next = vjp ? 6 : 3;
-  if (n->a.i[2]) {
+  if (lathe_attr_sdpa_has_mask(n)) {
     const lathe_tensor *mk = in[next++];
     if (mk->shape.dtype == LATHE_DTYPE_BOOL) c->bmask = mk->data;
     else c->amask = mk->data;
     broadcast_strides(&mk->shape, !bhsd, c->ms);
   }
-  if (n->a.i[3]) {
+  if (lathe_attr_sdpa_has_seq_lens(n)) {
     c->qlen = in[next++]->data;
     c->kvlen = in[next++]->data;
   }
-  if (n->a.i[4]) {
+  if (lathe_attr_sdpa_has_bias(n)) {
     c->bias = in[next]->data;
     broadcast_strides(&in[next]->shape, false, c->bs);
   }
@@ -496,8 +497,9 @@ static lathe_status_t run_typed(lathe_cpu_exec *ex, const lathe_node *n, lathe_t
     case LATHE_OP_FUSED_ATTENTION_QKV_PROJECTION: {
       const lathe_shape *xs = &in[0]->shape;
       c.kin = xs->dims[xs->rank - 1];
-      c.m = c.kin ? lathe_shape_size(xs) / c.kin : lathe_shape_size(&out[0]->shape) / n->a.i[0];
-      c.dims[0] = n->a.i[0], c.dims[1] = c.dims[2] = n->a.i[1];
+      int64_t query_dim = lathe_attr_fused_attention_qkv_projection_query_dim(n);
+      c.m = c.kin ? lathe_shape_size(xs) / c.kin : lathe_shape_size(&out[0]->shape) / query_dim;
+      c.dims[0] = query_dim, c.dims[1] = c.dims[2] = lathe_attr_fused_attention_qkv_projection_key_value_dim(n);
       c.total = c.dims[0] + 2 * c.dims[1];
       c.col0[0] = 0, c.col0[1] = c.dims[0], c.col0[2] = c.dims[0] + c.dims[1];
       c.x = in[0]->data, c.w = in[1]->data;
@@ -512,8 +514,11 @@ static lathe_status_t run_typed(lathe_cpu_exec *ex, const lathe_node *n, lathe_t
       nrb = (c.m + c.rows - 1) / c.rows;
       int64_t split = nrb * 3 >= want ? 1 : (want + nrb * 3 - 1) / (nrb * 3);
       int next = 2;
+      const bool has_bias[3] = {lathe_attr_fused_attention_qkv_projection_has_bias_q(n),
+                                lathe_attr_fused_attention_qkv_projection_has_bias_k(n),
+                                lathe_attr_fused_attention_qkv_projection_has_bias_v(n)};
       for (int o = 0; o < 3; o++) {
-        c.qkv_bias[o] = n->a.i[2 + o] ? in[next++]->data : NULL;
+        c.qkv_bias[o] = has_bias[o] ? in[next++]->data : NULL;
         c.qkv_out[o] = out[o]->data;
         int64_t w = (c.dims[o] + split - 1) / split;
         c.tile_w[o] = w < 64 ? 64 : (w + 15) / 16 * 16;

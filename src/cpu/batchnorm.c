@@ -162,8 +162,8 @@ static lathe_status_t elementwise(lathe_cpu_exec *ex, geom g, const lathe_tensor
 lathe_status_t lathe_cpu_batch_norm(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in,
                                     lathe_tensor **out) {
   const lathe_tensor *x = in[0];
-  geom g = geom_of(&x->shape, (int)n->a.i[0]);
-  double eps = n->a.f[0], count = (double)(g.outer * g.inner);
+  geom g = geom_of(&x->shape, (int)lathe_attr_batch_norm_feature_axis(n));
+  double eps = lathe_attr_batch_norm_epsilon(n), count = (double)(g.outer * g.inner);
   int64_t f = g.f;
   lathe_num_load_fn load = lathe_num_real_loader(x->shape.dtype);
   lathe_num_store_fn store = lathe_num_real_storer(x->shape.dtype);

@@ -43,11 +43,11 @@ static lathe_status_t run_while(lathe_cpu_exec *ex, const lathe_node *n, lathe_t
   lathe_status_t st = NULL;
   for (;;) {
     lathe_tensor *c = NULL;
-    if ((st = lathe_cpu_exec_call(ex, n->a.fn[0], state, ns, &c))) break;
+    if ((st = lathe_cpu_exec_call(ex, lathe_attr_while_cond(n), state, ns, &c))) break;
     bool go = read_bool(c);
     lathe_tensor_release(c);
     if (!go) break;
-    if ((st = lathe_cpu_exec_call(ex, n->a.fn[1], state, ns, next))) break;
+    if ((st = lathe_cpu_exec_call(ex, lathe_attr_while_body(n), state, ns, next))) break;
     for (int i = 0; i < ns; i++) {
       lathe_tensor_release(state[i]);
       state[i] = next[i];
@@ -221,7 +221,7 @@ static keys_fn keys_for(lathe_dtype dt) {
 /* Whether the comparator is exactly a strict comparison of its first two parameters; sets the
  * direction and whether NaNs and zeros follow totalOrder. */
 static bool native_order(const lathe_node *n, bool *desc, bool *total) {
-  const lathe_function *c = n->a.fn[0];
+  const lathe_function *c = lathe_attr_sort_comparator(n);
   if (c->n_outputs != 1) return false;
   const lathe_node *o = c->outputs[0];
   switch (o->op) {
@@ -302,7 +302,7 @@ DEFINE_MERGE_SORT(sort_indices, int64_t, cmp_ctx *, IDX_LESS)
 static lathe_status_t sort_with_comparator(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in,
                                            lathe_tensor **out, int64_t rows, int64_t m, int64_t inner) {
   int ni = n->n_operands;
-  cmp_ctx c = {.ex = ex, .fn = n->a.fn[0], .in = in, .n_in = ni, .inner = inner};
+  cmp_ctx c = {.ex = ex, .fn = lathe_attr_sort_comparator(n), .in = in, .n_in = ni, .inner = inner};
   c.scalars = calloc(2 * (size_t)ni, sizeof *c.scalars);
   int64_t *idx = malloc(sizeof(int64_t) * 2 * (size_t)m);
   lathe_status_t st = (!c.scalars || !idx) ? LATHE_OOM("Sort") : NULL;
@@ -326,7 +326,7 @@ static lathe_status_t sort_with_comparator(lathe_cpu_exec *ex, const lathe_node 
 }
 
 static lathe_status_t run_sort(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
-  int ni = n->n_operands, axis = (int)n->a.i[0];
+  int ni = n->n_operands, axis = (int)lathe_attr_sort_axis(n);
   const lathe_shape *s = &in[0]->shape;
   int64_t outer = lathe_dims_product(s->dims, 0, axis), inner = lathe_dims_product(s->dims, axis + 1, s->rank);
   int64_t m = s->dims[axis];
@@ -363,11 +363,13 @@ lathe_status_t lathe_cpu_run_control(lathe_cpu_exec *ex, const lathe_node *n, la
                                      lathe_tensor **out) {
   switch (n->op) {
     case LATHE_OP_CALL:
-      return lathe_cpu_exec_call(ex, n->a.fn[0], in, n->n_operands, out);
+      return lathe_cpu_exec_call(ex, lathe_attr_call_callee(n), in, n->n_operands, out);
     case LATHE_OP_WHILE:
       return run_while(ex, n, in, out);
-    case LATHE_OP_IF:
-      return lathe_cpu_exec_call(ex, n->a.fn[read_bool(in[0]) ? 0 : 1], NULL, 0, out);
+    case LATHE_OP_IF: {
+      const lathe_function *branch = read_bool(in[0]) ? lathe_attr_if_true_branch(n) : lathe_attr_if_false_branch(n);
+      return lathe_cpu_exec_call(ex, branch, NULL, 0, out);
+    }
     case LATHE_OP_SORT:
       return run_sort(ex, n, in, out);
     default:

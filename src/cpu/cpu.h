@@ -1,8 +1,8 @@
 /* cpu.h -- the CPU device: thread pool, execution frames, and the kernel families.
  *
- * Every family (one file per KIND of lathe_ops.def) exports two functions:
- *   bool lathe_cpu_supports_<kind>(lathe_op op, lathe_dtype dtype);
- *   lathe_status_t lathe_cpu_run_<kind>(lathe_cpu_exec *ex, const lathe_node *n,
+ * Every family (src/cpu/<family>.c per kind of src/graph/kinds.def) exports two functions:
+ *   bool lathe_cpu_supports_<family>(lathe_op op, lathe_dtype dtype);
+ *   lathe_status_t lathe_cpu_run_<family>(lathe_cpu_exec *ex, const lathe_node *n,
  *                                       lathe_tensor *const *in, lathe_tensor **out);
  * `in` holds n->n_operands input tensors (hidden capture inputs are not passed); `out` holds
  * n->n_out tensors already allocated with the node's result shape(s) (contents undefined).
@@ -74,27 +74,13 @@ void lathe_cpu_plan_free(void *ctx, lathe_plan *plan);
 lathe_status_t lathe_cpu_run_main(lathe_cpu *cpu, lathe_plan *plan, lathe_tensor *const *inputs, int n_inputs,
                                   lathe_tensor **outputs, lathe_tensor *const *shells);
 
-#define LATHE_CPU_FAMILY(K)                                                       \
-  bool lathe_cpu_supports_##K(lathe_op op, lathe_dtype dtype);                     \
-  lathe_status_t lathe_cpu_run_##K(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, \
+#define LATHE_CPU_FAMILY(K)                                                                             \
+  bool lathe_cpu_supports_##K(lathe_op op, lathe_dtype dtype);                                                  \
+  lathe_status_t lathe_cpu_run_##K(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in,            \
                                    lathe_tensor **out);
-LATHE_CPU_FAMILY(unary)
-LATHE_CPU_FAMILY(convert)
-LATHE_CPU_FAMILY(binary)
-LATHE_CPU_FAMILY(compare)
-LATHE_CPU_FAMILY(select)
-LATHE_CPU_FAMILY(reduce)
-LATHE_CPU_FAMILY(layout)
-LATHE_CPU_FAMILY(dot)
-LATHE_CPU_FAMILY(conv)
-LATHE_CPU_FAMILY(window)
-LATHE_CPU_FAMILY(index)
-LATHE_CPU_FAMILY(control)
-LATHE_CPU_FAMILY(numeric)
-LATHE_CPU_FAMILY(dynshape)
-LATHE_CPU_FAMILY(barrier)
-LATHE_CPU_FAMILY(fused)
-LATHE_CPU_FAMILY(leaf)
+#define LATHE_KIND(NAME, family) LATHE_KIND_IF_FAMILY(family, LATHE_CPU_FAMILY(family))
+#include "../graph/kinds.def"
+#undef LATHE_KIND
 #undef LATHE_CPU_FAMILY
 
 /* ---- element access helpers for kernels ---- */

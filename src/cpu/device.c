@@ -55,12 +55,10 @@ bool lathe_cpu_supports_op(lathe_op op, lathe_dtype dt) {
   if (lathe_dtype_is_packed(dt) && op != LATHE_OP_BITCAST)
     dt = lathe_dtype_class_of(dt) == LATHE_CLASS_SINT ? LATHE_DTYPE_INT8 : LATHE_DTYPE_UINT8;
   switch (lathe_op_kind_of(op)) {
-#define K(KIND, fam) \
-  case LATHE_KIND_##KIND: return lathe_cpu_supports_##fam(op, dt);
-    K(LEAF, leaf) K(UNARY, unary) K(CONVERT, convert) K(BINARY, binary) K(COMPARE, compare) K(SELECT, select)
-    K(REDUCE, reduce) K(LAYOUT, layout) K(DOT, dot) K(CONV, conv) K(WINDOW, window) K(INDEX, index)
-    K(CONTROL, control) K(NUMERIC, numeric) K(DYNSHAPE, dynshape) K(BARRIER, barrier) K(FUSED, fused)
-#undef K
+#define LATHE_KIND(NAME, family) \
+  LATHE_KIND_IF_FAMILY(family, case LATHE_KIND_##NAME: return lathe_cpu_supports_##family(op, dt);)
+#include "../graph/kinds.def"
+#undef LATHE_KIND
     default: return false;
   }
 }
@@ -72,12 +70,10 @@ static bool supports_op(void *ctx, lathe_op op, lathe_dtype dt) {
 
 lathe_status_t lathe_cpu_run_kernel(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
   switch (lathe_op_kind_of(n->op)) {
-#define K(KIND, fam) \
-  case LATHE_KIND_##KIND: return lathe_cpu_run_##fam(ex, n, in, out);
-    K(LEAF, leaf) K(UNARY, unary) K(CONVERT, convert) K(BINARY, binary) K(COMPARE, compare) K(SELECT, select)
-    K(REDUCE, reduce) K(LAYOUT, layout) K(DOT, dot) K(CONV, conv) K(WINDOW, window) K(INDEX, index)
-    K(CONTROL, control) K(NUMERIC, numeric) K(DYNSHAPE, dynshape) K(BARRIER, barrier) K(FUSED, fused)
-#undef K
+#define LATHE_KIND(NAME, family) \
+  LATHE_KIND_IF_FAMILY(family, case LATHE_KIND_##NAME: return lathe_cpu_run_##family(ex, n, in, out);)
+#include "../graph/kinds.def"
+#undef LATHE_KIND
     default: return lathe_status_new(LATHE_STATUS_INTERNAL, "%s: no CPU kernel family", lathe_op_name(n->op));
   }
 }

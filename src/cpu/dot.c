@@ -548,11 +548,13 @@ static lathe_status_t product(lathe_pool *pool, operand *l, operand *r, lathe_dt
 
 lathe_status_t lathe_cpu_run_dot(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
   lathe_tensor *o = out[0];
-  lathe_dtype acc = (lathe_dtype)n->a.i[0], odt = o->shape.dtype;
+  lathe_dtype acc = lathe_attr_dot_general_accumulator(n), odt = o->shape.dtype;
+  lathe_ilist lc = lathe_attr_dot_general_lhs_contracting(n), lb = lathe_attr_dot_general_lhs_batch(n);
+  lathe_ilist rc = lathe_attr_dot_general_rhs_contracting(n), rb = lathe_attr_dot_general_rhs_batch(n);
   operand l, r;
   memset(&r, 0, sizeof r);
-  lathe_status_t st = operand_init(&l, in[0], n->a.list[0], n->a.list_len[0], n->a.list[1], n->a.list_len[1]);
-  if (!st) st = operand_init(&r, in[1], n->a.list[2], n->a.list_len[2], n->a.list[3], n->a.list_len[3]);
+  lathe_status_t st = operand_init(&l, in[0], lc.v, lc.n, lb.v, lb.n);
+  if (!st) st = operand_init(&r, in[1], rc.v, rc.n, rb.v, rb.n);
   int64_t total = l.B * l.R * r.R;
   if (st || total == 0) goto done;
   if (l.K == 0) { /* empty sums: zero, which is all-zero bits in every dtype */

@@ -15,13 +15,13 @@ lathe_status_t lathe_cpu_run_dynshape(lathe_cpu_exec *ex, const lathe_node *n, l
       for (int i = 0; i < in[0]->shape.rank; i++) o[i] = (int32_t)in[0]->shape.dims[i];
       return NULL;
     case LATHE_OP_DYNAMIC_DIMENSION_SIZE:
-      o[0] = (int32_t)in[0]->shape.dims[n->a.i[0]];
+      o[0] = (int32_t)in[0]->shape.dims[lathe_attr_dynamic_dimension_size_axis(n)];
       return NULL;
     case LATHE_OP_DYNAMIC_RESHAPE:
       /* The specialisation resolved the sizes (and checked the element count); sizes given by
        * values must agree with them. */
       for (int i = 0; i < n->shape.rank; i++) {
-        int64_t k = n->a.list[1][i];
+        int64_t k = lathe_attr_dynamic_reshape_value_of(n).v[i];
         if (k < 0) continue;
         int64_t v = lathe_load_index(in[k]->data, in[k]->shape.dtype, 0);
         if (v != out[0]->shape.dims[i])

@@ -106,7 +106,8 @@ lathe_status_t lathe_cpu_compile(void *ctx, const lathe_program *prog, lathe_pla
       if (sl->kind != LATHE_PSLOT_CONST) continue;
       f->const_slots[f->n_consts++] = k;
       st = lathe_cpu_tensor_new(&sl->shape, &f->consts[k]);
-      if (!st && sl->node->a.data_size) memcpy(f->consts[k]->data, sl->node->a.data, sl->node->a.data_size);
+      lathe_bytes v = lathe_attr_constant_value(sl->node);
+      if (!st && v.size) memcpy(f->consts[k]->data, v.data, v.size);
     }
   }
   if (!st && !(p->none.fns = calloc((size_t)prog->n_fns, sizeof(cpu_arena)))) st = LATHE_OOM("Compile");
@@ -187,25 +188,11 @@ static lathe_status_t arena_ready(const cpu_fn *f, cpu_arena *a) {
 /* ---- execution ---- */
 lathe_pool *lathe_cpu_exec_pool(lathe_cpu_exec *ex) { return ex->cpu->pool; }
 
-/* Sub-byte integer tensors are widened to 8 bits around kernels that compute on values. */
-static bool packed_native(lathe_op op) {
-  lathe_op_kind k = lathe_op_kind_of(op);
-  /* FusedQuantizedDense unpacks Int2/Int4 weights itself, panel by panel, in parallel. */
-  return op == LATHE_OP_BITCAST || op == LATHE_OP_FUSED_QUANTIZED_DENSE || k == LATHE_KIND_CONTROL ||
-         k == LATHE_KIND_INTERNAL || k == LATHE_KIND_LEAF || k == LATHE_KIND_BARRIER;
-}
+/* Sub-byte integer tensors are widened to 8 bits around kernels that compute on values, except
+ * for the ops flagged PACKED in the op table. */
+static bool packed_native(lathe_op op) { return lathe_op_has(op, LATHE_OPF_PACKED); }
 
-static bool may_run_in_place(lathe_op op) {
-  switch (lathe_op_kind_of(op)) {
-    case LATHE_KIND_UNARY:
-    case LATHE_KIND_BINARY:
-    case LATHE_KIND_COMPARE:
-    case LATHE_KIND_SELECT:
-      return true;
-    default:
-      return op == LATHE_OP_CONVERT_DTYPE;
-  }
-}
+static bool may_run_in_place(lathe_op op) { return lathe_op_has(op, LATHE_OPF_INPLACE); }
 
 static lathe_dtype widened(lathe_dtype dt) {
   if (!lathe_dtype_is_packed(dt)) return dt;

@@ -231,9 +231,10 @@ static lathe_status_t transform_axis(lathe_cpu_exec *ex, lathe_c128 *w, const in
 }
 
 lathe_status_t lathe_cpu_fft(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
-  lathe_fft_type type = (lathe_fft_type)n->a.i[0];
-  int k = n->a.list_len[0];
-  const int64_t *len = n->a.list[0];
+  lathe_fft_type type = lathe_attr_fft_type(n);
+  lathe_ilist length = lathe_attr_fft_length(n);
+  int k = length.n;
+  const int64_t *len = length.v;
   const lathe_shape *xs = &in[0]->shape, *ys = &out[0]->shape;
   int rank = xs->rank;
   if (lathe_shape_size(xs) == 0 || lathe_shape_size(ys) == 0) return NULL;

@@ -63,7 +63,7 @@ typedef struct {
     fctx *c = vc;                                                                                \
     const T *x = c->in[0]->data;                                                                 \
     T *y = c->out[0]->data;                                                                      \
-    bool exact = c->n->a.i[0] != 0;                                                              \
+    bool exact = lathe_attr_fused_gelu_exact(c->n);                                              \
     for (int64_t i = b; i < e; i++) y[i] = gelu1_##SUF(x[i], exact);                             \
   }                                                                                              \
   static void layer_norm_##SUF(void *vc, int64_t b, int64_t e) {                                 \
@@ -71,8 +71,9 @@ typedef struct {
     const T *x = c->in[0]->data;                                                                 \
     T *y = c->out[0]->data;                                                                      \
     int k = 1;                                                                                   \
-    const T *gamma = c->n->a.i[0] ? c->in[k++]->data : NULL;                                     \
-    const T *beta = c->n->a.i[1] ? c->in[k]->data : NULL;                                        \
+    const T *gamma = lathe_attr_fused_layer_norm_has_gamma(c->n) ? c->in[k++]->data : NULL;      \
+    const T *beta = lathe_attr_fused_layer_norm_has_beta(c->n) ? c->in[k]->data : NULL;          \
+    double eps = lathe_attr_fused_layer_norm_epsilon(c->n);                                      \
     for (int64_t r = b; r < e; r++) {                                                            \
       const T *xr = x + c->outer_off[r];                                                         \
       T *yr = y + c->outer_off[r];                                                               \
@@ -83,7 +84,7 @@ typedef struct {
         double d = xr[c->norm_off[i]] - mean;                                                    \
         sq += d * d;                                                                             \
       }                                                                                          \
-      T mu = (T)mean, inv = (T)(1.0 / sqrt(sq / (double)c->norm + c->n->a.f[0]));                \
+      T mu = (T)mean, inv = (T)(1.0 / sqrt(sq / (double)c->norm + eps));                         \
       for (int64_t i = 0; i < c->norm; i++) {                                                    \
         T v = (xr[c->norm_off[i]] - mu) * inv;                                                   \
         if (gamma) v *= gamma[i];                                                                \
@@ -113,8 +114,8 @@ typedef struct {
     lathe_blas_mat xm = {false, c->k ? c->k : 1};                                                \
     if (c->k) lathe_blas_gemm(sizeof(T) == 4 ? LATHE_DTYPE_FLOAT32 : LATHE_DTYPE_FLOAT64, e - b, c->nn, c->k, \
                     x + b * c->k, xm, c->in[1]->data, c->wm, y + b * c->nn, c->nn);              \
-    const T *bias = c->n->a.i[2] ? c->in[2]->data : NULL;                                        \
-    int64_t act = c->n->a.i[0];                                                                  \
+    const T *bias = lathe_attr_fused_dense_has_bias(c->n) ? c->in[2]->data : NULL;               \
+    int64_t act = lathe_attr_fused_dense_activation(c->n);                                       \
     if (!bias && act == LATHE_ACTIVATION_NONE) return;                                           \
     for (int64_t r = b; r < e; r++)                                                              \
       for (int64_t j = 0; j < c->nn; j++) {                                                      \
@@ -131,8 +132,9 @@ static lathe_status_t layer_norm_offsets(fctx *c) {
   const lathe_shape *s = &c->in[0]->shape;
   int64_t strides[LATHE_MAX_RANK];
   lathe_shape_strides(s, strides);
-  const int64_t *axes = c->n->a.list[0];
-  int na = c->n->a.list_len[0];
+  lathe_ilist norm_axes = lathe_attr_fused_layer_norm_axes(c->n);
+  const int64_t *axes = norm_axes.v;
+  int na = norm_axes.n;
   bool is_norm[LATHE_MAX_RANK] = {0};
   c->norm = 1;
   for (int i = 0; i < na; i++) is_norm[axes[i]] = true, c->norm *= s->dims[axes[i]];
@@ -168,7 +170,7 @@ static lathe_status_t run_typed(lathe_cpu_exec *ex, fctx *c, bool f64) {
   int64_t total = lathe_shape_size(s);
   switch (c->n->op) {
     case LATHE_OP_FUSED_SOFTMAX: {
-      int axis = (int)c->n->a.i[0];
+      int axis = (int)lathe_attr_fused_softmax_axis(c->n);
       c->len = s->dims[axis];
       c->inner = lathe_dims_product(s->dims, axis + 1, s->rank);
       c->outer = c->len ? total / c->len / (c->inner ? c->inner : 1) : 0;
@@ -190,7 +192,7 @@ static lathe_status_t run_typed(lathe_cpu_exec *ex, fctx *c, bool f64) {
       c->m = lathe_dims_product(s->dims, 0, s->rank - 1);
       c->nn = lathe_dims_product(os->dims, s->rank - 1, os->rank);
       if (!c->m || !c->nn) return NULL;
-      bool io = c->n->a.i[1] == LATHE_DENSE_INPUT_OUTPUTS;
+      bool io = lathe_attr_fused_dense_layout(c->n) == LATHE_DENSE_INPUT_OUTPUTS;
       c->wm = (lathe_blas_mat){!io, io ? c->nn : (c->k ? c->k : 1)};
       if (!lathe_blas_fits(c->m, c->nn, c->k, (lathe_blas_mat){false, c->k ? c->k : 1}, c->wm, c->nn))
         return LATHE_UNIMPL("FusedDense: matrices too large for BLAS's int arguments");

@@ -168,9 +168,10 @@ static void run_transpose(lathe_cpu_exec *ex, const lathe_node *n, const lathe_t
   int64_t xs[LATHE_MAX_RANK];
   lathe_shape_strides(&x->shape, xs);
   lathe_shape_strides(&out->shape, j.ds);
+  const int64_t *perm = lathe_attr_transpose_permutation(n).v;
   for (int a = 0; a < j.rank; a++) {
     j.dims[a] = out->shape.dims[a];
-    j.ss[a] = xs[n->a.list[0][a]];
+    j.ss[a] = xs[perm[a]];
   }
   strided_copy(ex, &j);
 }
@@ -181,8 +182,9 @@ static void run_broadcast(lathe_cpu_exec *ex, const lathe_node *n, const lathe_t
   lathe_shape_strides(&x->shape, xs);
   lathe_shape_strides(&out->shape, j.ds);
   for (int a = 0; a < j.rank; a++) j.dims[a] = out->shape.dims[a], j.ss[a] = 0;
+  const int64_t *axes = lathe_attr_broadcast_in_dim_axes(n).v;
   for (int i = 0; i < x->shape.rank; i++)
-    if (x->shape.dims[i] != 1) j.ss[n->a.list[0][i]] = xs[i];
+    if (x->shape.dims[i] != 1) j.ss[axes[i]] = xs[i];
   strided_copy(ex, &j);
 }
 
@@ -191,10 +193,11 @@ static void run_slice(lathe_cpu_exec *ex, const lathe_node *n, const lathe_tenso
   int64_t xs[LATHE_MAX_RANK], base = 0;
   lathe_shape_strides(&x->shape, xs);
   lathe_shape_strides(&out->shape, j.ds);
+  const int64_t *starts = lathe_attr_slice_starts(n).v, *strides = lathe_attr_slice_strides(n).v;
   for (int a = 0; a < j.rank; a++) {
     j.dims[a] = out->shape.dims[a];
-    j.ss[a] = xs[a] * n->a.list[2][a];
-    base += n->a.list[0][a] * xs[a];
+    j.ss[a] = xs[a] * strides[a];
+    base += starts[a] * xs[a];
   }
   if (lathe_shape_size(&out->shape) == 0) return;
   j.src = (const unsigned char *)x->data + base * (int64_t)j.esz;
@@ -208,8 +211,9 @@ static void run_reverse(lathe_cpu_exec *ex, const lathe_node *n, const lathe_ten
   lathe_shape_strides(&out->shape, j.ds);
   for (int a = 0; a < j.rank; a++) j.dims[a] = out->shape.dims[a];
   if (lathe_shape_size(&out->shape) == 0) return;
-  for (int i = 0; i < n->a.list_len[0]; i++) {
-    int a = (int)n->a.list[0][i];
+  lathe_ilist axes = lathe_attr_reverse_axes(n);
+  for (int i = 0; i < axes.n; i++) {
+    int a = (int)axes.v[i];
     base += (j.dims[a] - 1) * j.ss[a];
     j.ss[a] = -j.ss[a];
   }
@@ -218,7 +222,7 @@ static void run_reverse(lathe_cpu_exec *ex, const lathe_node *n, const lathe_ten
 }
 
 static void run_concatenate(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor *out) {
-  int axis = (int)n->a.i[0];
+  int axis = (int)lathe_attr_concatenate_axis(n);
   int64_t os[LATHE_MAX_RANK], offset = 0;
   lathe_shape_strides(&out->shape, os);
   for (int k = 0; k < n->n_operands; k++) {
@@ -247,8 +251,9 @@ static void run_pad(lathe_cpu_exec *ex, const lathe_node *n, const lathe_tensor 
   int64_t xs[LATHE_MAX_RANK], os[LATHE_MAX_RANK], sb = 0, db = 0;
   lathe_shape_strides(&x->shape, xs);
   lathe_shape_strides(&out->shape, os);
+  const int64_t *start = lathe_attr_pad_start(n).v, *interior = lathe_attr_pad_interior(n).v;
   for (int a = 0; a < rank; a++) {
-    int64_t lo = n->a.list[0][a], step = n->a.list[2][a] + 1, d = x->shape.dims[a], od = out->shape.dims[a];
+    int64_t lo = start[a], step = interior[a] + 1, d = x->shape.dims[a], od = out->shape.dims[a];
     int64_t first = lo >= 0 ? 0 : (-lo + step - 1) / step; /* first i with lo + i*step >= 0 */
     int64_t end = od - 1 - lo < 0 ? 0 : (od - 1 - lo) / step + 1; /* past the last i with lo + i*step < od */
     if (end > d) end = d;

@@ -99,7 +99,7 @@ lathe_status_t lathe_cpu_run_leaf(lathe_cpu_exec *ex, const lathe_node *n, lathe
   if (n->op != LATHE_OP_IOTA) return lathe_status_new(LATHE_STATUS_INTERNAL, "%s: not run by the leaf family", lathe_op_name(n->op));
   lathe_tensor *o = out[0];
   const lathe_shape *s = &o->shape;
-  int axis = (int)n->a.i[0];
+  int axis = (int)lathe_attr_iota_axis(n);
   iota_job j = {.data = o->data, .dt = s->dtype, .len = s->dims[axis], .inner = lathe_dims_product(s->dims, axis + 1, s->rank)};
   int64_t total = lathe_shape_size(s);
   lathe_range_fn fn = iota_fns[s->dtype];

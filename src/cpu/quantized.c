@@ -366,10 +366,11 @@ static lathe_status_t scale_f32(const lathe_tensor *t, const float **out, float 
 }
 
 static lathe_status_t run_dense(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
-  qctx c = {.scheme = (int)n->a.i[0], .gt = (lathe_ggml_type)n->a.i[1], .bs = n->a.i[2], .act = (int)n->a.i[3]};
+  qctx c = {.scheme = (int)lathe_attr_quantized_scheme(n), .gt = lathe_attr_quantized_ggml_type(n),
+            .bs = lathe_attr_quantized_block_size(n), .act = (int)lathe_attr_quantized_activation(n)};
   const lathe_shape *xs = &in[0]->shape;
-  c.k = n->a.i[6];
-  c.nn = n->a.i[7];
+  c.k = lathe_attr_quantized_in_features(n);
+  c.nn = lathe_attr_quantized_out_features(n);
   c.m = c.k ? lathe_shape_size(xs) / c.k : lathe_shape_size(&out[0]->shape) / (c.nn ? c.nn : 1);
   c.x = in[0]->data;
   c.y = out[0]->data;
@@ -382,9 +383,9 @@ static lathe_status_t run_dense(lathe_cpu_exec *ex, const lathe_node *n, lathe_t
   if (c.scheme != LATHE_QUANT_GGML) {
     c.blocks = in[2]->shape.dims[1];
     st = scale_f32(in[next++], &c.scale, &own_scale);
-    if (!st && n->a.i[4]) st = scale_f32(in[next++], &c.zp, &own_zp);
+    if (!st && lathe_attr_quantized_has_zero_point(n)) st = scale_f32(in[next++], &c.zp, &own_zp);
   }
-  if (n->a.i[5]) c.bias = in[next]->data;
+  if (lathe_attr_quantized_has_bias(n)) c.bias = in[next]->data;
   if (st || !c.m || !c.nn) goto done;
   atomic_init(&c.oom, 0);
   lathe_pool *pool = lathe_cpu_exec_pool(ex);
@@ -430,8 +431,8 @@ static void lookup_range(void *vc, int64_t b, int64_t e) {
 }
 
 static lathe_status_t run_lookup(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
-  ectx c = {.data = in[0]->data, .row_bytes = in[0]->shape.dims[1], .k = n->a.i[6], .gt = (lathe_ggml_type)n->a.i[1],
-            .y = out[0]->data};
+  ectx c = {.data = in[0]->data, .row_bytes = in[0]->shape.dims[1], .k = lathe_attr_quantized_in_features(n),
+            .gt = lathe_attr_quantized_ggml_type(n), .y = out[0]->data};
   int64_t vocab = in[0]->shape.dims[0], count = lathe_shape_size(&in[1]->shape);
   if (!count || !c.k) return NULL;
   int64_t *rows = malloc(sizeof(int64_t) * (size_t)count);

@@ -221,13 +221,17 @@ static inline uint16_t store_BFLOAT16(float f) { return lathe_f32_to_bf16(f); }
 #include "lathe_dtypes.def"
 #undef LATHE_DTYPE
 
-/* The kernel for (op, dtype), or NULL. Tables are indexed by dtype id, per op. */
-#define K_SINT(E) [LATHE_DTYPE_##E] = {&sum_k_##E, &prod_k_##E, &max_k_##E, &min_k_##E, &and_k_##E, &or_k_##E, &xor_k_##E},
+/* The kernel for (op, dtype), or NULL. Tables are indexed by dtype id, then by the op's column. */
+enum { C_SUM, C_PROD, C_MAX, C_MIN, C_AND, C_OR, C_XOR, C_LAND, C_LOR, C_LXOR, N_COLUMNS };
+#define K_SINT(E)                                                                                        \
+  [LATHE_DTYPE_##E] = {[C_SUM] = &sum_k_##E, [C_PROD] = &prod_k_##E, [C_MAX] = &max_k_##E, [C_MIN] = &min_k_##E, \
+                       [C_AND] = &and_k_##E, [C_OR] = &or_k_##E, [C_XOR] = &xor_k_##E},
 #define K_UINT K_SINT
-#define K_FLOAT(E) [LATHE_DTYPE_##E] = {&sum_k_##E, &prod_k_##E, &max_k_##E, &min_k_##E},
+#define K_FLOAT(E) \
+  [LATHE_DTYPE_##E] = {[C_SUM] = &sum_k_##E, [C_PROD] = &prod_k_##E, [C_MAX] = &max_k_##E, [C_MIN] = &min_k_##E},
 #define K_HALF K_FLOAT
-#define K_COMPLEX(E) [LATHE_DTYPE_##E] = {&sum_k_##E, &prod_k_##E},
-#define K_BOOL(E) [LATHE_DTYPE_##E] = {NULL, NULL, NULL, NULL, NULL, NULL, NULL, &land_k_##E, &lor_k_##E, &lxor_k_##E},
+#define K_COMPLEX(E) [LATHE_DTYPE_##E] = {[C_SUM] = &sum_k_##E, [C_PROD] = &prod_k_##E},
+#define K_BOOL(E) [LATHE_DTYPE_##E] = {[C_LAND] = &land_k_##E, [C_LOR] = &lor_k_##E, [C_LXOR] = &lxor_k_##E},
 #define KT_BOOL_8 K_BOOL
 #define KT_SINT_8 K_SINT
 #define KT_SINT_16 K_SINT
@@ -248,18 +252,31 @@ static inline uint16_t store_BFLOAT16(float f) { return lathe_f32_to_bf16(f); }
 #define KT_HALF_16 K_HALF
 #define KT_COMPLEX_64 K_COMPLEX
 #define KT_COMPLEX_128 K_COMPLEX
-/* columns: the ten reduction ops in lathe_ops.def order, REDUCE_SUM first */
-static const red_kernel *const kernels[LATHE_DTYPE_LIMIT][10] = {
+static const red_kernel *const kernels[LATHE_DTYPE_LIMIT][N_COLUMNS] = {
 #define LATHE_DTYPE(ENUM, GoName, id, bits, compute_t, CLASS) KT_##CLASS##_##bits(ENUM)
 #include "lathe_dtypes.def"
 #undef LATHE_DTYPE
 };
-_Static_assert(LATHE_OP_REDUCE_LOGICAL_XOR - LATHE_OP_REDUCE_SUM == 9, "reduction ops are contiguous");
+static int column_of(lathe_op op) {
+  switch (op) {
+    case LATHE_OP_REDUCE_SUM: return C_SUM;
+    case LATHE_OP_REDUCE_PRODUCT: return C_PROD;
+    case LATHE_OP_REDUCE_MAX: return C_MAX;
+    case LATHE_OP_REDUCE_MIN: return C_MIN;
+    case LATHE_OP_REDUCE_BITWISE_AND: return C_AND;
+    case LATHE_OP_REDUCE_BITWISE_OR: return C_OR;
+    case LATHE_OP_REDUCE_BITWISE_XOR: return C_XOR;
+    case LATHE_OP_REDUCE_LOGICAL_AND: return C_LAND;
+    case LATHE_OP_REDUCE_LOGICAL_OR: return C_LOR;
+    case LATHE_OP_REDUCE_LOGICAL_XOR: return C_LXOR;
+    default: return -1;
+  }
+}
 
 static const red_kernel *kernel_for(lathe_op op, lathe_dtype dt) {
-  if (op < LATHE_OP_REDUCE_SUM || op > LATHE_OP_REDUCE_LOGICAL_XOR || (int)dt <= 0 || dt >= LATHE_DTYPE_LIMIT)
-    return NULL;
-  return kernels[dt][op - LATHE_OP_REDUCE_SUM];
+  int c = column_of(op);
+  if (c < 0 || (int)dt <= 0 || dt >= LATHE_DTYPE_LIMIT) return NULL;
+  return kernels[dt][c];
 }
 
 /* ---- ArgMinMax: per input dtype, index of the first extreme (NaN first of all) ---- */
@@ -370,8 +387,9 @@ static void store_index(void *data, lathe_dtype dt, int64_t i, int64_t v) {
 }
 
 static lathe_status_t run_arg_min_max(lathe_cpu_exec *ex, const lathe_node *n, const lathe_tensor *x, lathe_tensor *out) {
-  int axis = (int)n->a.i[0];
-  arg_job j = {.pre = 1, .post = 1, .len = x->shape.dims[axis], .in = x->data, .is_min = n->a.i[1] != 0};
+  int axis = (int)lathe_attr_arg_min_max_axis(n);
+  arg_job j = {.pre = 1, .post = 1, .len = x->shape.dims[axis], .in = x->data};
+  j.is_min = lathe_attr_arg_min_max_is_min(n);
   for (int a = 0; a < axis; a++) j.pre *= x->shape.dims[a];
   for (int a = axis + 1; a < x->shape.rank; a++) j.post *= x->shape.dims[a];
   int64_t m = j.pre * j.post;
@@ -420,7 +438,8 @@ static lathe_status_t run_reduce(lathe_cpu_exec *ex, const lathe_node *n, const 
   }
   /* Collapse: drop size-1 axes, merge neighbours of the same kind. */
   bool red[LATHE_MAX_RANK] = {false};
-  for (int i = 0; i < n->a.list_len[0]; i++) red[n->a.list[0][i]] = true;
+  lathe_ilist axes = lathe_attr_reduce_axes(n);
+  for (int i = 0; i < axes.n; i++) red[axes.v[i]] = true;
   for (int a = 0; a < xs->rank; a++) {
     if (xs->dims[a] == 1) continue;
     if (j.g && j.red[j.g - 1] == red[a]) {

@@ -177,8 +177,9 @@ bool lathe_cpu_supports_window(lathe_op op, lathe_dtype dtype) {
 /* Builds the per-axis window lists for operand shape xs and window grid odims; *mem owns them. */
 static lathe_status_t build_lists(win_ctx *c, const lathe_node *n, const lathe_shape *xs, const int64_t *odims,
                                   int64_t **mem) {
-  const int64_t *wd = n->a.list[0], *st = n->a.list[1], *idil = n->a.list[2], *wdil = n->a.list[3];
-  const int64_t *pads = n->a.list[4];
+  const int64_t *wd = lathe_attr_window_dims(n).v, *st = lathe_attr_window_strides(n).v;
+  const int64_t *idil = lathe_attr_window_input_dilations(n).v, *wdil = lathe_attr_window_window_dilations(n).v;
+  const int64_t *pads = lathe_attr_window_paddings(n).v;
   int64_t xst[LATHE_MAX_RANK], total = 0;
   lathe_shape_strides(xs, xst);
   c->rank = xs->rank;
@@ -210,7 +211,8 @@ static lathe_status_t build_lists(win_ctx *c, const lathe_node *n, const lathe_s
 /* Grain so a chunk holds ~32K window visits. */
 static int64_t grain_for(const lathe_node *n, int rank) {
   int64_t w = 1;
-  for (int d = 0; d < rank; d++) w *= n->a.list[0][d];
+  const int64_t *dims = lathe_attr_window_dims(n).v;
+  for (int d = 0; d < rank; d++) w *= dims[d];
   int64_t g = 32768 / (w > 0 ? w : 1);
   return g < 1 ? 1 : g;
 }
@@ -231,8 +233,8 @@ lathe_status_t lathe_cpu_run_window(lathe_cpu_exec *ex, const lathe_node *n, lat
     if (ny == 0) return NULL;
     LATHE_RETURN_IF_ERROR(build_lists(&c, n, xs, ys->dims, &mem));
     c.y = out[0]->data;
-    int k = n->a.i[0] == LATHE_OP_REDUCE_SUM ? 0 : n->a.i[0] == LATHE_OP_REDUCE_PRODUCT ? 1
-            : n->a.i[0] == LATHE_OP_REDUCE_MAX ? 2 : 3;
+    lathe_op red = lathe_attr_window_reduction(n);
+    int k = red == LATHE_OP_REDUCE_SUM ? 0 : red == LATHE_OP_REDUCE_PRODUCT ? 1 : red == LATHE_OP_REDUCE_MAX ? 2 : 3;
     lathe_parallel_for(lathe_cpu_exec_pool(ex), ny, grain_for(n, xs->rank), ty->rw[k], &c);
     free(mem);
     /* Sub-byte dtypes run widened to 8 bits: the max/min identity of empty windows must be

@@ -3,21 +3,6 @@
 
 #include "../runtime/runtime.h"
 
-static const lathe_op_kind op_kinds[LATHE_OP_COUNT] = {
-#define LATHE_OP(ENUM, GoName, c_name, n, KIND) LATHE_KIND_##KIND,
-#include "lathe_ops.def"
-#undef LATHE_OP
-};
-static const int op_arity[LATHE_OP_COUNT] = {
-#define LATHE_OP(ENUM, GoName, c_name, n, KIND) n,
-#include "lathe_ops.def"
-#undef LATHE_OP
-};
-_Static_assert(sizeof op_kinds / sizeof op_kinds[0] == LATHE_OP_COUNT, "op table");
-
-lathe_op_kind lathe_op_kind_of(lathe_op op) { return (int)op >= 0 && op < LATHE_OP_COUNT ? op_kinds[op] : LATHE_KIND_INTERNAL; }
-int lathe_op_arity(lathe_op op) { return (int)op >= 0 && op < LATHE_OP_COUNT ? op_arity[op] : 0; }
-
 /* ---- arena ---- */
 struct lathe_arena_chunk {
   lathe_arena_chunk *next;
@@ -281,31 +266,6 @@ lathe_status_t lathe_node_add_captures(lathe_node *n, lathe_function *sub) {
   return NULL;
 }
 
-lathe_status_t lathe_node_set_list(lathe_node *n, int k, const int64_t *v, int len) {
-  if (len < 0) return LATHE_INVALID("%s: negative list length", lathe_op_name(n->op));
-  int64_t *d = lathe_arena_alloc(&n->fn->builder->graph->arena, sizeof(int64_t) * (size_t)(len ? len : 1));
-  if (!d) return LATHE_OOM(lathe_op_name(n->op));
-  if (len) {
-    if (!v) return LATHE_INVALID("%s: list attribute is NULL but has %d elements", lathe_op_name(n->op), len);
-    memcpy(d, v, sizeof(int64_t) * (size_t)len);
-  }
-  n->a.list[k] = d;
-  n->a.list_len[k] = len;
-  return NULL;
-}
-
-lathe_status_t lathe_node_set_list_int(lathe_node *n, int k, const int *v, int len) {
-  if (len < 0) return LATHE_INVALID("%s: negative list length", lathe_op_name(n->op));
-  if (len && !v) return LATHE_INVALID("%s: list attribute is NULL but has %d elements", lathe_op_name(n->op), len);
-  int64_t tmp[LATHE_MAX_RANK * 4] = {0};
-  int64_t *buf = len <= (int)(sizeof tmp / sizeof tmp[0]) ? tmp : malloc(sizeof(int64_t) * (size_t)len);
-  if (!buf) return LATHE_OOM(lathe_op_name(n->op));
-  for (int i = 0; i < len; i++) buf[i] = v[i];
-  lathe_status_t st = lathe_node_set_list(n, k, buf, len);
-  if (buf != tmp) free(buf);
-  return st;
-}
-
 static lathe_status_t intern_names(lathe_node *n, lathe_shape *s) {
   for (int i = 0; i < s->rank; i++)
     if (s->axis_names[i]) {
@@ -337,7 +297,7 @@ lathe_status_t lathe_node_commit_multi(lathe_node *n, lathe_value_t *out_values)
     t->in = lathe_arena_alloc(a, sizeof(lathe_node *));
     if (!t->in) return LATHE_OOM(lathe_op_name(n->op));
     t->in[0] = n;
-    t->a.i[0] = i;
+    lathe_attr_set_tuple_element_index(t, i);
     t->shape = n->out_shapes[i];
     LATHE_RETURN_IF_ERROR(append_node(n->fn, t));
     out_values[i] = t;
@@ -387,10 +347,7 @@ lathe_status_t lathe_constant(lathe_function_t fn, const lathe_shape *shape, con
   lathe_node *n;
   LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_CONSTANT, NULL, 0, &n));
   n->shape = *shape;
-  n->a.data = lathe_arena_alloc(&fn->builder->graph->arena, nbytes ? nbytes : 1);
-  if (!n->a.data) return LATHE_OOM("Constant");
-  if (nbytes) memcpy(n->a.data, data, nbytes);
-  n->a.data_size = nbytes;
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_constant_value(n, data, nbytes));
   return lathe_node_commit(n, out);
 }
 

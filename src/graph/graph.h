@@ -10,18 +10,38 @@
 
 #include "../core/core.h"
 
+/* ---- op facts: the KIND and FLAGS columns of include/lathe_ops.def ---- */
 typedef enum lathe_op_kind {
-#define LATHE_KIND(K) LATHE_KIND_##K,
-  LATHE_KIND(LEAF) LATHE_KIND(UNARY) LATHE_KIND(CONVERT) LATHE_KIND(BINARY) LATHE_KIND(COMPARE)
-  LATHE_KIND(SELECT) LATHE_KIND(REDUCE) LATHE_KIND(LAYOUT) LATHE_KIND(DOT) LATHE_KIND(CONV)
-  LATHE_KIND(WINDOW) LATHE_KIND(INDEX) LATHE_KIND(CONTROL) LATHE_KIND(NUMERIC) LATHE_KIND(DYNSHAPE)
-  LATHE_KIND(BARRIER) LATHE_KIND(FUSED) LATHE_KIND(COLLECTIVE) LATHE_KIND(INTERNAL)
+#define LATHE_KIND(NAME, family) LATHE_KIND_##NAME,
+#include "kinds.def"
 #undef LATHE_KIND
   LATHE_KIND_COUNT
 } lathe_op_kind;
 
-lathe_op_kind lathe_op_kind_of(lathe_op op);
-int lathe_op_arity(lathe_op op); /* -1: variadic */
+/* LATHE_KIND_IF_FAMILY(family, ...) expands to __VA_ARGS__ unless family is `none` (kinds.def). */
+#define LATHE_KIND_IF_FAMILY(family, ...) LATHE_PP_CAT(LATHE_KIND_IF_, LATHE_KIND_HAS_FAMILY(family))(__VA_ARGS__)
+#define LATHE_KIND_HAS_FAMILY(family) LATHE_PP_SECOND(LATHE_KIND_PROBE_##family, 1, ~)
+#define LATHE_KIND_PROBE_none ~, 0
+#define LATHE_KIND_IF_0(...)
+#define LATHE_KIND_IF_1(...) __VA_ARGS__
+#define LATHE_PP_SECOND(...) LATHE_PP_SECOND_(__VA_ARGS__)
+#define LATHE_PP_SECOND_(a, b, ...) b
+#define LATHE_PP_CAT(a, b) LATHE_PP_CAT_(a, b)
+#define LATHE_PP_CAT_(a, b) a##b
+
+/* One bit per name of the FLAGS column (lathe_ops.def documents each). */
+typedef enum lathe_op_flag {
+  LATHE_OPF_EW = 1u << 0,
+  LATHE_OPF_FUSE = 1u << 1,
+  LATHE_OPF_INPLACE = 1u << 2,
+  LATHE_OPF_CSE = 1u << 3,
+  LATHE_OPF_SIDE = 1u << 4,
+  LATHE_OPF_PACKED = 1u << 5,
+} lathe_op_flag;
+
+lathe_op_kind lathe_op_kind_of(lathe_op op); /* INTERNAL for an op out of range */
+uint32_t lathe_op_flags(lathe_op op);        /* 0 for an op out of range */
+static inline bool lathe_op_has(lathe_op op, lathe_op_flag flag) { return (lathe_op_flags(op) & (uint32_t)flag) != 0; }
 
 /* Bump allocator: everything is freed at once with the graph. Zeroed memory. */
 typedef struct lathe_arena_chunk lathe_arena_chunk;
@@ -34,12 +54,15 @@ void lathe_arena_free(lathe_arena *a);
 
 #define LATHE_MAX_LISTS 8
 #define LATHE_MAX_IATTRS 8
+#define LATHE_MAX_FATTRS 2
 #define LATHE_MAX_SUBFNS 2
 
-/* Op attributes. The meaning of each slot per op is documented at the op's builder. */
+/* Op attribute storage. Code reads and writes it through the typed accessors of attrs.h,
+ * generated from op_attrs.def (which says what each slot of each op means); only the generic
+ * passes (CSE's comparison, specialisation's copy) touch the raw slots. */
 typedef struct lathe_attrs {
   int64_t i[LATHE_MAX_IATTRS];           /* scalar attributes */
-  double f[2];                           /* float attributes */
+  double f[LATHE_MAX_FATTRS];            /* float attributes */
   int64_t *list[LATHE_MAX_LISTS];        /* int lists (arena) */
   int list_len[LATHE_MAX_LISTS];
   struct lathe_function *fn[LATHE_MAX_SUBFNS]; /* sub-functions */
@@ -57,7 +80,7 @@ typedef struct lathe_node {
   struct lathe_node **in;
   int n_out;               /* 1, or the number of results of a multi-result op */
   lathe_shape *out_shapes; /* n_out shapes when n_out > 1 (or the op is multi-result) */
-  bool multi;              /* results are read through TUPLE_ELEMENT nodes (attr i[0] = index) */
+  bool multi;              /* results are read through TUPLE_ELEMENT nodes (lathe_attr_tuple_element_index) */
   struct lathe_node *captured; /* CAPTURE: the ancestor function's node */
   const char *name;            /* PARAMETER: its name */
   int param_index;             /* PARAMETER: position */
@@ -105,9 +128,6 @@ lathe_status_t lathe_node_new(lathe_function *fn, lathe_op op, lathe_value_t con
 lathe_status_t lathe_node_set_outputs(lathe_node *n, const lathe_shape *shapes, int n_out);
 /* Appends the captured values of sub-function sub as hidden inputs of n. */
 lathe_status_t lathe_node_add_captures(lathe_node *n, lathe_function *sub);
-/* Copies an int list into attribute slot k. */
-lathe_status_t lathe_node_set_list(lathe_node *n, int k, const int64_t *v, int len);
-lathe_status_t lathe_node_set_list_int(lathe_node *n, int k, const int *v, int len);
 /* Finishes a node: interns axis names of its shape, runs CSE lookup is done at compile. */
 lathe_status_t lathe_node_commit(lathe_node *n, lathe_value_t *out);
 /* Projections of a multi-result node into values. */
@@ -115,6 +135,8 @@ lathe_status_t lathe_node_commit_multi(lathe_node *n, lathe_value_t *out_values)
 /* Checks a value handle; returns a status naming op on a NULL or foreign value. */
 lathe_status_t lathe_check_value(const char *op, lathe_function *fn, lathe_value_t v, const char *what);
 lathe_status_t lathe_check_fn(const char *op, lathe_function_t fn);
+
+#include "attrs.h"
 
 /* Shape rules shared by the families. */
 lathe_status_t lathe_infer_broadcast(const char *op, const lathe_shape *a, const lathe_shape *b, lathe_shape *out);

@@ -134,13 +134,13 @@ static int config_operands(const lathe_attention_config *cfg, lathe_value_t *ops
 }
 
 static void config_attrs(lathe_node *n, lathe_attention_layout layout, const lathe_attention_config *cfg) {
-  n->a.i[0] = layout;
+  lathe_attr_set_sdpa_layout(n, layout);
   if (!cfg) return;
-  n->a.i[1] = cfg->causal;
-  n->a.i[2] = cfg->mask != NULL;
-  n->a.i[3] = cfg->query_seq_len != NULL;
-  n->a.i[4] = cfg->bias != NULL;
-  n->a.f[0] = cfg->scale;
+  lathe_attr_set_sdpa_causal(n, cfg->causal);
+  lathe_attr_set_sdpa_has_mask(n, cfg->mask != NULL);
+  lathe_attr_set_sdpa_has_seq_lens(n, cfg->query_seq_len != NULL);
+  lathe_attr_set_sdpa_has_bias(n, cfg->bias != NULL);
+  lathe_attr_set_sdpa_scale(n, cfg->scale);
 }
 
 static lathe_shape lse_shape(const geom *g) {
@@ -242,9 +242,11 @@ lathe_status_t lathe_fused_attention_qkv_projection(lathe_function_t fn, lathe_v
       return LATHE_INVALID("%s: %s %s must be %s[%lld]", op, bnames[i], lathe_shape_str(bs, a, sizeof a),
                            lathe_dtype_name(xs->dtype), (long long)want);
   }
-  n->a.i[0] = query_dim;
-  n->a.i[1] = key_value_dim;
-  for (int i = 0; i < 3; i++) n->a.i[2 + i] = biases[i] != NULL;
+  lathe_attr_set_fused_attention_qkv_projection_query_dim(n, query_dim);
+  lathe_attr_set_fused_attention_qkv_projection_key_value_dim(n, key_value_dim);
+  lathe_attr_set_fused_attention_qkv_projection_has_bias_q(n, biases[0] != NULL);
+  lathe_attr_set_fused_attention_qkv_projection_has_bias_k(n, biases[1] != NULL);
+  lathe_attr_set_fused_attention_qkv_projection_has_bias_v(n, biases[2] != NULL);
   lathe_shape outs[3] = {*xs, *xs, *xs};
   for (int i = 0; i < 3; i++) {
     outs[i].dims[xs->rank - 1] = i == 0 ? query_dim : key_value_dim;

@@ -1,8 +1,8 @@
 /* ops_control.c -- builders of the control-flow ops (Call, While, If, Sort) and the barriers
  * (OptimizationBarrier, SchedulingBarrier).
  *
- * Attributes: a.fn[0], a.fn[1] hold the sub-functions -- Call: callee; While: cond, body;
- * If: true branch, false branch; Sort: comparator, with a.i[0] = axis, a.i[1] = is_stable.
+ * Attributes: op_attrs.def -- the sub-functions (Call: callee; While: cond, body; If: true and
+ * false branch; Sort: comparator, with axis and is_stable).
  * Values a sub-function captures become hidden inputs of the node (lathe_node_add_captures), so
  * they stay alive in the caller until the node has run. Captures are added only once every
  * check has passed, so a rejected op leaves no stray capture behind. */
@@ -70,10 +70,9 @@ static lathe_status_t check_scalar_bool_output(const char *op, const lathe_funct
   return NULL;
 }
 
+/* Adds the captures of the node's sub-functions f0 and f1 (set as its attributes). */
 static lathe_status_t finish(lathe_node *n, lathe_function *f0, lathe_function *f1, lathe_value_t *out_values,
                              int *out_n) {
-  n->a.fn[0] = f0;
-  n->a.fn[1] = f1;
   if (f0) LATHE_RETURN_IF_ERROR(lathe_node_add_captures(n, f0));
   if (f1 && f1 != f0) LATHE_RETURN_IF_ERROR(lathe_node_add_captures(n, f1));
   LATHE_RETURN_IF_ERROR(lathe_node_commit_multi(n, out_values));
@@ -99,6 +98,7 @@ lathe_status_t lathe_call(lathe_function_t fn, lathe_function_t callee, const la
                            i, callee->name, shape_str(&callee->params[i]->shape, b));
     }
   LATHE_RETURN_IF_ERROR(set_outputs_from(n, callee->outputs, callee->n_outputs));
+  lathe_attr_set_call_callee(n, callee);
   return finish(n, callee, NULL, out_values, out_n);
 }
 
@@ -124,6 +124,8 @@ lathe_status_t lathe_while(lathe_function_t fn, lathe_function_t cond, lathe_fun
                            shape_str(&body->outputs[i]->shape, a), i, shape_str(&n->in[i]->shape, b));
     }
   LATHE_RETURN_IF_ERROR(set_outputs_from(n, n->in, n_state));
+  lathe_attr_set_while_cond(n, cond);
+  lathe_attr_set_while_body(n, body);
   return finish(n, cond, body, out_values, out_n);
 }
 
@@ -150,6 +152,8 @@ lathe_status_t lathe_if(lathe_function_t fn, lathe_value_t pred, lathe_function_
                            shape_str(&true_branch->outputs[i]->shape, a), shape_str(&false_branch->outputs[i]->shape, b));
   LATHE_RETURN_IF_ERROR(check_outs("If", out_values, true_branch->n_outputs, max_outputs, out_n));
   LATHE_RETURN_IF_ERROR(set_outputs_from(n, true_branch->outputs, true_branch->n_outputs));
+  lathe_attr_set_if_true_branch(n, true_branch);
+  lathe_attr_set_if_false_branch(n, false_branch);
   return finish(n, true_branch, false_branch, out_values, out_n);
 }
 
@@ -186,8 +190,9 @@ lathe_status_t lathe_sort(lathe_function_t fn, lathe_function_t comparator, int 
   }
   LATHE_RETURN_IF_ERROR(check_scalar_bool_output("Sort", comparator, "comparator"));
   LATHE_RETURN_IF_ERROR(set_outputs_from(n, n->in, n_inputs));
-  n->a.i[0] = axis;
-  n->a.i[1] = is_stable;
+  lathe_attr_set_sort_axis(n, axis);
+  lathe_attr_set_sort_is_stable(n, is_stable);
+  lathe_attr_set_sort_comparator(n, comparator);
   return finish(n, comparator, NULL, out_values, NULL);
 }
 

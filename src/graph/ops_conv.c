@@ -1,14 +1,7 @@
 /* ops_conv.c -- the builder and shape rule of ConvGeneral, after GoMLX's
  * shapeinference.ConvGeneral, plus the one rule GoMLX leaves to its graph layer: input and
- * kernel share a dtype.
- *
- * Attribute slots (all normalised: defaults filled in, so kernels and CSE see one form):
- *   i[0] input batch axis, i[1] input channels axis, i[2] kernel input channels axis,
- *   i[3] kernel output channels axis, i[4] output batch axis, i[5] output channels axis,
- *   i[6] channel group count (>= 1), i[7] batch group count (>= 1);
- *   list[0] input spatial axes, list[1] kernel spatial axes, list[2] output spatial axes,
- *   list[3] strides, list[4] paddings as (low, high) pairs, list[5] input dilations,
- *   list[6] kernel dilations -- one entry (pair) per spatial axis. */
+ * kernel share a dtype. Attributes (op_attrs.def, conv_general) are all normalised: defaults
+ * filled in, so kernels and CSE see one form. */
 #include "graph.h"
 
 static const char *const OP = "ConvGeneral";
@@ -162,20 +155,20 @@ lathe_status_t lathe_conv_general(lathe_function_t fn, lathe_value_t input, lath
   }
 
   n->shape = os;
-  n->a.i[0] = axes->input_batch;
-  n->a.i[1] = axes->input_channels;
-  n->a.i[2] = axes->kernel_input_channels;
-  n->a.i[3] = axes->kernel_output_channels;
-  n->a.i[4] = axes->output_batch;
-  n->a.i[5] = axes->output_channels;
-  n->a.i[6] = cgc;
-  n->a.i[7] = bgc;
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list_int(n, 0, axes->input_spatial, ns));
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list_int(n, 1, axes->kernel_spatial, ns));
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list_int(n, 2, axes->output_spatial, ns));
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list(n, 3, strides, ns));
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list(n, 4, pads, 2 * ns));
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list(n, 5, idil, ns));
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list(n, 6, kdil, ns));
+  lathe_attr_set_conv_general_input_batch(n, axes->input_batch);
+  lathe_attr_set_conv_general_input_channels(n, axes->input_channels);
+  lathe_attr_set_conv_general_kernel_input_channels(n, axes->kernel_input_channels);
+  lathe_attr_set_conv_general_kernel_output_channels(n, axes->kernel_output_channels);
+  lathe_attr_set_conv_general_output_batch(n, axes->output_batch);
+  lathe_attr_set_conv_general_output_channels(n, axes->output_channels);
+  lathe_attr_set_conv_general_channel_group_count(n, cgc);
+  lathe_attr_set_conv_general_batch_group_count(n, bgc);
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_conv_general_input_spatial_int(n, axes->input_spatial, ns));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_conv_general_kernel_spatial_int(n, axes->kernel_spatial, ns));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_conv_general_output_spatial_int(n, axes->output_spatial, ns));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_conv_general_strides(n, strides, ns));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_conv_general_paddings(n, pads, 2 * ns));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_conv_general_input_dilations(n, idil, ns));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_conv_general_kernel_dilations(n, kdil, ns));
   return lathe_node_commit(n, out);
 }

@@ -1,10 +1,5 @@
 /* ops_dot.c -- DotGeneral: validation and shape inference (GoMLX shapeinference.DotGeneral).
- *
- * Node attributes:
- *   list 0 / 1: lhs contracting / batch axes;  list 2 / 3: rhs contracting / batch axes
- *   i[0]: accumulator dtype, resolved (never INVALID): the operands' dtype by default, Float32
- *         for Float16/BFloat16 operands, Int8/Uint8 for sub-byte integer operands.
- *   i[1]: output dtype, resolved (the operands' dtype by default). */
+ * Attributes: op_attrs.def, dot_general; both dtypes are resolved (never INVALID). */
 #include "graph.h"
 
 #define OP "DotGeneral"
@@ -119,12 +114,12 @@ lathe_status_t lathe_dot_general(lathe_function_t fn, lathe_value_t lhs, const i
   for (int a = 0; a < r->rank; a++)
     if (!rused[a]) s.dims[k] = r->dims[a], s.axis_names[k++] = r->axis_names[a];
 
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list_int(n, 0, lhs_contracting, n_lc));
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list_int(n, 1, lhs_batch, n_lb));
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list_int(n, 2, rhs_contracting, n_rc));
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list_int(n, 3, rhs_batch, n_rb));
-  n->a.i[0] = acc;
-  n->a.i[1] = odt;
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_dot_general_lhs_contracting_int(n, lhs_contracting, n_lc));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_dot_general_lhs_batch_int(n, lhs_batch, n_lb));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_dot_general_rhs_contracting_int(n, rhs_contracting, n_rc));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_dot_general_rhs_batch_int(n, rhs_batch, n_rb));
+  lathe_attr_set_dot_general_accumulator(n, acc);
+  lathe_attr_set_dot_general_output(n, odt);
   n->shape = s;
   return lathe_node_commit(n, out);
 }

@@ -13,13 +13,12 @@ lathe_status_t lathe_dynamic_dimension_size(lathe_function_t fn, lathe_value_t x
   lathe_node *n;
   LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_DYNAMIC_DIMENSION_SIZE, &x, 1, &n));
   LATHE_RETURN_IF_ERROR(lathe_check_axis("DynamicDimensionSize", "axis", axis, x->shape.rank));
-  n->a.i[0] = axis;
+  lathe_attr_set_dynamic_dimension_size_axis(n, axis);
   LATHE_RETURN_IF_ERROR(lathe_shape_make(LATHE_DTYPE_INT32, 0, NULL, &n->shape));
   return lathe_node_commit(n, out);
 }
 
-/* Attributes: list 0 = static sizes (-1 where named); list 1 = per axis, the operand index of its
- * size value or -1; i[0] = the inferred axis or -1. Axis names live in the result shape. */
+/* Attributes: op_attrs.def, dynamic_reshape. Axis names live in the result shape. */
 lathe_status_t lathe_dynamic_reshape(lathe_function_t fn, lathe_value_t x, const lathe_dim_spec *dims, int n_dims,
                                      lathe_value_t *out) {
   const char *op = "DynamicReshape";
@@ -79,8 +78,8 @@ lathe_status_t lathe_dynamic_reshape(lathe_function_t fn, lathe_value_t x, const
     if (known != total) return LATHE_INVALID("%s: operand has %lld elements, target %lld", op, (long long)total, (long long)known);
   }
   n->shape = s;
-  n->a.i[0] = inferred;
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list(n, 0, sizes, n_dims));
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list(n, 1, value_of, n_dims));
+  lathe_attr_set_dynamic_reshape_inferred(n, inferred);
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_dynamic_reshape_sizes(n, sizes, n_dims));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_dynamic_reshape_value_of(n, value_of, n_dims));
   return lathe_node_commit(n, out);
 }

@@ -140,33 +140,17 @@ lathe_status_t lathe_binary(lathe_function_t fn, lathe_op op, lathe_value_t lhs,
   return lathe_node_commit(n, out);
 }
 
-/* Named wrappers (lathe_add, lathe_abs, ...), generated from the op table. */
-#define DEF_UNARY(ENUM, c_name)                                                              \
+/* Named wrappers (lathe_add, lathe_abs, ...), generated from the op table's SIG column. */
+#define DEF_U(ENUM, c_name)                                                                  \
   lathe_status_t lathe_##c_name(lathe_function_t fn, lathe_value_t x, lathe_value_t *out) {  \
     return lathe_unary(fn, LATHE_OP_##ENUM, x, out);                                          \
   }
-#define DEF_BINARY(ENUM, c_name)                                                                                \
+#define DEF_B(ENUM, c_name)                                                                                     \
   lathe_status_t lathe_##c_name(lathe_function_t fn, lathe_value_t lhs, lathe_value_t rhs, lathe_value_t *out) { \
     return lathe_binary(fn, LATHE_OP_##ENUM, lhs, rhs, out);                                                     \
   }
-#define DEF_COMPARE(ENUM, c_name) DEF_BINARY(ENUM, c_name)
-#define DEF_LEAF(ENUM, c_name)
-#define DEF_CONVERT(ENUM, c_name)
-#define DEF_SELECT(ENUM, c_name)
-#define DEF_REDUCE(ENUM, c_name)
-#define DEF_LAYOUT(ENUM, c_name)
-#define DEF_DOT(ENUM, c_name)
-#define DEF_CONV(ENUM, c_name)
-#define DEF_WINDOW(ENUM, c_name)
-#define DEF_INDEX(ENUM, c_name)
-#define DEF_CONTROL(ENUM, c_name)
-#define DEF_NUMERIC(ENUM, c_name)
-#define DEF_DYNSHAPE(ENUM, c_name)
-#define DEF_BARRIER(ENUM, c_name)
-#define DEF_FUSED(ENUM, c_name)
-#define DEF_COLLECTIVE(ENUM, c_name)
-#define DEF_INTERNAL(ENUM, c_name)
-#define LATHE_OP(ENUM, GoName, c_name, n, KIND) DEF_##KIND(ENUM, c_name)
+#define DEF_X(ENUM, c_name)
+#define LATHE_OP(ENUM, GoName, c_name, n, KIND, SIG, FLAGS) DEF_##SIG(ENUM, c_name)
 #include "lathe_ops.def"
 #undef LATHE_OP
 

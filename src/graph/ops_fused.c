@@ -14,7 +14,7 @@ lathe_status_t lathe_fused_softmax(lathe_function_t fn, lathe_value_t x, int axi
   LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_FUSED_SOFTMAX, &x, 1, &n));
   LATHE_RETURN_IF_ERROR(check_float("FusedSoftmax", x));
   LATHE_RETURN_IF_ERROR(lathe_check_axis("FusedSoftmax", "axis", axis, x->shape.rank));
-  n->a.i[0] = axis;
+  lathe_attr_set_fused_softmax_axis(n, axis);
   n->shape = x->shape;
   return lathe_node_commit(n, out);
 }
@@ -23,7 +23,7 @@ lathe_status_t lathe_fused_gelu(lathe_function_t fn, lathe_value_t x, bool exact
   lathe_node *n;
   LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_FUSED_GELU, &x, 1, &n));
   LATHE_RETURN_IF_ERROR(check_float("FusedGelu", x));
-  n->a.i[0] = exact;
+  lathe_attr_set_fused_gelu_exact(n, exact);
   n->shape = x->shape;
   return lathe_node_commit(n, out);
 }
@@ -58,10 +58,10 @@ lathe_status_t lathe_fused_layer_norm(lathe_function_t fn, lathe_value_t x, cons
       return LATHE_INVALID("%s: %s has %lld elements, the normalised axes have %lld", op, what, (long long)lathe_shape_size(s),
                            (long long)norm);
   }
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list_int(n, 0, axes, n_axes));
-  n->a.i[0] = gamma != NULL;
-  n->a.i[1] = beta != NULL;
-  n->a.f[0] = epsilon;
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_fused_layer_norm_axes_int(n, axes, n_axes));
+  lathe_attr_set_fused_layer_norm_has_gamma(n, gamma != NULL);
+  lathe_attr_set_fused_layer_norm_has_beta(n, beta != NULL);
+  lathe_attr_set_fused_layer_norm_epsilon(n, epsilon);
   n->shape = x->shape;
   return lathe_node_commit(n, out);
 }
@@ -101,9 +101,9 @@ lathe_status_t lathe_fused_dense(lathe_function_t fn, lathe_value_t x, lathe_val
     char a[LATHE_SHAPE_STR_MAX];
     if (!ok) return LATHE_INVALID("%s: bias has shape %s, expected the output features", op, lathe_shape_str(bs, a, sizeof a));
   }
-  n->a.i[0] = activation;
-  n->a.i[1] = layout;
-  n->a.i[2] = bias != NULL;
+  lathe_attr_set_fused_dense_activation(n, activation);
+  lathe_attr_set_fused_dense_layout(n, layout);
+  lathe_attr_set_fused_dense_has_bias(n, bias != NULL);
   n->shape = s;
   return lathe_node_commit(n, out);
 }

@@ -3,14 +3,7 @@
  * gather/scatter), plus the XLA constraints GoMLX leaves to the backend (integer indices,
  * distinct axis lists, scatter batch sizes matching) because the kernels rely on them.
  *
- * Attribute slots:
- *   Gather      i[0] index_vector_axis, i[1] indices_are_sorted; list[0] offset_output_axes,
- *               list[1] collapsed_slice_axes, list[2] start_index_map, list[3] slice_sizes
- *               (-1 entries only where the operand axis is dynamic: the whole axis).
- *   Scatter*    i[0] index_vector_axis, i[1] indices_are_sorted, i[2] unique_indices;
- *               list[0] update_window_axes, list[1] inserted_window_axes,
- *               list[2] scatter_axes_to_operand_axes.
- *   DynamicSlice list[0] slice_dims. DynamicUpdateSlice has none.
+ * Attributes: op_attrs.def, groups gather, scatter and dynamic_slice (DynamicUpdateSlice has none).
  * Operands: Gather (operand, start_indices); Scatter* (operand, indices, updates);
  * DynamicSlice (operand, start_0..start_{r-1}); DynamicUpdateSlice (operand, update, start_0..). */
 #include "graph.h"
@@ -115,12 +108,12 @@ lathe_status_t lathe_gather(lathe_function_t fn, lathe_value_t operand, lathe_va
     }
   }
   n->shape = r;
-  n->a.i[0] = index_vector_axis;
-  n->a.i[1] = indices_are_sorted;
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list_int(n, 0, offset_output_axes, n_offset_output_axes));
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list_int(n, 1, collapsed_slice_axes, n_collapsed_slice_axes));
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list_int(n, 2, start_index_map, n_start_index_map));
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list(n, 3, sizes, os->rank));
+  lathe_attr_set_gather_index_vector_axis(n, index_vector_axis);
+  lathe_attr_set_gather_indices_are_sorted(n, indices_are_sorted);
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_gather_offset_output_axes_int(n, offset_output_axes, n_offset_output_axes));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_gather_collapsed_slice_axes_int(n, collapsed_slice_axes, n_collapsed_slice_axes));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_gather_start_index_map_int(n, start_index_map, n_start_index_map));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_gather_slice_sizes(n, sizes, os->rank));
   return lathe_node_commit(n, out);
 }
 
@@ -180,12 +173,13 @@ lathe_status_t lathe_scatter(lathe_function_t fn, lathe_op scatter_op, lathe_val
     ib++;
   }
   n->shape = *os;
-  n->a.i[0] = index_vector_axis;
-  n->a.i[1] = indices_are_sorted;
-  n->a.i[2] = unique_indices;
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list_int(n, 0, update_window_axes, n_update_window_axes));
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list_int(n, 1, inserted_window_axes, n_inserted_window_axes));
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list_int(n, 2, scatter_axes_to_operand_axes, n_scatter_axes));
+  lathe_attr_set_scatter_index_vector_axis(n, index_vector_axis);
+  lathe_attr_set_scatter_indices_are_sorted(n, indices_are_sorted);
+  lathe_attr_set_scatter_unique_indices(n, unique_indices);
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_scatter_update_window_axes_int(n, update_window_axes, n_update_window_axes));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_scatter_inserted_window_axes_int(n, inserted_window_axes, n_inserted_window_axes));
+  LATHE_RETURN_IF_ERROR(
+      lathe_attr_set_scatter_scatter_axes_to_operand_axes_int(n, scatter_axes_to_operand_axes, n_scatter_axes));
   return lathe_node_commit(n, out);
 }
 
@@ -257,7 +251,7 @@ lathe_status_t lathe_dynamic_slice(lathe_function_t fn, lathe_value_t operand, c
     if (s == d) r.axis_names[a] = os->axis_names[a];
   }
   n->shape = r;
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list(n, 0, slice_dims, os->rank));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_dynamic_slice_slice_dims(n, slice_dims, os->rank));
   return lathe_node_commit(n, out);
 }
 

@@ -1,15 +1,6 @@
 /* ops_layout.c -- builders and shape inference of the data-movement ops (Reshape, Transpose,
  * BroadcastInDim, Concatenate, Slice, Pad, Reverse) and of Iota, after GoMLX's shapeinference.
- *
- * Attributes stored per op (read by src/cpu/layout.c and leaf.c):
- *   Transpose       list[0] = permutation (output axis i takes x's axis list[0][i])
- *   BroadcastInDim  list[0] = broadcast axes (x's axis i goes to output axis list[0][i])
- *   Concatenate     i[0] = axis
- *   Slice           list[0] = starts, list[1] = limits, list[2] = strides (all of x's rank)
- *   Pad             list[0] = start, list[1] = end, list[2] = interior (all of x's rank)
- *   Reverse         list[0] = axes (sorted)
- *   Iota            i[0] = axis
- * Reshape needs none: the result shape says it all. */
+ * Attributes: op_attrs.def (read by src/cpu/layout.c and leaf.c). */
 #include "graph.h"
 
 #define SHAPE_STR(s, buf) lathe_shape_str((s), (buf), sizeof(buf))
@@ -99,7 +90,7 @@ lathe_status_t lathe_transpose(lathe_function_t fn, lathe_value_t x, const int *
     n->shape.dims[i] = xs->dims[permutation[i]];
     n->shape.axis_names[i] = xs->axis_names[permutation[i]];
   }
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list_int(n, 0, permutation, rank));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_transpose_permutation_int(n, permutation, rank));
   return lathe_node_commit(n, out);
 }
 
@@ -152,7 +143,7 @@ lathe_status_t lathe_broadcast_in_dim(lathe_function_t fn, lathe_value_t x, cons
                            s.axis_names[a]);
   }
   n->shape = s;
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list_int(n, 0, broadcast_axes, n_axes));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_broadcast_in_dim_axes_int(n, broadcast_axes, n_axes));
   return lathe_node_commit(n, out);
 }
 
@@ -193,7 +184,7 @@ lathe_status_t lathe_concatenate(lathe_function_t fn, int axis, const lathe_valu
   }
   n->shape = s;
   /* One operand: GoMLX accepts any axis and the result is a copy, so the kernel gets axis 0. */
-  n->a.i[0] = n_operands > 1 ? axis : 0;
+  lathe_attr_set_concatenate_axis(n, n_operands > 1 ? axis : 0);
   return lathe_node_commit(n, out);
 }
 
@@ -228,9 +219,9 @@ lathe_status_t lathe_slice(lathe_function_t fn, lathe_value_t x, const int64_t *
     s.dims[a] = (e - b + k - 1) / k;
   }
   n->shape = s;
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list(n, 0, starts, rank));
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list(n, 1, limits, rank));
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list(n, 2, st, rank));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_slice_starts(n, starts, rank));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_slice_limits(n, limits, rank));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_slice_strides(n, st, rank));
   return lathe_node_commit(n, out);
 }
 
@@ -267,9 +258,9 @@ lathe_status_t lathe_pad(lathe_function_t fn, lathe_value_t x, lathe_value_t fil
     lo[a] = p->start, hi[a] = p->end, in[a] = p->interior;
   }
   n->shape = s;
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list(n, 0, lo, xs->rank));
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list(n, 1, hi, xs->rank));
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list(n, 2, in, xs->rank));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_pad_start(n, lo, xs->rank));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_pad_end(n, hi, xs->rank));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_pad_interior(n, in, xs->rank));
   return lathe_node_commit(n, out);
 }
 
@@ -283,7 +274,7 @@ lathe_status_t lathe_reverse(lathe_function_t fn, lathe_value_t x, const int *ax
   if (n_axes) memcpy(sorted, axes, sizeof(int) * (size_t)n_axes);
   qsort(sorted, (size_t)n_axes, sizeof(int), cmp_int);
   n->shape = x->shape;
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list_int(n, 0, sorted, n_axes));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_reverse_axes_int(n, sorted, n_axes));
   return lathe_node_commit(n, out);
 }
 
@@ -302,6 +293,6 @@ lathe_status_t lathe_iota(lathe_function_t fn, const lathe_shape *shape, int iot
   lathe_node *n;
   LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_IOTA, NULL, 0, &n));
   n->shape = *shape;
-  n->a.i[0] = iota_axis;
+  lathe_attr_set_iota_axis(n, iota_axis);
   return lathe_node_commit(n, out);
 }

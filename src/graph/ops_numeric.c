@@ -3,10 +3,8 @@
  * reaches through StableHLO); where XLA leaves a case open (FFT lengths that differ from the
  * operand's sizes) lathe rejects it rather than guess.
  *
- * Attributes:
- *   RNG_BIT_GENERATOR  none (the value shape is out_shapes[1])
- *   FFT                i[0] = lathe_fft_type, list[0] = fft_length
- *   BATCH_NORM_*       i[0] = feature_axis, f[0] = epsilon */
+ * Attributes: op_attrs.def, groups fft and batch_norm. RNGBitGenerator has none (the value shape
+ * is out_shapes[1]). */
 #include <math.h>
 
 #include "graph.h"
@@ -104,8 +102,8 @@ lathe_status_t lathe_fft(lathe_function_t fn, lathe_value_t x, lathe_fft_type ty
     n->shape.dims[last] = nlast;
     n->shape.axis_names[last] = NULL;
   }
-  n->a.i[0] = type;
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list(n, 0, fft_length, n_fft_length));
+  lathe_attr_set_fft_type(n, type);
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_fft_length(n, fft_length, n_fft_length));
   return lathe_node_commit(n, out);
 }
 
@@ -163,8 +161,8 @@ lathe_status_t lathe_batch_norm_for_inference(lathe_function_t fn, lathe_value_t
   LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_BATCH_NORM_FOR_INFERENCE, ops, 5, &n));
   LATHE_RETURN_IF_ERROR(check_batch_norm(n, epsilon, feature_axis, 1, 4, names));
   n->shape = n->in[0]->shape;
-  n->a.i[0] = feature_axis;
-  n->a.f[0] = epsilon;
+  lathe_attr_set_batch_norm_feature_axis(n, feature_axis);
+  lathe_attr_set_batch_norm_epsilon(n, epsilon);
   return lathe_node_commit(n, out);
 }
 
@@ -177,8 +175,8 @@ lathe_status_t lathe_batch_norm_for_training(lathe_function_t fn, lathe_value_t 
   lathe_node *n;
   LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_BATCH_NORM_FOR_TRAINING, ops, 3, &n));
   LATHE_RETURN_IF_ERROR(check_batch_norm(n, epsilon, feature_axis, 1, 2, names));
-  n->a.i[0] = feature_axis;
-  n->a.f[0] = epsilon;
+  lathe_attr_set_batch_norm_feature_axis(n, feature_axis);
+  lathe_attr_set_batch_norm_epsilon(n, epsilon);
   LATHE_RETURN_IF_ERROR(batch_norm_outputs(n, feature_axis));
   return lathe_node_commit_multi(n, out_values);
 }
@@ -199,8 +197,8 @@ lathe_status_t lathe_batch_norm_gradient(lathe_function_t fn, lathe_value_t oper
   if (!same)
     return LATHE_INVALID("BatchNormGradient: grad_output %s must have the operand's shape %s", shape_s(g, b1),
                          shape_s(x, b2));
-  n->a.i[0] = feature_axis;
-  n->a.f[0] = epsilon;
+  lathe_attr_set_batch_norm_feature_axis(n, feature_axis);
+  lathe_attr_set_batch_norm_epsilon(n, epsilon);
   LATHE_RETURN_IF_ERROR(batch_norm_outputs(n, feature_axis));
   return lathe_node_commit_multi(n, out_values);
 }

@@ -1,8 +1,7 @@
 /* ops_quantized.c -- builders of FusedQuantizedDense and QuantizedEmbeddingLookup, and the
  * GGML block geometry. The rules follow GoMLX's compute/fused_ops.go and its go backend.
  *
- * Attribute slots (both ops): i[0] scheme, i[1] ggml type, i[2] block size, i[3] activation,
- * i[4] has zero point, i[5] has bias, i[6] K (input features), i[7] N (output features).
+ * Attributes (both ops): op_attrs.def, group quantized.
  * Operands: FusedQuantizedDense (x, weights, [scale], [zero_point], [bias]);
  * QuantizedEmbeddingLookup (data, indices). */
 #include "graph.h"
@@ -129,14 +128,14 @@ lathe_status_t lathe_fused_quantized_dense(lathe_function_t fn, lathe_value_t x,
   if (bias && (bias->shape.dtype != LATHE_DTYPE_FLOAT32 || bias->shape.rank != 1 || bias->shape.dims[0] != nf))
     return LATHE_INVALID("%s: bias must be Float32 [%lld] (N), got %s", op, (long long)nf,
                          lathe_shape_str(&bias->shape, buf, sizeof buf));
-  n->a.i[0] = quant->scheme;
-  n->a.i[1] = quant->scheme == LATHE_QUANT_GGML ? quant->ggml_type : 0;
-  n->a.i[2] = quant->scheme == LATHE_QUANT_GGML ? 0 : quant->block_size;
-  n->a.i[3] = activation;
-  n->a.i[4] = zero_point != NULL;
-  n->a.i[5] = bias != NULL;
-  n->a.i[6] = k;
-  n->a.i[7] = nf;
+  lathe_attr_set_quantized_scheme(n, quant->scheme);
+  lathe_attr_set_quantized_ggml_type(n, quant->scheme == LATHE_QUANT_GGML ? quant->ggml_type : (lathe_ggml_type)0);
+  lathe_attr_set_quantized_block_size(n, quant->scheme == LATHE_QUANT_GGML ? 0 : quant->block_size);
+  lathe_attr_set_quantized_activation(n, activation);
+  lathe_attr_set_quantized_has_zero_point(n, zero_point != NULL);
+  lathe_attr_set_quantized_has_bias(n, bias != NULL);
+  lathe_attr_set_quantized_in_features(n, k);
+  lathe_attr_set_quantized_out_features(n, nf);
   n->shape = *xs;
   n->shape.dims[xs->rank - 1] = nf;
   n->shape.axis_names[xs->rank - 1] = quant->scheme == LATHE_QUANT_GGML ? ws->axis_names[0] : ws->axis_names[1];
@@ -165,9 +164,9 @@ lathe_status_t lathe_quantized_embedding_lookup(lathe_function_t fn, lathe_value
     return LATHE_INVALID("%s: indices' last axis must have size 1, got %s", op, lathe_shape_str(is, buf, sizeof buf));
   int64_t k;
   LATHE_RETURN_IF_ERROR(ggml_k(op, quant, ds->dims[1], &k));
-  n->a.i[0] = LATHE_QUANT_GGML;
-  n->a.i[1] = quant->ggml_type;
-  n->a.i[6] = k;
+  lathe_attr_set_quantized_scheme(n, LATHE_QUANT_GGML);
+  lathe_attr_set_quantized_ggml_type(n, quant->ggml_type);
+  lathe_attr_set_quantized_in_features(n, k);
   n->shape = *is;
   n->shape.dtype = LATHE_DTYPE_FLOAT32;
   n->shape.dims[is->rank - 1] = k;

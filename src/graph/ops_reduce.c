@@ -1,9 +1,5 @@
 /* ops_reduce.c -- builders and shape inference of the reductions and ArgMinMax.
- *
- * Attributes (read by src/cpu/reduce.c):
- *   Reduce*    list[0] = reduced axes, sorted; none reduces nothing (the result is x)
- *   ArgMinMax  i[0] = axis, i[1] = 1 for the minimum, 0 for the maximum; the result dtype is the
- *              output dtype */
+ * Attributes: op_attrs.def, groups reduce and arg_min_max (read by src/cpu/reduce.c). */
 #include "graph.h"
 
 /* Whether op reduces operands of dtype dt; names the accepted dtypes in *want otherwise. */
@@ -80,7 +76,7 @@ lathe_status_t lathe_reduce(lathe_function_t fn, lathe_op op, lathe_value_t x, c
     s.axis_names[s.rank++] = xs->axis_names[a];
   }
   n->shape = s;
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list(n, 0, sorted, ns));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_reduce_axes(n, sorted, ns));
   return lathe_node_commit(n, out);
 }
 
@@ -107,7 +103,7 @@ lathe_status_t lathe_arg_min_max(lathe_function_t fn, lathe_value_t x, int axis,
     s.axis_names[s.rank++] = xs->axis_names[a];
   }
   n->shape = s;
-  n->a.i[0] = axis;
-  n->a.i[1] = is_min;
+  lathe_attr_set_arg_min_max_axis(n, axis);
+  lathe_attr_set_arg_min_max_is_min(n, is_min);
   return lathe_node_commit(n, out);
 }

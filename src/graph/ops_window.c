@@ -1,10 +1,8 @@
 /* ops_window.c -- builders and shape rules of the WINDOW family: ReduceWindow and
  * SelectAndScatterMax/Min, after GoMLX's shapeinference.ReduceWindow / SelectAndScatter.
  *
- * Attribute slots (normalised: one entry per operand axis, defaults filled in):
- *   i[0] the reduction (ReduceWindow: LATHE_OP_REDUCE_SUM/PRODUCT/MAX/MIN);
- *   list[0] window dims, list[1] strides, list[2] input dilations, list[3] window dilations,
- *   list[4] paddings as (low, high) pairs. SelectAndScatter* has all dilations 1.
+ * Attributes: op_attrs.def, group window (normalised: one entry per operand axis, defaults
+ * filled in).
  * Operands: ReduceWindow (x); SelectAndScatter* (operand, source). */
 #include "graph.h"
 
@@ -74,11 +72,11 @@ static lathe_status_t infer_window(const char *op, const lathe_shape *xs, const 
 }
 
 static lathe_status_t set_window_attrs(lathe_node *n, const window *w, int rank) {
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list(n, 0, w->dims, rank));
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list(n, 1, w->strides, rank));
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list(n, 2, w->idil, rank));
-  LATHE_RETURN_IF_ERROR(lathe_node_set_list(n, 3, w->wdil, rank));
-  return lathe_node_set_list(n, 4, w->pads, 2 * rank);
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_window_dims(n, w->dims, rank));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_window_strides(n, w->strides, rank));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_window_input_dilations(n, w->idil, rank));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_window_window_dilations(n, w->wdil, rank));
+  return lathe_attr_set_window_paddings(n, w->pads, 2 * rank);
 }
 
 static bool real_number_dtype(lathe_dtype dt) { return lathe_dtype_is_int(dt) || lathe_dtype_is_float(dt); }
@@ -97,7 +95,7 @@ lathe_status_t lathe_reduce_window(lathe_function_t fn, lathe_op reduction, lath
                          lathe_dtype_name(x->shape.dtype));
   window w;
   LATHE_RETURN_IF_ERROR(infer_window(op, &x->shape, params, &w, &n->shape));
-  n->a.i[0] = reduction;
+  lathe_attr_set_window_reduction(n, reduction);
   LATHE_RETURN_IF_ERROR(set_window_attrs(n, &w, x->shape.rank));
   return lathe_node_commit(n, out);
 }

@@ -15,18 +15,7 @@ static bool same_attrs(const lathe_node *a, const lathe_node *b) {
   return true;
 }
 
-static bool cse_candidate(const lathe_node *n) {
-  switch (n->op) {
-    case LATHE_OP_PARAMETER:
-    case LATHE_OP_CAPTURE:
-    case LATHE_OP_OPTIMIZATION_BARRIER:
-    case LATHE_OP_SCHEDULING_BARRIER:
-    case LATHE_OP_ALL_REDUCE:
-      return false;
-    default:
-      return true;
-  }
-}
+static bool cse_candidate(const lathe_node *n) { return lathe_op_has(n->op, LATHE_OPF_CSE); }
 
 static uint64_t node_hash(const lathe_node *n, const int *remap) {
   uint64_t h = 1469598103934665603ull;

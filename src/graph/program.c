@@ -9,30 +9,10 @@
 static bool kind_is(const lathe_node *n, lathe_op_kind k) { return lathe_op_kind_of(n->op) == k; }
 
 /* Elementwise ops that may join a LOOP region, and BroadcastInDim (an index map, no work). */
-static bool fusable_op(lathe_op op) {
-  switch (lathe_op_kind_of(op)) {
-    case LATHE_KIND_UNARY:
-    case LATHE_KIND_BINARY:
-    case LATHE_KIND_COMPARE:
-    case LATHE_KIND_SELECT:
-      return true;
-    default:
-      return op == LATHE_OP_CONVERT_DTYPE || op == LATHE_OP_BROADCAST_IN_DIM;
-  }
-}
+static bool fusable_op(lathe_op op) { return lathe_op_has(op, LATHE_OPF_FUSE); }
 
 /* Ops whose result may take the memory of an operand that dies at them (same dtype and dims). */
-static bool inplace_op(lathe_op op) {
-  switch (lathe_op_kind_of(op)) {
-    case LATHE_KIND_UNARY:
-    case LATHE_KIND_BINARY:
-    case LATHE_KIND_COMPARE:
-    case LATHE_KIND_SELECT:
-      return true;
-    default:
-      return op == LATHE_OP_CONVERT_DTYPE;
-  }
-}
+static bool inplace_op(lathe_op op) { return lathe_op_has(op, LATHE_OPF_INPLACE); }
 
 /* Reductions that may root a REDUCE region (ArgMinMax keeps an index too: not a plain fold). */
 static bool fold_op(lathe_op op) { return lathe_op_kind_of(op) == LATHE_KIND_REDUCE && op != LATHE_OP_ARG_MIN_MAX; }
@@ -118,7 +98,7 @@ static lathe_status_t lower_nodes(lower_ctx *c) {
       case LATHE_OP_CAPTURE:
         continue;
       case LATHE_OP_TUPLE_ELEMENT:
-        c->slot_of[n->id] = slot_of_node(c, n->in[0]) + (int)n->a.i[0];
+        c->slot_of[n->id] = slot_of_node(c, n->in[0]) + (int)lathe_attr_tuple_element_index(n);
         continue;
       case LATHE_OP_CONSTANT:
         c->slot_of[n->id] = add_slot(c, LATHE_PSLOT_CONST, n, 0, &n->shape);
@@ -140,7 +120,8 @@ static lathe_status_t lower_nodes(lower_ctx *c) {
       pf->slots[st->out[r]].def = pf->n_steps;
     }
     c->slot_of[n->id] = st->out[0];
-    /* sub-functions and where their captures start among the hidden inputs */
+    /* sub-functions (the FN attribute slots, in order) and where their captures start among the
+     * hidden inputs */
     int cap = n->n_operands;
     for (int j = 0; j < LATHE_MAX_SUBFNS; j++) {
       const lathe_function *sub = n->a.fn[j];
@@ -349,7 +330,7 @@ static int input_for(lathe_pregion *g, const lathe_node *member, int slot, const
   /* a broadcast member has no computation of its own: even a scalar operand is read as a tile
    * (all strides 0), so that its users see an operand of the iteration's shape */
   if (member->op == LATHE_OP_BROADCAST_IN_DIM) {
-    const int64_t *axes = member->a.list[0];
+    const int64_t *axes = lathe_attr_broadcast_in_dim_axes(member).v;
     int64_t acc = 1;
     bool full = os->rank == it->rank;
     for (int i = os->rank - 1; i >= 0; i--) {

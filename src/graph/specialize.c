@@ -24,7 +24,7 @@ static int64_t lookup(const binding *b, const char *name) {
  * for the nodes after it. */
 static lathe_status_t resolve_reshape(lathe_node *n, binding *b) {
   lathe_shape *s = &n->shape;
-  int inferred = (int)n->a.i[0], unresolved = 0;
+  int inferred = (int)lathe_attr_dynamic_reshape_inferred(n), unresolved = 0;
   int64_t known = 1, total = lathe_shape_size(&n->in[0]->shape);
   for (int i = 0; i < s->rank; i++) {
     if (i == inferred) continue;

@@ -106,15 +106,16 @@ TEST(dot_general_shapes) {
   CHECK_OK(lathe_value_shape(out, &s));
   CHECK(s.rank == 4 && s.dims[0] == 5 && s.dims[1] == 2 && s.dims[2] == 7 && s.dims[3] == 4 && s.dtype == F32,
         "DotGeneral result shape");
-  CHECK(out->a.i[0] == F32 && out->a.i[1] == F32 && out->a.list_len[0] == 1 && out->a.list[1][0] == 0 &&
-            out->a.list[3][0] == 2,
+  CHECK(lathe_attr_dot_general_accumulator(out) == F32 && lathe_attr_dot_general_output(out) == F32 &&
+            lathe_attr_dot_general_lhs_contracting(out).n == 1 && lathe_attr_dot_general_lhs_batch(out).v[0] == 0 &&
+            lathe_attr_dot_general_rhs_batch(out).v[0] == 2,
         "DotGeneral attributes");
   lathe_dot_config cfg = {0, LATHE_DTYPE_FLOAT64};
   lathe_value_t h = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_FLOAT16, 2, 3)), hz = tst_param(m, NULL, TST_SHAPE(LATHE_DTYPE_FLOAT16, 3));
   CHECK_OK(lathe_dot_general(m, h, A(1), 1, NULL, 0, hz, A(0), 1, NULL, 0, &cfg, &out));
   CHECK_OK(lathe_value_shape(out, &s));
   CHECK(s.rank == 1 && s.dims[0] == 2 && s.dtype == LATHE_DTYPE_FLOAT64, "output dtype Float64");
-  CHECK(out->a.i[0] == F32, "Float16 accumulates in Float32 by default");
+  CHECK(lathe_attr_dot_general_accumulator(out) == F32, "Float16 accumulates in Float32 by default");
   /* dynamic batch axis: the result keeps it dynamic with its name */
   lathe_shape d1 = TST_SHAPE(F32, 2, 3), d2 = TST_SHAPE(F32, 2, 3, 4);
   d1.dims[0] = -1, d1.axis_names[0] = "batch";

@@ -64,7 +64,8 @@ TEST(bad_inputs_reduce) {
   if (out) {
     lathe_value_shape(out, &s);
     CHECK(s.rank == 1 && s.dims[0] == 4 && s.dtype == LATHE_DTYPE_FLOAT32, "ReduceSum x3 {2,0} -> [4]");
-    CHECK(out->a.list_len[0] == 2 && out->a.list[0][0] == 0 && out->a.list[0][1] == 2, "axes stored sorted");
+    lathe_ilist axes = lathe_attr_reduce_axes(out);
+    CHECK(axes.n == 2 && axes.v[0] == 0 && axes.v[1] == 2, "axes stored sorted");
   }
   CHECK_OK(lathe_reduce(f.fn, LATHE_OP_REDUCE_MAX, f.x, a01, 2, &out));
   if (out) {

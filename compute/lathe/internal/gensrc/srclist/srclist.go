@@ -60,8 +60,9 @@ func Engine(root string) (map[string]string, error) {
 const OpsFile = "zops.go"
 
 // opMethods generates, from the one op table (include/lathe_ops.def), the Function methods of
-// the UNARY, BINARY, COMPARE and REDUCE kinds: each forwards to lathe_unary / lathe_binary /
-// lathe_reduce with its op, so adding such an op to the table adds its Go method.
+// the ops with a generated C builder (SIG U and B) and of the REDUCE kind: each forwards to
+// lathe_unary / lathe_binary / lathe_reduce with its op, so adding such an op to the table adds
+// its Go method. Rows are LATHE_OP(ENUM, GoName, c_name, n_operands, KIND, SIG, FLAGS).
 func opMethods(root string) (string, error) {
 	data, err := os.ReadFile(filepath.Join(root, "include", "lathe_ops.def"))
 	if err != nil {
@@ -76,14 +77,14 @@ func opMethods(root string) (string, error) {
 			continue
 		}
 		f := strings.Split(strings.TrimSuffix(strings.TrimPrefix(line, "LATHE_OP("), ")"), ",")
-		if len(f) != 5 {
+		if len(f) != 7 {
 			return "", fmt.Errorf("lathe_ops.def: cannot parse %q", line)
 		}
-		enum, goName, kind := strings.TrimSpace(f[0]), strings.TrimSpace(f[1]), strings.TrimSpace(f[4])
+		enum, goName, kind, sig := strings.TrimSpace(f[0]), strings.TrimSpace(f[1]), strings.TrimSpace(f[4]), strings.TrimSpace(f[5])
 		switch {
-		case kind == "UNARY":
+		case sig == "U":
 			fmt.Fprintf(&b, "\nfunc (f *Function) %s(x compute.Value) (compute.Value, error) {\n\treturn f.unary(%q, C.LATHE_OP_%s, x)\n}\n", goName, goName, enum)
-		case kind == "BINARY" || kind == "COMPARE":
+		case sig == "B":
 			fmt.Fprintf(&b, "\nfunc (f *Function) %s(lhs, rhs compute.Value) (compute.Value, error) {\n\treturn f.binary(%q, C.LATHE_OP_%s, lhs, rhs)\n}\n", goName, goName, enum)
 		case kind == "REDUCE" && enum != "ARG_MIN_MAX":
 			fmt.Fprintf(&b, "\nfunc (f *Function) %s(x compute.Value, axes ...int) (compute.Value, error) {\n\treturn f.reduce(%q, C.LATHE_OP_%s, x, axes)\n}\n", goName, goName, enum)
