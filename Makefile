@@ -9,7 +9,7 @@ BLAS_LIBS ?= -lopenblas
 LIBS = $(BLAS_LIBS) -lm -lpthread -ldl
 BUILD ?= build
 
-SRC := $(wildcard src/core/*.c src/graph/*.c src/runtime/*.c src/cpu/*.c)
+SRC := $(wildcard src/core/*.c src/graph/*.c src/runtime/*.c src/cpu/*.c src/cuda/*.c)
 OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRC))
 HDR := $(wildcard include/*.h include/*.def src/*/*.h src/*/*.def)
 TEST_SRC := $(wildcard tests/unit/*.c tests/ops/*.c)
