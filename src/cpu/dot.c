@@ -456,6 +456,10 @@ static lathe_status_t product(lathe_pool *pool, operand *l, operand *r, lathe_dt
 lathe_status_t lathe_cpu_run_dot(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
   lathe_tensor *o = out[0];
   lathe_dtype acc = (lathe_dtype)n->a.i[0], odt = o->shape.dtype;
+  /* the interpreter widens sub-byte tensors, and the builder rejects sub-byte accumulators */
+  if (!lathe_cpu_convert_fn(in[0]->shape.dtype, acc) || !lathe_cpu_convert_fn(acc, odt))
+    return lathe_status_new(LATHE_STATUS_INTERNAL, "DotGeneral: no conversion from %s through %s to %s",
+                            lathe_dtype_name(in[0]->shape.dtype), lathe_dtype_name(acc), lathe_dtype_name(odt));
   operand l, r;
   memset(&r, 0, sizeof r);
   lathe_status_t st = operand_init(&l, in[0], n->a.list[0], n->a.list_len[0], n->a.list[1], n->a.list_len[1]);

@@ -23,8 +23,8 @@
  *
  * Per-class tables (src/graph/ew.def) are instantiated for every byte-sized dtype of a class
  * through LATHE_DD_EACH_<CLASS>(X, ...), which expands X(D, ...) for each; LATHE_DD_EACH_TO_<CLASS>
- * is the same list for a loop inside such a loop. Tables by dtype use the dense index
- * lathe_dd_index(dt) in [0, LATHE_DD_COUNT) of the byte-sized dtypes.
+ * is the same list for a loop inside such a loop. Tables by dtype use the dense index of the
+ * byte-sized dtypes in [0, LATHE_DD_COUNT): LATHE_DDI_<D>, or lathe_dd_index(dt) at run time.
  *
  * Complex arithmetic uses C99/C11 _Complex (standard in gcc and clang); storage is binary
  * compatible with lathe_c64 / lathe_c128 (C guarantees the {re, im} array layout). Only

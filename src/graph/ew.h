@@ -13,8 +13,7 @@
  *   LATHE_EW_T_<ct>   T   (complex: lt_c64 / lt_c128 of the helper prelude)
  *   LATHE_EW_UT_<ct>  UT  the unsigned integer type as wide as T (complex: as its parts)
  *   LATHE_EW_UW_<ct>  UW  the unsigned type that wrapping arithmetic computes in
- *   LATHE_EW_RT_<ct>  RT  the real type
- *   LATHE_EW_CT_<ct>  the complex type of a real one (float, double only) */
+ *   LATHE_EW_RT_<ct>  RT  the real type */
 #define LATHE_EW_T_uint8_t uint8_t
 #define LATHE_EW_T_uint16_t uint16_t
 #define LATHE_EW_T_uint32_t uint32_t
@@ -67,9 +66,6 @@
 #define LATHE_EW_RT_double double
 #define LATHE_EW_RT_lathe_c64 float
 #define LATHE_EW_RT_lathe_c128 double
-
-#define LATHE_EW_CT_float lt_c64
-#define LATHE_EW_CT_double lt_c128
 
 /* Whether ew.def defines op for operands of dtype dt (sub-byte dtypes count as their class;
  * Where: dt is the values' dtype; ConvertDType: from dt to `to`, which other ops ignore). */

@@ -9,10 +9,12 @@
  *    construction from a real (imaginary part +0), conversion between the two precisions
  *    (per part), componentwise + and - (unary and binary), and == / != on both parts. A real
  *    converts to a complex with (OT)v.
- *  - Every helper below returns exactly the bits its C version returns for every input,
- *    NaN payloads aside: lt_c* math follows glibc's cexpf/cexp, clogf, csqrtf, ctanhf, csinf,
- *    ccosf, cpowf, cabsf (and the double versions); lt_cmul / lt_cdiv are C99 Annex G complex
- *    multiplication and division (libgcc's __mulsc3 / __divsc3: infinities survive NaN parts).
+ *  - Every helper, generic name and math function returns exactly the bits its C version
+ *    returns for every input, except a NaN's sign and payload (which NaN operand propagates is
+ *    a compiler's choice even on one CPU; NaN itself must be kept): lt_c* math follows
+ *    glibc's cexpf/cexp, clogf, csqrtf, ctanhf, csinf, ccosf, cpowf, cabsf (and the double
+ *    versions); lt_cmul / lt_cdiv are C99 Annex G complex multiplication and division
+ *    (libgcc's __mulsc3 / __divsc3: infinities survive NaN parts).
  *  - Real math (exp, log, sqrt, nearbyint, fmod, ...) must match glibc's float and double
  *    functions; nearbyint rounds half to even.
  *  - Storage conversions of Float16 / BFloat16 (outside the expressions) must match
@@ -120,12 +122,10 @@ LT_EW_HELPER(static inline int64_t lt_key_f64(double f) {
 
 LT_EW_HELPER(static inline double lt_f64_f32(float v) {
   double d = v;
-  if (d != d) {
-    uint64_t u;
-    memcpy(&u, &d, 8);
-    u |= (uint64_t)1 << 51;
-    memcpy(&d, &u, 8);
-  }
+  uint64_t u;
+  memcpy(&u, &d, 8);
+  u |= (uint64_t)(d != d) << 51;
+  memcpy(&d, &u, 8);
   return d;
 })
 LT_EW_HELPER(static inline double lt_f64_f64(double v) { return v; })
