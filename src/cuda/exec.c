@@ -461,7 +461,33 @@ done:
   return st;
 }
 
-lathe_status_t lathe_cuda_run_region(lathe_cuda_exec *ex, int pos, const lathe_pstep *sp);
+lathe_status_t lathe_cuda_region_loop(lathe_cuda_exec *ex, const lathe_pregion *g, lathe_tensor **vals,
+                                      lathe_status_t (*result)(lathe_cuda_exec *, int slot, lathe_tensor **));
+
+/* A region: one generated kernel for a LOOP; a REDUCE region runs its prologue, the reduction
+ * and its epilogue in turn (through the region's internal slots). */
+static lathe_status_t run_region(lathe_cuda_exec *ex, const lathe_pstep *sp) {
+  frame *f = ex->cur;
+  const lathe_pfunc *pf = f->f->pf;
+  const lathe_pregion *g = &pf->regions[sp->region];
+  lathe_status_t st = NULL;
+  if (g->kind == LATHE_PREGION_LOOP) {
+    st = lathe_cuda_region_loop(ex, g, f->vals, result_tensor);
+  } else {
+    if (g->prologue >= 0) st = lathe_cuda_region_loop(ex, &pf->regions[g->prologue], f->vals, result_tensor);
+    lathe_tensor *in = f->vals[g->reduce_in], *out = NULL;
+    if (!st && !in) st = lathe_status_new(LATHE_STATUS_INTERNAL, "fused reduction: operand not computed");
+    if (!st) st = result_tensor(ex, g->reduce_out, &out);
+    if (!st) st = lathe_cuda_run_kernel(ex, g->reduce, &in, &out);
+    if (!st) f->vals[g->reduce_out] = out;
+    else bury(ex, out);
+    if (!st && g->epilogue >= 0) st = lathe_cuda_region_loop(ex, &pf->regions[g->epilogue], f->vals, result_tensor);
+  }
+  if (st)
+    st = lathe_status_annotate(st, "executing a fused region ending in %s (node %d of \"%s\") on lathe:cuda",
+                               lathe_op_name(sp->node->op), sp->node->id, pf->fn->name);
+  return st;
+}
 
 static lathe_status_t run_function(lathe_cuda_exec *ex, int fi, lathe_tensor *const *args, int n_args,
                                    lathe_tensor **outputs, lathe_tensor **shells) {
@@ -482,7 +508,7 @@ static lathe_status_t run_function(lathe_cuda_exec *ex, int fi, lathe_tensor *co
     const lathe_pstep *sp = &pf->steps[pos];
     f.step = sp;
     for (int i = 0; i < sp->n_in; i++) f.step_in[i] = f.vals[sp->in[i]];
-    st = sp->region >= 0 ? lathe_cuda_run_region(ex, pos, sp) : run_node(ex, &f, pos, sp);
+    st = sp->region >= 0 ? run_region(ex, sp) : run_node(ex, &f, pos, sp);
     for (int d = 0; d < sp->n_dead; d++) {
       bury(ex, f.vals[sp->dead[d]]);
       f.vals[sp->dead[d]] = NULL;

@@ -15,11 +15,6 @@
   }                                                                                                      \
   void lathe_cuda_sources_##K(lathe_cuda_source_fn fn, void *ctx) { (void)fn, (void)ctx; }
 
-PENDING(unary)
-PENDING(convert)
-PENDING(binary)
-PENDING(compare)
-PENDING(select)
 PENDING(reduce)
 PENDING(dot)
 PENDING(conv)
@@ -35,8 +30,4 @@ bool lathe_cuda_supports_sort(lathe_dtype dtype) {
 lathe_status_t lathe_cuda_run_sort(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
   (void)ex, (void)in, (void)out;
   return LATHE_UNIMPL("%s: not implemented on lathe:cuda", lathe_op_name(n->op));
-}
-lathe_status_t lathe_cuda_run_region(lathe_cuda_exec *ex, int pos, const lathe_pstep *sp) {
-  (void)ex, (void)pos;
-  return LATHE_UNIMPL("%s: fused regions are not implemented on lathe:cuda", lathe_op_name(sp->node->op));
 }
