@@ -282,7 +282,7 @@ static lathe_status_t gen_kernel(text *t, const gen_member *m, int n_members, co
       if (!m[j].identity && m[j].node->op == m[i].node->op && m[j].node->shape.dtype == m[i].node->shape.dtype &&
           m[j].node->in[m[j].node->op == LATHE_OP_WHERE ? 1 : 0]->shape.dtype ==
               m[i].node->in[m[i].node->op == LATHE_OP_WHERE ? 1 : 0]->shape.dtype) {
-        snprintf(names[i], sizeof names[i], "%s", names[j]);
+        memcpy(names[i], names[j], sizeof names[i]);
         dup = true;
       }
     if (!dup) LATHE_RETURN_IF_ERROR(element_fn(t, m[i].node, names[i], sizeof names[i]));

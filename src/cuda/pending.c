@@ -22,6 +22,7 @@ PENDING(window)
 PENDING(index)
 PENDING(numeric)
 PENDING(fused)
+PENDING(collective)
 
 bool lathe_cuda_supports_sort(lathe_dtype dtype) {
   (void)dtype;
