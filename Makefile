@@ -9,14 +9,14 @@ BLAS_LIBS ?= -lopenblas
 LIBS = $(BLAS_LIBS) -lm -lpthread -ldl
 BUILD ?= build
 
-SRC := $(wildcard src/core/*.c src/graph/*.c src/runtime/*.c src/cpu/*.c)
+SRC := $(wildcard src/core/*.c src/graph/*.c src/runtime/*.c src/cpu/*.c src/cuda/*.c)
 OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRC))
 HDR := $(wildcard include/*.h include/*.def src/*/*.h src/*/*.def)
 TEST_SRC := $(wildcard tests/unit/*.c tests/ops/*.c)
 TESTS := $(BUILD)/test_unit $(BUILD)/test_ops
 EXAMPLES := $(BUILD)/mlp_train
 
-.PHONY: all lib test test-sanitize examples bench install clean
+.PHONY: all lib test test-sanitize examples bench install clean cuda-abi-check
 all: lib examples bench $(TESTS)
 lib: $(BUILD)/liblathe.a $(BUILD)/liblathe.so $(BUILD)/lathe.pc
 
@@ -68,3 +68,10 @@ install: lib
 
 clean:
 	rm -rf build build-san
+
+# Where a CUDA SDK is installed: check src/cuda/cuda_api.h against NVIDIA's headers.
+CUDA_HOME ?= /usr/local/cuda
+cuda-abi-check:
+	@mkdir -p $(BUILD)
+	$(CC) -std=c11 -I$(CUDA_HOME)/include tests/cuda/abi_check.c -o $(BUILD)/cuda_abi_check
+	$(BUILD)/cuda_abi_check

@@ -218,27 +218,6 @@ static keys_fn keys_for(lathe_dtype dt) {
   }
 }
 
-/* Whether the comparator is exactly a strict comparison of its first two parameters; sets the
- * direction and whether NaNs and zeros follow totalOrder. */
-static bool native_order(const lathe_node *n, bool *desc, bool *total) {
-  const lathe_function *c = lathe_attr_sort_comparator(n);
-  if (c->n_outputs != 1) return false;
-  const lathe_node *o = c->outputs[0];
-  switch (o->op) {
-    case LATHE_OP_LESS_THAN: *desc = false, *total = false; break;
-    case LATHE_OP_GREATER_THAN: *desc = true, *total = false; break;
-    case LATHE_OP_LESS_THAN_TOTAL_ORDER: *desc = false, *total = true; break;
-    case LATHE_OP_GREATER_THAN_TOTAL_ORDER: *desc = true, *total = true; break;
-    default: return false;
-  }
-  if (o->n_in != 2) return false;
-  const lathe_node *a = o->in[0], *b = o->in[1];
-  if (a->op != LATHE_OP_PARAMETER || b->op != LATHE_OP_PARAMETER || a->fn != c || b->fn != c) return false;
-  if (a->param_index == 1 && b->param_index == 0) *desc = !*desc; /* rhs < lhs */
-  else if (a->param_index != 0 || b->param_index != 1) return false;
-  return true;
-}
-
 typedef struct native_ctx {
   lathe_tensor *const *in;
   lathe_tensor **out;
@@ -342,7 +321,7 @@ static lathe_status_t run_sort(lathe_cpu_exec *ex, const lathe_node *n, lathe_te
   if (st || m <= 1 || rows == 0) goto done;
   bool desc, total;
   keys_fn keys = keys_for(in[0]->shape.dtype);
-  if (keys && native_order(n, &desc, &total)) {
+  if (keys && lathe_sort_comparator_order(n, &desc, &total)) {
     native_ctx c = {.in = in, .out = out, .n_in = ni, .m = m, .inner = inner, .keys = keys, .total = total,
                     .flip = desc ? ~0ull : 0};
     atomic_init(&c.failed, 0);

@@ -138,6 +138,12 @@ lathe_status_t lathe_check_fn(const char *op, lathe_function_t fn);
 
 #include "attrs.h"
 
+/* Control-flow facts every device lowers alike. Whether Sort node n's comparator is exactly a
+ * strict comparison of its first two parameters (LessThan/GreaterThan, plain or TotalOrder), so
+ * a device may run a plain key sort: sets the direction and whether NaNs and zeros follow
+ * totalOrder. */
+bool lathe_sort_comparator_order(const lathe_node *n, bool *desc, bool *total);
+
 /* Shape rules shared by the families. */
 lathe_status_t lathe_infer_broadcast(const char *op, const lathe_shape *a, const lathe_shape *b, lathe_shape *out);
 lathe_status_t lathe_check_axis(const char *op, const char *what, int64_t axis, int rank);

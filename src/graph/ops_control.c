@@ -227,3 +227,22 @@ lathe_status_t lathe_scheduling_barrier(lathe_function_t fn, lathe_value_t opera
   node->shape = node->in[0]->shape;
   return lathe_node_commit(node, out);
 }
+
+bool lathe_sort_comparator_order(const lathe_node *n, bool *desc, bool *total) {
+  const lathe_function *c = lathe_attr_sort_comparator(n);
+  if (c->n_outputs != 1) return false;
+  const lathe_node *o = c->outputs[0];
+  switch (o->op) {
+    case LATHE_OP_LESS_THAN: *desc = false, *total = false; break;
+    case LATHE_OP_GREATER_THAN: *desc = true, *total = false; break;
+    case LATHE_OP_LESS_THAN_TOTAL_ORDER: *desc = false, *total = true; break;
+    case LATHE_OP_GREATER_THAN_TOTAL_ORDER: *desc = true, *total = true; break;
+    default: return false;
+  }
+  if (o->n_in != 2) return false;
+  const lathe_node *a = o->in[0], *b = o->in[1];
+  if (a->op != LATHE_OP_PARAMETER || b->op != LATHE_OP_PARAMETER || a->fn != c || b->fn != c) return false;
+  if (a->param_index == 1 && b->param_index == 0) *desc = !*desc; /* rhs < lhs */
+  else if (a->param_index != 0 || b->param_index != 1) return false;
+  return true;
+}

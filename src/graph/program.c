@@ -590,11 +590,20 @@ static lathe_status_t plan_memory(lower_ctx *c) {
   mgroup *groups = malloc(sizeof(mgroup) * (size_t)(pf->n_slots + 1));
   mgroup **order = malloc(sizeof(mgroup *) * (size_t)(pf->n_slots + 1));
   bool *taken = calloc((size_t)pf->n_slots + 1, sizeof(bool));
-  lathe_status_t st = (!group_of || !groups || !order || !taken) ? LATHE_OOM("Compile") : NULL;
+  bool *made = calloc((size_t)pf->n_slots + 1, sizeof(bool));
+  lathe_status_t st = (!group_of || !groups || !order || !taken || !made) ? LATHE_OOM("Compile") : NULL;
+  /* only values that reach memory: step results and the slots between a REDUCE region's parts
+   * (members that stay inside a region never do) */
+  for (int s = 0; !st && s < pf->n_steps; s++) {
+    const lathe_pstep *sp = &pf->steps[s];
+    for (int k = 0; k < sp->n_out; k++) made[sp->out[k]] = true;
+    if (sp->region >= 0 && pf->regions[sp->region].kind == LATHE_PREGION_REDUCE)
+      made[pf->regions[sp->region].reduce_in] = made[pf->regions[sp->region].reduce_out] = true;
+  }
   int ng = 0;
   for (int i = 0; !st && i < pf->n_slots; i++) {
     group_of[i] = -1;
-    if (!plannable(pf, i)) continue;
+    if (!made[i] || !plannable(pf, i)) continue;
     const lathe_pslot *sl = &pf->slots[i];
     groups[ng] = (mgroup){(sl->nbytes + align - 1) / align * align, -1, sl->def, sl->last_use < sl->def ? sl->def : sl->last_use};
     group_of[i] = ng++;
@@ -671,6 +680,7 @@ static lathe_status_t plan_memory(lower_ctx *c) {
   for (int i = 0; !st && i < pf->n_slots; i++)
     if (group_of[i] >= 0) pf->slots[i].offset = groups[group_of[i]].offset;
   pf->arena_bytes = top;
+  free(made);
   free(group_of);
   free(groups);
   free(order);

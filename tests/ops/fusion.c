@@ -129,3 +129,148 @@ TEST(fusion_option) {
   lathe_backend_free(be);
   CHECK_ERR(lathe_backend_new("lathe:cpu,fuse=2", &be), INVALID_ARGUMENT, "fuse=0|1");
 }
+
+/* ---- structured graphs: broadcasts into regions, reductions with prologues and epilogues ---- */
+
+static lathe_value_t bcast_rows(lathe_function_t fn, lathe_value_t v, const lathe_shape *to) {
+  int axis = 0;
+  lathe_value_t out = NULL;
+  CHECK_OK(lathe_broadcast_in_dim(fn, v, to, &axis, 1, &out));
+  return out;
+}
+
+static lathe_value_t row_reduce(lathe_function_t fn, lathe_op op, lathe_value_t v) {
+  int axis = 1;
+  lathe_value_t out = NULL;
+  CHECK_OK(lathe_reduce(fn, op, v, &axis, 1, &out));
+  return out;
+}
+
+static lathe_value_t scalar_f32(lathe_function_t fn, float v) {
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  lathe_value_t out = NULL;
+  CHECK_OK(lathe_constant(fn, &s0, &v, sizeof v, &out));
+  return out;
+}
+
+/* Decomposed softmax, layer norm and a bias/gate block over x [B, N], g [N] and p [B, 1]; every
+ * kind of region input appears: full, scalar, broadcast rows (BroadcastInDim), broadcast
+ * columns (a [N] vector to [B, N]) and implicit size-1 broadcasting. */
+static lathe_executable_t build_structured(lathe_backend_t be, int64_t B, int64_t N, int which) {
+  lathe_builder_t b;
+  CHECK_OK(lathe_builder_new(be, "structured", &b));
+  lathe_function_t fn = lathe_builder_main(b);
+  lathe_shape xs = TST_SHAPE(LATHE_DTYPE_FLOAT32, B, N), gs = TST_SHAPE(LATHE_DTYPE_FLOAT32, N),
+              ps = TST_SHAPE(LATHE_DTYPE_FLOAT32, B, 1);
+  lathe_value_t x, g, p, y = NULL, t, u, v, outs[2];
+  int n_out = 1;
+  CHECK_OK(lathe_parameter(fn, "x", &xs, &x));
+  CHECK_OK(lathe_parameter(fn, "g", &gs, &g));
+  CHECK_OK(lathe_parameter(fn, "p", &ps, &p));
+  switch (which) {
+    case 0: { /* softmax */
+      lathe_value_t m = row_reduce(fn, LATHE_OP_REDUCE_MAX, x);
+      CHECK_OK(lathe_sub(fn, x, bcast_rows(fn, m, &xs), &t));
+      CHECK_OK(lathe_exp(fn, t, &u));
+      lathe_value_t s = row_reduce(fn, LATHE_OP_REDUCE_SUM, u);
+      CHECK_OK(lathe_div(fn, u, bcast_rows(fn, s, &xs), &y));
+      break;
+    }
+    case 1: { /* layer norm with gamma as a column broadcast */
+      float inv_n = 1.0f / (float)N;
+      lathe_value_t mean, var, inv, gb;
+      CHECK_OK(lathe_mul(fn, row_reduce(fn, LATHE_OP_REDUCE_SUM, x), scalar_f32(fn, inv_n), &mean));
+      CHECK_OK(lathe_sub(fn, x, bcast_rows(fn, mean, &xs), &t));
+      CHECK_OK(lathe_mul(fn, t, t, &u));
+      CHECK_OK(lathe_mul(fn, row_reduce(fn, LATHE_OP_REDUCE_SUM, u), scalar_f32(fn, inv_n), &var));
+      CHECK_OK(lathe_add(fn, var, scalar_f32(fn, 1e-5f), &v));
+      CHECK_OK(lathe_rsqrt(fn, v, &inv));
+      CHECK_OK(lathe_mul(fn, t, bcast_rows(fn, inv, &xs), &v));
+      int ax = 1;
+      CHECK_OK(lathe_broadcast_in_dim(fn, g, &xs, &ax, 1, &gb));
+      CHECK_OK(lathe_mul(fn, v, gb, &y));
+      outs[n_out++] = t; /* an intermediate escapes */
+      break;
+    }
+    default: { /* implicit size-1 broadcasting, a gate, a reduction whose result is also used */
+      lathe_value_t s, sb;
+      CHECK_OK(lathe_add(fn, x, p, &t));
+      CHECK_OK(lathe_logistic(fn, t, &u));
+      CHECK_OK(lathe_mul(fn, u, x, &v));
+      s = row_reduce(fn, LATHE_OP_REDUCE_SUM, v);
+      CHECK_OK(lathe_neg(fn, s, &sb));
+      CHECK_OK(lathe_add(fn, v, bcast_rows(fn, sb, &xs), &y));
+      outs[n_out++] = s;
+      break;
+    }
+  }
+  outs[0] = y;
+  if (be == tst_backend()) tst_row_graph(b); /* the row under test (-o) */
+  CHECK_OK(lathe_function_return(fn, outs, n_out));
+  lathe_executable_t e = NULL;
+  CHECK_OK(lathe_builder_compile(b, &e));
+  lathe_builder_free(b);
+  return e;
+}
+
+static void run_structured(lathe_backend_t be, lathe_executable_t e, int64_t B, int64_t N, const float *x,
+                           const float *g, const float *p, float **got, int64_t *sizes) {
+  lathe_shape xs = TST_SHAPE(LATHE_DTYPE_FLOAT32, B, N), gs = TST_SHAPE(LATHE_DTYPE_FLOAT32, N),
+              ps = TST_SHAPE(LATHE_DTYPE_FLOAT32, B, 1);
+  lathe_buffer_t in[3] = {0}, out[2] = {0};
+  CHECK_OK(lathe_buffer_from_host(be, 0, &xs, x, sizeof(float) * (size_t)(B * N), &in[0]));
+  CHECK_OK(lathe_buffer_from_host(be, 0, &gs, g, sizeof(float) * (size_t)N, &in[1]));
+  CHECK_OK(lathe_buffer_from_host(be, 0, &ps, p, sizeof(float) * (size_t)B, &in[2]));
+  int n_out = lathe_executable_num_outputs(e);
+  CHECK_OK(lathe_executable_execute(e, in, NULL, 3, 0, out, n_out));
+  for (int k = 0; k < n_out; k++) {
+    lathe_shape os;
+    got[k] = NULL;
+    if (!out[k] || lathe_buffer_shape(out[k], &os)) continue;
+    sizes[k] = lathe_shape_byte_size(&os);
+    got[k] = malloc((size_t)sizes[k] + 1);
+    CHECK_OK(lathe_buffer_to_host(out[k], got[k], (size_t)sizes[k]));
+    lathe_buffer_free(out[k]);
+  }
+  for (int i = 0; i < 3; i++) lathe_buffer_free(in[i]);
+}
+
+TEST(fusion_regions_match_unfused) {
+  lathe_backend_t unfused;
+  CHECK_OK(lathe_backend_new("lathe:cpu,fuse=0", &unfused));
+  const int64_t sizes[][2] = {{3, 5000}, {64, 129}, {1, 1}, {5, 4097}, {0, 7}};
+  for (int si = 0; si < 5; si++) {
+    int64_t B = sizes[si][0], N = sizes[si][1];
+    float *x = malloc(sizeof(float) * (size_t)(B * N + 1)), *g = malloc(sizeof(float) * (size_t)N),
+          *p = malloc(sizeof(float) * (size_t)(B + 1));
+    tst_fill(x, LATHE_DTYPE_FLOAT32, B * N, 3 + (unsigned)si);
+    tst_fill(g, LATHE_DTYPE_FLOAT32, N, 5 + (unsigned)si);
+    tst_fill(p, LATHE_DTYPE_FLOAT32, B, 11 + (unsigned)si);
+    for (int which = 0; which < 3; which++) {
+      tst_row_begin();
+      lathe_executable_t ef = build_structured(tst_backend(), B, N, which);
+      lathe_executable_t eu = build_structured(unfused, B, N, which);
+      if (!ef || !eu) {
+        lathe_executable_free(ef);
+        lathe_executable_free(eu);
+        continue;
+      }
+      float *gf[2] = {0}, *gu[2] = {0};
+      int64_t nf[2] = {0}, nu[2] = {0};
+      run_structured(tst_backend(), ef, B, N, x, g, p, gf, nf);
+      run_structured(unfused, eu, B, N, x, g, p, gu, nu);
+      for (int k = 0; k < lathe_executable_num_outputs(ef); k++) {
+        CHECK(gf[k] && gu[k] && nf[k] == nu[k] && memcmp(gf[k], gu[k], (size_t)nf[k]) == 0,
+              "graph %d on %lldx%lld: output %d differs from the unfused run", which, (long long)B, (long long)N, k);
+        free(gf[k]);
+        free(gu[k]);
+      }
+      lathe_executable_free(ef);
+      lathe_executable_free(eu);
+    }
+    free(x);
+    free(g);
+    free(p);
+  }
+  lathe_backend_free(unfused);
+}

@@ -13,7 +13,7 @@ import (
 )
 
 // Dirs are the engine directories under src/ compiled into the Go package.
-var Dirs = []string{"core", "graph", "runtime", "cpu"}
+var Dirs = []string{"core", "graph", "runtime", "cpu", "cuda"}
 
 // Prefix starts the name of every generated wrapper.
 const Prefix = "zsrc_"

@@ -1,0 +1,227 @@
+/* test_program.c -- the shared compile pipeline (src/graph/program.c): which fusion regions form
+ * (and which must not), how regions read their inputs, REDUCE regions, closure captures as
+ * parameters, liveness and the memory plan. Results of the same graphs are checked against the
+ * unfused interpreter in tests/ops/fusion.c. */
+#include "graph/program.h"
+#include "testing.h"
+
+static const lathe_program_options fused = {.fuse = true, .plan_memory = true, .alignment = 64};
+static const lathe_program_options unfused = {.fuse = false, .plan_memory = true, .alignment = 64};
+
+static lathe_program *program_of(lathe_builder_t b, const lathe_program_options *opt) {
+  lathe_program *p = NULL;
+  CHECK_OK(lathe_program_build(b, opt, &p));
+  return p;
+}
+
+static lathe_value_t scalar(lathe_function_t fn, float v) {
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  lathe_value_t out = NULL;
+  CHECK_OK(lathe_constant(fn, &s0, &v, sizeof v, &out));
+  return out;
+}
+
+/* relu(1.5 x + 0.5) * x: one LOOP region of four members, the scalars as SCALAR inputs. */
+TEST(program_loop_region) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("chain", &fn);
+  lathe_shape s = TST_SHAPE(LATHE_DTYPE_FLOAT32, 8, 1000);
+  lathe_value_t x = tst_param(fn, "x", s), t, u, v, y;
+  CHECK_OK(lathe_mul(fn, x, scalar(fn, 1.5f), &t));
+  CHECK_OK(lathe_add(fn, t, scalar(fn, 0.5f), &u));
+  CHECK_OK(lathe_max(fn, u, scalar(fn, 0), &v));
+  CHECK_OK(lathe_mul(fn, v, x, &y));
+  CHECK_OK(lathe_function_return(fn, &y, 1));
+  lathe_program *p = program_of(b, &fused);
+  if (p) {
+    const lathe_pfunc *pf = lathe_program_main(p);
+    CHECK(pf->n_steps == 1 && pf->n_regions == 1, "one step, one region: %d steps, %d regions", pf->n_steps, pf->n_regions);
+    const lathe_pregion *g = &pf->regions[0];
+    CHECK(g->kind == LATHE_PREGION_LOOP && g->n_members == 4, "LOOP of 4, got kind %d with %d", g->kind, g->n_members);
+    int scalars = 0, full = 0;
+    for (int i = 0; i < g->n_inputs; i++) {
+      scalars += g->inputs[i].access == LATHE_PACCESS_SCALAR;
+      full += g->inputs[i].access == LATHE_PACCESS_FULL;
+    }
+    CHECK(scalars == 3 && full == 1, "3 scalar inputs and x: %d, %d", scalars, full);
+    int escapes = 0;
+    for (int m = 0; m < g->n_members; m++) escapes += g->members[m].out_slot >= 0;
+    CHECK(escapes == 1, "only the root escapes, %d do", escapes);
+    CHECK(pf->arena_bytes == 0, "nothing to plan: the output is not an intermediate (%lld)", (long long)pf->arena_bytes);
+  }
+  lathe_program_free(p);
+  p = program_of(b, &unfused);
+  if (p) CHECK(lathe_program_main(p)->n_regions == 0 && lathe_program_main(p)->n_steps == 4, "unfused: 4 steps");
+  lathe_program_free(p);
+  lathe_builder_free(b);
+}
+
+/* A value used by an op that is not fusable (a DotGeneral) between it and its fusable user must
+ * not be moved after that op: exp(x) feeds both the product and the final add. */
+TEST(program_no_region_across_a_use) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("cross", &fn);
+  lathe_shape s = TST_SHAPE(LATHE_DTYPE_FLOAT32, 4, 4);
+  lathe_value_t x = tst_param(fn, "x", s), a, d, y;
+  CHECK_OK(lathe_exp(fn, x, &a));
+  int lc = 1, rc = 0;
+  CHECK_OK(lathe_dot_general(fn, a, &lc, 1, NULL, 0, x, &rc, 1, NULL, 0, NULL, &d));
+  CHECK_OK(lathe_add(fn, a, d, &y));
+  CHECK_OK(lathe_function_return(fn, &y, 1));
+  lathe_program *p = program_of(b, &fused);
+  if (p) {
+    const lathe_pfunc *pf = lathe_program_main(p);
+    CHECK(pf->n_regions == 0 && pf->n_steps == 3, "exp, dot, add stay apart: %d steps, %d regions", pf->n_steps, pf->n_regions);
+    CHECK(pf->n_steps == 3 && pf->steps[0].node->op == LATHE_OP_EXP && pf->steps[1].node->op == LATHE_OP_DOT_GENERAL,
+          "order kept");
+  }
+  lathe_program_free(p);
+  lathe_builder_free(b);
+}
+
+/* x - broadcast(mean over rows) and x + p with p [B, 1]: both broadcasts are STRIDED inputs of
+ * one region, with stride 0 along the broadcast axis. */
+TEST(program_broadcast_inputs) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("bcast", &fn);
+  lathe_shape xs = TST_SHAPE(LATHE_DTYPE_FLOAT32, 6, 10), ms = TST_SHAPE(LATHE_DTYPE_FLOAT32, 6),
+              ps = TST_SHAPE(LATHE_DTYPE_FLOAT32, 6, 1);
+  lathe_value_t x = tst_param(fn, "x", xs), m = tst_param(fn, "m", ms), q = tst_param(fn, "p", ps), mb, t, y;
+  int axis = 0;
+  CHECK_OK(lathe_broadcast_in_dim(fn, m, &xs, &axis, 1, &mb));
+  CHECK_OK(lathe_sub(fn, x, mb, &t));
+  CHECK_OK(lathe_add(fn, t, q, &y));
+  CHECK_OK(lathe_function_return(fn, &y, 1));
+  lathe_program *p = program_of(b, &fused);
+  if (p) {
+    const lathe_pfunc *pf = lathe_program_main(p);
+    CHECK(pf->n_regions == 1 && pf->n_steps == 1, "one region: %d steps, %d regions", pf->n_steps, pf->n_regions);
+    const lathe_pregion *g = pf->n_regions ? &pf->regions[0] : NULL;
+    int strided = 0, identities = 0;
+    for (int i = 0; g && i < g->n_inputs; i++)
+      if (g->inputs[i].access == LATHE_PACCESS_STRIDED) {
+        strided++;
+        CHECK(g->inputs[i].strides[0] == 1 && g->inputs[i].strides[1] == 0, "row broadcast strides {1, 0}: {%lld, %lld}",
+              (long long)g->inputs[i].strides[0], (long long)g->inputs[i].strides[1]);
+      }
+    for (int i = 0; g && i < g->n_members; i++) identities += g->members[i].identity;
+    CHECK(strided == 2 && identities == 1, "2 strided inputs (%d), the broadcast an identity member (%d)", strided, identities);
+  }
+  lathe_program_free(p);
+  lathe_builder_free(b);
+}
+
+/* rsqrt(sum(x * x, rows) / N + eps): a REDUCE region with a prologue (x * x) and an epilogue. */
+TEST(program_reduce_region) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("rms", &fn);
+  lathe_shape xs = TST_SHAPE(LATHE_DTYPE_FLOAT32, 6, 10);
+  lathe_value_t x = tst_param(fn, "x", xs), sq, s, m, v, y;
+  CHECK_OK(lathe_mul(fn, x, x, &sq));
+  int axis = 1;
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_SUM, sq, &axis, 1, &s));
+  CHECK_OK(lathe_mul(fn, s, scalar(fn, 0.1f), &m));
+  CHECK_OK(lathe_add(fn, m, scalar(fn, 1e-5f), &v));
+  CHECK_OK(lathe_rsqrt(fn, v, &y));
+  CHECK_OK(lathe_function_return(fn, &y, 1));
+  lathe_program *p = program_of(b, &fused);
+  if (p) {
+    const lathe_pfunc *pf = lathe_program_main(p);
+    CHECK(pf->n_steps == 1, "the whole graph is one step: %d", pf->n_steps);
+    const lathe_pregion *g = pf->n_steps && pf->steps[0].region >= 0 ? &pf->regions[pf->steps[0].region] : NULL;
+    CHECK(g && g->kind == LATHE_PREGION_REDUCE && g->prologue >= 0 && g->epilogue >= 0,
+          "a REDUCE region with prologue and epilogue");
+    if (g && g->prologue >= 0 && g->epilogue >= 0) {
+      CHECK(pf->regions[g->prologue].n_members == 1 && pf->regions[g->epilogue].n_members == 3,
+            "prologue of 1, epilogue of 3: %d, %d", pf->regions[g->prologue].n_members, pf->regions[g->epilogue].n_members);
+      CHECK(pf->steps[0].n_in == 1 + 2 && pf->steps[0].n_out == 1, "step reads x and two scalars, writes y: %d in, %d out",
+            pf->steps[0].n_in, pf->steps[0].n_out);
+      CHECK(pf->slots[g->reduce_in].offset >= 0 && pf->slots[g->reduce_out].offset >= 0,
+            "the slots between the parts are planned (a device running the parts in turn materialises them)");
+    }
+    lathe_program_stats st;
+    lathe_program_get_stats(p, &st);
+    CHECK(st.reduce_regions == 1 && st.regions == 1, "stats: %d regions, %d reduce", st.regions, st.reduce_regions);
+  }
+  lathe_program_free(p);
+  lathe_builder_free(b);
+}
+
+/* Without fusion, a chain of in-place-able ops over one shape lives in one arena block: each
+ * result takes its dying operand's memory. Transposes (not in place) alternate two blocks. */
+TEST(program_memory_plan) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("plan", &fn);
+  lathe_shape s = TST_SHAPE(LATHE_DTYPE_FLOAT32, 16, 16);
+  lathe_value_t x = tst_param(fn, "x", s), v = x, y;
+  int perm[2] = {1, 0};
+  CHECK_OK(lathe_transpose(fn, v, perm, 2, &v));
+  for (int k = 0; k < 5; k++) CHECK_OK(lathe_neg(fn, v, &v));
+  CHECK_OK(lathe_transpose(fn, v, perm, 2, &v));
+  CHECK_OK(lathe_transpose(fn, v, perm, 2, &v));
+  CHECK_OK(lathe_exp(fn, v, &y));
+  CHECK_OK(lathe_function_return(fn, &y, 1));
+  lathe_program *p = program_of(b, &unfused);
+  if (p) {
+    const lathe_pfunc *pf = lathe_program_main(p);
+    int planned = 0;
+    int64_t first = -1;
+    bool shared = true;
+    for (int i = 0; i < pf->n_slots; i++) {
+      const lathe_pslot *sl = &pf->slots[i];
+      if (sl->offset < 0) continue;
+      planned++;
+      if (sl->def >= 1 && sl->def <= 5 && first < 0) first = sl->offset;
+      if (sl->def >= 1 && sl->def <= 5) shared &= sl->offset == first;
+    }
+    CHECK(planned == 8, "8 intermediates planned (all but the parameter and the output): %d", planned);
+    CHECK(shared, "the five negations share their operand's memory");
+    CHECK(pf->arena_bytes == 2 * 1024, "two 1 KiB blocks alternate: %lld bytes", (long long)pf->arena_bytes);
+  }
+  lathe_program_free(p);
+  lathe_builder_free(b);
+}
+
+/* A While whose body captures a value of main: the body's program function takes it as an extra
+ * parameter, and the While step says where its captures start among its inputs. */
+TEST(program_closure_captures) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("loop", &fn);
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  lathe_value_t x = tst_param(fn, "x", s0), k = tst_param(fn, "k", s0), out;
+  lathe_function_t cond, body;
+  CHECK_OK(lathe_function_closure(fn, &cond));
+  CHECK_OK(lathe_function_closure(fn, &body));
+  lathe_value_t cx, c, bx, by;
+  CHECK_OK(lathe_parameter(cond, "x", &s0, &cx));
+  CHECK_OK(lathe_less_than(cond, cx, scalar(cond, 100), &c));
+  CHECK_OK(lathe_function_return(cond, &c, 1));
+  CHECK_OK(lathe_parameter(body, "x", &s0, &bx));
+  CHECK_OK(lathe_add(body, bx, k, &by)); /* k is main's */
+  CHECK_OK(lathe_function_return(body, &by, 1));
+  int n_out = 0;
+  CHECK_OK(lathe_while(fn, cond, body, &x, 1, &out, 1, &n_out));
+  CHECK_OK(lathe_function_return(fn, &out, 1));
+  lathe_program *p = program_of(b, &fused);
+  if (p) {
+    int bi = lathe_program_fn_index(p, body), ci = lathe_program_fn_index(p, cond);
+    CHECK(bi > 0 && ci > 0, "both closures are program functions");
+    if (bi > 0 && ci > 0) {
+      CHECK(p->fns[bi].n_params == 2 && p->fns[bi].n_declared == 1, "body: 1 parameter + 1 capture, got %d/%d",
+            p->fns[bi].n_declared, p->fns[bi].n_params);
+      CHECK(p->fns[ci].n_params == 1, "cond captures nothing");
+      const lathe_pfunc *pf = lathe_program_main(p);
+      const lathe_pstep *w = NULL;
+      for (int i = 0; i < pf->n_steps; i++)
+        if (pf->steps[i].node->op == LATHE_OP_WHILE) w = &pf->steps[i];
+      CHECK(w && w->n_sub == 2 && w->n_in == 2, "the While reads x and the captured k");
+      if (w && w->n_sub == 2) {
+        int which = w->sub_fn[0] == bi ? 0 : 1;
+        CHECK(w->sub_fn[1 - which] == ci && w->sub_cap[which] == 1 && w->in[1] == pf->params[1],
+              "body's captures start at input 1, which is main's k");
+      }
+    }
+  }
+  lathe_program_free(p);
+  lathe_builder_free(b);
+}
