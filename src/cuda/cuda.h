@@ -137,6 +137,14 @@ lathe_status_t lathe_cuda_exec_tensor(lathe_cuda_exec *ex, const lathe_shape *sh
 /* Runs sub-function fn of the running control op (as lathe_cpu_exec_call). */
 lathe_status_t lathe_cuda_exec_call(lathe_cuda_exec *ex, const lathe_function *fn, lathe_tensor *const *inputs,
                                     int n_inputs, lathe_tensor **outputs);
+/* For kernels that find bad input while they run (an index out of range that the op defines as
+ * an error): a device word the kernel ORs *out_code into; the execution then fails with
+ * INVALID_ARGUMENT and `message` (copied), reported when its outputs are read. */
+lathe_status_t lathe_cuda_exec_error_flag(lathe_cuda_exec *ex, const char *message, lcuDeviceptr *out_flag,
+                                          uint32_t *out_code);
+/* The CUDA prelude of ew.c's helpers (lt_max, lt_min, lt_key, complex operators and math, ...),
+ * for other families' kernel sources to start with. */
+const char *lathe_cuda_ew_prelude(void);
 /* Copies a device tensor's bytes to host memory (waits for the stream). */
 lathe_status_t lathe_cuda_read(lathe_cuda_exec *ex, const lathe_tensor *t, void *dst, size_t nbytes);
 

@@ -147,6 +147,8 @@ static const char ew_prelude[] =
     "LT_DEV int lt_cisfinite(lt_c128 z) { return isfinite(z.re) && isfinite(z.im); }\n"
     "LT_DEV int lt_cisnan(lt_c128 z) { return isnan(z.re) || isnan(z.im); }\n";
 
+const char *lathe_cuda_ew_prelude(void) { return ew_prelude; }
+
 /* Storage (S) and compute (T) types per dtype, and the loads and stores between them. Sub-byte
  * integers never reach a kernel here (the executor widens them). */
 static const char *storage_of(lathe_dtype dt) {

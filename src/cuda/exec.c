@@ -251,6 +251,10 @@ struct lathe_cuda_exec {
   lathe_event *done;
   lcuEvent ev;
   bool ev_owned; /* by done's native handle */
+  /* errors found by kernels: a device word they set, and the message of each code */
+  lathe_tensor *err_word;
+  char *err_msgs[8];
+  int n_err_msgs;
 };
 
 cuda_dev *lathe_cuda_exec_dev(lathe_cuda_exec *ex) { return ex->d; }
@@ -593,9 +597,39 @@ static void free_native_event(void *p) {
   free(n);
 }
 
+lathe_status_t lathe_cuda_exec_error_flag(lathe_cuda_exec *ex, const char *message, lcuDeviceptr *out_flag,
+                                         uint32_t *out_code) {
+  if (ex->n_err_msgs == 8) return lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: too many error kinds in one run");
+  if (!ex->err_word) {
+    lathe_shape s;
+    memset(&s, 0, sizeof s);
+    s.dtype = LATHE_DTYPE_UINT32;
+    LATHE_RETURN_IF_ERROR(lathe_cuda_exec_tensor(ex, &s, &ex->err_word));
+    LATHE_CU_TRY(ex->cu->api, cuMemsetD8Async(lathe_cuda_ptr(ex->err_word), 0, 4, ex->stream), "lathe:cuda: error flag");
+  }
+  size_t n = strlen(message) + 1;
+  char *m = malloc(n);
+  if (!m) return LATHE_OOM("lathe:cuda");
+  memcpy(m, message, n);
+  ex->err_msgs[ex->n_err_msgs] = m;
+  *out_code = 1u << ex->n_err_msgs++;
+  *out_flag = lathe_cuda_ptr(ex->err_word);
+  return NULL;
+}
+
 /* Everything an execution holds goes once its stream is done (on the completion thread). */
 static void finish(void *arg, lathe_status_t st) {
   lathe_cuda_exec *ex = arg;
+  if (!st && ex->err_word) { /* the stream is done: read what the kernels reported */
+    uint32_t w = 0;
+    const lcu_api *api = ex->cu->api;
+    st = lathe_cuda_use(ex->d);
+    if (!st) st = lathe_cuda_error(api, api->cuMemcpyDtoHAsync(&w, lathe_cuda_ptr(ex->err_word), 4, ex->stream), "lathe:cuda: error flag");
+    if (!st) st = lathe_cuda_error(api, api->cuStreamSynchronize(ex->stream), "lathe:cuda: error flag");
+    for (int k = 0; !st && k < ex->n_err_msgs; k++)
+      if (w & (1u << k)) st = lathe_status_new(LATHE_STATUS_INVALID_ARGUMENT, "%s", ex->err_msgs[k]);
+  }
+  for (int k = 0; k < ex->n_err_msgs; k++) free(ex->err_msgs[k]);
   for (int i = 0; i < ex->n_dead; i++) lathe_tensor_release(ex->dead[i]);
   for (int i = 0; i < ex->n_inputs; i++) lathe_tensor_release(ex->inputs[i]);
   if (ex->arenas) arenas_give_back(ex->plan, ex->arenas);
