@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "549590aab91f8dae7a54bc141cfc1182"
+const engineSourcesHash = "03b1264767236aaadeb715582514abfe"
