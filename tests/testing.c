@@ -201,7 +201,8 @@ static bool decide(const graph_ops *g) {
 /* Counts one run (or skip) of a row for each selected op it uses. Under mu. */
 static void count_row(const graph_ops *g, bool skipped) {
   for (int op = 0; op < LATHE_OP_COUNT; op++)
-    if (R.want[op] && (g->has[op] || (R.declared && (int)R.declared_op == op))) (skipped ? R.rows_skipped : R.rows_ran)[op]++;
+    if (R.want[op] && (g->has[op] || (R.declared && (int)R.declared_op == op)))
+      (skipped ? R.rows_skipped : R.rows_ran)[op]++;
 }
 
 bool tst_row_graph(lathe_builder_t b) {
@@ -412,9 +413,10 @@ static void ref_compare(const char *ops, int k, const lathe_shape *s, const void
   int64_t n = lathe_shape_size(s), bad = 0, first = -1;
   bool exact = !lathe_dtype_is_float(dt) && !lathe_dtype_is_complex(dt);
   int bits = lathe_dtype_bits(dt);
+  size_t esz = (size_t)bits / 8;
   for (int64_t i = 0; i < n; i++) {
     bool ok;
-    if (exact && bits >= 8) ok = memcmp((const char *)got + i * (bits / 8), (const char *)want + i * (bits / 8), (size_t)bits / 8) == 0;
+    if (exact && esz) ok = memcmp((const char *)got + (size_t)i * esz, (const char *)want + (size_t)i * esz, esz) == 0;
     else if (exact) ok = tst_get_int(got, dt, i) == tst_get_int(want, dt, i);
     else ok = close_enough(tst_get(got, dt, i), tst_get(want, dt, i), tol) &&
               close_enough(tst_get_imag(got, dt, i), tst_get_imag(want, dt, i), tol);
@@ -877,7 +879,8 @@ int tst_main(int argc, char **argv) {
     printf("-o %s: %ld rows ran on %s, %ld skipped (unsupported)\n", lathe_op_name((lathe_op)op), R.rows_ran[op],
            lathe_backend_config(tst_backend()), R.rows_skipped[op]);
     if (!R.rows_ran[op] && !R.rows_skipped[op]) {
-      printf("FAIL: no conformance row%s uses %s\n", filter ? " of the tests selected" : "", lathe_op_name((lathe_op)op));
+      printf("FAIL: no conformance row%s uses %s\n", filter ? " of the tests selected" : "",
+             lathe_op_name((lathe_op)op));
       rc = 1;
     }
   }
