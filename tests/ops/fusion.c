@@ -1,7 +1,7 @@
 /* fusion.c -- elementwise fusion against the unfused interpreter: random chains of elementwise
  * ops (scalars mixed in, intermediates returned as extra outputs so some values escape the
  * fused run, inputs donated so results land in dying operands) over tensors of several tiles,
- * run on lathe:cpu and lathe:cpu,fuse=0; the results must be bit-identical. */
+ * run on lathe:cpu (or -b's backend) and lathe:cpu,fuse=0; the results must be bit-identical. */
 #include "testing.h"
 
 static uint32_t seed;
@@ -54,6 +54,7 @@ static lathe_executable_t build_chain(lathe_backend_t be, const lathe_shape *s, 
     if (n_o < 3 && next() % 5 == 0) outs[n_o++] = r; /* an intermediate escapes */
   }
   outs[0] = vals[n - 1];
+  if (be == tst_backend()) tst_row_graph(b); /* the row under test (-o) */
   CHECK_OK(lathe_function_return(fn, outs, n_o));
   lathe_executable_t e = NULL;
   CHECK_OK(lathe_builder_compile(b, &e));
@@ -94,6 +95,7 @@ TEST(fusion_matches_unfused) {
     tst_fill(b, LATHE_DTYPE_FLOAT32, n, 7 + (unsigned)si);
     for (uint32_t cs = 1; cs <= 12; cs++) {
       int n_out = 0, n_out2 = 0;
+      tst_row_begin();
       lathe_executable_t ef = build_chain(tst_backend(), &s, 2 + (int)cs % 9, cs * 2654435761u, &n_out);
       lathe_executable_t eu = build_chain(unfused, &s, 2 + (int)cs % 9, cs * 2654435761u, &n_out2);
       if (!ef || !eu) {
@@ -203,6 +205,7 @@ static lathe_executable_t build_structured(lathe_backend_t be, int64_t B, int64_
     }
   }
   outs[0] = y;
+  if (be == tst_backend()) tst_row_graph(b); /* the row under test (-o) */
   CHECK_OK(lathe_function_return(fn, outs, n_out));
   lathe_executable_t e = NULL;
   CHECK_OK(lathe_builder_compile(b, &e));
@@ -244,6 +247,7 @@ TEST(fusion_regions_match_unfused) {
     tst_fill(g, LATHE_DTYPE_FLOAT32, N, 5 + (unsigned)si);
     tst_fill(p, LATHE_DTYPE_FLOAT32, B, 11 + (unsigned)si);
     for (int which = 0; which < 3; which++) {
+      tst_row_begin();
       lathe_executable_t ef = build_structured(tst_backend(), B, N, which);
       lathe_executable_t eu = build_structured(unfused, B, N, which);
       if (!ef || !eu) {

@@ -7,7 +7,8 @@
 
 static bool kind_is(lathe_op op, lathe_op_kind k) { return lathe_op_kind_of(op) == k; }
 
-/* src/cpu/fusion.c `fusable` and src/cpu/device.c `may_run_in_place`, by op. */
+/* The hand-written `fusable` (of the former src/cpu/fusion.c) and `may_run_in_place` (then in
+ * src/cpu/device.c), by op. */
 static bool old_fusable(lathe_op op) {
   return kind_is(op, LATHE_KIND_UNARY) || kind_is(op, LATHE_KIND_BINARY) || kind_is(op, LATHE_KIND_COMPARE) ||
          kind_is(op, LATHE_KIND_SELECT) || op == LATHE_OP_CONVERT_DTYPE;
