@@ -234,6 +234,26 @@ lathe_backend_t tst_backend(void) {
   return backend;
 }
 
+lathe_backend_t tst_backend_variant(const char *options) {
+  static lathe_backend_t variants[8];
+  static char keys[8][64];
+  static int n;
+  for (int i = 0; i < n; i++)
+    if (!strcmp(keys[i], options)) return variants[i];
+  if (n == 8) return NULL;
+  char cfg[256];
+  const char *base = lathe_backend_config(tst_backend());
+  snprintf(cfg, sizeof cfg, "%s,%s", base, options);
+  lathe_status_t st = lathe_backend_new(cfg, &variants[n]);
+  if (st) {
+    fprintf(stdout, "cannot create backend %s: %s\n", cfg, lathe_status_message(st));
+    lathe_status_free(st);
+    return NULL;
+  }
+  snprintf(keys[n], sizeof keys[n], "%s", options);
+  return variants[n++];
+}
+
 lathe_shape tst_shape(lathe_dtype dt, int rank, const int64_t *dims) {
   lathe_shape s;
   memset(&s, 0, sizeof s);

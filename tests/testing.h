@@ -76,6 +76,9 @@ void tst_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  * variable LATHE_TEST_BACKEND=CONFIG is the same as -b CONFIG). Created on first use; freed at
  * exit. */
 lathe_backend_t tst_backend(void);
+/* The backend under test with extra options appended ("fuse=0"): made once, kept to the end
+ * (NULL when the config refuses them). */
+lathe_backend_t tst_backend_variant(const char *options);
 /* A shape from dims (rank <= 8 via this helper). */
 lathe_shape tst_shape(lathe_dtype dt, int rank, const int64_t *dims);
 lathe_shape tst_shape0(lathe_dtype dt); /* scalar */

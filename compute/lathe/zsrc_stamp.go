@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "56d373587821c2af6598eeb972f5abb0"
+const engineSourcesHash = "e7965c642ef27cc44891bad06219ae81"
