@@ -180,7 +180,7 @@ typedef struct bn_run {
   const char *src;
   int gs;            /* threads per group: 1 or 32 */
   bn_geo g;
-  int64_t f, outer;
+  int64_t f;
   double count, eps;
 } bn_run;
 
@@ -273,7 +273,7 @@ lathe_status_t lathe_cuda_batch_norm(lathe_cuda_exec *ex, const lathe_node *n, l
   int64_t outer = lathe_dims_product(s->dims, 0, axis), f = s->dims[axis],
           inner = lathe_dims_product(s->dims, axis + 1, s->rank);
   if (f == 0) return NULL; /* every output is empty */
-  bn_run r = {.ex = ex, .src = source_of(s->dtype), .f = f, .outer = outer, .count = (double)(outer * inner),
+  bn_run r = {.ex = ex, .src = source_of(s->dtype), .f = f, .count = (double)(outer * inner),
               .eps = lathe_attr_batch_norm_epsilon(n)};
   if (r.count > 0) {
     plan_split(&r, outer, f, inner);
