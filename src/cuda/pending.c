@@ -20,7 +20,6 @@ PENDING(dot)
 PENDING(conv)
 PENDING(window)
 PENDING(index)
-PENDING(numeric)
 PENDING(fused)
 PENDING(collective)
 
