@@ -294,7 +294,11 @@ static lathe_status_t run_node(lathe_cpu_exec *ex, frame *f, int pos, const lath
           break;
         }
       }
-    if (!out[k] && (st = lathe_cpu_tensor_new(sh, &out[k]))) goto done;
+    if (!out[k] && (st = lathe_cpu_tensor_new(sh, &out[k]))) {
+      /* nocrash: name the op whose result could not be allocated */
+      st = lathe_status_annotate(st, "executing %s (node %d of \"%s\")", lathe_op_name(n->op), n->id, f->fp->fn->name);
+      goto done;
+    }
   }
   if (control || packed_native(n->op)) {
     st = lathe_cpu_run_kernel(ex, n, in, out);

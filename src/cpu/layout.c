@@ -191,12 +191,14 @@ static void run_slice(lathe_cpu_exec *ex, const lathe_node *n, const lathe_tenso
   int64_t xs[LATHE_MAX_RANK], base = 0;
   lathe_shape_strides(&x->shape, xs);
   lathe_shape_strides(&out->shape, j.ds);
+  if (lathe_shape_size(&out->shape) == 0) return;
+  /* Non-empty: every start is below its dim, and a stride matters (it is below the dim) only
+   * where more than one element is taken, so none of these products can overflow. */
   for (int a = 0; a < j.rank; a++) {
     j.dims[a] = out->shape.dims[a];
-    j.ss[a] = xs[a] * n->a.list[2][a];
+    j.ss[a] = j.dims[a] > 1 ? xs[a] * n->a.list[2][a] : 0;
     base += n->a.list[0][a] * xs[a];
   }
-  if (lathe_shape_size(&out->shape) == 0) return;
   j.src = (const unsigned char *)x->data + base * (int64_t)j.esz;
   strided_copy(ex, &j);
 }
@@ -255,7 +257,7 @@ static void run_pad(lathe_cpu_exec *ex, const lathe_node *n, const lathe_tensor 
     if (first >= end) return;
     j.dims[a] = end - first;
     j.ss[a] = xs[a];
-    j.ds[a] = os[a] * step;
+    j.ds[a] = j.dims[a] > 1 ? os[a] * step : 0; /* a huge interior only ever pads a single element */
     sb += first * xs[a];
     db += (lo + first * step) * os[a];
   }

@@ -60,7 +60,16 @@ static lathe_status_t infer_window(const char *op, const lathe_shape *xs, const 
                              i, xs->axis_names[i] ? xs->axis_names[i] : "");
       continue;
     }
-    int64_t eff_in = (d - 1) * w->idil[i] + 1, eff_w = (w->dims[i] - 1) * w->wdil[i] + 1;
+    /* Dilated sizes stay below the size limit (paddings are bounded too), so the kernels'
+     * positions fit in int64. */
+    int64_t eff_in, eff_w;
+    if (lathe_mul_overflow(d - 1, w->idil[i], &eff_in) || lathe_mul_overflow(w->dims[i] - 1, w->wdil[i], &eff_w) ||
+        eff_in >= LATHE_MAX_TENSOR_SIZE || eff_w >= LATHE_MAX_TENSOR_SIZE)
+      return LATHE_INVALID("%s: the dilated sizes of axis %d (input %lld, input dilation %lld, window %lld, window "
+                           "dilation %lld) exceed the size limit for operand %s", op, i, (long long)d,
+                           (long long)w->idil[i], (long long)w->dims[i], (long long)w->wdil[i],
+                           lathe_shape_str(xs, b1, sizeof b1));
+    eff_in += 1, eff_w += 1;
     int64_t padded = eff_in + lo + hi;
     if (eff_w > padded)
       return LATHE_INVALID("%s: effective window size %lld of axis %d is larger than the padded effective input size "

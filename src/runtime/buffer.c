@@ -9,7 +9,8 @@ static lathe_status_t check_buffer_shape(const char *op, const lathe_shape *shap
   if (shape->rank < 0 || shape->rank > LATHE_MAX_RANK) return LATHE_INVALID("%s: rank %d out of range", op, shape->rank);
   for (int i = 0; i < shape->rank; i++)
     if (shape->dims[i] < 0) return LATHE_INVALID("%s: axis %d has size %lld; buffers need concrete sizes", op, i, (long long)shape->dims[i]);
-  return NULL;
+  /* before any byte size is computed from the shape: beyond the limit it would wrap */
+  return lathe_check_shape_size(op, "shape", shape);
 }
 
 static lathe_status_t wrap(lathe_backend_t b, lathe_tensor *t, lathe_buffer_t *out) {
