@@ -96,8 +96,8 @@ lathe_status_t lathe_builder_specialize(struct lathe_builder *src, const char *c
   lathe_graph *g = calloc(1, sizeof *g);
   lathe_node ***map = calloc((size_t)src->n_fns, sizeof *map);
   lathe_status_t st = (!dst || !g || !map) ? LATHE_OOM("Specialize") : NULL;
+  if (g) atomic_init(&g->refs, 1); /* so that the failure path's release frees it */
   if (!st) {
-    atomic_init(&g->refs, 1);
     dst->graph = g;
     dst->backend = src->backend;
     dst->name = src->name;

@@ -232,7 +232,8 @@ lathe_status_t lathe_executable_execute(lathe_executable_t e, const lathe_buffer
       if (st) break;
     }
     if (st) {
-      for (int k = 0; k < made; k++) lathe_buffer_free(outputs[k]);
+      /* nocrash: outputs are written on success only; leave no freed handle in the caller's array */
+      for (int k = 0; k < made; k++) lathe_buffer_free(outputs[k]), outputs[k] = NULL;
       for (int k = made + 1; k < n_outputs; k++) lathe_tensor_release(tout[k]);
     }
   }
