@@ -120,13 +120,15 @@ static inline int64_t lathe_dtype_bytes_for(lathe_dtype dt, int64_t n) {
 /* Writes "Float32[2,3]" into buf (always NUL-terminated); returns buf. */
 char *lathe_shape_str(const lathe_shape *s, char *buf, size_t n);
 #define LATHE_SHAPE_STR_MAX 256
-/* Row-major strides in elements (within the size limit for accepted shapes). */
+/* Row-major strides in elements. Below the size limit for accepted shapes; saturated at
+ * INT64_MAX (never wrapped) for others. */
 void lathe_shape_strides(const lathe_shape *s, int64_t *strides);
 /* Product of dims[from..to) (1 when empty): e.g. the outer and inner sizes around an axis.
- * Within the size limit for the dims of an accepted shape. */
+ * Below the size limit for the dims of an accepted shape; saturated at INT64_MAX for others. */
 static inline int64_t lathe_dims_product(const int64_t *dims, int from, int to) {
   int64_t n = 1;
-  for (int i = from; i < to; i++) n *= dims[i];
+  for (int i = from; i < to; i++)
+    if (lathe_mul_overflow(n, dims[i], &n)) return INT64_MAX;
   return n;
 }
 

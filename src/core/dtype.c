@@ -161,7 +161,7 @@ void lathe_shape_strides(const lathe_shape *s, int64_t *strides) {
   int64_t st = 1;
   for (int i = s->rank - 1; i >= 0; i--) {
     strides[i] = st;
-    st *= s->dims[i];
+    if (lathe_mul_overflow(st, s->dims[i], &st)) st = INT64_MAX;
   }
 }
 

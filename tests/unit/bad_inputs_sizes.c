@@ -349,3 +349,57 @@ TEST(sizes_specialisation) {
   lathe_executable_free(e);
   lathe_builder_free(b);
 }
+
+/* Kernels with attributes far beyond the sizes they touch: a Slice stride, a Pad interior, and a
+ * convolution whose sums are empty over a huge window, executed. */
+TEST(sizes_huge_attributes_executed) {
+  lathe_function_t fn;
+  lathe_builder_t b = fresh(&fn);
+  if (!b) return;
+  lathe_value_t x = NULL, f = NULL, sl = NULL, pd = NULL, outs[2];
+  lathe_shape xs = TST_SHAPE(LATHE_DTYPE_INT8, 3), fs = tst_shape0(LATHE_DTYPE_INT8);
+  x = tst_param(fn, "x", xs);
+  f = tst_param(fn, "f", fs);
+  CHECK_OK(lathe_slice(fn, x, (const int64_t[]){1}, (const int64_t[]){3}, (const int64_t[]){INT64_MAX}, 1, &sl));
+  lathe_pad_axis pa = {1, 1, P(61)};
+  CHECK_OK(lathe_pad(fn, sl, f, &pa, 1, &pd));
+  if (!pd) {
+    lathe_builder_free(b);
+    return;
+  }
+  outs[0] = sl, outs[1] = pd;
+  CHECK_OK(lathe_function_return(fn, outs, 2));
+  const int8_t xin[3] = {5, 6, 7}, fill = -1;
+  const void *ins[2] = {xin, &fill};
+  void *got[2] = {NULL, NULL};
+  lathe_shape gs[2];
+  CHECK_OK(tst_run(b, ins, 2, got, 2, gs));
+  if (got[0] && got[1]) {
+    const int8_t *s = got[0], *p = got[1];
+    CHECK(gs[0].dims[0] == 1 && s[0] == 6, "Slice [1:3:INT64_MAX] of {5,6,7} is {6}");
+    CHECK(gs[1].dims[0] == 3 && p[0] == -1 && p[1] == 6 && p[2] == -1, "Pad of one element with a huge interior");
+  }
+  tst_free_output(got[0]);
+  tst_free_output(got[1]);
+  lathe_builder_free(b);
+
+  /* ConvGeneral: no input channels, so every sum is empty (zeros), over a 2^20-wide window */
+  b = fresh(&fn);
+  if (!b) return;
+  lathe_value_t in = NULL, k = NULL, conv = NULL;
+  lathe_shape is = TST_SHAPE(LATHE_DTYPE_FLOAT32, 1, 0, P(20)), ks = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 0, P(20));
+  in = tst_param(fn, "in", is);
+  k = tst_param(fn, "k", ks);
+  lathe_conv_axes ax = {.input_batch = 0, .input_channels = 1, .input_spatial = (const int[]){2}, .n_input_spatial = 1,
+                        .kernel_input_channels = 1, .kernel_output_channels = 0, .kernel_spatial = (const int[]){2},
+                        .n_kernel_spatial = 1, .output_batch = 0, .output_channels = 1,
+                        .output_spatial = (const int[]){2}, .n_output_spatial = 1};
+  CHECK_OK(lathe_conv_general(fn, in, k, &ax, NULL, &conv));
+  if (conv) {
+    CHECK_OK(lathe_function_return(fn, &conv, 1));
+    const float none = 0, want[2] = {0, 0};
+    const void *cins[2] = {&none, &none};
+    tst_run_expect("ConvGeneral with empty sums", b, cins, 2, want, LATHE_DTYPE_FLOAT32, 2, 0);
+  }
+  lathe_builder_free(b);
+}
