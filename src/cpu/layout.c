@@ -219,6 +219,23 @@ static void run_reverse(lathe_cpu_exec *ex, const lathe_node *n, const lathe_ten
   strided_copy(ex, &j);
 }
 
+/* A dynamic axis may meet a static one at build time: the sizes must agree once bound. */
+static lathe_status_t check_concatenate(const lathe_node *n, lathe_tensor *const *in, const lathe_tensor *out, int axis) {
+  int64_t along = 0;
+  for (int k = 0; k < n->n_operands; k++) {
+    const lathe_shape *s = &in[k]->shape;
+    for (int d = 0; d < s->rank; d++)
+      if (d != axis && s->dims[d] != out->shape.dims[d])
+        return LATHE_INVALID("Concatenate: operand %d has size %lld on axis %d, the result %lld: dynamic axes bound to "
+                             "inconsistent sizes", k, (long long)s->dims[d], d, (long long)out->shape.dims[d]);
+    along += s->rank ? s->dims[axis] : 0;
+  }
+  if (out->shape.rank && along != out->shape.dims[axis])
+    return LATHE_INVALID("Concatenate: the operands add up to %lld on axis %d, the result has %lld", (long long)along,
+                         axis, (long long)out->shape.dims[axis]);
+  return NULL;
+}
+
 static void run_concatenate(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor *out) {
   int axis = (int)n->a.i[0];
   int64_t os[LATHE_MAX_RANK], offset = 0;
@@ -274,11 +291,16 @@ lathe_status_t lathe_cpu_run_layout(lathe_cpu_exec *ex, const lathe_node *n, lat
   lathe_tensor *o = out[0];
   switch (n->op) {
     case LATHE_OP_RESHAPE:
+      if (o->nbytes != in[0]->nbytes) /* the builder makes this impossible; a copy must never overrun */
+        return lathe_status_new(LATHE_STATUS_INTERNAL, "Reshape: %zu bytes into %zu", in[0]->nbytes, o->nbytes);
       if (o->nbytes) memcpy(o->data, in[0]->data, o->nbytes);
       return NULL;
     case LATHE_OP_TRANSPOSE: run_transpose(ex, n, in[0], o); return NULL;
     case LATHE_OP_BROADCAST_IN_DIM: run_broadcast(ex, n, in[0], o); return NULL;
-    case LATHE_OP_CONCATENATE: run_concatenate(ex, n, in, o); return NULL;
+    case LATHE_OP_CONCATENATE:
+      LATHE_RETURN_IF_ERROR(check_concatenate(n, in, o, (int)n->a.i[0]));
+      run_concatenate(ex, n, in, o);
+      return NULL;
     case LATHE_OP_SLICE: run_slice(ex, n, in[0], o); return NULL;
     case LATHE_OP_PAD: run_pad(ex, n, in[0], in[1], o); return NULL;
     case LATHE_OP_REVERSE: run_reverse(ex, n, in[0], o); return NULL;

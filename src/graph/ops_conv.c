@@ -112,6 +112,9 @@ lathe_status_t lathe_conv_general(lathe_function_t fn, lathe_value_t input, lath
   int64_t k_in_ch = ks->dims[axes->kernel_input_channels], in_batch = is->dims[axes->input_batch];
   if (out_ch < 0 || k_in_ch < 0)
     return LATHE_INVALID("%s: kernel %s has a dynamic channels axis", OP, lathe_shape_str(ks, b1, sizeof b1));
+  /* the kernel's channels are static: a dynamic input channels axis could be bound to another size */
+  if (in_ch < 0)
+    return LATHE_INVALID("%s: input %s has a dynamic channels axis", OP, lathe_shape_str(is, b1, sizeof b1));
   if (in_ch != -1 && in_ch % cgc != 0)
     return LATHE_INVALID("%s: input channels %lld must be divisible by channel_group_count %lld", OP, (long long)in_ch,
                          (long long)cgc);

@@ -80,6 +80,16 @@ lathe_status_t lathe_reshape(lathe_function_t fn, lathe_value_t x, const int64_t
       while (xs->dims[k] >= 0) k++;
       s.axis_names[i] = xs->axis_names[k++];
     }
+    /* The dynamic axes map one to one, so the element counts agree under every binding only if
+     * the static sizes multiply to the same (the kernel copies the result's size). */
+    int64_t in_static = 1, out_static = 1;
+    for (int i = 0; i < xs->rank; i++) in_static *= xs->dims[i] >= 0 ? xs->dims[i] : 1;
+    for (int i = 0; i < rank; i++) out_static *= dims[i] >= 0 ? dims[i] : 1;
+    if (in_static != out_static) {
+      char ob[LATHE_SHAPE_STR_MAX];
+      return LATHE_INVALID("Reshape: cannot reshape %s to %s: their static sizes multiply to %lld and %lld",
+                           SHAPE_STR(xs, buf), SHAPE_STR(&s, ob), (long long)in_static, (long long)out_static);
+    }
   }
   n->shape = s;
   return lathe_node_commit(n, out);
