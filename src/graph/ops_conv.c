@@ -125,6 +125,10 @@ lathe_status_t lathe_conv_general(lathe_function_t fn, lathe_value_t input, lath
     return LATHE_INVALID("%s: input channels (%lld) must equal kernel input channels (%lld) * channel_group_count "
                          "(%lld); input %s, kernel %s", OP, (long long)in_ch, (long long)k_in_ch, (long long)cgc,
                          lathe_shape_str(is, b1, sizeof b1), lathe_shape_str(ks, b2, sizeof b2));
+  /* the result's batch axis would keep the input's name but need 1/bgc of its size */
+  if (in_batch == -1 && bgc > 1)
+    return LATHE_INVALID("%s: batch_group_count %lld needs a static input batch axis, got %s", OP, (long long)bgc,
+                         lathe_shape_str(is, b1, sizeof b1));
   if (in_batch != -1 && in_batch % bgc != 0)
     return LATHE_INVALID("%s: input batch %lld must be divisible by batch_group_count %lld", OP, (long long)in_batch,
                          (long long)bgc);

@@ -41,13 +41,17 @@ lathe_status_t lathe_fused_layer_norm(lathe_function_t fn, lathe_value_t x, cons
   LATHE_RETURN_IF_ERROR(check_float(op, x));
   if (n_axes < 1 || !axes) return LATHE_INVALID("%s: needs at least one axis", op);
   int64_t norm = 1;
-  bool seen[LATHE_MAX_RANK] = {0};
+  bool seen[LATHE_MAX_RANK] = {0}, dyn_norm = false;
   for (int i = 0; i < n_axes; i++) {
     LATHE_RETURN_IF_ERROR(lathe_check_axis(op, "axis", axes[i], x->shape.rank));
     if (seen[axes[i]]) return LATHE_INVALID("%s: axis %d given twice", op, axes[i]);
     seen[axes[i]] = true;
     norm *= x->shape.dims[axes[i]];
+    dyn_norm |= x->shape.dims[axes[i]] < 0;
   }
+  /* gamma and beta are static: their size cannot follow a dynamic normalised axis */
+  if (n_ops > 1 && dyn_norm)
+    return LATHE_INVALID("%s: gamma and beta need static normalised axes, x is dynamic on one of them", op);
   if (!(epsilon >= 0)) return LATHE_INVALID("%s: epsilon must be >= 0, got %g", op, epsilon);
   for (int k = 1; k < n_ops; k++) {
     const lathe_shape *s = &operands[k]->shape;

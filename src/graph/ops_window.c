@@ -136,7 +136,7 @@ lathe_status_t lathe_select_and_scatter(lathe_function_t fn, lathe_op op_type, l
   lathe_shape want;
   LATHE_RETURN_IF_ERROR(infer_window(op, xs, params, &w, &want));
   bool same = ss->rank == want.rank;
-  for (int i = 0; same && i < want.rank; i++) same = ss->dims[i] == want.dims[i];
+  for (int i = 0; same && i < want.rank; i++) same = lathe_same_axis(ss, i, &want, i); /* names too */
   if (!same)
     return LATHE_INVALID("%s: source shape %s does not match the windows' shape %s for operand %s", op,
                          lathe_shape_str(ss, b1, sizeof b1), lathe_shape_str(&want, b2, sizeof b2),

@@ -123,6 +123,23 @@ TEST(dynamic_pairs_checked_at_build) {
   CHECK_OK(lathe_function_return(cmp, &lt, 1));
   n0 = fn->n_nodes;
   CHECK_ERR(lathe_sort(fn, cmp, 1, false, si, 2, outs), INVALID_ARGUMENT, "Sort: input 1 has shape Float32[b,3]");
+  /* ConvGeneral with batch groups over a dynamic batch */
+  lathe_value_t bi = tst_param(fn, "bi", DYN(LATHE_DTYPE_FLOAT32, D(-1, 1, 4), "a", NULL, NULL));
+  lathe_value_t bk = tst_param(fn, "bk", TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 1, 2));
+  /* SelectAndScatterMax: source [b, 3] for an operand [a, 3] */
+  lathe_value_t src = tst_param(fn, "src", DYN(LATHE_DTYPE_FLOAT32, D(-1, 3), "b", NULL));
+  n0 = fn->n_nodes;
+  lathe_conv_params bg = {.batch_group_count = 2};
+  CHECK_ERR(lathe_conv_general(fn, bi, bk, &ax, &bg, &out), INVALID_ARGUMENT,
+            "ConvGeneral: batch_group_count 2 needs a static input batch axis");
+  CHECK_ERR(lathe_select_and_scatter(fn, LATHE_OP_SELECT_AND_SCATTER_MAX, a, src, NULL, &out), INVALID_ARGUMENT,
+            "SelectAndScatterMax: source shape Float32[b,3] does not match");
+  /* FusedLayerNorm over two dynamic axes, whose sizes multiply to 1 at build time, with gamma */
+  lathe_value_t ab = tst_param(fn, "ab", DYN(LATHE_DTYPE_FLOAT32, D(-1, -1), "a", "b"));
+  lathe_value_t g1 = tst_param(fn, "g1", TST_SHAPE(LATHE_DTYPE_FLOAT32, 1));
+  n0 = fn->n_nodes;
+  CHECK_ERR(lathe_fused_layer_norm(fn, ab, (const int[]){0, 1}, 2, 1e-5, g1, NULL, &out), INVALID_ARGUMENT,
+            "FusedLayerNorm: gamma and beta need static normalised axes");
   CHECK(fn->n_nodes == n0, "failed builders left %d nodes", fn->n_nodes - n0);
   lathe_builder_free(b);
 }
