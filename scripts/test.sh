@@ -26,7 +26,7 @@ if ! FUZZ_API_STATS=1 build-fuzz/fuzz_api -max_total_time=60 -max_len=1024 -len_
   echo "fuzz_api failed: the input is saved under build-fuzz/ (replay: build-fuzz/fuzz_api FILE)" >&2
   exit 1
 fi
-grep -E '^#[0-9]+ +DONE|^stat::(number_of_executed_units|peak_rss_mb)|^fuzz_api:' build-fuzz/fuzz.log
+grep -E '^#[0-9]+[[:space:]]+DONE|^stat::(number_of_executed_units|peak_rss_mb)|^fuzz_api:' build-fuzz/fuzz.log
 step "C example: 2-layer MLP through the C API"
 make -j"$jobs" CI=1 examples
 build/mlp_train lathe:cpu
