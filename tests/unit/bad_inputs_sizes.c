@@ -403,3 +403,39 @@ TEST(sizes_huge_attributes_executed) {
   }
   lathe_builder_free(b);
 }
+
+/* Attention whose dynamic heads axis is bound to 0 (H = Hkv = 0) is valid and empty: it used to
+ * divide by zero. */
+TEST(sizes_attention_without_heads_executed) {
+  lathe_function_t fn;
+  lathe_builder_t b = fresh(&fn);
+  if (!b) return;
+  lathe_shape qs = TST_SHAPE(LATHE_DTYPE_FLOAT32, 1, -1, 2, 4), ks = TST_SHAPE(LATHE_DTYPE_FLOAT32, 1, -1, 3, 4);
+  qs.axis_names[1] = ks.axis_names[1] = "h";
+  lathe_value_t q = tst_param(fn, "q", qs), k = tst_param(fn, "k", ks), v = tst_param(fn, "v", ks);
+  lathe_value_t outs[2] = {NULL, NULL};
+  CHECK_OK(lathe_fused_scaled_dot_product_attention(fn, q, k, v, LATHE_ATTENTION_LAYOUT_BHSD, NULL, outs));
+  if (outs[0]) {
+    CHECK_OK(lathe_function_return(fn, outs, 2));
+    lathe_executable_t e = NULL;
+    CHECK_OK(lathe_builder_compile(b, &e));
+    lathe_shape q0 = TST_SHAPE(LATHE_DTYPE_FLOAT32, 1, 0, 2, 4), k0 = TST_SHAPE(LATHE_DTYPE_FLOAT32, 1, 0, 3, 4);
+    lathe_buffer_t in[3] = {NULL, NULL, NULL}, out[2] = {NULL, NULL};
+    const float none = 0;
+    CHECK_OK(lathe_buffer_from_host(tst_backend(), 0, &q0, &none, 0, &in[0]));
+    CHECK_OK(lathe_buffer_from_host(tst_backend(), 0, &k0, &none, 0, &in[1]));
+    CHECK_OK(lathe_buffer_from_host(tst_backend(), 0, &k0, &none, 0, &in[2]));
+    if (e && in[0] && in[1] && in[2]) {
+      CHECK_OK(lathe_executable_execute(e, in, NULL, 3, 0, out, 2));
+      lathe_shape os;
+      if (out[1]) {
+        CHECK_OK(lathe_buffer_shape(out[1], &os));
+        CHECK(os.rank == 3 && os.dims[1] == 0, "empty logsumexp [1, 0, 2]");
+      }
+    }
+    for (int i = 0; i < 3; i++) lathe_buffer_free(in[i]);
+    for (int i = 0; i < 2; i++) lathe_buffer_free(out[i]);
+    lathe_executable_free(e);
+  }
+  lathe_builder_free(b);
+}
