@@ -20,7 +20,7 @@ step "libFuzzer over the C API, 60 s (clang, ASan+UBSan; summary below)"
 make -j"$jobs" CI=1 fuzz
 mkdir -p build-fuzz/corpus
 # New inputs go to build-fuzz/corpus (kept between runs); tests/fuzz/corpus is the checked-in seed.
-if ! FUZZ_API_STATS=1 build-fuzz/fuzz_api -max_total_time=60 -max_len=1024 -len_control=0 -timeout=25 \
+if ! FUZZ_API_STATS=1 build-fuzz/fuzz_api -max_total_time=60 -max_len=1024 -len_control=0 -timeout=60 \
     -print_final_stats=1 -artifact_prefix=build-fuzz/ build-fuzz/corpus tests/fuzz/corpus >build-fuzz/fuzz.log 2>&1; then
   tail -n 80 build-fuzz/fuzz.log
   echo "fuzz_api failed: the input is saved under build-fuzz/ (replay: build-fuzz/fuzz_api FILE)" >&2

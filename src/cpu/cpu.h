@@ -62,8 +62,8 @@ LATHE_CPU_FAMILY(leaf)
 #undef LATHE_CPU_FAMILY
 
 /* ---- element access helpers for kernels ---- */
-/* Reads element i of a (possibly packed) integer tensor as int64 (sign-extended for SINT). */
-/* Bit positions are unsigned: below 2^62 elements of at most 4 bits they fit in 64 bits. */
+/* Reads element i of a (possibly packed) integer tensor as int64 (sign-extended for SINT). Bit
+ * positions are unsigned: below 2^62 elements of at most 4 bits, they fit in 64 bits. */
 static inline int64_t lathe_load_packed(const void *data, lathe_dtype dt, int64_t i) {
   int bits = lathe_dtype_bits(dt);
   const uint8_t *p = data;

@@ -451,7 +451,7 @@ static void act_conv_window(world *w, input *in, lathe_function_t fn) {
     if (BUILT1(lathe_conv_general(fn, x, k, u8(in) == 255 ? NULL : &ax, coin(in) ? NULL : &p, &out), 0)) {
       lathe_shape os;
       shape_of(out, &os);
-      w->fns[fn_index(w, fn)].work += elems(&os) * elems(&ks) + elems(&xs);
+      w->fns[fn_index(w, fn)].work += elems(&os) * (elems(&ks) + 4 * os.rank) + elems(&xs); /* im2col walks every axis */
     }
   } else {
     int r = xs.rank;
