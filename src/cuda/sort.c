@@ -606,26 +606,30 @@ typedef struct sort_args { /* the bitonic kernels' arguments */
   int64_t m, inner;
 } sort_args;
 
-/* The bitonic network over G = rows << lp elements (kernels lt_sort_{tile,step}_<kind> of src). */
+/* The bitonic network over G = rows << lp elements (kernels lt_sort_{tile,step}_<kind> of src,
+ * looked up once: a long row takes dozens of launches). */
 static lathe_status_t bitonic(lathe_cuda_exec *ex, const char *src, const char *kind, bool keys, sort_args *a) {
-  char tile[48], step[48];
-  snprintf(tile, sizeof tile, "lt_sort_tile_%s", kind);
-  snprintf(step, sizeof step, "lt_sort_step_%s", kind);
+  char name[48];
+  lcuFunction tile, step;
+  cuda_dev *d = lathe_cuda_exec_dev(ex);
+  snprintf(name, sizeof name, "lt_sort_tile_%s", kind);
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(d, src, name, &tile));
+  snprintf(name, sizeof name, "lt_sort_step_%s", kind);
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(d, src, name, &step));
   void *args[] = {&a->keys, &a->perm, &a->G, &a->lp, &a->k0, &a->k1, &a->ops, &a->caps, &a->m, &a->inner};
   int64_t P = (int64_t)1 << a->lp, blocks = (a->G + TILE - 1) / TILE;
-  unsigned smem = (unsigned)(TILE * (keys ? 12 : 4));
+  unsigned smem = (unsigned)(TILE * (keys ? 12 : 4)), sb, st;
+  lathe_cuda_grid(a->G / 2, &sb, &st);
   a->k0 = 2;
   a->k1 = P < TILE ? P : TILE;
-  LATHE_RETURN_IF_ERROR(launch(ex, src, tile, (unsigned)blocks, 1024, smem, args));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_launch(ex, tile, (unsigned)blocks, 1024, smem, args));
   for (int64_t k = 2 * TILE; k <= P; k *= 2) {
     for (int64_t j = k / 2; j >= TILE; j /= 2) {
       a->k0 = k, a->k1 = j;
-      unsigned b, t;
-      lathe_cuda_grid(a->G / 2, &b, &t);
-      LATHE_RETURN_IF_ERROR(launch(ex, src, step, b, t, 0, args));
+      LATHE_RETURN_IF_ERROR(lathe_cuda_launch(ex, step, sb, st, 0, args));
     }
     a->k0 = a->k1 = k;
-    LATHE_RETURN_IF_ERROR(launch(ex, src, tile, (unsigned)blocks, 1024, smem, args));
+    LATHE_RETURN_IF_ERROR(lathe_cuda_launch(ex, tile, (unsigned)blocks, 1024, smem, args));
   }
   return NULL;
 }
