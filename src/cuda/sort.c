@@ -773,7 +773,9 @@ lathe_status_t lathe_cuda_run_sort(lathe_cuda_exec *ex, const lathe_node *n, lat
       if (lathe_dtype_is_packed(in[t]->shape.dtype)) st = pack(ex, w_out[t], out[t]);
     free(w);
   }
-  if (st)
+  if (st) { /* kernels already queued may still write the results: let them finish first */
+    lathe_cuda_exec_api(ex)->cuStreamSynchronize(lathe_cuda_exec_stream(ex));
     for (int t = 0; t < ni; t++) lathe_tensor_release(out[t]), out[t] = NULL;
+  }
   return st;
 }
