@@ -17,5 +17,5 @@
 
 PENDING(dot)
 PENDING(conv)
-PENDING(numeric)
 PENDING(fused)
+PENDING(collective)
