@@ -221,7 +221,7 @@ TEST(cuda_dynamic_slices) {
         for (int a = 0; a < k->rank; a++) {
           sdt[a] = idx_dtypes[(c + d + (size_t)a) % N_IDX];
           if (lathe_dtype_class_of(sdt[a]) == LATHE_CLASS_UINT) sdt[a] = LATHE_DTYPE_INT32; /* negative starts */
-          char name[8];
+          char name[16];
           snprintf(name, sizeof name, "s%d", a);
           starts[a] = tst_param(fn, name, tst_shape0(sdt[a]));
         }
