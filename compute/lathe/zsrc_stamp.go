@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "ae1282f047b4f2eff6f2534c573dbfe3"
+const engineSourcesHash = "915d8f2af156d3d65a3167d84c89147c"
