@@ -103,6 +103,55 @@ TEST(rng_every_dtype_matches_xla_layout) {
   }
 }
 
+/* A values shape with a dynamic axis named by a parameter (GoMLX's sampling over a dynamic
+ * batch): each binding gives it a size, and the values are those of the static shape. */
+TEST(rng_dynamic_axis) {
+  lathe_builder_t b;
+  CHECK_OK(lathe_builder_new(tst_backend(), "rng_dyn", &b));
+  if (!b) return;
+  lathe_function_t fn = lathe_builder_main(b);
+  lathe_shape ss = TST_SHAPE(LATHE_DTYPE_UINT64, 3), xs = TST_SHAPE(LATHE_DTYPE_FLOAT32, -1), vs = TST_SHAPE(LATHE_DTYPE_UINT32, -1, 5);
+  xs.axis_names[0] = vs.axis_names[0] = "batch";
+  lathe_value_t p, x, outs[2];
+  CHECK_OK(lathe_parameter(fn, "state", &ss, &p));
+  CHECK_OK(lathe_parameter(fn, "x", &xs, &x));
+  CHECK_OK(lathe_rng_bit_generator(fn, p, &vs, outs));
+  lathe_shape got_s;
+  CHECK_OK(lathe_value_shape(outs[1], &got_s));
+  CHECK(got_s.dims[0] == -1 && got_s.axis_names[0] && strcmp(got_s.axis_names[0], "batch") == 0,
+        "values keep the dynamic axis \"batch\"");
+  CHECK_OK(lathe_function_return(fn, outs, 2));
+  lathe_executable_t e = NULL;
+  CHECK_OK(lathe_builder_compile(b, &e));
+  lathe_builder_free(b);
+  if (!e) return;
+  const uint64_t state[3] = {0x0123456789abcdefULL, 7, 0};
+  for (int64_t batch = 0; batch <= 6; batch += 3) {
+    lathe_shape xb = TST_SHAPE(LATHE_DTYPE_FLOAT32, batch);
+    float xd[8] = {0};
+    lathe_buffer_t in[2] = {0}, o[2] = {0};
+    CHECK_OK(lathe_buffer_from_host(tst_backend(), 0, &ss, state, sizeof state, &in[0]));
+    CHECK_OK(lathe_buffer_from_host(tst_backend(), 0, &xb, xd, sizeof(float) * (size_t)batch, &in[1]));
+    CHECK_OK(lathe_executable_execute(e, in, NULL, 2, 0, o, 2));
+    if (o[1]) {
+      lathe_shape os;
+      CHECK_OK(lathe_buffer_shape(o[1], &os));
+      CHECK(os.rank == 2 && os.dims[0] == batch && os.dims[1] == 5, "batch %lld: values shaped [%lld,%lld]",
+            (long long)batch, (long long)os.dims[0], (long long)os.dims[1]);
+      uint32_t got[30];
+      CHECK_OK(lathe_buffer_to_host(o[1], got, sizeof(uint32_t) * (size_t)(batch * 5)));
+      void *ns = NULL, *want = NULL;
+      CHECK_OK(run_rng(state, TST_SHAPE(LATHE_DTYPE_UINT32, batch, 5), &ns, &want));
+      if (want)
+        CHECK(memcmp(got, want, sizeof(uint32_t) * (size_t)(batch * 5)) == 0, "batch %lld: values differ from the static "
+              "shape's", (long long)batch);
+      tst_free_output(ns), tst_free_output(want);
+    }
+    for (int i = 0; i < 2; i++) lathe_buffer_free(in[i]), lathe_buffer_free(o[i]);
+  }
+  lathe_executable_free(e);
+}
+
 TEST(rng_scalar_and_rank3) {
   const uint64_t state[3] = {42, 0, 0};
   void *ns, *vals;
