@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up and runs every test of lathe: the C suites (gcc and clang, warnings as errors), the
-# same suites under AddressSanitizer+UndefinedBehaviorSanitizer, the C example, and the Go
-# tests (GoMLX's backendtest compliance suite included).
+# same suites under AddressSanitizer+UndefinedBehaviorSanitizer, the C example, the Go tests
+# (GoMLX's backendtest compliance suite included), GoMLX v0.28.2's own test suites on lathe:cpu
+# (scripts/gomlx-suite.sh) and short runs of the two GoMLX examples.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LATHE_WITH_CLANG=1 ./scripts/setup.sh
@@ -26,5 +27,11 @@ if [ -f go.mod ]; then
   go test -count=1 -v ./... 2>&1 | grep -E '^(--- (FAIL|SKIP)|ok |FAIL|backendtest |panic:)|\.go:[0-9]+:'
   step "Go: lifetimes and asynchronous buffers under AddressSanitizer"
   CC=clang go test -asan -count=1 -run 'TestExecuteAfterFinalize|TestDevicesAndAsync|TestGarbageCollected|TestBackendInfo|TestDonation' ./compute/lathe
+  step "GoMLX v0.28.2's own test suites (core/..., ml/...) on lathe:cpu"
+  ./scripts/gomlx-suite.sh lathe:cpu
+  step "GoMLX examples on lathe, shortened: the digits demo and the text transformer"
+  ./scripts/setup-data.sh
+  go run ./cmd/lathe-demo -steps 300 | tail -3
+  ./scripts/textgen.sh -steps 40 -generate 40 | tail -4
 fi
 step "all tests passed"
