@@ -1,12 +1,12 @@
 /* fft.c -- FFT on the CPU. All arithmetic is in double (lathe_c128), so Complex64 results carry
  * only the rounding of the final store.
  *
- * A 1-D transform of length n is an iterative radix-2 FFT when n is a power of two; a direct
- * DFT over conjugate pairs of inputs when n is odd and at most FFT_DIRECT_MAX (the odd-prime pass
- * of pocketfft, which numpy and XLA's CPU use: same constants, same order of operations, so
- * lengths 3, 5, 7 and 11 give its bits, and short primes keep its accuracy); and Bluestein's
- * chirp-z algorithm otherwise (a circular convolution of power-of-two size m >= 2n-1 done with
- * the same radix-2 core). Inverse transforms are conj(FFT(conj(x)))/n. Multi-axis transforms
+ * A 1-D transform of length n is an iterative radix-4 FFT (with one radix-2 stage when log2 n is
+ * odd) when n is a power of two; a direct DFT over conjugate pairs of inputs when n is odd and at
+ * most FFT_DIRECT_MAX (the structure of pocketfft's odd-length passes -- pocketfft is numpy's and
+ * XLA's CPU FFT -- with its order of operations, so lengths 3, 5, 7 and 11 give its bits); and
+ * Bluestein's chirp-z algorithm otherwise (a circular convolution of power-of-two size m >= 2n-1
+ * done with the same power-of-two core). Inverse transforms are conj(FFT(conj(x)))/n. Multi-axis transforms
  * apply the 1-D transform along each axis in turn; lines along an axis are independent and run
  * in parallel. Real forward transforms take the last axis first (real -> n/2+1 complex); real
  * inverse ones take it last, rebuilding the Hermitian half.
@@ -20,9 +20,10 @@
 #include "numeric.h"
 
 /* Odd lengths up to FFT_DIRECT_MAX take the direct DFT: its n^2/2 multiply-adds cost a few times
- * what Bluestein costs there, and it is several times more accurate. Up to FFT_DIRECT_EXACT
- * (pocketfft's own passes: 3, 5, 7, 11, and 9) it rounds as pocketfft; beyond, it sums in long
- * double, so each output carries little more than its final rounding. */
+ * what Bluestein costs there, and it is several times more accurate. Up to FFT_DIRECT_EXACT it
+ * sums in double in pocketfft's order (pocketfft's bits for 3, 5, 7 and 11, which it transforms
+ * in one pass); beyond, it sums in long double, so each output carries little more than its
+ * final rounding. */
 enum { FFT_DIRECT_EXACT = 11, FFT_DIRECT_MAX = 255 };
 
 typedef struct fft_plan {
