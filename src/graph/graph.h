@@ -164,6 +164,9 @@ lathe_status_t lathe_node_commit_multi(lathe_node *n, lathe_value_t *out_values)
 /* Checks a value handle; returns a status naming op on a NULL or foreign value. */
 lathe_status_t lathe_check_value(const char *op, lathe_function *fn, lathe_value_t v, const char *what);
 lathe_status_t lathe_check_fn(const char *op, lathe_function_t fn);
+/* Whether a dynamic axis name is bound by some parameter of fn or of its ancestors (ops that make
+ * a shape from nothing, Iota and RNGBitGenerator, may only name those). */
+bool lathe_axis_name_known(const lathe_function *fn, const char *name);
 
 #include "attrs.h"
 
