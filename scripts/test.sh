@@ -10,6 +10,9 @@ LATHE_WITH_CLANG=1 ./scripts/setup.sh
 jobs=$(nproc 2>/dev/null || echo 2)
 
 step() { printf '\n=== %s\n' "$*"; }
+# NVRTC from setup.sh: every generated CUDA kernel is compiled, even without a GPU
+nvrtc=$PWD/.deps/nvrtc/nvidia/cu13/lib/libnvrtc.so.13
+if [ -z "${LATHE_NVRTC_LIBRARY:-}" ] && [ -e "$nvrtc" ]; then export LATHE_NVRTC_LIBRARY=$nvrtc; fi
 
 step "C tests (gcc, -Werror)"
 make -j"$jobs" CI=1 test
