@@ -16,12 +16,9 @@
   void lathe_cuda_sources_##K(lathe_cuda_source_fn fn, void *ctx) { (void)fn, (void)ctx; }
 
 PENDING(reduce)
-PENDING(dot)
-PENDING(conv)
 PENDING(window)
 PENDING(index)
 PENDING(numeric)
-PENDING(fused)
 
 bool lathe_cuda_supports_sort(lathe_dtype dtype) {
   (void)dtype;
