@@ -11,6 +11,8 @@ step() { printf '\n=== %s\n' "$*"; }
 
 step "C tests (gcc, -Werror)"
 make -j"$jobs" CI=1 test
+step "C conformance rows on the asynchronous test device, compared with lathe:cpu"
+build/test_ops -b lathe:cpu,devices=2,async=late | grep -E '^(FAIL|-b |[0-9]+ passed)'
 step "C tests (clang, -Werror)"
 make -j"$jobs" CI=1 CC=clang BUILD=build-clang test
 step "C tests under ASan+UBSan"

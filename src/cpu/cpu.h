@@ -39,7 +39,8 @@ typedef struct lathe_cpu {
   bool fuse;        /* fusion regions at compile (option fuse=0|1, default 1) */
   int n_devices;    /* ordinals (option devices=N) */
   lathe_cpu_async async;
-  cpu_queue **queues; /* per ordinal; NULL when INLINE */
+  cpu_queue **queues; /* per ordinal; made at once when asynchronous, on the first SPMD run when INLINE */
+  void *queues_mu;    /* pthread_mutex_t guarding their creation */
   char **descriptions;
 } lathe_cpu;
 
@@ -53,6 +54,8 @@ void lathe_cpu_mem_detach(void); /* ... stops; the last one empties it */
 
 typedef struct lathe_cpu_exec lathe_cpu_exec; /* one execution (frames, pool) */
 lathe_pool *lathe_cpu_exec_pool(lathe_cpu_exec *ex);
+/* SPMD: the execution's replicas (NULL for a single-device program) and this run's replica. */
+lathe_collective *lathe_cpu_exec_group(lathe_cpu_exec *ex, int *out_replica);
 /* Runs sub-function fn of the running op (While, If, Sort, Call) on inputs (borrowed): its own
  * arguments; the values it captures are passed after them from the op's hidden inputs. outputs
  * are owned tensors. */
@@ -72,7 +75,8 @@ void lathe_cpu_plan_free(void *ctx, lathe_plan *plan);
  * NULL): the launch's output shells, which results are computed into directly when they can be
  * (then outputs[k] is shells[k]). */
 lathe_status_t lathe_cpu_run_main(lathe_cpu *cpu, lathe_plan *plan, lathe_tensor *const *inputs, int n_inputs,
-                                  lathe_tensor **outputs, lathe_tensor *const *shells);
+                                  lathe_tensor **outputs, lathe_tensor *const *shells, int replica,
+                                  lathe_collective *group);
 
 #define LATHE_CPU_FAMILY(K)                                                                             \
   bool lathe_cpu_supports_##K(lathe_op op, lathe_dtype dtype);                                                  \

@@ -89,6 +89,9 @@ typedef struct lathe_cuda {
 
 extern const lathe_device_i lathe_cuda_device;
 
+/* Destroys d's cached cuFFT plans (fft.c; at device teardown, with d's context current). */
+void lathe_cuda_fft_release(cuda_dev *d);
+
 /* Runs fn(arg, status) on d's completion thread once event ev has completed (status: NULL, or
  * the error the stream reported; fn takes it). */
 lathe_status_t lathe_cuda_when_done(cuda_dev *d, lcuEvent ev, void (*fn)(void *arg, lathe_status_t st), void *arg);

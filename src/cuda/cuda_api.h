@@ -109,7 +109,7 @@ enum { /* cublasLtMatmulPreferenceAttributes_t */
 /* ---- cuFFT ---- */
 typedef int lcufftResult;
 typedef int lcufftHandle;
-enum { LCUFFT_SUCCESS = 0 };
+enum { LCUFFT_SUCCESS = 0, LCUFFT_ALLOC_FAILED = 2 };
 enum { /* cufftType */
   LCUFFT_R2C = 0x2a,
   LCUFFT_C2R = 0x2c,

@@ -170,6 +170,7 @@ static void dev_destroy(cuda_dev *d) {
   if (!d->ctx) return;
   lathe_status_t st = lathe_cuda_use(d);
   if (!st) {
+    lathe_cuda_fft_release(d);
     for (int i = 0; i < d->n_streams; i++)
       if (d->streams[i]) api->cuStreamDestroy(d->streams[i]);
     if (d->lt) api->cublasLtDestroy(d->lt);

@@ -12,6 +12,7 @@
 /* ---- the CUDA helper prelude (C++ overloads where C has generic macros) ---- */
 static const char ew_prelude[] =
     "#define INFINITY __int_as_float(0x7f800000)\n"
+    "#define NAN __int_as_float(0x7fffffff)\n"
     "#define INT32_MAX 2147483647\n"
     "#define INT64_MAX 9223372036854775807LL\n"
     "template <typename A> LT_DEV A lt_max(A a, A b) { return (a > b || a != a) ? a : b; }\n"
@@ -102,8 +103,13 @@ static const char ew_prelude[] =
     "LT_DEV lt_c64 lt_cdiv(lt_c64 a, lt_c64 b) { return lt_cdiv_t<lt_c64, float>(a, b); }\n"
     "LT_DEV lt_c128 lt_cdiv(lt_c128 a, lt_c128 b) { return lt_cdiv_t<lt_c128, double>(a, b); }\n"
     "template <typename C, typename R> LT_DEV C lt_cexp_t(C z) {\n"
-    "  R e = exp(z.re), s, c; sincos(z.im, &s, &c);\n"
-    "  if (z.im == 0) return C(e, z.im);\n"
+    "  R x = z.re, y = z.im;\n"
+    "  /* C99 Annex G's special values */\n"
+    "  if (isinf(x) && x < 0 && !isfinite(y)) return C((R)0, copysign((R)0, y));\n"
+    "  if (isinf(x) && x > 0 && !isfinite(y)) return C(x, isnan(y) ? y : (R)NAN);\n"
+    "  if (isnan(x) && y == 0) return C(x, y);\n"
+    "  if (y == 0) return C(exp(x), y);\n"
+    "  R e = exp(x), s, c; sincos(y, &s, &c);\n"
     "  return C(e * c, e * s);\n"
     "}\n"
     "LT_DEV lt_c64 lt_cexp(lt_c64 z) { return lt_cexp_t<lt_c64, float>(z); }\n"
@@ -282,7 +288,7 @@ static lathe_status_t gen_kernel(text *t, const gen_member *m, int n_members, co
       if (!m[j].identity && m[j].node->op == m[i].node->op && m[j].node->shape.dtype == m[i].node->shape.dtype &&
           m[j].node->in[m[j].node->op == LATHE_OP_WHERE ? 1 : 0]->shape.dtype ==
               m[i].node->in[m[i].node->op == LATHE_OP_WHERE ? 1 : 0]->shape.dtype) {
-        snprintf(names[i], sizeof names[i], "%s", names[j]);
+        memcpy(names[i], names[j], sizeof names[i]);
         dup = true;
       }
     if (!dup) LATHE_RETURN_IF_ERROR(element_fn(t, m[i].node, names[i], sizeof names[i]));
@@ -319,6 +325,10 @@ static lathe_status_t gen_kernel(text *t, const gen_member *m, int n_members, co
         else put(t, "%sx%d", k ? ", " : "", -s - 1);
       }
       put(t, ");\n");
+      /* a Float16/BFloat16 value is stored between ops when unfused: round it alike */
+      lathe_dtype od = m[i].node->shape.dtype;
+      if (od == LATHE_DTYPE_FLOAT16) put(t, "    v%d = lt_f16_to_f32(lt_f32_to_f16(v%d));\n", i, i);
+      if (od == LATHE_DTYPE_BFLOAT16) put(t, "    v%d = lt_bf16_to_f32(lt_f32_to_bf16(v%d));\n", i, i);
     }
     if (m[i].out >= 0) {
       char p[16];

@@ -92,8 +92,11 @@ lathe_status_t lathe_cuda_compile_source(const char *source, int cc, void **out_
     return lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: nvrtcCreateProgram: %s", api->nvrtcGetErrorString(r));
   char arch[48];
   snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d", cc);
-  const char *opts[] = {arch, "--std=c++17", "-default-device"};
-  r = api->nvrtcCompileProgram(prog, 3, opts);
+  /* no contraction of a * b + c into one rounding: every op rounds as its definition (and the
+   * CPU, compiled as ISO C) says, so fused and unfused code agree; kernels that want FMA call
+   * fma() themselves */
+  const char *opts[] = {arch, "--std=c++17", "-default-device", "--fmad=false"};
+  r = api->nvrtcCompileProgram(prog, 4, opts);
   lathe_status_t st = NULL;
   if (r != LNVRTC_SUCCESS) {
     size_t log_size = 0;

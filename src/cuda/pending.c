@@ -18,7 +18,7 @@
 PENDING(reduce)
 PENDING(window)
 PENDING(index)
-PENDING(numeric)
+PENDING(collective)
 
 bool lathe_cuda_supports_sort(lathe_dtype dtype) {
   (void)dtype;

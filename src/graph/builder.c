@@ -96,6 +96,7 @@ lathe_status_t lathe_builder_new(lathe_backend_t backend, const char *name, lath
   b->graph = g;
   b->backend = lathe_backend_retain(backend);
   b->assigned_device = -1;
+  b->n_replicas = 1;
   b->name = lathe_arena_strdup(&g->arena, name ? name : "");
   lathe_status_t st = b->name ? function_new(b, "main", NULL, &b->main_fn) : LATHE_OOM("Builder");
   if (st) {
@@ -111,22 +112,6 @@ void lathe_builder_free(lathe_builder_t b) {
   lathe_graph_release(b->graph);
   lathe_backend_release(b->backend);
   free(b);
-}
-
-lathe_status_t lathe_builder_assign_devices(lathe_builder_t b, const int *devices, int n_devices) {
-  if (!b) return LATHE_INVALID("DeviceAssignment: builder is NULL");
-  if (n_devices < 1 || !devices) return LATHE_INVALID("DeviceAssignment: needs at least one device");
-  int n = lathe_backend_num_devices(b->backend);
-  for (int i = 0; i < n_devices; i++) {
-    if (devices[i] < 0 || devices[i] >= n)
-      return LATHE_INVALID("DeviceAssignment: device %d out of range [0, %d)", devices[i], n);
-    for (int j = 0; j < i; j++)
-      if (devices[j] == devices[i]) return LATHE_INVALID("DeviceAssignment: device %d given twice", devices[i]);
-  }
-  if (n_devices > 1)
-    return LATHE_UNIMPL("DeviceAssignment: %d devices (SPMD programs) are not supported yet", n_devices);
-  b->assigned_device = devices[0];
-  return NULL;
 }
 
 const char *lathe_builder_name(lathe_builder_t b) { return b ? b->name : ""; }

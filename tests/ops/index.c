@@ -528,18 +528,15 @@ TEST(index_known_values) {
  * output's bytes (up to cap). */
 static lathe_status_t run_concrete(lathe_builder_t b, const lathe_shape *shapes, const void *const *data, int n_in,
                                    void *out, size_t cap, lathe_shape *out_shape) {
-  lathe_executable_t e = NULL;
-  lathe_buffer_t in[8] = {0}, res = NULL;
-  lathe_status_t st = lathe_builder_compile(b, &e);
-  for (int i = 0; i < n_in && !st; i++)
-    st = lathe_buffer_from_host(tst_backend(), 0, &shapes[i], data[i], (size_t)lathe_shape_byte_size(&shapes[i]), &in[i]);
-  if (!st) st = lathe_executable_execute(e, in, NULL, n_in, 0, &res, 1);
+  tst_exec *x = NULL;
+  lathe_buffer_t res = NULL;
+  lathe_status_t st = tst_compile(b, &x);
+  if (!st) st = tst_exec_run(x, shapes, data, n_in, &res, 1);
   if (!st) st = lathe_buffer_shape(res, out_shape);
   if (!st && (size_t)lathe_shape_byte_size(out_shape) <= cap)
     st = lathe_buffer_to_host(res, out, (size_t)lathe_shape_byte_size(out_shape));
-  for (int i = 0; i < n_in; i++) lathe_buffer_free(in[i]);
   lathe_buffer_free(res);
-  lathe_executable_free(e);
+  tst_exec_free(x);
   return st;
 }
 

@@ -28,7 +28,7 @@ TEST(philox_known_answers) {
 /* Runs RNGBitGenerator(state, shape); out_state/out_values are tst outputs (caller frees). */
 static lathe_status_t run_rng(const uint64_t state[3], lathe_shape shape, void **out_state, void **out_values) {
   lathe_builder_t b;
-  lathe_status_t st = lathe_builder_new(tst_backend(), "rng", &b);
+  lathe_status_t st = tst_builder_new("rng", &b);
   if (st) return st;
   lathe_function_t fn = lathe_builder_main(b);
   lathe_shape ss = TST_SHAPE(LATHE_DTYPE_UINT64, 3);
@@ -212,7 +212,7 @@ static int64_t numel(const lathe_shape *s) { return lathe_shape_num_elements(s);
 static lathe_status_t run_fft(lathe_shape xs, const void *x, lathe_fft_type type, const int64_t *len, int k,
                               void **out, lathe_shape *out_shape) {
   lathe_builder_t b;
-  lathe_status_t st = lathe_builder_new(tst_backend(), "fft", &b);
+  lathe_status_t st = tst_builder_new("fft", &b);
   if (st) return st;
   lathe_function_t fn = lathe_builder_main(b);
   lathe_value_t p, y;
@@ -462,7 +462,7 @@ typedef enum { BN_INFER, BN_TRAIN, BN_GRAD } bn_kind;
 /* Builds op kind with parameters (operand first, then vectors, grad_output last for BN_GRAD). */
 static lathe_status_t run_bn(bn_kind kind, lathe_shape xs, int axis, float eps, const void *const *in, void **out) {
   lathe_builder_t b;
-  lathe_status_t st = lathe_builder_new(tst_backend(), "bn", &b);
+  lathe_status_t st = tst_builder_new("bn", &b);
   if (st) return st;
   lathe_function_t fn = lathe_builder_main(b);
   lathe_shape vs = TST_SHAPE(xs.dtype, xs.dims[axis]);

@@ -121,8 +121,7 @@ static void check_reduce(lathe_op op, const lathe_shape *xs, const int *axes, in
   const void *ins[1] = {x};
   st = tst_run(b, ins, 1, &got, 1, &os);
   if (lathe_status_code_of(st) == LATHE_STATUS_UNIMPLEMENTED) {
-    tst_skipped++;
-    printf("SKIP %s: %s\n", label, lathe_status_message(st));
+    tst_skipf(label, "%s", lathe_status_message(st));
     lathe_status_free(st);
     lathe_builder_free(b);
     return;
