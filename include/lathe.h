@@ -80,10 +80,17 @@ typedef struct lathe_shape {
   const char *axis_names[LATHE_MAX_RANK];
 } lathe_shape;
 
+/* The size limit: a shape's element count and byte size must both be below this (2^62), with
+ * size-0 axes counted as 1 (and dynamic axes as 1 until bound). A parameter, constant, buffer,
+ * or op result beyond it is INVALID_ARGUMENT where it is declared; a valid shape whose memory
+ * cannot be had is RESOURCE_EXHAUSTED when it is allocated. */
+#define LATHE_MAX_TENSOR_SIZE ((int64_t)1 << 62)
+
 /* Fills *out with dtype and dims (axis names NULL). Fails on rank > LATHE_MAX_RANK. */
 lathe_status_t lathe_shape_make(lathe_dtype dtype, int rank, const int64_t *dims, lathe_shape *out);
-int64_t lathe_shape_num_elements(const lathe_shape *shape); /* -1 if any axis is dynamic */
-int64_t lathe_shape_byte_size(const lathe_shape *shape);    /* packed size; -1 if dynamic */
+/* -1 if any axis is dynamic, or the shape is beyond the size limit or has a rank out of range */
+int64_t lathe_shape_num_elements(const lathe_shape *shape);
+int64_t lathe_shape_byte_size(const lathe_shape *shape); /* packed size; -1 as num_elements */
 bool lathe_shape_is_dynamic(const lathe_shape *shape);
 bool lathe_shape_equal(const lathe_shape *a, const lathe_shape *b); /* dtype and dims */
 

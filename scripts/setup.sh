@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what lathe needs to build on a Debian-like machine: a C compiler, make, OpenBLAS,
-# pkg-config (and clang, used by the tests to check the code also builds with it). Go must be
+# pkg-config (and, with LATHE_WITH_CLANG=1, clang and its libFuzzer, used by the tests to check
+# the code also builds with it and to fuzz the C API). Go must be
 # on PATH already (1.24 or newer); the Go modules come from the Go module proxy.
 set -euo pipefail
 need=()
@@ -9,7 +10,16 @@ command -v make >/dev/null 2>&1 || need+=(make)
 command -v pkg-config >/dev/null 2>&1 || need+=(pkg-config)
 [ -e /usr/include/x86_64-linux-gnu/cblas.h ] || [ -e /usr/include/cblas.h ] || [ -e /usr/include/openblas/cblas.h ] \
   || [ -e /usr/include/x86_64-linux-gnu/openblas-pthread/cblas.h ] || need+=(libopenblas-dev)
-if [ "${LATHE_WITH_CLANG:-0}" = 1 ]; then command -v clang >/dev/null 2>&1 || need+=(clang); fi
+if [ "${LATHE_WITH_CLANG:-0}" = 1 ]; then
+  if ! command -v clang >/dev/null 2>&1; then
+    need+=(clang libclang-rt-dev)
+  else
+    # libFuzzer (make fuzz) ships in libclang-rt-N-dev, only a recommendation of Debian's clang.
+    major=$(clang -dumpversion | cut -d. -f1)
+    [ -n "$(ls "$(clang -print-resource-dir)"/lib/linux/libclang_rt.fuzzer-*.a 2>/dev/null)" ] \
+      || need+=("libclang-rt-$major-dev")
+  fi
+fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
   SUDO=""

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Sets up and runs every test of lathe: the C suites (gcc and clang, warnings as errors), the
-# same suites under AddressSanitizer+UndefinedBehaviorSanitizer, the C example, and the Go
-# tests (GoMLX's backendtest compliance suite included).
+# Sets up and runs every test of lathe: the C suites (gcc and clang, warnings as errors, with the
+# allocation-failure test), the same suites under AddressSanitizer+UndefinedBehaviorSanitizer, a
+# minute of libFuzzer over the C API, the C example, and the Go tests (GoMLX's backendtest
+# compliance suite included).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LATHE_WITH_CLANG=1 ./scripts/setup.sh
@@ -17,6 +18,17 @@ step "C tests (clang, -Werror)"
 make -j"$jobs" CI=1 CC=clang BUILD=build-clang test
 step "C tests under ASan+UBSan"
 ASAN_OPTIONS=detect_leaks=1 make -j"$jobs" CI=1 test-sanitize
+step "libFuzzer over the C API, 60 s (clang, ASan+UBSan; summary below)"
+make -j"$jobs" CI=1 fuzz
+mkdir -p build-fuzz/corpus
+# New inputs go to build-fuzz/corpus (kept between runs); tests/fuzz/corpus is the checked-in seed.
+if ! FUZZ_API_STATS=1 build-fuzz/fuzz_api -max_total_time=60 -max_len=1024 -len_control=0 -timeout=60 \
+    -print_final_stats=1 -artifact_prefix=build-fuzz/ build-fuzz/corpus tests/fuzz/corpus >build-fuzz/fuzz.log 2>&1; then
+  tail -n 80 build-fuzz/fuzz.log
+  echo "fuzz_api failed: the input is saved under build-fuzz/ (replay: build-fuzz/fuzz_api FILE)" >&2
+  exit 1
+fi
+grep -E '^#[0-9]+[[:space:]]+DONE|^stat::(number_of_executed_units|peak_rss_mb)|^fuzz_api:' build-fuzz/fuzz.log
 step "C example: 2-layer MLP through the C API"
 make -j"$jobs" CI=1 examples
 build/mlp_train lathe:cpu

@@ -88,11 +88,12 @@ lathe_status_t lathe_cpu_run_main(lathe_cpu *cpu, lathe_plan *plan, lathe_tensor
 #undef LATHE_CPU_FAMILY
 
 /* ---- element access helpers for kernels ---- */
-/* Reads element i of a (possibly packed) integer tensor as int64 (sign-extended for SINT). */
+/* Reads element i of a (possibly packed) integer tensor as int64 (sign-extended for SINT). Bit
+ * positions are unsigned: below 2^62 elements of at most 4 bits, they fit in 64 bits. */
 static inline int64_t lathe_load_packed(const void *data, lathe_dtype dt, int64_t i) {
   int bits = lathe_dtype_bits(dt);
   const uint8_t *p = data;
-  int64_t bit = i * bits;
+  uint64_t bit = (uint64_t)i * (uint64_t)bits;
   unsigned v = (p[bit >> 3] >> (bit & 7)) & ((1u << bits) - 1);
   if (lathe_dtype_class_of(dt) == LATHE_CLASS_SINT && (v >> (bits - 1))) return (int64_t)v - (1 << bits);
   return (int64_t)v;
@@ -100,7 +101,7 @@ static inline int64_t lathe_load_packed(const void *data, lathe_dtype dt, int64_
 static inline void lathe_store_packed(void *data, lathe_dtype dt, int64_t i, int64_t v) {
   int bits = lathe_dtype_bits(dt);
   uint8_t *p = data;
-  int64_t bit = i * bits;
+  uint64_t bit = (uint64_t)i * (uint64_t)bits;
   unsigned mask = ((1u << bits) - 1) << (bit & 7);
   p[bit >> 3] = (uint8_t)((p[bit >> 3] & ~mask) | (((unsigned)v << (bit & 7)) & mask));
 }

@@ -145,6 +145,8 @@ struct cpu_queue {
   pthread_cond_t cv;
   job *head, *tail;
   bool stop, started;
+  bool late;   /* async=late, kept here: a copy job must not read cpu, which may be gone */
+  bool orphan; /* the backend went away from this queue's own thread: the thread frees q */
 };
 
 static void job_free(job *j) {
@@ -157,7 +159,7 @@ static void job_free(job *j) {
 }
 
 static void run_job(cpu_queue *q, job *j) {
-  if (q->cpu->async == LATHE_CPU_LATE) { /* complete late on purpose: tests see real waiting */
+  if (q->late) { /* complete late on purpose: tests see real waiting */
     struct timespec ts = {0, 2 * 1000 * 1000};
     nanosleep(&ts, NULL);
   }
@@ -187,17 +189,31 @@ static void *worker(void *arg) {
     run_job(q, j);
     pthread_mutex_lock(&q->mu);
   }
+  bool orphan = q->orphan;
   pthread_mutex_unlock(&q->mu);
+  if (orphan) {
+    pthread_cond_destroy(&q->cv);
+    pthread_mutex_destroy(&q->mu);
+    free(q);
+  }
   return NULL;
 }
 
 static void queue_free(cpu_queue *q) {
   if (!q) return;
   if (q->started) {
+    /* The last reference to the backend may drop inside a job this queue runs (a launch's
+     * token): that thread cannot join itself, so it finishes its queue and frees q on exit. */
+    bool self = pthread_equal(q->thread, pthread_self());
     pthread_mutex_lock(&q->mu);
     q->stop = true;
+    q->orphan = self;
     pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
+    if (self) {
+      pthread_detach(q->thread);
+      return;
+    }
     pthread_join(q->thread, NULL);
   }
   pthread_cond_destroy(&q->cv);
@@ -209,6 +225,7 @@ static lathe_status_t queue_new(lathe_cpu *cpu, cpu_queue **out) {
   cpu_queue *q = calloc(1, sizeof *q);
   if (!q) return LATHE_OOM("lathe:cpu");
   q->cpu = cpu;
+  q->late = cpu->async == LATHE_CPU_LATE;
   if (pthread_mutex_init(&q->mu, NULL)) {
     free(q);
     return LATHE_OOM("lathe:cpu");

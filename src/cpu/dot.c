@@ -466,7 +466,11 @@ lathe_status_t lathe_cpu_run_dot(lathe_cpu_exec *ex, const lathe_node *n, lathe_
   memset(&r, 0, sizeof r);
   lathe_status_t st = operand_init(&l, in[0], lc.v, lc.n, lb.v, lb.n);
   if (!st) st = operand_init(&r, in[1], rc.v, rc.n, rb.v, rb.n);
-  int64_t total = l.B * l.R * r.R;
+  /* A dynamic axis may pair with a static one at build time: sizes meet here, once bound. */
+  if (!st && (l.B != r.B || l.K != r.K || l.B * l.R * r.R != lathe_shape_size(&o->shape)))
+    st = LATHE_INVALID("DotGeneral: batch sizes %lld and %lld, contracting sizes %lld and %lld: dynamic axes bound to "
+                       "inconsistent sizes", (long long)l.B, (long long)r.B, (long long)l.K, (long long)r.K);
+  int64_t total = st ? 0 : l.B * l.R * r.R;
   if (st || total == 0) goto done;
   if (l.K == 0) { /* empty sums: zero, which is all-zero bits in every dtype */
     memset(o->data, 0, o->nbytes);

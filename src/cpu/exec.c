@@ -321,9 +321,11 @@ static lathe_status_t run_node(lathe_cpu_exec *ex, frame *f, int pos, const lath
         out[k] = lathe_tensor_retain(t);
         break;
       }
-    if (!out[k] && (st = lathe_cpu_result_tensor(ex, sp->out[k], &out[k]))) goto done;
+    if (!out[k] && (st = lathe_cpu_result_tensor(ex, sp->out[k], &out[k]))) break;
   }
-  if (makes_results || packed_native(n->op)) {
+  if (st) {
+    /* an allocation failure names the op whose result it was */
+  } else if (makes_results || packed_native(n->op)) {
     st = lathe_cpu_run_kernel(ex, n, in, out);
   } else {
     for (int i = 0; i < nin && !st; i++)

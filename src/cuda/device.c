@@ -231,11 +231,28 @@ static lathe_status_t dev_init(lathe_cuda *cu, cuda_dev *d, int ordinal, int gpu
   return NULL;
 }
 
-static void destroy(void *ctx) {
+static void *destroy_now(void *ctx) {
   lathe_cuda *cu = ctx;
   for (int i = 0; cu->devs && i < cu->n_devices; i++) dev_destroy(&cu->devs[i]);
   free(cu->devs);
   free(cu);
+  return NULL;
+}
+
+/* The last reference to the backend may drop on a completion thread (a launch's token released
+ * when its work is done): that thread cannot join itself, so a detached thread tears down. */
+static void destroy(void *ctx) {
+  lathe_cuda *cu = ctx;
+  bool on_own_thread = false;
+  for (int i = 0; cu->devs && i < cu->n_devices; i++)
+    on_own_thread |= cu->devs[i].done_started && pthread_equal(cu->devs[i].done_thread, pthread_self());
+  pthread_t t;
+  if (on_own_thread) {
+    if (pthread_create(&t, NULL, destroy_now, cu) == 0) pthread_detach(t);
+    /* else: without a thread to tear down from, the backend's resources stay (a leak, not a crash) */
+    return;
+  }
+  destroy_now(cu);
 }
 
 const lathe_device_i lathe_cuda_device = {

@@ -262,6 +262,8 @@ static lathe_status_t intern_names(lathe_node *n, lathe_shape *s) {
 
 lathe_status_t lathe_node_commit(lathe_node *n, lathe_value_t *out) {
   if (!out) return LATHE_INVALID("%s: output pointer is NULL", lathe_op_name(n->op));
+  /* Every op's result shape passes here: the one place the size limit is enforced for them. */
+  LATHE_RETURN_IF_ERROR(lathe_check_shape_size(lathe_op_name(n->op), "result shape", &n->shape));
   LATHE_RETURN_IF_ERROR(intern_names(n, &n->shape));
   LATHE_RETURN_IF_ERROR(append_node(n->fn, n));
   *out = n;
@@ -270,6 +272,11 @@ lathe_status_t lathe_node_commit(lathe_node *n, lathe_value_t *out) {
 
 lathe_status_t lathe_node_commit_multi(lathe_node *n, lathe_value_t *out_values) {
   if (!out_values) return LATHE_INVALID("%s: output array is NULL", lathe_op_name(n->op));
+  for (int i = 0; i < n->n_out; i++) {
+    char what[32];
+    snprintf(what, sizeof what, "result %d shape", i);
+    LATHE_RETURN_IF_ERROR(lathe_check_shape_size(lathe_op_name(n->op), what, &n->out_shapes[i]));
+  }
   for (int i = 0; i < n->n_out; i++) LATHE_RETURN_IF_ERROR(intern_names(n, &n->out_shapes[i]));
   LATHE_RETURN_IF_ERROR(append_node(n->fn, n));
   lathe_arena *a = &n->fn->builder->graph->arena;
@@ -303,16 +310,26 @@ static lathe_status_t check_shape(const char *op, const lathe_shape *s, bool all
       return LATHE_INVALID("%s: axis %d has negative size %lld", op, i, (long long)s->dims[i]);
     }
   }
-  return NULL;
+  return lathe_check_shape_size(op, "shape", s);
+}
+
+static bool param_name_taken(const lathe_function *fn, const char *name) {
+  for (int i = 0; i < fn->n_params; i++)
+    if (strcmp(fn->params[i]->name, name) == 0) return true;
+  return false;
 }
 
 lathe_status_t lathe_parameter(lathe_function_t fn, const char *name, const lathe_shape *shape, lathe_value_t *out) {
   LATHE_RETURN_IF_ERROR(check_shape("Parameter", shape, true));
   lathe_node *n;
   LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_PARAMETER, NULL, 0, &n));
+  /* Inputs are matched by position, but callers (and error messages) name them: one name, one
+   * parameter. A default name skips those already taken. */
+  if (name && *name && param_name_taken(fn, name))
+    return LATHE_INVALID("Parameter: function \"%s\" already has a parameter named \"%s\"", fn->name, name);
   n->shape = *shape;
   char def[32];
-  snprintf(def, sizeof def, "p%d", fn->n_params);
+  for (int k = fn->n_params; snprintf(def, sizeof def, "p%d", k), param_name_taken(fn, def); k++) {}
   n->name = lathe_arena_strdup(&fn->builder->graph->arena, name && *name ? name : def);
   if (!n->name) return LATHE_OOM("Parameter");
   n->param_index = fn->n_params;

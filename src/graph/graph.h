@@ -176,6 +176,11 @@ bool lathe_sort_comparator_order(const lathe_node *n, bool *desc, bool *total);
 /* Shape rules shared by the families. */
 lathe_status_t lathe_infer_broadcast(const char *op, const lathe_shape *a, const lathe_shape *b, lathe_shape *out);
 lathe_status_t lathe_check_axis(const char *op, const char *what, int64_t axis, int rank);
+/* Whether axis i of a and axis j of b have one size under every binding of the dynamic axes:
+ * equal static sizes, or both dynamic with the same name. Kernels rely on it where sizes pair. */
+bool lathe_same_axis(const lathe_shape *a, int i, const lathe_shape *b, int j);
+/* Same dtype, rank, and every axis the same in that sense (lathe_shape_equal ignores names). */
+bool lathe_same_shape(const lathe_shape *a, const lathe_shape *b);
 
 /* Distribution: the shape device `index` (in the device assignment) holds of a value of global
  * shape g split by sharding (NULL: replicated), and where it starts in g (offsets per axis). */

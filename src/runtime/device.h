@@ -136,7 +136,9 @@ typedef struct lathe_device_i {
   const char *(*description)(void *ctx, int device);
   bool (*supports_op)(void *ctx, lathe_op op, lathe_dtype dtype);
   bool (*supports_dtype)(void *ctx, lathe_dtype dtype);
-  /* Called once, after every tensor and plan of ctx is gone. */
+  /* Called once, after every tensor and plan of ctx is gone; possibly on one of the device's own
+   * threads (a launch's release(token) can drop the backend's last reference), which therefore
+   * must not be joined from there. */
   void (*destroy)(void *ctx);
 
   /* memory: nbytes may be 0 (a unique pointer is still returned) */

@@ -37,18 +37,6 @@ static lathe_status_t check_common(lathe_executable_t e, const lathe_buffer_t *i
 
 /* Wraps the output tensors into buffers (when *st is OK); on any failure every output buffer and
  * tensor is released. */
-static void wrap_outputs(lathe_backend_t be, lathe_tensor **tout, lathe_buffer_t *outputs, int n, lathe_status_t *st) {
-  int made = 0;
-  for (; !*st && tout && made < n; made++) {
-    *st = lathe_buffer_wrap_tensor(be, tout[made], &outputs[made]); /* takes the tensor either way */
-    tout[made] = NULL;
-    if (*st) break;
-  }
-  if (!*st) return;
-  for (int k = 0; k < made; k++) lathe_buffer_release(outputs[k]);
-  for (int k = 0; tout && k < n; k++) lathe_tensor_release(tout[k]);
-}
-
 lathe_status_t lathe_execute_spmd(lathe_executable_t e, const lathe_buffer_t *inputs, const bool *donate, int n_inputs,
                                   lathe_buffer_t *outputs, int n_outputs) {
   LATHE_RETURN_IF_ERROR(check_common(e, inputs, n_inputs, outputs, n_outputs));
@@ -81,7 +69,7 @@ lathe_status_t lathe_execute_spmd(lathe_executable_t e, const lathe_buffer_t *in
   /* inputs of replicas never launched are still ours */
   for (int r = st ? launched : R; tin && r < R; r++)
     for (int i = 0; i < np; i++) lathe_tensor_release(tin[r * np + i]);
-  wrap_outputs(e->backend, tout, outputs, n_outputs, &st);
+  lathe_buffer_wrap_outputs(e->backend, tout, outputs, n_outputs, &st);
   lathe_collective_release(group);
   lathe_specialization_release(sp);
   free(tin);
@@ -218,7 +206,7 @@ lathe_status_t lathe_execute_sharded(lathe_executable_t e, const lathe_buffer_t 
       lathe_tensor_release(inputs[k]->t);
       inputs[k]->t = NULL;
     }
-  wrap_outputs(be, tout, outputs, n_outputs, &st);
+  lathe_buffer_wrap_outputs(be, tout, outputs, n_outputs, &st);
   for (int i = 0; gin && i < np; i++) lathe_tensor_release(gin[i]);
   for (int k = 0; gout && k < no; k++) lathe_tensor_release(gout[k]);
   lathe_specialization_release(sp);

@@ -279,11 +279,11 @@ lathe_status_t lathe_launch_one(lathe_executable_t e, lathe_specialization *sp, 
   lathe_backend_t be = e->backend;
   const lathe_pfunc *main = lathe_program_main(sp->program);
   lathe_status_t st = NULL;
-  int made = 0;
-  for (; !st && made < n_outputs; made++)
-    st = lathe_tensor_shell(be->dev, be->dev_ctx, device, &main->slots[main->outputs[made]].shape, &outputs[made]);
+  for (int k = 0; k < n_outputs; k++) outputs[k] = NULL;
+  for (int k = 0; !st && k < n_outputs; k++)
+    st = lathe_tensor_shell(be->dev, be->dev_ctx, device, &main->slots[main->outputs[k]].shape, &outputs[k]);
   if (st) {
-    for (int k = 0; k < made - 1; k++) lathe_tensor_release(outputs[k]), outputs[k] = NULL;
+    for (int k = 0; k < n_outputs; k++) lathe_tensor_release(outputs[k]), outputs[k] = NULL;
     for (int i = 0; i < n_inputs; i++) lathe_tensor_release(inputs[i]);
     return st;
   }
@@ -348,12 +348,7 @@ lathe_status_t lathe_executable_execute(lathe_executable_t e, const lathe_buffer
     st = lathe_launch_one(e, sp, device, tin, don, n_inputs, tout, n_outputs, 0, NULL);
   }
   lathe_specialization_release(sp);
-  int made = 0;
-  for (; !st && made < n_outputs; made++) st = lathe_buffer_wrap_tensor(be, tout[made], &outputs[made]);
-  if (st) {
-    for (int k = 0; k < made; k++) lathe_buffer_release(outputs[k]);
-    for (int k = made + 1; k < n_outputs && made < n_outputs; k++) lathe_tensor_release(tout[k]);
-  }
+  lathe_buffer_wrap_outputs(be, st ? NULL : tout, outputs, n_outputs, &st);
   if (tin != tin_s) free(tin);
   if (don != don_s) free(don);
   if (tout != tout_s) free(tout);

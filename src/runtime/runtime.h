@@ -32,6 +32,10 @@ struct lathe_buffer {
 
 /* Wraps tensor t (the reference passes to the buffer) in a new buffer of backend b. */
 lathe_status_t lathe_buffer_wrap_tensor(lathe_backend_t b, lathe_tensor *t, lathe_buffer_t *out);
+/* Wraps n launched output tensors (taken, NULLed in tout) into outputs when *st is NULL. When *st
+ * is set on entry or a wrap fails, every tensor and every buffer made is released and outputs[] is
+ * all NULL. tout may be NULL (nothing was launched). */
+void lathe_buffer_wrap_outputs(lathe_backend_t be, lathe_tensor **tout, lathe_buffer_t *outputs, int n, lathe_status_t *st);
 
 /* A compiled program for one binding of the dynamic axes (or the only one): the resolved
  * builder copy, its program and the device's plan. Reference counted: the cache holds one

@@ -192,7 +192,7 @@ TEST(layout_broadcast_in_dim) {
   } cases[] = {
       {0, DIMS(0), 2, DIMS(3, 4), DIMS(0)},          {1, DIMS(3), 2, DIMS(2, 3), DIMS(1)},
       {1, DIMS(3), 2, DIMS(3, 2), DIMS(0)},          {2, DIMS(1, 4), 2, DIMS(3, 4), DIMS(0, 1)},
-      {2, DIMS(2, 1), 3, DIMS(2, 5, 3), DIMS(0, 2)}, {2, DIMS(3, 2), 3, DIMS(2, 4, 3), DIMS(2, 0)},
+      {2, DIMS(2, 1), 3, DIMS(2, 5, 3), DIMS(0, 2)}, {2, DIMS(3, 2), 3, DIMS(3, 4, 2), DIMS(0, 2)},
       {1, DIMS(0), 2, DIMS(2, 0), DIMS(1)},          {1, DIMS(5), 1, DIMS(5), DIMS(0)},
       {1, DIMS(1), 4, DIMS(2, 3, 1, 5), DIMS(2)},    {0, DIMS(0), 0, DIMS(0), DIMS(0)},
   };
