@@ -244,7 +244,7 @@ TEST(cuda_fused_qkv_projection) {
       lathe_builder_t b = tst_builder("cuda_qkv", &fn);
       lathe_value_t x = tst_param(fn, "x", shapes[0]), w = tst_param(fn, "w", shapes[1]), bs[3] = {0}, outs[3];
       for (int i = 0; i < 3; i++)
-        if (biases & (1 << i)) shapes[n] = TST_SHAPE(dt, i ? kvd : qd), bs[i] = tst_param(fn, "b", shapes[n++]);
+        if (biases & (1 << i)) shapes[n] = TST_SHAPE(dt, i ? kvd : qd), bs[i] = tst_param(fn, i == 0 ? "bq" : i == 1 ? "bk" : "bv", shapes[n++]);
       lathe_status_t st = lathe_fused_attention_qkv_projection(fn, x, w, bs[0], bs[1], bs[2], qd, kvd, outs);
       if (!tst_built(label, st, b)) continue;
       CHECK_OK(lathe_function_return(fn, outs, 3));
@@ -321,7 +321,7 @@ TEST(cuda_quantized_dense) {
       tst_fill(xv, LATHE_DTYPE_FLOAT32, rows * K, 31);
       ggml_fill((lathe_ggml_type)t, wv, N, rb);
       const void *ins[2] = {xv, wv};
-      agree(label, b, ins, 2, 1e-4);
+      agree(label, b, ins, 2, 2e-3); /* K-quant weights reach ~100: f32 sums of 512 terms differ by ~1e-4 */
       free(xv);
       free(wv);
       lathe_builder_free(b);
