@@ -164,6 +164,7 @@ lathe_status_t lathe_cuda_scratch(lathe_cuda_exec *ex, lathe_dtype dt, int64_t n
   LATHE_RETURN_IF_ERROR(lathe_cuda_exec_tensor(ex, &s, &t));
   *out = lathe_cuda_ptr(t);
   if (out_t) *out_t = t;
+  lathe_tensor_release(t); /* ours; the execution keeps its own until the stream is done */
   return NULL;
 }
 

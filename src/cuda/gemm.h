@@ -36,7 +36,7 @@ lathe_dtype lathe_cuda_widened(lathe_dtype dt);
 lathe_status_t lathe_cuda_cvt_source(lt_text *t, const lathe_dtype *path, int n_path);
 
 /* Scratch device memory of n elements of dt for the running execution (freed when its stream is
- * done); *out_t (may be NULL) receives the tensor. */
+ * done); *out_t (may be NULL) receives the tensor, borrowed: valid while the execution runs. */
 lathe_status_t lathe_cuda_scratch(lathe_cuda_exec *ex, lathe_dtype dt, int64_t n, lcuDeviceptr *out,
                                   lathe_tensor **out_t);
 /* Zeroes nbytes at p on the execution's stream. */
