@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "552138cbac8441ef46fdf0c316ae739e"
+const engineSourcesHash = "f28830d8efd2de63b323da3d6caa382a"
