@@ -398,12 +398,13 @@ LATHE_SCATTER_DECL(scatter_max)
 LATHE_SCATTER_DECL(scatter_min)
 #undef LATHE_SCATTER_DECL
 /* The slice of operand of sizes slice_dims (one per axis) starting at start_indices (array of
- * one integer scalar value per operand axis, borrowed); each start is clamped to
- * [0, dim - slice_dim]. */
+ * one integer scalar value per operand axis, or of one 1-D integer value holding them all;
+ * borrowed); each start is clamped to [0, dim - slice_dim]. */
 lathe_status_t lathe_dynamic_slice(lathe_function_t fn, lathe_value_t operand, const lathe_value_t *start_indices,
                                    int n_start_indices, const int64_t *slice_dims, int n_slice_dims, lathe_value_t *out);
 /* operand with update (same dtype and rank, no larger) written at start_indices (one integer
- * scalar per axis, borrowed), each start clamped to [0, dim - update_dim]. */
+ * scalar per axis, or one 1-D integer value holding them all; borrowed), each start clamped to
+ * [0, dim - update_dim]. */
 lathe_status_t lathe_dynamic_update_slice(lathe_function_t fn, lathe_value_t operand, lathe_value_t update,
                                           const lathe_value_t *start_indices, int n_start_indices, lathe_value_t *out);
 /* ---- Convolution ---- */

@@ -1,14 +1,18 @@
 #!/usr/bin/env bash
 # Sets up and runs every test of lathe: the C suites (gcc and clang, warnings as errors, with the
 # allocation-failure test), the same suites under AddressSanitizer+UndefinedBehaviorSanitizer, a
-# minute of libFuzzer over the C API, the C example, and the Go tests (GoMLX's backendtest
-# compliance suite included).
+# minute of libFuzzer over the C API, the C example, the Go tests (GoMLX's backendtest compliance
+# suite included), GoMLX v0.28.2's own test suites on lathe:cpu (scripts/gomlx-suite.sh) and
+# short runs of the two GoMLX examples.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LATHE_WITH_CLANG=1 ./scripts/setup.sh
 jobs=$(nproc 2>/dev/null || echo 2)
 
 step() { printf '\n=== %s\n' "$*"; }
+# NVRTC from setup.sh: every generated CUDA kernel is compiled, even without a GPU
+nvrtc=$PWD/.deps/nvrtc/nvidia/cu13/lib/libnvrtc.so.13
+if [ -z "${LATHE_NVRTC_LIBRARY:-}" ] && [ -e "$nvrtc" ]; then export LATHE_NVRTC_LIBRARY=$nvrtc; fi
 
 step "C tests (gcc, -Werror)"
 make -j"$jobs" CI=1 test
@@ -40,5 +44,14 @@ if [ -f go.mod ]; then
   go test -count=1 -v ./... 2>&1 | grep -E '^(--- (FAIL|SKIP)|ok |FAIL|backendtest |panic:)|\.go:[0-9]+:'
   step "Go: lifetimes and asynchronous buffers under AddressSanitizer"
   CC=clang go test -asan -count=1 -run 'TestExecuteAfterFinalize|TestDevicesAndAsync|TestGarbageCollected|TestBackendInfo|TestDonation' ./compute/lathe
+  step "GoMLX v0.28.2's own test suites (core/..., ml/...) on lathe:cpu"
+  ./scripts/gomlx-suite.sh lathe:cpu
+  step "GoMLX examples on lathe, shortened: the digits demo and the text transformer"
+  ./scripts/setup-data.sh
+  go run ./cmd/lathe-demo -steps 300 | tail -3
+  ./scripts/textgen.sh -steps 40 -generate 40 | grep -a -A3 '^trained'
+  step "Data-parallel training on lathe:cpu with 2 and 4 devices against one device"
+  go run ./cmd/lathe-dataparallel -devices 2 -steps 100 | tail -1
+  go run ./cmd/lathe-dataparallel -devices 4 -steps 100 | tail -1
 fi
 step "all tests passed"

@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "f28830d8efd2de63b323da3d6caa382a"
+const engineSourcesHash = "a4966b9b240f87e39cb774c2452e4d9f"

@@ -85,7 +85,7 @@ lathe_status_t lathe_cuda_run_barrier(lathe_cuda_exec *ex, const lathe_node *n, 
   return NULL;
 }
 
-void lathe_cuda_sources_control(lathe_cuda_source_fn fn, void *ctx) { (void)fn, (void)ctx; }
+void lathe_cuda_sources_control(lathe_cuda_source_fn fn, void *ctx) { lathe_cuda_sources_sort(fn, ctx); }
 void lathe_cuda_sources_barrier(lathe_cuda_source_fn fn, void *ctx) { (void)fn, (void)ctx; }
 
 /* ---- dynamic shapes: the sizes are known on the host once a binding is specialised ---- */

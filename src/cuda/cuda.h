@@ -178,6 +178,11 @@ lathe_status_t lathe_cuda_copy(lathe_cuda_exec *ex, const lathe_tensor *in, lath
 typedef void (*lathe_cuda_source_fn)(void *ctx, const char *label, const char *source);
 void lathe_cuda_each_source(lathe_cuda_source_fn fn, void *ctx);
 
+/* ---- Sort (sort.c), run by the control family ---- */
+bool lathe_cuda_supports_sort(lathe_dtype dtype);
+lathe_status_t lathe_cuda_run_sort(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out);
+void lathe_cuda_sources_sort(lathe_cuda_source_fn fn, void *ctx);
+
 /* ---- kernel families ---- */
 #define LATHE_CUDA_FAMILY(K)                                                                          \
   bool lathe_cuda_supports_##K(lathe_op op, lathe_dtype dtype);                                       \

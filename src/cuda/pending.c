@@ -15,16 +15,4 @@
   }                                                                                                      \
   void lathe_cuda_sources_##K(lathe_cuda_source_fn fn, void *ctx) { (void)fn, (void)ctx; }
 
-PENDING(reduce)
-PENDING(window)
-PENDING(index)
 PENDING(collective)
-
-bool lathe_cuda_supports_sort(lathe_dtype dtype) {
-  (void)dtype;
-  return false;
-}
-lathe_status_t lathe_cuda_run_sort(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
-  (void)ex, (void)in, (void)out;
-  return LATHE_UNIMPL("%s: not implemented on lathe:cuda", lathe_op_name(n->op));
-}

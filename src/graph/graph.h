@@ -164,6 +164,9 @@ lathe_status_t lathe_node_commit_multi(lathe_node *n, lathe_value_t *out_values)
 /* Checks a value handle; returns a status naming op on a NULL or foreign value. */
 lathe_status_t lathe_check_value(const char *op, lathe_function *fn, lathe_value_t v, const char *what);
 lathe_status_t lathe_check_fn(const char *op, lathe_function_t fn);
+/* Whether a dynamic axis name is bound by some parameter of fn or of its ancestors (ops that make
+ * a shape from nothing, Iota and RNGBitGenerator, may only name those). */
+bool lathe_axis_name_known(const lathe_function *fn, const char *name);
 
 #include "attrs.h"
 
@@ -183,9 +186,12 @@ bool lathe_same_axis(const lathe_shape *a, int i, const lathe_shape *b, int j);
 bool lathe_same_shape(const lathe_shape *a, const lathe_shape *b);
 
 /* Distribution: the shape device `index` (in the device assignment) holds of a value of global
- * shape g split by sharding (NULL: replicated), and where it starts in g (offsets per axis). */
+ * shape g split by sharding (NULL: replicated), where it starts in g (offsets per axis) and how
+ * much of it lies inside g (out_valid, may be NULL). An axis of size n split in k parts gives
+ * every device ceil(n/k) elements, as XLA's tiles do: where k does not divide n the last shards
+ * hold padding (valid < shard size; zeros in outputs, ignored in inputs). */
 void lathe_shard_geometry(const struct lathe_builder *b, const lathe_sharding_def *sharding, int index,
-                          const lathe_shape *g, lathe_shape *out_shard, int64_t *out_offsets);
+                          const lathe_shape *g, lathe_shape *out_shard, int64_t *out_offsets, int64_t *out_valid);
 /* The checks of a distributed builder before compile (assignment size, devices). */
 lathe_status_t lathe_distribution_check(const struct lathe_builder *b);
 

@@ -5,8 +5,7 @@
 
 #define SHAPE_STR(s, buf) lathe_shape_str((s), (buf), sizeof(buf))
 
-/* Whether a dynamic axis name is bound by some parameter of fn or of its ancestors. */
-static bool name_known(const lathe_function *fn, const char *name) {
+bool lathe_axis_name_known(const lathe_function *fn, const char *name) {
   if (!name) return false;
   for (; fn; fn = fn->parent)
     for (int p = 0; p < fn->n_params; p++) {
@@ -153,7 +152,7 @@ lathe_status_t lathe_broadcast_in_dim(lathe_function_t fn, lathe_value_t x, cons
   for (int a = 0; a < s.rank; a++) {
     bool kept_dyn = false;
     for (int i = 0; i < n_axes; i++) kept_dyn |= broadcast_axes[i] == a && xs->dims[i] == -1;
-    if (s.dims[a] == -1 && !kept_dyn && !name_known(fn, s.axis_names[a]))
+    if (s.dims[a] == -1 && !kept_dyn && !lathe_axis_name_known(fn, s.axis_names[a]))
       return LATHE_INVALID("BroadcastInDim: output axis %d introduces dynamic axis \"%s\", which no parameter binds", a,
                            s.axis_names[a]);
   }
@@ -313,7 +312,7 @@ lathe_status_t lathe_iota(lathe_function_t fn, const lathe_shape *shape, int iot
   if (shape->rank < 1 || shape->rank > LATHE_MAX_RANK)
     return LATHE_INVALID("Iota: shape must have rank in [1, %d], got %d", LATHE_MAX_RANK, shape->rank);
   for (int a = 0; a < shape->rank; a++)
-    if (shape->dims[a] < -1 || (shape->dims[a] == -1 && !name_known(fn, shape->axis_names[a])))
+    if (shape->dims[a] < -1 || (shape->dims[a] == -1 && !lathe_axis_name_known(fn, shape->axis_names[a])))
       return LATHE_INVALID("Iota: axis %d of %s has an invalid or unbound size", a, SHAPE_STR(shape, buf));
   LATHE_RETURN_IF_ERROR(lathe_check_axis("Iota", "iota axis", iota_axis, shape->rank));
   lathe_node *n;

@@ -35,10 +35,14 @@ lathe_status_t lathe_rng_bit_generator(lathe_function_t fn, lathe_value_t state,
     return LATHE_INVALID("%s: values must be an integer or float dtype, got %s", op, lathe_dtype_name(shape->dtype));
   if (shape->rank < 0 || shape->rank > LATHE_MAX_RANK)
     return LATHE_INVALID("%s: rank %d out of range [0, %d]", op, shape->rank, LATHE_MAX_RANK);
+  /* A dynamic axis (GoMLX's sampling over a dynamic batch) must be named by a parameter, so that
+   * each binding of the executable gives it a size. */
   for (int i = 0; i < shape->rank; i++)
-    if (shape->dims[i] < 0)
-      return LATHE_INVALID("%s: values shape axis %d has size %lld; it must be static and non-negative", op, i,
-                           (long long)shape->dims[i]);
+    if (shape->dims[i] < -1 || (shape->dims[i] == -1 && !lathe_axis_name_known(fn, shape->axis_names[i])))
+      return LATHE_INVALID("%s: values shape axis %d has size %lld%s%s%s; it must be static, or dynamic with the name "
+                           "of a parameter's axis", op, i, (long long)shape->dims[i],
+                           shape->axis_names[i] ? " (\"" : "", shape->axis_names[i] ? shape->axis_names[i] : "",
+                           shape->axis_names[i] ? "\")" : "");
   lathe_shape outs[2];
   outs[0] = *st;
   outs[1] = *shape;

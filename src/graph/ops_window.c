@@ -99,9 +99,14 @@ lathe_status_t lathe_reduce_window(lathe_function_t fn, lathe_op reduction, lath
       reduction != LATHE_OP_REDUCE_MIN)
     return LATHE_INVALID("%s: reduction must be ReduceSum, ReduceProduct, ReduceMax or ReduceMin, got %s", op,
                          lathe_op_name(reduction));
-  if (!real_number_dtype(x->shape.dtype))
-    return LATHE_INVALID("%s: dtype %s is not supported (integers and floats only)", op,
+  /* Bool windows take Max (any) and Min (all): GoMLX's DropBlock min-pools a mask. */
+  if (x->shape.dtype == LATHE_DTYPE_BOOL) {
+    if (reduction != LATHE_OP_REDUCE_MAX && reduction != LATHE_OP_REDUCE_MIN)
+      return LATHE_INVALID("%s: Bool takes ReduceMax or ReduceMin only, got %s", op, lathe_op_name(reduction));
+  } else if (!real_number_dtype(x->shape.dtype)) {
+    return LATHE_INVALID("%s: dtype %s is not supported (integers, floats, and Bool with ReduceMax/ReduceMin)", op,
                          lathe_dtype_name(x->shape.dtype));
+  }
   window w;
   LATHE_RETURN_IF_ERROR(infer_window(op, &x->shape, params, &w, &n->shape));
   lathe_attr_set_window_reduction(n, reduction);

@@ -371,7 +371,7 @@ TEST(arg_min_max_rows) {
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
     for (int d = 0; d < tst_n_all_dtypes; d++) {
       lathe_dtype dt = tst_all_dtypes[d];
-      if (!lathe_dtype_is_int(dt) && !lathe_dtype_is_float(dt)) continue;
+      if (!lathe_dtype_is_int(dt) && !lathe_dtype_is_float(dt) && dt != LATHE_DTYPE_BOOL) continue;
       lathe_shape xs = shape_of(dt, shapes[si].rank, shapes[si].dims);
       int64_t xn = lathe_shape_size(&xs);
       void *x = tst_alloc_for(&xs);
