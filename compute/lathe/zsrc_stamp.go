@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "a4966b9b240f87e39cb774c2452e4d9f"
+const engineSourcesHash = "6f9577fcd82a6d0ecd406bf70d37a2a2"
