@@ -135,7 +135,8 @@ lathe_status_t lathe_cuda_launch(lathe_cuda_exec *ex, lcuFunction f, unsigned bl
                                  unsigned shared_bytes, void **args);
 /* Blocks and threads for n elements, one thread each (grid-stride loops cover the rest). */
 void lathe_cuda_grid(int64_t n, unsigned *blocks, unsigned *threads);
-/* A scratch tensor of the execution, freed (stream-ordered) with it. */
+/* A scratch tensor of the execution, freed (stream-ordered) with it. *out is a new reference of the
+ * caller's: release it (the data stays valid until the execution's stream is done). */
 lathe_status_t lathe_cuda_exec_tensor(lathe_cuda_exec *ex, const lathe_shape *shape, lathe_tensor **out);
 /* Runs sub-function fn of the running control op (as lathe_cpu_exec_call). */
 lathe_status_t lathe_cuda_exec_call(lathe_cuda_exec *ex, const lathe_function *fn, lathe_tensor *const *inputs,

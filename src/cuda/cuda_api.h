@@ -69,7 +69,7 @@ typedef struct {
   int reserved[4];
 } lcublasLtMatmulHeuristicResult;
 
-enum { LCUBLAS_STATUS_SUCCESS = 0 };
+enum { LCUBLAS_STATUS_SUCCESS = 0, LCUBLAS_STATUS_NOT_SUPPORTED = 15 };
 enum { /* cudaDataType_t */
   LCUDA_R_32F = 0,
   LCUDA_R_64F = 1,
@@ -98,7 +98,13 @@ enum { /* cublasLtMatrixLayoutAttribute_t */
   LCUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET = 6,
 };
 enum { LCUBLASLT_ORDER_COL = 0, LCUBLASLT_ORDER_ROW = 1 };
-enum { LCUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1 };
+enum { /* cublasLtMatmulPreferenceAttributes_t */
+  LCUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES = 1,
+  LCUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES = 5,
+  LCUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES = 6,
+  LCUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES = 7,
+  LCUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES = 8,
+};
 
 /* ---- cuFFT ---- */
 typedef int lcufftResult;

@@ -45,5 +45,7 @@ lathe_status_t lathe_cuda_numeric_scratch(lathe_cuda_exec *ex, lathe_dtype dtype
   s.dtype = dtype;
   s.rank = 1;
   s.dims[0] = n;
-  return lathe_cuda_exec_tensor(ex, &s, out);
+  LATHE_RETURN_IF_ERROR(lathe_cuda_exec_tensor(ex, &s, out));
+  lathe_tensor_release(*out); /* ours; the execution keeps its own until the stream is done */
+  return NULL;
 }

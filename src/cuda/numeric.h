@@ -17,7 +17,7 @@ void lathe_cuda_sources_rng(lathe_cuda_source_fn fn, void *ctx);
 void lathe_cuda_sources_fft(lathe_cuda_source_fn fn, void *ctx);
 void lathe_cuda_sources_batch_norm(lathe_cuda_source_fn fn, void *ctx);
 
-/* A rank-1 scratch tensor of n elements of dtype, freed with the execution. */
+/* A rank-1 scratch tensor of n elements of dtype, borrowed: freed with the execution. */
 lathe_status_t lathe_cuda_numeric_scratch(lathe_cuda_exec *ex, lathe_dtype dtype, int64_t n, lathe_tensor **out);
 
 #endif

@@ -15,7 +15,4 @@
   }                                                                                                      \
   void lathe_cuda_sources_##K(lathe_cuda_source_fn fn, void *ctx) { (void)fn, (void)ctx; }
 
-PENDING(dot)
-PENDING(conv)
-PENDING(fused)
 PENDING(collective)

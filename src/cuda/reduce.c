@@ -363,6 +363,7 @@ static lathe_status_t reduce_any(lathe_cuda_exec *ex, const red_launch *L, lathe
   ps.dims[0] = (int64_t)acc_size(dt, L->col) * n_out * splits;
   lathe_tensor *part;
   LATHE_RETURN_IF_ERROR(lathe_cuda_exec_tensor(ex, &ps, &part));
+  lathe_tensor_release(part); /* ours; the execution keeps its own until the stream is done */
   LATHE_RETURN_IF_ERROR(launch_one(ex, L, false, x->data, NULL, part->data, n_out, n_red, splits, group, g));
   /* the partials, [splits][n_out], reduced along splits */
   rgeom_h g2;

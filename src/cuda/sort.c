@@ -589,7 +589,9 @@ static lathe_status_t scratch(lathe_cuda_exec *ex, lathe_dtype dt, int64_t n, la
   s.dtype = dt;
   s.rank = 1;
   s.dims[0] = n;
-  return lathe_cuda_exec_tensor(ex, &s, out);
+  LATHE_RETURN_IF_ERROR(lathe_cuda_exec_tensor(ex, &s, out));
+  lathe_tensor_release(*out); /* ours; the execution keeps its own until the stream is done */
+  return NULL;
 }
 
 typedef struct sort_args { /* the bitonic kernels' arguments */

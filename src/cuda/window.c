@@ -248,6 +248,7 @@ lathe_status_t lathe_cuda_run_window(lathe_cuda_exec *ex, const lathe_node *n, l
   as.dims[0] = nx;
   lathe_tensor *acc;
   LATHE_RETURN_IF_ERROR(lathe_cuda_exec_tensor(ex, &as, &acc));
+  lathe_tensor_release(acc); /* ours; the execution keeps its own until the stream is done */
   const lcu_api *api = lathe_cuda_exec_api(ex);
   LATHE_CU_TRY(api, cuMemsetD8Async(lathe_cuda_ptr(acc), 0, (size_t)nx * 8, lathe_cuda_exec_stream(ex)),
                "lathe:cuda: SelectAndScatter accumulator");

@@ -148,6 +148,15 @@ static void dot_case(const char *label, lathe_dtype dt, const dot_spec *sp, lath
       }
     }
     CHECK(bad == 0, "%s: %d of %lld elements differ", lab, bad, (long long)no);
+    /* against another backend (-b): both within the error bound of the exact sum */
+    double rel = 0;
+    for (int64_t o = 0; o < no; o++) {
+      double w = tst_get(want, eout, o), wi = tst_get_imag(want, eout, o);
+      double m = is_cplx(eout) ? fmin(fabs(w), fabs(wi)) : fabs(w);
+      double r = 2 * (tol[o] + out_tol * (1 + fabs(w) + fabs(wi))) / (1 + m);
+      rel = r > rel ? r : rel;
+    }
+    tst_expect_tol(got[0], rel);
   }
   lathe_status_free(st);
   tst_free_output(got[0]);

@@ -1,0 +1,256 @@
+/* conv.c -- ConvGeneral on the GPU: any number of spatial axes, any axis layout, strides,
+ * negative padding, input and kernel dilation, channel and batch groups.
+ *
+ * Design: im2col on the fly + one strided-batched product per chunk of output rows. The output
+ * rows (output batch x output spatial positions, R of them) are processed in chunks whose patch
+ * matrix col[group][row][K] (K = kernel positions x kernel input channels, channel fastest)
+ * fits a scratch budget; a gather kernel fills it (padding and dilation holes give zeros,
+ * values converted to the compute type), and one product per chunk, batched over the groups,
+ * multiplies it by the kernel packed once per run as [group][ocg][K]. Where the output's rows
+ * and channels each walk memory with one stride (NHWC, NCHW and their relatives) the product
+ * writes the output in place; otherwise a scatter kernel puts a chunk's results where they go.
+ * Why not an own implicit-GEMM kernel: the products then run on cuBLASLt's tensor-core kernels
+ * (Float16/BFloat16, and Float32 with tf32=1), which a hand-written NVRTC kernel would not
+ * match; the gather costs one extra pass over K x rows values per chunk, bounded memory. cuDNN
+ * is not used (optional, not a dependency).
+ * Compute types as on the CPU: Float32 (and Float16/BFloat16 operands, multiplied as they are
+ * with f32 sums, rounded once to the output) and Float64 through cuBLASLt; integers in 32- or
+ * 64-bit unsigned arithmetic (lathe's tiled kernel), which wraps like the dtype. */
+#include <stdio.h>
+
+#include "gemm.h"
+
+enum { MAX_SP = LATHE_MAX_RANK - 2 };
+
+/* The kernel argument (host image of the source's lt_conv; every field 8 bytes). */
+typedef struct conv_args {
+  int64_t ns, kic, K, S, rc, r0;
+  int64_t in_sb, in_sc, cg_off, bg_off;
+  int64_t out_sb, out_sc, ocg;
+  int64_t osp[MAX_SP], ksp[MAX_SP], idim[MAX_SP], ist[MAX_SP], str[MAX_SP], kdil[MAX_SP], idil[MAX_SP], plo[MAX_SP],
+      ost[MAX_SP];
+} conv_args;
+
+static const char conv_src[] =
+    "#define LT_SP 14\n"
+    "struct lt_conv {\n"
+    "  int64_t ns, kic, K, S, rc, r0;\n"
+    "  int64_t in_sb, in_sc, cg_off, bg_off;\n"
+    "  int64_t out_sb, out_sc, ocg;\n"
+    "  int64_t osp[LT_SP], ksp[LT_SP], idim[LT_SP], ist[LT_SP], str[LT_SP], kdil[LT_SP], idil[LT_SP], plo[LT_SP], ost[LT_SP];\n"
+    "};\n"
+    "/* col[g][r][kk] = input value under kernel position kk / kic, channel kk % kic, of output row r0 + r */\n"
+    "extern \"C\" __global__ void lt_im2col(const lt_si *in, lt_so *col, int64_t n, lt_conv c) {\n"
+    "  LT_LOOP(e, n) {\n"
+    "    int64_t kk = e % c.K, t = e / c.K, r = t % c.rc, g = t / c.rc;\n"
+    "    int64_t row = c.r0 + r, b = row / c.S, s = row % c.S, ci = kk % c.kic, kp = kk / c.kic;\n"
+    "    int64_t off = g * (c.bg_off + c.cg_off) + b * c.in_sb + ci * c.in_sc;\n"
+    "    bool ok = true;\n"
+    "    for (int d = (int)c.ns - 1; d >= 0; d--) {\n"
+    "      int64_t o = s % c.osp[d], kx = kp % c.ksp[d];\n"
+    "      s /= c.osp[d], kp /= c.ksp[d];\n"
+    "      int64_t pos = o * c.str[d] + kx * c.kdil[d] - c.plo[d];\n"
+    "      if (pos < 0 || pos % c.idil[d] != 0 || pos / c.idil[d] >= c.idim[d]) ok = false;\n"
+    "      else off += pos / c.idil[d] * c.ist[d];\n"
+    "    }\n"
+    "    lt_st(col, e, ok ? lt_cv(lt_ld(in, off)) : (lt_co)0);\n"
+    "  }\n"
+    "}\n"
+    "/* out[row r0 + r, channel g * ocg + o] = tile[g][r][o] */\n"
+    "extern \"C\" __global__ void lt_conv_scatter(const lt_si *tile, lt_so *out, int64_t n, lt_conv c) {\n"
+    "  LT_LOOP(e, n) {\n"
+    "    int64_t o = e % c.ocg, t = e / c.ocg, r = t % c.rc, g = t / c.rc;\n"
+    "    int64_t row = c.r0 + r, b = row / c.S, s = row % c.S, off = b * c.out_sb + (g * c.ocg + o) * c.out_sc;\n"
+    "    for (int d = (int)c.ns - 1; d >= 0; d--) { off += s % c.osp[d] * c.ost[d]; s /= c.osp[d]; }\n"
+    "    lt_st(out, off, lt_cv(lt_ld(tile, e)));\n"
+    "  }\n"
+    "}\n";
+
+static lathe_dtype compute_of(lathe_dtype dt) {
+  switch (dt) {
+    case LATHE_DTYPE_FLOAT16:
+    case LATHE_DTYPE_BFLOAT16:
+    case LATHE_DTYPE_FLOAT32:
+    case LATHE_DTYPE_FLOAT64: return dt;
+    case LATHE_DTYPE_INT8:
+    case LATHE_DTYPE_INT16:
+    case LATHE_DTYPE_INT32:
+    case LATHE_DTYPE_UINT8:
+    case LATHE_DTYPE_UINT16:
+    case LATHE_DTYPE_UINT32: return LATHE_DTYPE_UINT32;
+    case LATHE_DTYPE_INT64:
+    case LATHE_DTYPE_UINT64: return LATHE_DTYPE_UINT64;
+    default: return LATHE_DTYPE_INVALID;
+  }
+}
+
+bool lathe_cuda_supports_conv(lathe_op op, lathe_dtype dtype) {
+  return op == LATHE_OP_CONV_GENERAL && compute_of(dtype) != LATHE_DTYPE_INVALID;
+}
+
+static lathe_status_t launch_conv(lathe_cuda_exec *ex, const char *kernel, lathe_dtype from, lathe_dtype to,
+                                  lcuDeviceptr src, lcuDeviceptr dst, int64_t n, const conv_args *c) {
+  if (n <= 0) return NULL;
+  lathe_dtype path[2] = {from, to};
+  lt_text t = {0};
+  lathe_status_t st = lathe_cuda_cvt_source(&t, path, 2);
+  lt_put(&t, "%s", conv_src);
+  lcuFunction f;
+  if (!st) st = t.oom ? LATHE_OOM("ConvGeneral") : lathe_cuda_kernel(lathe_cuda_exec_dev(ex), t.s, kernel, &f);
+  free(t.s);
+  if (st) return st;
+  conv_args a = *c;
+  void *args[] = {&src, &dst, &n, &a};
+  unsigned b, th;
+  lathe_cuda_grid(n, &b, &th);
+  return lathe_cuda_launch(ex, f, b, th, 0, args);
+}
+
+void lathe_cuda_sources_conv(lathe_cuda_source_fn fn, void *ctx) {
+  static const lathe_dtype pairs[][2] = {
+      {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT32}, {LATHE_DTYPE_FLOAT16, LATHE_DTYPE_FLOAT16},
+      {LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_BFLOAT16}, {LATHE_DTYPE_FLOAT64, LATHE_DTYPE_FLOAT64},
+      {LATHE_DTYPE_INT8, LATHE_DTYPE_UINT32}, {LATHE_DTYPE_UINT32, LATHE_DTYPE_INT8},
+      {LATHE_DTYPE_INT64, LATHE_DTYPE_UINT64}, {LATHE_DTYPE_UINT64, LATHE_DTYPE_UINT64},
+      {LATHE_DTYPE_UINT16, LATHE_DTYPE_UINT32}, {LATHE_DTYPE_UINT32, LATHE_DTYPE_INT16},
+  };
+  for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
+    lt_text t = {0};
+    lathe_status_t st = lathe_cuda_cvt_source(&t, pairs[i], 2);
+    lt_put(&t, "%s", conv_src);
+    char label[64];
+    snprintf(label, sizeof label, "conv %s -> %s", lathe_dtype_name(pairs[i][0]), lathe_dtype_name(pairs[i][1]));
+    if (!st && !t.oom) fn(ctx, label, t.s);
+    lathe_status_free(st);
+    free(t.s);
+  }
+  lathe_cuda_sources_gemm(fn, ctx);
+}
+
+/* Scratch budget for one chunk's patch matrix. */
+enum { COL_BUDGET = 256 << 20 };
+
+lathe_status_t lathe_cuda_run_conv(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in,
+                                   lathe_tensor **out) {
+  const lathe_shape *is = &in[0]->shape, *ks = &in[1]->shape, *os = &out[0]->shape;
+  lathe_dtype dt = is->dtype, ct = compute_of(dt);
+  if (ct == LATHE_DTYPE_INVALID) return LATHE_UNIMPL("ConvGeneral: not implemented on lathe:cuda for %s", lathe_dtype_name(dt));
+  if (lathe_shape_size(os) == 0) return NULL;
+  int64_t ist[LATHE_MAX_RANK], kst[LATHE_MAX_RANK], ost[LATHE_MAX_RANK];
+  lathe_cuda_row_strides(is, ist);
+  lathe_cuda_row_strides(ks, kst);
+  lathe_cuda_row_strides(os, ost);
+  lathe_ilist isp = lathe_attr_conv_general_input_spatial(n), ksp_ax = lathe_attr_conv_general_kernel_spatial(n),
+              osp_ax = lathe_attr_conv_general_output_spatial(n), strides = lathe_attr_conv_general_strides(n),
+              pads = lathe_attr_conv_general_paddings(n), idil = lathe_attr_conv_general_input_dilations(n),
+              kdil = lathe_attr_conv_general_kernel_dilations(n);
+  int ns = isp.n;
+  if (ns > MAX_SP) return LATHE_UNIMPL("ConvGeneral: %d spatial axes", ns);
+  int64_t cgc = lathe_attr_conv_general_channel_group_count(n), bgc = lathe_attr_conv_general_batch_group_count(n);
+  int64_t ob_ax = lathe_attr_conv_general_output_batch(n), oc_ax = lathe_attr_conv_general_output_channels(n);
+  int64_t kic_ax = lathe_attr_conv_general_kernel_input_channels(n), koc_ax = lathe_attr_conv_general_kernel_output_channels(n);
+  int64_t G = cgc > 1 ? cgc : bgc, ob = os->dims[ob_ax], oc = os->dims[oc_ax], ocg = oc / G;
+  conv_args c;
+  memset(&c, 0, sizeof c);
+  c.ns = ns;
+  c.kic = ks->dims[kic_ax];
+  c.in_sb = ist[lathe_attr_conv_general_input_batch(n)];
+  c.in_sc = ist[lathe_attr_conv_general_input_channels(n)];
+  c.cg_off = cgc > 1 ? c.kic * c.in_sc : 0;
+  c.bg_off = bgc > 1 ? ob * c.in_sb : 0;
+  c.out_sb = ost[ob_ax];
+  c.out_sc = ost[oc_ax];
+  c.ocg = ocg;
+  int64_t kspat = 1, S = 1;
+  for (int d = 0; d < ns; d++) {
+    c.osp[d] = os->dims[osp_ax.v[d]];
+    c.ksp[d] = ks->dims[ksp_ax.v[d]];
+    c.idim[d] = is->dims[isp.v[d]];
+    c.ist[d] = ist[isp.v[d]];
+    c.str[d] = strides.v[d];
+    c.kdil[d] = kdil.v[d];
+    c.idil[d] = idil.v[d];
+    c.plo[d] = pads.v[2 * d];
+    c.ost[d] = ost[osp_ax.v[d]];
+    kspat *= c.ksp[d];
+    S *= c.osp[d];
+  }
+  c.K = c.kic * kspat;
+  c.S = S;
+  int64_t R = ob * S, K = c.K;
+
+  /* the kernel as [group][ocg][K] of the compute type: axes (output channel, kernel spatial...,
+   * input channel) */
+  lcuDeviceptr wpack;
+  lathe_tensor *wt;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, ct, oc * K, &wpack, &wt));
+  {
+    lt_dims_h wd;
+    lt_strides_h ws;
+    memset(&wd, 0, sizeof wd);
+    memset(&ws, 0, sizeof ws);
+    wd.d[wd.rank] = oc, ws.s[wd.rank++] = kst[koc_ax];
+    for (int d = 0; d < ns; d++) wd.d[wd.rank] = c.ksp[d], ws.s[wd.rank++] = kst[ksp_ax.v[d]];
+    wd.d[wd.rank] = c.kic, ws.s[wd.rank++] = kst[kic_ax];
+    lathe_dtype path[2] = {dt, ct};
+    if (dt == ct) LATHE_RETURN_IF_ERROR(lathe_cuda_strided(ex, false, in[1], wt, oc * K, &wd, &ws, 0));
+    else LATHE_RETURN_IF_ERROR(lathe_cuda_convert(ex, lathe_cuda_ptr(in[1]), wpack, path, 2, oc * K, &wd, &ws, 0));
+  }
+
+  /* rows of a chunk as one stride of the output: all rows (merged), or rows within one batch */
+  int64_t sst = 0;
+  bool sp_merged = true;
+  {
+    int64_t inner_stride = 0, inner_dim = 0;
+    bool any = false;
+    for (int d = ns - 1; d >= 0 && sp_merged; d--) {
+      if (c.osp[d] == 1) continue;
+      if (any && c.ost[d] != inner_stride * inner_dim) sp_merged = false;
+      if (!any) sst = c.ost[d];
+      any = true, inner_stride = c.ost[d], inner_dim = c.osp[d];
+    }
+  }
+  int64_t row_stride = sst;
+  bool rows_merged = false;
+  if (sp_merged) {
+    if (S == 1) rows_merged = true, row_stride = c.out_sb;
+    else if (ob == 1 || c.out_sb == S * sst) rows_merged = true;
+  }
+  bool same_bits = dt == ct || (lathe_dtype_is_int(dt) && lathe_dtype_bits(dt) == lathe_dtype_bits(ct));
+  bool direct = sp_merged && same_bits && (lathe_dtype_is_int(dt) || lathe_cuda_gemm_viewable(S < 2 ? 2 : S, ocg, row_stride, c.out_sc) ||
+                                           ocg <= 1);
+  size_t es = (size_t)lathe_dtype_bits(ct) / 8;
+  int64_t per_row = G * (K > 0 ? K : 1) * (int64_t)es;
+  int64_t rc = COL_BUDGET / per_row;
+  if (rc < 64) rc = 64;
+  if (rc > R) rc = R;
+  if (direct && !rows_merged && rc > S) rc = S; /* chunks stay within one batch */
+  lcuDeviceptr col = 0, tile = 0;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, ct, G * rc * K, &col, NULL));
+  if (!direct) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, ct, G * rc * ocg, &tile, NULL));
+  size_t oes = (size_t)lathe_dtype_bits(lathe_cuda_widened(os->dtype)) / 8;
+  for (int64_t r0 = 0; r0 < R;) {
+    int64_t rows = R - r0 < rc ? R - r0 : rc;
+    if (direct && !rows_merged) {
+      int64_t left = S - r0 % S; /* to the end of this batch */
+      if (rows > left) rows = left;
+    }
+    c.rc = rows, c.r0 = r0;
+    LATHE_RETURN_IF_ERROR(launch_conv(ex, "lt_im2col", dt, ct, lathe_cuda_ptr(in[0]), col, G * rows * K, &c));
+    lt_gemm g = {.ab = ct, .d = ct, .batch = G, .m = rows, .n = ocg, .k = K};
+    g.a = (lt_mat){col, K, 1, rows * K};
+    g.b = (lt_mat){wpack, 1, K, ocg * K};
+    if (direct) {
+      int64_t b = r0 / S, s = r0 % S, off = rows_merged ? r0 * row_stride : b * c.out_sb + s * sst;
+      g.c = (lt_mat){lathe_cuda_ptr(out[0]) + (lcuDeviceptr)((size_t)off * oes), rows_merged ? row_stride : sst, c.out_sc,
+                     ocg * c.out_sc};
+      LATHE_RETURN_IF_ERROR(lathe_cuda_gemm(ex, &g));
+    } else {
+      g.c = (lt_mat){tile, ocg, 1, rows * ocg};
+      LATHE_RETURN_IF_ERROR(lathe_cuda_gemm(ex, &g));
+      LATHE_RETURN_IF_ERROR(launch_conv(ex, "lt_conv_scatter", ct, os->dtype, tile, lathe_cuda_ptr(out[0]), G * rows * ocg, &c));
+    }
+    r0 += rows;
+  }
+  return NULL;
+}

@@ -1,0 +1,270 @@
+/* fused.c -- the FUSED family on the GPU: FusedSoftmax, FusedGelu, FusedLayerNorm and
+ * FusedDense here; the attention ops in attention.c, the quantized ones in quantized.c.
+ *
+ * Semantics are lathe:cpu's (src/cpu/fused.c): Float32 and Float64 compute natively,
+ * Float16/BFloat16 compute in f32 and round once when stored. Row ops (softmax over its axis,
+ * layer norm over its axes) give each row a group of threads (a power of two, from a few lanes
+ * of a warp to a whole block) that reduce with warp shuffles; softmax over a non-last axis gives
+ * each thread a column instead, so that neighbouring threads read neighbouring elements. Layer
+ * norm sums in double, as the CPU does. FusedDense is a cuBLASLt product (half operands as they
+ * are, f32 sums) followed by one pass for the bias and the activation. */
+#include <stdio.h>
+
+#include "gemm.h"
+
+static const char fused_src[] =
+    "/* softmax of rows of len contiguous elements */\n"
+    "template <typename S> __device__ void softmax_rows(const S *x, S *y, int64_t rows, int64_t len, int tpr) {\n"
+    "  typedef typename lt_ct<S>::T T;\n"
+    "  __shared__ T smem[32];\n"
+    "  int rpb = blockDim.x / tpr, sub = threadIdx.x / tpr, lane = threadIdx.x % tpr;\n"
+    "  for (int64_t base = (int64_t)blockIdx.x * rpb; base < rows; base += (int64_t)gridDim.x * rpb) {\n"
+    "    int64_t row = base + sub;\n"
+    "    bool ok = row < rows;\n"
+    "    const S *xr = x + (ok ? row : 0) * len;\n"
+    "    S *yr = y + (ok ? row : 0) * len;\n"
+    "    T mx = -lt_inf<T>();\n"
+    "    for (int64_t i = lane; ok && i < len; i += tpr) { T v = lt_g(xr, i); mx = (v > mx || v != v) ? v : mx; }\n"
+    "    mx = lt_row_max(mx, tpr, smem);\n"
+    "    T sum = 0;\n"
+    "    for (int64_t i = lane; ok && i < len; i += tpr) sum += lt_exp(lt_g(xr, i) - mx);\n"
+    "    sum = lt_row_sum(sum, tpr, smem);\n"
+    "    T inv = (T)1 / sum;\n"
+    "    for (int64_t i = lane; ok && i < len; i += tpr) lt_s(yr, i, lt_exp(lt_g(xr, i) - mx) * inv);\n"
+    "  }\n"
+    "}\n"
+    "/* softmax along an axis of stride inner: a thread per (outer, inner) column */\n"
+    "template <typename S> __device__ void softmax_cols(const S *x, S *y, int64_t cols, int64_t len, int64_t inner) {\n"
+    "  typedef typename lt_ct<S>::T T;\n"
+    "  LT_LOOP(c, cols) {\n"
+    "    int64_t base = c / inner * len * inner + c % inner;\n"
+    "    T mx = -lt_inf<T>();\n"
+    "    for (int64_t i = 0; i < len; i++) { T v = lt_g(x, base + i * inner); mx = (v > mx || v != v) ? v : mx; }\n"
+    "    T sum = 0;\n"
+    "    for (int64_t i = 0; i < len; i++) sum += lt_exp(lt_g(x, base + i * inner) - mx);\n"
+    "    T inv = (T)1 / sum;\n"
+    "    for (int64_t i = 0; i < len; i++) lt_s(y, base + i * inner, lt_exp(lt_g(x, base + i * inner) - mx) * inv);\n"
+    "  }\n"
+    "}\n"
+    "template <typename S> __device__ void gelu(const S *x, S *y, int64_t n, int exact) {\n"
+    "  typedef typename lt_ct<S>::T T;\n"
+    "  LT_LOOP(i, n) {\n"
+    "    T v = lt_g(x, i);\n"
+    "    if (exact) lt_s(y, i, v * (T)0.5 * ((T)1 + lt_erf(v * (T)0.70710678118654752440)));\n"
+    "    else lt_s(y, i, v * (T)0.5 * ((T)1 + lt_tanh((T)0.79788456080286535588 * (v + (T)0.044715 * v * v * v))));\n"
+    "  }\n"
+    "}\n"
+    "/* layer norm of outer rows: row o's elements at lt_offset(o, od, os) + lt_offset(i, nd, ns), i in\n"
+    " * gamma's order; mean and variance in double */\n"
+    "template <typename S> __device__ void layer_norm(const S *x, S *y, const S *gamma, const S *beta, int64_t rows,\n"
+    "                                               int64_t norm, lt_dims od, lt_strides os, lt_dims nd, lt_strides ns,\n"
+    "                                               double eps, int tpr) {\n"
+    "  typedef typename lt_ct<S>::T T;\n"
+    "  __shared__ double smem[32];\n"
+    "  int rpb = blockDim.x / tpr, sub = threadIdx.x / tpr, lane = threadIdx.x % tpr;\n"
+    "  for (int64_t base = (int64_t)blockIdx.x * rpb; base < rows; base += (int64_t)gridDim.x * rpb) {\n"
+    "    int64_t row = base + sub;\n"
+    "    bool ok = row < rows;\n"
+    "    int64_t xo = ok ? lt_offset(row, od, os) : 0;\n"
+    "    double s = 0;\n"
+    "    for (int64_t i = lane; ok && i < norm; i += tpr) s += (double)lt_g(x, xo + lt_offset(i, nd, ns));\n"
+    "    double mean = lt_row_sum(s, tpr, smem) / (double)norm, q = 0;\n"
+    "    for (int64_t i = lane; ok && i < norm; i += tpr) { double d = (double)lt_g(x, xo + lt_offset(i, nd, ns)) - mean; q += d * d; }\n"
+    "    q = lt_row_sum(q, tpr, smem);\n"
+    "    T mu = (T)mean, inv = (T)(1.0 / sqrt(q / (double)norm + eps));\n"
+    "    for (int64_t i = lane; ok && i < norm; i += tpr) {\n"
+    "      int64_t off = xo + lt_offset(i, nd, ns);\n"
+    "      T v = (lt_g(x, off) - mu) * inv;\n"
+    "      if (gamma) v *= lt_g(gamma, i);\n"
+    "      if (beta) v += lt_g(beta, i);\n"
+    "      lt_s(y, off, v);\n"
+    "    }\n"
+    "  }\n"
+    "}\n"
+    "/* y[r, j] = act(acc[r, j] + bias[j]) */\n"
+    "template <typename A, typename S> __device__ void dense_epi(const A *acc, S *y, const S *bias, int64_t m, int64_t n, int act) {\n"
+    "  typedef typename lt_ct<S>::T T;\n"
+    "  LT_LOOP(e, m * n) {\n"
+    "    T v = (T)lt_g(acc, e);\n"
+    "    if (bias) v += lt_g(bias, e % n);\n"
+    "    lt_s(y, e, lt_act(v, act));\n"
+    "  }\n"
+    "}\n"
+    "#define LT_FUSED(name, S, A)                                                                             \\\n"
+    "  extern \"C\" __global__ void lt_softmax_rows_##name(const S *x, S *y, int64_t rows, int64_t len, int tpr) { \\\n"
+    "    softmax_rows(x, y, rows, len, tpr); }                                                                  \\\n"
+    "  extern \"C\" __global__ void lt_softmax_cols_##name(const S *x, S *y, int64_t cols, int64_t len, int64_t in) { \\\n"
+    "    softmax_cols(x, y, cols, len, in); }                                                                   \\\n"
+    "  extern \"C\" __global__ void lt_gelu_##name(const S *x, S *y, int64_t n, int exact) { gelu(x, y, n, exact); } \\\n"
+    "  extern \"C\" __global__ void lt_layer_norm_##name(const S *x, S *y, const S *g, const S *b, int64_t rows,   \\\n"
+    "      int64_t norm, lt_dims od, lt_strides os, lt_dims nd, lt_strides ns, double eps, int tpr) {            \\\n"
+    "    layer_norm(x, y, g, b, rows, norm, od, os, nd, ns, eps, tpr); }                                        \\\n"
+    "  extern \"C\" __global__ void lt_dense_epi_##name(const A *acc, S *y, const S *b, int64_t m, int64_t n, int act) { \\\n"
+    "    dense_epi(acc, y, b, m, n, act); }\n"
+    "LT_FUSED(Float32, float, float)\n"
+    "LT_FUSED(Float64, double, double)\n"
+    "LT_FUSED(Float16, lt_f16s, float)\n"
+    "LT_FUSED(BFloat16, lt_bf16s, float)\n";
+
+/* The fused source: access helpers, reductions, activations, kernels. */
+static lathe_status_t fused_kernel(lathe_cuda_exec *ex, const char *what, lathe_dtype dt, lcuFunction *f) {
+  static const char *source;
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+  pthread_mutex_lock(&mu);
+  if (!source) {
+    lt_text t = {0};
+    lt_put(&t, "%s%s%s%s", lathe_cuda_access_source(), lathe_cuda_reduce_source(), lathe_cuda_activation_source(), fused_src);
+    if (!t.oom) source = t.s;
+  }
+  pthread_mutex_unlock(&mu);
+  if (!source) return LATHE_OOM("lathe:cuda: codegen");
+  char name[64];
+  snprintf(name, sizeof name, "lt_%s_%s", what, lathe_dtype_name(dt));
+  return lathe_cuda_kernel(lathe_cuda_exec_dev(ex), source, name, f);
+}
+
+bool lathe_cuda_supports_fused(lathe_op op, lathe_dtype dt) {
+  bool fl = dt == LATHE_DTYPE_FLOAT16 || dt == LATHE_DTYPE_BFLOAT16 || dt == LATHE_DTYPE_FLOAT32 || dt == LATHE_DTYPE_FLOAT64;
+  switch (op) {
+    case LATHE_OP_FUSED_SOFTMAX:
+    case LATHE_OP_FUSED_GELU:
+    case LATHE_OP_FUSED_LAYER_NORM:
+    case LATHE_OP_FUSED_DENSE:
+    case LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION:
+    case LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION_VJP:
+    case LATHE_OP_FUSED_ATTENTION_QKV_PROJECTION: return fl;
+    case LATHE_OP_FUSED_QUANTIZED_DENSE: return dt == LATHE_DTYPE_FLOAT32;
+    case LATHE_OP_QUANTIZED_EMBEDDING_LOOKUP: return dt == LATHE_DTYPE_UINT8;
+    default: return false;
+  }
+}
+
+void lathe_cuda_sources_fused(lathe_cuda_source_fn fn, void *ctx) {
+  lt_text t = {0};
+  lt_put(&t, "%s%s%s%s", lathe_cuda_access_source(), lathe_cuda_reduce_source(), lathe_cuda_activation_source(), fused_src);
+  if (!t.oom) fn(ctx, "fused", t.s);
+  free(t.s);
+  lathe_cuda_sources_attention(fn, ctx);
+  lathe_cuda_sources_quantized(fn, ctx);
+}
+
+static lathe_status_t run_softmax(lathe_cuda_exec *ex, const lathe_node *n, const lathe_tensor *x, lathe_tensor *y) {
+  const lathe_shape *s = &x->shape;
+  int axis = (int)lathe_attr_fused_softmax_axis(n);
+  int64_t len = s->dims[axis], inner = lathe_dims_product(s->dims, axis + 1, s->rank), total = lathe_shape_size(s);
+  if (!total) return NULL;
+  lcuDeviceptr px = lathe_cuda_ptr(x), py = lathe_cuda_ptr(y);
+  lcuFunction f;
+  if (inner == 1) {
+    int64_t rows = total / len;
+    int tpr = lathe_cuda_row_threads(len);
+    LATHE_RETURN_IF_ERROR(fused_kernel(ex, "softmax_rows", s->dtype, &f));
+    unsigned b, th;
+    lathe_cuda_row_grid(rows, tpr, &b, &th);
+    void *args[] = {&px, &py, &rows, &len, &tpr};
+    return lathe_cuda_launch(ex, f, b, th, 0, args);
+  }
+  int64_t cols = total / len;
+  LATHE_RETURN_IF_ERROR(fused_kernel(ex, "softmax_cols", s->dtype, &f));
+  unsigned b, th;
+  lathe_cuda_grid(cols, &b, &th);
+  void *args[] = {&px, &py, &cols, &len, &inner};
+  return lathe_cuda_launch(ex, f, b, th, 0, args);
+}
+
+static lathe_status_t run_gelu(lathe_cuda_exec *ex, const lathe_node *n, const lathe_tensor *x, lathe_tensor *y) {
+  int64_t total = lathe_shape_size(&x->shape);
+  if (!total) return NULL;
+  lcuFunction f;
+  LATHE_RETURN_IF_ERROR(fused_kernel(ex, "gelu", x->shape.dtype, &f));
+  lcuDeviceptr px = lathe_cuda_ptr(x), py = lathe_cuda_ptr(y);
+  int exact = lathe_attr_fused_gelu_exact(n);
+  void *args[] = {&px, &py, &total, &exact};
+  unsigned b, th;
+  lathe_cuda_grid(total, &b, &th);
+  return lathe_cuda_launch(ex, f, b, th, 0, args);
+}
+
+static lathe_status_t run_layer_norm(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor *y) {
+  const lathe_shape *s = &in[0]->shape;
+  int64_t st[LATHE_MAX_RANK];
+  lathe_cuda_row_strides(s, st);
+  lathe_ilist axes = lathe_attr_fused_layer_norm_axes(n);
+  bool is_norm[LATHE_MAX_RANK] = {0};
+  int64_t norm = 1;
+  for (int i = 0; i < axes.n; i++) is_norm[axes.v[i]] = true, norm *= s->dims[axes.v[i]];
+  int64_t total = lathe_shape_size(s), rows = norm ? total / norm : 0;
+  if (!rows || !norm) return NULL;
+  lt_dims_h od, nd;
+  lt_strides_h os, nst;
+  memset(&od, 0, sizeof od), memset(&nd, 0, sizeof nd), memset(&os, 0, sizeof os), memset(&nst, 0, sizeof nst);
+  /* the usual case, the last axes in order: one contiguous run per row */
+  bool trailing = true;
+  for (int i = 0; i < axes.n; i++) trailing &= axes.v[i] == s->rank - axes.n + i;
+  if (trailing) {
+    od.rank = nd.rank = 1;
+    od.d[0] = rows, os.s[0] = norm;
+    nd.d[0] = norm, nst.s[0] = 1;
+  } else {
+    for (int i = 0; i < axes.n; i++) nd.d[nd.rank] = s->dims[axes.v[i]], nst.s[nd.rank++] = st[axes.v[i]];
+    for (int a = 0; a < s->rank; a++)
+      if (!is_norm[a]) od.d[od.rank] = s->dims[a], os.s[od.rank++] = st[a];
+    if (!od.rank) od.rank = 1, od.d[0] = 1;
+  }
+  int k = 1;
+  lcuDeviceptr px = lathe_cuda_ptr(in[0]), py = lathe_cuda_ptr(y), pg = 0, pb = 0;
+  if (lathe_attr_fused_layer_norm_has_gamma(n)) pg = lathe_cuda_ptr(in[k++]);
+  if (lathe_attr_fused_layer_norm_has_beta(n)) pb = lathe_cuda_ptr(in[k]);
+  double eps = lathe_attr_fused_layer_norm_epsilon(n);
+  int tpr = lathe_cuda_row_threads(norm);
+  lcuFunction f;
+  LATHE_RETURN_IF_ERROR(fused_kernel(ex, "layer_norm", s->dtype, &f));
+  void *args[] = {&px, &py, &pg, &pb, &rows, &norm, &od, &os, &nd, &nst, &eps, &tpr};
+  unsigned b, th;
+  lathe_cuda_row_grid(rows, tpr, &b, &th);
+  return lathe_cuda_launch(ex, f, b, th, 0, args);
+}
+
+lathe_status_t lathe_cuda_dense_epilogue(lathe_cuda_exec *ex, lathe_dtype out_dt, lcuDeviceptr acc, lcuDeviceptr y,
+                                         lcuDeviceptr bias, int64_t m, int64_t n, int act) {
+  if (m * n == 0 || (acc == y && !bias && act == LATHE_ACTIVATION_NONE)) return NULL;
+  lcuFunction f;
+  LATHE_RETURN_IF_ERROR(fused_kernel(ex, "dense_epi", out_dt, &f));
+  void *args[] = {&acc, &y, &bias, &m, &n, &act};
+  unsigned b, th;
+  lathe_cuda_grid(m * n, &b, &th);
+  return lathe_cuda_launch(ex, f, b, th, 0, args);
+}
+
+static lathe_status_t run_dense(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor *y) {
+  const lathe_shape *xs = &in[0]->shape, *os = &y->shape;
+  lathe_dtype dt = xs->dtype;
+  int64_t k = xs->dims[xs->rank - 1], m = lathe_dims_product(xs->dims, 0, xs->rank - 1);
+  int64_t nn = lathe_dims_product(os->dims, xs->rank - 1, os->rank);
+  if (!m || !nn) return NULL;
+  bool io = lathe_attr_fused_dense_layout(n) == LATHE_DENSE_INPUT_OUTPUTS;
+  bool half = dt == LATHE_DTYPE_FLOAT16 || dt == LATHE_DTYPE_BFLOAT16;
+  lt_gemm g = {.ab = dt, .d = half ? LATHE_DTYPE_FLOAT32 : dt, .batch = 1, .m = m, .n = nn, .k = k};
+  g.a = (lt_mat){lathe_cuda_ptr(in[0]), k, 1, 0};
+  g.b = io ? (lt_mat){lathe_cuda_ptr(in[1]), nn, 1, 0} : (lt_mat){lathe_cuda_ptr(in[1]), 1, k, 0};
+  lcuDeviceptr acc = lathe_cuda_ptr(y);
+  if (half) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, m * nn, &acc, NULL));
+  g.c = (lt_mat){acc, nn, 1, 0};
+  LATHE_RETURN_IF_ERROR(lathe_cuda_gemm(ex, &g));
+  lcuDeviceptr bias = lathe_attr_fused_dense_has_bias(n) ? lathe_cuda_ptr(in[2]) : 0;
+  return lathe_cuda_dense_epilogue(ex, dt, acc, lathe_cuda_ptr(y), bias, m, nn, (int)lathe_attr_fused_dense_activation(n));
+}
+
+lathe_status_t lathe_cuda_run_fused(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
+  switch (n->op) {
+    case LATHE_OP_FUSED_SOFTMAX: return run_softmax(ex, n, in[0], out[0]);
+    case LATHE_OP_FUSED_GELU: return run_gelu(ex, n, in[0], out[0]);
+    case LATHE_OP_FUSED_LAYER_NORM: return run_layer_norm(ex, n, in, out[0]);
+    case LATHE_OP_FUSED_DENSE: return run_dense(ex, n, in, out[0]);
+    case LATHE_OP_FUSED_QUANTIZED_DENSE:
+    case LATHE_OP_QUANTIZED_EMBEDDING_LOOKUP: return lathe_cuda_run_quantized(ex, n, in, out);
+    default:
+      if (lathe_cuda_attention_op(n->op)) return lathe_cuda_run_attention(ex, n, in, out);
+      return LATHE_UNIMPL("%s: not a fused op", lathe_op_name(n->op));
+  }
+}

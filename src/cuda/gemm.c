@@ -1,0 +1,675 @@
+/* gemm.c -- shared parts of the DOT, CONV and FUSED families on the GPU (gemm.h): conversion
+ * kernels generated from ew.def, matrix products (cuBLASLt, or lathe's tiled kernel), block
+ * reductions and the activations of the dense ops.
+ *
+ * cuBLASLt is column-major; a row-major result is computed as its transpose (d^T = b^T a^T),
+ * so every operand whose rows or columns are unit-stride is read in place with a transpose flag.
+ * The algorithm cuBLASLt's heuristic picks is cached per device and problem (the heuristic costs
+ * more than a small product); its workspace is scratch memory of the execution, never the
+ * device's shared lt_workspace (another stream may be using that one). */
+#include <stdarg.h>
+#include <stdio.h>
+
+#include "../graph/ew.h"
+#include "gemm.h"
+
+void lt_put(lt_text *t, const char *fmt, ...) {
+  if (t->oom) return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(t->s ? t->s + t->n : NULL, t->s ? t->cap - t->n : 0, fmt, ap);
+    va_end(ap);
+    if (k < 0) {
+      t->oom = true;
+      return;
+    }
+    if (t->s && t->n + (size_t)k < t->cap) {
+      t->n += (size_t)k;
+      return;
+    }
+    size_t nc = (t->cap ? t->cap * 2 : 8192) + (size_t)k;
+    char *ns = realloc(t->s, nc);
+    if (!ns) {
+      t->oom = true;
+      return;
+    }
+    t->s = ns;
+    t->cap = nc;
+  }
+}
+
+/* ---- dtypes in kernels ---- */
+lathe_dtype lathe_cuda_widened(lathe_dtype dt) {
+  if (!lathe_dtype_is_valid(dt) || !lathe_dtype_is_packed(dt)) return dt;
+  return lathe_dtype_class_of(dt) == LATHE_CLASS_SINT ? LATHE_DTYPE_INT8 : LATHE_DTYPE_UINT8;
+}
+
+const char *lathe_cuda_storage_type(lathe_dtype dt) {
+  switch (lathe_cuda_widened(dt)) {
+    case LATHE_DTYPE_BOOL: return "uint8_t";
+    case LATHE_DTYPE_INT8: return "int8_t";
+    case LATHE_DTYPE_INT16: return "int16_t";
+    case LATHE_DTYPE_INT32: return "int32_t";
+    case LATHE_DTYPE_INT64: return "int64_t";
+    case LATHE_DTYPE_UINT8: return "uint8_t";
+    case LATHE_DTYPE_UINT16: return "uint16_t";
+    case LATHE_DTYPE_UINT32: return "uint32_t";
+    case LATHE_DTYPE_UINT64: return "uint64_t";
+    case LATHE_DTYPE_FLOAT16:
+    case LATHE_DTYPE_BFLOAT16: return "uint16_t";
+    case LATHE_DTYPE_FLOAT32: return "float";
+    case LATHE_DTYPE_FLOAT64: return "double";
+    case LATHE_DTYPE_COMPLEX64: return "lt_c64";
+    case LATHE_DTYPE_COMPLEX128: return "lt_c128";
+    default: return NULL;
+  }
+}
+
+static bool is_half(lathe_dtype dt) { return dt == LATHE_DTYPE_FLOAT16 || dt == LATHE_DTYPE_BFLOAT16; }
+
+const char *lathe_cuda_compute_type(lathe_dtype dt) { return is_half(dt) ? "float" : lathe_cuda_storage_type(dt); }
+
+static const char *half_prefix(lathe_dtype dt) { return dt == LATHE_DTYPE_FLOAT16 ? "f16" : "bf16"; }
+
+/* ---- conversions ---- */
+lathe_status_t lathe_cuda_cvt_source(lt_text *t, const lathe_dtype *path, int n_path) {
+  lathe_dtype step[8] = {LATHE_DTYPE_INVALID};
+  int n_step = 0;
+  if (n_path < 1 || n_path > 8) return lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: a conversion path of %d", n_path);
+  for (int k = 0; k < n_path; k++) {
+    if (!lathe_cuda_storage_type(path[k]))
+      return LATHE_UNIMPL("lathe:cuda: no kernel type for %s", lathe_dtype_name(path[k]));
+    if (!n_step || step[n_step - 1] != path[k]) step[n_step++] = path[k];
+  }
+  lathe_dtype first = step[0], last = step[n_step - 1];
+  lt_put(t, "%s", lathe_cuda_ew_prelude());
+  char names[8][96];
+  for (int k = 1; k < n_step; k++) {
+    size_t len = 0;
+    lathe_status_t st = lathe_ew_source(LATHE_OP_CONVERT_DTYPE, step[k - 1], step[k], NULL, 0, &len);
+    if (st && lathe_status_code_of(st) != LATHE_STATUS_RESOURCE_EXHAUSTED) return st;
+    lathe_status_free(st);
+    char *src = malloc(len + 1);
+    if (!src) return LATHE_OOM("lathe:cuda: codegen");
+    st = lathe_ew_source(LATHE_OP_CONVERT_DTYPE, step[k - 1], step[k], src, len + 1, NULL);
+    if (!st) {
+      const char *paren = strchr(src, '('), *start = paren;
+      while (start && start > src && start[-1] != ' ') start--;
+      if (!paren) st = lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: an element function without a name");
+      else snprintf(names[k], sizeof names[k], "%.*s", (int)(paren - start), start);
+      lt_put(t, "%s\n", src);
+    }
+    free(src);
+    if (st) return st;
+  }
+  lt_put(t, "typedef %s lt_si;\ntypedef %s lt_so;\ntypedef %s lt_ci;\ntypedef %s lt_co;\n", lathe_cuda_storage_type(first),
+         lathe_cuda_storage_type(last), lathe_cuda_compute_type(first), lathe_cuda_compute_type(last));
+  if (is_half(first))
+    lt_put(t, "LT_DEV lt_ci lt_ld(const lt_si *p, int64_t i) { return lt_%s_to_f32(p[i]); }\n", half_prefix(first));
+  else
+    lt_put(t, "LT_DEV lt_ci lt_ld(const lt_si *p, int64_t i) { return p[i]; }\n");
+  if (is_half(last))
+    lt_put(t, "LT_DEV void lt_st(lt_so *p, int64_t i, lt_co v) { p[i] = lt_f32_to_%s(v); }\n", half_prefix(last));
+  else
+    lt_put(t, "LT_DEV void lt_st(lt_so *p, int64_t i, lt_co v) { p[i] = v; }\n");
+  lt_put(t, "LT_DEV lt_co lt_cv(lt_ci x0) {\n");
+  for (int k = 1; k < n_step; k++) {
+    lt_put(t, "  auto x%d = %s(x%d);\n", k, names[k], k - 1);
+    if (k < n_step - 1 && is_half(step[k])) /* a half on the way is a stored half */
+      lt_put(t, "  x%d = lt_%s_to_f32(lt_f32_to_%s(x%d));\n", k, half_prefix(step[k]), half_prefix(step[k]), k);
+  }
+  lt_put(t, "  return x%d;\n}\n", n_step - 1);
+  return t->oom ? LATHE_OOM("lathe:cuda: codegen") : NULL;
+}
+
+static const char convert_kernel[] =
+    "extern \"C\" __global__ void lt_convert(const lt_si *in, lt_so *out, int64_t n, lt_dims d, lt_strides s,\n"
+    "                                        int64_t base, int plain) {\n"
+    "  if (plain) { LT_LOOP(i, n) lt_st(out, i, lt_cv(lt_ld(in, base + i))); }\n"
+    "  else { LT_LOOP(i, n) lt_st(out, i, lt_cv(lt_ld(in, base + lt_offset(i, d, s)))); }\n"
+    "}\n";
+
+lathe_status_t lathe_cuda_convert(lathe_cuda_exec *ex, lcuDeviceptr in, lcuDeviceptr out, const lathe_dtype *path,
+                                  int n_path, int64_t n, const lt_dims_h *dims, const lt_strides_h *strides, int64_t base) {
+  if (n <= 0) return NULL;
+  lt_text t = {0};
+  lathe_status_t st = lathe_cuda_cvt_source(&t, path, n_path);
+  lt_put(&t, "%s", convert_kernel);
+  lcuFunction f;
+  if (!st) st = t.oom ? LATHE_OOM("lathe:cuda: codegen") : lathe_cuda_kernel(lathe_cuda_exec_dev(ex), t.s, "lt_convert", &f);
+  free(t.s);
+  if (st) return st;
+  lt_dims_h d;
+  lt_strides_h s;
+  memset(&d, 0, sizeof d);
+  memset(&s, 0, sizeof s);
+  int plain = !dims;
+  if (dims) d = *dims, s = *strides;
+  else d.rank = 1, d.d[0] = n, s.s[0] = 1;
+  void *args[] = {&in, &out, &n, &d, &s, &base, &plain};
+  unsigned b, th;
+  lathe_cuda_grid(n, &b, &th);
+  return lathe_cuda_launch(ex, f, b, th, 0, args);
+}
+
+/* ---- scratch and geometry ---- */
+lathe_status_t lathe_cuda_scratch(lathe_cuda_exec *ex, lathe_dtype dt, int64_t n, lcuDeviceptr *out, lathe_tensor **out_t) {
+  lathe_shape s;
+  memset(&s, 0, sizeof s);
+  s.dtype = dt;
+  s.rank = 1;
+  s.dims[0] = n > 0 ? n : 0;
+  lathe_tensor *t;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_exec_tensor(ex, &s, &t));
+  *out = lathe_cuda_ptr(t);
+  if (out_t) *out_t = t;
+  lathe_tensor_release(t); /* ours; the execution keeps its own until the stream is done */
+  return NULL;
+}
+
+lathe_status_t lathe_cuda_zero(lathe_cuda_exec *ex, lcuDeviceptr p, size_t nbytes) {
+  if (!nbytes) return NULL;
+  const lcu_api *api = lathe_cuda_exec_api(ex);
+  return lathe_cuda_error(api, api->cuMemsetD8Async(p, 0, nbytes, lathe_cuda_exec_stream(ex)), "lathe:cuda: memset");
+}
+
+lt_dims_h lathe_cuda_dims(const lathe_shape *s) {
+  lt_dims_h d;
+  memset(&d, 0, sizeof d);
+  d.rank = s->rank;
+  for (int a = 0; a < s->rank; a++) d.d[a] = s->dims[a];
+  if (!d.rank) d.rank = 1, d.d[0] = 1;
+  return d;
+}
+
+void lathe_cuda_row_strides(const lathe_shape *s, int64_t *st) {
+  int64_t acc = 1;
+  for (int a = s->rank - 1; a >= 0; a--) {
+    st[a] = acc;
+    acc *= s->dims[a];
+  }
+}
+
+/* ---- lathe's tiled product: 64 x 64 result tiles, 16-deep slices of k through shared memory,
+ * 256 threads of 4 x 4 results each; tiles of every batch in one grid-stride loop. Used for
+ * integers (wrapping: unsigned arithmetic) and as the fallback of cuBLASLt. ---- */
+static const char tiled_src[] =
+    "struct lt_f16s { uint16_t h; }; struct lt_bf16s { uint16_t h; };\n"
+    "template <typename T> LT_DEV T lt_g(const T *p, int64_t i) { return p[i]; }\n"
+    "LT_DEV float lt_g(const lt_f16s *p, int64_t i) { return lt_f16_to_f32(p[i].h); }\n"
+    "LT_DEV float lt_g(const lt_bf16s *p, int64_t i) { return lt_bf16_to_f32(p[i].h); }\n"
+    "template <typename T, typename A> LT_DEV void lt_s(T *p, int64_t i, A v) { p[i] = v; }\n"
+    "LT_DEV void lt_s(lt_f16s *p, int64_t i, float v) { p[i].h = lt_f32_to_f16(v); }\n"
+    "LT_DEV void lt_s(lt_bf16s *p, int64_t i, float v) { p[i].h = lt_f32_to_bf16(v); }\n"
+    "template <typename A> LT_DEV A lt_mac(A s, A a, A b) { return s + a * b; }\n"
+    "template <typename A> LT_DEV A lt_add(A s, A a) { return s + a; }\n"
+    "LT_DEV lt_c64 lt_mac(lt_c64 s, lt_c64 a, lt_c64 b) {\n"
+    "  return lt_c64(s.re + (a.re * b.re - a.im * b.im), s.im + (a.re * b.im + a.im * b.re));\n"
+    "}\n"
+    "LT_DEV lt_c128 lt_mac(lt_c128 s, lt_c128 a, lt_c128 b) {\n"
+    "  return lt_c128(s.re + (a.re * b.re - a.im * b.im), s.im + (a.re * b.im + a.im * b.re));\n"
+    "}\n"
+    "LT_DEV lt_c64 lt_add(lt_c64 s, lt_c64 a) { return lt_c64(s.re + a.re, s.im + a.im); }\n"
+    "LT_DEV lt_c128 lt_add(lt_c128 s, lt_c128 a) { return lt_c128(s.re + a.re, s.im + a.im); }\n"
+    "template <typename S, typename A, typename D>\n"
+    "__device__ void lt_tiled(const S *pa, const S *pb, D *pd, int64_t batch, int64_t M, int64_t N, int64_t K,\n"
+    "                         int64_t abs_, int64_t ars, int64_t acs, int64_t bbs, int64_t brs, int64_t bcs,\n"
+    "                         int64_t dbs, int64_t drs, int64_t dcs, int accumulate) {\n"
+    "  __shared__ A sa[16][65];\n"
+    "  __shared__ A sb[16][65];\n"
+    "  const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;\n"
+    "  const int64_t tm = (M + 63) / 64, tn = (N + 63) / 64, tiles = batch * tm * tn;\n"
+    "  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {\n"
+    "    int64_t bt = t / (tm * tn), r = t - bt * tm * tn, m0 = r / tn * 64, n0 = r % tn * 64;\n"
+    "    const S *a = pa + bt * abs_, *b = pb + bt * bbs;\n"
+    "    A acc[4][4];\n"
+    "    for (int i = 0; i < 4; i++)\n"
+    "      for (int j = 0; j < 4; j++) acc[i][j] = A(0);\n"
+    "    for (int64_t k0 = 0; k0 < K; k0 += 16) {\n"
+    "      for (int e = tid; e < 1024; e += 256) {\n"
+    "        int i = e >> 4, kk = e & 15, kb = e >> 6, j = e & 63;\n"
+    "        int64_t gm = m0 + i, gk = k0 + kk, gk2 = k0 + kb, gn = n0 + j;\n"
+    "        sa[kk][i] = gm < M && gk < K ? (A)lt_g(a, gm * ars + gk * acs) : A(0);\n"
+    "        sb[kb][j] = gk2 < K && gn < N ? (A)lt_g(b, gk2 * brs + gn * bcs) : A(0);\n"
+    "      }\n"
+    "      __syncthreads();\n"
+    "#pragma unroll 4\n"
+    "      for (int kk = 0; kk < 16; kk++) {\n"
+    "        A av[4], bv[4];\n"
+    "        for (int i = 0; i < 4; i++) av[i] = sa[kk][ty + 16 * i], bv[i] = sb[kk][tx + 16 * i];\n"
+    "        for (int i = 0; i < 4; i++)\n"
+    "          for (int j = 0; j < 4; j++) acc[i][j] = lt_mac(acc[i][j], av[i], bv[j]);\n"
+    "      }\n"
+    "      __syncthreads();\n"
+    "    }\n"
+    "    for (int i = 0; i < 4; i++)\n"
+    "      for (int j = 0; j < 4; j++) {\n"
+    "        int64_t gm = m0 + ty + 16 * i, gn = n0 + tx + 16 * j;\n"
+    "        if (gm >= M || gn >= N) continue;\n"
+    "        int64_t o = bt * dbs + gm * drs + gn * dcs;\n"
+    "        A v = acc[i][j];\n"
+    "        if (accumulate) v = lt_add((A)lt_g((const D *)pd, o), v);\n"
+    "        lt_s(pd, o, v);\n"
+    "      }\n"
+    "  }\n"
+    "}\n"
+    "#define LT_TILED(name, S, A, D)                                                                        \\\n"
+    "  extern \"C\" __global__ void __launch_bounds__(256) lt_gemm_##name(                                \\\n"
+    "      const S *pa, const S *pb, D *pd, int64_t batch, int64_t M, int64_t N, int64_t K, int64_t abs_,  \\\n"
+    "      int64_t ars, int64_t acs, int64_t bbs, int64_t brs, int64_t bcs, int64_t dbs, int64_t drs,      \\\n"
+    "      int64_t dcs, int accumulate) {                                                                   \\\n"
+    "    lt_tiled<S, A, D>(pa, pb, pd, batch, M, N, K, abs_, ars, acs, bbs, brs, bcs, dbs, drs, dcs, accumulate); \\\n"
+    "  }\n"
+    "LT_TILED(u32, uint32_t, uint32_t, uint32_t)\n"
+    "LT_TILED(u64, uint64_t, uint64_t, uint64_t)\n"
+    "LT_TILED(f32, float, float, float)\n"
+    "LT_TILED(f64, double, double, double)\n"
+    "LT_TILED(c64, lt_c64, lt_c64, lt_c64)\n"
+    "LT_TILED(c128, lt_c128, lt_c128, lt_c128)\n"
+    "LT_TILED(f16_f32, lt_f16s, float, float)\n"
+    "LT_TILED(f16_f16, lt_f16s, float, lt_f16s)\n"
+    "LT_TILED(bf16_f32, lt_bf16s, float, float)\n"
+    "LT_TILED(bf16_bf16, lt_bf16s, float, lt_bf16s)\n";
+
+static const char *tiled_name(lathe_dtype ab, lathe_dtype d) {
+  switch (ab) {
+    case LATHE_DTYPE_UINT32: return d == ab ? "lt_gemm_u32" : NULL;
+    case LATHE_DTYPE_UINT64: return d == ab ? "lt_gemm_u64" : NULL;
+    case LATHE_DTYPE_FLOAT32: return d == ab ? "lt_gemm_f32" : NULL;
+    case LATHE_DTYPE_FLOAT64: return d == ab ? "lt_gemm_f64" : NULL;
+    case LATHE_DTYPE_COMPLEX64: return d == ab ? "lt_gemm_c64" : NULL;
+    case LATHE_DTYPE_COMPLEX128: return d == ab ? "lt_gemm_c128" : NULL;
+    case LATHE_DTYPE_FLOAT16: return d == ab ? "lt_gemm_f16_f16" : d == LATHE_DTYPE_FLOAT32 ? "lt_gemm_f16_f32" : NULL;
+    case LATHE_DTYPE_BFLOAT16: return d == ab ? "lt_gemm_bf16_bf16" : d == LATHE_DTYPE_FLOAT32 ? "lt_gemm_bf16_f32" : NULL;
+    default: return NULL;
+  }
+}
+
+static lathe_status_t tiled(lathe_cuda_exec *ex, const lt_gemm *g) {
+  const char *name = tiled_name(g->ab, g->d);
+  if (!name)
+    return lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: no product of %s operands into %s", lathe_dtype_name(g->ab),
+                            lathe_dtype_name(g->d));
+  lcuFunction f;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), tiled_src, name, &f));
+  lcuDeviceptr pa = g->a.p, pb = g->b.p, pd = g->c.p;
+  int64_t batch = g->batch, m = g->m, n = g->n, k = g->k;
+  lt_mat a = g->a, b = g->b, c = g->c;
+  int acc = g->accumulate;
+  void *args[] = {&pa, &pb, &pd, &batch, &m, &n, &k, &a.bs, &a.rs, &a.cs, &b.bs, &b.rs, &b.cs, &c.bs, &c.rs, &c.cs, &acc};
+  int64_t tiles = batch * ((m + 63) / 64) * ((n + 63) / 64);
+  unsigned blocks = (unsigned)(tiles < 65535 * 8 ? tiles : 65535 * 8);
+  return lathe_cuda_launch(ex, f, blocks, 256, 0, args);
+}
+
+/* ---- cuBLASLt ---- */
+typedef struct lt_view {
+  int trans;
+  int64_t rows, cols, ld;
+} lt_view;
+
+/* A rows x cols matrix of strides rs, cs as a column-major cuBLASLt matrix, transposed (T) or
+ * not; strides of axes of size <= 1 are free. */
+static bool col_view(int64_t r, int64_t c, int64_t rs, int64_t cs, bool allow_t, lt_view *v) {
+  int64_t r1 = r > 1 ? r : 1, c1 = c > 1 ? c : 1;
+  if (rs == 1 || r <= 1) {
+    int64_t ld = c <= 1 ? r1 : cs;
+    if (ld >= r1) {
+      *v = (lt_view){LCUBLAS_OP_N, r, c, ld};
+      return true;
+    }
+  }
+  if (allow_t && (cs == 1 || c <= 1)) {
+    int64_t ld = r <= 1 ? c1 : rs;
+    if (ld >= c1) {
+      *v = (lt_view){LCUBLAS_OP_T, c, r, ld};
+      return true;
+    }
+  }
+  return false;
+}
+
+bool lathe_cuda_gemm_viewable(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  lt_view v;
+  return col_view(rows, cols, rs, cs, true, &v);
+}
+
+static int lt_type(lathe_dtype dt) {
+  switch (dt) {
+    case LATHE_DTYPE_FLOAT16: return LCUDA_R_16F;
+    case LATHE_DTYPE_BFLOAT16: return LCUDA_R_16BF;
+    case LATHE_DTYPE_FLOAT32: return LCUDA_R_32F;
+    case LATHE_DTYPE_FLOAT64: return LCUDA_R_64F;
+    case LATHE_DTYPE_COMPLEX64: return LCUDA_C_32F;
+    case LATHE_DTYPE_COMPLEX128: return LCUDA_C_64F;
+    default: return -1;
+  }
+}
+
+/* The (operand, result) dtypes cuBLASLt multiplies. */
+static bool lt_pair(lathe_dtype ab, lathe_dtype d) {
+  if (lt_type(ab) < 0) return false;
+  if (is_half(ab)) return d == ab || d == LATHE_DTYPE_FLOAT32;
+  return d == ab;
+}
+
+/* The largest power of two <= 256 dividing the address and (when several matrices) the batch
+ * stride in bytes: what cuBLASLt's heuristic must assume of the buffer. */
+static uint32_t alignment(lcuDeviceptr p, int64_t bs_bytes, bool batched) {
+  uint64_t v = p | (batched ? (uint64_t)bs_bytes : 0) | 256;
+  return (uint32_t)(v & (~v + 1));
+}
+
+/* Cached heuristic results, per device and problem. */
+typedef struct heur_key {
+  const cuda_dev *d;
+  int32_t ta, td, compute, transa, transb, beta;
+  int64_t m, n, k, lda, ldb, ldd, sa, sb, sd, batch;
+  uint32_t align[3];
+} heur_key;
+
+typedef struct heur_entry {
+  heur_key key;
+  bool used, found;
+  lcublasLtMatmulAlgo algo;
+  size_t ws;
+} heur_entry;
+
+enum { HEUR_CACHE = 256 };
+static heur_entry heur_cache[HEUR_CACHE];
+static unsigned heur_next;
+static pthread_mutex_t heur_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static bool heur_lookup(const heur_key *k, heur_entry *out) {
+  bool hit = false;
+  pthread_mutex_lock(&heur_mu);
+  for (int i = 0; i < HEUR_CACHE && !hit; i++)
+    if (heur_cache[i].used && !memcmp(&heur_cache[i].key, k, sizeof *k)) *out = heur_cache[i], hit = true;
+  pthread_mutex_unlock(&heur_mu);
+  return hit;
+}
+
+static void heur_store(const heur_entry *e) {
+  pthread_mutex_lock(&heur_mu);
+  heur_cache[heur_next++ % HEUR_CACHE] = *e;
+  pthread_mutex_unlock(&heur_mu);
+}
+
+#define LT_TRY(call, what)                                                                              \
+  do {                                                                                                  \
+    lcublasStatus s_ = (call);                                                                          \
+    if (s_ != LCUBLAS_STATUS_SUCCESS && !st)                                                            \
+      st = lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: cuBLASLt %s failed (status %d)", what, s_); \
+  } while (0)
+
+/* One cuBLASLt product of at most INT32_MAX batches; *done false: no algorithm (use the kernel). */
+static lathe_status_t lt_matmul(lathe_cuda_exec *ex, const lt_gemm *g, bool *done) {
+  *done = false;
+  cuda_dev *d = lathe_cuda_exec_dev(ex);
+  const lcu_api *api = d->cu->api;
+  lt_view va, vb, vd;
+  lcuDeviceptr pa, pb;
+  int64_t sa, sb;
+  /* a row-major result as its transpose: d^T = b^T a^T */
+  if (col_view(g->n, g->m, g->c.cs, g->c.rs, false, &vd) && col_view(g->n, g->k, g->b.cs, g->b.rs, true, &va) &&
+      col_view(g->k, g->m, g->a.cs, g->a.rs, true, &vb)) {
+    pa = g->b.p, pb = g->a.p, sa = g->b.bs, sb = g->a.bs;
+  } else if (col_view(g->m, g->n, g->c.rs, g->c.cs, false, &vd) && col_view(g->m, g->k, g->a.rs, g->a.cs, true, &va) &&
+             col_view(g->k, g->n, g->b.rs, g->b.cs, true, &vb)) {
+    pa = g->a.p, pb = g->b.p, sa = g->a.bs, sb = g->b.bs;
+  } else {
+    return NULL;
+  }
+  bool batched = g->batch > 1;
+  size_t es_ab = (size_t)lathe_dtype_bits(g->ab) / 8, es_d = (size_t)lathe_dtype_bits(g->d) / 8;
+  int compute, scale;
+  switch (g->ab) {
+    case LATHE_DTYPE_FLOAT32:
+      compute = d->cu->tf32 ? LCUBLAS_COMPUTE_32F_FAST_TF32 : LCUBLAS_COMPUTE_32F, scale = LCUDA_R_32F;
+      break;
+    case LATHE_DTYPE_FLOAT16:
+    case LATHE_DTYPE_BFLOAT16: compute = LCUBLAS_COMPUTE_32F, scale = LCUDA_R_32F; break;
+    case LATHE_DTYPE_FLOAT64: compute = LCUBLAS_COMPUTE_64F, scale = LCUDA_R_64F; break;
+    case LATHE_DTYPE_COMPLEX64: compute = LCUBLAS_COMPUTE_32F, scale = LCUDA_C_32F; break;
+    default: compute = LCUBLAS_COMPUTE_64F, scale = LCUDA_C_64F; break;
+  }
+  heur_key key;
+  memset(&key, 0, sizeof key);
+  key.d = d;
+  key.ta = lt_type(g->ab), key.td = lt_type(g->d), key.compute = compute;
+  key.transa = va.trans, key.transb = vb.trans, key.beta = g->accumulate;
+  key.m = vd.rows, key.n = vd.cols, key.k = g->k;
+  key.lda = va.ld, key.ldb = vb.ld, key.ldd = vd.ld;
+  key.sa = batched ? sa : 0, key.sb = batched ? sb : 0, key.sd = batched ? g->c.bs : 0;
+  key.batch = g->batch;
+  key.align[0] = alignment(pa, sa * (int64_t)es_ab, batched);
+  key.align[1] = alignment(pb, sb * (int64_t)es_ab, batched);
+  key.align[2] = alignment(g->c.p, g->c.bs * (int64_t)es_d, batched);
+
+  lathe_status_t st = NULL;
+  lcublasLtMatmulDesc desc = NULL;
+  lcublasLtMatrixLayout la = NULL, lb = NULL, ld = NULL;
+  lcublasLtMatmulPreference pref = NULL;
+  LT_TRY(api->cublasLtMatmulDescCreate(&desc, compute, scale), "matmul descriptor");
+  int32_t ta = va.trans, tb = vb.trans;
+  if (!st) LT_TRY(api->cublasLtMatmulDescSetAttribute(desc, LCUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
+  if (!st) LT_TRY(api->cublasLtMatmulDescSetAttribute(desc, LCUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb");
+  if (!st) LT_TRY(api->cublasLtMatrixLayoutCreate(&la, key.ta, (uint64_t)va.rows, (uint64_t)va.cols, va.ld), "layout");
+  if (!st) LT_TRY(api->cublasLtMatrixLayoutCreate(&lb, key.ta, (uint64_t)vb.rows, (uint64_t)vb.cols, vb.ld), "layout");
+  if (!st) LT_TRY(api->cublasLtMatrixLayoutCreate(&ld, key.td, (uint64_t)vd.rows, (uint64_t)vd.cols, vd.ld), "layout");
+  if (!st && batched) {
+    int32_t count = (int32_t)g->batch;
+    lcublasLtMatrixLayout lays[3] = {la, lb, ld};
+    int64_t strides[3] = {sa, sb, g->c.bs};
+    for (int i = 0; i < 3 && !st; i++) {
+      LT_TRY(api->cublasLtMatrixLayoutSetAttribute(lays[i], LCUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof count),
+             "batch count");
+      if (!st)
+        LT_TRY(api->cublasLtMatrixLayoutSetAttribute(lays[i], LCUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &strides[i],
+                                                     sizeof strides[i]),
+               "batch stride");
+    }
+  }
+  heur_entry he;
+  memset(&he, 0, sizeof he);
+  if (!st && !heur_lookup(&key, &he)) {
+    memset(&he, 0, sizeof he);
+    he.key = key;
+    he.used = true;
+    uint64_t max_ws = d->lt_workspace_bytes;
+    LT_TRY(api->cublasLtMatmulPreferenceCreate(&pref), "preference");
+    if (!st) LT_TRY(api->cublasLtMatmulPreferenceSetAttribute(pref, LCUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &max_ws, sizeof max_ws), "workspace");
+    const int align_attr[4] = {LCUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, LCUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                               LCUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, LCUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int i = 0; i < 4 && !st; i++) {
+      uint32_t al = key.align[i < 2 ? i : 2];
+      LT_TRY(api->cublasLtMatmulPreferenceSetAttribute(pref, align_attr[i], &al, sizeof al), "alignment");
+    }
+    if (!st) {
+      lcublasLtMatmulHeuristicResult res;
+      int returned = 0;
+      memset(&res, 0, sizeof res);
+      pthread_mutex_lock(&d->lt_mu);
+      lcublasStatus hs = api->cublasLtMatmulAlgoGetHeuristic(d->lt, desc, la, lb, ld, ld, pref, 1, &res, &returned);
+      pthread_mutex_unlock(&d->lt_mu);
+      he.found = hs == LCUBLAS_STATUS_SUCCESS && returned > 0 && res.state == LCUBLAS_STATUS_SUCCESS;
+      if (he.found) he.algo = res.algo, he.ws = res.workspaceSize;
+      heur_store(&he);
+    }
+  }
+  if (!st && he.found) {
+    lcuDeviceptr ws = 0;
+    if (he.ws) st = lathe_cuda_scratch(ex, LATHE_DTYPE_UINT8, (int64_t)he.ws, &ws, NULL);
+    double alpha[2] = {1, 0}, beta[2] = {g->accumulate ? 1 : 0, 0};
+    float alpha_f[2] = {1, 0}, beta_f[2] = {g->accumulate ? 1.0f : 0.0f, 0};
+    bool single = scale == LCUDA_R_32F || scale == LCUDA_C_32F;
+    if (!st) {
+      pthread_mutex_lock(&d->lt_mu);
+      lcublasStatus ms = api->cublasLtMatmul(
+          d->lt, desc, single ? (const void *)alpha_f : (const void *)alpha, (const void *)(uintptr_t)pa, la,
+          (const void *)(uintptr_t)pb, lb, single ? (const void *)beta_f : (const void *)beta,
+          (const void *)(uintptr_t)g->c.p, ld, (void *)(uintptr_t)g->c.p, ld, &he.algo, (void *)(uintptr_t)ws, he.ws,
+          lathe_cuda_exec_stream(ex));
+      pthread_mutex_unlock(&d->lt_mu);
+      if (ms == LCUBLAS_STATUS_SUCCESS)
+        *done = true;
+      else if (ms != LCUBLAS_STATUS_NOT_SUPPORTED) /* not supported: lathe's kernel instead */
+        st = lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: cublasLtMatmul failed (status %d) for %s [%lld x %lld x %lld]",
+                              ms, lathe_dtype_name(g->ab), (long long)g->m, (long long)g->n, (long long)g->k);
+    }
+  }
+  if (pref) api->cublasLtMatmulPreferenceDestroy(pref);
+  if (la) api->cublasLtMatrixLayoutDestroy(la);
+  if (lb) api->cublasLtMatrixLayoutDestroy(lb);
+  if (ld) api->cublasLtMatrixLayoutDestroy(ld);
+  if (desc) api->cublasLtMatmulDescDestroy(desc);
+  return st;
+}
+
+lathe_status_t lathe_cuda_gemm(lathe_cuda_exec *ex, const lt_gemm *g) {
+  if (g->batch <= 0 || g->m <= 0 || g->n <= 0) return NULL;
+  if (g->k <= 0) {
+    if (g->accumulate) return NULL;
+    return tiled(ex, g); /* writes zeros through the result's strides */
+  }
+  if (!lt_pair(g->ab, g->d)) return tiled(ex, g);
+  size_t es_ab = (size_t)lathe_dtype_bits(g->ab) / 8, es_d = (size_t)lathe_dtype_bits(g->d) / 8;
+  enum { CHUNK = 1 << 30 };
+  for (int64_t b0 = 0; b0 < g->batch; b0 += CHUNK) {
+    lt_gemm part = *g;
+    part.batch = g->batch - b0 < CHUNK ? g->batch - b0 : CHUNK;
+    part.a.p += (lcuDeviceptr)(b0 * g->a.bs * (int64_t)es_ab);
+    part.b.p += (lcuDeviceptr)(b0 * g->b.bs * (int64_t)es_ab);
+    part.c.p += (lcuDeviceptr)(b0 * g->c.bs * (int64_t)es_d);
+    bool done;
+    LATHE_RETURN_IF_ERROR(lt_matmul(ex, &part, &done));
+    if (!done) LATHE_RETURN_IF_ERROR(tiled(ex, &part));
+  }
+  return NULL;
+}
+
+/* ---- reductions over the threads of a row ---- */
+static const char reduce_src[] =
+    "template <typename T> struct lt_sum_op { __device__ __forceinline__ T operator()(T a, T b) const { return a + b; } };\n"
+    "template <typename T> struct lt_max_op { __device__ __forceinline__ T operator()(T a, T b) const { return (a > b || a != a) ? a : b; } };\n"
+    "template <typename T, typename F> __device__ T lt_row_reduce(T v, int tpr, T *smem, F f) {\n"
+    "  int w = tpr < 32 ? tpr : 32;\n"
+    "  for (int m = w / 2; m > 0; m >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, m));\n"
+    "  if (tpr <= 32) return v;\n"
+    "  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = tpr >> 5;\n"
+    "  __syncthreads();\n"
+    "  if (lane == 0) smem[warp] = v;\n"
+    "  __syncthreads();\n"
+    "  v = smem[0];\n"
+    "  for (int i = 1; i < nw; i++) v = f(v, smem[i]);\n"
+    "  return v;\n"
+    "}\n"
+    "template <typename T> __device__ T lt_row_sum(T v, int tpr, T *smem) { return lt_row_reduce(v, tpr, smem, lt_sum_op<T>()); }\n"
+    "template <typename T> __device__ T lt_row_max(T v, int tpr, T *smem) { return lt_row_reduce(v, tpr, smem, lt_max_op<T>()); }\n"
+    "/* max that skips NaN (NaN only when every value is NaN) */\n"
+    "template <typename T> struct lt_fmax_op { __device__ __forceinline__ T operator()(T a, T b) const { return (a > b || b != b) ? a : b; } };\n"
+    "template <typename T> __device__ T lt_row_fmax(T v, int tpr, T *smem) { return lt_row_reduce(v, tpr, smem, lt_fmax_op<T>()); }\n";
+
+const char *lathe_cuda_reduce_source(void) { return reduce_src; }
+
+static const char access_src[] =
+    "#define INFINITY __int_as_float(0x7f800000)\n"
+    "struct lt_f16s { uint16_t h; }; struct lt_bf16s { uint16_t h; };\n"
+    "template <typename S> struct lt_ct { typedef S T; };\n"
+    "template <> struct lt_ct<lt_f16s> { typedef float T; };\n"
+    "template <> struct lt_ct<lt_bf16s> { typedef float T; };\n"
+    "LT_DEV float lt_g(const float *p, int64_t i) { return p[i]; }\n"
+    "LT_DEV double lt_g(const double *p, int64_t i) { return p[i]; }\n"
+    "LT_DEV float lt_g(const lt_f16s *p, int64_t i) { return lt_f16_to_f32(p[i].h); }\n"
+    "LT_DEV float lt_g(const lt_bf16s *p, int64_t i) { return lt_bf16_to_f32(p[i].h); }\n"
+    "LT_DEV void lt_s(float *p, int64_t i, float v) { p[i] = v; }\n"
+    "LT_DEV void lt_s(double *p, int64_t i, double v) { p[i] = v; }\n"
+    "LT_DEV void lt_s(lt_f16s *p, int64_t i, float v) { p[i].h = lt_f32_to_f16(v); }\n"
+    "LT_DEV void lt_s(lt_bf16s *p, int64_t i, float v) { p[i].h = lt_f32_to_bf16(v); }\n"
+    "LT_DEV float lt_exp(float v) { return expf(v); }\n"
+    "LT_DEV double lt_exp(double v) { return exp(v); }\n"
+    "LT_DEV float lt_log(float v) { return logf(v); }\n"
+    "LT_DEV double lt_log(double v) { return log(v); }\n"
+    "LT_DEV float lt_erf(float v) { return erff(v); }\n"
+    "LT_DEV double lt_erf(double v) { return erf(v); }\n"
+    "LT_DEV float lt_tanh(float v) { return tanhf(v); }\n"
+    "LT_DEV double lt_tanh(double v) { return tanh(v); }\n"
+    "LT_DEV float lt_sqrt(float v) { return sqrtf(v); }\n"
+    "LT_DEV double lt_sqrt(double v) { return sqrt(v); }\n"
+    "template <typename T> LT_DEV T lt_inf() { return (T)INFINITY; }\n";
+
+const char *lathe_cuda_access_source(void) { return access_src; }
+
+int lathe_cuda_row_threads(int64_t len) {
+  int tpr = 1;
+  while (tpr < 1024 && (int64_t)tpr * 4 < len) tpr *= 2;
+  return tpr;
+}
+
+void lathe_cuda_row_grid(int64_t rows, int tpr, unsigned *blocks, unsigned *threads) {
+  unsigned th = tpr > 32 ? (unsigned)tpr : 256;
+  int64_t rpb = th / (unsigned)tpr, b = (rows + rpb - 1) / rpb;
+  if (b < 1) b = 1;
+  if (b > 65535 * 8) b = 65535 * 8;
+  *blocks = (unsigned)b;
+  *threads = th;
+}
+
+/* ---- activations (FusedDense, FusedQuantizedDense: as lathe:cpu, GELU exact) ---- */
+static const char activation_src[] =
+    "LT_DEV float lt_act(float v, int act) {\n"
+    "  switch (act) {\n"
+    "    case 1: return v * 0.5f * (1.0f + erff(v * 0.70710678118654752440f));\n"
+    "    case 2: return v < 0 ? 0.0f : v;\n"
+    "    case 3: return v / (1.0f + expf(-v));\n"
+    "    case 4: { float s = v * (float)(1.0 / 6.0) + 0.5f; return v * (s < 0 ? 0.0f : s > 1 ? 1.0f : s); }\n"
+    "    case 5: return tanhf(v);\n"
+    "    default: return v;\n"
+    "  }\n"
+    "}\n"
+    "LT_DEV double lt_act(double v, int act) {\n"
+    "  switch (act) {\n"
+    "    case 1: return v * 0.5 * (1.0 + erf(v * 0.70710678118654752440));\n"
+    "    case 2: return v < 0 ? 0.0 : v;\n"
+    "    case 3: return v / (1.0 + exp(-v));\n"
+    "    case 4: { double s = v * (1.0 / 6.0) + 0.5; return v * (s < 0 ? 0.0 : s > 1 ? 1.0 : s); }\n"
+    "    case 5: return tanh(v);\n"
+    "    default: return v;\n"
+    "  }\n"
+    "}\n";
+
+const char *lathe_cuda_activation_source(void) { return activation_src; }
+
+/* ---- sources for the NVRTC test ---- */
+void lathe_cuda_sources_gemm(lathe_cuda_source_fn fn, void *ctx) {
+  fn(ctx, "gemm tiled", tiled_src);
+  /* conversions: every dtype as a source and as a destination at least once, through the
+   * chains DotGeneral uses (operand -> accumulator -> compute type, result -> output) */
+  static const lathe_dtype paths[][3] = {
+      {LATHE_DTYPE_INT8, LATHE_DTYPE_INT32, LATHE_DTYPE_UINT32},
+      {LATHE_DTYPE_UINT16, LATHE_DTYPE_INT64, LATHE_DTYPE_UINT64},
+      {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_FLOAT16},
+      {LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT32},
+      {LATHE_DTYPE_FLOAT64, LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_BFLOAT16},
+      {LATHE_DTYPE_UINT32, LATHE_DTYPE_INT16, LATHE_DTYPE_INT4},
+      {LATHE_DTYPE_UINT64, LATHE_DTYPE_UINT8, LATHE_DTYPE_UINT2},
+      {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_COMPLEX64, LATHE_DTYPE_COMPLEX128},
+      {LATHE_DTYPE_COMPLEX128, LATHE_DTYPE_FLOAT64, LATHE_DTYPE_BOOL},
+      {LATHE_DTYPE_INT16, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_FLOAT32},
+      {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_INT32, LATHE_DTYPE_UINT32},
+      {LATHE_DTYPE_COMPLEX64, LATHE_DTYPE_COMPLEX64, LATHE_DTYPE_INT8},
+      {LATHE_DTYPE_UINT8, LATHE_DTYPE_UINT8, LATHE_DTYPE_UINT8},
+  };
+  for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
+    lt_text t = {0};
+    lathe_status_t st = lathe_cuda_cvt_source(&t, paths[i], 3);
+    lt_put(&t, "%s", convert_kernel);
+    char label[96];
+    snprintf(label, sizeof label, "convert %s -> %s -> %s", lathe_dtype_name(paths[i][0]), lathe_dtype_name(paths[i][1]),
+             lathe_dtype_name(paths[i][2]));
+    if (!st && !t.oom) fn(ctx, label, t.s);
+    lathe_status_free(st);
+    free(t.s);
+  }
+}

@@ -1,0 +1,112 @@
+/* gemm.h -- what the DOT, CONV and FUSED families of lathe:cuda share (gemm.c):
+ *  - conversion kernels generated from ew.def's ConvertDType expressions, so a value reaches an
+ *    accumulator or output dtype exactly as lathe:cpu converts it;
+ *  - strided-batched matrix products: cuBLASLt for the float dtypes, lathe's own tiled kernel
+ *    for integers (wrapping arithmetic) and wherever cuBLASLt cannot take the layout;
+ *  - block-wide reductions and scratch memory helpers.
+ * Pointers are device pointers; element offsets and strides count elements, not bytes. */
+#ifndef LATHE_CUDA_GEMM_H
+#define LATHE_CUDA_GEMM_H
+
+#include "cuda.h"
+
+/* ---- source text ---- */
+typedef struct lt_text {
+  char *s;
+  size_t n, cap;
+  bool oom;
+} lt_text;
+void lt_put(lt_text *t, const char *fmt, ...) LATHE_PRINTF(2, 3);
+
+/* The C type a dtype is stored as in kernels (sub-byte integers: their widened 8-bit type),
+ * and the type it computes in (Float16/BFloat16: float). NULL for an invalid dtype. */
+const char *lathe_cuda_storage_type(lathe_dtype dt);
+const char *lathe_cuda_compute_type(lathe_dtype dt);
+/* Sub-byte integers as kernels hold them (Int8/Uint8); other dtypes as they are. */
+lathe_dtype lathe_cuda_widened(lathe_dtype dt);
+
+/* Appends to t ew.c's helper prelude and the conversion along path[0] -> ... -> path[n_path-1]
+ * with ConvertDType's semantics (steps between equal dtypes are skipped; an intermediate
+ * Float16/BFloat16 is rounded as storing it would). It defines
+ *   typedef <storage of path[0]> lt_si; typedef <storage of the last, widened> lt_so;
+ *   typedef <compute types> lt_ci, lt_co;
+ *   lt_ci lt_ld(const lt_si *p, int64_t i);   lt_co lt_cv(lt_ci x);
+ *   void lt_st(lt_so *p, int64_t i, lt_co v);
+ * Sub-byte destinations keep their true width (the value wraps to it). */
+lathe_status_t lathe_cuda_cvt_source(lt_text *t, const lathe_dtype *path, int n_path);
+
+/* Scratch device memory of n elements of dt for the running execution (freed when its stream is
+ * done); *out_t (may be NULL) receives the tensor, borrowed: valid while the execution runs. */
+lathe_status_t lathe_cuda_scratch(lathe_cuda_exec *ex, lathe_dtype dt, int64_t n, lcuDeviceptr *out,
+                                  lathe_tensor **out_t);
+/* Zeroes nbytes at p on the execution's stream. */
+lathe_status_t lathe_cuda_zero(lathe_cuda_exec *ex, lcuDeviceptr p, size_t nbytes);
+/* Row-major lt_dims / lt_strides of a shape (a scalar is one element). */
+lt_dims_h lathe_cuda_dims(const lathe_shape *s);
+void lathe_cuda_row_strides(const lathe_shape *s, int64_t *st);
+
+/* out[i] = convert(in[base + offset(i)]) for i < n: offset(i) from dims/strides as in
+ * lathe_cuda_strided (NULL dims: contiguous, offset(i) = i), converted along path. */
+lathe_status_t lathe_cuda_convert(lathe_cuda_exec *ex, lcuDeviceptr in, lcuDeviceptr out, const lathe_dtype *path,
+                                  int n_path, int64_t n, const lt_dims_h *dims, const lt_strides_h *strides, int64_t base);
+
+/* ---- matrix products ----
+ * A matrix of a batch: element (b, i, j) at p + b * bs + i * rs + j * cs (elements of its dtype). */
+typedef struct lt_mat {
+  lcuDeviceptr p;
+  int64_t rs, cs, bs;
+} lt_mat;
+
+/* d[b] = a[b] . b[b] (m x k times k x n), or d[b] += a[b] . b[b] with accumulate, for b < batch.
+ * ab: the operands' dtype; d: the result's. cuBLASLt computes Float32 (TF32 only when the
+ * backend's tf32 option is on), Float16/BFloat16 (f32 accumulation; d Float32 or ab),
+ * Float64, Complex64, Complex128 (d = ab). Uint32/Uint64 (d = ab) run lathe's tiled kernel in
+ * wrapping arithmetic, as does any product cuBLASLt cannot lay out or has no algorithm for.
+ * k = 0 gives zeros (or leaves d as it is when accumulating). */
+typedef struct lt_gemm {
+  lathe_dtype ab, d;
+  int64_t batch, m, n, k;
+  lt_mat a, b, c; /* c: the result d */
+  bool accumulate;
+} lt_gemm;
+lathe_status_t lathe_cuda_gemm(lathe_cuda_exec *ex, const lt_gemm *g);
+/* Whether cuBLASLt reads a rows x cols matrix of strides rs, cs in place (one of them unit). */
+bool lathe_cuda_gemm_viewable(int64_t rows, int64_t cols, int64_t rs, int64_t cs);
+
+/* The CUDA source of the block reductions the fused kernels use (after the prelude):
+ *   T lt_row_sum(T v, int tpr, T *smem), T lt_row_max(T v, int tpr, T *smem)
+ * combine v over the tpr threads of a row: tpr a power of two; tpr <= 32 rows are aligned
+ * groups of lanes of a warp, tpr > 32 is the whole block (blockDim.x == tpr). smem holds 32
+ * values of T. Every thread of the row gets the result. Max propagates NaN. */
+const char *lathe_cuda_reduce_source(void);
+/* CUDA source of typed element access for the fused kernels: storage types lt_f16s / lt_bf16s
+ * (16-bit patterns), lt_ct<S>::T (the compute type: float for halves), lt_g(p, i) loads as the
+ * compute type, lt_s(p, i, v) stores (rounding halves), lt_exp / lt_log / lt_erf / lt_tanh /
+ * lt_sqrt for float and double, lt_inf<T>(). */
+const char *lathe_cuda_access_source(void);
+/* Threads per row (a power of two, 1..1024) for rows of len elements, and blocks x threads to
+ * cover rows with them. */
+int lathe_cuda_row_threads(int64_t len);
+void lathe_cuda_row_grid(int64_t rows, int tpr, unsigned *blocks, unsigned *threads);
+
+/* Sources of gemm.c for the NVRTC compile test. */
+void lathe_cuda_sources_gemm(lathe_cuda_source_fn fn, void *ctx);
+
+/* ---- the FUSED family's parts (attention.c, quantized.c) ---- */
+bool lathe_cuda_attention_op(lathe_op op);
+lathe_status_t lathe_cuda_run_attention(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in,
+                                        lathe_tensor **out);
+void lathe_cuda_sources_attention(lathe_cuda_source_fn fn, void *ctx);
+lathe_status_t lathe_cuda_run_quantized(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in,
+                                        lathe_tensor **out);
+void lathe_cuda_sources_quantized(lathe_cuda_source_fn fn, void *ctx);
+/* y[r, j] = act(acc[r, j] + bias[j]) for a contiguous [m, n] result: acc of dtype acc_dt
+ * (Float32 for half outputs, else out_dt), y of out_dt (may be acc itself), bias of out_dt
+ * (0: none). */
+lathe_status_t lathe_cuda_dense_epilogue(lathe_cuda_exec *ex, lathe_dtype out_dt, lcuDeviceptr acc, lcuDeviceptr y,
+                                         lcuDeviceptr bias, int64_t m, int64_t n, int act);
+/* The activation of FusedDense / FusedQuantizedDense as CUDA source: `T lt_act(T v, int act)`
+ * for T float and double (LATHE_ACTIVATION_* values), exact GELU. */
+const char *lathe_cuda_activation_source(void);
+
+#endif
