@@ -297,6 +297,15 @@ static void bury(lathe_cuda_exec *ex, lathe_tensor *t) {
 }
 
 lathe_status_t lathe_cuda_exec_tensor(lathe_cuda_exec *ex, const lathe_shape *shape, lathe_tensor **out) {
+  /* Room for the execution's reference first: callers drop theirs at once, so that reference is
+   * what keeps the memory alive until the stream is done (bury's fallback would free it early). */
+  if (ex->n_dead == ex->cap_dead) {
+    int nc = ex->cap_dead ? 2 * ex->cap_dead : 64;
+    lathe_tensor **n = realloc(ex->dead, sizeof *n * (size_t)nc);
+    if (!n) return LATHE_OOM("lathe:cuda: scratch tensor");
+    ex->dead = n;
+    ex->cap_dead = nc;
+  }
   lathe_tensor *t;
   LATHE_RETURN_IF_ERROR(lathe_cuda_tensor_new(ex->d, shape, &t));
   lathe_tensor_retain(t);
