@@ -18,4 +18,3 @@
 PENDING(dot)
 PENDING(conv)
 PENDING(fused)
-PENDING(collective)
