@@ -243,6 +243,10 @@ static lathe_status_t all_reduce(lathe_cuda_exec *ex, const lathe_node *n, lathe
     lathe_status_t end = nccl_error(api, api->ncclGroupEnd(), "ncclGroupEnd");
     if (!st) st = end;
     else lathe_status_free(end);
+    /* NCCL switches devices as it goes; the execution's context again */
+    lathe_status_t use = lathe_cuda_use(lathe_cuda_exec_dev(ex));
+    if (!st) st = use;
+    else lathe_status_free(use);
   }
   for (int k = 0; !st && k < n->n_operands; k++)
     if (flags[k])

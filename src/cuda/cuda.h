@@ -169,6 +169,9 @@ lathe_status_t lathe_cuda_execute_now(void *ctx, lathe_plan *plan, const lathe_l
 lathe_collective *lathe_cuda_exec_group(lathe_cuda_exec *ex, int *out_replica);
 /* SPMD worker threads (spmd.c): whether the caller is one of cu's; stops and joins them. */
 bool lathe_cuda_spmd_is_worker(lathe_cuda *cu);
+/* The owner key of the mark SPMD launches put on their outputs' event (lathe_event_native): work
+ * that d's worker has queued, or will have queued before its next launch, on d's SPMD stream. */
+static inline const void *lathe_cuda_spmd_key(const cuda_dev *d) { return &d->streams; }
 void lathe_cuda_spmd_stop(lathe_cuda *cu);
 /* Destroys the cached NCCL communicators (collective.c; at backend teardown). */
 void lathe_cuda_nccl_release(lathe_cuda *cu);

@@ -693,6 +693,8 @@ lathe_status_t lathe_cuda_execute_now(void *ctx, lathe_plan *plan, const lathe_l
       st = lathe_tensor_wait(l->inputs[i]);
       continue;
     }
+    /* made by an earlier SPMD launch of this GPU's worker: queued already, on this same stream */
+    if (l->group && lathe_event_native(ev, lathe_cuda_spmd_key(ex->d))) continue;
     native_event *native = lathe_event_native(ev, ex->d);
     st = native ? lathe_cuda_error(api, api->cuStreamWaitEvent(ex->stream, native->ev, 0), "Execute: cuStreamWaitEvent")
                 : lathe_tensor_wait(l->inputs[i]);

@@ -161,6 +161,9 @@ lathe_status_t lathe_cuda_execute(void *ctx, lathe_plan *plan, const lathe_launc
   j->l.inputs = j->inputs;
   j->l.outputs = j->outputs;
   for (int i = 0; i < l->n_inputs; i++) j->inputs[i] = l->inputs[i];
+  /* later SPMD launches of this GPU need not wait on the host: they follow on the same stream */
+  const void *key = lathe_cuda_spmd_key(&cu->devs[l->device]);
+  lathe_event_set_native(j->done, key, (void *)key, NULL);
   for (int k = 0; k < l->n_outputs; k++) {
     j->outputs[k] = lathe_tensor_retain(l->outputs[k]);
     atomic_store(&l->outputs[k]->ready, lathe_event_retain(j->done));
