@@ -37,15 +37,30 @@ struct cuda_spmd {
 /* made on first need; creation is rare, one lock for every backend is enough */
 static pthread_mutex_t make_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static void run_job(spmd_queue *q, spmd_job *j) {
-  lathe_status_t st = lathe_cuda_execute_now(q->cu, j->plan, &j->l, j->done); /* signals j->done */
-  lathe_status_free(st);
-  lathe_event_release(j->done);
-  /* the last output reference may take the backend with it (see destroy in device.c) */
+/* Once the job's work is done: its output references go (the last may take the backend with
+ * it: see destroy in device.c). */
+static void job_done(void *arg, lathe_status_t st) {
+  (void)st;
+  spmd_job *j = arg;
   for (int k = 0; k < j->l.n_outputs; k++) lathe_tensor_release(j->outputs[k]);
   free(j->inputs);
   free(j->outputs);
   free(j);
+}
+
+static void run_job(spmd_queue *q, spmd_job *j) {
+  lathe_event *done = j->done;
+  lathe_status_t st = lathe_cuda_execute_now(q->cu, j->plan, &j->l, done); /* signals done */
+  lathe_status_free(st);
+  /* the outputs' memory stays ours until the stream has written it, even if the caller frees
+   * the buffers at once */
+  st = lathe_event_on_ready(done, job_done, j);
+  if (st) { /* out of memory: wait here instead */
+    lathe_status_free(st);
+    lathe_status_free(lathe_event_wait(done));
+    job_done(j, NULL);
+  }
+  lathe_event_release(done);
 }
 
 static void *worker(void *arg) {
