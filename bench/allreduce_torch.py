@@ -45,7 +45,9 @@ def main():
     max_mb = int(sys.argv[2]) if len(sys.argv) > 2 else 1024
     if torch.cuda.device_count() < N_DEV:
         sys.exit(f"allreduce_torch: {torch.cuda.device_count()} GPU(s), the benchmark needs {N_DEV}")
-    print(f"# torch {torch.__version__}, NCCL {'.'.join(map(str, nccl.version()))}, {repeats} repeats", flush=True)
+    v = nccl.version()  # a tuple in recent PyTorch, an int in older ones
+    v = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+    print(f"# torch {torch.__version__}, NCCL {v}, {repeats} repeats", flush=True)
     mb = 1
     while mb <= max_mb:
         nbytes = mb << 20

@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "4fae0f7bed012abd8a0d624ebde0bbf8"
+const engineSourcesHash = "728057799c802cbe2e3cd22639343011"

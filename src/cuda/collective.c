@@ -11,7 +11,8 @@
  * half arithmetic (rounding may differ from the CPU's float accumulation), complex sums as pairs
  * of reals. NCCL's max and min drop NaN (fmax), lathe's propagate it: for floats a NaN flag per
  * element is max-reduced with the values and the elements it marks become NaN. Int16/Uint16 (no
- * NCCL type) and complex products are UNIMPLEMENTED. */
+ * NCCL type) reduce widened to Int32 (sign- or zero-extended: sums and products keep their low 16
+ * bits exact, max and min their order) and are narrowed back. Complex products are UNIMPLEMENTED. */
 #include <stdio.h>
 
 #include "cuda.h"
@@ -108,7 +109,7 @@ static int nccl_type(lathe_dtype dt) {
   switch (dt) {
     case LATHE_DTYPE_INT8: return LNCCL_INT8;
     case LATHE_DTYPE_UINT8: return LNCCL_UINT8;
-    case LATHE_DTYPE_INT32: return LNCCL_INT32;
+    case LATHE_DTYPE_INT32: case LATHE_DTYPE_INT16: case LATHE_DTYPE_UINT16: return LNCCL_INT32; /* 16: widened */
     case LATHE_DTYPE_UINT32: return LNCCL_UINT32;
     case LATHE_DTYPE_INT64: return LNCCL_INT64;
     case LATHE_DTYPE_UINT64: return LNCCL_UINT64;
@@ -139,7 +140,33 @@ static const char *nan_source =
     NAN_SRC(f32, uint32_t, 0x7fffffffu, 0x7f800000u, 0x7fc00000u)
     NAN_SRC(f64, uint64_t, 0x7fffffffffffffffull, 0x7ff0000000000000ull, 0x7ff8000000000000ull);
 
-void lathe_cuda_sources_collective(lathe_cuda_source_fn fn, void *ctx) { fn(ctx, "AllReduce NaN flags", nan_source); }
+/* 16-bit integers to Int32 and back (wide[i] = x[i] extended; x[i] = low 16 bits of wide[i]) */
+static const char *wide_source =
+    "extern \"C\" __global__ void lt_ar_widen_s16(const int16_t *x, int32_t *w, int64_t n) {\n"
+    "  LT_LOOP(i, n) w[i] = (int32_t)x[i];\n"
+    "}\n"
+    "extern \"C\" __global__ void lt_ar_widen_u16(const uint16_t *x, int32_t *w, int64_t n) {\n"
+    "  LT_LOOP(i, n) w[i] = (int32_t)x[i];\n"
+    "}\n"
+    "extern \"C\" __global__ void lt_ar_narrow_16(const int32_t *w, uint16_t *x, int64_t n) {\n"
+    "  LT_LOOP(i, n) x[i] = (uint16_t)(uint32_t)w[i];\n"
+    "}\n";
+
+void lathe_cuda_sources_collective(lathe_cuda_source_fn fn, void *ctx) {
+  fn(ctx, "AllReduce NaN flags", nan_source);
+  fn(ctx, "AllReduce 16-bit integers", wide_source);
+}
+
+static lathe_status_t wide_kernel(lathe_cuda_exec *ex, const char *name, lcuDeviceptr a, lcuDeviceptr b, int64_t n) {
+  lcuFunction fn;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), wide_source, name, &fn));
+  unsigned blocks, threads;
+  lathe_cuda_grid(n, &blocks, &threads);
+  void *args[] = {&a, &b, &n};
+  return lathe_cuda_launch(ex, fn, blocks, threads, 0, args);
+}
+
+static bool is16(lathe_dtype dt) { return dt == LATHE_DTYPE_INT16 || dt == LATHE_DTYPE_UINT16; }
 
 static const char *nan_suffix(lathe_dtype dt) {
   switch (dt) {
@@ -213,30 +240,41 @@ static lathe_status_t all_reduce(lathe_cuda_exec *ex, const lathe_node *n, lathe
   lncclComm comm = s->comms[rank];
   lcuStream stream = lathe_cuda_exec_stream(ex);
   bool minmax = op == LNCCL_MAX || op == LNCCL_MIN;
-  /* NaN flags for float max/min, made before the group call that reduces them with the values */
-  lathe_tensor *flags_s[8] = {0}, **flags = n->n_operands <= 8 ? flags_s : calloc((size_t)n->n_operands, sizeof *flags);
-  if (!flags) return LATHE_OOM("AllReduce");
+  /* per operand: NaN flags for float max/min, or the Int32 copy of a 16-bit integer operand --
+   * made before the group call that reduces them */
+  int no = n->n_operands;
+  lathe_tensor *aux_s[8] = {0}, **aux = no <= 8 ? aux_s : calloc((size_t)no, sizeof *aux);
+  if (!aux) return LATHE_OOM("AllReduce");
   lathe_status_t st = NULL;
-  for (int k = 0; !st && minmax && k < n->n_operands; k++) {
+  for (int k = 0; !st && k < no; k++) {
+    lathe_dtype dt = in[k]->shape.dtype;
     int64_t count = lathe_shape_num_elements(&in[k]->shape);
-    if (!nan_suffix(in[k]->shape.dtype) || count == 0) continue;
-    lathe_shape fs;
-    memset(&fs, 0, sizeof fs);
-    fs.dtype = LATHE_DTYPE_UINT8;
-    fs.rank = 1;
-    fs.dims[0] = count;
-    st = lathe_cuda_exec_tensor(ex, &fs, &flags[k]);
-    if (!st) st = nan_kernel(ex, "flag", in[k]->shape.dtype, lathe_cuda_ptr(in[k]), lathe_cuda_ptr(flags[k]), count);
+    if (count == 0 || !(is16(dt) || (minmax && nan_suffix(dt)))) continue;
+    lathe_shape as;
+    memset(&as, 0, sizeof as);
+    as.dtype = is16(dt) ? LATHE_DTYPE_INT32 : LATHE_DTYPE_UINT8;
+    as.rank = 1;
+    as.dims[0] = count;
+    st = lathe_cuda_exec_tensor(ex, &as, &aux[k]);
+    if (!st && is16(dt))
+      st = wide_kernel(ex, dt == LATHE_DTYPE_INT16 ? "lt_ar_widen_s16" : "lt_ar_widen_u16", lathe_cuda_ptr(in[k]),
+                       lathe_cuda_ptr(aux[k]), count);
+    else if (!st)
+      st = nan_kernel(ex, "flag", dt, lathe_cuda_ptr(in[k]), lathe_cuda_ptr(aux[k]), count);
   }
   if (!st) st = nccl_error(api, api->ncclGroupStart(), "ncclGroupStart");
   if (!st) {
-    for (int k = 0; !st && k < n->n_operands; k++) {
+    for (int k = 0; !st && k < no; k++) {
       lathe_dtype dt = in[k]->shape.dtype;
       size_t count = (size_t)lathe_shape_num_elements(&in[k]->shape) * (lathe_dtype_is_complex(dt) ? 2 : 1);
       if (count == 0) continue;
+      if (is16(dt)) { /* in place on the wide copy */
+        st = nccl_error(api, api->ncclAllReduce(aux[k]->data, aux[k]->data, count, LNCCL_INT32, op, comm, stream), "ncclAllReduce");
+        continue;
+      }
       st = nccl_error(api, api->ncclAllReduce(in[k]->data, out[k]->data, count, nccl_type(dt), op, comm, stream), "ncclAllReduce");
-      if (!st && flags[k])
-        st = nccl_error(api, api->ncclAllReduce(flags[k]->data, flags[k]->data, count, LNCCL_UINT8, LNCCL_MAX, comm, stream),
+      if (!st && aux[k])
+        st = nccl_error(api, api->ncclAllReduce(aux[k]->data, aux[k]->data, count, LNCCL_UINT8, LNCCL_MAX, comm, stream),
                         "ncclAllReduce");
     }
     /* the group ends whatever happened inside it (NCCL requires the pairing) */
@@ -248,12 +286,15 @@ static lathe_status_t all_reduce(lathe_cuda_exec *ex, const lathe_node *n, lathe
     if (!st) st = use;
     else lathe_status_free(use);
   }
-  for (int k = 0; !st && k < n->n_operands; k++)
-    if (flags[k])
-      st = nan_kernel(ex, "set", in[k]->shape.dtype, lathe_cuda_ptr(out[k]), lathe_cuda_ptr(flags[k]),
-                      lathe_shape_num_elements(&in[k]->shape));
-  for (int k = 0; k < n->n_operands; k++) lathe_tensor_release(flags[k]);
-  if (flags != flags_s) free(flags);
+  for (int k = 0; !st && k < no; k++) {
+    if (!aux[k]) continue;
+    int64_t count = lathe_shape_num_elements(&in[k]->shape);
+    st = is16(in[k]->shape.dtype)
+             ? wide_kernel(ex, "lt_ar_narrow_16", lathe_cuda_ptr(aux[k]), lathe_cuda_ptr(out[k]), count)
+             : nan_kernel(ex, "set", in[k]->shape.dtype, lathe_cuda_ptr(out[k]), lathe_cuda_ptr(aux[k]), count);
+  }
+  for (int k = 0; k < no; k++) lathe_tensor_release(aux[k]);
+  if (aux != aux_s) free(aux);
   return st;
 }
 

@@ -1,8 +1,8 @@
 /* test_cuda_collective.c -- AllReduce over several GPUs on lathe:cuda (NCCL) against
- * lathe:cpu,devices=N: every reduction over the dtypes NCCL has, sizes 0, 1, 1000 and 2^20, NaN
- * under max/min, replica groups (singletons are copies), two AllReduces with compute between,
- * the same executable run again (cached communicators), the device assignment reversed, and a
- * one-replica program. SKIP with fewer than 2 GPUs. The message when NCCL is missing is checked
+ * lathe:cpu,devices=N: every reduction over the dtypes NCCL has and Int16/Uint16 (widened),
+ * sizes 0, 1, 1000 and 2^20, NaN under max/min, replica groups (singletons are copies), two
+ * AllReduces with compute between, the same executable run again (cached communicators), the
+ * device assignment reversed, and a one-replica program. SKIP with fewer than 2 GPUs. The message when NCCL is missing is checked
  * everywhere (a child process pointing LATHE_NCCL_LIBRARY at no file). */
 #include <sys/wait.h>
 #include <unistd.h>
@@ -126,7 +126,7 @@ TEST(cuda_all_reduce_ops_dtypes_sizes) {
   if (!two_gpus()) SKIP("fewer than 2 GPUs");
   const lathe_dtype dts[] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_INT32,  LATHE_DTYPE_INT64,
                              LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_FLOAT64, LATHE_DTYPE_INT8, LATHE_DTYPE_UINT8,
-                             LATHE_DTYPE_UINT32, LATHE_DTYPE_UINT64};
+                             LATHE_DTYPE_UINT32, LATHE_DTYPE_UINT64, LATHE_DTYPE_INT16, LATHE_DTYPE_UINT16};
   const int64_t sizes[] = {0, 1, 1000, 1 << 20};
   for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
     for (int o = 0; o < 4; o++)
@@ -147,7 +147,6 @@ TEST(cuda_all_reduce_ops_dtypes_sizes) {
 
 TEST(cuda_all_reduce_unimplemented) {
   if (!two_gpus()) SKIP("fewer than 2 GPUs");
-  CHECK(!lathe_cuda_supports_collective(LATHE_OP_ALL_REDUCE, LATHE_DTYPE_INT16), "Int16 is not offered");
   CHECK(!lathe_cuda_supports_collective(LATHE_OP_ALL_REDUCE, LATHE_DTYPE_BOOL), "Bool is not offered");
   lathe_shape s = TST_SHAPE(LATHE_DTYPE_COMPLEX64, 4);
   ar_prog p = {.op = LATHE_OP_REDUCE_PRODUCT};
