@@ -6,8 +6,15 @@
 #
 #   make bench && bench/allreduce.sh [rounds (2)] [repeats (20)] [max MB (1024)]
 #
-# lathe finds NCCL as libnccl.so.2 on the library path, or LATHE_NCCL_LIBRARY; NVRTC as usual.
+# Both use the same NCCL: unless LATHE_NCCL_LIBRARY is set, lathe is pointed at the libnccl.so.2
+# of PyTorch's nvidia-nccl wheel when there is one (else lathe finds libnccl.so.2 on the library
+# path). NVRTC as usual.
 set -eu
+if [ -z "${LATHE_NCCL_LIBRARY:-}" ]; then
+  dir=$(python3 -c 'import nvidia.nccl as m; print(list(m.__path__)[0])' 2>/dev/null || true)
+  if [ -n "$dir" ] && [ -f "$dir/lib/libnccl.so.2" ]; then export LATHE_NCCL_LIBRARY="$dir/lib/libnccl.so.2"; fi
+fi
+echo "# lathe's NCCL: ${LATHE_NCCL_LIBRARY:-libnccl.so.2 from the library path}" >&2
 ROUNDS=${1:-2}
 REPEATS=${2:-20}
 MAXMB=${3:-1024}

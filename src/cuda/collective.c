@@ -217,9 +217,6 @@ static lathe_status_t all_reduce(lathe_cuda_exec *ex, const lathe_node *n, lathe
   lathe_op red = lathe_attr_all_reduce_reduction(n);
   int op = red == LATHE_OP_REDUCE_SUM ? LNCCL_SUM : red == LATHE_OP_REDUCE_PRODUCT ? LNCCL_PROD
          : red == LATHE_OP_REDUCE_MAX ? LNCCL_MAX : LNCCL_MIN;
-  const lcu_api *api;
-  int version = 0;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_load_nccl(&api, &version));
   for (int k = 0; k < n->n_operands; k++) {
     lathe_dtype dt = in[k]->shape.dtype;
     if (nccl_type(dt) < 0)
@@ -227,9 +224,13 @@ static lathe_status_t all_reduce(lathe_cuda_exec *ex, const lathe_node *n, lathe
     if (lathe_dtype_is_complex(dt) && op != LNCCL_SUM)
       return LATHE_UNIMPL("AllReduce: %s of %s is not implemented on lathe:cuda (NCCL reduces complex values only as "
                           "sums of their parts)", lathe_op_name(red), lathe_dtype_name(dt));
-    if (dt == LATHE_DTYPE_BFLOAT16 && version && version < 21000)
-      return LATHE_UNIMPL("AllReduce: BFloat16 needs NCCL 2.10 or newer (this is %d)", version);
   }
+  const lcu_api *api;
+  int version = 0;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_load_nccl(&api, &version));
+  for (int k = 0; k < n->n_operands; k++)
+    if (in[k]->shape.dtype == LATHE_DTYPE_BFLOAT16 && version && version < 21000)
+      return LATHE_UNIMPL("AllReduce: BFloat16 needs NCCL 2.10 or newer (this is %d)", version);
   int rank = 0;
   for (int q = 0; q < m; q++) {
     devs[q] = g->devices[members[q]];
