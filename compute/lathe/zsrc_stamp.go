@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "bdfbb2784a3b8188600422502f52d56b"
+const engineSourcesHash = "e8b64cf4cd94c1c5fc13767fb31ff9e6"

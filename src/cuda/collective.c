@@ -9,7 +9,7 @@
  *
  * Semantics are lathe:cpu's (src/cpu/collective.c): integers wrap, halves reduce through NCCL's
  * half arithmetic (rounding may differ from the CPU's float accumulation), complex sums as pairs
- * of reals. NCCL's max and min drop NaN (fmax), lathe's propagate it: for floats a NaN flag per
+ * of reals. NCCL's max and min need not propagate NaN, lathe's do: for floats a NaN flag per
  * element is max-reduced with the values and the elements it marks become NaN. Int16/Uint16 (no
  * NCCL type) reduce widened to Int32 (sign- or zero-extended: sums and products keep their low 16
  * bits exact, max and min their order) and are narrowed back. Complex products are UNIMPLEMENTED. */
