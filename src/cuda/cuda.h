@@ -25,6 +25,9 @@ lathe_status_t lathe_cuda_load(const lcu_api **out);
 /* NVRTC alone (compiling kernels needs no GPU: tests use this). */
 lathe_status_t lathe_cuda_load_nvrtc(const lcu_api **out);
 bool lathe_cuda_have_cufft(void);
+/* NCCL (libnccl.so.2, or the file LATHE_NCCL_LIBRARY names), or UNAVAILABLE saying how to get it;
+ * *version as NCCL_VERSION_CODE (21903 for 2.19.3). Needs no GPU. */
+lathe_status_t lathe_cuda_load_nccl(const lcu_api **out, int *version);
 /* Driver and NVRTC versions as 1000 * major + 10 * minor (0 when not loaded). */
 void lathe_cuda_versions(int *driver, int *nvrtc);
 /* A status for CUDA error r during `what` (NULL for success); out of memory is RESOURCE_EXHAUSTED. */
@@ -85,6 +88,8 @@ typedef struct lathe_cuda {
   bool tf32; /* Float32 products may use TF32 tensor cores (option tf32=1; off by default) */
   bool fuse;
   char description[256];
+  struct cuda_spmd *spmd; /* SPMD worker threads, made on first need (spmd.c) */
+  struct nccl_set *nccl;  /* NCCL communicators by device list (collective.c) */
 } lathe_cuda;
 
 extern const lathe_device_i lathe_cuda_device;
@@ -154,7 +159,23 @@ lathe_status_t lathe_cuda_read(lathe_cuda_exec *ex, const lathe_tensor *t, void 
 
 lathe_status_t lathe_cuda_compile(void *ctx, const lathe_program *program, lathe_plan **out);
 void lathe_cuda_plan_free(void *ctx, lathe_plan *plan);
+/* The device's execute: a launch with a group (an SPMD replica) goes to its device's worker
+ * thread (spmd.c), any other runs lathe_cuda_execute_now on the calling thread. */
 lathe_status_t lathe_cuda_execute(void *ctx, lathe_plan *plan, const lathe_launch *launch);
+/* Queues a launch's work on its device's stream from this thread. given: NULL, or an event the
+ * outputs already carry (shared), which this then signals exactly once, with the error if it
+ * fails (the outputs then get no native CUDA event). */
+lathe_status_t lathe_cuda_execute_now(void *ctx, lathe_plan *plan, const lathe_launch *launch, lathe_event *given);
+/* SPMD: the execution's replicas (NULL for a single-device run) and this run's replica. */
+lathe_collective *lathe_cuda_exec_group(lathe_cuda_exec *ex, int *out_replica);
+/* SPMD worker threads (spmd.c): whether the caller is one of cu's; stops and joins them. */
+bool lathe_cuda_spmd_is_worker(lathe_cuda *cu);
+/* The owner key of the mark SPMD launches put on their outputs' event (lathe_event_native): work
+ * that d's worker has queued, or will have queued before its next launch, on d's SPMD stream. */
+static inline const void *lathe_cuda_spmd_key(const cuda_dev *d) { return &d->streams; }
+void lathe_cuda_spmd_stop(lathe_cuda *cu);
+/* Destroys the cached NCCL communicators (collective.c; at backend teardown). */
+void lathe_cuda_nccl_release(lathe_cuda *cu);
 bool lathe_cuda_supports_op(lathe_op op, lathe_dtype dtype);
 lathe_status_t lathe_cuda_run_kernel(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out);
 

@@ -1,4 +1,4 @@
-/* cuda_api.h -- the parts of the CUDA driver, NVRTC, cuBLASLt and cuFFT APIs lathe calls, declared
+/* cuda_api.h -- the parts of the CUDA driver, NVRTC, cuBLASLt, cuFFT and NCCL APIs lathe calls, declared
  * here so that lathe builds with no CUDA SDK: the libraries are opened with dlopen at run time
  * (loader.c). Names carry an `lcu` prefix so that this header can sit beside NVIDIA's own headers
  * in abi_check.c, which checks every value below against them where the SDK exists. */
@@ -119,6 +119,24 @@ enum { /* cufftType */
   LCUFFT_Z2Z = 0x69,
 };
 enum { LCUFFT_FORWARD = -1, LCUFFT_INVERSE = 1 };
+
+/* ---- NCCL (the stable 2.x ABI: enums are ints, a communicator a pointer) ---- */
+typedef int lncclResult;
+typedef struct lncclComm *lncclComm;
+enum { LNCCL_SUCCESS = 0 };
+enum { /* ncclDataType_t */
+  LNCCL_INT8 = 0,
+  LNCCL_UINT8 = 1,
+  LNCCL_INT32 = 2,
+  LNCCL_UINT32 = 3,
+  LNCCL_INT64 = 4,
+  LNCCL_UINT64 = 5,
+  LNCCL_FLOAT16 = 6,
+  LNCCL_FLOAT32 = 7,
+  LNCCL_FLOAT64 = 8,
+  LNCCL_BFLOAT16 = 9, /* NCCL 2.10 and newer */
+};
+enum { LNCCL_SUM = 0, LNCCL_PROD = 1, LNCCL_MAX = 2, LNCCL_MIN = 3 }; /* ncclRedOp_t */
 
 /* ---- the symbol table: one function pointer per entry of cuda_symbols.def ---- */
 #define LATHE_CU_SYM(lib, ret, name, params) typedef ret(*lcu_pfn_##name) params;

@@ -233,6 +233,8 @@ static lathe_status_t dev_init(lathe_cuda *cu, cuda_dev *d, int ordinal, int gpu
 
 static void *destroy_now(void *ctx) {
   lathe_cuda *cu = ctx;
+  lathe_cuda_spmd_stop(cu);
+  lathe_cuda_nccl_release(cu);
   for (int i = 0; cu->devs && i < cu->n_devices; i++) dev_destroy(&cu->devs[i]);
   free(cu->devs);
   free(cu);
@@ -246,6 +248,7 @@ static void destroy(void *ctx) {
   bool on_own_thread = false;
   for (int i = 0; cu->devs && i < cu->n_devices; i++)
     on_own_thread |= cu->devs[i].done_started && pthread_equal(cu->devs[i].done_thread, pthread_self());
+  on_own_thread |= lathe_cuda_spmd_is_worker(cu);
   pthread_t t;
   if (on_own_thread) {
     if (pthread_create(&t, NULL, destroy_now, cu) == 0) pthread_detach(t);

@@ -255,7 +255,15 @@ struct lathe_cuda_exec {
   lathe_tensor *err_word;
   char *err_msgs[8];
   int n_err_msgs;
+  /* SPMD: this run's replica and the execution's replicas (a reference; NULL otherwise) */
+  int replica;
+  lathe_collective *group;
 };
+
+lathe_collective *lathe_cuda_exec_group(lathe_cuda_exec *ex, int *out_replica) {
+  *out_replica = ex->replica;
+  return ex->group;
+}
 
 cuda_dev *lathe_cuda_exec_dev(lathe_cuda_exec *ex) { return ex->d; }
 lcuStream lathe_cuda_exec_stream(lathe_cuda_exec *ex) { return ex->stream; }
@@ -643,6 +651,7 @@ static void finish(void *arg, lathe_status_t st) {
   for (int i = 0; i < ex->n_inputs; i++) lathe_tensor_release(ex->inputs[i]);
   if (ex->arenas) arenas_give_back(ex->plan, ex->arenas);
   if (ex->ev && !ex->ev_owned) ex->cu->api->cuEventDestroy(ex->ev);
+  lathe_collective_release(ex->group);
   ex->release(ex->token);
   lathe_event_signal(ex->done, st);
   lathe_event_release(ex->done);
@@ -651,7 +660,11 @@ static void finish(void *arg, lathe_status_t st) {
   free(ex);
 }
 
-lathe_status_t lathe_cuda_execute(void *ctx, lathe_plan *plan, const lathe_launch *l) {
+static lathe_status_t copy_status(lathe_status_t st) {
+  return st ? lathe_status_new(lathe_status_code_of(st), "%s", lathe_status_message(st)) : NULL;
+}
+
+lathe_status_t lathe_cuda_execute_now(void *ctx, lathe_plan *plan, const lathe_launch *l, lathe_event *given) {
   lathe_cuda *cu = ctx;
   const lcu_api *api = cu->api;
   lathe_cuda_exec *ex = calloc(1, sizeof *ex);
@@ -662,15 +675,24 @@ lathe_status_t lathe_cuda_execute(void *ctx, lathe_plan *plan, const lathe_launc
     ex->plan = plan;
     ex->release = l->release;
     ex->token = l->token;
+    ex->replica = l->replica;
+    ex->group = l->group;
+    ex->done = lathe_event_retain(given);
     ex->n_inputs = l->n_inputs;
     ex->inputs = malloc(sizeof(lathe_tensor *) * (size_t)(l->n_inputs + 1));
-    if (!ex->inputs) st = LATHE_OOM("Execute");
+    if (!ex->inputs) { /* nothing to keep them in: let them go now */
+      for (int i = 0; i < l->n_inputs; i++) lathe_tensor_release(l->inputs[i]);
+      ex->n_inputs = 0;
+      st = LATHE_OOM("Execute");
+    }
     for (int i = 0; !st && i < l->n_inputs; i++) ex->inputs[i] = l->inputs[i];
   }
   if (!st) st = lathe_cuda_use(ex->d);
   if (!st) {
-    ex->stream = ex->d->streams[atomic_fetch_add(&ex->d->next_stream, 1) % (unsigned)ex->d->n_streams];
-    st = lathe_event_new(&ex->done);
+    /* SPMD runs keep to one stream per device, so that their collectives run in launch order */
+    ex->stream = l->group ? ex->d->streams[0]
+                          : ex->d->streams[atomic_fetch_add(&ex->d->next_stream, 1) % (unsigned)ex->d->n_streams];
+    if (!ex->done) st = lathe_event_new(&ex->done);
   }
   /* inputs still being computed: a CUDA event of this device is waited for on the stream; any
    * other (another GPU, the host) on the host */
@@ -680,6 +702,8 @@ lathe_status_t lathe_cuda_execute(void *ctx, lathe_plan *plan, const lathe_launc
       st = lathe_tensor_wait(l->inputs[i]);
       continue;
     }
+    /* made by an earlier SPMD launch of this GPU's worker: queued already, on this same stream */
+    if (l->group && lathe_event_native(ev, lathe_cuda_spmd_key(ex->d))) continue;
     native_event *native = lathe_event_native(ev, ex->d);
     st = native ? lathe_cuda_error(api, api->cuStreamWaitEvent(ex->stream, native->ev, 0), "Execute: cuStreamWaitEvent")
                 : lathe_tensor_wait(l->inputs[i]);
@@ -705,27 +729,30 @@ lathe_status_t lathe_cuda_execute(void *ctx, lathe_plan *plan, const lathe_launc
   if (st) {
     if (ex && ex->stream) api->cuStreamSynchronize(ex->stream); /* launches already queued must end first */
     if (ex && ex->done) {
-      finish(ex, NULL); /* nothing waits on its event: no output has it */
-    } else if (ex) {
+      finish(ex, copy_status(given ? st : NULL)); /* without `given`, nothing waits on the event */
+    } else if (ex) { /* ex->done is NULL: no `given` */
       for (int i = 0; i < ex->n_inputs; i++) lathe_tensor_release(ex->inputs[i]);
+      lathe_collective_release(l->group);
       l->release(l->token);
       free(ex->inputs);
       free(ex);
     } else {
       for (int i = 0; i < l->n_inputs; i++) lathe_tensor_release(l->inputs[i]);
+      lathe_collective_release(l->group);
       l->release(l->token);
+      if (given) lathe_event_signal(given, copy_status(st));
     }
     return st;
   }
   /* the outputs' event: signalled by the completion thread; the CUDA event lets later work on
    * this device wait on the GPU instead of the host */
-  native_event *nat = malloc(sizeof *nat);
+  native_event *nat = given ? NULL : malloc(sizeof *nat); /* `given` is shared already */
   if (nat) {
     nat->api = api;
     nat->ev = ex->ev;
     ex->ev_owned = true;
     lathe_event_set_native(ex->done, ex->d, nat, free_native_event);
   }
-  for (int k = 0; k < l->n_outputs; k++) atomic_store(&l->outputs[k]->ready, lathe_event_retain(ex->done));
+  for (int k = 0; k < l->n_outputs && !given; k++) atomic_store(&l->outputs[k]->ready, lathe_event_retain(ex->done));
   return lathe_cuda_when_done(ex->d, ex->ev, finish, ex);
 }

@@ -1,6 +1,6 @@
 /* loader.c -- opens the CUDA libraries with dlopen, once per process: libcuda.so.1 (driver entry
  * points pinned to LCU_API_VERSION through cuGetProcAddress), NVRTC (13, else 12), cuBLASLt (13,
- * else 12) and cuFFT (optional). A missing library is UNAVAILABLE with a message that says what
+ * else 12), cuFFT and NCCL (both optional). A missing library is UNAVAILABLE with a message that says what
  * to install; nothing is printed. */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
@@ -13,11 +13,11 @@
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static lcu_api api;
 /* per library: 0 not tried, 1 loaded, -1 failed (why[] says why) */
-static int state[4];
-static char why[4][768];
-static int nvrtc_major, nvrtc_minor, driver_version;
+static int state[5];
+static char why[5][768];
+static int nvrtc_major, nvrtc_minor, driver_version, nccl_version;
 
-enum { LIB_DRIVER, LIB_NVRTC, LIB_CUBLASLT, LIB_CUFFT };
+enum { LIB_DRIVER, LIB_NVRTC, LIB_CUBLASLT, LIB_CUFFT, LIB_NCCL };
 
 typedef lcuResult (*get_proc_fn)(const char *symbol, void **pfn, int version, uint64_t flags, int *status);
 
@@ -141,6 +141,14 @@ static lathe_status_t load(int lib) {
         load_plain(LIB_CUBLASLT, names, NULL, "cuBLASLt (CUDA's libcublasLt: the toolkit or the nvidia-cublas wheel)");
         break;
       }
+      case LIB_NCCL: {
+        static const char *const names[] = {"libnccl.so.2", "libnccl.so", NULL};
+        load_plain(LIB_NCCL, names, "LATHE_NCCL_LIBRARY",
+                   "AllReduce over several GPUs needs NCCL (libnccl.so.2: install the nvidia-nccl-cu13 wheel and put its "
+                   "nvidia/nccl/lib folder on LD_LIBRARY_PATH, or name the file with LATHE_NCCL_LIBRARY)");
+        if (state[LIB_NCCL] == 1 && api.ncclGetVersion(&nccl_version) != LNCCL_SUCCESS) nccl_version = 0;
+        break;
+      }
       default: {
         static const char *const names[] = {"libcufft.so.12", "libcufft.so.13", "libcufft.so.11", "libcufft.so", NULL};
         load_plain(LIB_CUFFT, names, NULL, "cuFFT (CUDA's libcufft)");
@@ -172,6 +180,13 @@ bool lathe_cuda_have_cufft(void) {
   bool ok = st == NULL;
   lathe_status_free(st);
   return ok;
+}
+
+lathe_status_t lathe_cuda_load_nccl(const lcu_api **out, int *version) {
+  LATHE_RETURN_IF_ERROR(load(LIB_NCCL));
+  *out = &api;
+  *version = nccl_version;
+  return NULL;
 }
 
 void lathe_cuda_versions(int *driver, int *nvrtc) {

@@ -1,0 +1,313 @@
+/* collective.c -- AllReduce between the replicas of an SPMD execution on lathe:cuda, through NCCL.
+ *
+ * Each replica runs on its GPU's SPMD worker thread (spmd.c), so each NCCL rank calls from a
+ * thread of its own: the replica issues ncclAllReduce for its operands (one ncclGroupStart/End)
+ * on its execution's stream, ordered with the kernels before and after it. A replica group is one
+ * communicator over its members' GPUs, rank = position in the group; communicators are made by
+ * ncclCommInitAll for an ordered device list on first use and cached in the backend until it
+ * goes (executions and their lathe_collective come and go). A group of one replica is a copy.
+ *
+ * Semantics are lathe:cpu's (src/cpu/collective.c): integers wrap, halves reduce through NCCL's
+ * half arithmetic (rounding may differ from the CPU's float accumulation), complex sums as pairs
+ * of reals. NCCL's max and min need not propagate NaN, lathe's do: for floats a NaN flag per
+ * element is max-reduced with the values and the elements it marks become NaN. Int16/Uint16 (no
+ * NCCL type) reduce widened to Int32 (sign- or zero-extended: sums and products keep their low 16
+ * bits exact, max and min their order) and are narrowed back. Complex products are UNIMPLEMENTED. */
+#include <stdio.h>
+
+#include "cuda.h"
+
+typedef struct nccl_set {
+  struct nccl_set *next;
+  int n;
+  int *devs;        /* backend ordinals, in rank order */
+  lncclComm *comms; /* per rank */
+} nccl_set;
+
+/* cache_mu guards every backend's list (short lookups); make_mu serialises making communicators,
+ * which may take long: lookups of existing ones never wait for it (a replica blocked there would
+ * hold back its peers' collectives). */
+static pthread_mutex_t cache_mu = PTHREAD_MUTEX_INITIALIZER, make_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static nccl_set *find(lathe_cuda *cu, const int *devs, int n) {
+  pthread_mutex_lock(&cache_mu);
+  nccl_set *s = cu->nccl;
+  for (; s; s = s->next)
+    if (s->n == n && !memcmp(s->devs, devs, sizeof(int) * (size_t)n)) break;
+  pthread_mutex_unlock(&cache_mu);
+  return s;
+}
+
+static lathe_status_t nccl_error(const lcu_api *api, lncclResult r, const char *what) {
+  if (r == LNCCL_SUCCESS) return NULL;
+  const char *msg = api->ncclGetErrorString ? api->ncclGetErrorString(r) : NULL;
+  return lathe_status_new(LATHE_STATUS_INTERNAL, "AllReduce: %s failed: NCCL error %d (%s)", what, r, msg ? msg : "unknown");
+}
+
+/* The communicators of GPUs devs (rank order): cached, else made now. */
+static lathe_status_t comms_for(lathe_cuda_exec *ex, const lcu_api *api, const int *devs, int n, nccl_set **out) {
+  lathe_cuda *cu = lathe_cuda_exec_dev(ex)->cu;
+  if ((*out = find(cu, devs, n))) return NULL;
+  pthread_mutex_lock(&make_mu);
+  lathe_status_t st = NULL;
+  nccl_set *s = find(cu, devs, n);
+  if (!s) {
+    s = calloc(1, sizeof *s);
+    int *gpus = calloc((size_t)n, sizeof(int));
+    if (s) {
+      s->devs = calloc((size_t)n, sizeof(int));
+      s->comms = calloc((size_t)n, sizeof(lncclComm));
+    }
+    if (!s || !gpus || !s->devs || !s->comms) st = LATHE_OOM("AllReduce");
+    for (int k = 0; !st && k < n; k++) {
+      s->devs[k] = devs[k];
+      gpus[k] = cu->devs[devs[k]].dev; /* the driver's ordinal, as NCCL counts GPUs */
+    }
+    if (!st) st = nccl_error(api, api->ncclCommInitAll(s->comms, n, gpus), "ncclCommInitAll");
+    /* NCCL set the devices current on this thread as it went: back to this execution's */
+    lathe_status_t use = lathe_cuda_use(lathe_cuda_exec_dev(ex));
+    if (!st) st = use;
+    else lathe_status_free(use);
+    if (!st) {
+      s->n = n;
+      pthread_mutex_lock(&cache_mu);
+      s->next = cu->nccl;
+      cu->nccl = s;
+      pthread_mutex_unlock(&cache_mu);
+    } else if (s) {
+      free(s->devs);
+      free(s->comms);
+      free(s);
+      s = NULL;
+    }
+    free(gpus);
+  }
+  pthread_mutex_unlock(&make_mu);
+  *out = s;
+  return st;
+}
+
+void lathe_cuda_nccl_release(lathe_cuda *cu) {
+  const lcu_api *api = NULL;
+  int version;
+  lathe_status_t st = cu->nccl ? lathe_cuda_load_nccl(&api, &version) : NULL;
+  lathe_status_free(st);
+  while (cu->nccl) {
+    nccl_set *s = cu->nccl;
+    cu->nccl = s->next;
+    for (int k = 0; api && k < s->n; k++)
+      if (s->comms[k]) api->ncclCommDestroy(s->comms[k]);
+    free(s->devs);
+    free(s->comms);
+    free(s);
+  }
+}
+
+/* ---- dtypes and reductions ---- */
+/* NCCL's type for dt (complex: its real parts), or -1. */
+static int nccl_type(lathe_dtype dt) {
+  switch (dt) {
+    case LATHE_DTYPE_INT8: return LNCCL_INT8;
+    case LATHE_DTYPE_UINT8: return LNCCL_UINT8;
+    case LATHE_DTYPE_INT32: case LATHE_DTYPE_INT16: case LATHE_DTYPE_UINT16: return LNCCL_INT32; /* 16: widened */
+    case LATHE_DTYPE_UINT32: return LNCCL_UINT32;
+    case LATHE_DTYPE_INT64: return LNCCL_INT64;
+    case LATHE_DTYPE_UINT64: return LNCCL_UINT64;
+    case LATHE_DTYPE_FLOAT16: return LNCCL_FLOAT16;
+    case LATHE_DTYPE_BFLOAT16: return LNCCL_BFLOAT16;
+    case LATHE_DTYPE_FLOAT32: case LATHE_DTYPE_COMPLEX64: return LNCCL_FLOAT32;
+    case LATHE_DTYPE_FLOAT64: case LATHE_DTYPE_COMPLEX128: return LNCCL_FLOAT64;
+    default: return -1;
+  }
+}
+
+bool lathe_cuda_supports_collective(lathe_op op, lathe_dtype dtype) {
+  return op == LATHE_OP_ALL_REDUCE && nccl_type(dtype) >= 0;
+}
+
+/* NaN flags: f[i] = x[i] is NaN (on the bit pattern); y[i] = NaN where f[i]. */
+#define NAN_SRC(SUF, U, MASK, INF, QNAN)                                                            \
+  "extern \"C\" __global__ void lt_ar_nanflag_" #SUF "(const " #U " *x, uint8_t *f, int64_t n) {\n" \
+  "  LT_LOOP(i, n) f[i] = (x[i] & " #MASK ") > " #INF ";\n"                                         \
+  "}\n"                                                                                             \
+  "extern \"C\" __global__ void lt_ar_nanset_" #SUF "(" #U " *y, const uint8_t *f, int64_t n) {\n"  \
+  "  LT_LOOP(i, n) if (f[i]) y[i] = " #QNAN ";\n"                                                   \
+  "}\n"
+
+static const char *nan_source =
+    NAN_SRC(f16, uint16_t, 0x7fff, 0x7c00, (uint16_t)0x7e00)
+    NAN_SRC(bf16, uint16_t, 0x7fff, 0x7f80, (uint16_t)0x7fc0)
+    NAN_SRC(f32, uint32_t, 0x7fffffffu, 0x7f800000u, 0x7fc00000u)
+    NAN_SRC(f64, uint64_t, 0x7fffffffffffffffull, 0x7ff0000000000000ull, 0x7ff8000000000000ull);
+
+/* 16-bit integers to Int32 and back (wide[i] = x[i] extended; x[i] = low 16 bits of wide[i]) */
+static const char *wide_source =
+    "extern \"C\" __global__ void lt_ar_widen_s16(const int16_t *x, int32_t *w, int64_t n) {\n"
+    "  LT_LOOP(i, n) w[i] = (int32_t)x[i];\n"
+    "}\n"
+    "extern \"C\" __global__ void lt_ar_widen_u16(const uint16_t *x, int32_t *w, int64_t n) {\n"
+    "  LT_LOOP(i, n) w[i] = (int32_t)x[i];\n"
+    "}\n"
+    "extern \"C\" __global__ void lt_ar_narrow_16(const int32_t *w, uint16_t *x, int64_t n) {\n"
+    "  LT_LOOP(i, n) x[i] = (uint16_t)(uint32_t)w[i];\n"
+    "}\n";
+
+void lathe_cuda_sources_collective(lathe_cuda_source_fn fn, void *ctx) {
+  fn(ctx, "AllReduce NaN flags", nan_source);
+  fn(ctx, "AllReduce 16-bit integers", wide_source);
+}
+
+static lathe_status_t wide_kernel(lathe_cuda_exec *ex, const char *name, lcuDeviceptr a, lcuDeviceptr b, int64_t n) {
+  lcuFunction fn;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), wide_source, name, &fn));
+  unsigned blocks, threads;
+  lathe_cuda_grid(n, &blocks, &threads);
+  void *args[] = {&a, &b, &n};
+  return lathe_cuda_launch(ex, fn, blocks, threads, 0, args);
+}
+
+static bool is16(lathe_dtype dt) { return dt == LATHE_DTYPE_INT16 || dt == LATHE_DTYPE_UINT16; }
+
+static const char *nan_suffix(lathe_dtype dt) {
+  switch (dt) {
+    case LATHE_DTYPE_FLOAT16: return "f16";
+    case LATHE_DTYPE_BFLOAT16: return "bf16";
+    case LATHE_DTYPE_FLOAT32: return "f32";
+    case LATHE_DTYPE_FLOAT64: return "f64";
+    default: return NULL;
+  }
+}
+
+static lathe_status_t nan_kernel(lathe_cuda_exec *ex, const char *kind, lathe_dtype dt, lcuDeviceptr a, lcuDeviceptr f,
+                                 int64_t n) {
+  char name[48];
+  snprintf(name, sizeof name, "lt_ar_nan%s_%s", kind, nan_suffix(dt));
+  lcuFunction fn;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), nan_source, name, &fn));
+  unsigned blocks, threads;
+  lathe_cuda_grid(n, &blocks, &threads);
+  void *args[] = {&a, &f, &n};
+  return lathe_cuda_launch(ex, fn, blocks, threads, 0, args);
+}
+
+/* The group of replica r: its members in group order (as lathe:cpu). */
+static int group_of(const lathe_node *n, int r, int n_replicas, int *members) {
+  lathe_ilist groups = lathe_attr_all_reduce_groups(n), sizes = lathe_attr_all_reduce_group_sizes(n);
+  if (sizes.n == 0) {
+    for (int k = 0; k < n_replicas; k++) members[k] = k;
+    return n_replicas;
+  }
+  for (int g = 0, at = 0; g < sizes.n; at += (int)sizes.v[g++])
+    for (int k = 0; k < sizes.v[g]; k++)
+      if (groups.v[at + k] == r) {
+        for (int q = 0; q < sizes.v[g]; q++) members[q] = (int)groups.v[at + q];
+        return (int)sizes.v[g];
+      }
+  members[0] = r;
+  return 1;
+}
+
+static lathe_status_t all_reduce(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out,
+                                 lathe_collective *g, int replica, int *members, int *devs) {
+  int m = group_of(n, replica, g->n_replicas, members);
+  if (m == 1) {
+    for (int k = 0; k < n->n_operands; k++) LATHE_RETURN_IF_ERROR(lathe_cuda_copy(ex, in[k], out[k]));
+    return NULL;
+  }
+  lathe_op red = lathe_attr_all_reduce_reduction(n);
+  int op = red == LATHE_OP_REDUCE_SUM ? LNCCL_SUM : red == LATHE_OP_REDUCE_PRODUCT ? LNCCL_PROD
+         : red == LATHE_OP_REDUCE_MAX ? LNCCL_MAX : LNCCL_MIN;
+  for (int k = 0; k < n->n_operands; k++) {
+    lathe_dtype dt = in[k]->shape.dtype;
+    if (nccl_type(dt) < 0)
+      return LATHE_UNIMPL("AllReduce: %s is not implemented on lathe:cuda (NCCL has no such type)", lathe_dtype_name(dt));
+    if (lathe_dtype_is_complex(dt) && op != LNCCL_SUM)
+      return LATHE_UNIMPL("AllReduce: %s of %s is not implemented on lathe:cuda (NCCL reduces complex values only as "
+                          "sums of their parts)", lathe_op_name(red), lathe_dtype_name(dt));
+  }
+  const lcu_api *api;
+  int version = 0;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_load_nccl(&api, &version));
+  for (int k = 0; k < n->n_operands; k++)
+    if (in[k]->shape.dtype == LATHE_DTYPE_BFLOAT16 && version && version < 21000)
+      return LATHE_UNIMPL("AllReduce: BFloat16 needs NCCL 2.10 or newer (this is %d)", version);
+  int rank = 0;
+  for (int q = 0; q < m; q++) {
+    devs[q] = g->devices[members[q]];
+    if (members[q] == replica) rank = q;
+  }
+  nccl_set *s;
+  LATHE_RETURN_IF_ERROR(comms_for(ex, api, devs, m, &s));
+  lncclComm comm = s->comms[rank];
+  lcuStream stream = lathe_cuda_exec_stream(ex);
+  bool minmax = op == LNCCL_MAX || op == LNCCL_MIN;
+  /* per operand: NaN flags for float max/min, or the Int32 copy of a 16-bit integer operand --
+   * made before the group call that reduces them */
+  int no = n->n_operands;
+  lathe_tensor *aux_s[8] = {0}, **aux = no <= 8 ? aux_s : calloc((size_t)no, sizeof *aux);
+  if (!aux) return LATHE_OOM("AllReduce");
+  lathe_status_t st = NULL;
+  for (int k = 0; !st && k < no; k++) {
+    lathe_dtype dt = in[k]->shape.dtype;
+    int64_t count = lathe_shape_num_elements(&in[k]->shape);
+    if (count == 0 || !(is16(dt) || (minmax && nan_suffix(dt)))) continue;
+    lathe_shape as;
+    memset(&as, 0, sizeof as);
+    as.dtype = is16(dt) ? LATHE_DTYPE_INT32 : LATHE_DTYPE_UINT8;
+    as.rank = 1;
+    as.dims[0] = count;
+    st = lathe_cuda_exec_tensor(ex, &as, &aux[k]);
+    if (!st && is16(dt))
+      st = wide_kernel(ex, dt == LATHE_DTYPE_INT16 ? "lt_ar_widen_s16" : "lt_ar_widen_u16", lathe_cuda_ptr(in[k]),
+                       lathe_cuda_ptr(aux[k]), count);
+    else if (!st)
+      st = nan_kernel(ex, "flag", dt, lathe_cuda_ptr(in[k]), lathe_cuda_ptr(aux[k]), count);
+  }
+  if (!st) st = nccl_error(api, api->ncclGroupStart(), "ncclGroupStart");
+  if (!st) {
+    for (int k = 0; !st && k < no; k++) {
+      lathe_dtype dt = in[k]->shape.dtype;
+      size_t count = (size_t)lathe_shape_num_elements(&in[k]->shape) * (lathe_dtype_is_complex(dt) ? 2 : 1);
+      if (count == 0) continue;
+      if (is16(dt)) { /* in place on the wide copy */
+        st = nccl_error(api, api->ncclAllReduce(aux[k]->data, aux[k]->data, count, LNCCL_INT32, op, comm, stream), "ncclAllReduce");
+        continue;
+      }
+      st = nccl_error(api, api->ncclAllReduce(in[k]->data, out[k]->data, count, nccl_type(dt), op, comm, stream), "ncclAllReduce");
+      if (!st && aux[k])
+        st = nccl_error(api, api->ncclAllReduce(aux[k]->data, aux[k]->data, count, LNCCL_UINT8, LNCCL_MAX, comm, stream),
+                        "ncclAllReduce");
+    }
+    /* the group ends whatever happened inside it (NCCL requires the pairing) */
+    lathe_status_t end = nccl_error(api, api->ncclGroupEnd(), "ncclGroupEnd");
+    if (!st) st = end;
+    else lathe_status_free(end);
+    /* NCCL switches devices as it goes; the execution's context again */
+    lathe_status_t use = lathe_cuda_use(lathe_cuda_exec_dev(ex));
+    if (!st) st = use;
+    else lathe_status_free(use);
+  }
+  for (int k = 0; !st && k < no; k++) {
+    if (!aux[k]) continue;
+    int64_t count = lathe_shape_num_elements(&in[k]->shape);
+    st = is16(in[k]->shape.dtype)
+             ? wide_kernel(ex, "lt_ar_narrow_16", lathe_cuda_ptr(aux[k]), lathe_cuda_ptr(out[k]), count)
+             : nan_kernel(ex, "set", in[k]->shape.dtype, lathe_cuda_ptr(out[k]), lathe_cuda_ptr(aux[k]), count);
+  }
+  for (int k = 0; k < no; k++) lathe_tensor_release(aux[k]);
+  if (aux != aux_s) free(aux);
+  return st;
+}
+
+lathe_status_t lathe_cuda_run_collective(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in,
+                                         lathe_tensor **out) {
+  if (n->op != LATHE_OP_ALL_REDUCE) return LATHE_UNIMPL("%s: not a collective", lathe_op_name(n->op));
+  int replica;
+  lathe_collective *g = lathe_cuda_exec_group(ex, &replica);
+  if (!g) return LATHE_INVALID("AllReduce: the program is not running as SPMD replicas");
+  int *members = malloc(sizeof(int) * (size_t)g->n_replicas), *devs = malloc(sizeof(int) * (size_t)g->n_replicas);
+  lathe_status_t st = members && devs ? all_reduce(ex, n, in, out, g, replica, members, devs) : LATHE_OOM("AllReduce");
+  free(members);
+  free(devs);
+  return st;
+}
