@@ -11,6 +11,23 @@ BUILD ?= build
 
 SRC := $(wildcard src/core/*.c src/graph/*.c src/runtime/*.c src/cpu/*.c)
 OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRC))
+
+# The MLX device (src/mlx, C++20), built when MLX is found: MLX_DIR is a folder with MLX's
+# include/ and lib/ -- the mlx/ folder of the mlx-cpu or mlx-cuda-13 wheel, or an install
+# prefix (Homebrew's, MLX's CMake install). scripts/setup.sh puts the mlx-cpu wheel in
+# .deps/mlx; MLX_DIR= builds without MLX. GPU wheels link with MLX_LDFLAGS=-Wl,--allow-shlib-undefined
+# where their CUDA libraries are absent (docs/MLX.md).
+MLX_DIR ?= $(firstword $(wildcard .deps/mlx/mlx))
+ifneq ($(wildcard $(MLX_DIR)/include/mlx/mlx.h),)
+CXX ?= g++
+CXXFLAGS_ALL = -std=c++20 $(WARN) $(OPT) -fPIC -Iinclude -isystem $(MLX_DIR)/include $(CXXFLAGS)
+MLX_SRC := $(wildcard src/mlx/*.cpp)
+OBJ += $(patsubst src/%.cpp,$(BUILD)/obj/%.o,$(MLX_SRC))
+CFLAGS_ALL += -DLATHE_WITH_MLX
+LIBS += -L$(abspath $(MLX_DIR)/lib) -lmlx -lstdc++ -Wl,-rpath,$(abspath $(MLX_DIR)/lib) $(MLX_LDFLAGS)
+endif
+# Objects depend on whether MLX is in (backend.c registers it): a stamp that changes with MLX_DIR.
+MLX_STAMP := $(BUILD)/mlx-$(if $(MLX_SRC),on,off).stamp
 HDR := $(wildcard include/*.h include/*.def src/*/*.h src/*/*.def)
 TEST_SRC := $(wildcard tests/unit/*.c tests/ops/*.c)
 TESTS := $(BUILD)/test_unit $(BUILD)/test_ops
@@ -20,9 +37,18 @@ EXAMPLES := $(BUILD)/mlp_train
 all: lib examples bench $(TESTS)
 lib: $(BUILD)/liblathe.a $(BUILD)/liblathe.so $(BUILD)/lathe.pc
 
-$(BUILD)/obj/%.o: src/%.c $(HDR)
+$(BUILD)/obj/%.o: src/%.c $(HDR) $(MLX_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/obj/mlx/%.o: src/mlx/%.cpp src/mlx/mlx.h $(HDR)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_ALL) -c $< -o $@
+
+$(MLX_STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/mlx-*.stamp
+	@touch $@
 
 $(BUILD)/liblathe.a: $(OBJ)
 	@rm -f $@

@@ -281,7 +281,9 @@ lathe_status_t lathe_executable_execute(lathe_executable_t e, const lathe_buffer
       if (inputs[j] == inputs[i]) return LATHE_INVALID("Execute: input %d is donated and also passed as input %d", i, j);
   }
   lathe_specialization *sp = e->base;
-  if (e->n_dyn) {
+  /* A device that runs dynamic axes itself gets the program as built, whatever the binding. */
+  bool native = be->caps & LATHE_DEVCAP_DYNAMIC_AXES;
+  if (e->n_dyn && !native) {
     LATHE_RETURN_IF_ERROR(specialization_for(e, names, bound, n_names, &sp));
   } else {
     atomic_fetch_add_explicit(&sp->refs, 1, memory_order_relaxed);
@@ -296,8 +298,16 @@ lathe_status_t lathe_executable_execute(lathe_executable_t e, const lathe_buffer
   /* outputs: shells of the program's static result shapes, filled by the device */
   const lathe_pfunc *main = lathe_program_main(sp->program);
   int made = 0;
-  for (; !st && made < n_outputs; made++)
-    st = lathe_tensor_shell(be->dev, be->dev_ctx, device, &main->slots[main->outputs[made]].shape, &tout[made]);
+  for (; !st && made < n_outputs; made++) {
+    lathe_shape os = main->slots[main->outputs[made]].shape;
+    for (int k = 0; e->n_dyn && native && k < os.rank; k++) { /* the device sets what stays 0 */
+      if (os.dims[k] >= 0) continue;
+      int j = 0;
+      while (j < n_names && strcmp(names[j], os.axis_names[k]) != 0) j++;
+      os.dims[k] = j < n_names ? bound[j] : 0;
+    }
+    st = lathe_tensor_shell(be->dev, be->dev_ctx, device, &os, &tout[made]);
+  }
   if (st) {
     for (int k = 0; k < made; k++) lathe_tensor_release(tout[k]);
     lathe_specialization_release(sp);

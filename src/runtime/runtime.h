@@ -74,5 +74,8 @@ void lathe_specialization_release(lathe_specialization *sp);
 /* Device constructors: parse their options (the text after "name:"), or fail listing known ones. */
 lathe_status_t lathe_cpu_device_new(const char *options, const lathe_device_i **out_dev, void **out_ctx,
                                     char **out_config);
+/* The MLX device (src/mlx), linked in when lathe is built with MLX (LATHE_WITH_MLX). */
+lathe_status_t lathe_mlx_device_new(const char *options, const lathe_device_i **out_dev, void **out_ctx,
+                                    char **out_config);
 
 #endif

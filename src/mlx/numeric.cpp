@@ -1,0 +1,129 @@
+/* numeric.cpp -- RNGBitGenerator (Philox4x32-10 in XLA's state layout, as lathe:cpu: the same
+ * seed gives the same bits), FFT (MLX's fftn family; Complex64 and Float32), and the three
+ * BatchNorm ops, computed in Float64 on the CPU as lathe:cpu does (Float32 on a GPU). */
+#include "mlx.h"
+
+namespace lathe_mlx {
+namespace {
+
+const uint64_t M32 = 0xffffffffull;
+
+mx::array u64(uint64_t v) { return mx::array(v, mx::uint64); }
+mx::array lo32(const mx::array &x) { return mx::bitwise_and(x, u64(M32)); }
+mx::array hi32(const mx::array &x) { return mx::right_shift(x, u64(32)); }
+
+Arrays rng(const lathe_node *n, const mx::array &state) {
+  const lathe_shape &vs = n->out_shapes[1];
+  mx::Dtype vt = mx_dtype(vs.dtype);
+  int bytes = (int)vt.size();
+  int64_t count = 1;
+  for (int i = 0; i < vs.rank; i++) count *= vs.dims[i];
+  int64_t blocks = bytes == 8 ? (count + 1) / 2 : (count + 3) / 4;
+  mx::array key = mx::reshape(mx::slice(state, {0}, {1}), {}), lo = mx::reshape(mx::slice(state, {1}, {2}), {}),
+            hi = mx::reshape(mx::slice(state, {2}, {3}), {});
+  mx::array b = mx::arange(0.0, (double)blocks, 1.0, mx::uint64);
+  mx::array a = mx::add(lo, b), h = mx::add(hi, mx::astype(mx::less(a, lo), mx::uint64));
+  mx::array c0 = lo32(a), c1 = hi32(a), c2 = lo32(h), c3 = hi32(h);
+  mx::array k0 = lo32(key), k1 = hi32(key);
+  for (int r = 0; r < 10; r++) {
+    if (r) k0 = lo32(mx::add(k0, u64(0x9E3779B9u))), k1 = lo32(mx::add(k1, u64(0xBB67AE85u)));
+    mx::array p0 = mx::multiply(u64(0xD2511F53u), c0), p1 = mx::multiply(u64(0xCD9E8D57u), c2);
+    mx::array n0 = mx::bitwise_xor(mx::bitwise_xor(hi32(p1), c1), k0), n2 = mx::bitwise_xor(mx::bitwise_xor(hi32(p0), c3), k1);
+    c0 = n0, c1 = lo32(p1), c2 = n2, c3 = lo32(p0);
+  }
+  /* 64-bit values: (w0 | w1 << 32), (w2 | w3 << 32) */
+  mx::array words = bytes == 8 ? mx::stack({mx::bitwise_or(c0, mx::left_shift(c1, u64(32))),
+                                            mx::bitwise_or(c2, mx::left_shift(c3, u64(32)))}, -1)
+                               : mx::stack({c0, c1, c2, c3}, -1);
+  words = mx::slice(mx::reshape(words, {-1}), {0}, {(int)count});
+  /* narrower dtypes keep the low bits of one 32-bit word per element */
+  mx::array v = mx::view(mx::astype(words, uint_of(vt)), vt);
+  mx::array nlo = mx::add(lo, u64((uint64_t)blocks));
+  mx::array nstate = mx::stack({key, nlo, mx::add(hi, mx::astype(mx::less(nlo, lo), mx::uint64))});
+  return {nstate, mx::reshape(v, mx_shape(vs.dims, vs.rank))};
+}
+
+mx::array fft(const lathe_node *n, const mx::array &x) {
+  lathe_ilist len = lathe_attr_fft_length(n);
+  int r = (int)x.ndim();
+  std::vector<int> axes;
+  mx::Shape lens;
+  for (int i = 0; i < len.n; i++) axes.push_back(r - len.n + i), lens.push_back((int)len.v[i]);
+  switch (lathe_attr_fft_type(n)) {
+    case LATHE_FFT_TYPE_FORWARD: return mx::fft::fftn(x, lens, axes);
+    case LATHE_FFT_TYPE_INVERSE: return mx::fft::ifftn(x, lens, axes);
+    case LATHE_FFT_TYPE_FORWARD_REAL: return mx::fft::rfftn(x, lens, axes);
+    default: return mx::fft::irfftn(x, lens, axes);
+  }
+}
+
+/* Operand viewed around its feature axis: per-feature vectors reshape to broadcast. */
+struct BN {
+  int axis;
+  double eps;
+  mx::Dtype ct = mx::float64;
+  std::vector<int> red;
+  mx::Shape fshape;
+  BN(const lathe_node *n, const mx::array &x, bool gpu) {
+    axis = (int)lathe_attr_batch_norm_feature_axis(n);
+    eps = lathe_attr_batch_norm_epsilon(n);
+    ct = gpu ? mx::float32 : mx::float64;
+    fshape = mx::Shape(x.ndim(), 1);
+    fshape[axis] = x.shape(axis);
+    for (int i = 0; i < (int)x.ndim(); i++)
+      if (i != axis) red.push_back(i);
+  }
+  mx::array f(const mx::array &v) const { return mx::reshape(mx::astype(v, ct), fshape); }
+  /* sum / count: 0/0 = NaN over no elements, as lathe:cpu */
+  mx::array mean(const mx::array &v) const {
+    double count = 1;
+    for (int a : red) count *= v.shape(a);
+    return mx::divide(mx::sum(v, red, true), scalar_f(count, ct));
+  }
+  mx::array inv(const mx::array &var) const { return mx::rsqrt(mx::add(var, scalar_f(eps, ct))); }
+};
+
+Arrays batch_norm(Env &env, const lathe_node *n, const Arrays &in) {
+  const mx::array &x0 = in[0];
+  BN bn(n, x0, env.opt->gpu);
+  mx::Dtype dt = x0.dtype();
+  mx::array x = mx::astype(x0, bn.ct);
+  auto back = [&](const mx::array &v) { return mx::astype(v, dt); };
+  auto vec = [&](const mx::array &v) { return mx::astype(mx::reshape(v, {(int)v.size()}), dt); };
+  switch (n->op) {
+    case LATHE_OP_BATCH_NORM_FOR_INFERENCE: { /* operand, scale, offset, mean, variance */
+      mx::array p = mx::multiply(bn.f(in[1]), bn.inv(bn.f(in[4])));
+      return {back(mx::add(mx::multiply(p, mx::subtract(x, bn.f(in[3]))), bn.f(in[2])))};
+    }
+    case LATHE_OP_BATCH_NORM_FOR_TRAINING: { /* operand, scale, offset */
+      mx::array m = bn.mean(x);
+      mx::array d = mx::subtract(x, m);
+      mx::array var = bn.mean(mx::square(d));
+      mx::array y = mx::add(mx::multiply(mx::multiply(bn.f(in[1]), bn.inv(var)), d), bn.f(in[2]));
+      return {back(y), vec(m), vec(var)};
+    }
+    default: { /* gradient: operand, scale, mean, variance, grad_output */
+      mx::array inv = bn.inv(bn.f(in[3])), dy = mx::astype(in[4], bn.ct);
+      mx::array xhat = mx::multiply(mx::subtract(x, bn.f(in[2])), inv);
+      mx::array g_off = mx::sum(dy, bn.red, true), g_scale = mx::sum(mx::multiply(dy, xhat), bn.red, true);
+      double count = x.size() ? (double)x.size() / x.shape(bn.axis) : 1;
+      /* dx = scale*inv * (dy - mean(dy) - xhat * mean(dy*xhat)) */
+      mx::array dx = mx::multiply(mx::multiply(bn.f(in[1]), inv),
+                                  mx::subtract(mx::subtract(dy, mx::divide(g_off, scalar_f(count, bn.ct))),
+                                               mx::multiply(xhat, mx::divide(g_scale, scalar_f(count, bn.ct)))));
+      return {back(dx), vec(g_scale), vec(g_off)};
+    }
+  }
+}
+
+}  // namespace
+
+Arrays lower_numeric(Env &env, const lathe_node *n, const Arrays &in) {
+  switch (n->op) {
+    case LATHE_OP_RNG_BIT_GENERATOR: return rng(n, in[0]);
+    case LATHE_OP_FFT: return {fft(n, in[0])};
+    default: return batch_norm(env, n, in);
+  }
+}
+
+}  // namespace lathe_mlx
