@@ -30,7 +30,7 @@ endif
 MLX_STAMP := $(BUILD)/mlx-$(if $(MLX_SRC),on,off).stamp
 HDR := $(wildcard include/*.h include/*.def src/*/*.h src/*/*.def)
 TEST_SRC := $(wildcard tests/unit/*.c tests/ops/*.c)
-TESTS := $(BUILD)/test_unit $(BUILD)/test_ops
+TESTS := $(BUILD)/test_unit $(BUILD)/test_ops $(if $(MLX_SRC),$(BUILD)/test_mlx)
 EXAMPLES := $(BUILD)/mlp_train
 
 .PHONY: all lib test test-sanitize examples bench install clean
@@ -67,6 +67,9 @@ $(BUILD)/test_unit: $(wildcard tests/unit/*.c) tests/testing.c tests/testing.h $
 $(BUILD)/test_ops: $(wildcard tests/ops/*.c) tests/testing.c tests/testing.h $(BUILD)/liblathe.a
 	$(CC) $(CFLAGS_ALL) -Isrc -Itests tests/testing.c $(wildcard tests/ops/*.c) $(BUILD)/liblathe.a $(LIBS) $(LDFLAGS) -o $@
 
+$(BUILD)/test_mlx: $(wildcard tests/mlx/*.c) tests/testing.c tests/testing.h $(BUILD)/liblathe.a
+	$(CC) $(CFLAGS_ALL) -Isrc -Itests tests/testing.c $(wildcard tests/mlx/*.c) $(BUILD)/liblathe.a $(LIBS) $(LDFLAGS) -o $@
+
 $(BUILD)/mlp_train: examples/mlp_train.c $(BUILD)/liblathe.a
 	$(CC) $(CFLAGS_ALL) $< $(BUILD)/liblathe.a $(LIBS) $(LDFLAGS) -o $@
 
@@ -80,6 +83,7 @@ bench: $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*_bench.c))
 test: $(TESTS)
 	$(BUILD)/test_unit
 	$(BUILD)/test_ops
+	$(if $(MLX_SRC),$(BUILD)/test_mlx)
 
 # The same suite under AddressSanitizer and UndefinedBehaviorSanitizer.
 test-sanitize:

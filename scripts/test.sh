@@ -12,9 +12,20 @@ step() { printf '\n=== %s\n' "$*"; }
 step "C tests (gcc, -Werror)"
 make -j"$jobs" CI=1 test
 step "C tests (clang, -Werror)"
-make -j"$jobs" CI=1 CC=clang BUILD=build-clang test
+make -j"$jobs" CI=1 CC=clang CXX=clang++ BUILD=build-clang test
 step "C tests under ASan+UBSan"
 ASAN_OPTIONS=detect_leaks=1 make -j"$jobs" CI=1 test-sanitize
+# MLX: where setup installed it, build/test_mlx ran with the C suites; the conformance table runs
+# on the mlx configurations too (mlx traces and compiles its fused kernels once per graph, so its
+# first run on a machine is the slow one).
+mlx_tags=""
+if [ -e .deps/mlx/mlx/include/mlx/mlx.h ]; then
+  mlx_tags="-tags mlx"
+  step "Conformance table on mlx (MLX's CPU)"
+  scripts/mlx-conformance.sh mlx:cpu,dynamic
+  scripts/mlx-conformance.sh mlx:cpu,dynamic,lazy_contiguous
+  scripts/mlx-conformance.sh mlx:cpu
+fi
 step "C example: 2-layer MLP through the C API"
 make -j"$jobs" CI=1 examples
 build/mlp_train lathe:cpu
@@ -22,8 +33,12 @@ if [ -f go.mod ]; then
   step "Go: vet and tests (backendtest compliance suite included)"
   go vet ./...
   # -v so that the compliance counts ("backendtest lathe:cpu: N passed, N skipped, N failed")
-  # and every skip show; the filter keeps the per-subtest lines out.
-  go test -count=1 -v ./... 2>&1 | grep -E '^(--- (FAIL|SKIP)|ok |FAIL|backendtest |panic:)|\.go:[0-9]+:'
+  # and every skip show; the filter keeps the per-subtest lines out. With MLX, the mlx
+  # configurations too (build tag mlx).
+  # shellcheck disable=SC2086
+  [ -z "$mlx_tags" ] || go vet $mlx_tags ./...
+  # shellcheck disable=SC2086
+  go test $mlx_tags -count=1 -v ./... 2>&1 | grep -E '^(--- (FAIL|SKIP)|ok |FAIL|backendtest |panic:)|\.go:[0-9]+:'
   step "Go: lifetimes and asynchronous buffers under AddressSanitizer"
   CC=clang go test -asan -count=1 -run 'TestExecuteAfterFinalize|TestDevicesAndAsync|TestGarbageCollected|TestBackendInfo|TestDonation' ./compute/lathe
 fi

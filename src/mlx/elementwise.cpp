@@ -148,14 +148,6 @@ mx::array shift(lathe_op op, const mx::array &x, const mx::array &y) {
   }
 }
 
-mx::array make_complex(const mx::array &re, const mx::array &im) {
-  /* interleave the parts and reinterpret: exact for infinities and NaNs, unlike re + i*im */
-  auto parts = mx::broadcast_arrays({mx::astype(re, mx::float32), mx::astype(im, mx::float32)});
-  mx::array both = mx::stack(parts, -1);
-  mx::array z = mx::view(both, mx::complex64);
-  return mx::squeeze(z, -1);
-}
-
 mx::array binary(lathe_op op, const mx::array &x, const mx::array &y) {
   bool i = is_int(x);
   switch (op) {
@@ -186,7 +178,7 @@ mx::array binary(lathe_op op, const mx::array &x, const mx::array &y) {
     case LATHE_OP_SHIFT_RIGHT_ARITHMETIC:
     case LATHE_OP_SHIFT_RIGHT_LOGICAL:
       return shift(op, x, y);
-    case LATHE_OP_COMPLEX: return make_complex(x, y);
+    case LATHE_OP_COMPLEX: return complex_of(x, y);
     default: MLX_INTERNAL("mlx: %s is not a binary op", lathe_op_name(op));
   }
 }
@@ -214,6 +206,12 @@ mx::array compare(lathe_op op, mx::array x, mx::array y) {
 }
 
 }  // namespace
+
+mx::array complex_of(const mx::array &re, const mx::array &im) {
+  /* the parts interleaved and reinterpreted */
+  auto parts = mx::broadcast_arrays({mx::astype(re, mx::float32), mx::astype(im, mx::float32)});
+  return mx::squeeze(mx::view(mx::stack(parts, -1), mx::complex64), -1);
+}
 
 mx::array convert(const mx::array &x, lathe_dtype to) {
   mx::Dtype t = mx_dtype(to);

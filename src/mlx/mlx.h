@@ -121,6 +121,9 @@ mx::array sin_(const mx::array &x);
 mx::array cos_(const mx::array &x);
 mx::array erf_(const mx::array &x);
 mx::array logistic_(const mx::array &x);
+/* A Complex64 array from its real and imaginary parts (any real dtype; exact for infinities and
+ * NaNs, which re + i*im is not). */
+mx::array complex_of(const mx::array &re, const mx::array &im);
 /* Lathe's float -> integer conversion: truncation, saturation, NaN -> 0. */
 mx::array convert(const mx::array &x, lathe_dtype to);
 std::vector<int> ints(lathe_ilist l);

@@ -1,6 +1,8 @@
 /* numeric.cpp -- RNGBitGenerator (Philox4x32-10 in XLA's state layout, as lathe:cpu: the same
  * seed gives the same bits), FFT (MLX's fftn family; Complex64 and Float32), and the three
  * BatchNorm ops, computed in Float64 on the CPU as lathe:cpu does (Float32 on a GPU). */
+#include <cmath>
+
 #include "mlx.h"
 
 namespace lathe_mlx {
@@ -43,13 +45,90 @@ Arrays rng(const lathe_node *n, const mx::array &state) {
   return {nstate, mx::reshape(v, mx_shape(vs.dims, vs.rank))};
 }
 
-mx::array fft(const lathe_node *n, const mx::array &x) {
+/* ---- FFT ----
+ * lathe:cpu transforms in double; MLX's FFT computes in Float32, a few float ulps away on long
+ * multi-axis transforms. On the CPU, axes up to DFT_MAX long are transformed as DFT products in
+ * Float64 (twiddles computed here in double), so results carry only the final rounding as
+ * lathe:cpu's do; longer axes, and the GPU, use MLX's FFT. */
+const int DFT_MAX = 1024;
+
+/* A complex value as Float64 parts. */
+struct Cx {
+  mx::array re, im;
+};
+
+/* cos and sin(sign 2 pi j k / n) for j < rows, k < cols: [rows, cols] Float64. */
+std::pair<mx::array, mx::array> twiddles(int n, int rows, int cols, double sign) {
+  std::vector<double> c((size_t)rows * cols), s((size_t)rows * cols);
+  for (int j = 0; j < rows; j++)
+    for (int k = 0; k < cols; k++) {
+      double a = sign * 2 * M_PI * (double)(((int64_t)j * k) % n) / n;
+      c[(size_t)j * cols + k] = std::cos(a), s[(size_t)j * cols + k] = std::sin(a);
+    }
+  return {mx::array(c.begin(), {rows, cols}, mx::float64), mx::array(s.begin(), {rows, cols}, mx::float64)};
+}
+
+/* The complex DFT of axis `axis` (length n): y_k = sum_j x_j e^(sign 2 pi i jk/n). */
+Cx dft_axis(const Cx &x, int axis, int n, double sign) {
+  auto [c, s] = twiddles(n, n, n, sign);
+  mx::array re = mx::moveaxis(x.re, axis, -1), im = mx::moveaxis(x.im, axis, -1);
+  mx::array yr = mx::subtract(mx::matmul(re, c), mx::matmul(im, s)), yi = mx::add(mx::matmul(re, s), mx::matmul(im, c));
+  return {mx::moveaxis(yr, -1, axis), mx::moveaxis(yi, -1, axis)};
+}
+
+mx::array fft_f64(lathe_fft_type type, const mx::array &x, const std::vector<int> &axes, const mx::Shape &lens) {
+  int k = (int)axes.size(), last = axes.back(), nl = lens.back();
+  auto scale = [](Cx v, int n, bool inv) {
+    if (inv) v.re = mx::divide(v.re, mx::array((double)n, mx::float64)), v.im = mx::divide(v.im, mx::array((double)n, mx::float64));
+    return v;
+  };
+  switch (type) {
+    case LATHE_FFT_TYPE_FORWARD:
+    case LATHE_FFT_TYPE_INVERSE: {
+      bool inv = type == LATHE_FFT_TYPE_INVERSE;
+      Cx v{mx::astype(mx::real(x), mx::float64), mx::astype(mx::imag(x), mx::float64)};
+      for (int i = 0; i < k; i++) v = scale(dft_axis(v, axes[i], lens[i], inv ? 1 : -1), lens[i], inv);
+      return complex_of(v.re, v.im);
+    }
+    case LATHE_FFT_TYPE_FORWARD_REAL: { /* the last axis real -> n/2+1, then the others */
+      auto [c, s] = twiddles(nl, nl, nl / 2 + 1, -1);
+      mx::array re = mx::moveaxis(mx::astype(x, mx::float64), last, -1);
+      Cx v{mx::moveaxis(mx::matmul(re, c), -1, last), mx::moveaxis(mx::matmul(re, s), -1, last)};
+      for (int i = 0; i < k - 1; i++) v = dft_axis(v, axes[i], lens[i], -1);
+      return complex_of(v.re, v.im);
+    }
+    default: { /* the leading axes inverse, then the last axis rebuilt Hermitian: real output */
+      Cx v{mx::astype(mx::real(x), mx::float64), mx::astype(mx::imag(x), mx::float64)};
+      for (int i = 0; i < k - 1; i++) v = scale(dft_axis(v, axes[i], lens[i], 1), lens[i], true);
+      int half = nl / 2 + 1;
+      /* x_m = (1/n) sum_j Re(X_j e^(2 pi i jm/n)) over the full spectrum, X_j = conj(X_(n-j)) for j >= half */
+      mx::array re = mx::moveaxis(v.re, last, -1), im = mx::moveaxis(v.im, last, -1);
+      if (nl > half) {
+        mx::Shape b(re.ndim(), 0), e = re.shape();
+        b.back() = 1, e.back() = nl - half + 1;
+        mx::array rr = mx::flip(mx::slice(re, b, e), -1), ri = mx::flip(mx::slice(im, b, e), -1);
+        re = mx::concatenate({re, rr}, -1), im = mx::concatenate({im, mx::negative(ri)}, -1);
+      }
+      auto [c, s] = twiddles(nl, nl, nl, 1);
+      mx::array out = mx::divide(mx::subtract(mx::matmul(re, c), mx::matmul(im, s)), mx::array((double)nl, mx::float64));
+      return mx::astype(mx::moveaxis(out, -1, last), mx::float32);
+    }
+  }
+}
+
+mx::array fft(Env &env, const lathe_node *n, const mx::array &x) {
   lathe_ilist len = lathe_attr_fft_length(n);
   int r = (int)x.ndim();
   std::vector<int> axes;
   mx::Shape lens;
-  for (int i = 0; i < len.n; i++) axes.push_back(r - len.n + i), lens.push_back((int)len.v[i]);
-  switch (lathe_attr_fft_type(n)) {
+  bool small = !env.opt->gpu;
+  for (int i = 0; i < len.n; i++) {
+    axes.push_back(r - len.n + i), lens.push_back((int)len.v[i]);
+    small &= len.v[i] <= DFT_MAX;
+  }
+  lathe_fft_type type = lathe_attr_fft_type(n);
+  if (small) return fft_f64(type, x, axes, lens);
+  switch (type) {
     case LATHE_FFT_TYPE_FORWARD: return mx::fft::fftn(x, lens, axes);
     case LATHE_FFT_TYPE_INVERSE: return mx::fft::ifftn(x, lens, axes);
     case LATHE_FFT_TYPE_FORWARD_REAL: return mx::fft::rfftn(x, lens, axes);
@@ -121,7 +200,7 @@ Arrays batch_norm(Env &env, const lathe_node *n, const Arrays &in) {
 Arrays lower_numeric(Env &env, const lathe_node *n, const Arrays &in) {
   switch (n->op) {
     case LATHE_OP_RNG_BIT_GENERATOR: return rng(n, in[0]);
-    case LATHE_OP_FFT: return {fft(n, in[0])};
+    case LATHE_OP_FFT: return {fft(env, n, in[0])};
     default: return batch_norm(env, n, in);
   }
 }

@@ -51,8 +51,8 @@ mx::Dtype mx_dtype(lathe_dtype dt) {
 }
 
 /* Ops this device lowers, beyond what the dtype allows. */
-static bool lowered(lathe_op op, lathe_dtype dt, const Options &opt) {
-  bool cplx = lathe_dtype_is_complex(dt), flt = lathe_dtype_is_float(dt);
+static bool lowered(lathe_op op, lathe_dtype dt) {
+  bool cplx = lathe_dtype_is_complex(dt);
   switch (lathe_op_kind_of(op)) {
     case LATHE_KIND_LEAF:
     case LATHE_KIND_UNARY:
@@ -67,8 +67,8 @@ static bool lowered(lathe_op op, lathe_dtype dt, const Options &opt) {
       return true;
     case LATHE_KIND_DOT:
       return true;
-    case LATHE_KIND_CONV: /* MLX convolves floats; integers go through Float64 on the CPU */
-      return !cplx && (flt || !opt.gpu);
+    case LATHE_KIND_CONV: /* integers: exact products through DotGeneral (conv.cpp) */
+      return !cplx;
     case LATHE_KIND_WINDOW:
       return op != LATHE_OP_SELECT_AND_SCATTER_SUM && !cplx;
     case LATHE_KIND_INDEX:
@@ -89,7 +89,7 @@ static bool lowered(lathe_op op, lathe_dtype dt, const Options &opt) {
 bool op_supported(lathe_op op, lathe_dtype dt, const Options &opt) {
   if ((int)op < 0 || op >= LATHE_OP_COUNT) return false;
   if (lathe_op_kind_of(op) == LATHE_KIND_INTERNAL) return true;
-  return dtype_supported(dt, opt) && lathe_cpu_supports_op(op, dt) && lowered(op, dt, opt);
+  return dtype_supported(dt, opt) && lathe_cpu_supports_op(op, dt) && lowered(op, dt);
 }
 
 static void check_dtype(const lathe_node *n, lathe_dtype dt, const Options &opt) {
