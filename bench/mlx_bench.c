@@ -6,10 +6,14 @@
  * device is cpu (default) or gpu. Every graph is built once through the C API and compiled for
  * lathe:cpu, mlx (mx::compile) and mlx:dynamic; executions of the three alternate, so a change of
  * load on a shared machine hits all alike, and each reported time is the median over repeats of
- * one Execute (MLX evaluates its outputs before Execute returns). The Python side times
+ * one Execute (MLX evaluates its outputs before Execute returns). Halfway through a graph's
+ * executions the same graph runs in MLX's Python API (bench/mlx_bench.py), which times
  * mx.eval(f(*inputs)) for f compiled with mx.compile and for f eager, also medians; it runs
  * with the Python found as $LATHE_MLX_PYTHON (default python3, with .deps/mlx on PYTHONPATH,
- * where scripts/setup.sh installs the mlx and mlx-cpu wheels). Ratios: mlx / lathe:cpu, and
+ * where scripts/setup.sh installs the mlx and mlx-cpu wheels) and with the system's OpenBLAS
+ * preloaded and single-threaded: MLX's CPU wheel bundles a reference BLAS, but in this process,
+ * which links OpenBLAS for lathe:cpu (and sets it to one thread), MLX's BLAS calls resolve to
+ * OpenBLAS, so without this the two sides would not run the same matrix products. Ratios: mlx / lathe:cpu, and
  * lathe's mlx / Python's mx.compile (and mlx:dynamic / Python eager): above 1 is slower. */
 #include <math.h>
 
@@ -122,8 +126,32 @@ static const struct {
 };
 enum { N_GRAPHS = sizeof graphs / sizeof graphs[0], N_BE = 3 };
 
-/* Median seconds of each backend on graph g, executions alternating. */
-static void time_graph(int g, lathe_backend_t *bes, double *med) {
+/* Python's medians (microseconds) for graph g: compiled and eager; -1 when it did not run. */
+static void python_times(const char *device, int g, double py[2]) {
+  py[0] = py[1] = -1;
+  const char *python = getenv("LATHE_MLX_PYTHON");
+  char cmd[1024];
+  /* MLX's wheel bundles a reference BLAS; in this process MLX's BLAS calls resolve to the
+   * OpenBLAS lathe links (loaded first), single-threaded as lathe:cpu sets it: Python gets the
+   * same OpenBLAS, preloaded, with one thread */
+  snprintf(cmd, sizeof cmd,
+           "OPENBLAS_NUM_THREADS=1 LD_PRELOAD=$(ldconfig -p | awk '/libopenblas\\.so\\.0 /{print $NF; exit}') "
+           "PYTHONPATH=.deps/mlx${PYTHONPATH:+:$PYTHONPATH} %s bench/mlx_bench.py %d %s %s 2>&1",
+           python ? python : "python3", repeats, device, graphs[g].name);
+  FILE *f = popen(cmd, "r");
+  if (!f) return;
+  char line[512], name[64];
+  double c, e;
+  while (fgets(line, sizeof line, f)) {
+    if (sscanf(line, "%63s %lf %lf", name, &c, &e) == 3 && !strcmp(name, graphs[g].name)) py[0] = c, py[1] = e;
+    else fprintf(stderr, "mlx_bench.py: %s", line);
+  }
+  pclose(f);
+}
+
+/* Median seconds of each backend on graph g, executions alternating, in two halves around the
+ * Python run of the same graph (so a change of load hits both sides alike). */
+static void time_graph(int g, lathe_backend_t *bes, const char *device, double *med, double py[2]) {
   lathe_builder_t b;
   TRY(lathe_builder_new(bes[0], graphs[g].name, &b));
   graphs[g].build(lathe_builder_main(b));
@@ -146,7 +174,8 @@ static void time_graph(int g, lathe_backend_t *bes, double *med) {
     t[k] = malloc(sizeof(double) * (size_t)repeats);
   }
   lathe_builder_free(b);
-  for (int r = -3; r < repeats; r++) /* three warm-up runs: MLX traces and builds its kernels */
+  for (int r = -3; r < repeats; r++) { /* three warm-up runs: MLX traces and builds its kernels */
+    if (r == repeats / 2) python_times(device, g, py);
     for (int k = 0; k < N_BE; k++) {
       lathe_buffer_t out[4];
       double t0 = bench_now();
@@ -156,6 +185,7 @@ static void time_graph(int g, lathe_backend_t *bes, double *med) {
       for (int o = 0; o < n_out; o++) lathe_buffer_free(out[o]);
       if (r >= 0) t[k][r] = t1 - t0;
     }
+  }
   for (int k = 0; k < N_BE; k++) {
     qsort(t[k], (size_t)repeats, sizeof(double), bench_cmp_double);
     med[k] = t[k][repeats / 2];
@@ -163,28 +193,6 @@ static void time_graph(int g, lathe_backend_t *bes, double *med) {
     for (int i = 0; i < n_in; i++) lathe_buffer_free(in[k][i]);
     lathe_executable_free(e[k]);
   }
-}
-
-/* Python's medians (microseconds) per graph: compiled and eager; -1 where absent. */
-static void python_times(const char *device, double py[][2]) {
-  for (int g = 0; g < N_GRAPHS; g++) py[g][0] = py[g][1] = -1;
-  const char *python = getenv("LATHE_MLX_PYTHON");
-  char cmd[1024];
-  snprintf(cmd, sizeof cmd, "PYTHONPATH=.deps/mlx${PYTHONPATH:+:$PYTHONPATH} %s bench/mlx_bench.py %d %s 2>&1",
-           python ? python : "python3", repeats, device);
-  FILE *f = popen(cmd, "r");
-  if (!f) return;
-  char line[512], name[64];
-  double c, e;
-  while (fgets(line, sizeof line, f)) {
-    if (sscanf(line, "%63s %lf %lf", name, &c, &e) != 3) {
-      fprintf(stderr, "mlx_bench.py: %s", line);
-      continue;
-    }
-    for (int g = 0; g < N_GRAPHS; g++)
-      if (!strcmp(name, graphs[g].name)) py[g][0] = c, py[g][1] = e;
-  }
-  pclose(f);
 }
 
 static void cell(double us) {
@@ -209,13 +217,12 @@ int main(int argc, char **argv) {
     }
   }
   double py[N_GRAPHS][2], med[N_GRAPHS][N_BE];
-  python_times(device, py);
   printf("%s; MLX Python API for reference; medians of %d executions\n\n", lathe_backend_description(bes[1]), repeats);
   printf("| graph     |  lathe:cpu |        mlx | mlx:dynamic | mlx / lathe:cpu | py mx.compile |   py eager | mlx / py compile | "
          "mlx:dynamic / py eager |\n");
   printf("|-----------|-----------:|-----------:|-----------:|------:|-----------:|-----------:|------:|------:|\n");
   for (int g = 0; g < N_GRAPHS; g++) {
-    time_graph(g, bes, med[g]);
+    time_graph(g, bes, device, med[g], py[g]);
     printf("| %-9s |", graphs[g].name);
     for (int k = 0; k < N_BE; k++) cell(med[g][k] * 1e6);
     printf(" %5.2f |", med[g][1] / med[g][0]);

@@ -1,9 +1,9 @@
 """The graphs of bench/mlx_bench.c written with MLX's own Python API, timed the same way.
 
-    PYTHONPATH=.deps/mlx python3 bench/mlx_bench.py [repeats] [device]
+    PYTHONPATH=.deps/mlx python3 bench/mlx_bench.py [repeats] [device] [graph...]
 
-Prints one line per graph: its name and the median microseconds of mx.eval(f(*inputs)) with f
-compiled by mx.compile and with f eager. Inputs hold the values bench.h's default fill gives
+Prints one line per graph (all, or those named): its name and the median microseconds of
+mx.eval(f(*inputs)) with f compiled by mx.compile and with f eager. Inputs hold the values bench.h's default fill gives
 (k * 7919 % 1000 / 500 - 1 for element k), created and evaluated before timing.
 """
 import sys
@@ -73,8 +73,11 @@ def median_us(f, args, repeats):
 def main():
     repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 21
     device = sys.argv[2] if len(sys.argv) > 2 else "cpu"
+    only = set(sys.argv[3:])
     mx.set_default_device(mx.gpu if device == "gpu" else mx.cpu)
     for name, f, shapes in GRAPHS:
+        if only and name not in only:
+            continue
         args = [fill(*s) for s in shapes]
         mx.eval(args)
         compiled = median_us(mx.compile(f), args, repeats)

@@ -126,9 +126,13 @@ lathe_status_t execute(void *vctx, lathe_plan *plan, const lathe_launch *l) {
       }
       Binding bind;
       Arrays outs = plan_run(reinterpret_cast<Plan *>(plan), args, bind);
-      if (!c.opt.lazy_contiguous)
-        for (auto &o : outs) o = mx::contiguous(o);
       mx::eval(outs);
+      if (!c.opt.lazy_contiguous) { /* views made row-major now (most outputs already are) */
+        Arrays views;
+        for (auto &o : outs)
+          if (!o.flags().row_contiguous) o = mx::contiguous(o), views.push_back(o);
+        if (!views.empty()) mx::eval(views);
+      }
       for (int k = 0; k < l->n_outputs; k++) {
         lathe_tensor *t = l->outputs[k];
         t->data = new Buffer{outs[(size_t)k]};
