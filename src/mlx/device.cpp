@@ -57,11 +57,8 @@ void mem_free(void *, int, void *mem, size_t) {
 lathe_status_t upload(void *ctx, lathe_tensor *t, const void *src, size_t nbytes) {
   try {
     Entry e(*static_cast<Context *>(ctx));
-    void *copy = std::malloc(nbytes ? nbytes : 1);
-    if (!copy) throw std::bad_alloc();
-    if (nbytes) std::memcpy(copy, src, nbytes);
-    static_cast<Buffer *>(t->data)->a.emplace(copy, mx_shape(t->shape.dims, t->shape.rank), mx_dtype(t->shape.dtype),
-                                               [](void *p) { std::free(p); });
+    static_cast<Buffer *>(t->data)->a.emplace(
+        array_from_bytes(src, nbytes, mx_shape(t->shape.dims, t->shape.rank), mx_dtype(t->shape.dtype)));
     return nullptr;
   } catch (...) {
     return status_of_exception("mlx: BufferFromHost");

@@ -53,9 +53,17 @@ mx::array dot_general(const mx::array &lhs, const mx::array &rhs, const std::vec
   rp.insert(rp.end(), rx.begin(), rx.end());
   int B = (int)size_of(lhs, lb), M = (int)size_of(lhs, lx), K = (int)size_of(lhs, lc), N = (int)size_of(rhs, rx);
   mx::Dtype at = mx_dtype(acc);
-  mx::array l = mx::reshape(mx::transpose(convert(lhs, acc), lp), {B, M, K});
-  mx::array r = mx::reshape(mx::transpose(convert(rhs, acc), rp), {B, K, N});
-  mx::array p = mx::issubdtype(at, mx::integer) || at == mx::bool_ ? int_matmul(l, r) : mx::matmul(l, r);
+  bool ints = mx::issubdtype(at, mx::integer) || at == mx::bool_;
+  /* identity permutations and a missing batch stay out of MLX's graph (each node costs a dispatch) */
+  auto arrange = [](const mx::array &x, const std::vector<int> &perm, mx::Shape to) {
+    bool identity = true;
+    for (size_t i = 0; i < perm.size(); i++) identity &= perm[i] == (int)i;
+    return mx::reshape(identity ? x : mx::transpose(x, perm), std::move(to));
+  };
+  mx::array p = lb.empty() && !ints
+                    ? mx::matmul(arrange(convert(lhs, acc), lp, {M, K}), arrange(convert(rhs, acc), rp, {K, N}))
+                    : ints ? int_matmul(arrange(convert(lhs, acc), lp, {B, M, K}), arrange(convert(rhs, acc), rp, {B, K, N}))
+                           : mx::matmul(arrange(convert(lhs, acc), lp, {B, M, K}), arrange(convert(rhs, acc), rp, {B, K, N}));
   mx::Shape s;
   for (int a : lb) s.push_back(lhs.shape(a));
   for (int a : lx) s.push_back(lhs.shape(a));

@@ -100,6 +100,10 @@ struct Env {
 mx::Shape shape_of(const Env &env, const lathe_shape &s);
 mx::Shape mx_shape(const int64_t *dims, int rank);
 
+/* A new array holding a copy of nbytes at src (borrowed), in memory from MLX's allocator (aligned
+ * as MLX's kernels expect; on a GPU, memory the device reads). */
+mx::array array_from_bytes(const void *src, size_t nbytes, const mx::Shape &shape, mx::Dtype dt);
+
 /* ---- helpers shared by the lowerings ---- */
 mx::array scalar_i(int64_t v, mx::Dtype dt);  /* an integer (or Bool) scalar of dt */
 mx::array scalar_u(uint64_t v, mx::Dtype dt); /* an unsigned scalar of dt */

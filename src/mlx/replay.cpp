@@ -268,11 +268,7 @@ Plan *plan_new(const Context &ctx, const lathe_program *prog) {
       check_node(s.node, ctx.opt);
       if (s.kind != LATHE_PSLOT_CONST) continue;
       lathe_bytes b = lathe_attr_constant_value(s.node);
-      void *copy = std::malloc(b.size ? b.size : 1);
-      if (!copy) throw std::bad_alloc();
-      if (b.size) std::memcpy(copy, b.data, b.size);
-      fp.consts[(size_t)i].emplace(copy, mx_shape(s.shape.dims, s.shape.rank), mx_dtype(s.shape.dtype),
-                                   [](void *q) { std::free(q); });
+      fp.consts[(size_t)i].emplace(array_from_bytes(b.data, b.size, mx_shape(s.shape.dims, s.shape.rank), mx_dtype(s.shape.dtype)));
     }
     for (int i = 0; i < pf->n_steps; i++) {
       const lathe_node *n = pf->steps[i].node;

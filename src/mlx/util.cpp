@@ -1,5 +1,6 @@
 /* util.cpp -- errors, shapes of one run, and the small array helpers the lowerings share. */
 #include <cstdio>
+#include <cstring>
 
 #include "mlx.h"
 
@@ -73,6 +74,13 @@ std::vector<int> ints(lathe_ilist l) {
   std::vector<int> v(l.n);
   for (int i = 0; i < l.n; i++) v[i] = (int)l.v[i];
   return v;
+}
+
+mx::array array_from_bytes(const void *src, size_t nbytes, const mx::Shape &shape, mx::Dtype dt) {
+  mx::allocator::Data d = mx::allocator::malloc(nbytes ? nbytes : 1);
+  if (!d.buffer().ptr()) throw std::bad_alloc();
+  if (nbytes) std::memcpy(d.buffer().raw_ptr(), src, nbytes);
+  return mx::array(std::move(d), shape, dt);
 }
 
 mx::array scalar_i(int64_t v, mx::Dtype dt) { return mx::astype(mx::array(v, mx::int64), dt); }
