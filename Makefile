@@ -9,7 +9,7 @@ BLAS_LIBS ?= -lopenblas
 LIBS = $(BLAS_LIBS) -lm -lpthread -ldl
 BUILD ?= build
 
-SRC := $(wildcard src/core/*.c src/graph/*.c src/runtime/*.c src/cpu/*.c)
+SRC := $(wildcard src/core/*.c src/graph/*.c src/runtime/*.c src/cpu/*.c src/cuda/*.c)
 OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRC))
 
 # The MLX device (src/mlx, C++20), built when MLX is found: MLX_DIR is a folder with MLX's
@@ -31,10 +31,12 @@ MLX_STAMP := $(BUILD)/mlx-$(if $(MLX_SRC),on,off).stamp
 HDR := $(wildcard include/*.h include/*.def src/*/*.h src/*/*.def)
 TEST_SRC := $(wildcard tests/unit/*.c tests/ops/*.c)
 TESTS := $(BUILD)/test_unit $(BUILD)/test_ops $(if $(MLX_SRC),$(BUILD)/test_mlx)
+# The allocation-failure test interposes malloc, so it is left out of sanitizer builds.
+ALLOC_TEST = $(BUILD)/alloc_fail
 EXAMPLES := $(BUILD)/mlp_train
 
-.PHONY: all lib test test-sanitize examples bench install clean
-all: lib examples bench $(TESTS)
+.PHONY: all lib test test-sanitize fuzz fuzz-link examples bench install clean cuda-abi-check
+all: lib examples bench $(TESTS) $(ALLOC_TEST)
 lib: $(BUILD)/liblathe.a $(BUILD)/liblathe.so $(BUILD)/lathe.pc
 
 $(BUILD)/obj/%.o: src/%.c $(HDR) $(MLX_STAMP)
@@ -70,6 +72,9 @@ $(BUILD)/test_ops: $(wildcard tests/ops/*.c) tests/testing.c tests/testing.h $(B
 $(BUILD)/test_mlx: $(wildcard tests/mlx/*.c) tests/testing.c tests/testing.h $(BUILD)/liblathe.a
 	$(CC) $(CFLAGS_ALL) -Isrc -Itests tests/testing.c $(wildcard tests/mlx/*.c) $(BUILD)/liblathe.a $(LIBS) $(LDFLAGS) -o $@
 
+$(BUILD)/alloc_fail: tests/alloc/alloc_fail.c $(BUILD)/liblathe.a
+	$(CC) $(CFLAGS_ALL) $< $(BUILD)/liblathe.a $(LIBS) $(LDFLAGS) -o $@
+
 $(BUILD)/mlp_train: examples/mlp_train.c $(BUILD)/liblathe.a
 	$(CC) $(CFLAGS_ALL) $< $(BUILD)/liblathe.a $(LIBS) $(LDFLAGS) -o $@
 
@@ -80,15 +85,28 @@ $(BUILD)/%_bench: bench/%_bench.c bench/bench.h $(BUILD)/liblathe.a
 
 bench: $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*_bench.c))
 
-test: $(TESTS)
+test: $(TESTS) $(ALLOC_TEST)
 	$(BUILD)/test_unit
 	$(BUILD)/test_ops
 	$(if $(MLX_SRC),$(BUILD)/test_mlx)
+	$(if $(ALLOC_TEST),$(ALLOC_TEST))
 
 # The same suite under AddressSanitizer and UndefinedBehaviorSanitizer.
 test-sanitize:
 	$(MAKE) BUILD=build-san OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  LDFLAGS="-fsanitize=address,undefined" test
+	  LDFLAGS="-fsanitize=address,undefined" ALLOC_TEST= test
+
+# libFuzzer harness over the public C API (clang; libFuzzer ships in Debian's libclang-rt-*-dev):
+# the library instrumented for coverage, with ASan and UBSan. See README, "Developing".
+FUZZ_CC ?= clang
+FUZZ_OPT = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+fuzz: build-fuzz/fuzz_api
+build-fuzz/fuzz_api: tests/fuzz/fuzz_api.c $(SRC) $(HDR)
+	$(MAKE) CC=$(FUZZ_CC) BUILD=build-fuzz OPT="$(FUZZ_OPT) -fsanitize=fuzzer-no-link" MLX_DIR= build-fuzz/liblathe.a
+	$(MAKE) --no-print-directory MLX_DIR= FUZZ_CC=$(FUZZ_CC) fuzz-link
+# (the harness exercises lathe's own engine: built without MLX)
+fuzz-link:
+	$(FUZZ_CC) $(CSTD) $(WARN) $(FUZZ_OPT) -fsanitize=fuzzer -Iinclude tests/fuzz/fuzz_api.c build-fuzz/liblathe.a $(LIBS) $(LDFLAGS) -o build-fuzz/fuzz_api
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
@@ -97,4 +115,11 @@ install: lib
 	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(LIBS)|' lathe.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/lathe.pc
 
 clean:
-	rm -rf build build-san
+	rm -rf build build-san build-clang build-fuzz
+
+# Where a CUDA SDK is installed: check src/cuda/cuda_api.h against NVIDIA's headers.
+CUDA_HOME ?= /usr/local/cuda
+cuda-abi-check:
+	@mkdir -p $(BUILD)
+	$(CC) -std=c11 -I$(CUDA_HOME)/include tests/cuda/abi_check.c -o $(BUILD)/cuda_abi_check
+	$(BUILD)/cuda_abi_check

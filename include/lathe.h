@@ -80,10 +80,17 @@ typedef struct lathe_shape {
   const char *axis_names[LATHE_MAX_RANK];
 } lathe_shape;
 
+/* The size limit: a shape's element count and byte size must both be below this (2^62), with
+ * size-0 axes counted as 1 (and dynamic axes as 1 until bound). A parameter, constant, buffer,
+ * or op result beyond it is INVALID_ARGUMENT where it is declared; a valid shape whose memory
+ * cannot be had is RESOURCE_EXHAUSTED when it is allocated. */
+#define LATHE_MAX_TENSOR_SIZE ((int64_t)1 << 62)
+
 /* Fills *out with dtype and dims (axis names NULL). Fails on rank > LATHE_MAX_RANK. */
 lathe_status_t lathe_shape_make(lathe_dtype dtype, int rank, const int64_t *dims, lathe_shape *out);
-int64_t lathe_shape_num_elements(const lathe_shape *shape); /* -1 if any axis is dynamic */
-int64_t lathe_shape_byte_size(const lathe_shape *shape);    /* packed size; -1 if dynamic */
+/* -1 if any axis is dynamic, or the shape is beyond the size limit or has a rank out of range */
+int64_t lathe_shape_num_elements(const lathe_shape *shape);
+int64_t lathe_shape_byte_size(const lathe_shape *shape); /* packed size; -1 as num_elements */
 bool lathe_shape_is_dynamic(const lathe_shape *shape);
 bool lathe_shape_equal(const lathe_shape *a, const lathe_shape *b); /* dtype and dims */
 
@@ -208,9 +215,55 @@ lathe_function_t lathe_value_function(lathe_value_t value);
 /* Compiles the main function (and everything it calls). The builder may be freed afterwards. */
 typedef struct lathe_executable *lathe_executable_t; /* reference counted; thread-safe */
 lathe_status_t lathe_builder_compile(lathe_builder_t builder, lathe_executable_t *out_exec);
-/* Fixes the device(s) that run the compiled executable (GoMLX's DeviceAssignment). One device:
- * executions run there whatever their default_device. Several (SPMD) are UNIMPLEMENTED. */
+/* ---- Several devices ----
+ * A program runs on one device, or on several at once:
+ *  - SPMD (GoMLX's DistributedSPMD): one replica of the program per device; replicas exchange
+ *    values only through collectives (lathe_all_reduce). An execution takes the inputs of every
+ *    replica, device-major (input i of replica r is inputs[r * n_parameters + i]), and returns
+ *    the outputs likewise.
+ *  - AutoSharding (GoMLX's DistributedAutoSharding): parameters and outputs of main are declared
+ *    with their global shape and a sharding over a mesh of devices; each device passes and gets
+ *    its shard (device-major as above). lathe computes such a program whole on the first device
+ *    of the assignment and splits the outputs by their shardings: results are exact, but the work
+ *    is not spread over the devices.
+ * Fixes the devices of the compiled executable (GoMLX's DeviceAssignment): one device for a
+ * single-device program (executions then run there whatever their default_device), or one per
+ * replica / mesh device of a distributed program (default: 0, 1, 2, ...). */
 lathe_status_t lathe_builder_assign_devices(lathe_builder_t builder, const int *devices, int n_devices);
+/* Makes the builder an SPMD program of n_replicas replicas (n_replicas >= 1). */
+lathe_status_t lathe_builder_spmd(lathe_builder_t builder, int n_replicas);
+#define LATHE_MAX_MESH_RANK 8
+typedef struct lathe_mesh {
+  const char *name;               /* borrowed */
+  int rank;                       /* 1 to LATHE_MAX_MESH_RANK */
+  const int *axis_sizes;          /* rank sizes (borrowed) */
+  const char *const *axis_names;  /* rank distinct names (borrowed) */
+  const int *logical_devices;     /* product(axis_sizes) indices into the device assignment, or NULL */
+} lathe_mesh;
+/* Makes the builder an AutoSharding program over meshes (copied); all meshes have the same
+ * number of devices, which is the number of devices of an execution. */
+lathe_status_t lathe_builder_auto_sharding(lathe_builder_t builder, const lathe_mesh *meshes, int n_meshes);
+/* A tensor's sharding over a mesh: tensor axis a is split over the mesh axes axes[a][0..n_axes[a])
+ * (row-major over them); an axis with none, and axes from `rank` on, are replicated. */
+typedef struct lathe_sharding {
+  const char *mesh;                         /* a mesh's name (borrowed) */
+  int rank;
+  const char *const *axes[LATHE_MAX_RANK];  /* per axis: n_axes[a] mesh axis names (borrowed) */
+  int n_axes[LATHE_MAX_RANK];
+} lathe_sharding;
+/* A parameter of an AutoSharding program: shape is its global shape; sharding may be NULL
+ * (replicated on every device). Each axis's size must divide by its number of shards. */
+lathe_status_t lathe_parameter_sharded(lathe_function_t fn, const char *name, const lathe_shape *shape,
+                                       const lathe_sharding *sharding, lathe_value_t *out);
+/* Return with a sharding per output (the array and entries may be NULL: replicated). */
+lathe_status_t lathe_function_return_sharded(lathe_function_t fn, const lathe_value_t *outputs,
+                                             const lathe_sharding *const *shardings, int n_outputs);
+/* The number of devices one execution runs on (1 for a single-device program). */
+int lathe_executable_num_replicas(lathe_executable_t exec);
+/* The shape replica/device `index` passes for input i or gets for output i (the shard shape of
+ * an AutoSharding program; the plain shape otherwise). */
+lathe_status_t lathe_executable_input_shape_on(lathe_executable_t exec, int i, int index, lathe_shape *out_shape);
+lathe_status_t lathe_executable_output_shape_on(lathe_executable_t exec, int i, int index, lathe_shape *out_shape);
 /* Compiles the builder's graph for another backend (graphs do not depend on the backend that
  * built them): e.g. to run one graph on a device and on lathe:cpu as a reference. */
 lathe_status_t lathe_builder_compile_for(lathe_builder_t builder, lathe_backend_t backend, lathe_executable_t *out_exec);
@@ -346,12 +399,13 @@ LATHE_SCATTER_DECL(scatter_max)
 LATHE_SCATTER_DECL(scatter_min)
 #undef LATHE_SCATTER_DECL
 /* The slice of operand of sizes slice_dims (one per axis) starting at start_indices (array of
- * one integer scalar value per operand axis, borrowed); each start is clamped to
- * [0, dim - slice_dim]. */
+ * one integer scalar value per operand axis, or of one 1-D integer value holding them all;
+ * borrowed); each start is clamped to [0, dim - slice_dim]. */
 lathe_status_t lathe_dynamic_slice(lathe_function_t fn, lathe_value_t operand, const lathe_value_t *start_indices,
                                    int n_start_indices, const int64_t *slice_dims, int n_slice_dims, lathe_value_t *out);
 /* operand with update (same dtype and rank, no larger) written at start_indices (one integer
- * scalar per axis, borrowed), each start clamped to [0, dim - update_dim]. */
+ * scalar per axis, or one 1-D integer value holding them all; borrowed), each start clamped to
+ * [0, dim - update_dim]. */
 lathe_status_t lathe_dynamic_update_slice(lathe_function_t fn, lathe_value_t operand, lathe_value_t update,
                                           const lathe_value_t *start_indices, int n_start_indices, lathe_value_t *out);
 /* ---- Convolution ---- */
@@ -513,6 +567,15 @@ lathe_status_t lathe_optimization_barrier(lathe_function_t fn, const lathe_value
  * been computed. */
 lathe_status_t lathe_scheduling_barrier(lathe_function_t fn, lathe_value_t operand, const lathe_value_t *deps,
                                         int n_deps, lathe_value_t *out);
+
+/* ---- Collectives (SPMD programs) ---- */
+/* Reduces each operand over the replicas of its replica group: reduction is LATHE_OP_REDUCE_SUM,
+ * _PRODUCT, _MAX or _MIN. groups: n_groups lists of replica indices (group g has group_sizes[g]
+ * entries, flattened one after the other in `groups`) that together name every replica once;
+ * n_groups == 0 means one group of every replica. out_values (caller's array of n) receives
+ * the reduced values, each of its operand's shape. */
+lathe_status_t lathe_all_reduce(lathe_function_t fn, const lathe_value_t *operands, int n, lathe_op reduction,
+                                const int *groups, const int *group_sizes, int n_groups, lathe_value_t *out_values);
 
 /* ---- Quantized fused ops ---- */
 /* Quantized weights, as GoMLX's compute.Quantization. The numbering of both enums is GoMLX's. */

@@ -1,9 +1,11 @@
 /* testing.c -- the implementation of tests/testing.h (compiled into each test runner). */
 #include "testing.h"
 
+#include <pthread.h>
+#include <stdarg.h>
 #include <stdint.h>
 
-#include "core/core.h"
+#include "graph/graph.h"
 
 int tst_passed, tst_failed, tst_skipped;
 const char *tst_current = "";
@@ -24,20 +26,232 @@ void tst_register(const char *name, tst_fn fn) {
   tests[n_tests++] = (tst_entry){name, fn};
 }
 
+/* ---- the run's options and the current row (all under mu: rows may run on several threads) ---- */
+typedef enum { ROW_PENDING, ROW_ON, ROW_OFF } row_state;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct {
+  bool filter;                 /* -o given */
+  bool want[LATHE_OP_COUNT];   /* -o's ops */
+  const char *config;          /* -b CONFIG */
+  lathe_backend_t ref;         /* -b: the reference lathe:cpu */
+  row_state state;
+  bool declared;               /* tst_rows_of is in force */
+  row_state declared_state;
+  lathe_op declared_op;
+  int pend_passed, pend_failed, pend_skipped; /* cases of a pending row, counted if it is selected */
+  char *pend_log;
+  size_t pend_len, pend_cap;
+  long rows_ran[LATHE_OP_COUNT], rows_skipped[LATHE_OP_COUNT];
+  long compared, mismatched, unsupported;
+} R;
+
+/* Where a case of the current row goes: counted now (1), dropped (0), kept with the pending row (2).
+ * Without -o a row never waits: its cases count unless the device under test skipped it. */
+static int route(void) {
+  if (R.state == ROW_OFF) return 0;
+  return R.state == ROW_PENDING && R.filter ? 2 : 1;
+}
+
+static void vemit(int where, const char *fmt, va_list ap) {
+  if (where == 1) {
+    vfprintf(stdout, fmt, ap);
+    return;
+  }
+  va_list aq;
+  va_copy(aq, ap);
+  int n = vsnprintf(NULL, 0, fmt, aq);
+  va_end(aq);
+  if (n < 0) return;
+  if (R.pend_len + (size_t)n + 1 > R.pend_cap) {
+    R.pend_cap = (R.pend_len + (size_t)n + 1) * 2;
+    R.pend_log = realloc(R.pend_log, R.pend_cap);
+    if (!R.pend_log) abort();
+  }
+  vsnprintf(R.pend_log + R.pend_len, (size_t)n + 1, fmt, ap);
+  R.pend_len += (size_t)n;
+}
+
+static void emit(int where, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vemit(where, fmt, ap);
+  va_end(ap);
+}
+
+void tst_pass(void) {
+  pthread_mutex_lock(&mu);
+  int w = route();
+  if (w == 1) tst_passed++;
+  else if (w == 2) R.pend_passed++;
+  pthread_mutex_unlock(&mu);
+}
+
+void tst_fail(const char *file, int line, const char *fmt, ...) {
+  pthread_mutex_lock(&mu);
+  int w = route();
+  if (w) {
+    if (w == 1) tst_failed++;
+    else R.pend_failed++;
+    emit(w, "FAIL %s (%s:%d): ", tst_current, file, line);
+    va_list ap;
+    va_start(ap, fmt);
+    vemit(w, fmt, ap);
+    va_end(ap);
+    emit(w, "\n");
+  }
+  pthread_mutex_unlock(&mu);
+}
+
+void tst_skipf(const char *who, const char *fmt, ...) {
+  pthread_mutex_lock(&mu);
+  int w = route();
+  if (w) {
+    if (w == 1) tst_skipped++;
+    else R.pend_skipped++;
+    emit(w, "SKIP %s: ", who);
+    va_list ap;
+    va_start(ap, fmt);
+    vemit(w, fmt, ap);
+    va_end(ap);
+    emit(w, "\n");
+  }
+  pthread_mutex_unlock(&mu);
+}
+
+void tst_log(const char *fmt, ...) {
+  pthread_mutex_lock(&mu);
+  int w = route();
+  if (w) {
+    va_list ap;
+    va_start(ap, fmt);
+    vemit(w, fmt, ap);
+    va_end(ap);
+    emit(w, "\n");
+  }
+  pthread_mutex_unlock(&mu);
+}
+
+/* Ends a pending row: its cases count when it was selected, else they are dropped. Under mu. */
+static void settle(bool selected) {
+  if (R.state != ROW_PENDING) return;
+  if (selected) {
+    tst_passed += R.pend_passed, tst_failed += R.pend_failed, tst_skipped += R.pend_skipped;
+    if (R.pend_len) fwrite(R.pend_log, 1, R.pend_len, stdout);
+  }
+  R.pend_passed = R.pend_failed = R.pend_skipped = 0;
+  R.pend_len = 0;
+}
+
+void tst_row_begin(void) {
+  pthread_mutex_lock(&mu);
+  settle(false); /* under -o, a row that compiled no graph is no row of the selected ops */
+  R.state = R.declared ? R.declared_state : ROW_PENDING;
+  pthread_mutex_unlock(&mu);
+}
+
+bool tst_rows_of(lathe_op op) {
+  pthread_mutex_lock(&mu);
+  bool sel = !R.filter || ((unsigned)op < LATHE_OP_COUNT && R.want[op]);
+  settle(false);
+  R.declared = true;
+  R.declared_op = op;
+  R.declared_state = R.state = sel ? ROW_ON : ROW_OFF;
+  pthread_mutex_unlock(&mu);
+  return sel;
+}
+
+/* The ops of a builder's graph (every function), and their names for messages. */
+typedef struct {
+  bool has[LATHE_OP_COUNT];
+  char names[96];
+} graph_ops;
+
+static void ops_of(lathe_builder_t b, graph_ops *g) {
+  memset(g, 0, sizeof *g);
+  for (int f = 0; b && f < b->n_fns; f++)
+    for (int i = 0; i < b->fns[f]->n_nodes; i++) {
+      lathe_op op = b->fns[f]->nodes[i]->op;
+      if ((unsigned)op < LATHE_OP_COUNT) g->has[op] = true;
+    }
+  size_t len = 0;
+  for (int op = 0; op < LATHE_OP_COUNT; op++) {
+    if (!g->has[op] || op == LATHE_OP_PARAMETER || lathe_op_kind_of((lathe_op)op) == LATHE_KIND_INTERNAL) continue;
+    const char *name = lathe_op_name((lathe_op)op);
+    if (len + strlen(name) + 5 >= sizeof g->names) {
+      snprintf(g->names + len, sizeof g->names - len, ",...");
+      break;
+    }
+    len += (size_t)snprintf(g->names + len, sizeof g->names - len, "%s%s", len ? "," : "", name);
+  }
+  if (!len) snprintf(g->names, sizeof g->names, "Parameter");
+}
+
+/* Decides the current row from its graph (unless tst_rows_of declared it); returns whether it
+ * counts. Under mu. */
+static bool decide(const graph_ops *g) {
+  if (R.declared) return R.declared_state == ROW_ON;
+  bool sel = !R.filter;
+  for (int op = 0; op < LATHE_OP_COUNT && !sel; op++) sel = g->has[op] && R.want[op];
+  settle(sel);
+  R.state = sel ? ROW_ON : ROW_OFF;
+  return sel;
+}
+
+/* Counts one run (or skip) of a row for each selected op it uses. Under mu. */
+static void count_row(const graph_ops *g, bool skipped) {
+  for (int op = 0; op < LATHE_OP_COUNT; op++)
+    if (R.want[op] && (g->has[op] || (R.declared && (int)R.declared_op == op)))
+      (skipped ? R.rows_skipped : R.rows_ran)[op]++;
+}
+
+bool tst_row_graph(lathe_builder_t b) {
+  graph_ops g;
+  ops_of(b, &g);
+  pthread_mutex_lock(&mu);
+  bool sel = decide(&g);
+  if (sel) count_row(&g, false);
+  pthread_mutex_unlock(&mu);
+  return sel;
+}
+
 static lathe_backend_t backend;
-static void free_backend(void) { lathe_backend_free(backend); }
+static void free_backends(void) {
+  lathe_backend_free(backend);
+  lathe_backend_free(R.ref);
+}
 
 lathe_backend_t tst_backend(void) {
   if (!backend) {
-    const char *cfg = getenv("LATHE_TEST_BACKEND");
-    lathe_status_t st = lathe_backend_new(cfg ? cfg : "lathe:cpu", &backend);
+    const char *cfg = R.config ? R.config : "lathe:cpu";
+    lathe_status_t st = lathe_backend_new(cfg, &backend);
     if (st) {
-      fprintf(stdout, "cannot create backend: %s\n", lathe_status_message(st));
+      fprintf(stdout, "cannot create backend %s: %s\n", cfg, lathe_status_message(st));
       exit(1);
     }
-    atexit(free_backend);
+    atexit(free_backends);
   }
   return backend;
+}
+
+lathe_backend_t tst_backend_variant(const char *options) {
+  static lathe_backend_t variants[8];
+  static char keys[8][64];
+  static int n;
+  for (int i = 0; i < n; i++)
+    if (!strcmp(keys[i], options)) return variants[i];
+  if (n == 8) return NULL;
+  char cfg[256];
+  const char *base = lathe_backend_config(tst_backend());
+  snprintf(cfg, sizeof cfg, "%s,%s", base, options);
+  lathe_status_t st = lathe_backend_new(cfg, &variants[n]);
+  if (st) {
+    fprintf(stdout, "cannot create backend %s: %s\n", cfg, lathe_status_message(st));
+    lathe_status_free(st);
+    return NULL;
+  }
+  snprintf(keys[n], sizeof keys[n], "%s", options);
+  return variants[n++];
 }
 
 lathe_shape tst_shape(lathe_dtype dt, int rank, const int64_t *dims) {
@@ -59,24 +273,272 @@ void *tst_alloc_for(const lathe_shape *s) {
 #define GUARD 64
 #define GUARD_BYTE 0xA5
 
+/* ---- running rows on the backend under test and the reference ---- */
+struct tst_exec {
+  lathe_executable_t dev; /* on tst_backend(); NULL: the row runs on the reference only */
+  lathe_executable_t ref; /* -b: on the reference; NULL: nothing to compare with */
+  bool counted;           /* a row of the selected ops */
+  graph_ops ops;
+};
+
+lathe_executable_t tst_exec_executable(const tst_exec *x) { return x ? x->dev : NULL; }
+
+void tst_exec_free(tst_exec *x) {
+  if (!x) return;
+  lathe_executable_free(x->dev);
+  lathe_executable_free(x->ref);
+  free(x);
+}
+
+/* A failure that belongs to a compared row, counted whatever row is current. */
+static void ref_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void ref_fail(const char *fmt, ...) {
+  pthread_mutex_lock(&mu);
+  tst_failed++;
+  R.mismatched++;
+  printf("FAIL %s (reference): %s vs lathe:cpu: ", tst_current, R.config);
+  va_list ap;
+  va_start(ap, fmt);
+  vprintf(fmt, ap);
+  va_end(ap);
+  putchar('\n');
+  pthread_mutex_unlock(&mu);
+}
+
+/* CONFIG cannot run the row while the reference can: a counted skip; the rest of the row's
+ * cases are dropped and its outputs come from the reference. */
+static void device_skip(tst_exec *x, lathe_status_t st) {
+  tst_skipf(tst_current, "%s cannot run %s: %s", R.config, x->ops.names, lathe_status_message(st));
+  pthread_mutex_lock(&mu);
+  R.unsupported++;
+  if (x->counted) count_row(&x->ops, true);
+  R.state = ROW_OFF;
+  pthread_mutex_unlock(&mu);
+  lathe_executable_free(x->dev);
+  x->dev = NULL;
+}
+
+lathe_status_t tst_compile(lathe_builder_t b, tst_exec **out) {
+  *out = NULL;
+  tst_exec *x = calloc(1, sizeof *x);
+  if (!x) abort();
+  ops_of(b, &x->ops);
+  pthread_mutex_lock(&mu);
+  bool sel = decide(&x->ops), on_device = sel || !R.ref; /* a dropped row runs on the reference */
+  x->counted = sel && R.filter;
+  pthread_mutex_unlock(&mu);
+  lathe_status_t st = NULL, st_ref = NULL;
+  if (on_device) st = lathe_builder_compile_for(b, tst_backend(), &x->dev);
+  if (R.ref) st_ref = lathe_builder_compile_for(b, R.ref, &x->ref);
+  if (on_device && R.ref) {
+    lathe_status_code c = lathe_status_code_of(st), cr = lathe_status_code_of(st_ref);
+    if (c == LATHE_STATUS_UNIMPLEMENTED && !st_ref) {
+      device_skip(x, st);
+      lathe_status_free(st);
+      st = NULL;
+    } else if (c == LATHE_STATUS_OK && cr == LATHE_STATUS_UNIMPLEMENTED) {
+      tst_skipf(tst_current, "lathe:cpu cannot run %s, no reference to compare with: %s", x->ops.names,
+                lathe_status_message(st_ref));
+    } else if (c != cr) {
+      ref_fail("%s: compile: %s (%s), lathe:cpu: %s (%s)", x->ops.names, lathe_status_code_name(c),
+               lathe_status_message(st), lathe_status_code_name(cr), lathe_status_message(st_ref));
+    }
+  }
+  if (on_device) {
+    lathe_status_free(st_ref);
+    if (st_ref) lathe_executable_free(x->ref), x->ref = NULL;
+  } else {
+    st = st_ref;
+  }
+  if (st) {
+    tst_exec_free(x);
+    return st;
+  }
+  *out = x;
+  return NULL;
+}
+
+/* Uploads the inputs to be and runs e; on failure no output is left. */
+static lathe_status_t run_on(lathe_executable_t e, lathe_backend_t be, const lathe_shape *shapes,
+                             const void *const *in_data, int n_in, lathe_buffer_t *outs, int n_out) {
+  lathe_buffer_t in[64] = {0};
+  lathe_status_t st = NULL;
+  for (int k = 0; k < n_out; k++) outs[k] = NULL;
+  if (n_in > 64) return lathe_status_new(LATHE_STATUS_INVALID_ARGUMENT, "tst_run: too many");
+  for (int i = 0; i < n_in && !st; i++) {
+    lathe_shape s;
+    if (shapes) s = shapes[i];
+    else if ((st = lathe_executable_input_shape(e, i, &s))) break;
+    st = lathe_buffer_from_host(be, 0, &s, in_data[i], (size_t)lathe_shape_byte_size(&s), &in[i]);
+  }
+  if (!st) st = lathe_executable_execute(e, in, NULL, n_in, 0, outs, n_out);
+  for (int i = 0; i < n_in; i++) lathe_buffer_free(in[i]);
+  if (st)
+    for (int k = 0; k < n_out; k++) lathe_buffer_free(outs[k]), outs[k] = NULL;
+  return st;
+}
+
+/* Waits for every output; the first error of the work that computes them (NULL: none). */
+static lathe_status_t wait_all(lathe_buffer_t *outs, int n) {
+  lathe_status_t st = NULL;
+  for (int k = 0; k < n && !st; k++)
+    if (outs[k]) st = lathe_buffer_wait(outs[k]);
+  return st;
+}
+
+/* Runs x on the backend under test (or on the reference alone) into outs; when the reference
+ * ran it too, ref_outs holds its outputs for comparison (else all NULL). */
+static lathe_status_t run_pair(tst_exec *x, const lathe_shape *shapes, const void *const *in_data, int n_in,
+                               lathe_buffer_t *outs, lathe_buffer_t *ref_outs, int n_out) {
+  for (int k = 0; k < n_out; k++) ref_outs[k] = NULL;
+  if (!x->dev) return run_on(x->ref, R.ref, shapes, in_data, n_in, outs, n_out);
+  lathe_status_t st = run_on(x->dev, tst_backend(), shapes, in_data, n_in, outs, n_out);
+  if (x->ref) {
+    lathe_status_t st_ref = run_on(x->ref, R.ref, shapes, in_data, n_in, ref_outs, n_out);
+    /* An asynchronous device reports errors of the work when its outputs are waited for. */
+    lathe_status_t done = st ? NULL : wait_all(outs, n_out), done_ref = st_ref ? NULL : wait_all(ref_outs, n_out);
+    lathe_status_t e = st ? st : done, e_ref = st_ref ? st_ref : done_ref;
+    lathe_status_code c = lathe_status_code_of(e), cr = lathe_status_code_of(e_ref);
+    if (c == LATHE_STATUS_UNIMPLEMENTED && !e_ref) {
+      device_skip(x, e);
+      lathe_status_free(st), lathe_status_free(done);
+      for (int k = 0; k < n_out; k++) lathe_buffer_free(outs[k]), outs[k] = ref_outs[k], ref_outs[k] = NULL;
+      return NULL;
+    }
+    if (c != cr)
+      ref_fail("%s: run: %s (%s), lathe:cpu: %s (%s)", x->ops.names, lathe_status_code_name(c),
+               lathe_status_message(e), lathe_status_code_name(cr), lathe_status_message(e_ref));
+    if (e || e_ref)
+      for (int k = 0; k < n_out; k++) lathe_buffer_free(ref_outs[k]), ref_outs[k] = NULL; /* nothing to compare */
+    lathe_status_free(done), lathe_status_free(done_ref), lathe_status_free(st_ref);
+  }
+  if (x->counted) {
+    pthread_mutex_lock(&mu);
+    count_row(&x->ops, false);
+    pthread_mutex_unlock(&mu);
+  }
+  return st;
+}
+
+static bool close_enough(double g, double w, double tol) {
+  if (isnan(w) || isnan(g)) return isnan(w) && isnan(g);
+  if (isinf(w) || isinf(g)) return g == w;
+  return fabs(g - w) <= tol * (1 + fabs(w));
+}
+
+/* Compares output k of a row with the reference's: integers and Bool bit-exact, floats and
+ * complex parts within tol, NaN positions equal. */
+static void ref_compare(const char *ops, int k, const lathe_shape *s, const void *got, const void *want, double tol) {
+  lathe_dtype dt = s->dtype;
+  int64_t n = lathe_shape_size(s), bad = 0, first = -1;
+  bool exact = !lathe_dtype_is_float(dt) && !lathe_dtype_is_complex(dt);
+  int bits = lathe_dtype_bits(dt);
+  size_t esz = (size_t)bits / 8;
+  for (int64_t i = 0; i < n; i++) {
+    bool ok;
+    if (exact && esz) ok = memcmp((const char *)got + (size_t)i * esz, (const char *)want + (size_t)i * esz, esz) == 0;
+    else if (exact) ok = tst_get_int(got, dt, i) == tst_get_int(want, dt, i);
+    else ok = close_enough(tst_get(got, dt, i), tst_get(want, dt, i), tol) &&
+              close_enough(tst_get_imag(got, dt, i), tst_get_imag(want, dt, i), tol);
+    if (!ok && !bad++) first = i;
+  }
+  pthread_mutex_lock(&mu);
+  R.compared++;
+  pthread_mutex_unlock(&mu);
+  if (!bad) return;
+  char sb[LATHE_SHAPE_STR_MAX];
+  if (exact)
+    ref_fail("%s output %d (%s): %lld of %lld elements differ, first at %lld: got %lld, want %lld", ops, k,
+             lathe_shape_str(s, sb, sizeof sb), (long long)bad, (long long)n, (long long)first,
+             (long long)tst_get_int(got, dt, first), (long long)tst_get_int(want, dt, first));
+  else if (lathe_dtype_is_complex(dt))
+    ref_fail("%s output %d (%s): %lld of %lld elements differ beyond %g, first at %lld: got %.9g%+.9gi, want %.9g%+.9gi",
+             ops, k, lathe_shape_str(s, sb, sizeof sb), (long long)bad, (long long)n, tol, (long long)first,
+             tst_get(got, dt, first), tst_get_imag(got, dt, first), tst_get(want, dt, first),
+             tst_get_imag(want, dt, first));
+  else
+    ref_fail("%s output %d (%s): %lld of %lld elements differ beyond %g, first at %lld: got %.9g, want %.9g", ops, k,
+             lathe_shape_str(s, sb, sizeof sb), (long long)bad, (long long)n, tol, (long long)first,
+             tst_get(got, dt, first), tst_get(want, dt, first));
+}
+
+/* Downloads b into fresh memory (size from its shape); NULL and a failure when it cannot. */
+static void *download(lathe_buffer_t b, lathe_shape *s, const char *ops, int k) {
+  lathe_status_t st = lathe_buffer_shape(b, s);
+  void *p = NULL;
+  if (!st) {
+    p = malloc((size_t)lathe_shape_byte_size(s) + 1);
+    if (!p) abort();
+    st = lathe_buffer_to_host(b, p, (size_t)lathe_shape_byte_size(s));
+  }
+  if (st) {
+    ref_fail("%s output %d: download: %s", ops, k, lathe_status_message(st));
+    free(p), p = NULL;
+  }
+  lathe_status_free(st);
+  return p;
+}
+
+/* Outputs of tst_run waiting for their comparison with the reference (main thread only). */
+typedef struct {
+  const void *got;
+  void *want;
+  lathe_shape shape;
+  int k;
+  char ops[96];
+} ref_pending;
+static ref_pending *pend_cmp;
+static int n_pend_cmp, cap_pend_cmp;
+
+static void compare_pending(int i, double tol, bool use_tol) {
+  ref_pending p = pend_cmp[i];
+  pend_cmp[i] = pend_cmp[--n_pend_cmp];
+  ref_compare(p.ops, p.k, &p.shape, p.got, p.want, use_tol ? tol : tst_tol(p.shape.dtype));
+  free(p.want);
+}
+
+void tst_expect_tol(const void *got, double tol) {
+  for (int i = 0; got && i < n_pend_cmp; i++)
+    if (pend_cmp[i].got == got) return compare_pending(i, tol, true);
+}
+
 void tst_free_output(void *p) {
-  if (p) free((unsigned char *)p - GUARD);
+  if (!p) return;
+  for (int i = 0; i < n_pend_cmp; i++)
+    if (pend_cmp[i].got == p) {
+      compare_pending(i, 0, false);
+      break;
+    }
+  free((unsigned char *)p - GUARD);
+}
+
+lathe_status_t tst_exec_run(tst_exec *x, const lathe_shape *shapes, const void *const *in_data, int n_in,
+                            lathe_buffer_t *outs, int n_out) {
+  lathe_buffer_t ref[64];
+  if (n_out > 64) return lathe_status_new(LATHE_STATUS_INVALID_ARGUMENT, "tst_exec_run: too many");
+  lathe_status_t st = run_pair(x, shapes, in_data, n_in, outs, ref, n_out);
+  for (int k = 0; k < n_out; k++) {
+    if (!st && ref[k]) {
+      lathe_shape gs, ws;
+      void *got = download(outs[k], &gs, x->ops.names, k), *want = download(ref[k], &ws, x->ops.names, k);
+      if (got && want && !lathe_shape_equal(&gs, &ws)) ref_fail("%s output %d: shapes differ", x->ops.names, k);
+      else if (got && want) ref_compare(x->ops.names, k, &gs, got, want, tst_tol(gs.dtype));
+      free(got), free(want);
+    }
+    lathe_buffer_free(ref[k]);
+  }
+  return st;
 }
 
 lathe_status_t tst_run(lathe_builder_t b, const void *const *in_data, int n_in, void **out_data, int n_out,
                        lathe_shape *out_shapes) {
-  lathe_executable_t e = NULL;
-  lathe_buffer_t in[64] = {0}, out[64] = {0};
+  tst_exec *x = NULL;
+  lathe_buffer_t out[64] = {0}, ref[64] = {0};
   lathe_status_t st = NULL;
   for (int k = 0; k < n_out; k++) out_data[k] = NULL;
   if (n_in > 64 || n_out > 64) return lathe_status_new(LATHE_STATUS_INVALID_ARGUMENT, "tst_run: too many");
-  if ((st = lathe_builder_compile(b, &e))) return st;
-  for (int i = 0; i < n_in && !st; i++) {
-    lathe_shape s;
-    if ((st = lathe_executable_input_shape(e, i, &s))) break;
-    st = lathe_buffer_from_host(tst_backend(), 0, &s, in_data[i], (size_t)lathe_shape_byte_size(&s), &in[i]);
-  }
-  if (!st) st = lathe_executable_execute(e, in, NULL, n_in, 0, out, n_out);
+  if ((st = tst_compile(b, &x))) return st;
+  st = run_pair(x, NULL, in_data, n_in, out, ref, n_out);
   for (int k = 0; k < n_out && !st; k++) {
     lathe_shape s;
     if ((st = lathe_buffer_shape(out[k], &s))) break;
@@ -91,9 +553,28 @@ lathe_status_t tst_run(lathe_builder_t b, const void *const *in_data, int n_in, 
     for (int g = 0; g < GUARD; g++) ok &= raw[g] == GUARD_BYTE && raw[GUARD + nb + g] == GUARD_BYTE;
     CHECK(ok, "output %d: guard bytes overwritten", k);
   }
-  for (int i = 0; i < n_in; i++) lathe_buffer_free(in[i]);
-  for (int k = 0; k < n_out; k++) lathe_buffer_free(out[k]);
-  lathe_executable_free(e);
+  /* Each output waits for the tolerance the test states for it (tst_expect_tol). */
+  for (int k = 0; k < n_out && !st; k++) {
+    if (!ref[k]) continue;
+    ref_pending p = {.got = out_data[k], .k = k};
+    snprintf(p.ops, sizeof p.ops, "%s", x->ops.names);
+    lathe_shape gs;
+    lathe_buffer_shape(out[k], &gs);
+    if (!(p.want = download(ref[k], &p.shape, x->ops.names, k))) continue;
+    if (!lathe_shape_equal(&gs, &p.shape)) {
+      ref_fail("%s output %d: shapes differ", x->ops.names, k);
+      free(p.want);
+      continue;
+    }
+    if (n_pend_cmp == cap_pend_cmp) {
+      cap_pend_cmp = cap_pend_cmp ? 2 * cap_pend_cmp : 16;
+      pend_cmp = realloc(pend_cmp, sizeof *pend_cmp * (size_t)cap_pend_cmp);
+      if (!pend_cmp) abort();
+    }
+    pend_cmp[n_pend_cmp++] = p;
+  }
+  for (int k = 0; k < n_out; k++) lathe_buffer_free(out[k]), lathe_buffer_free(ref[k]);
+  tst_exec_free(x);
   if (st)
     for (int k = 0; k < n_out; k++) tst_free_output(out_data[k]), out_data[k] = NULL;
   return st;
@@ -205,20 +686,15 @@ double tst_tol(lathe_dtype dt) {
   }
 }
 
-static bool close_enough(double g, double w, double tol) {
-  if (isnan(w) || isnan(g)) return isnan(w) && isnan(g);
-  if (isinf(w) || isinf(g)) return g == w;
-  return fabs(g - w) <= tol * (1 + fabs(w));
-}
-
 void tst_expect_close(const char *label, const void *got, const void *want, lathe_dtype dt, int64_t n, double tol) {
+  tst_expect_tol(got, tol);
   int bad = 0;
   for (int64_t i = 0; i < n; i++) {
     double g = tst_get(got, dt, i), w = tst_get(want, dt, i);
     double gi = tst_get_imag(got, dt, i), wi = tst_get_imag(want, dt, i);
     if (!close_enough(g, w, tol) || !close_enough(gi, wi, tol)) {
       if (bad < 3)
-        fprintf(stdout, "  %s: element %lld: got %.17g%+.17gi, want %.17g%+.17gi\n", label, (long long)i, g, gi, w, wi);
+        tst_log("  %s: element %lld: got %.17g%+.17gi, want %.17g%+.17gi", label, (long long)i, g, gi, w, wi);
       bad++;
     }
   }
@@ -278,9 +754,14 @@ int64_t tst_get_int(const void *d, lathe_dtype dt, int64_t i) {
   }
 }
 
+lathe_status_t tst_builder_new(const char *name, lathe_builder_t *out) {
+  tst_row_begin();
+  return lathe_builder_new(tst_backend(), name, out);
+}
+
 lathe_builder_t tst_builder(const char *name, lathe_function_t *main_fn) {
   lathe_builder_t b = NULL;
-  lathe_status_t st = lathe_builder_new(tst_backend(), name, &b);
+  lathe_status_t st = tst_builder_new(name, &b);
   CHECK(st == NULL, "%s: builder: %s", name, lathe_status_message(st));
   lathe_status_free(st);
   if (main_fn) *main_fn = b ? lathe_builder_main(b) : NULL;
@@ -339,15 +820,100 @@ const lathe_dtype tst_all_dtypes[] = {
 };
 const int tst_n_all_dtypes = (int)(sizeof tst_all_dtypes / sizeof tst_all_dtypes[0]);
 
+static int usage(const char *prog, const char *why) {
+  fprintf(stderr, "%s: %s\nusage: %s [-o OP[,OP...]] [-b CONFIG] [NAME]\n"
+                  "  -o OP      run only the rows whose graph uses OP (GoMLX op names, e.g. Clz, DotGeneral)\n"
+                  "  -b CONFIG  run every row on backend CONFIG and compare its outputs with lathe:cpu\n"
+                  "  NAME       run only the tests whose name contains NAME\n",
+          prog, why, prog);
+  return 2;
+}
+
+/* Selects the ops of a comma-separated list; an unknown name is an error that lists the known ones. */
+static int select_ops(const char *prog, const char *list) {
+  char buf[1024];
+  snprintf(buf, sizeof buf, "%s", list);
+  int n = 0;
+  for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+    lathe_op op = lathe_op_from_name(tok);
+    if (op == LATHE_OP_COUNT || lathe_op_kind_of(op) == LATHE_KIND_INTERNAL) {
+      fprintf(stderr, "%s: -o: unknown op \"%s\"; the ops are:", prog, tok);
+      for (int k = 0; k < LATHE_OP_COUNT; k++)
+        if (lathe_op_kind_of((lathe_op)k) != LATHE_KIND_INTERNAL) fprintf(stderr, " %s", lathe_op_name((lathe_op)k));
+      fputc('\n', stderr);
+      return 2;
+    }
+    R.want[op] = true;
+    n++;
+  }
+  if (!n) return usage(prog, "-o needs an op name");
+  R.filter = true;
+  return 0;
+}
+
 int tst_main(int argc, char **argv) {
-  const char *filter = argc > 1 ? argv[1] : NULL;
+  const char *filter = NULL, *prog = argc > 0 ? argv[0] : "test";
+  R.config = getenv("LATHE_TEST_BACKEND");
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if ((!strcmp(a, "-o") || !strcmp(a, "-b")) && i + 1 >= argc) return usage(prog, "missing argument");
+    if (!strcmp(a, "-o")) {
+      int rc = select_ops(prog, argv[++i]);
+      if (rc) return rc;
+    } else if (!strcmp(a, "-b")) {
+      R.config = argv[++i];
+    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      return usage(prog, "help");
+    } else if (a[0] == '-' || filter) {
+      return usage(prog, "bad argument");
+    } else {
+      filter = a;
+    }
+  }
+  if (R.config) {
+    tst_backend(); /* a bad CONFIG ends the run here */
+    lathe_status_t st = lathe_backend_new("lathe:cpu", &R.ref);
+    if (st) {
+      fprintf(stdout, "cannot create the reference lathe:cpu: %s\n", lathe_status_message(st));
+      return 1;
+    }
+  }
   for (int i = 0; i < n_tests; i++) {
     if (filter && !strstr(tests[i].name, filter)) continue;
     tst_current = tests[i].name;
+    pthread_mutex_lock(&mu);
+    R.declared = false;
+    R.state = ROW_PENDING;
+    pthread_mutex_unlock(&mu);
     int f0 = tst_failed;
     tests[i].fn();
+    while (n_pend_cmp) compare_pending(n_pend_cmp - 1, 0, false);
+    pthread_mutex_lock(&mu);
+    settle(false);
+    pthread_mutex_unlock(&mu);
     if (getenv("LATHE_TEST_VERBOSE")) printf("%s %s\n", tst_failed == f0 ? "ok  " : "FAIL", tests[i].name);
   }
+  int rc = tst_failed ? 1 : 0;
+  for (int op = 0; op < LATHE_OP_COUNT; op++) {
+    if (!R.want[op]) continue;
+    printf("-o %s: %ld rows ran on %s, %ld skipped (unsupported)\n", lathe_op_name((lathe_op)op), R.rows_ran[op],
+           lathe_backend_config(tst_backend()), R.rows_skipped[op]);
+    if (!R.rows_ran[op] && !R.rows_skipped[op]) {
+      printf("FAIL: no conformance row%s uses %s\n", filter ? " of the tests selected" : "",
+             lathe_op_name((lathe_op)op));
+      rc = 1;
+    }
+  }
+  if (R.ref)
+    printf("-b %s: %ld outputs compared with lathe:cpu, %ld mismatches; %ld rows unsupported (skipped)\n",
+           lathe_backend_config(tst_backend()), R.compared, R.mismatched, R.unsupported);
   printf("%d passed, %d failed, %d skipped\n", tst_passed, tst_failed, tst_skipped);
-  return tst_failed ? 1 : 0;
+  free(R.pend_log);
+  free(pend_cmp);
+  return rc;
 }
+
+/* Under AddressSanitizer an allocation beyond its maximum aborts by default; the tests ask for
+ * tensors of valid but unobtainable sizes on purpose, and expect RESOURCE_EXHAUSTED. */
+const char *__asan_default_options(void);
+__attribute__((used)) const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }

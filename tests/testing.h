@@ -7,7 +7,10 @@
  *                                    must contain substring (the op's name, usually)
  *   SKIP(fmt, ...)                   counts a skip with its reason and returns
  * Each CHECK counts as one case; a test runner prints "N passed, N failed, N skipped" last.
- * Helpers build and run small graphs: see tst_backend(), tst_run(). */
+ * Helpers build and run small graphs: see tst_backend(), tst_run().
+ *
+ * Runners take [-o OP[,OP...]] [-b CONFIG] [NAME] (tst_main); the conformance rows below say
+ * what -o and -b do. */
 #ifndef LATHE_TESTING_H
 #define LATHE_TESTING_H
 
@@ -30,16 +33,19 @@ extern const char *tst_current;
   __attribute__((constructor)) static void tst_reg_##name(void) { tst_register(#name, name); } \
   static void name(void)
 
-#define CHECK(cond, ...)                                                   \
-  do {                                                                     \
-    if (cond) {                                                            \
-      tst_passed++;                                                        \
-    } else {                                                               \
-      tst_failed++;                                                        \
-      fprintf(stdout, "FAIL %s (%s:%d): ", tst_current, __FILE__, __LINE__); \
-      fprintf(stdout, __VA_ARGS__);                                        \
-      fputc('\n', stdout);                                                 \
-    }                                                                      \
+/* The counting behind CHECK and SKIP (thread-safe). Under -o a case counts only in a row of a
+ * selected op (see "Conformance rows"). */
+void tst_pass(void);
+void tst_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Counts one skip and prints "SKIP who: message". */
+void tst_skipf(const char *who, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Prints a line of detail about the current row (dropped with the row's cases under -o). */
+void tst_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#define CHECK(cond, ...)                          \
+  do {                                            \
+    if (cond) tst_pass();                         \
+    else tst_fail(__FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 
 #define CHECK_OK(expr)                                                                 \
@@ -60,27 +66,72 @@ extern const char *tst_current;
     lathe_status_free(st_);                                                                        \
   } while (0)
 
-#define SKIP(...)                                  \
-  do {                                             \
-    tst_skipped++;                                 \
-    fprintf(stdout, "SKIP %s: ", tst_current);     \
-    fprintf(stdout, __VA_ARGS__);                  \
-    fputc('\n', stdout);                           \
-    return;                                        \
+#define SKIP(...)                         \
+  do {                                    \
+    tst_skipf(tst_current, __VA_ARGS__);  \
+    return;                               \
   } while (0)
 
-/* The shared lathe:cpu backend (created on first use; freed at exit). */
+/* The backend every test builds and runs on: lathe:cpu, or the CONFIG of -b (the environment
+ * variable LATHE_TEST_BACKEND=CONFIG is the same as -b CONFIG). Created on first use; freed at
+ * exit. */
 lathe_backend_t tst_backend(void);
+/* The backend under test with extra options appended ("fuse=0"): made once, kept to the end
+ * (NULL when the config refuses them). */
+lathe_backend_t tst_backend_variant(const char *options);
 /* A shape from dims (rank <= 8 via this helper). */
 lathe_shape tst_shape(lathe_dtype dt, int rank, const int64_t *dims);
 lathe_shape tst_shape0(lathe_dtype dt); /* scalar */
 #define TST_SHAPE(dt, ...) tst_shape((dt), (int)(sizeof((int64_t[]){__VA_ARGS__}) / sizeof(int64_t)), (int64_t[]){__VA_ARGS__})
 
+/* ---- Conformance rows ----
+ * A row is one graph a test compiles and runs through tst_run or tst_compile. A row starts at
+ * tst_builder, tst_builder_new or tst_row_begin (and at each test's start); its cases are the
+ * CHECKs and SKIPs up to the next row's start.
+ *
+ * -o OP[,OP...] runs the rows whose graph uses one of the ops (GoMLX names; every function of
+ * the builder, closures included, counts): cases of other rows are dropped (those rows still
+ * run, on the reference under -b, so the test can go on), and so are cases of a row that never
+ * compiled a graph (a builder that rejected its operands, a capability query). A test may
+ * instead declare the op of what follows with tst_rows_of.
+ *
+ * -b CONFIG makes CONFIG the backend under test and runs every row also on a reference lathe:cpu
+ * (lathe_builder_compile_for), comparing the outputs: integers and Bool bit-exact, floats
+ * within the row's tolerance (the tol a test passes to tst_expect_close or tst_expect_tol for
+ * that output; tst_tol(dtype) for an output it never states one for), NaN positions equal.
+ * A mismatch is a failure naming the row's ops and CONFIG. A row that CONFIG cannot compile or
+ * run (UNIMPLEMENTED) while the reference can is a counted, printed skip; its cases are dropped
+ * and its outputs come from the reference. */
+void tst_row_begin(void);
+/* Declares that the test's cases from here (up to the next tst_rows_of or the test's end) are
+ * rows of op, whatever their graphs; returns whether they count (false: op is not selected by
+ * -o, and the caller may skip them). */
+bool tst_rows_of(lathe_op op);
+/* Decides the current row from b's graph and counts it as run, for a test that compiles and
+ * runs b on its own; returns whether the row counts. */
+bool tst_row_graph(lathe_builder_t b);
+/* States the row's tolerance for got, an output of tst_run (no-op for other memory): under -b,
+ * compares got with the reference output now. tst_expect_close calls it; an output never
+ * compared this way is compared with tst_tol when freed (tst_free_output) or at the test's end. */
+void tst_expect_tol(const void *got, double tol);
+
+/* A row compiled for the backend under test and, under -b, for the reference. */
+typedef struct tst_exec tst_exec;
+lathe_status_t tst_compile(lathe_builder_t b, tst_exec **out);
+/* The executable that runs on tst_backend() (NULL when the row runs on the reference only). */
+lathe_executable_t tst_exec_executable(const tst_exec *x);
+/* Uploads in_data[i] (of shapes[i]; NULL shapes: the executable's input shapes) and runs;
+ * outs[k] are the output buffers (the caller's). Under -b the reference runs the same inputs
+ * and the outputs are compared now with tst_tol. Thread-safe. */
+lathe_status_t tst_exec_run(tst_exec *x, const lathe_shape *shapes, const void *const *in_data, int n_in,
+                            lathe_buffer_t *outs, int n_out);
+void tst_exec_free(tst_exec *x);
+
 /* Compiles main (which must have returned) and runs it on host inputs: in_data[i] holds the
  * bytes of main's parameter i. Outputs are downloaded into fresh malloc'd memory surrounded by
  * guard bytes, which are checked (a CHECK) after download; out_data[k] must be freed with
  * tst_free_output. out_shapes (may be NULL) receives the output shapes. Returns the status of
- * the first failing step (owned by the caller), NULL if all went well. */
+ * the first failing step (owned by the caller), NULL if all went well. One row (above). */
 lathe_status_t tst_run(lathe_builder_t b, const void *const *in_data, int n_in, void **out_data, int n_out,
                        lathe_shape *out_shapes);
 void tst_free_output(void *p);
@@ -93,7 +144,8 @@ void tst_set_complex(void *data, lathe_dtype dt, int64_t i, double re, double im
 /* Fills n elements with deterministic pseudo-random values valid for dt (seeded). */
 void tst_fill(void *data, lathe_dtype dt, int64_t n, unsigned seed);
 /* Compares got against want (both n elements of dt) with relative/absolute tolerance tol;
- * NaNs must match; reports the first mismatches through CHECK with the label. */
+ * NaNs must match; reports the first mismatches through CHECK with the label. tol is also the
+ * row's tolerance for got under -b (tst_expect_tol). */
 void tst_expect_close(const char *label, const void *got, const void *want, lathe_dtype dt, int64_t n, double tol);
 /* Default tolerance for a dtype (exact for ints/bool, ~1e-5 f32, 1e-12 f64, 1e-2 f16/bf16). */
 double tst_tol(lathe_dtype dt);
@@ -115,9 +167,11 @@ void tst_set_int(void *data, lathe_dtype dt, int64_t i, uint64_t v);
 /* Reads element i of an integer tensor exactly (Int64/UInt64 without a trip through double). */
 int64_t tst_get_int(const void *data, lathe_dtype dt, int64_t i);
 
-/* Graph fixtures. tst_builder creates a builder on tst_backend() (one CHECK) and sets *main_fn to
- * its main function (NULL when creation failed); the builder is the caller's. */
+/* Graph fixtures. tst_builder starts a row, creates a builder on tst_backend() (one CHECK) and
+ * sets *main_fn to its main function (NULL when creation failed); the builder is the caller's.
+ * tst_builder_new does the same without the CHECK, returning the status. */
 lathe_builder_t tst_builder(const char *name, lathe_function_t *main_fn);
+lathe_status_t tst_builder_new(const char *name, lathe_builder_t *out);
 /* Adds a parameter (one CHECK) and returns its value (NULL on failure). */
 lathe_value_t tst_param(lathe_function_t fn, const char *name, lathe_shape s);
 /* One CHECK that building succeeded ("label: build: message"); on failure frees st and b and
@@ -137,6 +191,8 @@ double tst_activation_ref(double v, lathe_activation a);
 extern const lathe_dtype tst_all_dtypes[];
 extern const int tst_n_all_dtypes;
 
+/* Runs the registered tests: [-o OP[,OP...]] [-b CONFIG] [NAME] (NAME: tests whose name
+ * contains it). Returns the exit status. */
 int tst_main(int argc, char **argv);
 
 #endif

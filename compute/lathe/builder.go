@@ -101,30 +101,6 @@ func (bld *Builder) OpShape(op compute.Value) (shapes.Shape, error) {
 	return bld.main.Shape(op)
 }
 
-// DistributedSPMD is not supported.
-func (bld *Builder) DistributedSPMD(numDevices int) error {
-	return errors.Wrapf(compute.ErrNotImplemented, "lathe: DistributedSPMD")
-}
-
-// DistributedAutoSharding is not supported.
-func (bld *Builder) DistributedAutoSharding(meshes ...compute.Mesh) error {
-	return errors.Wrapf(compute.ErrNotImplemented, "lathe: DistributedAutoSharding")
-}
-
-// DeviceAssignment fixes the device that runs the compiled executable (one device; several
-// are the SPMD programs lathe does not run yet).
-func (bld *Builder) DeviceAssignment(devices ...compute.DeviceNum) error {
-	if err := bld.check("DeviceAssignment"); err != nil {
-		return err
-	}
-	cdev := make([]C.int, len(devices))
-	for i, d := range devices {
-		cdev[i] = C.int(d)
-	}
-	err := toError(C.lathe_builder_assign_devices(bld.state.c, ptr(cdev), C.int(len(cdev))))
-	return err
-}
-
 // Compile compiles the main function and frees the builder.
 func (bld *Builder) Compile() (compute.Executable, error) {
 	if err := bld.check("Compile"); err != nil {
@@ -152,6 +128,7 @@ type Executable struct {
 	inputNames   []string
 	inputShapes  []shapes.Shape
 	outputShapes []shapes.Shape
+	replicas     int // devices one execution runs on (distributed programs: inputs and outputs per device)
 }
 
 type execState struct {
@@ -163,7 +140,7 @@ func (s *execState) free() { C.lathe_executable_release(s.c) }
 var _ compute.Executable = (*Executable)(nil)
 
 func newExecutable(b *Backend, c C.lathe_executable_t) *Executable {
-	e := &Executable{backend: b, state: &execState{c: c}}
+	e := &Executable{backend: b, state: &execState{c: c}, replicas: int(C.lathe_executable_num_replicas(c))}
 	for i := range int(C.lathe_executable_num_inputs(c)) {
 		e.inputNames = append(e.inputNames, C.GoString(C.lathe_executable_input_name(c, C.int(i))))
 		var cs C.lathe_shape
@@ -236,7 +213,7 @@ func (e *Executable) Execute(inputs []compute.Buffer, donate []bool, defaultDevi
 		cin[i] = c
 		cdonate[i] = C.bool(donate != nil && donate[i])
 	}
-	n := len(e.outputShapes)
+	n := len(e.outputShapes) * e.replicas
 	cout := make([]C.lathe_buffer_t, n)
 	err := toError(C.lathe_executable_execute(e.state.c, ptr(cin), ptr(cdonate), C.int(len(cin)),
 		C.int(defaultDevice), ptr(cout), C.int(n)))

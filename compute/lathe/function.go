@@ -126,9 +126,6 @@ func (f *Function) Parameter(name string, shape shapes.Shape, sharding *compute.
 	if err := f.builder.check("Parameter"); err != nil {
 		return nil, err
 	}
-	if sharding != nil {
-		return nil, errors.Wrapf(compute.ErrNotImplemented, "lathe: Parameter %q: sharding", name)
-	}
 	var names []*C.char
 	defer func() { freeNames(names) }()
 	cs, err := cShape(shape, &names)
@@ -138,7 +135,15 @@ func (f *Function) Parameter(name string, shape shapes.Shape, sharding *compute.
 	cname := C.CString(name)
 	defer C.free(unsafe.Pointer(cname))
 	var out C.lathe_value_t
-	if err := toError(C.lathe_parameter(f.c, cname, &cs, &out)); err != nil {
+	if sharding == nil {
+		if err := toError(C.lathe_parameter(f.c, cname, &cs, &out)); err != nil {
+			return nil, err
+		}
+		return f.wrap(out), nil
+	}
+	spec, free := cSharding(sharding)
+	defer free()
+	if err := toError(C.lathe_parameter_sharded(f.c, cname, &cs, spec, &out)); err != nil {
 		return nil, err
 	}
 	return f.wrap(out), nil
@@ -182,16 +187,33 @@ func (f *Function) Shape(v compute.Value) (shapes.Shape, error) {
 
 // Return sets the outputs of the function (shardings are not supported).
 func (f *Function) Return(outputs []compute.Value, shardings []*compute.ShardingSpec) error {
-	for _, s := range shardings {
-		if s != nil {
-			return errors.Wrapf(compute.ErrNotImplemented, "lathe: Return: sharding")
-		}
-	}
 	cs, err := f.values("Return", outputs)
 	if err != nil {
 		return err
 	}
-	return toError(C.lathe_function_return(f.c, ptr(cs), C.int(len(cs))))
+	if shardings == nil {
+		return toError(C.lathe_function_return(f.c, ptr(cs), C.int(len(cs))))
+	}
+	if len(shardings) != len(outputs) {
+		return errors.Errorf("lathe: Return: %d shardings for %d outputs", len(shardings), len(outputs))
+	}
+	specs := cMalloc[*C.lathe_sharding](len(shardings))
+	defer C.free(unsafe.Pointer(specs))
+	all := unsafe.Slice(specs, len(shardings))
+	var frees []func()
+	defer func() {
+		for _, fr := range frees {
+			fr()
+		}
+	}()
+	for i, sh := range shardings {
+		if sh != nil {
+			spec, fr := cSharding(sh)
+			all[i] = spec
+			frees = append(frees, fr)
+		}
+	}
+	return toError(C.lathe_function_return_sharded(f.c, ptr(cs), specs, C.int(len(cs))))
 }
 
 // multi runs a C builder with several results written to a caller array.

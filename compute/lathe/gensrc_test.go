@@ -8,8 +8,9 @@ import (
 	"github.com/lathe-dev/lathe/compute/lathe/internal/gensrc/srclist"
 )
 
-// TestEngineSourcesCurrent fails when the cgo wrappers (zsrc_*.c) do not match the engine's
-// C files: a new, removed or edited file under src/ needs `go generate ./compute/lathe`.
+// TestEngineSourcesCurrent fails when the generated files do not match the engine: a new or
+// removed C file under src/ (the zsrc_*.c wrappers), an edited source, header or table (the hash
+// in zsrc_stamp.go) or an edited op table (zops.go) needs `go generate ./compute/lathe`.
 func TestEngineSourcesCurrent(t *testing.T) {
 	want, err := srclist.Engine("../..")
 	if err != nil {
@@ -37,7 +38,7 @@ func TestEngineSourcesCurrent(t *testing.T) {
 	slices.Sort(missing)
 	slices.Sort(stale)
 	if len(missing)+len(stale)+len(extra) > 0 {
-		t.Errorf("cgo wrappers out of date (run `go generate ./compute/lathe`): missing %v, stale %v, extra %v",
+		t.Errorf("generated files out of date (run `go generate ./compute/lathe`): missing %v, stale %v, extra %v",
 			missing, stale, extra)
 	}
 }

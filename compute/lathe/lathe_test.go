@@ -806,10 +806,18 @@ func TestBatchNorm(t *testing.T) {
 
 func TestNotImplementedWraps(t *testing.T) {
 	b := newBackend(t)
-	f := b.Builder("ni").Main()
+	bld := b.Builder("ni")
+	f := bld.Main()
 	x, _ := f.Parameter("x", shapes.Make(dtypes.Float32, 2), nil)
-	_, err := f.AllReduce([]compute.Value{x}, compute.ReduceOpSum, nil)
+	if _, err := f.AllReduce([]compute.Value{x}, compute.ReduceOpSum, nil); err == nil || errors.Is(err, compute.ErrNotImplemented) {
+		t.Errorf("AllReduce outside an SPMD program should be a plain error, got %v", err)
+	}
+	if err := bld.DistributedAutoSharding(compute.Mesh{Name: "m", AxesSizes: []int{1}, AxesNames: []string{"a"}}); err != nil {
+		t.Fatal(err)
+	}
+	spec := &compute.ShardingSpec{Mesh: "m", Axes: [][]string{{"a"}}}
+	_, err := f.Parameter("packed", shapes.Make(dtypes.Int4, 2), spec)
 	if !errors.Is(err, compute.ErrNotImplemented) {
-		t.Errorf("AllReduce should wrap compute.ErrNotImplemented, got %v", err)
+		t.Errorf("sharding a packed dtype should wrap compute.ErrNotImplemented, got %v", err)
 	}
 }

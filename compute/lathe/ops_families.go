@@ -235,62 +235,6 @@ func (f *Function) BatchNormGradient(operand, scale, mean, variance, gradOutput 
 	return f.wrap(out[0]), f.wrap(out[1]), f.wrap(out[2]), nil
 }
 
-// Fused ops. An error wrapping compute.ErrNotImplemented makes GoMLX decompose instead.
-
-// FusedSoftmax is softmax along axis.
-func (f *Function) FusedSoftmax(x compute.Value, axis int) (compute.Value, error) {
-	return f.op1("FusedSoftmax", []compute.Value{x}, func(cs []C.lathe_value_t, out *C.lathe_value_t) C.lathe_status_t {
-		return C.lathe_fused_softmax(f.c, cs[0], C.int(axis), out)
-	})
-}
-
-// FusedGelu is GELU, exact or tanh-approximated.
-func (f *Function) FusedGelu(x compute.Value, exact bool) (compute.Value, error) {
-	return f.op1("FusedGelu", []compute.Value{x}, func(cs []C.lathe_value_t, out *C.lathe_value_t) C.lathe_status_t {
-		return C.lathe_fused_gelu(f.c, cs[0], C.bool(exact), out)
-	})
-}
-
-// FusedLayerNorm normalises over axes, with optional gamma and beta (nil).
-func (f *Function) FusedLayerNorm(x compute.Value, axes []int, epsilon float64, gamma, beta compute.Value) (compute.Value, error) {
-	ops := []compute.Value{x}
-	hasGamma, hasBeta := gamma != nil, beta != nil
-	if hasGamma {
-		ops = append(ops, gamma)
-	}
-	if hasBeta {
-		ops = append(ops, beta)
-	}
-	ca := cInts(axes)
-	return f.op1("FusedLayerNorm", ops, func(cs []C.lathe_value_t, out *C.lathe_value_t) C.lathe_status_t {
-		var g, b C.lathe_value_t
-		k := 1
-		if hasGamma {
-			g, k = cs[k], k+1
-		}
-		if hasBeta {
-			b = cs[k]
-		}
-		return C.lathe_fused_layer_norm(f.c, cs[0], ptr(ca), C.int(len(ca)), C.double(epsilon), g, b, out)
-	})
-}
-
-// FusedDense is activation(x @ weight + bias); bias may be nil.
-func (f *Function) FusedDense(x, weight, bias compute.Value, options compute.DenseConfig) (compute.Value, error) {
-	ops := []compute.Value{x, weight}
-	if bias != nil {
-		ops = append(ops, bias)
-	}
-	return f.op1("FusedDense", ops, func(cs []C.lathe_value_t, out *C.lathe_value_t) C.lathe_status_t {
-		var b C.lathe_value_t
-		if len(cs) == 3 {
-			b = cs[2]
-		}
-		return C.lathe_fused_dense(f.c, cs[0], cs[1], b, C.lathe_activation(options.Activation),
-			C.lathe_dense_layout(options.WeightLayout), out)
-	})
-}
-
 // Dynamic shapes.
 
 // DynamicShape returns x's dims at run time as Int32[rank].

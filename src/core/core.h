@@ -73,21 +73,62 @@ uint16_t lathe_f32_to_f16(float f);
 float lathe_bf16_to_f32(uint16_t h);
 uint16_t lathe_f32_to_bf16(float f);
 
-/* Shape helpers. */
-int64_t lathe_shape_size(const lathe_shape *s); /* product of dims (dynamic dims count as 0) */
-/* Byte size of n elements of dt, packed. */
+/* Overflow-checked int64 arithmetic: true when the exact result does not fit (then *out is
+ * unspecified). */
+static inline bool lathe_mul_overflow(int64_t a, int64_t b, int64_t *out) {
+#if defined(__GNUC__) || defined(__clang__)
+  return __builtin_mul_overflow(a, b, out);
+#else
+  if (a && (b > INT64_MAX / a || b < INT64_MIN / a) && !(a == -1 && b == INT64_MIN)) return true;
+  if (a == -1 && b == INT64_MIN) return true;
+  *out = a * b;
+  return false;
+#endif
+}
+static inline bool lathe_add_overflow(int64_t a, int64_t b, int64_t *out) {
+#if defined(__GNUC__) || defined(__clang__)
+  return __builtin_add_overflow(a, b, out);
+#else
+  if ((b > 0 && a > INT64_MAX - b) || (b < 0 && a < INT64_MIN - b)) return true;
+  *out = a + b;
+  return false;
+#endif
+}
+
+/* The size limit. Every shape the library accepts (parameter, constant, buffer, op result,
+ * specialised dynamic axes) has an element count and a byte size below LATHE_MAX_TENSOR_SIZE
+ * (2^62, lathe.h), where zero-size axes count as 1 and unresolved dynamic axes as 1 too. So
+ * every product of dims, row-major stride and offset, in elements, bits of packed dtypes or
+ * bytes, and the sum of two of them, fits in int64 (and in size_t) without checks: kernels rely
+ * on it. A shape beyond it is INVALID_ARGUMENT where it is declared. */
+bool lathe_shape_within_limit(const lathe_shape *s); /* also false for a rank out of range */
+/* OK, or INVALID_ARGUMENT "op: what Float32[...] exceeds the size limit ...". */
+lathe_status_t lathe_check_shape_size(const char *op, const char *what, const lathe_shape *s);
+/* Product of dims (dynamic dims count as 0); INT64_MAX when it overflows. */
+int64_t lathe_shape_size(const lathe_shape *s);
+/* Byte size of n >= 0 elements of dt, packed; INT64_MAX when it overflows. */
 static inline int64_t lathe_dtype_bytes_for(lathe_dtype dt, int64_t n) {
-  return (n * lathe_dtype_bits(dt) + 7) / 8;
+  int bits = lathe_dtype_bits(dt);
+  if (bits <= 0) return 0;
+  if (bits < 8) { /* sub-byte dtypes: 8/bits elements per byte, the last byte partly used */
+    int per = 8 / bits;
+    return n / per + (n % per != 0);
+  }
+  int64_t b;
+  return lathe_mul_overflow(n, bits / 8, &b) ? INT64_MAX : b;
 }
 /* Writes "Float32[2,3]" into buf (always NUL-terminated); returns buf. */
 char *lathe_shape_str(const lathe_shape *s, char *buf, size_t n);
 #define LATHE_SHAPE_STR_MAX 256
-/* Row-major strides in elements. */
+/* Row-major strides in elements. Below the size limit for accepted shapes; saturated at
+ * INT64_MAX (never wrapped) for others. */
 void lathe_shape_strides(const lathe_shape *s, int64_t *strides);
-/* Product of dims[from..to) (1 when empty): e.g. the outer and inner sizes around an axis. */
+/* Product of dims[from..to) (1 when empty): e.g. the outer and inner sizes around an axis.
+ * Below the size limit for the dims of an accepted shape; saturated at INT64_MAX for others. */
 static inline int64_t lathe_dims_product(const int64_t *dims, int from, int to) {
   int64_t n = 1;
-  for (int i = from; i < to; i++) n *= dims[i];
+  for (int i = from; i < to; i++)
+    if (lathe_mul_overflow(n, dims[i], &n)) return INT64_MAX;
   return n;
 }
 

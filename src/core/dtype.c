@@ -92,32 +92,61 @@ lathe_status_t lathe_shape_make(lathe_dtype dtype, int rank, const int64_t *dims
 
 int64_t lathe_shape_size(const lathe_shape *s) {
   int64_t n = 1;
-  for (int i = 0; i < s->rank; i++) n *= s->dims[i] < 0 ? 0 : s->dims[i];
+  for (int i = 0; i < s->rank; i++)
+    if (s->dims[i] <= 0) return 0;
+  for (int i = 0; i < s->rank; i++)
+    if (lathe_mul_overflow(n, s->dims[i], &n)) return INT64_MAX;
   return n;
 }
 
-bool lathe_shape_is_dynamic(const lathe_shape *s) {
+/* The nominal size: zero and dynamic axes count as 1, so that no partial product of an
+ * accepted shape's dims, zero-size or not, can overflow. */
+bool lathe_shape_within_limit(const lathe_shape *s) {
+  if (s->rank < 0 || s->rank > LATHE_MAX_RANK) return false;
+  int64_t n = 1;
   for (int i = 0; i < s->rank; i++)
+    if (lathe_mul_overflow(n, s->dims[i] > 1 ? s->dims[i] : 1, &n)) return false;
+  int64_t bytes = lathe_dtype_bytes_for(s->dtype, n);
+  return n < LATHE_MAX_TENSOR_SIZE && bytes < LATHE_MAX_TENSOR_SIZE && (uint64_t)bytes <= (uint64_t)SIZE_MAX;
+}
+
+lathe_status_t lathe_check_shape_size(const char *op, const char *what, const lathe_shape *s) {
+  if (lathe_shape_within_limit(s)) return NULL;
+  char buf[LATHE_SHAPE_STR_MAX];
+  return LATHE_INVALID("%s: %s %s exceeds the size limit: a tensor must have fewer than 2^62 elements and 2^62 bytes "
+                       "(size-0 and dynamic axes counted as 1)", op, what, lathe_shape_str(s, buf, sizeof buf));
+}
+
+bool lathe_shape_is_dynamic(const lathe_shape *s) {
+  for (int i = 0; i < s->rank && i < LATHE_MAX_RANK; i++)
     if (s->dims[i] < 0) return true;
   return false;
 }
 
-int64_t lathe_shape_num_elements(const lathe_shape *s) { return lathe_shape_is_dynamic(s) ? -1 : lathe_shape_size(s); }
+int64_t lathe_shape_num_elements(const lathe_shape *s) {
+  /* beyond the size limit: -1 as for a dynamic shape; a wrapped count would look plausible */
+  if (!s || !lathe_shape_within_limit(s) || lathe_shape_is_dynamic(s)) return -1;
+  return lathe_shape_size(s);
+}
 
 int64_t lathe_shape_byte_size(const lathe_shape *s) {
-  if (lathe_shape_is_dynamic(s)) return -1;
+  if (!s || !lathe_shape_within_limit(s) || lathe_shape_is_dynamic(s)) return -1;
   return lathe_dtype_bytes_for(s->dtype, lathe_shape_size(s));
 }
 
 bool lathe_shape_equal(const lathe_shape *a, const lathe_shape *b) {
   if (a->dtype != b->dtype || a->rank != b->rank) return false;
-  for (int i = 0; i < a->rank; i++)
+  for (int i = 0; i < a->rank && i < LATHE_MAX_RANK; i++)
     if (a->dims[i] != b->dims[i]) return false;
   return true;
 }
 
 char *lathe_shape_str(const lathe_shape *s, char *buf, size_t n) {
   size_t k = (size_t)snprintf(buf, n, "%s[", lathe_dtype_name(s->dtype));
+  if (s->rank < 0 || s->rank > LATHE_MAX_RANK) { /* only in messages about that very mistake */
+    if (k < n) snprintf(buf + k, n - k, "rank %d]", s->rank);
+    return buf;
+  }
   for (int i = 0; i < s->rank && k < n; i++) {
     if (s->dims[i] < 0)
       k += (size_t)snprintf(buf + k, n - k, "%s%s", i ? "," : "", s->axis_names[i] ? s->axis_names[i] : "?");
@@ -132,7 +161,7 @@ void lathe_shape_strides(const lathe_shape *s, int64_t *strides) {
   int64_t st = 1;
   for (int i = s->rank - 1; i >= 0; i--) {
     strides[i] = st;
-    st *= s->dims[i];
+    if (lathe_mul_overflow(st, s->dims[i], &st)) st = INT64_MAX;
   }
 }
 

@@ -427,7 +427,7 @@ static lathe_status_t sdpa_geometry(actx *c, lathe_tensor *const *in, bool vjp) 
   int sa = bhsd ? 2 : 1, ha = 3 - sa;
   c->B = qs->dims[0], c->H = qs->dims[ha], c->S = qs->dims[sa], c->D = qs->dims[3];
   c->Hkv = ks->dims[ha], c->Skv = ks->dims[sa];
-  c->group = c->H / c->Hkv;
+  c->group = c->Hkv ? c->H / c->Hkv : 1; /* no heads at all (H = Hkv = 0): nothing to compute */
   c->qss = bhsd ? c->D : c->H * c->D, c->qhs = bhsd ? c->S * c->D : c->D, c->qbs = c->H * c->S * c->D;
   c->kss = bhsd ? c->D : c->Hkv * c->D, c->khs = bhsd ? c->Skv * c->D : c->D, c->kbs = c->Hkv * c->Skv * c->D;
   c->causal = lathe_attr_sdpa_causal(n);

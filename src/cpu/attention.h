@@ -1,6 +1,6 @@
 /* attention.h -- the fused attention kernels of the CPU device (FusedScaledDotProductAttention,
  * FusedScaledDotProductAttentionVJP, FusedAttentionQKVProjection). They are FUSED-kind ops:
- * fused.c delegates them here. */
+ * fused_ops.c delegates them here. */
 #ifndef LATHE_CPU_ATTENTION_H
 #define LATHE_CPU_ATTENTION_H
 

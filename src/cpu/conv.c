@@ -237,9 +237,15 @@ lathe_status_t lathe_cpu_run_conv(lathe_cpu_exec *ex, const lathe_node *n, lathe
     c.out_ssp[d] = ost[osp_ax[d]];
     c.ks *= c.ksp[d];
     c.S *= c.osp[d];
-    tbl_len += c.osp[d] * c.ksp[d];
+    int64_t len; /* output and kernel sizes come from different tensors: their product may not fit */
+    if (lathe_mul_overflow(c.osp[d], c.ksp[d], &len) || lathe_add_overflow(tbl_len, len, &tbl_len))
+      return LATHE_OOM("ConvGeneral");
   }
   c.K = c.kic * c.ks;
+  if (c.K == 0) { /* empty sums: zeros, without walking the (possibly huge) kernel window */
+    memset(out[0]->data, 0, out[0]->nbytes);
+    return NULL;
+  }
   c.in = in[0]->data;
   c.out = out[0]->data;
 

@@ -39,7 +39,8 @@ typedef struct lathe_cpu {
   bool fuse;        /* fusion regions at compile (option fuse=0|1, default 1) */
   int n_devices;    /* ordinals (option devices=N) */
   lathe_cpu_async async;
-  cpu_queue **queues; /* per ordinal; NULL when INLINE */
+  cpu_queue **queues; /* per ordinal; made at once when asynchronous, on the first SPMD run when INLINE */
+  void *queues_mu;    /* pthread_mutex_t guarding their creation */
   char **descriptions;
 } lathe_cpu;
 
@@ -53,6 +54,8 @@ void lathe_cpu_mem_detach(void); /* ... stops; the last one empties it */
 
 typedef struct lathe_cpu_exec lathe_cpu_exec; /* one execution (frames, pool) */
 lathe_pool *lathe_cpu_exec_pool(lathe_cpu_exec *ex);
+/* SPMD: the execution's replicas (NULL for a single-device program) and this run's replica. */
+lathe_collective *lathe_cpu_exec_group(lathe_cpu_exec *ex, int *out_replica);
 /* Runs sub-function fn of the running op (While, If, Sort, Call) on inputs (borrowed): its own
  * arguments; the values it captures are passed after them from the op's hidden inputs. outputs
  * are owned tensors. */
@@ -72,7 +75,8 @@ void lathe_cpu_plan_free(void *ctx, lathe_plan *plan);
  * NULL): the launch's output shells, which results are computed into directly when they can be
  * (then outputs[k] is shells[k]). */
 lathe_status_t lathe_cpu_run_main(lathe_cpu *cpu, lathe_plan *plan, lathe_tensor *const *inputs, int n_inputs,
-                                  lathe_tensor **outputs, lathe_tensor *const *shells);
+                                  lathe_tensor **outputs, lathe_tensor *const *shells, int replica,
+                                  lathe_collective *group);
 
 #define LATHE_CPU_FAMILY(K)                                                                             \
   bool lathe_cpu_supports_##K(lathe_op op, lathe_dtype dtype);                                                  \
@@ -84,11 +88,12 @@ lathe_status_t lathe_cpu_run_main(lathe_cpu *cpu, lathe_plan *plan, lathe_tensor
 #undef LATHE_CPU_FAMILY
 
 /* ---- element access helpers for kernels ---- */
-/* Reads element i of a (possibly packed) integer tensor as int64 (sign-extended for SINT). */
+/* Reads element i of a (possibly packed) integer tensor as int64 (sign-extended for SINT). Bit
+ * positions are unsigned: below 2^62 elements of at most 4 bits, they fit in 64 bits. */
 static inline int64_t lathe_load_packed(const void *data, lathe_dtype dt, int64_t i) {
   int bits = lathe_dtype_bits(dt);
   const uint8_t *p = data;
-  int64_t bit = i * bits;
+  uint64_t bit = (uint64_t)i * (uint64_t)bits;
   unsigned v = (p[bit >> 3] >> (bit & 7)) & ((1u << bits) - 1);
   if (lathe_dtype_class_of(dt) == LATHE_CLASS_SINT && (v >> (bits - 1))) return (int64_t)v - (1 << bits);
   return (int64_t)v;
@@ -96,7 +101,7 @@ static inline int64_t lathe_load_packed(const void *data, lathe_dtype dt, int64_
 static inline void lathe_store_packed(void *data, lathe_dtype dt, int64_t i, int64_t v) {
   int bits = lathe_dtype_bits(dt);
   uint8_t *p = data;
-  int64_t bit = i * bits;
+  uint64_t bit = (uint64_t)i * (uint64_t)bits;
   unsigned mask = ((1u << bits) - 1) << (bit & 7);
   p[bit >> 3] = (uint8_t)((p[bit >> 3] & ~mask) | (((unsigned)v << (bit & 7)) & mask));
 }

@@ -106,14 +106,14 @@ static lathe_status_t fill_outputs(lathe_tensor **results, lathe_tensor **shells
 
 /* Runs a launch now, on this thread: waits for pending inputs, runs, fills the outputs. */
 static lathe_status_t run_launch(lathe_cpu *cpu, lathe_plan *plan, lathe_tensor **inputs, int n_inputs,
-                                 lathe_tensor **outputs, int n_outputs) {
+                                 lathe_tensor **outputs, int n_outputs, int replica, lathe_collective *group) {
   lathe_status_t st = NULL;
   for (int i = 0; i < n_inputs && !st; i++) st = lathe_tensor_wait(inputs[i]);
   enum { STACK = 16 };
   lathe_tensor *res_s[STACK];
   lathe_tensor **res = n_outputs <= STACK ? res_s : calloc((size_t)n_outputs, sizeof *res);
   if (!st && !res) st = LATHE_OOM("Execute");
-  if (!st) st = lathe_cpu_run_main(cpu, plan, inputs, n_inputs, res, outputs);
+  if (!st) st = lathe_cpu_run_main(cpu, plan, inputs, n_inputs, res, outputs, replica, group);
   for (int i = 0; i < n_inputs; i++) lathe_tensor_release(inputs[i]);
   if (!st) st = fill_outputs(res, outputs, n_outputs);
   if (res != res_s) free(res);
@@ -133,6 +133,8 @@ typedef struct job {
   int n_outputs;
   void (*release)(void *token);
   void *token;
+  int replica;
+  lathe_collective *group;
   lathe_event *done;
 } job;
 
@@ -143,10 +145,13 @@ struct cpu_queue {
   pthread_cond_t cv;
   job *head, *tail;
   bool stop, started;
+  bool late;   /* async=late, kept here: a copy job must not read cpu, which may be gone */
+  bool orphan; /* the backend went away from this queue's own thread: the thread frees q */
 };
 
 static void job_free(job *j) {
   for (int i = 0; i < j->n_outputs; i++) lathe_tensor_release(j->outputs[i]);
+  lathe_collective_release(j->group);
   lathe_event_release(j->done);
   free(j->inputs);
   free(j->outputs);
@@ -154,13 +159,13 @@ static void job_free(job *j) {
 }
 
 static void run_job(cpu_queue *q, job *j) {
-  if (q->cpu->async == LATHE_CPU_LATE) { /* complete late on purpose: tests see real waiting */
+  if (q->late) { /* complete late on purpose: tests see real waiting */
     struct timespec ts = {0, 2 * 1000 * 1000};
     nanosleep(&ts, NULL);
   }
   lathe_status_t st;
   if (j->kind == JOB_RUN) {
-    st = run_launch(q->cpu, j->plan, j->inputs, j->n_inputs, j->outputs, j->n_outputs);
+    st = run_launch(q->cpu, j->plan, j->inputs, j->n_inputs, j->outputs, j->n_outputs, j->replica, j->group);
     j->release(j->token);
   } else { /* JOB_COPY: inputs[0] -> outputs[0] */
     st = lathe_tensor_wait(j->inputs[0]);
@@ -184,17 +189,31 @@ static void *worker(void *arg) {
     run_job(q, j);
     pthread_mutex_lock(&q->mu);
   }
+  bool orphan = q->orphan;
   pthread_mutex_unlock(&q->mu);
+  if (orphan) {
+    pthread_cond_destroy(&q->cv);
+    pthread_mutex_destroy(&q->mu);
+    free(q);
+  }
   return NULL;
 }
 
 static void queue_free(cpu_queue *q) {
   if (!q) return;
   if (q->started) {
+    /* The last reference to the backend may drop inside a job this queue runs (a launch's
+     * token): that thread cannot join itself, so it finishes its queue and frees q on exit. */
+    bool self = pthread_equal(q->thread, pthread_self());
     pthread_mutex_lock(&q->mu);
     q->stop = true;
+    q->orphan = self;
     pthread_cond_signal(&q->cv);
     pthread_mutex_unlock(&q->mu);
+    if (self) {
+      pthread_detach(q->thread);
+      return;
+    }
     pthread_join(q->thread, NULL);
   }
   pthread_cond_destroy(&q->cv);
@@ -206,6 +225,7 @@ static lathe_status_t queue_new(lathe_cpu *cpu, cpu_queue **out) {
   cpu_queue *q = calloc(1, sizeof *q);
   if (!q) return LATHE_OOM("lathe:cpu");
   q->cpu = cpu;
+  q->late = cpu->async == LATHE_CPU_LATE;
   if (pthread_mutex_init(&q->mu, NULL)) {
     free(q);
     return LATHE_OOM("lathe:cpu");
@@ -253,20 +273,42 @@ static lathe_status_t job_new(job_kind kind, int n_inputs, int n_outputs, job **
   return NULL;
 }
 
+/* The queues, made on first need in the inline mode (SPMD replicas must run at once). */
+static lathe_status_t queues_ready(lathe_cpu *cpu) {
+  pthread_mutex_lock(cpu->queues_mu);
+  lathe_status_t st = NULL;
+  if (!cpu->queues) {
+    cpu_queue **q = calloc((size_t)cpu->n_devices, sizeof *q);
+    if (!q) st = LATHE_OOM("lathe:cpu");
+    for (int i = 0; !st && i < cpu->n_devices; i++) st = queue_new(cpu, &q[i]);
+    if (st && q)
+      for (int i = 0; i < cpu->n_devices; i++) queue_free(q[i]);
+    if (!st) cpu->queues = q;
+    else free(q);
+  }
+  pthread_mutex_unlock(cpu->queues_mu);
+  return st;
+}
+
 static lathe_status_t execute(void *ctx, lathe_plan *plan, const lathe_launch *l) {
   lathe_cpu *cpu = ctx;
-  if (cpu->async == LATHE_CPU_INLINE) {
-    lathe_status_t st = run_launch(cpu, plan, l->inputs, l->n_inputs, l->outputs, l->n_outputs);
+  lathe_status_t st = NULL;
+  if (cpu->async == LATHE_CPU_INLINE && !l->group) {
+    st = run_launch(cpu, plan, l->inputs, l->n_inputs, l->outputs, l->n_outputs, 0, NULL);
     l->release(l->token);
     return st;
   }
-  job *j;
-  lathe_status_t st = job_new(JOB_RUN, l->n_inputs, l->n_outputs, &j);
+  job *j = NULL;
+  if (l->group) st = queues_ready(cpu);
+  if (!st) st = job_new(JOB_RUN, l->n_inputs, l->n_outputs, &j);
   if (st) {
     for (int i = 0; i < l->n_inputs; i++) lathe_tensor_release(l->inputs[i]);
+    lathe_collective_release(l->group);
     l->release(l->token);
     return st;
   }
+  j->replica = l->replica;
+  j->group = l->group;
   j->plan = plan;
   j->n_inputs = l->n_inputs;
   j->n_outputs = l->n_outputs;
@@ -299,7 +341,8 @@ static lathe_status_t copy(void *ctx, lathe_tensor *src, lathe_tensor *dst) {
 /* ---- the device ---- */
 static uint32_t caps(void *ctx) {
   const lathe_cpu *c = ctx;
-  return LATHE_DEVCAP_SHARED_BUFFERS | (c->async != LATHE_CPU_INLINE ? LATHE_DEVCAP_ASYNC : 0);
+  /* SPMD replicas always run on the queues: with several devices, work may complete late */
+  return LATHE_DEVCAP_SHARED_BUFFERS | (c->async != LATHE_CPU_INLINE || c->n_devices > 1 ? LATHE_DEVCAP_ASYNC : 0);
 }
 
 static int num_devices(void *ctx) { return ((lathe_cpu *)ctx)->n_devices; }
@@ -319,6 +362,10 @@ static void destroy(void *ctx) {
   lathe_cpu *c = ctx;
   for (int i = 0; c->queues && i < c->n_devices; i++) queue_free(c->queues[i]);
   free(c->queues);
+  if (c->queues_mu) {
+    pthread_mutex_destroy(c->queues_mu);
+    free(c->queues_mu);
+  }
   for (int i = 0; c->descriptions && i <= c->n_devices; i++) free(c->descriptions[i]);
   free(c->descriptions);
   lathe_pool_free(c->pool);
@@ -400,6 +447,12 @@ lathe_status_t lathe_cpu_device_new(const char *options, const lathe_device_i **
   c->n_devices = devices;
   c->async = async;
   lathe_status_t st = lathe_pool_new(threads, &c->pool);
+  c->queues_mu = st ? NULL : malloc(sizeof(pthread_mutex_t));
+  if (!st && (!c->queues_mu || pthread_mutex_init(c->queues_mu, NULL))) {
+    free(c->queues_mu);
+    c->queues_mu = NULL;
+    st = LATHE_OOM("lathe:cpu");
+  }
   c->descriptions = st ? NULL : calloc((size_t)devices + 1, sizeof(char *));
   if (!st && !c->descriptions) st = LATHE_OOM("lathe:cpu");
   for (int i = 0; !st && i <= devices; i++) {
@@ -413,11 +466,7 @@ lathe_status_t lathe_cpu_device_new(const char *options, const lathe_device_i **
     else if (devices > 1) snprintf(c->descriptions[0], 96, "cpu, %d devices (%d threads)", devices, threads);
     else snprintf(c->descriptions[0], 96, "cpu (%d threads)", threads);
   }
-  if (!st && async != LATHE_CPU_INLINE) {
-    c->queues = calloc((size_t)devices, sizeof(cpu_queue *));
-    if (!c->queues) st = LATHE_OOM("lathe:cpu");
-    for (int i = 0; !st && i < devices; i++) st = queue_new(c, &c->queues[i]);
-  }
+  if (!st && async != LATHE_CPU_INLINE) st = queues_ready(c);
   char *conf = st ? NULL : malloc(96);
   if (!st && !conf) st = LATHE_OOM("lathe:cpu");
   if (st) {

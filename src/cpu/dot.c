@@ -10,121 +10,13 @@
  *  - Integer accumulators use lathe's own loops on packed [B, M, K] x [B, N, K] in unsigned
  *    arithmetic of the accumulator's width or more, which wraps like Go (signed overflow in C
  *    would be undefined behaviour); results are truncated to the accumulator's width.
- * Values reach the accumulator dtype by ConvertDType-like rules (ints wrap, floats to ints
- * truncate and saturate, NaN to 0), and the result is converted to the output dtype.
+ * Values reach the accumulator dtype, and the result the output dtype, by ConvertDType itself
+ * (lathe_cpu_convert_fn: ints wrap, floats to ints truncate and saturate, NaN to 0, ...).
  * Threads: the lathe pool runs gemm tasks (batches, or row/column panels of one big product),
  * packing rows and output conversion; OpenBLAS itself is single-threaded (blas.c says why). */
 #include "blas.h"
-#include "cpu.h"
+#include "elementwise.h"
 #include "../graph/graph.h"
-
-#include <math.h>
-
-/* ---- one element of any dtype, for conversions ---- */
-typedef struct num {
-  uint64_t bits; /* integers: two's complement value */
-  double re, im; /* every kind: the value as double */
-  bool is_int;
-} num;
-
-static inline num num_s(int64_t x) { return (num){.bits = (uint64_t)x, .re = (double)x, .is_int = true}; }
-static inline num num_u(uint64_t x) { return (num){.bits = x, .re = (double)x, .is_int = true}; }
-static inline num num_f(double x) { return (num){.re = x}; }
-static inline num num_c(double re, double im) { return (num){.re = re, .im = im}; }
-
-/* v as a signed integer of the given width: wraps for integers, truncates and saturates for
- * floats (NaN gives 0). */
-static int64_t to_sint(num v, int bits) {
-  uint64_t top = (uint64_t)1 << (bits - 1);
-  if (v.is_int) {
-    uint64_t mask = bits < 64 ? (top << 1) - 1 : ~(uint64_t)0, b = v.bits & mask;
-    return b < top ? (int64_t)b : -(int64_t)(mask - b) - 1;
-  }
-  if (v.re != v.re) return 0;
-  double lim = ldexp(1.0, bits - 1);
-  if (v.re >= lim) return (int64_t)(top - 1);
-  if (v.re <= -lim) return -(int64_t)(top - 1) - 1;
-  return (int64_t)v.re;
-}
-
-static uint64_t to_uint(num v, int bits) {
-  uint64_t mask = bits < 64 ? ((uint64_t)1 << bits) - 1 : ~(uint64_t)0;
-  if (v.is_int) return v.bits & mask;
-  if (!(v.re > 0)) return 0;
-  if (v.re >= ldexp(1.0, bits)) return mask;
-  return (uint64_t)v.re;
-}
-
-static inline float half_round(lathe_dtype dt, float x) {
-  return dt == LATHE_DTYPE_FLOAT16 ? lathe_f16_to_f32(lathe_f32_to_f16(x)) : lathe_bf16_to_f32(lathe_f32_to_bf16(x));
-}
-
-/* Per-class load, store and round trip, instantiated for every dtype from the table. Sub-byte
- * integers never reach kernels (the interpreter widens them) but are handled for safety. */
-#define LOAD_BOOL(E, T, bits, p, i) num_u(((const uint8_t *)(p))[i] != 0)
-#define LOAD_SINT(E, T, bits, p, i) num_s((bits) < 8 ? lathe_load_packed(p, E, i) : (int64_t)((const T *)(p))[i])
-#define LOAD_UINT(E, T, bits, p, i) num_u((bits) < 8 ? (uint64_t)lathe_load_packed(p, E, i) : (uint64_t)((const T *)(p))[i])
-#define LOAD_FLOAT(E, T, bits, p, i) num_f(((const T *)(p))[i])
-#define LOAD_HALF(E, T, bits, p, i)                                                                   \
-  num_f(E == LATHE_DTYPE_FLOAT16 ? lathe_f16_to_f32(((const uint16_t *)(p))[i])                       \
-                                 : lathe_bf16_to_f32(((const uint16_t *)(p))[i]))
-#define LOAD_COMPLEX(E, T, bits, p, i) num_c(((const T *)(p))[i].re, ((const T *)(p))[i].im)
-
-#define STORE_BOOL(E, T, bits, p, i, v) ((uint8_t *)(p))[i] = (v).re != 0 || (v).im != 0
-#define STORE_SINT(E, T, bits, p, i, v)                               \
-  do {                                                              \
-    int64_t x_ = to_sint(v, bits < 8 ? 8 : bits);                   \
-    if ((bits) < 8) lathe_store_packed(p, E, i, x_);                \
-    else ((T *)(p))[i] = (T)x_;                                     \
-  } while (0)
-#define STORE_UINT(E, T, bits, p, i, v)                               \
-  do {                                                              \
-    uint64_t x_ = to_uint(v, bits < 8 ? 8 : bits);                  \
-    if ((bits) < 8) lathe_store_packed(p, E, i, (int64_t)x_);       \
-    else ((T *)(p))[i] = (T)x_;                                     \
-  } while (0)
-#define STORE_FLOAT(E, T, bits, p, i, v) ((T *)(p))[i] = (T)(v).re
-#define STORE_HALF(E, T, bits, p, i, v) \
-  ((uint16_t *)(p))[i] = E == LATHE_DTYPE_FLOAT16 ? lathe_f32_to_f16((float)(v).re) : lathe_f32_to_bf16((float)(v).re)
-#define STORE_COMPLEX(E, T, bits, p, i, v) ((T *)(p))[i] = (T){(v).re, (v).im}
-
-#define THROUGH_BOOL(E, T, bits, v) num_u((v).re != 0 || (v).im != 0)
-#define THROUGH_SINT(E, T, bits, v) num_s(to_sint(v, bits < 8 ? 8 : bits))
-#define THROUGH_UINT(E, T, bits, v) num_u(to_uint(v, bits < 8 ? 8 : bits))
-#define THROUGH_FLOAT(E, T, bits, v) num_f((T)(v).re)
-#define THROUGH_HALF(E, T, bits, v) num_f(half_round(E, (float)(v).re))
-#define THROUGH_COMPLEX(E, T, bits, v) num_c((v).re, (v).im)
-
-static num load(lathe_dtype dt, const void *p, int64_t i) {
-  switch (dt) {
-#define LATHE_DTYPE(ENUM, GoName, id, bits, T, CLASS) \
-  case LATHE_DTYPE_##ENUM: return LOAD_##CLASS(LATHE_DTYPE_##ENUM, T, bits, p, i);
-#include "lathe_dtypes.def"
-#undef LATHE_DTYPE
-    default: return num_f(0);
-  }
-}
-
-static void store(lathe_dtype dt, void *p, int64_t i, num v) {
-  switch (dt) {
-#define LATHE_DTYPE(ENUM, GoName, id, bits, T, CLASS) \
-  case LATHE_DTYPE_##ENUM: STORE_##CLASS(LATHE_DTYPE_##ENUM, T, bits, p, i, v); break;
-#include "lathe_dtypes.def"
-#undef LATHE_DTYPE
-    default: break;
-  }
-}
-
-/* v converted to dt and back: the value dt can hold. */
-static num through(lathe_dtype dt, num v) {
-  switch (dt) {
-#define LATHE_DTYPE(ENUM, GoName, id, bits, T, CLASS) \
-  case LATHE_DTYPE_##ENUM: return THROUGH_##CLASS(LATHE_DTYPE_##ENUM, T, bits, v);
-#include "lathe_dtypes.def"
-#undef LATHE_DTYPE
-    default: return v;
-  }
-}
 
 /* ---- compute types: what packed operands and partial results are held in ---- */
 typedef enum ctype { CT_U32, CT_U64, CT_F32, CT_F64, CT_C64, CT_C128 } ctype;
@@ -132,6 +24,9 @@ static const size_t ct_size[] = {4, 8, 4, 8, 8, 16};
 /* The dtype BLAS computes a float ctype in (INVALID: no BLAS). */
 static const lathe_dtype ct_blas[] = {LATHE_DTYPE_INVALID, LATHE_DTYPE_INVALID, LATHE_DTYPE_FLOAT32,
                                       LATHE_DTYPE_FLOAT64, LATHE_DTYPE_COMPLEX64, LATHE_DTYPE_COMPLEX128};
+/* The dtype a ctype stores exactly (integers as their unsigned bits). */
+static const lathe_dtype ct_dtype[] = {LATHE_DTYPE_UINT32, LATHE_DTYPE_UINT64, LATHE_DTYPE_FLOAT32,
+                                       LATHE_DTYPE_FLOAT64, LATHE_DTYPE_COMPLEX64, LATHE_DTYPE_COMPLEX128};
 
 static ctype ctype_of(lathe_dtype acc) {
   switch (lathe_dtype_class_of(acc)) {
@@ -151,27 +46,32 @@ static bool same_storage(lathe_dtype dt, ctype ct) {
   }
 }
 
-static void ct_store(ctype ct, void *p, int64_t i, num v) {
-  switch (ct) {
-    case CT_U32: ((uint32_t *)p)[i] = (uint32_t)v.bits; break;
-    case CT_U64: ((uint64_t *)p)[i] = v.bits; break;
-    case CT_F32: ((float *)p)[i] = (float)v.re; break;
-    case CT_F64: ((double *)p)[i] = v.re; break;
-    case CT_C64: ((lathe_c64 *)p)[i] = (lathe_c64){(float)v.re, (float)v.im}; break;
-    case CT_C128: ((lathe_c128 *)p)[i] = (lathe_c128){v.re, v.im}; break;
+/* Converts n elements through dtypes path[0] -> path[1] -> ... -> path[n_path - 1] with
+ * ConvertDType's semantics, skipping steps between equal dtypes; in and out may not overlap.
+ * obits: the final dtype's true width. Works in chunks through stack buffers. */
+enum { CV_CHUNK = 256, CV_MAX_ES = 16 };
+static void convert_path(const lathe_dtype *path, int n_path, const void *in, void *out, int64_t n, int obits) {
+  lathe_dtype step[3];
+  int n_step = 0;
+  for (int k = 0; k < n_path; k++)
+    if (!n_step || step[n_step - 1] != path[k]) step[n_step++] = path[k];
+  if (n_step == 1) {
+    memcpy(out, in, (size_t)n * lathe_dd_esize(step[0]));
+    return;
   }
-}
-
-static num ct_load(ctype ct, const void *p, int64_t i) {
-  switch (ct) {
-    case CT_U32: return num_u(((const uint32_t *)p)[i]);
-    case CT_U64: return num_u(((const uint64_t *)p)[i]);
-    case CT_F32: return num_f(((const float *)p)[i]);
-    case CT_F64: return num_f(((const double *)p)[i]);
-    case CT_C64: return num_c(((const lathe_c64 *)p)[i].re, ((const lathe_c64 *)p)[i].im);
-    case CT_C128: return num_c(((const lathe_c128 *)p)[i].re, ((const lathe_c128 *)p)[i].im);
+  size_t in_es = lathe_dd_esize(step[0]), out_es = lathe_dd_esize(step[n_step - 1]);
+  for (int64_t off = 0; off < n; off += CV_CHUNK) {
+    int64_t m = n - off < CV_CHUNK ? n - off : CV_CHUNK;
+    _Alignas(16) unsigned char tmp[2][CV_CHUNK * CV_MAX_ES];
+    const void *src = (const char *)in + (size_t)off * in_es;
+    for (int k = 1; k < n_step; k++) {
+      bool last = k == n_step - 1;
+      void *dst = last ? (void *)((char *)out + (size_t)off * out_es) : (void *)tmp[k & 1];
+      lathe_cpu_convert_fn(step[k - 1], step[k])(src, dst, m, lathe_dtype_bits(step[k - 1]),
+                                                 last ? obits : lathe_dtype_bits(step[k]));
+      src = dst;
+    }
   }
-  return num_f(0);
 }
 
 /* ---- operands as [B, R, K] views ---- */
@@ -322,7 +222,9 @@ static void pack_rows(void *vc, int64_t r0, int64_t r1) {
   const char *src = o->t->data;
   size_t es = ct_size[c->ct];
   bool raw = c->src == c->acc && same_storage(c->src, c->ct); /* bits copy as they are */
-  bool convert = c->src != c->acc;
+  size_t ses = lathe_dd_esize(c->src);
+  /* ConvertDType to the accumulator, then (exactly) to the compute type */
+  lathe_dtype path[3] = {c->src, c->acc, ct_dtype[c->ct]};
   for (int64_t row = r0; row < r1; row++) {
     int64_t base = o->boff[row / o->R] + o->roff[row % o->R];
     char *d = (char *)c->dst + (size_t)(row * o->K) * es;
@@ -335,9 +237,11 @@ static void pack_rows(void *vc, int64_t r0, int64_t r1) {
       continue;
     }
     if (fast_row(c->src, c->acc, c->ct, src, base, o->koff, o->K, d)) continue;
-    for (int64_t k = 0; k < o->K; k++) {
-      num v = load(c->src, src, base + o->koff[k]);
-      ct_store(c->ct, d, k, convert ? through(c->acc, v) : v);
+    _Alignas(16) unsigned char row_src[CV_CHUNK * CV_MAX_ES];
+    for (int64_t k0 = 0; k0 < o->K; k0 += CV_CHUNK) {
+      int64_t m = o->K - k0 < CV_CHUNK ? o->K - k0 : CV_CHUNK;
+      for (int64_t k = 0; k < m; k++) memcpy(row_src + k * ses, src + (size_t)(base + o->koff[k0 + k]) * ses, ses);
+      convert_path(path, 3, row_src, d + (size_t)k0 * es, m, lathe_dtype_bits(path[2]));
     }
   }
 }
@@ -470,6 +374,7 @@ static const lathe_range_fn loops[] = {loop_u32, loop_u64, loop_f32, loop_f64, l
 typedef struct finish_ctx {
   ctype ct;
   lathe_dtype acc, out;
+  int obits; /* the output's true width (sub-byte outputs arrive widened) */
   const void *src;
   void *dst;
 } finish_ctx;
@@ -484,7 +389,9 @@ static void finish_range(void *vc, int64_t i0, int64_t i1) {
       return;
     }
   }
-  for (int64_t i = i0; i < i1; i++) store(c->out, c->dst, i, through(c->acc, ct_load(c->ct, c->src, i)));
+  lathe_dtype path[3] = {ct_dtype[c->ct], c->acc, c->out};
+  size_t ies = ct_size[c->ct], oes = lathe_dd_esize(c->out);
+  convert_path(path, 3, (const char *)c->src + (size_t)i0 * ies, (char *)c->dst + (size_t)i0 * oes, i1 - i0, c->obits);
 }
 
 /* ---- the family ---- */
@@ -551,11 +458,19 @@ lathe_status_t lathe_cpu_run_dot(lathe_cpu_exec *ex, const lathe_node *n, lathe_
   lathe_dtype acc = lathe_attr_dot_general_accumulator(n), odt = o->shape.dtype;
   lathe_ilist lc = lathe_attr_dot_general_lhs_contracting(n), lb = lathe_attr_dot_general_lhs_batch(n);
   lathe_ilist rc = lathe_attr_dot_general_rhs_contracting(n), rb = lathe_attr_dot_general_rhs_batch(n);
+  /* the interpreter widens sub-byte tensors, and the builder rejects sub-byte accumulators */
+  if (!lathe_cpu_convert_fn(in[0]->shape.dtype, acc) || !lathe_cpu_convert_fn(acc, odt))
+    return lathe_status_new(LATHE_STATUS_INTERNAL, "DotGeneral: no conversion from %s through %s to %s",
+                            lathe_dtype_name(in[0]->shape.dtype), lathe_dtype_name(acc), lathe_dtype_name(odt));
   operand l, r;
   memset(&r, 0, sizeof r);
   lathe_status_t st = operand_init(&l, in[0], lc.v, lc.n, lb.v, lb.n);
   if (!st) st = operand_init(&r, in[1], rc.v, rc.n, rb.v, rb.n);
-  int64_t total = l.B * l.R * r.R;
+  /* A dynamic axis may pair with a static one at build time: sizes meet here, once bound. */
+  if (!st && (l.B != r.B || l.K != r.K || l.B * l.R * r.R != lathe_shape_size(&o->shape)))
+    st = LATHE_INVALID("DotGeneral: batch sizes %lld and %lld, contracting sizes %lld and %lld: dynamic axes bound to "
+                       "inconsistent sizes", (long long)l.B, (long long)r.B, (long long)l.K, (long long)r.K);
+  int64_t total = st ? 0 : l.B * l.R * r.R;
   if (st || total == 0) goto done;
   if (l.K == 0) { /* empty sums: zero, which is all-zero bits in every dtype */
     memset(o->data, 0, o->nbytes);
@@ -574,7 +489,7 @@ lathe_status_t lathe_cpu_run_dot(lathe_cpu_exec *ex, const lathe_node *n, lathe_
   }
   st = product(pool, &l, &r, acc, ct, c);
   if (!st) {
-    finish_ctx f = {.ct = ct, .acc = acc, .out = odt, .src = c, .dst = o->data};
+    finish_ctx f = {.ct = ct, .acc = acc, .out = odt, .obits = lathe_dtype_bits(n->shape.dtype), .src = c, .dst = o->data};
     lathe_parallel_for(pool, total, 32768, finish_range, &f);
   }
   lathe_aligned_free(c);

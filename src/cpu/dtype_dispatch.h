@@ -18,6 +18,13 @@
  *   LATHE_LD(D, p, i)   element i of storage array p (const void *) as the compute type
  *   LATHE_ST(D, p, i, v) stores compute value v into element i of p (void *)
  *   LATHE_REAL(D)       the real dtype ENUM of a complex ENUM (COMPLEX64 -> FLOAT32)
+ *   LATHE_CPLX(D)       the complex dtype ENUM of a real one (FLOAT32 -> COMPLEX64)
+ *   lathe_ut_D, lathe_uw_D, lathe_rt_D   the types UT, UW, RT of ew.def's dialect (ew.h)
+ *
+ * Per-class tables (src/graph/ew.def) are instantiated for every byte-sized dtype of a class
+ * through LATHE_DD_EACH_<CLASS>(X, ...), which expands X(D, ...) for each; LATHE_DD_EACH_TO_<CLASS>
+ * is the same list for a loop inside such a loop. Tables by dtype use the dense index of the
+ * byte-sized dtypes in [0, LATHE_DD_COUNT): LATHE_DDI_<D>, or lathe_dd_index(dt) at run time.
  *
  * Complex arithmetic uses C99/C11 _Complex (standard in gcc and clang); storage is binary
  * compatible with lathe_c64 / lathe_c128 (C guarantees the {re, im} array layout). Only
@@ -28,6 +35,7 @@
 #include <string.h>
 
 #include "cpu.h"
+#include "../graph/ew.h"
 
 #ifdef __STDC_NO_COMPLEX__
 #error "lathe needs C11 complex types (_Complex)"
@@ -68,6 +76,9 @@
 #define LATHE_REAL(D) LATHE_DD_REAL_##D
 #define LATHE_DD_REAL_COMPLEX64 FLOAT32
 #define LATHE_DD_REAL_COMPLEX128 FLOAT64
+#define LATHE_CPLX(D) LATHE_DD_CPLX_OF_##D
+#define LATHE_DD_CPLX_OF_FLOAT32 COMPLEX64
+#define LATHE_DD_CPLX_OF_FLOAT64 COMPLEX128
 
 /* Loads and stores by class. */
 #define LATHE_DD_LOADFN_PLAIN(D)                                                         \
@@ -93,6 +104,9 @@
 #define LATHE_DTYPE(ENUM, GoName, id, bits, ct, CLASS)                \
   LATHE_DD_KEEP_##bits(typedef LATHE_DD_STORAGE_##CLASS(ENUM, ct) lathe_s_##ENUM; \
                        typedef LATHE_DD_COMPUTE_##CLASS(ENUM, ct) lathe_c_##ENUM; \
+                       typedef LATHE_EW_UT_##ct lathe_ut_##ENUM;              \
+                       typedef LATHE_EW_UW_##ct lathe_uw_##ENUM;              \
+                       typedef LATHE_EW_RT_##ct lathe_rt_##ENUM;              \
                        LATHE_DD_LOADFN_##CLASS(ENUM))
 #include "lathe_dtypes.def"
 #undef LATHE_DTYPE
@@ -102,16 +116,67 @@
 #define LATHE_LD(D, p, i) lathe_ld_##D((p), (i))
 #define LATHE_ST(D, p, i, v) lathe_st_##D((p), (i), (v))
 
-/* Unsigned types of a width, for wrapping integer arithmetic without signed-overflow UB
- * (8 and 16 bits compute in unsigned int, since uint16_t * uint16_t promotes to int). */
-#define LATHE_DD_UWIDE_8 unsigned
-#define LATHE_DD_UWIDE_16 unsigned
-#define LATHE_DD_UWIDE_32 uint32_t
-#define LATHE_DD_UWIDE_64 uint64_t
-#define LATHE_DD_UNSIGNED_8 uint8_t
-#define LATHE_DD_UNSIGNED_16 uint16_t
-#define LATHE_DD_UNSIGNED_32 uint32_t
-#define LATHE_DD_UNSIGNED_64 uint64_t
+/* The byte-sized dtypes of each class (checked against lathe_dtypes.def below). */
+#define LATHE_DD_EACH_BOOL(X, ...) X(BOOL, __VA_ARGS__)
+#define LATHE_DD_EACH_SINT(X, ...) X(INT8, __VA_ARGS__) X(INT16, __VA_ARGS__) X(INT32, __VA_ARGS__) X(INT64, __VA_ARGS__)
+#define LATHE_DD_EACH_UINT(X, ...) \
+  X(UINT8, __VA_ARGS__) X(UINT16, __VA_ARGS__) X(UINT32, __VA_ARGS__) X(UINT64, __VA_ARGS__)
+#define LATHE_DD_EACH_FLOAT(X, ...) X(FLOAT32, __VA_ARGS__) X(FLOAT64, __VA_ARGS__)
+#define LATHE_DD_EACH_HALF(X, ...) X(FLOAT16, __VA_ARGS__) X(BFLOAT16, __VA_ARGS__)
+#define LATHE_DD_EACH_COMPLEX(X, ...) X(COMPLEX64, __VA_ARGS__) X(COMPLEX128, __VA_ARGS__)
+/* The same lists again: a macro does not expand inside its own expansion. */
+#define LATHE_DD_EACH_TO_BOOL(X, ...) X(BOOL, __VA_ARGS__)
+#define LATHE_DD_EACH_TO_SINT(X, ...) \
+  X(INT8, __VA_ARGS__) X(INT16, __VA_ARGS__) X(INT32, __VA_ARGS__) X(INT64, __VA_ARGS__)
+#define LATHE_DD_EACH_TO_UINT(X, ...) \
+  X(UINT8, __VA_ARGS__) X(UINT16, __VA_ARGS__) X(UINT32, __VA_ARGS__) X(UINT64, __VA_ARGS__)
+#define LATHE_DD_EACH_TO_FLOAT(X, ...) X(FLOAT32, __VA_ARGS__) X(FLOAT64, __VA_ARGS__)
+#define LATHE_DD_EACH_TO_HALF(X, ...) X(FLOAT16, __VA_ARGS__) X(BFLOAT16, __VA_ARGS__)
+#define LATHE_DD_EACH_TO_COMPLEX(X, ...) X(COMPLEX64, __VA_ARGS__) X(COMPLEX128, __VA_ARGS__)
+
+/* Dense indices of the byte-sized dtypes, in table order. */
+enum {
+#define LATHE_DTYPE(ENUM, GoName, id, bits, ct, CLASS) LATHE_DD_KEEP_##bits(LATHE_DDI_##ENUM, )
+#include "lathe_dtypes.def"
+#undef LATHE_DTYPE
+  LATHE_DD_COUNT
+};
+/* -1 for invalid and sub-byte dtypes. */
+static inline int lathe_dd_index(lathe_dtype dt) {
+  switch (dt) {
+#define LATHE_DTYPE(ENUM, GoName, id, bits, ct, CLASS) LATHE_DD_KEEP_##bits(case LATHE_DTYPE_##ENUM: return LATHE_DDI_##ENUM;)
+#include "lathe_dtypes.def"
+#undef LATHE_DTYPE
+    default: return -1;
+  }
+}
+
+/* Every listed dtype has the list's class, each list names every byte-sized dtype once. */
+enum {
+#define LATHE_DTYPE(ENUM, GoName, id, bits, ct, CLASS) lathe_dd_class_##ENUM = LATHE_CLASS_##CLASS,
+#include "lathe_dtypes.def"
+#undef LATHE_DTYPE
+};
+#define LATHE_DD_CHECK(D, C) _Static_assert((int)lathe_dd_class_##D == (int)LATHE_CLASS_##C, #D " is not of class " #C);
+#define LATHE_DD_COUNT1(D, C) +1
+#define LATHE_DD_CHECK_CLASS(C)                                                                  \
+  LATHE_DD_EACH_##C(LATHE_DD_CHECK, C) LATHE_DD_EACH_TO_##C(LATHE_DD_CHECK, C)                   \
+  _Static_assert(0 LATHE_DD_EACH_##C(LATHE_DD_COUNT1, C) == 0 LATHE_DD_EACH_TO_##C(LATHE_DD_COUNT1, C), \
+                "LATHE_DD_EACH_" #C " and LATHE_DD_EACH_TO_" #C " differ");
+LATHE_DD_CHECK_CLASS(BOOL)
+LATHE_DD_CHECK_CLASS(SINT)
+LATHE_DD_CHECK_CLASS(UINT)
+LATHE_DD_CHECK_CLASS(FLOAT)
+LATHE_DD_CHECK_CLASS(HALF)
+LATHE_DD_CHECK_CLASS(COMPLEX)
+_Static_assert(0 LATHE_DD_EACH_BOOL(LATHE_DD_COUNT1, ) LATHE_DD_EACH_SINT(LATHE_DD_COUNT1, )
+                  LATHE_DD_EACH_UINT(LATHE_DD_COUNT1, ) LATHE_DD_EACH_FLOAT(LATHE_DD_COUNT1, )
+                      LATHE_DD_EACH_HALF(LATHE_DD_COUNT1, ) LATHE_DD_EACH_COMPLEX(LATHE_DD_COUNT1, ) ==
+                  LATHE_DD_COUNT,
+              "the LATHE_DD_EACH_<CLASS> lists miss a byte-sized dtype");
+#undef LATHE_DD_CHECK
+#undef LATHE_DD_COUNT1
+#undef LATHE_DD_CHECK_CLASS
 
 /* Element i of an integer tensor as int64 (indices, sizes); uint64 values past INT64_MAX
  * saturate. Other dtypes give 0 (the builder admits only integers). */

@@ -148,7 +148,7 @@ lathe_status_t lathe_ew_run(lathe_cpu_exec *ex, const lathe_node *n, lathe_tenso
   return NULL;
 }
 
-void lathe_ew_binary_row(void *ctx, const void *const *in, const int *step, void *out, int64_t n) {
-  const lathe_ew_binary_ctx *c = ctx;
-  c->fn(in[0], in[1], out, n, step[0], step[1], c->bits);
+void lathe_ew_fn_row(void *ctx, const void *const *in, const int *step, void *out, int64_t n) {
+  const lathe_ew_fn_ctx *c = ctx;
+  c->fn(in, step, out, n, c->bits);
 }

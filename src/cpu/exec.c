@@ -188,6 +188,11 @@ static lathe_status_t arena_ready(const cpu_fn *f, cpu_arena *a) {
 /* ---- execution ---- */
 lathe_pool *lathe_cpu_exec_pool(lathe_cpu_exec *ex) { return ex->cpu->pool; }
 
+lathe_collective *lathe_cpu_exec_group(lathe_cpu_exec *ex, int *out_replica) {
+  *out_replica = ex->replica;
+  return ex->group;
+}
+
 /* Sub-byte integer tensors are widened to 8 bits around kernels that compute on values, except
  * for the ops flagged PACKED in the op table. */
 static bool packed_native(lathe_op op) { return lathe_op_has(op, LATHE_OPF_PACKED); }
@@ -316,9 +321,11 @@ static lathe_status_t run_node(lathe_cpu_exec *ex, frame *f, int pos, const lath
         out[k] = lathe_tensor_retain(t);
         break;
       }
-    if (!out[k] && (st = lathe_cpu_result_tensor(ex, sp->out[k], &out[k]))) goto done;
+    if (!out[k] && (st = lathe_cpu_result_tensor(ex, sp->out[k], &out[k]))) break;
   }
-  if (makes_results || packed_native(n->op)) {
+  if (st) {
+    /* an allocation failure names the op whose result it was */
+  } else if (makes_results || packed_native(n->op)) {
     st = lathe_cpu_run_kernel(ex, n, in, out);
   } else {
     for (int i = 0; i < nin && !st; i++)
@@ -422,8 +429,9 @@ lathe_status_t lathe_cpu_exec_call(lathe_cpu_exec *ex, const lathe_function *fn,
 }
 
 lathe_status_t lathe_cpu_run_main(lathe_cpu *cpu, lathe_plan *p, lathe_tensor *const *inputs, int n_inputs,
-                                  lathe_tensor **outputs, lathe_tensor *const *shells) {
-  lathe_cpu_exec ex = {.cpu = cpu, .plan = p};
+                                  lathe_tensor **outputs, lathe_tensor *const *shells, int replica,
+                                  lathe_collective *group) {
+  lathe_cpu_exec ex = {.cpu = cpu, .plan = p, .replica = replica, .group = group};
   const lathe_pfunc *pf = p->fns[0].pf;
   /* the shell of each output slot (the first output that returns it) */
   enum { STACK = 32 };

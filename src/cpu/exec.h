@@ -39,6 +39,8 @@ struct lathe_cpu_exec {
   lathe_plan *plan;
   arena_set *arenas;
   frame *cur;
+  int replica;             /* SPMD: this run's replica */
+  lathe_collective *group; /* SPMD: the execution's replicas; NULL otherwise */
 };
 
 /* The tensor for result slot of the running function (a reference for the caller): its arena

@@ -1,23 +1,36 @@
 /* fft.c -- FFT on the CPU. All arithmetic is in double (lathe_c128), so Complex64 results carry
  * only the rounding of the final store.
  *
- * A 1-D transform of length n is an iterative radix-2 FFT when n is a power of two, and
- * Bluestein's chirp-z algorithm otherwise (a circular convolution of power-of-two size
- * m >= 2n-1 done with the same radix-2 core). Inverse transforms are conj(FFT(conj(x)))/n.
- * Multi-axis transforms apply the 1-D transform along each axis in turn; lines along an axis
- * are independent and run in parallel. Real forward transforms take the last axis first (real
- * -> n/2+1 complex); real inverse ones take it last, rebuilding the Hermitian half. */
+ * A 1-D transform of length n is an iterative radix-4 FFT (with one radix-2 stage when log2 n is
+ * odd) when n is a power of two; a direct DFT over conjugate pairs of inputs when n is odd and at
+ * most FFT_DIRECT_MAX (the structure of pocketfft's odd-length passes -- pocketfft is numpy's and
+ * XLA's CPU FFT -- with its order of operations, so lengths 3, 5, 7 and 11 give its bits); and
+ * Bluestein's chirp-z algorithm otherwise (a circular convolution of power-of-two size m >= 2n-1
+ * done with the same power-of-two core). Inverse transforms are conj(FFT(conj(x)))/n. Multi-axis transforms
+ * apply the 1-D transform along each axis in turn; lines along an axis are independent and run
+ * in parallel. Real forward transforms take the last axis first (real -> n/2+1 complex); real
+ * inverse ones take it last, rebuilding the Hermitian half.
+ *
+ * The transform of a real block is Hermitian (X[-k] = conj(X[k])). Gradients through |FFT(x)|
+ * are real only if that holds exactly, so the output of every block whose input is real is made
+ * exactly Hermitian (each conjugate pair averaged, self-conjugate bins made real). */
 #include <math.h>
 #include <stdatomic.h>
 
 #include "numeric.h"
 
-static const double PI = 3.14159265358979323846;
+/* Odd lengths up to FFT_DIRECT_MAX take the direct DFT: its n^2/2 multiply-adds cost a few times
+ * what Bluestein costs there, and it is several times more accurate. Up to FFT_DIRECT_EXACT it
+ * sums in double in pocketfft's order (pocketfft's bits for 3, 5, 7 and 11, which it transforms
+ * in one pass); beyond, it sums in long double, so each output carries little more than its
+ * final rounding. */
+enum { FFT_DIRECT_EXACT = 11, FFT_DIRECT_MAX = 255 };
 
 typedef struct fft_plan {
   int64_t n;          /* transform length */
-  int64_t m;          /* radix-2 size: n, or the Bluestein convolution size */
-  lathe_c128 *tw;     /* m/2 twiddles e^{-2 pi i k/m} */
+  int64_t m;          /* radix-2 size: n, or the Bluestein convolution size; 0 for direct */
+  int log2m;          /* log2(m) */
+  lathe_c128 *tw;     /* radix-2: 3m/4 twiddles e^{-2 pi i k/m}; direct: e^{-2 pi i k/n}, k <= n/2 */
   int64_t *rev;       /* bit-reversal permutation of m */
   lathe_c128 *chirp;  /* Bluestein only: e^{-i pi k^2/n}, k < n */
   lathe_c128 *filter; /* Bluestein only: FFT of the conjugate chirp, scaled by 1/m */
@@ -27,7 +40,9 @@ static inline lathe_c128 cmul(lathe_c128 a, lathe_c128 b) {
   return (lathe_c128){a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re};
 }
 
-/* In-place forward radix-2 FFT of size p->m. */
+/* In-place forward FFT of size p->m: bit-reversal, one radix-2 stage when log2(m) is odd, then
+ * radix-4 stages. A radix-4 stage needs 3 twiddle products per 4 outputs where two radix-2
+ * stages need 4, and twiddle products are most of the rounding error. */
 static void fft_pow2(const fft_plan *p, lathe_c128 *a) {
   int64_t m = p->m;
   for (int64_t i = 0; i < m; i++) {
@@ -38,13 +53,31 @@ static void fft_pow2(const fft_plan *p, lathe_c128 *a) {
       a[j] = t;
     }
   }
-  for (int64_t len = 2; len <= m; len <<= 1) {
-    int64_t half = len >> 1, step = m / len;
+  int64_t len = 1;
+  if (p->log2m % 2) {
+    for (int64_t i = 0; i < m; i += 2) {
+      lathe_c128 u = a[i], v = a[i + 1];
+      a[i] = (lathe_c128){u.re + v.re, u.im + v.im};
+      a[i + 1] = (lathe_c128){u.re - v.re, u.im - v.im};
+    }
+    len = 2;
+  }
+  /* Bit-reversed order leaves the sub-transforms of the inputs = 0, 2, 1, 3 (mod 4) at quarters
+   * 0..3 of each block of 4q: X[k + rq] combines y0 = E0[k], y1 = w^k E1[k], y2 = w^2k E2[k],
+   * y3 = w^3k E3[k] (w = e^{-2 pi i/4q}) with the 4-point DFT. */
+  for (len *= 4; len <= m; len *= 4) {
+    int64_t q = len / 4, step = m / len;
     for (int64_t i = 0; i < m; i += len)
-      for (int64_t k = 0; k < half; k++) {
-        lathe_c128 u = a[i + k], v = cmul(a[i + k + half], p->tw[k * step]);
-        a[i + k] = (lathe_c128){u.re + v.re, u.im + v.im};
-        a[i + k + half] = (lathe_c128){u.re - v.re, u.im - v.im};
+      for (int64_t k = 0; k < q; k++) {
+        lathe_c128 *x = a + i + k;
+        lathe_c128 y0 = x[0], y2 = cmul(x[q], p->tw[2 * k * step]), y1 = cmul(x[2 * q], p->tw[k * step]),
+                   y3 = cmul(x[3 * q], p->tw[3 * k * step]);
+        lathe_c128 t0 = {y0.re + y2.re, y0.im + y2.im}, t1 = {y0.re - y2.re, y0.im - y2.im};
+        lathe_c128 t2 = {y1.re + y3.re, y1.im + y3.im}, t3 = {y1.re - y3.re, y1.im - y3.im};
+        x[0] = (lathe_c128){t0.re + t2.re, t0.im + t2.im};
+        x[2 * q] = (lathe_c128){t0.re - t2.re, t0.im - t2.im};
+        x[q] = (lathe_c128){t1.re + t3.im, t1.im - t3.re}; /* t1 - i t3 */
+        x[3 * q] = (lathe_c128){t1.re - t3.im, t1.im + t3.re}; /* t1 + i t3 */
       }
   }
 }
@@ -57,19 +90,72 @@ static void plan_free(fft_plan *p) {
   memset(p, 0, sizeof *p);
 }
 
+/* Direct DFT of odd length n from x into y (x is overwritten with pair sums and differences).
+ * With s_j = x_j + x_{n-j}, d_j = x_j - x_{n-j} (j = 1..n/2) and w = e^{-2 pi i/n}:
+ * X_u = a + b and X_{n-u} = a - b, where a = x_0 + sum_j s_j cos(2 pi ju/n) and
+ * b = i sum_j d_j (-sin(2 pi ju/n)); so a real x gives X_{n-u} = conj(X_u) exactly.
+ * ACC is the accumulator type: double, summed left to right from the first term in pocketfft's
+ * order, so that short lengths round as it does; or a wider type for the longer ones. */
+#define FFT_DIRECT(NAME, ACC)                                                                           \
+  static void NAME(const fft_plan *p, lathe_c128 *x, lathe_c128 *y) {                                  \
+    int64_t n = p->n, h = n / 2;                                                                        \
+    for (int64_t j = 1; j <= h; j++) {                                                                  \
+      lathe_c128 a = x[j], b = x[n - j];                                                                \
+      x[j] = (lathe_c128){a.re + b.re, a.im + b.im};                                                    \
+      x[n - j] = (lathe_c128){a.re - b.re, a.im - b.im};                                                \
+    }                                                                                                   \
+    ACC dre = x[0].re, dim = x[0].im;                                                                   \
+    for (int64_t j = 1; j <= h; j++) dre = dre + x[j].re, dim = dim + x[j].im;                          \
+    y[0] = (lathe_c128){(double)dre, (double)dim};                                                      \
+    for (int64_t u = 1; u <= h; u++) {                                                                  \
+      ACC are = x[0].re, aim = x[0].im, bre = 0, bim = 0;                                               \
+      int64_t m = 0; /* j*u mod n */                                                                    \
+      for (int64_t j = 1; j <= h; j++) {                                                                \
+        m += u;                                                                                         \
+        if (m >= n) m -= n;                                                                             \
+        ACC c = m <= h ? p->tw[m].re : p->tw[n - m].re, s = m <= h ? p->tw[m].im : -p->tw[n - m].im;   \
+        lathe_c128 sj = x[j], dj = x[n - j];                                                            \
+        are = are + sj.re * c;                                                                          \
+        aim = aim + sj.im * c;                                                                          \
+        bim = j == 1 ? s * dj.re : bim + s * dj.re;                                                     \
+        bre = j == 1 ? s * dj.im : bre + s * dj.im;                                                     \
+      }                                                                                                 \
+      bre = -bre;                                                                                       \
+      y[u] = (lathe_c128){(double)(are + bre), (double)(aim + bim)};                                    \
+      y[n - u] = (lathe_c128){(double)(are - bre), (double)(aim - bim)};                                \
+    }                                                                                                   \
+  }
+FFT_DIRECT(fft_direct, double)
+FFT_DIRECT(fft_direct_wide, long double)
+
+/* e^{-2 pi i k/n}, each part rounded once from long double: twiddle errors are most of an
+ * FFT's error, and pocketfft's constants are rounded so too. */
+static lathe_c128 unit_root(int64_t k, int64_t n) {
+  const long double pi = 3.141592653589793238462643383279502884L;
+  long double a = 2 * pi * (long double)k / (long double)n;
+  return (lathe_c128){(double)cosl(a), -(double)sinl(a)};
+}
+
 static lathe_status_t plan_new(int64_t n, fft_plan *p) {
   memset(p, 0, sizeof *p);
   p->n = n;
+  if (n % 2 == 1 && n > 1 && n <= FFT_DIRECT_MAX) {
+    p->tw = malloc(sizeof(lathe_c128) * (size_t)(n / 2 + 1));
+    if (!p->tw) return LATHE_OOM("FFT");
+    for (int64_t k = 0; k <= n / 2; k++) p->tw[k] = unit_root(k, n);
+    return NULL;
+  }
   bool pow2 = (n & (n - 1)) == 0;
   int64_t m = 1;
   while (m < (pow2 ? n : 2 * n - 1)) m <<= 1;
   p->m = m;
-  p->tw = malloc(sizeof(lathe_c128) * (size_t)(m / 2 + 1));
+  p->tw = malloc(sizeof(lathe_c128) * (size_t)(3 * m / 4 + 1));
   p->rev = malloc(sizeof(int64_t) * (size_t)m);
   if (!p->tw || !p->rev) goto oom;
-  for (int64_t k = 0; k < m / 2; k++) p->tw[k] = (lathe_c128){cos(2 * PI * (double)k / (double)m), -sin(2 * PI * (double)k / (double)m)};
+  for (int64_t k = 0; k < 3 * m / 4; k++) p->tw[k] = unit_root(k, m);
   int bits = 0;
   while ((INT64_C(1) << bits) < m) bits++;
+  p->log2m = bits;
   for (int64_t i = 0; i < m; i++) {
     int64_t r = 0;
     for (int b = 0; b < bits; b++) r |= ((i >> b) & 1) << (bits - 1 - b);
@@ -82,8 +168,7 @@ static lathe_status_t plan_new(int64_t n, fft_plan *p) {
   for (int64_t k = 0; k < n; k++) {
     /* k^2 mod 2n keeps the angle exact for large k */
     uint64_t q = ((uint64_t)k * (uint64_t)k) % (2 * (uint64_t)n);
-    double a = PI * (double)q / (double)n;
-    p->chirp[k] = (lathe_c128){cos(a), -sin(a)};
+    p->chirp[k] = unit_root((int64_t)q, 2 * n);
   }
   double inv_m = 1.0 / (double)m;
   for (int64_t k = 0; k < n; k++) {
@@ -99,14 +184,17 @@ oom:
 }
 
 /* Scratch a line transform needs beyond the line itself (elements). */
-static int64_t plan_scratch(const fft_plan *p) { return p->chirp ? p->m : 0; }
+static int64_t plan_scratch(const fft_plan *p) { return p->chirp ? p->m : p->m ? 0 : p->n; }
 
 /* In-place transform of one contiguous line of p->n elements. */
 static void fft_line(const fft_plan *p, lathe_c128 *x, lathe_c128 *scratch, bool inverse) {
   int64_t n = p->n;
   if (inverse)
     for (int64_t i = 0; i < n; i++) x[i].im = -x[i].im;
-  if (!p->chirp) {
+  if (!p->m) {
+    (n <= FFT_DIRECT_EXACT ? fft_direct : fft_direct_wide)(p, x, scratch);
+    memcpy(x, scratch, sizeof(lathe_c128) * (size_t)n);
+  } else if (!p->chirp) {
     fft_pow2(p, x);
   } else {
     lathe_c128 *b = scratch;
@@ -230,6 +318,44 @@ static lathe_status_t transform_axis(lathe_cpu_exec *ex, lathe_c128 *w, const in
   return run_lines(ex, &c, outer * inner);
 }
 
+/* Makes one block exactly Hermitian over its k axes: X[-c] = conj(X[c]), coordinates modulo the
+ * lengths len. The last axis holds `stored` of its len[k-1] bins (the half spectrum of a real
+ * transform); bins whose partner is not stored are left alone. */
+static void make_hermitian(lathe_c128 *w, const int64_t *len, int k, int64_t stored) {
+  int64_t size = stored, stride[3];
+  stride[k - 1] = 1;
+  for (int a = k - 2; a >= 0; a--) stride[a] = stride[a + 1] * (a + 1 == k - 1 ? stored : len[a + 1]), size *= len[a];
+  for (int64_t i = 0; i < size; i++) {
+    int64_t rest = i, partner = 0;
+    for (int a = 0; a < k; a++) {
+      int64_t c = rest / stride[a], pc = c ? len[a] - c : 0;
+      rest %= stride[a];
+      if (pc >= (a == k - 1 ? stored : len[a])) {
+        partner = -1;
+        break;
+      }
+      partner += pc * stride[a];
+    }
+    if (partner < i) continue;
+    lathe_c128 *x = &w[i], *y = &w[partner];
+    if (partner == i) {
+      x->im = 0;
+    } else if (x->re != y->re || x->im != -y->im) {
+      /* halves, not (x+y)/2, so that no sum overflows */
+      double re = 0.5 * x->re + 0.5 * y->re, im = 0.5 * x->im - 0.5 * y->im;
+      *x = (lathe_c128){re, im};
+      *y = (lathe_c128){re, -im};
+    }
+  }
+}
+
+/* Whether block b (of bsize elements) of the complex work array has a zero imaginary part. */
+static bool block_is_real(const lathe_c128 *w, int64_t bsize) {
+  for (int64_t i = 0; i < bsize; i++)
+    if (w[i].im != 0) return false;
+  return true;
+}
+
 lathe_status_t lathe_cpu_fft(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
   lathe_fft_type type = lathe_attr_fft_type(n);
   lathe_ilist length = lathe_attr_fft_length(n);
@@ -256,16 +382,29 @@ lathe_status_t lathe_cpu_fft(lathe_cpu_exec *ex, const lathe_node *n, lathe_tens
     int64_t nlast = len[k - 1], lines = lathe_shape_size(xs) / xs->dims[rank - 1];
     switch (type) {
       case LATHE_FFT_TYPE_FORWARD:
-      case LATHE_FFT_TYPE_INVERSE:
+      case LATHE_FFT_TYPE_INVERSE: {
         lathe_num_complex_loader(xs->dtype)(in[0]->data, wn, w);
+        int64_t bsize = lathe_dims_product(len, 0, k), blocks = wn / bsize;
+        uint8_t *real = malloc((size_t)blocks);
+        if (!real) {
+          st = LATHE_OOM("FFT");
+          break;
+        }
+        for (int64_t b = 0; b < blocks; b++) real[b] = block_is_real(w + b * bsize, bsize);
         for (int i = 0; i < k && !st; i++) st = transform_axis(ex, w, ws->dims, rank, rank - k + i, &plans[i], inverse);
+        for (int64_t b = 0; b < blocks && !st; b++)
+          if (real[b]) make_hermitian(w + b * bsize, len, k, len[k - 1]);
+        free(real);
         break;
+      }
       case LATHE_FFT_TYPE_FORWARD_REAL: {
         axis_ctx c = {.p = &plans[k - 1], .kind = LINE_R2C, .w = w, .n = nlast, .inner = 1, .half = nlast / 2 + 1,
                       .real_src = in[0]->data, .real_bytes = lathe_dtype_bits(xs->dtype) / 8,
                       .load = lathe_num_real_loader(xs->dtype)};
         st = run_lines(ex, &c, lines);
         for (int i = 0; i < k - 1 && !st; i++) st = transform_axis(ex, w, ws->dims, rank, rank - k + i, &plans[i], false);
+        int64_t bsize = lathe_dims_product(ws->dims, rank - k, rank);
+        for (int64_t b = 0; b < wn / bsize && !st; b++) make_hermitian(w + b * bsize, len, k, c.half);
         break;
       }
       case LATHE_FFT_TYPE_INVERSE_REAL: {

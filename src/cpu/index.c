@@ -394,9 +394,13 @@ static lathe_status_t fits(const lathe_node *n, const lathe_shape *part, const l
   return NULL;
 }
 
+/* Starts come as one scalar per axis or as one vector of them (the builder checked which). */
 static void clamped_starts(lathe_tensor *const *starts, const lathe_shape *os, const int64_t *sizes, int64_t *out) {
-  for (int a = 0; a < os->rank; a++)
-    out[a] = lathe_clamp64(lathe_load_index(starts[a]->data, starts[a]->shape.dtype, 0), 0, os->dims[a] - sizes[a]);
+  bool vector = os->rank > 0 && starts[0]->shape.rank == 1;
+  for (int a = 0; a < os->rank; a++) {
+    const lathe_tensor *t = vector ? starts[0] : starts[a];
+    out[a] = lathe_clamp64(lathe_load_index(t->data, t->shape.dtype, vector ? a : 0), 0, os->dims[a] - sizes[a]);
+  }
 }
 
 static lathe_status_t run_dynamic_slice(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in,

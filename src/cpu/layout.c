@@ -193,13 +193,15 @@ static void run_slice(lathe_cpu_exec *ex, const lathe_node *n, const lathe_tenso
   int64_t xs[LATHE_MAX_RANK], base = 0;
   lathe_shape_strides(&x->shape, xs);
   lathe_shape_strides(&out->shape, j.ds);
+  if (lathe_shape_size(&out->shape) == 0) return;
+  /* Non-empty: every start is below its dim, and a stride matters (it is below the dim) only
+   * where more than one element is taken, so none of these products can overflow. */
   const int64_t *starts = lathe_attr_slice_starts(n).v, *strides = lathe_attr_slice_strides(n).v;
   for (int a = 0; a < j.rank; a++) {
     j.dims[a] = out->shape.dims[a];
-    j.ss[a] = xs[a] * strides[a];
+    j.ss[a] = j.dims[a] > 1 ? xs[a] * strides[a] : 0;
     base += starts[a] * xs[a];
   }
-  if (lathe_shape_size(&out->shape) == 0) return;
   j.src = (const unsigned char *)x->data + base * (int64_t)j.esz;
   strided_copy(ex, &j);
 }
@@ -219,6 +221,23 @@ static void run_reverse(lathe_cpu_exec *ex, const lathe_node *n, const lathe_ten
   }
   j.src = (const unsigned char *)x->data + base * (int64_t)j.esz;
   strided_copy(ex, &j);
+}
+
+/* A dynamic axis may meet a static one at build time: the sizes must agree once bound. */
+static lathe_status_t check_concatenate(const lathe_node *n, lathe_tensor *const *in, const lathe_tensor *out, int axis) {
+  int64_t along = 0;
+  for (int k = 0; k < n->n_operands; k++) {
+    const lathe_shape *s = &in[k]->shape;
+    for (int d = 0; d < s->rank; d++)
+      if (d != axis && s->dims[d] != out->shape.dims[d])
+        return LATHE_INVALID("Concatenate: operand %d has size %lld on axis %d, the result %lld: dynamic axes bound to "
+                             "inconsistent sizes", k, (long long)s->dims[d], d, (long long)out->shape.dims[d]);
+    along += s->rank ? s->dims[axis] : 0;
+  }
+  if (out->shape.rank && along != out->shape.dims[axis])
+    return LATHE_INVALID("Concatenate: the operands add up to %lld on axis %d, the result has %lld", (long long)along,
+                         axis, (long long)out->shape.dims[axis]);
+  return NULL;
 }
 
 static void run_concatenate(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor *out) {
@@ -260,7 +279,7 @@ static void run_pad(lathe_cpu_exec *ex, const lathe_node *n, const lathe_tensor 
     if (first >= end) return;
     j.dims[a] = end - first;
     j.ss[a] = xs[a];
-    j.ds[a] = os[a] * step;
+    j.ds[a] = j.dims[a] > 1 ? os[a] * step : 0; /* a huge interior only ever pads a single element */
     sb += first * xs[a];
     db += (lo + first * step) * os[a];
   }
@@ -277,11 +296,16 @@ lathe_status_t lathe_cpu_run_layout(lathe_cpu_exec *ex, const lathe_node *n, lat
   lathe_tensor *o = out[0];
   switch (n->op) {
     case LATHE_OP_RESHAPE:
+      if (o->nbytes != in[0]->nbytes) /* the builder makes this impossible; a copy must never overrun */
+        return lathe_status_new(LATHE_STATUS_INTERNAL, "Reshape: %zu bytes into %zu", in[0]->nbytes, o->nbytes);
       if (o->nbytes) memcpy(o->data, in[0]->data, o->nbytes);
       return NULL;
     case LATHE_OP_TRANSPOSE: run_transpose(ex, n, in[0], o); return NULL;
     case LATHE_OP_BROADCAST_IN_DIM: run_broadcast(ex, n, in[0], o); return NULL;
-    case LATHE_OP_CONCATENATE: run_concatenate(ex, n, in, o); return NULL;
+    case LATHE_OP_CONCATENATE:
+      LATHE_RETURN_IF_ERROR(check_concatenate(n, in, o, (int)n->a.i[0]));
+      run_concatenate(ex, n, in, o);
+      return NULL;
     case LATHE_OP_SLICE: run_slice(ex, n, in[0], o); return NULL;
     case LATHE_OP_PAD: run_pad(ex, n, in[0], in[1], o); return NULL;
     case LATHE_OP_REVERSE: run_reverse(ex, n, in[0], o); return NULL;

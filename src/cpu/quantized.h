@@ -1,5 +1,5 @@
 /* quantized.h -- FusedQuantizedDense and QuantizedEmbeddingLookup on the CPU (quantized.c).
- * fused.c delegates these two ops of its family here; the signatures are those of a family
+ * fused_ops.c delegates these two ops of its family here; the signatures are those of a family
  * (see cpu.h): in/out tensors are borrowed, out already allocated with the result shape. */
 #ifndef LATHE_CPU_QUANTIZED_H
 #define LATHE_CPU_QUANTIZED_H

@@ -322,7 +322,7 @@ enum { ARG_TILE = 256 };
 #define ARG_FLOAT(E, T, B) ARG_KERNEL(arg_##E, T, T, SAME, NAN_F)
 #define ARG_HALF(E, T, B) ARG_KERNEL(arg_##E, uint16_t, float, load_##E, NAN_F)
 #define ARG_NONE(E, T, B)
-#define AI_BOOL_8 ARG_NONE
+#define AI_BOOL_8 ARG_SINT /* false < true */
 #define AI_SINT_8 ARG_SINT
 #define AI_SINT_16 ARG_SINT
 #define AI_SINT_32 ARG_SINT
@@ -348,7 +348,7 @@ enum { ARG_TILE = 256 };
 
 #define AT_YES(E) [LATHE_DTYPE_##E] = arg_##E,
 #define AT_NO(E)
-#define AT_BOOL_8 AT_NO
+#define AT_BOOL_8 AT_YES
 #define AT_SINT_8 AT_YES
 #define AT_SINT_16 AT_YES
 #define AT_SINT_32 AT_YES

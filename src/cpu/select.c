@@ -1,84 +1,38 @@
-/* select.c -- Where (by element size: it only moves bits) and Clamp (per dtype; as
- * Min(Max(min, x), max), so a NaN anywhere gives NaN). Operands broadcast through the
- * elementwise driver (scalars have step 0). */
-#include "dtype_dispatch.h"
+/* select.c -- Where and Clamp (the SELECT kind): the SELECT rows of src/graph/ew.def
+ * instantiated for every byte-sized dtype of their class. Where moves storage bits (NaN
+ * payloads survive); Clamp is Min(Max(min, x), max), so a NaN anywhere gives NaN. Operands
+ * broadcast through the elementwise driver (scalars have step 0). */
+#include "../graph/ew_helpers.h"
 #include "elementwise.h"
 
-typedef struct {
-  uint64_t lo, hi;
-} u128;
+#define SEL_UNARY(...)
+#define SEL_BINARY(...)
+#define SEL_COMPARE(...)
+#define SEL_SELECT(...) __VA_ARGS__
+#define SEL_CONVERT(...)
 
-#define WHERE_ROW(T, NAME)                                                                                   \
-  static void NAME(void *ctx, const void *const *in, const int *st, void *out, int64_t n) {                  \
-    (void)ctx;                                                                                               \
-    const uint8_t *c = in[0];                                                                                \
-    const T *t = in[1], *f = in[2];                                                                          \
-    T *o = out;                                                                                              \
-    if (st[0] && st[1] && st[2])                                                                             \
-      for (int64_t i = 0; i < n; i++) o[i] = c[i] ? t[i] : f[i];                                             \
-    else                                                                                                     \
-      for (int64_t i = 0; i < n; i++) o[i] = c[st[0] ? i : 0] ? t[st[1] ? i : 0] : f[st[2] ? i : 0];         \
-  }
-WHERE_ROW(uint8_t, where1)
-WHERE_ROW(uint16_t, where2)
-WHERE_ROW(uint32_t, where4)
-WHERE_ROW(uint64_t, where8)
-WHERE_ROW(u128, where16)
+/* The first operand's dtype: Where's condition is Bool. */
+#define SEL_D0_WHERE(D) BOOL
+#define SEL_D0_CLAMP(D) D
 
-/* Clamp row kernels: operands (min, x, max). */
-#define CL_MAX(a, b) (((a) > (b) || (a) != (a)) ? (a) : (b))
-#define CL_MIN(a, b) (((a) < (b) || (a) != (a)) ? (a) : (b))
-#define CL_DEF(D)                                                                                   \
-  static void clamp_##D(void *ctx, const void *const *in, const int *st, void *out, int64_t n) {    \
-    (void)ctx;                                                                                      \
-    if (!st[0] && st[1] && !st[2]) {                                                                \
-      LATHE_C(D) lo = LATHE_LD(D, in[0], 0), hi = LATHE_LD(D, in[2], 0);                            \
-      for (int64_t i = 0; i < n; i++) {                                                             \
-        LATHE_C(D) v = CL_MAX(lo, LATHE_LD(D, in[1], i));                                           \
-        LATHE_ST(D, out, i, CL_MIN(v, hi));                                                         \
-      }                                                                                             \
-      return;                                                                                       \
-    }                                                                                               \
-    for (int64_t i = 0; i < n; i++) {                                                               \
-      LATHE_C(D) lo = LATHE_LD(D, in[0], st[0] ? i : 0), x = LATHE_LD(D, in[1], st[1] ? i : 0);     \
-      LATHE_C(D) hi = LATHE_LD(D, in[2], st[2] ? i : 0), v = CL_MAX(lo, x);                         \
-      LATHE_ST(D, out, i, CL_MIN(v, hi));                                                           \
-    }                                                                                               \
-  }
-#define CL_ENTRY(D) [LATHE_DTYPE_##D] = clamp_##D,
-#define CL_BOOL(X, D)
-#define CL_SINT(X, D) X(D)
-#define CL_UINT(X, D) X(D)
-#define CL_FLOAT(X, D) X(D)
-#define CL_HALF(X, D) X(D)
-#define CL_COMPLEX(X, D)
+#define SEL_DEF(D, OP, RULE, EXPR) \
+  LATHE_EW_ROW3(sel_##OP##_##D, LATHE_EW_MODE_##RULE, D, LATHE_EW_OUT_##RULE(D), SEL_D0_##OP(D), EXPR)
+#define LATHE_EW(OP, KIND, CLASS, RULE, EXPR) SEL_##KIND(LATHE_DD_EACH_##CLASS(SEL_DEF, OP, RULE, EXPR))
+#include "../graph/ew.def"
+#undef LATHE_EW
 
-#define LATHE_DTYPE(ENUM, GoName, id, bits, ct, CLASS) LATHE_DD_KEEP_##bits(CL_##CLASS(CL_DEF, ENUM))
-#include "lathe_dtypes.def"
-#undef LATHE_DTYPE
-
-static const lathe_ew_row_fn clamp_table[LATHE_DTYPE_LIMIT] = {
-#define LATHE_DTYPE(ENUM, GoName, id, bits, ct, CLASS) LATHE_DD_KEEP_##bits(CL_##CLASS(CL_ENTRY, ENUM))
-#include "lathe_dtypes.def"
-#undef LATHE_DTYPE
+/* Indexed by the result's dtype. */
+static const lathe_ew_fn sel_table[LATHE_OP_COUNT][LATHE_DD_COUNT] = {
+#define SEL_ENTRY(D, OP, RULE, EXPR) [LATHE_OP_##OP][LATHE_DDI_##D] = sel_##OP##_##D,
+#define LATHE_EW(OP, KIND, CLASS, RULE, EXPR) SEL_##KIND(LATHE_DD_EACH_##CLASS(SEL_ENTRY, OP, RULE, EXPR))
+#include "../graph/ew.def"
+#undef LATHE_EW
 };
 
-static lathe_ew_row_fn where_fn(lathe_dtype dt) {
-  switch (lathe_dtype_bits(dt)) {
-    case 8: return where1;
-    case 16: return where2;
-    case 32: return where4;
-    case 64: return where8;
-    case 128: return where16;
-    default: return NULL;
-  }
-}
-
-static lathe_ew_row_fn lookup(lathe_op op, lathe_dtype dt) {
-  if ((int)dt <= 0 || (int)dt >= LATHE_DTYPE_LIMIT || !lathe_dtype_is_valid(dt)) return NULL;
-  if (op == LATHE_OP_WHERE) return where_fn(dt);
-  if (op == LATHE_OP_CLAMP) return clamp_table[dt];
-  return NULL;
+static lathe_ew_fn lookup(lathe_op op, lathe_dtype dt) {
+  int d = lathe_dd_index(dt);
+  if ((int)op < 0 || op >= LATHE_OP_COUNT || d < 0) return NULL;
+  return sel_table[op][d];
 }
 
 /* dtype is the first operand's: Bool for Where, whose values may have any dtype. */
@@ -90,7 +44,7 @@ bool lathe_cpu_supports_select(lathe_op op, lathe_dtype dtype) {
 lathe_status_t lathe_cpu_run_select(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in,
                                     lathe_tensor **out) {
   lathe_dtype dt = out[0]->shape.dtype;
-  lathe_ew_row_fn fn = lookup(n->op, dt);
-  if (!fn) return LATHE_UNIMPL("%s: not implemented on lathe:cpu for %s", lathe_op_name(n->op), lathe_dtype_name(dt));
-  return lathe_ew_run(ex, n, in, 3, out[0], fn, NULL);
+  lathe_ew_fn_ctx c = {lookup(n->op, dt), lathe_dtype_bits(n->shape.dtype)};
+  if (!c.fn) return LATHE_UNIMPL("%s: not implemented on lathe:cpu for %s", lathe_op_name(n->op), lathe_dtype_name(dt));
+  return lathe_ew_run(ex, n, in, 3, out[0], lathe_ew_fn_row, &c);
 }

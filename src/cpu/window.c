@@ -139,8 +139,13 @@ static inline bool window_lists(const win_ctx *c, const int64_t *o, const int64_
                                       {sel_max_##ENUM, sel_min_##ENUM},                               \
                                       scatter_##ENUM};
 
-/* Instances from the dtype table: integers and real floats (sub-byte integers arrive widened). */
-#define WIN_BOOL(ENUM, bits)
+/* Instances from the dtype table: integers and real floats (sub-byte integers arrive widened);
+ * Bool for ReduceWindow Max (any) and Min (all) only. */
+#define WIN_BOOL(ENUM, bits)                                                                     \
+  RW_FN(ENUM, max, uint64_t, 0, (v > acc ? v : acc))                                             \
+  RW_FN(ENUM, min, uint64_t, 1, (v < acc ? v : acc))                                             \
+  static const win_type win_##ENUM = {sizeof(uint64_t), {NULL, NULL, rw_max_##ENUM, rw_min_##ENUM}, \
+                                      {NULL, NULL}, NULL};
 #define WIN_COMPLEX(ENUM, bits)
 #define WIN_FLOAT(ENUM, bits) WIN_INST(ENUM, double, F, -INFINITY, INFINITY)
 #define WIN_HALF WIN_FLOAT
@@ -154,9 +159,9 @@ static inline bool window_lists(const win_ctx *c, const int64_t *o, const int64_
 static const win_type *win_type_of(lathe_dtype dt) {
   switch (dt) {
 #define CASE_NONE(ENUM)
-#define CASE_BOOL CASE_NONE
 #define CASE_COMPLEX CASE_NONE
 #define CASE_YES(ENUM) case LATHE_DTYPE_##ENUM: return &win_##ENUM;
+#define CASE_BOOL CASE_YES
 #define CASE_FLOAT CASE_YES
 #define CASE_HALF CASE_YES
 #define CASE_SINT CASE_YES
@@ -169,9 +174,10 @@ static const win_type *win_type_of(lathe_dtype dt) {
 }
 
 bool lathe_cpu_supports_window(lathe_op op, lathe_dtype dtype) {
-  return (op == LATHE_OP_REDUCE_WINDOW || op == LATHE_OP_SELECT_AND_SCATTER_MAX ||
-          op == LATHE_OP_SELECT_AND_SCATTER_MIN) &&
-         win_type_of(dtype) != NULL;
+  const win_type *ty = win_type_of(dtype);
+  if (!ty) return false;
+  return op == LATHE_OP_REDUCE_WINDOW ||
+         ((op == LATHE_OP_SELECT_AND_SCATTER_MAX || op == LATHE_OP_SELECT_AND_SCATTER_MIN) && ty->scatter);
 }
 
 /* Builds the per-axis window lists for operand shape xs and window grid odims; *mem owns them. */
@@ -235,6 +241,9 @@ lathe_status_t lathe_cpu_run_window(lathe_cpu_exec *ex, const lathe_node *n, lat
     c.y = out[0]->data;
     lathe_op red = lathe_attr_window_reduction(n);
     int k = red == LATHE_OP_REDUCE_SUM ? 0 : red == LATHE_OP_REDUCE_PRODUCT ? 1 : red == LATHE_OP_REDUCE_MAX ? 2 : 3;
+    if (!ty->rw[k])
+      return LATHE_UNIMPL("ReduceWindow: %s over %s is not implemented on lathe:cpu", lathe_op_name(red),
+                          lathe_dtype_name(xs->dtype));
     lathe_parallel_for(lathe_cpu_exec_pool(ex), ny, grain_for(n, xs->rank), ty->rw[k], &c);
     free(mem);
     /* Sub-byte dtypes run widened to 8 bits: the max/min identity of empty windows must be

@@ -96,6 +96,7 @@ lathe_status_t lathe_builder_new(lathe_backend_t backend, const char *name, lath
   b->graph = g;
   b->backend = lathe_backend_retain(backend);
   b->assigned_device = -1;
+  b->n_replicas = 1;
   b->name = lathe_arena_strdup(&g->arena, name ? name : "");
   lathe_status_t st = b->name ? function_new(b, "main", NULL, &b->main_fn) : LATHE_OOM("Builder");
   if (st) {
@@ -111,22 +112,6 @@ void lathe_builder_free(lathe_builder_t b) {
   lathe_graph_release(b->graph);
   lathe_backend_release(b->backend);
   free(b);
-}
-
-lathe_status_t lathe_builder_assign_devices(lathe_builder_t b, const int *devices, int n_devices) {
-  if (!b) return LATHE_INVALID("DeviceAssignment: builder is NULL");
-  if (n_devices < 1 || !devices) return LATHE_INVALID("DeviceAssignment: needs at least one device");
-  int n = lathe_backend_num_devices(b->backend);
-  for (int i = 0; i < n_devices; i++) {
-    if (devices[i] < 0 || devices[i] >= n)
-      return LATHE_INVALID("DeviceAssignment: device %d out of range [0, %d)", devices[i], n);
-    for (int j = 0; j < i; j++)
-      if (devices[j] == devices[i]) return LATHE_INVALID("DeviceAssignment: device %d given twice", devices[i]);
-  }
-  if (n_devices > 1)
-    return LATHE_UNIMPL("DeviceAssignment: %d devices (SPMD programs) are not supported yet", n_devices);
-  b->assigned_device = devices[0];
-  return NULL;
 }
 
 const char *lathe_builder_name(lathe_builder_t b) { return b ? b->name : ""; }
@@ -277,6 +262,8 @@ static lathe_status_t intern_names(lathe_node *n, lathe_shape *s) {
 
 lathe_status_t lathe_node_commit(lathe_node *n, lathe_value_t *out) {
   if (!out) return LATHE_INVALID("%s: output pointer is NULL", lathe_op_name(n->op));
+  /* Every op's result shape passes here: the one place the size limit is enforced for them. */
+  LATHE_RETURN_IF_ERROR(lathe_check_shape_size(lathe_op_name(n->op), "result shape", &n->shape));
   LATHE_RETURN_IF_ERROR(intern_names(n, &n->shape));
   LATHE_RETURN_IF_ERROR(append_node(n->fn, n));
   *out = n;
@@ -285,6 +272,11 @@ lathe_status_t lathe_node_commit(lathe_node *n, lathe_value_t *out) {
 
 lathe_status_t lathe_node_commit_multi(lathe_node *n, lathe_value_t *out_values) {
   if (!out_values) return LATHE_INVALID("%s: output array is NULL", lathe_op_name(n->op));
+  for (int i = 0; i < n->n_out; i++) {
+    char what[32];
+    snprintf(what, sizeof what, "result %d shape", i);
+    LATHE_RETURN_IF_ERROR(lathe_check_shape_size(lathe_op_name(n->op), what, &n->out_shapes[i]));
+  }
   for (int i = 0; i < n->n_out; i++) LATHE_RETURN_IF_ERROR(intern_names(n, &n->out_shapes[i]));
   LATHE_RETURN_IF_ERROR(append_node(n->fn, n));
   lathe_arena *a = &n->fn->builder->graph->arena;
@@ -318,16 +310,26 @@ static lathe_status_t check_shape(const char *op, const lathe_shape *s, bool all
       return LATHE_INVALID("%s: axis %d has negative size %lld", op, i, (long long)s->dims[i]);
     }
   }
-  return NULL;
+  return lathe_check_shape_size(op, "shape", s);
+}
+
+static bool param_name_taken(const lathe_function *fn, const char *name) {
+  for (int i = 0; i < fn->n_params; i++)
+    if (strcmp(fn->params[i]->name, name) == 0) return true;
+  return false;
 }
 
 lathe_status_t lathe_parameter(lathe_function_t fn, const char *name, const lathe_shape *shape, lathe_value_t *out) {
   LATHE_RETURN_IF_ERROR(check_shape("Parameter", shape, true));
   lathe_node *n;
   LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_PARAMETER, NULL, 0, &n));
+  /* Inputs are matched by position, but callers (and error messages) name them: one name, one
+   * parameter. A default name skips those already taken. */
+  if (name && *name && param_name_taken(fn, name))
+    return LATHE_INVALID("Parameter: function \"%s\" already has a parameter named \"%s\"", fn->name, name);
   n->shape = *shape;
   char def[32];
-  snprintf(def, sizeof def, "p%d", fn->n_params);
+  for (int k = fn->n_params; snprintf(def, sizeof def, "p%d", k), param_name_taken(fn, def); k++) {}
   n->name = lathe_arena_strdup(&fn->builder->graph->arena, name && *name ? name : def);
   if (!n->name) return LATHE_OOM("Parameter");
   n->param_index = fn->n_params;

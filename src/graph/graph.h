@@ -70,6 +70,27 @@ typedef struct lathe_attrs {
   size_t data_size;
 } lathe_attrs;
 
+/* Distribution of a program over several devices (distribution.c). */
+enum { LATHE_DIST_NONE = 0, LATHE_DIST_SPMD, LATHE_DIST_AUTO_SHARDING };
+#define LATHE_MAX_MESH_RANK 8
+
+typedef struct lathe_mesh_def {
+  const char *name;
+  int rank;
+  int64_t sizes[LATHE_MAX_MESH_RANK];
+  const char *axis_names[LATHE_MAX_MESH_RANK];
+  int n_devices;  /* product of sizes */
+  int *logical;   /* mesh position -> index in the builder's device assignment */
+} lathe_mesh_def;
+
+/* A tensor's sharding: per tensor axis, the mesh axes (indices) it is split over, in order. */
+typedef struct lathe_sharding_def {
+  int mesh;
+  int rank;
+  int n_axes[LATHE_MAX_RANK];
+  int axes[LATHE_MAX_RANK][LATHE_MAX_MESH_RANK];
+} lathe_sharding_def;
+
 typedef struct lathe_node {
   int id; /* index in its function's node list: frames are indexed by it */
   lathe_op op;
@@ -84,6 +105,7 @@ typedef struct lathe_node {
   struct lathe_node *captured; /* CAPTURE: the ancestor function's node */
   const char *name;            /* PARAMETER: its name */
   int param_index;             /* PARAMETER: position */
+  const lathe_sharding_def *sharding; /* PARAMETER of an auto-sharded main: its split (NULL: replicated) */
   lathe_attrs a;
 } lathe_node;
 
@@ -109,7 +131,14 @@ typedef struct lathe_function {
 
 struct lathe_builder {
   struct lathe_backend *backend; /* a reference */
-  int assigned_device;           /* lathe_builder_assign_devices; -1: the executions' default device */
+  int assigned_device;           /* one assigned device; -1: the executions' default device */
+  int distribution;              /* LATHE_DIST_* */
+  int n_replicas;                /* devices one execution runs on: 1 unless distributed */
+  int *devices;                  /* the device assignment (n_assigned ordinals, arena), or NULL */
+  int n_assigned;
+  lathe_mesh_def *meshes;        /* AutoSharding */
+  int n_meshes;
+  const lathe_sharding_def **output_shardings; /* AutoSharding: per main output (NULL: replicated) */
   lathe_graph *graph;
   const char *name;
   lathe_function *main_fn;
@@ -135,6 +164,9 @@ lathe_status_t lathe_node_commit_multi(lathe_node *n, lathe_value_t *out_values)
 /* Checks a value handle; returns a status naming op on a NULL or foreign value. */
 lathe_status_t lathe_check_value(const char *op, lathe_function *fn, lathe_value_t v, const char *what);
 lathe_status_t lathe_check_fn(const char *op, lathe_function_t fn);
+/* Whether a dynamic axis name is bound by some parameter of fn or of its ancestors (ops that make
+ * a shape from nothing, Iota and RNGBitGenerator, may only name those). */
+bool lathe_axis_name_known(const lathe_function *fn, const char *name);
 
 #include "attrs.h"
 
@@ -147,6 +179,18 @@ bool lathe_sort_comparator_order(const lathe_node *n, bool *desc, bool *total);
 /* Shape rules shared by the families. */
 lathe_status_t lathe_infer_broadcast(const char *op, const lathe_shape *a, const lathe_shape *b, lathe_shape *out);
 lathe_status_t lathe_check_axis(const char *op, const char *what, int64_t axis, int rank);
+/* Whether axis i of a and axis j of b have one size under every binding of the dynamic axes:
+ * equal static sizes, or both dynamic with the same name. Kernels rely on it where sizes pair. */
+bool lathe_same_axis(const lathe_shape *a, int i, const lathe_shape *b, int j);
+/* Same dtype, rank, and every axis the same in that sense (lathe_shape_equal ignores names). */
+bool lathe_same_shape(const lathe_shape *a, const lathe_shape *b);
+
+/* Distribution: the shape device `index` (in the device assignment) holds of a value of global
+ * shape g split by sharding (NULL: replicated), and where it starts in g (offsets per axis). */
+void lathe_shard_geometry(const struct lathe_builder *b, const lathe_sharding_def *sharding, int index,
+                          const lathe_shape *g, lathe_shape *out_shard, int64_t *out_offsets);
+/* The checks of a distributed builder before compile (assignment size, devices). */
+lathe_status_t lathe_distribution_check(const struct lathe_builder *b);
 
 /* Compile-time passes: the ordered schedule of a function after dead-code removal and
  * common-subexpression elimination. remap[id] gives the canonical node id for CSE'd nodes. */

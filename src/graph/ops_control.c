@@ -51,7 +51,7 @@ static lathe_status_t check_params(const char *op, const lathe_function *sub, co
     return LATHE_INVALID("%s: %s \"%s\" takes %d parameters, want %d (one per %s)", op, what, sub->name, sub->n_params,
                          n, value_what);
   for (int i = 0; i < n; i++)
-    if (!lathe_shape_equal(&sub->params[i]->shape, &values[i]->shape)) {
+    if (!lathe_same_shape(&sub->params[i]->shape, &values[i]->shape)) {
       char a[LATHE_SHAPE_STR_MAX], b[LATHE_SHAPE_STR_MAX];
       return LATHE_INVALID("%s: %s parameter %d has shape %s, %s %d is %s", op, what, i,
                            shape_str(&sub->params[i]->shape, a), value_what, i, shape_str(&values[i]->shape, b));
@@ -92,7 +92,7 @@ lathe_status_t lathe_call(lathe_function_t fn, lathe_function_t callee, const la
   lathe_node *n;
   LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_CALL, inputs, n_inputs, &n));
   for (int i = 0; i < n_inputs; i++)
-    if (!lathe_shape_equal(&n->in[i]->shape, &callee->params[i]->shape)) {
+    if (!lathe_same_shape(&n->in[i]->shape, &callee->params[i]->shape)) {
       char a[LATHE_SHAPE_STR_MAX], b[LATHE_SHAPE_STR_MAX];
       return LATHE_INVALID("Call: input %d has shape %s, parameter %d of \"%s\" is %s", i, shape_str(&n->in[i]->shape, a),
                            i, callee->name, shape_str(&callee->params[i]->shape, b));
@@ -118,7 +118,7 @@ lathe_status_t lathe_while(lathe_function_t fn, lathe_function_t cond, lathe_fun
   if (body->n_outputs != n_state)
     return LATHE_INVALID("While: body \"%s\" returns %d values, the state has %d", body->name, body->n_outputs, n_state);
   for (int i = 0; i < n_state; i++)
-    if (!lathe_shape_equal(&body->outputs[i]->shape, &n->in[i]->shape)) {
+    if (!lathe_same_shape(&body->outputs[i]->shape, &n->in[i]->shape)) {
       char a[LATHE_SHAPE_STR_MAX], b[LATHE_SHAPE_STR_MAX];
       return LATHE_INVALID("While: body output %d has shape %s, state %d is %s", i,
                            shape_str(&body->outputs[i]->shape, a), i, shape_str(&n->in[i]->shape, b));
@@ -147,7 +147,7 @@ lathe_status_t lathe_if(lathe_function_t fn, lathe_value_t pred, lathe_function_
     return LATHE_INVALID("If: the true branch returns %d values, the false branch %d", true_branch->n_outputs,
                          false_branch->n_outputs);
   for (int i = 0; i < true_branch->n_outputs; i++)
-    if (!lathe_shape_equal(&true_branch->outputs[i]->shape, &false_branch->outputs[i]->shape))
+    if (!lathe_same_shape(&true_branch->outputs[i]->shape, &false_branch->outputs[i]->shape))
       return LATHE_INVALID("If: output %d of the true branch has shape %s, of the false branch %s", i,
                            shape_str(&true_branch->outputs[i]->shape, a), shape_str(&false_branch->outputs[i]->shape, b));
   LATHE_RETURN_IF_ERROR(check_outs("If", out_values, true_branch->n_outputs, max_outputs, out_n));
@@ -170,7 +170,7 @@ lathe_status_t lathe_sort(lathe_function_t fn, lathe_function_t comparator, int 
   for (int i = 1; i < n_inputs; i++) {
     const lathe_shape *si = &n->in[i]->shape;
     bool same = si->rank == s0->rank;
-    for (int d = 0; same && d < s0->rank; d++) same = si->dims[d] == s0->dims[d];
+    for (int d = 0; same && d < s0->rank; d++) same = lathe_same_axis(si, d, s0, d);
     if (!same)
       return LATHE_INVALID("Sort: input %d has shape %s, input 0 has %s (all inputs need the same dimensions)", i,
                            shape_str(si, a), shape_str(s0, b));

@@ -105,16 +105,23 @@ lathe_status_t lathe_conv_general(lathe_function_t fn, lathe_value_t input, lath
   int64_t k_in_ch = ks->dims[axes->kernel_input_channels], in_batch = is->dims[axes->input_batch];
   if (out_ch < 0 || k_in_ch < 0)
     return LATHE_INVALID("%s: kernel %s has a dynamic channels axis", OP, lathe_shape_str(ks, b1, sizeof b1));
+  /* the kernel's channels are static: a dynamic input channels axis could be bound to another size */
+  if (in_ch < 0)
+    return LATHE_INVALID("%s: input %s has a dynamic channels axis", OP, lathe_shape_str(is, b1, sizeof b1));
   if (in_ch != -1 && in_ch % cgc != 0)
     return LATHE_INVALID("%s: input channels %lld must be divisible by channel_group_count %lld", OP, (long long)in_ch,
                          (long long)cgc);
   if (out_ch % cgc != 0)
     return LATHE_INVALID("%s: kernel output channels %lld must be divisible by channel_group_count %lld", OP,
                          (long long)out_ch, (long long)cgc);
-  if (in_ch != -1 && in_ch != k_in_ch * cgc)
+  if (in_ch != -1 && in_ch / cgc != k_in_ch) /* in_ch % cgc == 0 here; k_in_ch * cgc could overflow */
     return LATHE_INVALID("%s: input channels (%lld) must equal kernel input channels (%lld) * channel_group_count "
                          "(%lld); input %s, kernel %s", OP, (long long)in_ch, (long long)k_in_ch, (long long)cgc,
                          lathe_shape_str(is, b1, sizeof b1), lathe_shape_str(ks, b2, sizeof b2));
+  /* the result's batch axis would keep the input's name but need 1/bgc of its size */
+  if (in_batch == -1 && bgc > 1)
+    return LATHE_INVALID("%s: batch_group_count %lld needs a static input batch axis, got %s", OP, (long long)bgc,
+                         lathe_shape_str(is, b1, sizeof b1));
   if (in_batch != -1 && in_batch % bgc != 0)
     return LATHE_INVALID("%s: input batch %lld must be divisible by batch_group_count %lld", OP, (long long)in_batch,
                          (long long)bgc);
@@ -143,7 +150,15 @@ lathe_status_t lathe_conv_general(lathe_function_t fn, lathe_value_t input, lath
       os.dims[oa] = -1;
       continue;
     }
-    int64_t eff_in = (d - 1) * idil[i] + 1, eff_k = (kd - 1) * kdil[i] + 1;
+    /* Dilated sizes stay below the size limit (paddings are bounded too), so the kernel's
+     * positions fit in int64. */
+    int64_t eff_in, eff_k;
+    if (lathe_mul_overflow(d - 1, idil[i], &eff_in) || lathe_mul_overflow(kd - 1, kdil[i], &eff_k) ||
+        eff_in >= LATHE_MAX_TENSOR_SIZE || eff_k >= LATHE_MAX_TENSOR_SIZE)
+      return LATHE_INVALID("%s: the dilated sizes of spatial axis %d (input %lld, input dilation %lld, kernel %lld, "
+                           "kernel dilation %lld) exceed the size limit", OP, i, (long long)d, (long long)idil[i],
+                           (long long)kd, (long long)kdil[i]);
+    eff_in += 1, eff_k += 1;
     int64_t padded = eff_in + pads[2 * i] + pads[2 * i + 1];
     if (eff_k > padded)
       return LATHE_INVALID("%s: effective kernel size %lld of spatial axis %d (input axis %d) is larger than the "

@@ -67,7 +67,8 @@ lathe_status_t lathe_dynamic_reshape(lathe_function_t fn, lathe_value_t x, const
   if (!lathe_shape_is_dynamic(&x->shape) && n_ops == 1) {
     int64_t known = 1;
     for (int i = 0; i < n_dims; i++)
-      if (i != inferred) known *= sizes[i];
+      if (i != inferred && lathe_mul_overflow(known, sizes[i], &known))
+        return LATHE_INVALID("%s: the static dimensions multiply beyond the size limit", op);
     int64_t total = lathe_shape_size(&x->shape);
     if (inferred >= 0) {
       if (known == 0) return LATHE_INVALID("%s: cannot infer a dimension when the static ones multiply to 0", op);

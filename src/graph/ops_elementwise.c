@@ -205,7 +205,7 @@ lathe_status_t lathe_bitcast(lathe_function_t fn, lathe_value_t x, lathe_dtype d
 static bool same_dims(const lathe_shape *a, const lathe_shape *b) {
   if (a->rank != b->rank) return false;
   for (int i = 0; i < a->rank; i++)
-    if (a->dims[i] != b->dims[i]) return false;
+    if (!lathe_same_axis(a, i, b, i)) return false; /* dynamic axes: the same name too */
   return true;
 }
 

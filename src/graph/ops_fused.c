@@ -41,13 +41,17 @@ lathe_status_t lathe_fused_layer_norm(lathe_function_t fn, lathe_value_t x, cons
   LATHE_RETURN_IF_ERROR(check_float(op, x));
   if (n_axes < 1 || !axes) return LATHE_INVALID("%s: needs at least one axis", op);
   int64_t norm = 1;
-  bool seen[LATHE_MAX_RANK] = {0};
+  bool seen[LATHE_MAX_RANK] = {0}, dyn_norm = false;
   for (int i = 0; i < n_axes; i++) {
     LATHE_RETURN_IF_ERROR(lathe_check_axis(op, "axis", axes[i], x->shape.rank));
     if (seen[axes[i]]) return LATHE_INVALID("%s: axis %d given twice", op, axes[i]);
     seen[axes[i]] = true;
     norm *= x->shape.dims[axes[i]];
+    dyn_norm |= x->shape.dims[axes[i]] < 0;
   }
+  /* gamma and beta are static: their size cannot follow a dynamic normalised axis */
+  if (n_ops > 1 && dyn_norm)
+    return LATHE_INVALID("%s: gamma and beta need static normalised axes, x is dynamic on one of them", op);
   if (!(epsilon >= 0)) return LATHE_INVALID("%s: epsilon must be >= 0, got %g", op, epsilon);
   for (int k = 1; k < n_ops; k++) {
     const lathe_shape *s = &operands[k]->shape;
@@ -84,7 +88,9 @@ lathe_status_t lathe_fused_dense(lathe_function_t fn, lathe_value_t x, lathe_val
   if (xs->rank < 1 || ws->rank < 1) return LATHE_INVALID("%s: x and weight need rank >= 1", op);
   int64_t in = xs->dims[xs->rank - 1];
   int64_t w_in = layout == LATHE_DENSE_INPUT_OUTPUTS ? ws->dims[0] : ws->dims[ws->rank - 1];
-  if (w_in != in) return LATHE_INVALID("%s: x has %lld input features, weight %lld", op, (long long)in, (long long)w_in);
+  if (!lathe_same_axis(xs, xs->rank - 1, ws, layout == LATHE_DENSE_INPUT_OUTPUTS ? 0 : ws->rank - 1))
+    return LATHE_INVALID("%s: x has %lld input features, weight %lld (a dynamic axis matches only itself)", op,
+                         (long long)in, (long long)w_in);
   int n_out_axes = ws->rank - 1;
   if (xs->rank - 1 + n_out_axes > LATHE_MAX_RANK) return LATHE_INVALID("%s: result rank exceeds %d", op, LATHE_MAX_RANK);
   lathe_shape s = *xs;
@@ -97,7 +103,7 @@ lathe_status_t lathe_fused_dense(lathe_function_t fn, lathe_value_t x, lathe_val
   if (bias) {
     const lathe_shape *bs = &bias->shape;
     bool ok = bs->dtype == xs->dtype && bs->rank == n_out_axes;
-    for (int i = 0; ok && i < n_out_axes; i++) ok = bs->dims[i] == s.dims[xs->rank - 1 + i];
+    for (int i = 0; ok && i < n_out_axes; i++) ok = lathe_same_axis(bs, i, &s, xs->rank - 1 + i);
     char a[LATHE_SHAPE_STR_MAX];
     if (!ok) return LATHE_INVALID("%s: bias has shape %s, expected the output features", op, lathe_shape_str(bs, a, sizeof a));
   }

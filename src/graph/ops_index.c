@@ -209,8 +209,17 @@ static lathe_status_t dynamic_operands(const char *op, lathe_value_t *lead, int 
   return NULL;
 }
 
+/* Start indices are one integer scalar per operand axis, or (XLA's other form, which GoMLX's
+ * graph tests use) a single 1-D integer value holding all of them. */
 static lathe_status_t check_starts(const char *op, const lathe_node *n, int first, int rank) {
   char b[LATHE_SHAPE_STR_MAX];
+  if (n->n_operands - first == 1 && n->in[first]->shape.rank == 1) {
+    const lathe_shape *s = &n->in[first]->shape;
+    if (!lathe_dtype_is_int(s->dtype) || s->dims[0] != rank)
+      return LATHE_INVALID("%s: start indices %s must be an integer vector of length %d (one per operand axis)", op,
+                           lathe_shape_str(s, b, sizeof b), rank);
+    return NULL;
+  }
   if (n->n_operands - first != rank)
     return LATHE_INVALID("%s: got %d start indices, the operand %s needs one per axis (%d)", op, n->n_operands - first,
                          lathe_shape_str(&n->in[0]->shape, b, sizeof b), rank);

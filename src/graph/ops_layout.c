@@ -5,8 +5,7 @@
 
 #define SHAPE_STR(s, buf) lathe_shape_str((s), (buf), sizeof(buf))
 
-/* Whether a dynamic axis name is bound by some parameter of fn or of its ancestors. */
-static bool name_known(const lathe_function *fn, const char *name) {
+bool lathe_axis_name_known(const lathe_function *fn, const char *name) {
   if (!name) return false;
   for (; fn; fn = fn->parent)
     for (int p = 0; p < fn->n_params; p++) {
@@ -52,6 +51,7 @@ lathe_status_t lathe_reshape(lathe_function_t fn, lathe_value_t x, const int64_t
   s.dtype = xs->dtype;
   s.rank = rank;
   for (int i = 0; i < rank; i++) s.dims[i] = dims[i];
+  LATHE_RETURN_IF_ERROR(lathe_check_shape_size("Reshape", "target shape", &s));
   if (!n_dyn_in) {
     if (n_dyn_out) return LATHE_INVALID("Reshape: cannot reshape the static shape %s to dynamic dimensions", SHAPE_STR(xs, buf));
     if (lathe_shape_size(&s) != lathe_shape_size(xs)) {
@@ -69,6 +69,16 @@ lathe_status_t lathe_reshape(lathe_function_t fn, lathe_value_t x, const int64_t
       if (dims[i] != -1) continue;
       while (xs->dims[k] >= 0) k++;
       s.axis_names[i] = xs->axis_names[k++];
+    }
+    /* The dynamic axes map one to one, so the element counts agree under every binding only if
+     * the static sizes multiply to the same (the kernel copies the result's size). */
+    int64_t in_static = 1, out_static = 1;
+    for (int i = 0; i < xs->rank; i++) in_static *= xs->dims[i] >= 0 ? xs->dims[i] : 1;
+    for (int i = 0; i < rank; i++) out_static *= dims[i] >= 0 ? dims[i] : 1;
+    if (in_static != out_static) {
+      char ob[LATHE_SHAPE_STR_MAX];
+      return LATHE_INVALID("Reshape: cannot reshape %s to %s: their static sizes multiply to %lld and %lld",
+                           SHAPE_STR(xs, buf), SHAPE_STR(&s, ob), (long long)in_static, (long long)out_static);
     }
   }
   n->shape = s;
@@ -123,6 +133,10 @@ lathe_status_t lathe_broadcast_in_dim(lathe_function_t fn, lathe_value_t x, cons
       return LATHE_INVALID("BroadcastInDim: broadcast_axes[%d]=%d is out of range for output %s of rank %d", i, a,
                            SHAPE_STR(&s, ob), s.rank);
     if (mapped[a]) return LATHE_INVALID("BroadcastInDim: broadcast_axes repeat output axis %d", a);
+    /* XLA's rule: operand axes keep their order (a transposition is Transpose's job). */
+    if (i > 0 && a < broadcast_axes[i - 1])
+      return LATHE_INVALID("BroadcastInDim: broadcast_axes must be increasing, got broadcast_axes[%d]=%d after %d", i,
+                           a, broadcast_axes[i - 1]);
     mapped[a] = true;
     int64_t in_d = xs->dims[i], out_d = s.dims[a];
     if (in_d == -1) {
@@ -138,7 +152,7 @@ lathe_status_t lathe_broadcast_in_dim(lathe_function_t fn, lathe_value_t x, cons
   for (int a = 0; a < s.rank; a++) {
     bool kept_dyn = false;
     for (int i = 0; i < n_axes; i++) kept_dyn |= broadcast_axes[i] == a && xs->dims[i] == -1;
-    if (s.dims[a] == -1 && !kept_dyn && !name_known(fn, s.axis_names[a]))
+    if (s.dims[a] == -1 && !kept_dyn && !lathe_axis_name_known(fn, s.axis_names[a]))
       return LATHE_INVALID("BroadcastInDim: output axis %d introduces dynamic axis \"%s\", which no parameter binds", a,
                            s.axis_names[a]);
   }
@@ -171,7 +185,9 @@ lathe_status_t lathe_concatenate(lathe_function_t fn, int axis, const lathe_valu
             /* GoMLX: the size of a concatenation over a dynamic axis cannot be named yet */
             return LATHE_INVALID("Concatenate: concatenation over dynamic axis %d is not supported", d);
           }
-          s.dims[d] += o->dims[d];
+          if (lathe_add_overflow(s.dims[d], o->dims[d], &s.dims[d]))
+            return LATHE_INVALID("Concatenate: the sizes of axis %d add up beyond the size limit (operand %d %s)", d, k,
+                                 SHAPE_STR(o, buf));
         } else if (s.dims[d] < 0 || o->dims[d] < 0) {
           if (s.dims[d] >= 0) s.dims[d] = o->dims[d], s.axis_names[d] = o->axis_names[d];
         } else if (s.dims[d] != o->dims[d]) {
@@ -216,7 +232,7 @@ lathe_status_t lathe_slice(lathe_function_t fn, lathe_value_t x, const int64_t *
     if (e < b || e > d)
       return LATHE_INVALID("Slice: limit %lld is out of bounds for axis %d (start %lld, size %lld, operand %s)",
                            (long long)e, a, (long long)b, (long long)d, SHAPE_STR(xs, buf));
-    s.dims[a] = (e - b + k - 1) / k;
+    s.dims[a] = e == b ? 0 : (e - b - 1) / k + 1; /* ceil((e - b) / k) without overflow for a huge k */
   }
   n->shape = s;
   LATHE_RETURN_IF_ERROR(lathe_attr_set_slice_starts(n, starts, rank));
@@ -246,13 +262,22 @@ lathe_status_t lathe_pad(lathe_function_t fn, lathe_value_t x, lathe_value_t fil
     int64_t d = xs->dims[a];
     if (p->interior < 0)
       return LATHE_INVALID("Pad: interior padding must be non-negative, got %lld for axis %d", (long long)p->interior, a);
+    /* bounded like sizes, so the kernel's positions (start + i * (interior + 1)) fit in int64 */
+    if (p->interior >= LATHE_MAX_TENSOR_SIZE || p->start <= -LATHE_MAX_TENSOR_SIZE || p->start >= LATHE_MAX_TENSOR_SIZE ||
+        p->end <= -LATHE_MAX_TENSOR_SIZE || p->end >= LATHE_MAX_TENSOR_SIZE)
+      return LATHE_INVALID("Pad: padding [%lld, %lld, interior %lld] of axis %d is beyond the size limit (2^62)",
+                           (long long)p->start, (long long)p->end, (long long)p->interior, a);
     if (d < 0) {
       if (p->start || p->end || p->interior)
         return LATHE_INVALID("Pad: padding dynamic axis %d (\"%s\") is not supported", a,
                              xs->axis_names[a] ? xs->axis_names[a] : "");
       continue;
     }
-    int64_t od = d + p->start + p->end + (d > 0 ? (d - 1) * p->interior : 0);
+    int64_t od, holes = 0;
+    if ((d > 0 && lathe_mul_overflow(d - 1, p->interior, &holes)) || lathe_add_overflow(d + p->start, p->end, &od) ||
+        lathe_add_overflow(od, holes, &od))
+      return LATHE_INVALID("Pad: axis %d of operand %s with padding [%lld, %lld, interior %lld] exceeds the size limit",
+                           a, SHAPE_STR(xs, buf), (long long)p->start, (long long)p->end, (long long)p->interior);
     if (od < 0) return LATHE_INVALID("Pad: axis %d of operand %s would get negative size %lld", a, SHAPE_STR(xs, buf), (long long)od);
     s.dims[a] = od;
     lo[a] = p->start, hi[a] = p->end, in[a] = p->interior;
@@ -287,7 +312,7 @@ lathe_status_t lathe_iota(lathe_function_t fn, const lathe_shape *shape, int iot
   if (shape->rank < 1 || shape->rank > LATHE_MAX_RANK)
     return LATHE_INVALID("Iota: shape must have rank in [1, %d], got %d", LATHE_MAX_RANK, shape->rank);
   for (int a = 0; a < shape->rank; a++)
-    if (shape->dims[a] < -1 || (shape->dims[a] == -1 && !name_known(fn, shape->axis_names[a])))
+    if (shape->dims[a] < -1 || (shape->dims[a] == -1 && !lathe_axis_name_known(fn, shape->axis_names[a])))
       return LATHE_INVALID("Iota: axis %d of %s has an invalid or unbound size", a, SHAPE_STR(shape, buf));
   LATHE_RETURN_IF_ERROR(lathe_check_axis("Iota", "iota axis", iota_axis, shape->rank));
   lathe_node *n;

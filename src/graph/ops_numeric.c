@@ -10,7 +10,8 @@
 #include "graph.h"
 
 /* A dynamic size (-1) is compatible with anything: it is checked when the axis is bound. */
-static bool dim_ok(int64_t a, int64_t b) { return a == b || a < 0 || b < 0; }
+/* An axis of the given static length: a dynamic axis could be bound to anything else. */
+static bool dim_ok(int64_t a, int64_t b) { return a == b; }
 
 static const char *shape_s(const lathe_shape *s, char *buf) { return lathe_shape_str(s, buf, LATHE_SHAPE_STR_MAX); }
 
@@ -34,10 +35,14 @@ lathe_status_t lathe_rng_bit_generator(lathe_function_t fn, lathe_value_t state,
     return LATHE_INVALID("%s: values must be an integer or float dtype, got %s", op, lathe_dtype_name(shape->dtype));
   if (shape->rank < 0 || shape->rank > LATHE_MAX_RANK)
     return LATHE_INVALID("%s: rank %d out of range [0, %d]", op, shape->rank, LATHE_MAX_RANK);
+  /* A dynamic axis (GoMLX's sampling over a dynamic batch) must be named by a parameter, so that
+   * each binding of the executable gives it a size. */
   for (int i = 0; i < shape->rank; i++)
-    if (shape->dims[i] < 0)
-      return LATHE_INVALID("%s: values shape axis %d has size %lld; it must be static and non-negative", op, i,
-                           (long long)shape->dims[i]);
+    if (shape->dims[i] < -1 || (shape->dims[i] == -1 && !lathe_axis_name_known(fn, shape->axis_names[i])))
+      return LATHE_INVALID("%s: values shape axis %d has size %lld%s%s%s; it must be static, or dynamic with the name "
+                           "of a parameter's axis", op, i, (long long)shape->dims[i],
+                           shape->axis_names[i] ? " (\"" : "", shape->axis_names[i] ? shape->axis_names[i] : "",
+                           shape->axis_names[i] ? "\")" : "");
   lathe_shape outs[2];
   outs[0] = *st;
   outs[1] = *shape;
@@ -130,7 +135,7 @@ static lathe_status_t check_batch_norm(const lathe_node *n, float epsilon, int f
     if (v->dtype != x->dtype)
       return LATHE_INVALID("%s: %s dtype %s differs from operand dtype %s", op, vec_names[k], lathe_dtype_name(v->dtype),
                            lathe_dtype_name(x->dtype));
-    if (v->rank != 1 || !dim_ok(v->dims[0], f))
+    if (v->rank != 1 || !lathe_same_axis(v, 0, x, feature_axis))
       return LATHE_INVALID("%s: %s must be shaped [%lld] (the size of feature axis %d of operand %s), got %s", op,
                            vec_names[k], (long long)f, feature_axis, shape_s(x, b1), shape_s(v, b2));
   }
@@ -193,7 +198,7 @@ lathe_status_t lathe_batch_norm_gradient(lathe_function_t fn, lathe_value_t oper
   LATHE_RETURN_IF_ERROR(check_batch_norm(n, epsilon, feature_axis, 1, 3, names));
   const lathe_shape *x = &n->in[0]->shape, *g = &n->in[4]->shape;
   bool same = g->dtype == x->dtype && g->rank == x->rank;
-  for (int i = 0; same && i < x->rank; i++) same = dim_ok(g->dims[i], x->dims[i]);
+  for (int i = 0; same && i < x->rank; i++) same = lathe_same_axis(g, i, x, i);
   if (!same)
     return LATHE_INVALID("BatchNormGradient: grad_output %s must have the operand's shape %s", shape_s(g, b1),
                          shape_s(x, b2));

@@ -37,7 +37,9 @@ static lathe_status_t ggml_k(const char *op, const lathe_quantization *q, int64_
   if (bytes % bpb != 0)
     return LATHE_INVALID("%s: %lld bytes per row is not a multiple of the %d bytes of a %s block", op, (long long)bytes,
                          bpb, ggml_types[q->ggml_type].name);
-  *k = bytes / bpb * ggml_types[q->ggml_type].values;
+  if (lathe_mul_overflow(bytes / bpb, ggml_types[q->ggml_type].values, k) || *k >= LATHE_MAX_TENSOR_SIZE)
+    return LATHE_INVALID("%s: %lld bytes per row of %s blocks hold more values than the size limit allows", op,
+                         (long long)bytes, ggml_types[q->ggml_type].name);
   return NULL;
 }
 

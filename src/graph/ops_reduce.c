@@ -88,8 +88,9 @@ lathe_status_t lathe_arg_min_max(lathe_function_t fn, lathe_value_t x, int axis,
   const lathe_shape *xs = &x->shape;
   if (!lathe_dtype_is_int(output_dtype))
     return LATHE_INVALID("ArgMinMax: output dtype must be an integer, got %s", lathe_dtype_name(output_dtype));
-  if (!lathe_dtype_is_int(xs->dtype) && !lathe_dtype_is_float(xs->dtype))
-    return LATHE_INVALID("ArgMinMax: operand %s must be an integer or a float", lathe_shape_str(xs, buf, sizeof buf));
+  /* Bool orders false < true, as in XLA (GoMLX's piecewise-constant KAN layer takes ArgMax of a mask). */
+  if (!lathe_dtype_is_int(xs->dtype) && !lathe_dtype_is_float(xs->dtype) && xs->dtype != LATHE_DTYPE_BOOL)
+    return LATHE_INVALID("ArgMinMax: operand %s must be an integer, a float or a Bool", lathe_shape_str(xs, buf, sizeof buf));
   if (xs->rank == 0) return LATHE_INVALID("ArgMinMax: the operand must not be a scalar");
   if (axis < 0 || axis >= xs->rank)
     return LATHE_INVALID("ArgMinMax: axis %d is out of range for operand %s of rank %d", axis,

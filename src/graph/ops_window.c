@@ -58,7 +58,16 @@ static lathe_status_t infer_window(const char *op, const lathe_shape *xs, const 
                              i, xs->axis_names[i] ? xs->axis_names[i] : "");
       continue;
     }
-    int64_t eff_in = (d - 1) * w->idil[i] + 1, eff_w = (w->dims[i] - 1) * w->wdil[i] + 1;
+    /* Dilated sizes stay below the size limit (paddings are bounded too), so the kernels'
+     * positions fit in int64. */
+    int64_t eff_in, eff_w;
+    if (lathe_mul_overflow(d - 1, w->idil[i], &eff_in) || lathe_mul_overflow(w->dims[i] - 1, w->wdil[i], &eff_w) ||
+        eff_in >= LATHE_MAX_TENSOR_SIZE || eff_w >= LATHE_MAX_TENSOR_SIZE)
+      return LATHE_INVALID("%s: the dilated sizes of axis %d (input %lld, input dilation %lld, window %lld, window "
+                           "dilation %lld) exceed the size limit for operand %s", op, i, (long long)d,
+                           (long long)w->idil[i], (long long)w->dims[i], (long long)w->wdil[i],
+                           lathe_shape_str(xs, b1, sizeof b1));
+    eff_in += 1, eff_w += 1;
     int64_t padded = eff_in + lo + hi;
     if (eff_w > padded)
       return LATHE_INVALID("%s: effective window size %lld of axis %d is larger than the padded effective input size "
@@ -90,9 +99,14 @@ lathe_status_t lathe_reduce_window(lathe_function_t fn, lathe_op reduction, lath
       reduction != LATHE_OP_REDUCE_MIN)
     return LATHE_INVALID("%s: reduction must be ReduceSum, ReduceProduct, ReduceMax or ReduceMin, got %s", op,
                          lathe_op_name(reduction));
-  if (!real_number_dtype(x->shape.dtype))
-    return LATHE_INVALID("%s: dtype %s is not supported (integers and floats only)", op,
+  /* Bool windows take Max (any) and Min (all): GoMLX's DropBlock min-pools a mask. */
+  if (x->shape.dtype == LATHE_DTYPE_BOOL) {
+    if (reduction != LATHE_OP_REDUCE_MAX && reduction != LATHE_OP_REDUCE_MIN)
+      return LATHE_INVALID("%s: Bool takes ReduceMax or ReduceMin only, got %s", op, lathe_op_name(reduction));
+  } else if (!real_number_dtype(x->shape.dtype)) {
+    return LATHE_INVALID("%s: dtype %s is not supported (integers, floats, and Bool with ReduceMax/ReduceMin)", op,
                          lathe_dtype_name(x->shape.dtype));
+  }
   window w;
   LATHE_RETURN_IF_ERROR(infer_window(op, &x->shape, params, &w, &n->shape));
   lathe_attr_set_window_reduction(n, reduction);
@@ -125,7 +139,7 @@ lathe_status_t lathe_select_and_scatter(lathe_function_t fn, lathe_op op_type, l
   lathe_shape want;
   LATHE_RETURN_IF_ERROR(infer_window(op, xs, params, &w, &want));
   bool same = ss->rank == want.rank;
-  for (int i = 0; same && i < want.rank; i++) same = ss->dims[i] == want.dims[i];
+  for (int i = 0; same && i < want.rank; i++) same = lathe_same_axis(ss, i, &want, i); /* names too */
   if (!same)
     return LATHE_INVALID("%s: source shape %s does not match the windows' shape %s for operand %s", op,
                          lathe_shape_str(ss, b1, sizeof b1), lathe_shape_str(&want, b2, sizeof b2),

@@ -32,9 +32,10 @@ static uint64_t node_hash(const lathe_node *n, const int *remap) {
 
 static bool same_node(const lathe_node *a, const lathe_node *b, const int *remap) {
   if (a->op != b->op || a->n_in != b->n_in || a->n_out != b->n_out || a->multi != b->multi) return false;
-  if (!lathe_shape_equal(&a->shape, &b->shape)) return false;
+  /* names too: [a] and [b] of two dynamic axes are different shapes once bound */
+  if (!lathe_same_shape(&a->shape, &b->shape)) return false;
   for (int i = 0; i < a->n_out && a->multi; i++)
-    if (!lathe_shape_equal(&a->out_shapes[i], &b->out_shapes[i])) return false;
+    if (!lathe_same_shape(&a->out_shapes[i], &b->out_shapes[i])) return false;
   for (int i = 0; i < a->n_in; i++)
     if (remap[a->in[i]->id] != remap[b->in[i]->id]) return false;
   return same_attrs(a, b);

@@ -58,6 +58,19 @@ lathe_status_t lathe_infer_broadcast(const char *op, const lathe_shape *a, const
   return NULL;
 }
 
+bool lathe_same_axis(const lathe_shape *a, int i, const lathe_shape *b, int j) {
+  if (a->dims[i] != b->dims[j]) return false;
+  if (a->dims[i] >= 0) return true;
+  return a->axis_names[i] && b->axis_names[j] && strcmp(a->axis_names[i], b->axis_names[j]) == 0;
+}
+
+bool lathe_same_shape(const lathe_shape *a, const lathe_shape *b) {
+  if (a->dtype != b->dtype || a->rank != b->rank) return false;
+  for (int i = 0; i < a->rank; i++)
+    if (!lathe_same_axis(a, i, b, i)) return false;
+  return true;
+}
+
 lathe_status_t lathe_check_axis(const char *op, const char *what, int64_t axis, int rank) {
   if (axis < 0 || axis >= rank)
     return LATHE_INVALID("%s: %s %lld is out of range for rank %d (valid: 0..%d)", op, what, (long long)axis, rank,

@@ -36,7 +36,8 @@ static lathe_status_t resolve_reshape(lathe_node *n, binding *b) {
       inferred = i;
       continue;
     }
-    known *= s->dims[i];
+    if (lathe_mul_overflow(known, s->dims[i], &known))
+      return LATHE_INVALID("DynamicReshape: the resolved dimensions multiply beyond the size limit");
   }
   if (inferred >= 0) {
     if (known == 0 || total % known)
@@ -65,7 +66,8 @@ static lathe_status_t resolve(const char *op, lathe_shape *s, const binding *b) 
       return LATHE_INVALID("%s: dynamic axis %d (\"%s\") is not bound by the inputs", op, i, name ? name : "unnamed");
     s->dims[i] = v;
   }
-  return NULL;
+  /* Axes counted as 1 at build time now have their sizes: the size limit again. */
+  return lathe_check_shape_size(op, "result shape", s);
 }
 
 typedef struct {
@@ -94,8 +96,8 @@ lathe_status_t lathe_builder_specialize(struct lathe_builder *src, const char *c
   lathe_graph *g = calloc(1, sizeof *g);
   lathe_node ***map = calloc((size_t)src->n_fns, sizeof *map);
   lathe_status_t st = (!dst || !g || !map) ? LATHE_OOM("Specialize") : NULL;
+  if (g) atomic_init(&g->refs, 1); /* so that the failure path's release frees it */
   if (!st) {
-    atomic_init(&g->refs, 1);
     dst->graph = g;
     dst->backend = lathe_backend_retain(src->backend);
     dst->assigned_device = src->assigned_device;
@@ -162,6 +164,7 @@ lathe_status_t lathe_builder_specialize(struct lathe_builder *src, const char *c
         }
       } else if (!st && sn->op == LATHE_OP_DYNAMIC_RESHAPE) {
         st = resolve_reshape(dn, &bd);
+        if (!st) st = lathe_check_shape_size(op, "result shape", &dn->shape);
       } else if (!st) {
         st = resolve(op, &dn->shape, &bd);
       }

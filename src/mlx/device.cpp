@@ -140,6 +140,7 @@ lathe_status_t execute(void *vctx, lathe_plan *plan, const lathe_launch *l) {
       st = status_of_exception("mlx: Execute");
     }
     for (int i = 0; i < l->n_inputs; i++) lathe_tensor_release(l->inputs[i]);
+    lathe_collective_release(l->group); /* one device: never an SPMD replica */
   }
   l->release(l->token);
   return st;

@@ -140,12 +140,20 @@ mx::array scatter(const lathe_node *n, const mx::array &x, const mx::array &idx,
   return mx::where(mx::logical_or(mx::isnan(x), mx::astype(hit, mx::bool_)), scalar_f(NAN, x.dtype()), res);
 }
 
-/* Starts (scalars) clamped to [0, dim - size], as one Int32 array for MLX's dynamic slices. */
+/* Starts -- one scalar per axis, or one vector of them -- clamped to [0, dim - size], as one Int32
+ * array for MLX's dynamic slices. */
 mx::array clamped_starts(const Arrays &in, size_t first, const mx::array &x, const mx::Shape &sizes) {
-  Arrays s;
-  for (int a = 0; a < (int)x.ndim(); a++)
-    s.push_back(mx::clip(index_i64(in[first + (size_t)a]), scalar_i(0, mx::int64), scalar_i(x.shape(a) - sizes[a], mx::int64)));
-  return mx::astype(mx::stack(s), mx::int32);
+  int r = (int)x.ndim();
+  bool vector = r > 0 && in[first].ndim() == 1;
+  mx::Shape lo(r, 0), hi(r);
+  for (int a = 0; a < r; a++) hi[a] = x.shape(a) - sizes[a];
+  mx::array s = vector ? index_i64(in[first]) : [&] {
+    Arrays v;
+    for (int a = 0; a < r; a++) v.push_back(index_i64(in[first + (size_t)a]));
+    return mx::stack(v);
+  }();
+  mx::array his = mx::array(hi.begin(), {r}, mx::int32);
+  return mx::astype(mx::clip(s, scalar_i(0, mx::int64), mx::astype(his, mx::int64)), mx::int32);
 }
 
 std::vector<int> all_axes(int r) {

@@ -14,12 +14,13 @@ mx::array u64(uint64_t v) { return mx::array(v, mx::uint64); }
 mx::array lo32(const mx::array &x) { return mx::bitwise_and(x, u64(M32)); }
 mx::array hi32(const mx::array &x) { return mx::right_shift(x, u64(32)); }
 
-Arrays rng(const lathe_node *n, const mx::array &state) {
+Arrays rng(Env &env, const lathe_node *n, const mx::array &state) {
   const lathe_shape &vs = n->out_shapes[1];
+  mx::Shape shape = shape_of(env, vs); /* an axis may be dynamic, named by a parameter */
   mx::Dtype vt = mx_dtype(vs.dtype);
   int bytes = (int)vt.size();
   int64_t count = 1;
-  for (int i = 0; i < vs.rank; i++) count *= vs.dims[i];
+  for (int d : shape) count *= d;
   int64_t blocks = bytes == 8 ? (count + 1) / 2 : (count + 3) / 4;
   mx::array key = mx::reshape(mx::slice(state, {0}, {1}), {}), lo = mx::reshape(mx::slice(state, {1}, {2}), {}),
             hi = mx::reshape(mx::slice(state, {2}, {3}), {});
@@ -42,7 +43,7 @@ Arrays rng(const lathe_node *n, const mx::array &state) {
   mx::array v = mx::view(mx::astype(words, uint_of(vt)), vt);
   mx::array nlo = mx::add(lo, u64((uint64_t)blocks));
   mx::array nstate = mx::stack({key, nlo, mx::add(hi, mx::astype(mx::less(nlo, lo), mx::uint64))});
-  return {nstate, mx::reshape(v, mx_shape(vs.dims, vs.rank))};
+  return {nstate, mx::reshape(v, shape)};
 }
 
 /* ---- FFT ----
@@ -57,13 +58,29 @@ struct Cx {
   mx::array re, im;
 };
 
-/* cos and sin(sign 2 pi j k / n) for j < rows, k < cols: [rows, cols] Float64. */
+/* cos and sin(sign 2 pi j k / n) for j < rows, k < cols: [rows, cols] Float64. The unit circle's
+ * symmetries hold exactly (index n - m is the conjugate of m; quarter turns are exact), so real
+ * inputs give exactly Hermitian spectra (X[n-k] = conj(X[k]), a real DC and Nyquist bin). */
 std::pair<mx::array, mx::array> twiddles(int n, int rows, int cols, double sign) {
+  std::vector<double> tc((size_t)n), ts((size_t)n);
+  for (int m = 0; m <= n / 2; m++) {
+    double c, s;
+    if ((int64_t)4 * m % n == 0) { /* 0, a quarter, a half turn */
+      int q = (int)((int64_t)4 * m / n);
+      c = q == 0 ? 1 : q == 2 ? -1 : 0;
+      s = q == 1 ? 1 : 0;
+    } else {
+      double a = 2 * M_PI * m / n;
+      c = std::cos(a), s = std::sin(a);
+    }
+    tc[(size_t)m] = c, ts[(size_t)m] = sign * s;
+    if (m > 0 && m < n - m) tc[(size_t)(n - m)] = c, ts[(size_t)(n - m)] = -sign * s;
+  }
   std::vector<double> c((size_t)rows * cols), s((size_t)rows * cols);
   for (int j = 0; j < rows; j++)
     for (int k = 0; k < cols; k++) {
-      double a = sign * 2 * M_PI * (double)(((int64_t)j * k) % n) / n;
-      c[(size_t)j * cols + k] = std::cos(a), s[(size_t)j * cols + k] = std::sin(a);
+      size_t m = (size_t)(((int64_t)j * k) % n);
+      c[(size_t)j * cols + k] = tc[m], s[(size_t)j * cols + k] = ts[m];
     }
   return {mx::array(c.begin(), {rows, cols}, mx::float64), mx::array(s.begin(), {rows, cols}, mx::float64)};
 }
@@ -199,7 +216,7 @@ Arrays batch_norm(Env &env, const lathe_node *n, const Arrays &in) {
 
 Arrays lower_numeric(Env &env, const lathe_node *n, const Arrays &in) {
   switch (n->op) {
-    case LATHE_OP_RNG_BIT_GENERATOR: return rng(n, in[0]);
+    case LATHE_OP_RNG_BIT_GENERATOR: return rng(env, n, in[0]);
     case LATHE_OP_FFT: return {fft(env, n, in[0])};
     default: return batch_norm(env, n, in);
   }

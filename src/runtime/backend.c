@@ -7,11 +7,13 @@
 typedef lathe_status_t (*device_ctor)(const char *options, const lathe_device_i **out_dev, void **out_ctx,
                                       char **out_config);
 
-/* Devices in order of preference for plain "lathe" (CUDA joins this list when it lands). */
+/* Devices in order of preference for plain "lathe": CUDA when a GPU and its libraries are
+ * usable (UNAVAILABLE otherwise, which moves on), else the CPU. */
 static const struct {
   const char *name;
   device_ctor ctor;
 } devices[] = {
+    {"cuda", lathe_cuda_device_new},
     {"cpu", lathe_cpu_device_new},
 };
 #define N_DEVICES (int)(sizeof devices / sizeof devices[0])
@@ -89,12 +91,12 @@ lathe_status_t lathe_backend_new(const char *config, lathe_backend_t *out_backen
   const char *rest = config;
   if (strncmp(config, "lathe", 5) == 0 && (config[5] == 0 || config[5] == ':')) rest = config[5] ? config + 6 : "";
   else if (*config)
-    return LATHE_INVALID("Backend: unknown backend \"%s\"; known: \"lathe\", \"lathe:cpu\", \"mlx\"", config);
+    return LATHE_INVALID("Backend: unknown backend \"%s\"; known: \"lathe\", \"lathe:cuda\", \"lathe:cpu\", \"mlx\"", config);
   char devname[32] = "";
   const char *options = "";
   const char *comma = strchr(rest, ',');
   size_t len = comma ? (size_t)(comma - rest) : strlen(rest);
-  if (len >= sizeof devname) return LATHE_INVALID("Backend: unknown device in \"%s\"; known: cpu", config);
+  if (len >= sizeof devname) return LATHE_INVALID("Backend: unknown device in \"%s\"; known: cuda, cpu", config);
   memcpy(devname, rest, len);
   devname[len] = 0;
   if (comma) options = comma + 1;
@@ -129,7 +131,7 @@ lathe_status_t lathe_backend_new(const char *config, lathe_backend_t *out_backen
     return st;
   }
   if (last) return lathe_status_annotate(last, "Backend \"%s\": no usable device", config);
-  return LATHE_INVALID("Backend: unknown device \"%s\" in \"%s\"; known: cpu", devname, config);
+  return LATHE_INVALID("Backend: unknown device \"%s\" in \"%s\"; known: cuda, cpu", devname, config);
 }
 
 lathe_backend_t lathe_backend_retain(lathe_backend_t b) {

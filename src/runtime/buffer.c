@@ -10,7 +10,8 @@ static lathe_status_t check_buffer_shape(const char *op, const lathe_shape *shap
   if (shape->rank < 0 || shape->rank > LATHE_MAX_RANK) return LATHE_INVALID("%s: rank %d out of range", op, shape->rank);
   for (int i = 0; i < shape->rank; i++)
     if (shape->dims[i] < 0) return LATHE_INVALID("%s: axis %d has size %lld; buffers need concrete sizes", op, i, (long long)shape->dims[i]);
-  return NULL;
+  /* before any byte size is computed from the shape: beyond the limit it would wrap */
+  return lathe_check_shape_size(op, "shape", shape);
 }
 
 lathe_status_t lathe_buffer_wrap_tensor(lathe_backend_t b, lathe_tensor *t, lathe_buffer_t *out) {
@@ -26,6 +27,22 @@ lathe_status_t lathe_buffer_wrap_tensor(lathe_backend_t b, lathe_tensor *t, lath
   for (int i = 0; i < LATHE_MAX_RANK; i++) buf->shape.axis_names[i] = NULL;
   *out = buf;
   return NULL;
+}
+
+void lathe_buffer_wrap_outputs(lathe_backend_t be, lathe_tensor **tout, lathe_buffer_t *outputs, int n, lathe_status_t *st) {
+  int made = 0;
+  for (; !*st && tout && made < n; made++) {
+    *st = lathe_buffer_wrap_tensor(be, tout[made], &outputs[made]); /* takes the tensor either way */
+    tout[made] = NULL;
+    if (*st) break;
+  }
+  if (!*st) return;
+  /* the caller's array holds no handle after a failure */
+  for (int k = 0; k < n; k++) {
+    if (k < made) lathe_buffer_release(outputs[k]);
+    outputs[k] = NULL;
+  }
+  for (int k = 0; tout && k < n; k++) lathe_tensor_release(tout[k]);
 }
 
 static lathe_status_t check_device(const char *op, lathe_backend_t b, int device) {

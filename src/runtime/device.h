@@ -83,6 +83,22 @@ bool lathe_tensor_is_ready(lathe_tensor *t);
 
 typedef struct lathe_plan lathe_plan; /* a device's compiled program; opaque to the runtime */
 
+/* The replicas of one SPMD execution, shared by their launches: how many, on which ordinals,
+ * and the device's state for their collectives (made by the first replica that needs it). Each
+ * launch holds a reference until its work is done. */
+typedef struct lathe_collective {
+  atomic_int refs;
+  int n_replicas;
+  int *devices; /* ordinal of each replica */
+  void *mu;     /* pthread_mutex_t guarding impl */
+  void *impl;
+  void (*impl_free)(void *impl);
+} lathe_collective;
+
+lathe_status_t lathe_collective_new(int n_replicas, const int *devices, lathe_collective **out);
+lathe_collective *lathe_collective_retain(lathe_collective *g);
+void lathe_collective_release(lathe_collective *g);
+
 /* One run of a plan, handed to execute. */
 typedef struct lathe_launch {
   int device;             /* the ordinal the run executes on */
@@ -99,6 +115,10 @@ typedef struct lathe_launch {
    * it has also released every input and signals nothing. */
   void (*release)(void *token);
   void *token;
+  /* SPMD: this launch's replica and the execution's replicas (a reference for the device,
+   * released with the inputs); NULL for a single-device program */
+  int replica;
+  lathe_collective *group;
 } lathe_launch;
 
 enum {
@@ -106,8 +126,8 @@ enum {
   LATHE_DEVCAP_ASYNC = 1u << 1,          /* execute may return before the work is done */
   /* The device runs a program that keeps its dynamic axes on inputs of any binding (mlx:dynamic):
    * executions use the one compiled plan instead of a specialisation per binding. Output shells
-   * then carry the sizes the inputs bind (0 for axes only a DynamicReshape binds), and the device
-   * sets each output's final shape and nbytes before it returns. */
+   * then have size 0 on their dynamic axes, and the device sets each output's final shape and
+   * nbytes before it returns. */
   LATHE_DEVCAP_DYNAMIC_AXES = 1u << 2,
 };
 
@@ -121,7 +141,9 @@ typedef struct lathe_device_i {
   const char *(*description)(void *ctx, int device);
   bool (*supports_op)(void *ctx, lathe_op op, lathe_dtype dtype);
   bool (*supports_dtype)(void *ctx, lathe_dtype dtype);
-  /* Called once, after every tensor and plan of ctx is gone. */
+  /* Called once, after every tensor and plan of ctx is gone; possibly on one of the device's own
+   * threads (a launch's release(token) can drop the backend's last reference), which therefore
+   * must not be joined from there. */
   void (*destroy)(void *ctx);
 
   /* memory: nbytes may be 0 (a unique pointer is still returned) */

@@ -137,3 +137,37 @@ void lathe_event_set_native(lathe_event *ev, const void *owner, void *native, vo
 void *lathe_event_native(lathe_event *ev, const void *owner) {
   return ev && ev->native_owner == owner ? ev->native : NULL;
 }
+
+/* ---- the replicas of an SPMD execution ---- */
+lathe_status_t lathe_collective_new(int n_replicas, const int *devices, lathe_collective **out) {
+  lathe_collective *g = calloc(1, sizeof *g);
+  pthread_mutex_t *mu = malloc(sizeof *mu);
+  int *d = malloc(sizeof(int) * (size_t)(n_replicas > 0 ? n_replicas : 1));
+  if (!g || !mu || !d || pthread_mutex_init(mu, NULL)) {
+    free(g);
+    free(mu);
+    free(d);
+    return LATHE_OOM("Execute");
+  }
+  atomic_init(&g->refs, 1);
+  g->n_replicas = n_replicas;
+  memcpy(d, devices, sizeof(int) * (size_t)n_replicas);
+  g->devices = d;
+  g->mu = mu;
+  *out = g;
+  return NULL;
+}
+
+lathe_collective *lathe_collective_retain(lathe_collective *g) {
+  if (g) atomic_fetch_add_explicit(&g->refs, 1, memory_order_relaxed);
+  return g;
+}
+
+void lathe_collective_release(lathe_collective *g) {
+  if (!g || atomic_fetch_sub_explicit(&g->refs, 1, memory_order_acq_rel) != 1) return;
+  if (g->impl_free) g->impl_free(g->impl);
+  pthread_mutex_destroy(g->mu);
+  free(g->mu);
+  free(g->devices);
+  free(g);
+}

@@ -99,9 +99,22 @@ lathe_status_t lathe_builder_compile_for(lathe_builder_t b, lathe_backend_t back
   e->assigned_device = b->assigned_device;
   e->max_specs = LATHE_DEFAULT_MAX_SPECIALIZATIONS;
   e->stats.capacity = e->max_specs;
-  lathe_status_t st = specialization_new(backend, b->graph, b, &e->base);
+  e->distribution = b->distribution;
+  e->n_replicas = b->n_replicas;
+  e->dist = *b;
+  lathe_status_t st = lathe_distribution_check(b);
+  if (!st && b->n_replicas > backend->n_devices)
+    st = LATHE_INVALID("Compile: the program runs on %d devices, the backend has %d", b->n_replicas, backend->n_devices);
+  if (!st) {
+    e->devices = malloc(sizeof(int) * (size_t)b->n_replicas);
+    if (!e->devices) st = LATHE_OOM("Compile");
+    for (int r = 0; !st && r < b->n_replicas; r++) e->devices[r] = b->devices ? b->devices[r] : r;
+  }
+  if (!st) st = specialization_new(backend, b->graph, b, &e->base);
   if (!st) e->stats.compiles = 1;
   if (!st) st = collect_dynamic_axes(e, b);
+  if (!st && e->n_dyn && b->distribution == LATHE_DIST_AUTO_SHARDING)
+    st = LATHE_UNIMPL("Compile: an AutoSharding program with dynamic axes");
   if (st) {
     lathe_executable_release(e);
     return st;
@@ -131,6 +144,7 @@ void lathe_executable_release(lathe_executable_t e) {
   }
   free(e->source);
   free(e->dyn_names);
+  free(e->devices);
   lathe_graph_release(e->graph);
   lathe_backend_release(e->backend);
   free(e);
@@ -170,8 +184,8 @@ lathe_status_t lathe_executable_get_stats(lathe_executable_t e, lathe_executable
 }
 
 /* Checks input i against parameter p; dynamic axes take any size, but one name binds one size. */
-static lathe_status_t check_input(const lathe_node *p, int i, const lathe_shape *got, int64_t *bound,
-                                  const char **names, int *n_names) {
+lathe_status_t lathe_check_input(const lathe_node *p, int i, const lathe_shape *got, int64_t *bound, const char **names,
+                                 int *n_names) {
   char a[LATHE_SHAPE_STR_MAX], b[LATHE_SHAPE_STR_MAX];
   const lathe_shape *want = &p->shape;
   bool ok = want->dtype == got->dtype && want->rank == got->rank;
@@ -201,8 +215,14 @@ static lathe_status_t check_input(const lathe_node *p, int i, const lathe_shape 
 /* The specialisation for the binding names[i] -> bound[i] (a new reference): cached, or compiled
  * now, evicting the least recently used one when the cache is full. Executions that still use an
  * evicted specialisation hold their own reference. */
-static lathe_status_t specialization_for(lathe_executable_t e, const char **names, const int64_t *bound, int n,
-                                         lathe_specialization **out) {
+lathe_status_t lathe_executable_specialization(lathe_executable_t e, const char **names, const int64_t *bound, int n,
+                                               lathe_specialization **out) {
+  /* a device that runs dynamic axes itself gets the program as built, whatever the binding */
+  if (!e->n_dyn || (e->backend->caps & LATHE_DEVCAP_DYNAMIC_AXES)) {
+    atomic_fetch_add_explicit(&e->base->refs, 1, memory_order_relaxed);
+    *out = e->base;
+    return NULL;
+  }
   int64_t key[LATHE_MAX_DYNAMIC_NAMES];
   for (int k = 0; k < e->n_dyn; k++) {
     int j = 0;
@@ -254,9 +274,39 @@ static lathe_status_t specialization_for(lathe_executable_t e, const char **name
   return NULL;
 }
 
+lathe_status_t lathe_launch_one(lathe_executable_t e, lathe_specialization *sp, int device, lathe_tensor **inputs,
+                                const bool *donated, int n_inputs, lathe_tensor **outputs, int n_outputs, int replica,
+                                lathe_collective *group) {
+  lathe_backend_t be = e->backend;
+  const lathe_pfunc *main = lathe_program_main(sp->program);
+  lathe_status_t st = NULL;
+  for (int k = 0; k < n_outputs; k++) outputs[k] = NULL;
+  for (int k = 0; !st && k < n_outputs; k++) {
+    lathe_shape os = main->slots[main->outputs[k]].shape;
+    for (int d = 0; (be->caps & LATHE_DEVCAP_DYNAMIC_AXES) && d < os.rank; d++)
+      if (os.dims[d] < 0) os.dims[d] = 0; /* a program kept dynamic: the device sets the sizes */
+    st = lathe_tensor_shell(be->dev, be->dev_ctx, device, &os, &outputs[k]);
+  }
+  if (st) {
+    for (int k = 0; k < n_outputs; k++) lathe_tensor_release(outputs[k]), outputs[k] = NULL;
+    for (int i = 0; i < n_inputs; i++) lathe_tensor_release(inputs[i]);
+    return st;
+  }
+  atomic_fetch_add_explicit(&sp->refs, 1, memory_order_relaxed); /* the device's, released through the token */
+  lathe_launch launch = {.device = device, .inputs = inputs, .donated = donated, .n_inputs = n_inputs,
+                         .outputs = outputs, .n_outputs = n_outputs, .release = release_token, .token = sp,
+                         .replica = replica, .group = lathe_collective_retain(group)};
+  st = be->dev->execute(be->dev_ctx, sp->plan, &launch);
+  if (st)
+    for (int k = 0; k < n_outputs; k++) lathe_tensor_release(outputs[k]), outputs[k] = NULL;
+  return st;
+}
+
 lathe_status_t lathe_executable_execute(lathe_executable_t e, const lathe_buffer_t *inputs, const bool *donate,
                                         int n_inputs, int default_device, lathe_buffer_t *outputs, int n_outputs) {
   if (!e) return LATHE_INVALID("Execute: executable is NULL");
+  if (e->distribution == LATHE_DIST_SPMD) return lathe_execute_spmd(e, inputs, donate, n_inputs, outputs, n_outputs);
+  if (e->distribution == LATHE_DIST_AUTO_SHARDING) return lathe_execute_sharded(e, inputs, donate, n_inputs, outputs, n_outputs);
   lathe_function *fn = e->main_fn;
   lathe_backend_t be = e->backend;
   if (n_inputs != fn->n_params) return LATHE_INVALID("Execute: got %d inputs, the executable takes %d", n_inputs, fn->n_params);
@@ -276,67 +326,61 @@ lathe_status_t lathe_executable_execute(lathe_executable_t e, const lathe_buffer
     if (inputs[i]->t->device != device)
       return LATHE_INVALID("Execute: input %d (\"%s\") is on device %d, the execution runs on device %d (copy it with "
                            "CopyToDevice)", i, fn->params[i]->name, inputs[i]->t->device, device);
-    LATHE_RETURN_IF_ERROR(check_input(fn->params[i], i, &inputs[i]->shape, bound, names, &n_names));
+    LATHE_RETURN_IF_ERROR(lathe_check_input(fn->params[i], i, &inputs[i]->shape, bound, names, &n_names));
     for (int j = 0; j < i && donate && donate[i]; j++)
       if (inputs[j] == inputs[i]) return LATHE_INVALID("Execute: input %d is donated and also passed as input %d", i, j);
   }
-  lathe_specialization *sp = e->base;
-  /* A device that runs dynamic axes itself gets the program as built, whatever the binding. */
-  bool native = be->caps & LATHE_DEVCAP_DYNAMIC_AXES;
-  if (e->n_dyn && !native) {
-    LATHE_RETURN_IF_ERROR(specialization_for(e, names, bound, n_names, &sp));
-  } else {
-    atomic_fetch_add_explicit(&sp->refs, 1, memory_order_relaxed);
-  }
+  lathe_specialization *sp;
+  LATHE_RETURN_IF_ERROR(lathe_executable_specialization(e, names, bound, n_names, &sp));
   enum { STACK = 16 };
   lathe_tensor *tin_s[STACK], *tout_s[STACK];
   bool don_s[STACK];
   lathe_tensor **tin = n_inputs <= STACK ? tin_s : malloc(sizeof(lathe_tensor *) * (size_t)n_inputs);
   bool *don = n_inputs <= STACK ? don_s : malloc(sizeof(bool) * (size_t)n_inputs);
-  lathe_tensor **tout = n_outputs <= STACK ? tout_s : malloc(sizeof(lathe_tensor *) * (size_t)n_outputs);
+  lathe_tensor **tout = n_outputs <= STACK ? tout_s : calloc((size_t)n_outputs, sizeof(lathe_tensor *));
   lathe_status_t st = (!tin || !don || !tout) ? LATHE_OOM("Execute") : NULL;
-  /* outputs: shells of the program's static result shapes, filled by the device */
-  const lathe_pfunc *main = lathe_program_main(sp->program);
-  int made = 0;
-  for (; !st && made < n_outputs; made++) {
-    lathe_shape os = main->slots[main->outputs[made]].shape;
-    for (int k = 0; e->n_dyn && native && k < os.rank; k++) { /* the device sets what stays 0 */
-      if (os.dims[k] >= 0) continue;
-      int j = 0;
-      while (j < n_names && strcmp(names[j], os.axis_names[k]) != 0) j++;
-      os.dims[k] = j < n_names ? bound[j] : 0;
+  if (!st) {
+    /* A donated buffer hands its tensor over; the others are retained for the run. */
+    for (int i = 0; i < n_inputs; i++) {
+      don[i] = donate && donate[i];
+      if (don[i]) {
+        tin[i] = inputs[i]->t;
+        inputs[i]->t = NULL;
+      } else {
+        tin[i] = lathe_tensor_retain(inputs[i]->t);
+      }
     }
-    st = lathe_tensor_shell(be->dev, be->dev_ctx, device, &os, &tout[made]);
+    st = lathe_launch_one(e, sp, device, tin, don, n_inputs, tout, n_outputs, 0, NULL);
   }
-  if (st) {
-    for (int k = 0; k < made; k++) lathe_tensor_release(tout[k]);
-    lathe_specialization_release(sp);
-    goto done;
-  }
-  /* A donated buffer hands its tensor over; the others are retained for the run. */
-  for (int i = 0; i < n_inputs; i++) {
-    don[i] = donate && donate[i];
-    if (don[i]) {
-      tin[i] = inputs[i]->t;
-      inputs[i]->t = NULL;
-    } else {
-      tin[i] = lathe_tensor_retain(inputs[i]->t);
-    }
-  }
-  lathe_launch launch = {.device = device, .inputs = tin, .donated = don, .n_inputs = n_inputs, .outputs = tout,
-                         .n_outputs = n_outputs, .release = release_token, .token = sp};
-  st = be->dev->execute(be->dev_ctx, sp->plan, &launch);
-  made = 0;
-  for (; !st && made < n_outputs; made++) {
-    lathe_tensor_retain(tout[made]);
-    st = lathe_buffer_wrap_tensor(be, tout[made], &outputs[made]);
-  }
-  if (st)
-    for (int k = 0; k < made; k++) lathe_buffer_release(outputs[k]);
-  for (int k = 0; k < n_outputs; k++) lathe_tensor_release(tout[k]);
-done:
+  lathe_specialization_release(sp);
+  lathe_buffer_wrap_outputs(be, st ? NULL : tout, outputs, n_outputs, &st);
   if (tin != tin_s) free(tin);
   if (don != don_s) free(don);
   if (tout != tout_s) free(tout);
   return st;
+}
+
+int lathe_executable_num_replicas(lathe_executable_t e) { return e ? e->n_replicas : 0; }
+
+static lathe_status_t shape_on(lathe_executable_t e, bool input, int i, int index, lathe_shape *out) {
+  if (!e || !out) return LATHE_INVALID("Executable: NULL argument");
+  int n = input ? e->main_fn->n_params : e->main_fn->n_outputs;
+  if (i < 0 || i >= n) return LATHE_INVALID("Executable: %s %d out of range [0, %d)", input ? "input" : "output", i, n);
+  if (index < 0 || index >= e->n_replicas)
+    return LATHE_INVALID("Executable: device index %d out of range [0, %d)", index, e->n_replicas);
+  const lathe_shape *g = input ? &e->main_fn->params[i]->shape : &e->main_fn->outputs[i]->shape;
+  const lathe_sharding_def *s = NULL;
+  if (e->distribution == LATHE_DIST_AUTO_SHARDING)
+    s = input ? e->main_fn->params[i]->sharding : (e->dist.output_shardings ? e->dist.output_shardings[i] : NULL);
+  int64_t off[LATHE_MAX_RANK];
+  lathe_shard_geometry(&e->dist, s, index, g, out, off);
+  return NULL;
+}
+
+lathe_status_t lathe_executable_input_shape_on(lathe_executable_t e, int i, int index, lathe_shape *out) {
+  return shape_on(e, true, i, index, out);
+}
+
+lathe_status_t lathe_executable_output_shape_on(lathe_executable_t e, int i, int index, lathe_shape *out) {
+  return shape_on(e, false, i, index, out);
 }

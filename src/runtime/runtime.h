@@ -32,6 +32,10 @@ struct lathe_buffer {
 
 /* Wraps tensor t (the reference passes to the buffer) in a new buffer of backend b. */
 lathe_status_t lathe_buffer_wrap_tensor(lathe_backend_t b, lathe_tensor *t, lathe_buffer_t *out);
+/* Wraps n launched output tensors (taken, NULLed in tout) into outputs when *st is NULL. When *st
+ * is set on entry or a wrap fails, every tensor and every buffer made is released and outputs[] is
+ * all NULL. tout may be NULL (nothing was launched). */
+void lathe_buffer_wrap_outputs(lathe_backend_t be, lathe_tensor **tout, lathe_buffer_t *outputs, int n, lathe_status_t *st);
 
 /* A compiled program for one binding of the dynamic axes (or the only one): the resolved
  * builder copy, its program and the device's plan. Reference counted: the cache holds one
@@ -56,6 +60,11 @@ struct lathe_executable {
   lathe_graph *graph;      /* keeps node memory alive */
   lathe_function *main_fn;
   int assigned_device;        /* -1: each execution's default device */
+  /* distributed programs (distributed.c) */
+  int distribution;           /* LATHE_DIST_* */
+  int n_replicas;             /* devices of one execution (1 unless distributed) */
+  int *devices;               /* their ordinals */
+  struct lathe_builder dist;  /* the builder's meshes and output shardings (graph arena pointers) */
   lathe_specialization *base; /* the program as built (used when there are no dynamic axes) */
   /* dynamic axes: names in order of first appearance in the parameters, and an LRU cache of
    * specialisations, guarded by mu */
@@ -70,10 +79,28 @@ struct lathe_executable {
 };
 
 void lathe_specialization_release(lathe_specialization *sp);
+/* The specialisation an execution binding names[i] -> bound[i] uses (a new reference). */
+lathe_status_t lathe_executable_specialization(lathe_executable_t e, const char **names, const int64_t *bound, int n,
+                                               lathe_specialization **out);
+/* Checks input i against parameter p (dynamic axes bind names consistently across calls). */
+lathe_status_t lathe_check_input(const lathe_node *p, int i, const lathe_shape *got, int64_t *bound, const char **names,
+                                 int *n_names);
+/* Runs sp's plan once on device: one launch (inputs are references passed on; outputs receive
+ * new tensors). */
+lathe_status_t lathe_launch_one(lathe_executable_t e, lathe_specialization *sp, int device, lathe_tensor **inputs,
+                                const bool *donated, int n_inputs, lathe_tensor **outputs, int n_outputs, int replica,
+                                lathe_collective *group);
+/* Execution of SPMD and AutoSharding programs (distributed.c). */
+lathe_status_t lathe_execute_spmd(lathe_executable_t e, const lathe_buffer_t *inputs, const bool *donate, int n_inputs,
+                                  lathe_buffer_t *outputs, int n_outputs);
+lathe_status_t lathe_execute_sharded(lathe_executable_t e, const lathe_buffer_t *inputs, const bool *donate, int n_inputs,
+                                     lathe_buffer_t *outputs, int n_outputs);
 
 /* Device constructors: parse their options (the text after "name:"), or fail listing known ones. */
 lathe_status_t lathe_cpu_device_new(const char *options, const lathe_device_i **out_dev, void **out_ctx,
                                     char **out_config);
+lathe_status_t lathe_cuda_device_new(const char *options, const lathe_device_i **out_dev, void **out_ctx,
+                                     char **out_config);
 /* The MLX device (src/mlx), linked in when lathe is built with MLX (LATHE_WITH_MLX). */
 lathe_status_t lathe_mlx_device_new(const char *options, const lathe_device_i **out_dev, void **out_ctx,
                                     char **out_config);

@@ -188,7 +188,7 @@ static void free_inputs(adata *in) { free(in->q), free(in->k), free(in->v), free
 static lathe_status_t build(const geo *g, adata *in, lathe_builder_t *out_b, const void **ins, int *n_ins) {
   const acase *c = g->c;
   lathe_builder_t b;
-  LATHE_RETURN_IF_ERROR(lathe_builder_new(tst_backend(), "sdpa", &b));
+  LATHE_RETURN_IF_ERROR(tst_builder_new("sdpa", &b));
   lathe_function_t fn = lathe_builder_main(b);
   lathe_value_t q, k, v, res[5];
   lathe_attention_config cfg = {.scale = c->scale, .causal = c->causal};

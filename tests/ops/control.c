@@ -39,8 +39,7 @@ static bool run(lathe_builder_t b, const void *const *in, int n_in, void **out, 
   lathe_status_t st = tst_run(b, in, n_in, out, n_out, NULL);
   bool ok = st == NULL;
   if (lathe_status_code_of(st) == LATHE_STATUS_UNIMPLEMENTED) {
-    tst_skipped++;
-    printf("SKIP %s: %s\n", tst_current, lathe_status_message(st));
+    tst_skipf(tst_current, "%s", lathe_status_message(st));
   } else {
     CHECK(ok, "run: %s", lathe_status_message(st));
   }
@@ -342,9 +341,8 @@ static lathe_function_t make_comparator(lathe_function_t m, cmp_kind kind, const
       break;
   }
   if (st) {
-    tst_skipped++;
-    printf("SKIP %s: comparator %s on %s: %s\n", tst_current, kind_names[kind], lathe_dtype_name(dts[0]),
-           lathe_status_message(st));
+    tst_skipf(tst_current, "comparator %s on %s: %s", kind_names[kind], lathe_dtype_name(dts[0]),
+              lathe_status_message(st));
     lathe_status_free(st);
     return NULL;
   }
@@ -547,8 +545,7 @@ TEST(sort_nan_and_zeros) {
         lathe_value_t r = NULL;
         lathe_status_t st = ops[o](c, c0, c1, &r);
         if (st) {
-          printf("SKIP %s: %s %s: %s\n", tst_current, names[o], lathe_dtype_name(dt), lathe_status_message(st));
-          tst_skipped++;
+          tst_skipf(tst_current, "%s %s: %s", names[o], lathe_dtype_name(dt), lathe_status_message(st));
           lathe_status_free(st);
           lathe_builder_free(b);
           continue;

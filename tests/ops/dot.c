@@ -42,8 +42,7 @@ static void dot_case(const char *label, lathe_dtype dt, const dot_spec *sp, lath
   snprintf(lab, sizeof lab, "%s %s acc=%s out=%s", label, lathe_dtype_name(dt), lathe_dtype_name(acc),
            lathe_dtype_name(odt));
   if (!lathe_backend_supports_op(tst_backend(), LATHE_OP_DOT_GENERAL, dt)) {
-    tst_skipped++;
-    printf("SKIP %s: DotGeneral unsupported on this backend\n", lab);
+    tst_skipf(lab, "DotGeneral unsupported on this backend");
     return;
   }
   lathe_shape ls = tst_shape(dt, sp->lrank, sp->ld), rs = tst_shape(dt, sp->rrank, sp->rd);
@@ -180,12 +179,12 @@ static const struct {
 #define N_LAYOUTS ((int)(sizeof layouts / sizeof layouts[0]))
 
 TEST(dot_general_layouts_all_dtypes) {
+  if (!tst_rows_of(LATHE_OP_DOT_GENERAL)) return;
   for (int d = 0; d < tst_n_all_dtypes; d++) {
     lathe_dtype dt = tst_all_dtypes[d];
     if (dt == LATHE_DTYPE_BOOL) {
       CHECK(!lathe_backend_supports_op(tst_backend(), LATHE_OP_DOT_GENERAL, dt), "Bool is not supported");
-      tst_skipped++; /* counted like SKIP, without leaving the loop */
-      printf("SKIP %s: DotGeneral rejects Bool operands (not numeric)\n", tst_current);
+      tst_skipf(tst_current, "DotGeneral rejects Bool operands (not numeric)"); /* without leaving the loop */
       continue;
     }
     for (int i = 0; i < N_LAYOUTS; i++) dot_case(layouts[i].name, dt, &layouts[i].s, 0, 0);
@@ -193,6 +192,7 @@ TEST(dot_general_layouts_all_dtypes) {
 }
 
 TEST(dot_general_sizes) {
+  if (!tst_rows_of(LATHE_OP_DOT_GENERAL)) return;
   const lathe_dtype dts[] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT64, LATHE_DTYPE_INT32, LATHE_DTYPE_FLOAT16,
                              LATHE_DTYPE_COMPLEX64};
   for (int d = 0; d < 5; d++) {
@@ -210,6 +210,7 @@ TEST(dot_general_sizes) {
 }
 
 TEST(dot_general_threaded) {
+  if (!tst_rows_of(LATHE_OP_DOT_GENERAL)) return;
   dot_spec s = SPEC((256, 256), (256, 256), (1), (0), (0), (0), 1, 0);
   dot_case("256^3", LATHE_DTYPE_FLOAT32, &s, 0, 0);
   dot_case("256^3", LATHE_DTYPE_FLOAT64, &s, 0, 0);
@@ -230,6 +231,7 @@ TEST(dot_general_threaded) {
 }
 
 TEST(dot_general_accumulator_output) {
+  if (!tst_rows_of(LATHE_OP_DOT_GENERAL)) return;
   dot_spec s = SPEC((4, 2, 3), (3, 2, 5), (2), (1), (0), (1), 1, 1);
   dot_spec big = SPEC((40, 70), (70, 50), (1), (0), (0), (0), 1, 0);
   const struct {
@@ -265,6 +267,7 @@ TEST(dot_general_accumulator_output) {
 
 /* The same rows on lathe's own loops (what runs where BLAS cannot), for the float dtypes. */
 TEST(dot_general_loops_without_blas) {
+  if (!tst_rows_of(LATHE_OP_DOT_GENERAL)) return;
   const lathe_dtype dts[] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT64, LATHE_DTYPE_COMPLEX64, LATHE_DTYPE_COMPLEX128,
                              LATHE_DTYPE_FLOAT16};
   bool was = lathe_blas_set_enabled(false);

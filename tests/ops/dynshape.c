@@ -10,24 +10,21 @@ static lathe_shape dyn2(lathe_dtype dt, const char *a, const char *b) {
   return s;
 }
 
-/* Runs exec on one Int32 input of dims (r, c) holding 0..r*c-1; returns output k's data. */
-static lathe_status_t run_rc(lathe_executable_t e, int64_t r, int64_t c, int n_out, lathe_buffer_t *outs) {
+/* Runs x on one Int32 input of dims (r, c) holding 0..r*c-1; outs gets its output buffers. */
+static lathe_status_t run_rc(tst_exec *x, int64_t r, int64_t c, int n_out, lathe_buffer_t *outs) {
   lathe_shape s = TST_SHAPE(LATHE_DTYPE_INT32, r, c);
   int32_t *d = malloc(sizeof(int32_t) * (size_t)(r * c + 1));
   for (int64_t i = 0; i < r * c; i++) d[i] = (int32_t)i;
-  lathe_buffer_t in;
-  lathe_status_t st = lathe_buffer_from_host(tst_backend(), 0, &s, d, sizeof(int32_t) * (size_t)(r * c), &in);
+  const void *in[1] = {d};
+  lathe_status_t st = tst_exec_run(x, &s, in, 1, outs, n_out);
   free(d);
-  if (st) return st;
-  st = lathe_executable_execute(e, &in, NULL, 1, 0, outs, n_out);
-  lathe_buffer_free(in);
   return st;
 }
 
 /* The graph both dynamic-axes tests run: main(x[batch, seq]) = (DynamicShape(x),
  * DimensionSize(x, 1), ReduceSum(x * 2, axis 1), DynamicReshape(x, {flat})), the flat axis
  * sized by a value (batch*seq) or inferred from the element count. NULL if it did not build. */
-static lathe_executable_t build_dyn(const char *name, bool value_sized) {
+static tst_exec *build_dyn(const char *name, bool value_sized) {
   lathe_function_t fn;
   lathe_builder_t b = tst_builder(name, &fn);
   if (!b) return NULL;
@@ -51,21 +48,21 @@ static lathe_executable_t build_dyn(const char *name, bool value_sized) {
   CHECK_OK(lathe_dynamic_reshape(fn, x, &spec, 1, &flat));
   lathe_value_t outs[4] = {shp, seq, sum, flat};
   CHECK_OK(lathe_function_return(fn, outs, 4));
-  lathe_executable_t e = NULL;
-  CHECK_OK(lathe_builder_compile(b, &e));
+  tst_exec *ex = NULL;
+  CHECK_OK(tst_compile(b, &ex));
   lathe_builder_free(b);
-  return e;
+  return ex;
 }
 
 /* main(x[batch, seq]) with the flattened axis sized by a value, run at five sizes. */
 TEST(dynamic_axes_specialisations) {
-  lathe_executable_t e = build_dyn("dyn", true);
-  if (!e) return;
+  tst_exec *x = build_dyn("dyn", true);
+  if (!x) return;
   const int64_t sizes[][2] = {{2, 3}, {4, 1}, {2, 3}, {0, 5}, {3, 7}};
   for (int k = 0; k < 5; k++) {
     int64_t r = sizes[k][0], c = sizes[k][1];
     lathe_buffer_t o[4] = {0};
-    lathe_status_t st = run_rc(e, r, c, 4, o);
+    lathe_status_t st = run_rc(x, r, c, 4, o);
     CHECK(st == NULL, "run %lldx%lld: %s", (long long)r, (long long)c, lathe_status_message(st));
     lathe_status_free(st);
     if (!o[0]) continue;
@@ -87,8 +84,9 @@ TEST(dynamic_axes_specialisations) {
     for (int64_t i = 0; i < r * c; i++) CHECK(flatv[i] == i, "flat %lld", (long long)i);
     for (int i = 0; i < 4; i++) lathe_buffer_free(o[i]);
   }
-  CHECK(e->n_specs == 4, "one specialisation per distinct binding: %d", e->n_specs);
-  lathe_executable_free(e);
+  lathe_executable_t e = tst_exec_executable(x);
+  CHECK(e && e->n_specs == 4, "one specialisation per distinct binding: %d", e ? e->n_specs : 0);
+  tst_exec_free(x);
 }
 
 /* Many threads run one dynamic-axes executable at different sizes at once: specialisations are
@@ -96,7 +94,7 @@ TEST(dynamic_axes_specialisations) {
 #include <pthread.h>
 
 typedef struct {
-  lathe_executable_t e;
+  tst_exec *x;
   int id, bad;
 } dyn_worker;
 
@@ -105,7 +103,7 @@ static void *dyn_worker_run(void *arg) {
   for (int it = 0; it < 40; it++) {
     int64_t r = 1 + (w->id + it) % 5, c = 1 + (w->id * 3 + it) % 4;
     lathe_buffer_t o[4] = {0};
-    lathe_status_t st = run_rc(w->e, r, c, 4, o);
+    lathe_status_t st = run_rc(w->x, r, c, 4, o);
     if (st) {
       w->bad++;
       lathe_status_free(st);
@@ -124,18 +122,19 @@ static void *dyn_worker_run(void *arg) {
 }
 
 TEST(dynamic_axes_concurrent_specialisations) {
-  lathe_executable_t e = build_dyn("dyn_mt", false);
-  if (!e) return;
+  tst_exec *x = build_dyn("dyn_mt", false);
+  if (!x) return;
   enum { T = 8 };
   pthread_t th[T];
   dyn_worker w[T];
   for (int i = 0; i < T; i++) {
-    w[i] = (dyn_worker){e, i, 0};
+    w[i] = (dyn_worker){x, i, 0};
     pthread_create(&th[i], NULL, dyn_worker_run, &w[i]);
   }
   int bad = 0;
   for (int i = 0; i < T; i++) pthread_join(th[i], NULL), bad += w[i].bad;
   CHECK(bad == 0, "%d wrong or failed runs across %d threads", bad, T);
-  CHECK(e->n_specs == 20, "one specialisation per binding (5 x 4 sizes): %d", e->n_specs);
-  lathe_executable_free(e);
+  lathe_executable_t e = tst_exec_executable(x);
+  CHECK(e && e->n_specs == 20, "one specialisation per binding (5 x 4 sizes): %d", e ? e->n_specs : 0);
+  tst_exec_free(x);
 }

@@ -395,12 +395,14 @@ static const dyn_case dyn_cases[] = {
     {"scalar", 0, {0}, {0}, {0}},
 };
 
-/* Builds main(x[, upd], s0..s{r-1}) with the start indices as scalar parameters. */
-static void dyn_one(const dyn_case *c, bool update, lathe_dtype dt, lathe_dtype it, unsigned seed) {
+/* Builds main(x[, upd], s0..s{r-1}) with the start indices as scalar parameters, or, with
+ * `vector`, main(x[, upd], s) with all of them in one 1-D parameter (XLA's other form). */
+static void dyn_one(const dyn_case *c, bool update, lathe_dtype dt, lathe_dtype it, unsigned seed, bool vector) {
   lathe_op op = update ? LATHE_OP_DYNAMIC_UPDATE_SLICE : LATHE_OP_DYNAMIC_SLICE;
   char label[160];
-  snprintf(label, sizeof label, "%s %s %s starts %s", lathe_op_name(op), c->label, lathe_dtype_name(dt),
-           lathe_dtype_name(it));
+  snprintf(label, sizeof label, "%s %s %s starts %s%s", lathe_op_name(op), c->label, lathe_dtype_name(dt),
+           lathe_dtype_name(it), vector ? " (one vector)" : "");
+  int n_starts = vector ? 1 : c->rank;
   if (!lathe_backend_supports_op(tst_backend(), op, dt)) SKIP("%s: unsupported", label);
   lathe_shape os = tst_shape(dt, c->rank, c->op_dims), ss = tst_shape(dt, c->rank, c->sizes), sc = tst_shape0(it);
   lathe_function_t fn;
@@ -409,9 +411,10 @@ static void dyn_one(const dyn_case *c, bool update, lathe_dtype dt, lathe_dtype 
   lathe_value_t x, u = NULL, s[MAXR], y;
   x = tst_param(fn, "x", os);
   if (update) u = tst_param(fn, "u", ss);
-  for (int a = 0; a < c->rank; a++) s[a] = tst_param(fn, NULL, sc);
-  lathe_status_t st = update ? lathe_dynamic_update_slice(fn, x, u, s, c->rank, &y)
-                             : lathe_dynamic_slice(fn, x, s, c->rank, c->sizes, c->rank, &y);
+  lathe_shape sv = TST_SHAPE(it, c->rank);
+  for (int a = 0; a < n_starts; a++) s[a] = tst_param(fn, NULL, vector ? sv : sc);
+  lathe_status_t st = update ? lathe_dynamic_update_slice(fn, x, u, s, n_starts, &y)
+                             : lathe_dynamic_slice(fn, x, s, n_starts, c->sizes, c->rank, &y);
   if (!tst_built(label, st, b)) return;
   lathe_shape ys;
   CHECK_OK(lathe_value_shape(y, &ys));
@@ -423,10 +426,17 @@ static void dyn_one(const dyn_case *c, bool update, lathe_dtype dt, lathe_dtype 
   tst_fill(xd, dt, lathe_shape_num_elements(&os), seed);
   tst_fill(ud, dt, lathe_shape_num_elements(&ss), seed + 3);
   int64_t start[MAXR];
+  if (vector) {
+    sd[0] = tst_alloc_for(&sv);
+    fill_indices(sd[0], it, c->rank, c->starts, c->rank, 0, seed);
+  }
   for (int a = 0; a < c->rank; a++) {
-    sd[a] = tst_alloc_for(&sc);
-    fill_indices(sd[a], it, 1, &c->starts[a], 1, c->op_dims[a], seed);
-    start[a] = clampi((int64_t)tst_get(sd[a], it, 0), 0, c->op_dims[a] - c->sizes[a]);
+    if (!vector) {
+      sd[a] = tst_alloc_for(&sc);
+      fill_indices(sd[a], it, 1, &c->starts[a], 1, c->op_dims[a], seed);
+    }
+    int64_t v = vector ? (int64_t)tst_get(sd[0], it, a) : (int64_t)tst_get(sd[a], it, 0);
+    start[a] = clampi(v, 0, c->op_dims[a] - c->sizes[a]);
   }
   /* reference: every element of the slice at clamped start + its own coordinates */
   if (update) {
@@ -444,14 +454,14 @@ static void dyn_one(const dyn_case *c, bool update, lathe_dtype dt, lathe_dtype 
   int n_in = 0;
   ins[n_in++] = xd;
   if (update) ins[n_in++] = ud;
-  for (int a = 0; a < c->rank; a++) ins[n_in++] = sd[a];
+  for (int a = 0; a < n_starts; a++) ins[n_in++] = sd[a];
   void *got = NULL;
   st = tst_run(b, ins, n_in, &got, 1, NULL);
   CHECK(st == NULL, "%s: run: %s", label, lathe_status_message(st));
   lathe_status_free(st);
   if (got) tst_expect_close(label, got, want, dt, lathe_shape_num_elements(want_s), 0);
   tst_free_output(got);
-  for (int a = 0; a < c->rank; a++) free(sd[a]);
+  for (int a = 0; a < n_starts; a++) free(sd[a]);
   free(xd), free(ud), free(want);
   lathe_builder_free(b);
 }
@@ -461,14 +471,26 @@ TEST(dynamic_slice_conformance) {
   for (int u = 0; u < 2; u++)
     for (int c = 0; c < nc; c++)
       for (int d = 0; d < tst_n_all_dtypes; d++)
-        dyn_one(&dyn_cases[c], u, tst_all_dtypes[d], idx_dtypes[(c + d + u) % N_IDX_DTYPES], (unsigned)(u * 500 + c * 31 + d));
+        dyn_one(&dyn_cases[c], u, tst_all_dtypes[d], idx_dtypes[(c + d + u) % N_IDX_DTYPES], (unsigned)(u * 500 + c * 31 + d),
+                false);
+}
+
+TEST(dynamic_slice_vector_starts) {
+  int nc = (int)(sizeof dyn_cases / sizeof dyn_cases[0]);
+  for (int u = 0; u < 2; u++)
+    for (int c = 0; c < nc; c++)
+      if (dyn_cases[c].rank > 0)
+        for (int d = 0; d < tst_n_all_dtypes; d += 3)
+          dyn_one(&dyn_cases[c], u, tst_all_dtypes[d], idx_dtypes[(c + d + u) % N_IDX_DTYPES], (unsigned)(u * 70 + c * 7 + d),
+                  true);
 }
 
 TEST(dynamic_slice_large) {
   dyn_case big = {"large", 3, {40, 50, 60}, {30, 20, 50}, {15, 40, 3}};
-  dyn_one(&big, false, LATHE_DTYPE_FLOAT32, LATHE_DTYPE_INT32, 3);
-  dyn_one(&big, true, LATHE_DTYPE_FLOAT32, LATHE_DTYPE_INT64, 4);
-  dyn_one(&big, true, LATHE_DTYPE_COMPLEX128, LATHE_DTYPE_INT32, 5);
+  dyn_one(&big, false, LATHE_DTYPE_FLOAT32, LATHE_DTYPE_INT32, 3, false);
+  dyn_one(&big, true, LATHE_DTYPE_FLOAT32, LATHE_DTYPE_INT64, 4, false);
+  dyn_one(&big, true, LATHE_DTYPE_FLOAT64, LATHE_DTYPE_INT32, 5, true);
+  dyn_one(&big, true, LATHE_DTYPE_COMPLEX128, LATHE_DTYPE_INT32, 5, false);
 }
 
 TEST(index_capabilities) {
@@ -528,18 +550,15 @@ TEST(index_known_values) {
  * output's bytes (up to cap). */
 static lathe_status_t run_concrete(lathe_builder_t b, const lathe_shape *shapes, const void *const *data, int n_in,
                                    void *out, size_t cap, lathe_shape *out_shape) {
-  lathe_executable_t e = NULL;
-  lathe_buffer_t in[8] = {0}, res = NULL;
-  lathe_status_t st = lathe_builder_compile(b, &e);
-  for (int i = 0; i < n_in && !st; i++)
-    st = lathe_buffer_from_host(tst_backend(), 0, &shapes[i], data[i], (size_t)lathe_shape_byte_size(&shapes[i]), &in[i]);
-  if (!st) st = lathe_executable_execute(e, in, NULL, n_in, 0, &res, 1);
+  tst_exec *x = NULL;
+  lathe_buffer_t res = NULL;
+  lathe_status_t st = tst_compile(b, &x);
+  if (!st) st = tst_exec_run(x, shapes, data, n_in, &res, 1);
   if (!st) st = lathe_buffer_shape(res, out_shape);
   if (!st && (size_t)lathe_shape_byte_size(out_shape) <= cap)
     st = lathe_buffer_to_host(res, out, (size_t)lathe_shape_byte_size(out_shape));
-  for (int i = 0; i < n_in; i++) lathe_buffer_free(in[i]);
   lathe_buffer_free(res);
-  lathe_executable_free(e);
+  tst_exec_free(x);
   return st;
 }
 

@@ -28,7 +28,7 @@ TEST(philox_known_answers) {
 /* Runs RNGBitGenerator(state, shape); out_state/out_values are tst outputs (caller frees). */
 static lathe_status_t run_rng(const uint64_t state[3], lathe_shape shape, void **out_state, void **out_values) {
   lathe_builder_t b;
-  lathe_status_t st = lathe_builder_new(tst_backend(), "rng", &b);
+  lathe_status_t st = tst_builder_new("rng", &b);
   if (st) return st;
   lathe_function_t fn = lathe_builder_main(b);
   lathe_shape ss = TST_SHAPE(LATHE_DTYPE_UINT64, 3);
@@ -101,6 +101,55 @@ TEST(rng_every_dtype_matches_xla_layout) {
       tst_free_output(vals);
     }
   }
+}
+
+/* A values shape with a dynamic axis named by a parameter (GoMLX's sampling over a dynamic
+ * batch): each binding gives it a size, and the values are those of the static shape. */
+TEST(rng_dynamic_axis) {
+  lathe_builder_t b;
+  CHECK_OK(lathe_builder_new(tst_backend(), "rng_dyn", &b));
+  if (!b) return;
+  lathe_function_t fn = lathe_builder_main(b);
+  lathe_shape ss = TST_SHAPE(LATHE_DTYPE_UINT64, 3), xs = TST_SHAPE(LATHE_DTYPE_FLOAT32, -1), vs = TST_SHAPE(LATHE_DTYPE_UINT32, -1, 5);
+  xs.axis_names[0] = vs.axis_names[0] = "batch";
+  lathe_value_t p, x, outs[2];
+  CHECK_OK(lathe_parameter(fn, "state", &ss, &p));
+  CHECK_OK(lathe_parameter(fn, "x", &xs, &x));
+  CHECK_OK(lathe_rng_bit_generator(fn, p, &vs, outs));
+  lathe_shape got_s;
+  CHECK_OK(lathe_value_shape(outs[1], &got_s));
+  CHECK(got_s.dims[0] == -1 && got_s.axis_names[0] && strcmp(got_s.axis_names[0], "batch") == 0,
+        "values keep the dynamic axis \"batch\"");
+  CHECK_OK(lathe_function_return(fn, outs, 2));
+  lathe_executable_t e = NULL;
+  CHECK_OK(lathe_builder_compile(b, &e));
+  lathe_builder_free(b);
+  if (!e) return;
+  const uint64_t state[3] = {0x0123456789abcdefULL, 7, 0};
+  for (int64_t batch = 0; batch <= 6; batch += 3) {
+    lathe_shape xb = TST_SHAPE(LATHE_DTYPE_FLOAT32, batch);
+    float xd[8] = {0};
+    lathe_buffer_t in[2] = {0}, o[2] = {0};
+    CHECK_OK(lathe_buffer_from_host(tst_backend(), 0, &ss, state, sizeof state, &in[0]));
+    CHECK_OK(lathe_buffer_from_host(tst_backend(), 0, &xb, xd, sizeof(float) * (size_t)batch, &in[1]));
+    CHECK_OK(lathe_executable_execute(e, in, NULL, 2, 0, o, 2));
+    if (o[1]) {
+      lathe_shape os;
+      CHECK_OK(lathe_buffer_shape(o[1], &os));
+      CHECK(os.rank == 2 && os.dims[0] == batch && os.dims[1] == 5, "batch %lld: values shaped [%lld,%lld]",
+            (long long)batch, (long long)os.dims[0], (long long)os.dims[1]);
+      uint32_t got[30];
+      CHECK_OK(lathe_buffer_to_host(o[1], got, sizeof(uint32_t) * (size_t)(batch * 5)));
+      void *ns = NULL, *want = NULL;
+      CHECK_OK(run_rng(state, TST_SHAPE(LATHE_DTYPE_UINT32, batch, 5), &ns, &want));
+      if (want)
+        CHECK(memcmp(got, want, sizeof(uint32_t) * (size_t)(batch * 5)) == 0, "batch %lld: values differ from the static "
+              "shape's", (long long)batch);
+      tst_free_output(ns), tst_free_output(want);
+    }
+    for (int i = 0; i < 2; i++) lathe_buffer_free(in[i]), lathe_buffer_free(o[i]);
+  }
+  lathe_executable_free(e);
 }
 
 TEST(rng_scalar_and_rank3) {
@@ -212,7 +261,7 @@ static int64_t numel(const lathe_shape *s) { return lathe_shape_num_elements(s);
 static lathe_status_t run_fft(lathe_shape xs, const void *x, lathe_fft_type type, const int64_t *len, int k,
                               void **out, lathe_shape *out_shape) {
   lathe_builder_t b;
-  lathe_status_t st = lathe_builder_new(tst_backend(), "fft", &b);
+  lathe_status_t st = tst_builder_new("fft", &b);
   if (st) return st;
   lathe_function_t fn = lathe_builder_main(b);
   lathe_value_t p, y;
@@ -411,6 +460,165 @@ TEST(fft_large_parallel) {
   free(a), free(x), free(want);
 }
 
+/* The transform of a real block is exactly Hermitian: X[-k] = conj(X[k]) bit for bit over the
+ * transformed axes (gradients through |FFT(x)| are real only then), for every kind of length
+ * (odd direct, power of two, Bluestein), both directions, both complex dtypes; and the
+ * self-conjugate bins of a real forward transform have a zero imaginary part. */
+static void expect_hermitian(const char *label, const void *y, lathe_dtype dt, const int64_t *dims, int rank, int k) {
+  int64_t n = 1, bsize = 1;
+  for (int i = 0; i < rank; i++) n *= dims[i];
+  for (int i = rank - k; i < rank; i++) bsize *= dims[i];
+  int bad = 0;
+  for (int64_t i = 0; i < n && !bad; i++) {
+    int64_t rest = i % bsize, p = 0, stride = bsize;
+    for (int a = rank - k; a < rank; a++) {
+      stride /= dims[a];
+      int64_t c = rest / stride;
+      rest %= stride;
+      p += (c ? dims[a] - c : 0) * stride;
+    }
+    p += i - i % bsize;
+    double re = tst_get(y, dt, i), im = tst_get_imag(y, dt, i), pre = tst_get(y, dt, p), pim = tst_get_imag(y, dt, p);
+    if (re != pre || im != -pim) {
+      CHECK(false, "%s: X[%lld] = %.17g%+.17gi but X[-k] = %.17g%+.17gi", label, (long long)i, re, im, pre, pim);
+      bad = 1;
+    }
+  }
+}
+
+TEST(fft_real_input_hermitian) {
+  static const struct {
+    int rank, k;
+    int64_t dims[3];
+  } cases[] = {{1, 1, {1}},  {1, 1, {2}},   {1, 1, {3}},     {1, 1, {8}},       {1, 1, {11}},     {1, 1, {12}},
+               {1, 1, {17}}, {1, 1, {97}},  {1, 1, {257}},   {1, 1, {1000}},    {2, 1, {3, 13}},  {2, 2, {3, 5}},
+               {2, 2, {4, 6}}, {3, 2, {2, 7, 9}}, {3, 3, {4, 3, 10}}, {3, 2, {2, 6, 300}}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+    for (int dbl = 0; dbl < 2; dbl++)
+      for (int inv = 0; inv < 2; inv++) {
+        lathe_dtype dt = dbl ? LATHE_DTYPE_COMPLEX128 : LATHE_DTYPE_COMPLEX64;
+        lathe_shape s = tst_shape(dt, cases[c].rank, cases[c].dims);
+        int64_t n = numel(&s);
+        void *x = tst_alloc_for(&s), *y = NULL;
+        tst_fill(x, dt, n, (unsigned)(c * 4 + (size_t)dbl * 2 + (size_t)inv));
+        for (int64_t i = 0; i < n; i++) tst_set_complex(x, dt, i, tst_get(x, dt, i), 0);
+        const int64_t *len = cases[c].dims + cases[c].rank - cases[c].k;
+        CHECK_OK(run_fft(s, x, inv ? LATHE_FFT_TYPE_INVERSE : LATHE_FFT_TYPE_FORWARD, len, cases[c].k, &y, NULL));
+        if (y) {
+          char label[96];
+          snprintf(label, sizeof label, "%s %s case %zu", lathe_dtype_name(dt), inv ? "FFTInverse" : "FFTForward", c);
+          expect_hermitian(label, y, dt, cases[c].dims, cases[c].rank, cases[c].k);
+          tst_free_output(y);
+        }
+        free(x);
+        /* real forward: bins 0 and n/2 of the last axis are their own conjugates along it */
+        if (inv) continue;
+        lathe_dtype rdt = dbl ? LATHE_DTYPE_FLOAT64 : LATHE_DTYPE_FLOAT32;
+        lathe_shape rs = tst_shape(rdt, cases[c].rank, cases[c].dims);
+        void *rx = tst_alloc_for(&rs);
+        tst_fill(rx, rdt, n, (unsigned)c + 50);
+        lathe_shape hs;
+        CHECK_OK(run_fft(rs, rx, LATHE_FFT_TYPE_FORWARD_REAL, len, cases[c].k, &y, &hs));
+        if (y && cases[c].k == 1) {
+          int64_t nl = cases[c].dims[cases[c].rank - 1], half = nl / 2 + 1, lines = n / nl;
+          for (int64_t l = 0; l < lines; l++) {
+            CHECK(tst_get_imag(y, dt, l * half) == 0, "FFTForwardReal case %zu line %lld: DC has imaginary part %g", c,
+                  (long long)l, tst_get_imag(y, dt, l * half));
+            if (nl % 2 == 0)
+              CHECK(tst_get_imag(y, dt, l * half + nl / 2) == 0, "FFTForwardReal case %zu: Nyquist bin is not real", c);
+          }
+        } else if (y && cases[c].rank == cases[c].k) {
+          /* over all axes: the planes of bins 0 and n/2 of the last axis are Hermitian in the others */
+          int64_t nl = cases[c].dims[cases[c].rank - 1], half = nl / 2 + 1, hn = numel(&hs);
+          for (int64_t i = 0; i < hn; i++) {
+            int64_t cl = i % half;
+            if (cl != 0 && !(nl % 2 == 0 && cl == nl / 2)) continue;
+            int64_t rest = i / half, p = 0, stride = hn / half;
+            for (int a = 0; a < cases[c].rank - 1; a++) {
+              stride /= cases[c].dims[a];
+              int64_t co = rest / stride;
+              rest %= stride;
+              p += (co ? cases[c].dims[a] - co : 0) * stride;
+            }
+            p = p * half + cl;
+            CHECK(tst_get(y, dt, i) == tst_get(y, dt, p) && tst_get_imag(y, dt, i) == -tst_get_imag(y, dt, p),
+                  "FFTForwardReal case %zu: bin %lld is not the conjugate of bin %lld", c, (long long)i, (long long)p);
+          }
+        }
+        if (y) tst_free_output(y);
+        free(rx);
+      }
+}
+
+/* Prime lengths: the largest error against a long double DFT is at most twice pocketfft's on the
+ * same input (numpy 2.4.6's numpy.fft.fft, measured on the values tst_fill gives with seed n, and
+ * on their real parts). Lengths up to 255 take the direct DFT, longer ones Bluestein. */
+TEST(fft_prime_accuracy) {
+  static const struct {
+    int64_t n;
+    double pocketfft, pocketfft_real;
+  } cases[] = {{3, 5.8e-16, 7.16e-18},   {5, 6.26e-16, 2.21e-16},  {7, 1.56e-15, 5.95e-16},  {11, 1.95e-15, 1.78e-15},
+               {13, 1.83e-15, 1.27e-15}, {31, 8.06e-15, 3.44e-15}, {97, 1.51e-14, 9.23e-15}, {101, 3.67e-14, 2.25e-14},
+               {127, 2.83e-14, 2.42e-14}, {257, 6.68e-14, 3.71e-14}, {509, 7.91e-14, 5.2e-14},
+               {1009, 1.63e-13, 9.94e-14}, {2003, 2.25e-13, 1.91e-13}, {4093, 3.76e-13, 2.43e-13}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+    for (int real = 0; real < 2; real++) {
+      int64_t n = cases[c].n;
+      lathe_shape s = tst_shape(LATHE_DTYPE_COMPLEX128, 1, &n);
+      lathe_c128 *x = tst_alloc_for(&s);
+      tst_fill(x, LATHE_DTYPE_COMPLEX128, n, (unsigned)n);
+      if (real)
+        for (int64_t i = 0; i < n; i++) x[i].im = 0;
+      lathe_c128 *y = NULL;
+      CHECK_OK(run_fft(s, x, LATHE_FFT_TYPE_FORWARD, &n, 1, (void **)&y, NULL));
+      if (!y) {
+        free(x);
+        continue;
+      }
+      const long double pi = 3.141592653589793238462643383279502884L;
+      long double *cs = malloc(sizeof(long double) * 2 * (size_t)n);
+      for (int64_t m = 0; m < n; m++) cs[2 * m] = cosl(-2 * pi * m / n), cs[2 * m + 1] = sinl(-2 * pi * m / n);
+      double worst = 0;
+      for (int64_t u = 0; u < n; u++) {
+        long double re = 0, im = 0;
+        for (int64_t j = 0, m = 0; j < n; j++, m = m + u < n ? m + u : m + u - n) {
+          re += x[j].re * cs[2 * m] - x[j].im * cs[2 * m + 1];
+          im += x[j].re * cs[2 * m + 1] + x[j].im * cs[2 * m];
+        }
+        worst = fmax(worst, (double)hypotl(y[u].re - re, y[u].im - im));
+      }
+      free(cs);
+      double bound = 2 * (real ? cases[c].pocketfft_real : cases[c].pocketfft);
+      CHECK(worst <= bound, "FFT n=%lld%s: max error %.3g, pocketfft's %.3g", (long long)n, real ? " (real input)" : "",
+            worst, bound / 2);
+      tst_free_output(y);
+      free(x);
+    }
+}
+
+/* GoMLX's TestGradientFFT differentiates |FFT(sin(2 pi k/11))|, whose 9 near-zero bins are
+ * rounding noise with a direction; its expected gradient is pocketfft's. Lengths 3, 5, 7 and 11
+ * give pocketfft's bits (numpy 2.4.6's numpy.fft.fft of the same input, printed with float.hex). */
+TEST(fft_pocketfft_bits) {
+  static const double want[11][2] = {
+      {0x1.c000000000000p-52, 0x0.0p+0},        {-0x1.97bdf4c17a524p-52, -0x1.5ffffffffffffp+2},
+      {0x1.5cfcb925f5caap-52, -0x1.c000000000000p-52}, {0x1.656c90a1a761fp-53, 0x1.2000000000000p-50},
+      {0x1.19a262e60c1aep-54, 0x1.0000000000000p-53}, {-0x1.9e5da56ed2300p-52, 0x1.0000000000000p-51},
+      {-0x1.9e5da56ed2300p-52, -0x1.0000000000000p-51}, {0x1.19a262e60c1aep-54, -0x1.0000000000000p-53},
+      {0x1.656c90a1a761fp-53, -0x1.2000000000000p-50}, {0x1.5cfcb925f5caap-52, 0x1.c000000000000p-52},
+      {-0x1.97bdf4c17a524p-52, 0x1.5ffffffffffffp+2}};
+  int64_t n = 11;
+  lathe_shape s = tst_shape(LATHE_DTYPE_COMPLEX128, 1, &n);
+  lathe_c128 x[11], *y = NULL;
+  for (int k = 0; k < 11; k++) x[k] = (lathe_c128){sin((double)k * (2.0 * M_PI / 11)), 0};
+  CHECK_OK(run_fft(s, x, LATHE_FFT_TYPE_FORWARD, &n, 1, (void **)&y, NULL));
+  if (!y) return;
+  for (int k = 0; k < 11; k++)
+    CHECK(y[k].re == want[k][0] && y[k].im == want[k][1], "FFT(sin) bin %d: %a%+ai, pocketfft %a%+ai", k, y[k].re,
+          y[k].im, want[k][0], want[k][1]);
+  tst_free_output(y);
+}
+
 /* ---------------------------------------------------------------------------------------------
  * BatchNorm */
 
@@ -462,7 +670,7 @@ typedef enum { BN_INFER, BN_TRAIN, BN_GRAD } bn_kind;
 /* Builds op kind with parameters (operand first, then vectors, grad_output last for BN_GRAD). */
 static lathe_status_t run_bn(bn_kind kind, lathe_shape xs, int axis, float eps, const void *const *in, void **out) {
   lathe_builder_t b;
-  lathe_status_t st = lathe_builder_new(tst_backend(), "bn", &b);
+  lathe_status_t st = tst_builder_new("bn", &b);
   if (st) return st;
   lathe_function_t fn = lathe_builder_main(b);
   lathe_shape vs = TST_SHAPE(xs.dtype, xs.dims[axis]);

@@ -121,8 +121,7 @@ static void check_reduce(lathe_op op, const lathe_shape *xs, const int *axes, in
   const void *ins[1] = {x};
   st = tst_run(b, ins, 1, &got, 1, &os);
   if (lathe_status_code_of(st) == LATHE_STATUS_UNIMPLEMENTED) {
-    tst_skipped++;
-    printf("SKIP %s: %s\n", label, lathe_status_message(st));
+    tst_skipf(label, "%s", lathe_status_message(st));
     lathe_status_free(st);
     lathe_builder_free(b);
     return;
@@ -372,7 +371,7 @@ TEST(arg_min_max_rows) {
   for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
     for (int d = 0; d < tst_n_all_dtypes; d++) {
       lathe_dtype dt = tst_all_dtypes[d];
-      if (!lathe_dtype_is_int(dt) && !lathe_dtype_is_float(dt)) continue;
+      if (!lathe_dtype_is_int(dt) && !lathe_dtype_is_float(dt) && dt != LATHE_DTYPE_BOOL) continue;
       lathe_shape xs = shape_of(dt, shapes[si].rank, shapes[si].dims);
       int64_t xn = lathe_shape_size(&xs);
       void *x = tst_alloc_for(&xs);

@@ -48,6 +48,7 @@ static double highest(lathe_dtype dt) {
     case LATHE_DTYPE_UINT32: return UINT32_MAX;
     case LATHE_DTYPE_UINT64: return (double)UINT64_MAX;
     case LATHE_DTYPE_INT4: return 7;
+    case LATHE_DTYPE_BOOL: return 1;
     default: return INFINITY;
   }
 }
@@ -296,11 +297,35 @@ TEST(select_and_scatter_defaults_and_edges) {
   run_sas(&big, LATHE_OP_SELECT_AND_SCATTER_MIN, LATHE_DTYPE_BFLOAT16);
 }
 
+/* Bool windows: Max is "any", Min is "all"; empty windows give false and true. GoMLX's DropBlock
+ * min-pools a Bool mask. */
+TEST(reduce_window_bool) {
+  win_row rows[] = {
+      {.label = "bool_3d_win132_str122", .rank = 3, .dims = {2, 7, 6}, .has_win = true, .win = {1, 3, 2},
+       .has_strides = true, .strides = {1, 2, 2}},
+      {.label = "bool_pool_same_padding", .rank = 3, .dims = {2, 5, 7}, .has_win = true, .win = {1, 3, 3},
+       .has_strides = true, .strides = {1, 1, 1}, .has_pads = true, .pads = {{0, 0}, {1, 1}, {1, 1}}},
+      {.label = "bool_dilations", .rank = 3, .dims = {2, 4, 5}, .has_win = true, .win = {1, 2, 3},
+       .has_strides = true, .strides = {1, 1, 2}, .has_idil = true, .idil = {1, 2, 1}, .has_wdil = true,
+       .wdil = {1, 1, 2}, .has_pads = true, .pads = {{0, 1}, {1, 1}, {2, 0}}},
+      {.label = "bool_windows_in_padding", .rank = 1, .dims = {3}, .has_win = true, .win = {2}, .has_strides = true,
+       .strides = {1}, .has_pads = true, .pads = {{3, 3}}},
+      {.label = "bool_scalar", .rank = 0},
+      {.label = "bool_large", .rank = 4, .dims = {2, 33, 31, 8}, .has_win = true, .win = {1, 5, 5, 1},
+       .has_strides = true, .strides = {1, 1, 1, 1}, .has_pads = true, .pads = {{0, 0}, {2, 2}, {2, 2}, {0, 0}}},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    run_reduce(&rows[i], LATHE_OP_REDUCE_MAX, LATHE_DTYPE_BOOL);
+    run_reduce(&rows[i], LATHE_OP_REDUCE_MIN, LATHE_DTYPE_BOOL);
+  }
+}
+
 TEST(window_capabilities) {
   static const lathe_dtype no[] = {LATHE_DTYPE_BOOL, LATHE_DTYPE_COMPLEX64, LATHE_DTYPE_COMPLEX128};
   for (size_t i = 0; i < sizeof no / sizeof no[0]; i++) {
-    CHECK(!lathe_backend_supports_op(tst_backend(), LATHE_OP_REDUCE_WINDOW, no[i]), "ReduceWindow %s",
-          lathe_dtype_name(no[i]));
+    /* Bool is a ReduceWindow capability (Max and Min; the builder rejects Sum and Product) */
+    CHECK(lathe_backend_supports_op(tst_backend(), LATHE_OP_REDUCE_WINDOW, no[i]) == (no[i] == LATHE_DTYPE_BOOL),
+          "ReduceWindow %s", lathe_dtype_name(no[i]));
     CHECK(!lathe_backend_supports_op(tst_backend(), LATHE_OP_SELECT_AND_SCATTER_MAX, no[i]), "SAS %s",
           lathe_dtype_name(no[i]));
   }

@@ -136,6 +136,14 @@ TEST(bad_reduce_window) {
             "ReduceWindow: dtype Complex64 is not supported");
   CHECK_ERR(lathe_reduce_window(f.fn, LATHE_OP_REDUCE_SUM, NULL, &p, &y), INVALID_ARGUMENT, "ReduceWindow");
   CHECK(f.fn->n_nodes == before, "failed builders leave no node");
+  lathe_value_t bo = param(&f, TST_SHAPE(LATHE_DTYPE_BOOL, 4, 6));
+  before = f.fn->n_nodes;
+  CHECK_ERR(lathe_reduce_window(f.fn, LATHE_OP_REDUCE_SUM, bo, &p, &y), INVALID_ARGUMENT,
+            "ReduceWindow: Bool takes ReduceMax or ReduceMin only, got ReduceSum");
+  CHECK_ERR(lathe_reduce_window(f.fn, LATHE_OP_REDUCE_PRODUCT, bo, &p, &y), INVALID_ARGUMENT,
+            "ReduceWindow: Bool takes ReduceMax or ReduceMin only, got ReduceProduct");
+  CHECK(f.fn->n_nodes == before, "failed builders leave no node");
+  CHECK_OK(lathe_reduce_window(f.fn, LATHE_OP_REDUCE_MIN, bo, &p, &y));
   CHECK_OK(lathe_reduce_window(f.fn, LATHE_OP_REDUCE_SUM, x, &p, &y));
   lathe_shape s;
   CHECK_OK(lathe_value_shape(y, &s));

@@ -135,7 +135,20 @@ TEST(bad_dynamic_slices) {
   const int64_t sz[2] = {2, 3}, big[2] = {8, 3}, neg[2] = {-1, 3};
   CHECK_OK(lathe_dynamic_slice(f.fn, f.x, ss, 2, sz, 2, &y));
   CHECK_OK(lathe_dynamic_update_slice(f.fn, f.x, f.u, ss, 2, &y));
+  /* all starts in one vector (XLA's other form) */
+  lathe_shape s3s = TST_SHAPE(LATHE_DTYPE_INT32, 3), fvs = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2);
+  lathe_value_t s3, fv;
+  CHECK_OK(lathe_parameter(f.fn, "s3", &s3s, &s3));
+  CHECK_OK(lathe_parameter(f.fn, "fv", &fvs, &fv));
+  CHECK_OK(lathe_dynamic_slice(f.fn, f.x, &f.s2, 1, sz, 2, &y));
+  CHECK_OK(lathe_dynamic_update_slice(f.fn, f.x, f.u, &f.s2, 1, &y));
   int before = f.fn->n_nodes;
+  CHECK_ERR(lathe_dynamic_slice(f.fn, f.x, &s3, 1, sz, 2, &y), INVALID_ARGUMENT,
+            "DynamicSlice: start indices Int32[3] must be an integer vector of length 2 (one per operand axis)");
+  CHECK_ERR(lathe_dynamic_update_slice(f.fn, f.x, f.u, &fv, 1, &y), INVALID_ARGUMENT,
+            "DynamicUpdateSlice: start indices Float32[2] must be an integer vector of length 2");
+  CHECK_ERR(lathe_dynamic_slice(f.fn, f.x, &f.i, 1, sz, 2, &y), INVALID_ARGUMENT,
+            "DynamicSlice: got 1 start indices, the operand Float32[7,5] needs one per axis (2)");
   CHECK_ERR(lathe_dynamic_slice(f.fn, f.x, one, 1, sz, 2, &y), INVALID_ARGUMENT,
             "DynamicSlice: got 1 start indices, the operand Float32[7,5] needs one per axis (2)");
   CHECK_ERR(lathe_dynamic_slice(f.fn, f.x, fl, 2, sz, 2, &y), INVALID_ARGUMENT,

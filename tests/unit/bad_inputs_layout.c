@@ -55,9 +55,10 @@ TEST(bad_inputs_reduce) {
   CHECK_ERR(lathe_arg_min_max(f.fn, f.x, 2, LATHE_DTYPE_INT32, false, &out), INVALID_ARGUMENT, "ArgMinMax");
   CHECK_ERR(lathe_arg_min_max(f.fn, f.x, -1, LATHE_DTYPE_INT32, false, &out), INVALID_ARGUMENT, "ArgMinMax");
   CHECK_ERR(lathe_arg_min_max(f.fn, f.s, 0, LATHE_DTYPE_INT32, false, &out), INVALID_ARGUMENT, "ArgMinMax");
-  CHECK_ERR(lathe_arg_min_max(f.fn, f.bo, 0, LATHE_DTYPE_INT32, false, &out), INVALID_ARGUMENT, "ArgMinMax");
-  CHECK_ERR(lathe_arg_min_max(f.fn, f.c, 0, LATHE_DTYPE_INT32, false, &out), INVALID_ARGUMENT, "ArgMinMax");
+  CHECK_ERR(lathe_arg_min_max(f.fn, f.c, 0, LATHE_DTYPE_INT32, false, &out), INVALID_ARGUMENT,
+            "must be an integer, a float or a Bool");
   CHECK(f.fn->n_nodes == n0, "failed builders left %d nodes", f.fn->n_nodes - n0);
+  CHECK_OK(lathe_arg_min_max(f.fn, f.bo, 0, LATHE_DTYPE_INT32, false, &out)); /* Bool: false < true */
   /* good calls: result shapes */
   lathe_shape s;
   CHECK_OK(lathe_reduce(f.fn, LATHE_OP_REDUCE_SUM, f.x3, (const int[]){2, 0}, 2, &out));

@@ -31,8 +31,14 @@ TEST(bad_rng_bit_generator) {
   bad = TST_SHAPE(LATHE_DTYPE_COMPLEX64, 4);
   CHECK_ERR(lathe_rng_bit_generator(f.fn, st, &bad, outs), INVALID_ARGUMENT, "RNGBitGenerator");
   bad = TST_SHAPE(LATHE_DTYPE_UINT32, 4, -1);
-  bad.axis_names[1] = "batch";
-  CHECK_ERR(lathe_rng_bit_generator(f.fn, st, &bad, outs), INVALID_ARGUMENT, "must be static");
+  bad.axis_names[1] = "batch"; /* no parameter has a "batch" axis */
+  CHECK_ERR(lathe_rng_bit_generator(f.fn, st, &bad, outs), INVALID_ARGUMENT,
+            "RNGBitGenerator: values shape axis 1 has size -1 (\"batch\"); it must be static, or dynamic with the name "
+            "of a parameter's axis");
+  bad.axis_names[1] = NULL;
+  CHECK_ERR(lathe_rng_bit_generator(f.fn, st, &bad, outs), INVALID_ARGUMENT, "values shape axis 1 has size -1;");
+  bad.dims[1] = -2;
+  CHECK_ERR(lathe_rng_bit_generator(f.fn, st, &bad, outs), INVALID_ARGUMENT, "values shape axis 1 has size -2");
   bad = u32;
   bad.dtype = (lathe_dtype)77;
   CHECK_ERR(lathe_rng_bit_generator(f.fn, st, &bad, outs), INVALID_ARGUMENT, "RNGBitGenerator: invalid dtype");
@@ -44,6 +50,12 @@ TEST(bad_rng_bit_generator) {
   lathe_shape s;
   CHECK_OK(lathe_value_shape(outs[1], &s));
   CHECK(lathe_shape_equal(&s, &u32), "values shape");
+  lathe_shape xb = TST_SHAPE(LATHE_DTYPE_FLOAT32, -1);
+  xb.axis_names[0] = "batch";
+  param(&f, xb);
+  bad = TST_SHAPE(LATHE_DTYPE_UINT32, 4, -1);
+  bad.axis_names[1] = "batch";
+  CHECK_OK(lathe_rng_bit_generator(f.fn, st, &bad, outs)); /* now a parameter binds "batch" */
   lathe_builder_free(f.b);
 }
 

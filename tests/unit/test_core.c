@@ -60,7 +60,7 @@ TEST(backend_configs) {
   lathe_backend_free(b);
   CHECK_ERR(lathe_backend_new("lathe:cpu,fast=1", &b), INVALID_ARGUMENT, "threads=N");
   CHECK_ERR(lathe_backend_new("lathe:cpu,threads=0", &b), INVALID_ARGUMENT, "threads");
-  CHECK_ERR(lathe_backend_new("lathe:tpu", &b), INVALID_ARGUMENT, "known: cpu");
+  CHECK_ERR(lathe_backend_new("lathe:tpu", &b), INVALID_ARGUMENT, "known: cuda, cpu");
   CHECK_ERR(lathe_backend_new("xla", &b), INVALID_ARGUMENT, "unknown backend");
   CHECK_ERR(lathe_backend_new("lathe", NULL), INVALID_ARGUMENT, "out_backend");
 }

@@ -7,7 +7,8 @@
 
 static bool kind_is(lathe_op op, lathe_op_kind k) { return lathe_op_kind_of(op) == k; }
 
-/* src/cpu/fusion.c `fusable` and src/cpu/device.c `may_run_in_place`, by op. */
+/* The hand-written `fusable` (of the former src/cpu/fusion.c) and `may_run_in_place` (then in
+ * src/cpu/device.c), by op. */
 static bool old_fusable(lathe_op op) {
   return kind_is(op, LATHE_KIND_UNARY) || kind_is(op, LATHE_KIND_BINARY) || kind_is(op, LATHE_KIND_COMPARE) ||
          kind_is(op, LATHE_KIND_SELECT) || op == LATHE_OP_CONVERT_DTYPE;
@@ -79,12 +80,12 @@ TEST(op_table_sig_and_kinds) {
 #include "lathe_ops.def"
 #undef LATHE_OP
   for (int k = 0; k < LATHE_KIND_COUNT; k++) CHECK(kind_used[k], "kind %d has no op", k);
-  /* kinds.def: a family for every kind but COLLECTIVE and INTERNAL */
+  /* kinds.def: a family for every kind but INTERNAL */
   int families = 0;
 #define LATHE_KIND(NAME, family) LATHE_KIND_IF_FAMILY(family, families++;)
 #include "graph/kinds.def"
 #undef LATHE_KIND
-  CHECK(families == LATHE_KIND_COUNT - 2, "%d kinds with a CPU family", families);
+  CHECK(families == LATHE_KIND_COUNT - 1, "%d kinds with a CPU family", families);
 }
 
 /* ---- the attribute table ---- */

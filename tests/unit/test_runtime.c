@@ -102,7 +102,7 @@ TEST(device_assignment) {
   CHECK_OK(lathe_function_return(fn, &y, 1));
   int d1 = 1, d2[2] = {0, 1}, bad = 7;
   CHECK_ERR(lathe_builder_assign_devices(bl, &bad, 1), INVALID_ARGUMENT, "device 7 out of range");
-  CHECK_ERR(lathe_builder_assign_devices(bl, d2, 2), UNIMPLEMENTED, "SPMD");
+  CHECK_ERR(lathe_builder_assign_devices(bl, d2, 2), INVALID_ARGUMENT, "single-device program");
   CHECK_OK(lathe_builder_assign_devices(bl, &d1, 1));
   lathe_executable_t e = NULL;
   CHECK_OK(lathe_builder_compile(bl, &e));

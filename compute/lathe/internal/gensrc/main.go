@@ -1,8 +1,10 @@
 // Command gensrc writes one cgo wrapper file per C source of the lathe engine into the
 // current directory (compute/lathe): cgo compiles only the .c files of the package's own
-// directory, so each wrapper includes one engine file. Stale wrappers are removed.
+// directory, so each wrapper includes one engine file. Stale wrappers are removed. It also
+// writes zsrc_stamp.go (a hash of the engine sources, so that go build sees edits to them) and
+// zops.go (op methods from include/lathe_ops.def).
 //
-// Run it with `go generate ./compute/lathe` after adding or removing a C file under src/.
+// Run it with `go generate ./compute/lathe` after editing, adding or removing engine sources.
 package main
 
 import (
@@ -29,6 +31,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "gensrc:", err)
 		os.Exit(1)
 	}
+	var changed []string
 	for name, content := range want {
 		if old, err := os.ReadFile(name); err == nil && string(old) == content {
 			continue
@@ -37,6 +40,7 @@ func main() {
 			fmt.Fprintln(os.Stderr, "gensrc:", err)
 			os.Exit(1)
 		}
+		changed = append(changed, name)
 	}
 	for _, name := range have {
 		if _, ok := want[name]; !ok {
@@ -44,12 +48,9 @@ func main() {
 				fmt.Fprintln(os.Stderr, "gensrc:", err)
 				os.Exit(1)
 			}
+			changed = append(changed, name+" (removed)")
 		}
 	}
-	names := make([]string, 0, len(want))
-	for n := range want {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	fmt.Printf("gensrc: %d engine sources: %s\n", len(names), strings.Join(names, " "))
+	slices.Sort(changed)
+	fmt.Printf("gensrc: %d generated files, %d changed: %s\n", len(want), len(changed), strings.Join(changed, " "))
 }

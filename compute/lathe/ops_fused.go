@@ -10,7 +10,63 @@ import (
 	"github.com/pkg/errors"
 )
 
-// Quantized ops and fused attention. Optional operands (nil in Go) are NULL in C.
+// The fused ops (FusedSoftmax, FusedGelu, FusedLayerNorm, FusedDense and the attention ops).
+// An error wrapping compute.ErrNotImplemented makes GoMLX decompose instead. Optional operands
+// (nil in Go) are NULL in C.
+
+// FusedSoftmax is softmax along axis.
+func (f *Function) FusedSoftmax(x compute.Value, axis int) (compute.Value, error) {
+	return f.op1("FusedSoftmax", []compute.Value{x}, func(cs []C.lathe_value_t, out *C.lathe_value_t) C.lathe_status_t {
+		return C.lathe_fused_softmax(f.c, cs[0], C.int(axis), out)
+	})
+}
+
+// FusedGelu is GELU, exact or tanh-approximated.
+func (f *Function) FusedGelu(x compute.Value, exact bool) (compute.Value, error) {
+	return f.op1("FusedGelu", []compute.Value{x}, func(cs []C.lathe_value_t, out *C.lathe_value_t) C.lathe_status_t {
+		return C.lathe_fused_gelu(f.c, cs[0], C.bool(exact), out)
+	})
+}
+
+// FusedLayerNorm normalises over axes, with optional gamma and beta (nil).
+func (f *Function) FusedLayerNorm(x compute.Value, axes []int, epsilon float64, gamma, beta compute.Value) (compute.Value, error) {
+	ops := []compute.Value{x}
+	hasGamma, hasBeta := gamma != nil, beta != nil
+	if hasGamma {
+		ops = append(ops, gamma)
+	}
+	if hasBeta {
+		ops = append(ops, beta)
+	}
+	ca := cInts(axes)
+	return f.op1("FusedLayerNorm", ops, func(cs []C.lathe_value_t, out *C.lathe_value_t) C.lathe_status_t {
+		var g, b C.lathe_value_t
+		k := 1
+		if hasGamma {
+			g, k = cs[k], k+1
+		}
+		if hasBeta {
+			b = cs[k]
+		}
+		return C.lathe_fused_layer_norm(f.c, cs[0], ptr(ca), C.int(len(ca)), C.double(epsilon), g, b, out)
+	})
+}
+
+// FusedDense is activation(x @ weight + bias); bias may be nil.
+func (f *Function) FusedDense(x, weight, bias compute.Value, options compute.DenseConfig) (compute.Value, error) {
+	ops := []compute.Value{x, weight}
+	if bias != nil {
+		ops = append(ops, bias)
+	}
+	return f.op1("FusedDense", ops, func(cs []C.lathe_value_t, out *C.lathe_value_t) C.lathe_status_t {
+		var b C.lathe_value_t
+		if len(cs) == 3 {
+			b = cs[2]
+		}
+		return C.lathe_fused_dense(f.c, cs[0], cs[1], b, C.lathe_activation(options.Activation),
+			C.lathe_dense_layout(options.WeightLayout), out)
+	})
+}
 
 // optValues converts operands that may be nil; nil stays NULL.
 func (f *Function) optValues(op string, vs ...compute.Value) ([]C.lathe_value_t, error) {
@@ -29,39 +85,6 @@ func (f *Function) optValues(op string, vs ...compute.Value) ([]C.lathe_value_t,
 		out[i] = c
 	}
 	return out, nil
-}
-
-func cQuant(q *compute.Quantization) C.lathe_quantization {
-	return C.lathe_quantization{scheme: C.lathe_quant_scheme(q.Scheme), ggml_type: C.lathe_ggml_type(q.GGMLType),
-		block_axis: C.int(q.BlockAxis), block_size: C.int64_t(q.BlockSize)}
-}
-
-// FusedQuantizedDense is activation(x @ dequantize(weights) + bias).
-func (f *Function) FusedQuantizedDense(x, weights, bias compute.Value, q *compute.Quantization, activation compute.ActivationType) (compute.Value, error) {
-	if q == nil {
-		return nil, errors.New("lathe: FusedQuantizedDense: quantization is nil")
-	}
-	cs, err := f.optValues("FusedQuantizedDense", x, weights, bias, q.Scale, q.ZeroPoint)
-	if err != nil {
-		return nil, err
-	}
-	cq := cQuant(q)
-	var out C.lathe_value_t
-	if err := toError(C.lathe_fused_quantized_dense(f.c, cs[0], cs[1], &cq, cs[3], cs[4], cs[2], C.lathe_activation(activation), &out)); err != nil {
-		return nil, err
-	}
-	return f.wrap(out), nil
-}
-
-// QuantizedEmbeddingLookup gathers and dequantizes embedding rows.
-func (f *Function) QuantizedEmbeddingLookup(data, indices compute.Value, q *compute.Quantization) (compute.Value, error) {
-	if q == nil {
-		return nil, errors.New("lathe: QuantizedEmbeddingLookup: quantization is nil")
-	}
-	cq := cQuant(q)
-	return f.op1("QuantizedEmbeddingLookup", []compute.Value{data, indices}, func(cs []C.lathe_value_t, out *C.lathe_value_t) C.lathe_status_t {
-		return C.lathe_quantized_embedding_lookup(f.c, cs[0], cs[1], &cq, out)
-	})
 }
 
 // attentionConfig converts GoMLX's options (nil: defaults).

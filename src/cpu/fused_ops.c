@@ -1,7 +1,9 @@
-/* fused.c -- FusedSoftmax, FusedGelu, FusedLayerNorm and FusedDense on the CPU: each reads and
- * writes memory once per pass where the decomposition materialises several temporaries.
- * Float32 and Float64 compute natively; Float16/BFloat16 are widened to Float32 around the
- * Float32 kernel. */
+/* fused_ops.c -- the CPU family of the FUSED kind: the fused ops of the op table (not fusion
+ * regions, which are src/graph/program.c and region.c). FusedSoftmax, FusedGelu, FusedLayerNorm
+ * and FusedDense are computed here, each reading and writing memory once per pass where the
+ * decomposition materialises several temporaries; Float32 and Float64 compute natively,
+ * Float16/BFloat16 are widened to Float32 around the Float32 kernel. The attention ops go to
+ * attention.c and the quantized ops to quantized.c. */
 #include <math.h>
 
 #include "attention.h"

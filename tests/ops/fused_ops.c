@@ -1,4 +1,4 @@
-/* fused.c -- conformance rows for FusedSoftmax, FusedGelu, FusedLayerNorm and FusedDense
+/* fused_ops.c -- conformance rows for FusedSoftmax, FusedGelu, FusedLayerNorm and FusedDense
  * against double-precision references written here. */
 #include "core/core.h"
 #include "testing.h"

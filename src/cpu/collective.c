@@ -1,0 +1,222 @@
+/* collective.c -- AllReduce between the replicas of an SPMD execution on lathe:cpu,devices=N.
+ * Replicas run at once on their queues' threads and meet in shared memory: the k-th collective
+ * call of every replica (they run one program, so their calls line up) posts its operands, waits
+ * until its whole group has posted, reduces the group's values in group order (so every
+ * replica computes the same bits), then waits until all have read before the operands may go. */
+#include <pthread.h>
+
+#include "cpu.h"
+
+typedef struct coll_call {
+  struct coll_call *next;
+  int64_t seq;
+  int posted, read, left;
+  lathe_tensor *const **in; /* per replica: its operands */
+} coll_call;
+
+typedef struct cpu_coll {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int n;
+  int64_t *seq; /* per replica: its next call's number */
+  coll_call *calls;
+} cpu_coll;
+
+static void coll_free(void *p) {
+  cpu_coll *c = p;
+  if (!c) return;
+  while (c->calls) {
+    coll_call *k = c->calls;
+    c->calls = k->next;
+    free(k->in);
+    free(k);
+  }
+  pthread_cond_destroy(&c->cv);
+  pthread_mutex_destroy(&c->mu);
+  free(c->seq);
+  free(c);
+}
+
+static lathe_status_t coll_of(lathe_collective *g, cpu_coll **out) {
+  pthread_mutex_lock(g->mu);
+  if (!g->impl) {
+    cpu_coll *c = calloc(1, sizeof *c);
+    if (c) c->seq = calloc((size_t)g->n_replicas, sizeof(int64_t));
+    if (!c || !c->seq || pthread_mutex_init(&c->mu, NULL) || pthread_cond_init(&c->cv, NULL)) {
+      if (c) free(c->seq);
+      free(c);
+      pthread_mutex_unlock(g->mu);
+      return LATHE_OOM("AllReduce");
+    }
+    c->n = g->n_replicas;
+    g->impl = c;
+    g->impl_free = coll_free;
+  }
+  *out = g->impl;
+  pthread_mutex_unlock(g->mu);
+  return NULL;
+}
+
+bool lathe_cpu_supports_collective(lathe_op op, lathe_dtype dtype) {
+  return op == LATHE_OP_ALL_REDUCE && lathe_dtype_is_valid(dtype) && dtype != LATHE_DTYPE_BOOL &&
+         !lathe_dtype_is_packed(dtype);
+}
+
+/* ---- the reduction of one operand over the group's replicas ---- */
+typedef struct {
+  lathe_op op;
+  lathe_dtype dt;
+  const void *const *src; /* per group member */
+  int m;
+  void *dst;
+} red_job;
+
+#define RED_INT(T, UT)                                                                                  \
+  for (int64_t i = b; i < e; i++) {                                                                     \
+    T v = ((const T *)j->src[0])[i];                                                                    \
+    for (int k = 1; k < j->m; k++) {                                                                    \
+      T x = ((const T *)j->src[k])[i];                                                                  \
+      switch (j->op) {                                                                                  \
+        case LATHE_OP_REDUCE_SUM: v = (T)((UT)v + (UT)x); break;                                        \
+        case LATHE_OP_REDUCE_PRODUCT: v = (T)((UT)v * (UT)x); break;                                    \
+        case LATHE_OP_REDUCE_MAX: v = x > v ? x : v; break;                                             \
+        default: v = x < v ? x : v; break;                                                              \
+      }                                                                                                 \
+    }                                                                                                   \
+    ((T *)j->dst)[i] = v;                                                                               \
+  }
+
+#define RED_FLOAT(T, LOAD, STORE)                                                                        \
+  for (int64_t i = b; i < e; i++) {                                                                     \
+    T v = LOAD(j->src[0], i);                                                                           \
+    for (int k = 1; k < j->m; k++) {                                                                    \
+      T x = LOAD(j->src[k], i);                                                                         \
+      switch (j->op) {                                                                                  \
+        case LATHE_OP_REDUCE_SUM: v = v + x; break;                                                     \
+        case LATHE_OP_REDUCE_PRODUCT: v = v * x; break;                                                 \
+        case LATHE_OP_REDUCE_MAX: v = (v > x || v != v) ? v : x; break;                                 \
+        default: v = (v < x || v != v) ? v : x; break;                                                  \
+      }                                                                                                 \
+    }                                                                                                   \
+    STORE(j->dst, i, v);                                                                                \
+  }
+
+#define LD_F32(p, i) (((const float *)(p))[i])
+#define LD_F64(p, i) (((const double *)(p))[i])
+#define LD_F16(p, i) lathe_f16_to_f32(((const uint16_t *)(p))[i])
+#define LD_BF16(p, i) lathe_bf16_to_f32(((const uint16_t *)(p))[i])
+#define ST_F32(p, i, v) (((float *)(p))[i] = (v))
+#define ST_F64(p, i, v) (((double *)(p))[i] = (v))
+#define ST_F16(p, i, v) (((uint16_t *)(p))[i] = lathe_f32_to_f16(v))
+#define ST_BF16(p, i, v) (((uint16_t *)(p))[i] = lathe_f32_to_bf16(v))
+
+#define RED_COMPLEX(T, R)                                                                                \
+  for (int64_t i = b; i < e; i++) {                                                                     \
+    T v = ((const T *)j->src[0])[i];                                                                    \
+    for (int k = 1; k < j->m; k++) {                                                                    \
+      T x = ((const T *)j->src[k])[i];                                                                  \
+      if (j->op == LATHE_OP_REDUCE_SUM) v = (T){v.re + x.re, v.im + x.im};                              \
+      else v = (T){(R)(v.re * x.re - v.im * x.im), (R)(v.re * x.im + v.im * x.re)};                     \
+    }                                                                                                   \
+    ((T *)j->dst)[i] = v;                                                                               \
+  }
+
+static void reduce_range(void *ctx, int64_t b, int64_t e) {
+  const red_job *j = ctx;
+  switch (j->dt) {
+    case LATHE_DTYPE_INT8: RED_INT(int8_t, uint8_t) break;
+    case LATHE_DTYPE_INT16: RED_INT(int16_t, uint16_t) break;
+    case LATHE_DTYPE_INT32: RED_INT(int32_t, uint32_t) break;
+    case LATHE_DTYPE_INT64: RED_INT(int64_t, uint64_t) break;
+    case LATHE_DTYPE_UINT8: RED_INT(uint8_t, unsigned) break;
+    case LATHE_DTYPE_UINT16: RED_INT(uint16_t, unsigned) break;
+    case LATHE_DTYPE_UINT32: RED_INT(uint32_t, uint32_t) break;
+    case LATHE_DTYPE_UINT64: RED_INT(uint64_t, uint64_t) break;
+    case LATHE_DTYPE_FLOAT32: RED_FLOAT(float, LD_F32, ST_F32) break;
+    case LATHE_DTYPE_FLOAT64: RED_FLOAT(double, LD_F64, ST_F64) break;
+    case LATHE_DTYPE_FLOAT16: RED_FLOAT(float, LD_F16, ST_F16) break;
+    case LATHE_DTYPE_BFLOAT16: RED_FLOAT(float, LD_BF16, ST_BF16) break;
+    case LATHE_DTYPE_COMPLEX64: RED_COMPLEX(lathe_c64, float) break;
+    case LATHE_DTYPE_COMPLEX128: RED_COMPLEX(lathe_c128, double) break;
+    default: break;
+  }
+}
+
+/* The group of replica r: its members in group order. */
+static int group_of(const lathe_node *n, int r, int n_replicas, int *members) {
+  lathe_ilist groups = lathe_attr_all_reduce_groups(n), sizes = lathe_attr_all_reduce_group_sizes(n);
+  if (sizes.n == 0) {
+    for (int k = 0; k < n_replicas; k++) members[k] = k;
+    return n_replicas;
+  }
+  for (int g = 0, at = 0; g < sizes.n; at += (int)sizes.v[g++])
+    for (int k = 0; k < sizes.v[g]; k++)
+      if (groups.v[at + k] == r) {
+        for (int q = 0; q < sizes.v[g]; q++) members[q] = (int)groups.v[at + q];
+        return (int)sizes.v[g];
+      }
+  members[0] = r;
+  return 1;
+}
+
+lathe_status_t lathe_cpu_run_collective(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in,
+                                        lathe_tensor **out) {
+  if (n->op != LATHE_OP_ALL_REDUCE) return LATHE_UNIMPL("%s: not a collective", lathe_op_name(n->op));
+  int replica;
+  lathe_collective *g = lathe_cpu_exec_group(ex, &replica);
+  if (!g) return LATHE_INVALID("AllReduce: the program is not running as SPMD replicas");
+  cpu_coll *c = NULL;
+  LATHE_RETURN_IF_ERROR(coll_of(g, &c));
+  int *members = malloc(sizeof(int) * (size_t)c->n);
+  const void **src = malloc(sizeof(void *) * (size_t)c->n);
+  if (!members || !src) {
+    free(members);
+    free(src);
+    return LATHE_OOM("AllReduce");
+  }
+  /* post this replica's operands for its call number, wait for every replica */
+  pthread_mutex_lock(&c->mu);
+  int64_t seq = c->seq[replica]++;
+  coll_call *call = c->calls;
+  while (call && call->seq != seq) call = call->next;
+  if (!call) {
+    call = calloc(1, sizeof *call);
+    if (call) call->in = calloc((size_t)c->n, sizeof *call->in);
+    if (!call || !call->in) {
+      if (call) free(call->in);
+      free(call);
+      pthread_mutex_unlock(&c->mu);
+      free(members);
+      free(src);
+      return LATHE_OOM("AllReduce");
+    }
+    call->seq = seq;
+    call->next = c->calls;
+    c->calls = call;
+  }
+  call->in[replica] = in;
+  if (++call->posted == c->n) pthread_cond_broadcast(&c->cv);
+  while (call->posted < c->n) pthread_cond_wait(&c->cv, &c->mu);
+  pthread_mutex_unlock(&c->mu);
+  int m = group_of(n, replica, c->n, members);
+  for (int k = 0; k < n->n_operands; k++) {
+    for (int q = 0; q < m; q++) src[q] = call->in[members[q]][k]->data;
+    red_job j = {lathe_attr_all_reduce_reduction(n), out[k]->shape.dtype, src, m, out[k]->data};
+    lathe_parallel_for(lathe_cpu_exec_pool(ex), lathe_shape_size(&out[k]->shape), 1 << 15, reduce_range, &j);
+  }
+  /* every replica has read before any may let its operands go; the last one out frees the call */
+  pthread_mutex_lock(&c->mu);
+  if (++call->read == c->n) pthread_cond_broadcast(&c->cv);
+  while (call->read < c->n) pthread_cond_wait(&c->cv, &c->mu);
+  if (++call->left == c->n) {
+    coll_call **pp = &c->calls;
+    while (*pp != call) pp = &(*pp)->next;
+    *pp = call->next;
+    free(call->in);
+    free(call);
+  }
+  pthread_mutex_unlock(&c->mu);
+  free(members);
+  free(src);
+  return NULL;
+}

@@ -1,0 +1,197 @@
+/* cuda.h -- the CUDA device (lathe:cuda): contexts, memory, kernels and execution on NVIDIA GPUs,
+ * with every CUDA library opened at run time (loader.c). Kernel families follow the CPU's
+ * layout: one file per op kind, each exporting
+ *   bool lathe_cuda_supports_<family>(lathe_op op, lathe_dtype dtype);
+ *   lathe_status_t lathe_cuda_run_<family>(lathe_cuda_exec *ex, const lathe_node *n,
+ *                                          lathe_tensor *const *in, lathe_tensor **out);
+ * with the CPU's contract (cpu.h): `in` holds the operands, `out` the results already allocated
+ * on the device (control ops allocate their own). Tensors' data are device pointers. Kernels are
+ * CUDA C source strings compiled by NVRTC for the device's architecture on first use, cached in
+ * memory and on disk (module.c); sizes are kernel arguments, so a new batch size never
+ * recompiles. */
+#ifndef LATHE_CUDA_H
+#define LATHE_CUDA_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "../graph/program.h"
+#include "../runtime/runtime.h"
+#include "cuda_api.h"
+
+/* ---- loading (loader.c) ---- */
+/* The driver, NVRTC and cuBLASLt, or UNAVAILABLE naming what is missing. */
+lathe_status_t lathe_cuda_load(const lcu_api **out);
+/* NVRTC alone (compiling kernels needs no GPU: tests use this). */
+lathe_status_t lathe_cuda_load_nvrtc(const lcu_api **out);
+bool lathe_cuda_have_cufft(void);
+/* Driver and NVRTC versions as 1000 * major + 10 * minor (0 when not loaded). */
+void lathe_cuda_versions(int *driver, int *nvrtc);
+/* A status for CUDA error r during `what` (NULL for success); out of memory is RESOURCE_EXHAUSTED. */
+lathe_status_t lathe_cuda_error(const lcu_api *api, lcuResult r, const char *what);
+#define LATHE_CU_TRY(api, call, what) LATHE_RETURN_IF_ERROR(lathe_cuda_error((api), (api)->call, (what)))
+
+/* ---- memory (alloc.c): a caching allocator per device ---- */
+typedef struct cuda_block cuda_block;
+typedef struct cuda_alloc {
+  pthread_mutex_t mu;
+  cuda_block **free_lists; /* per size class */
+  size_t cached_bytes, in_use_bytes, peak_bytes;
+} cuda_alloc;
+
+/* ---- compiled kernels (module.c) ---- */
+typedef struct cuda_module cuda_module;
+typedef struct cuda_modules {
+  pthread_mutex_t mu;
+  cuda_module **table;
+  int cap, n;
+} cuda_modules;
+
+/* One GPU. */
+typedef struct cuda_dev {
+  struct lathe_cuda *cu;
+  int ordinal;        /* within the backend */
+  lcuDevice dev;
+  lcuContext ctx;     /* the primary context */
+  int cc;             /* compute capability, 10 * major + minor (90 for Hopper) */
+  int sm_count, max_smem_optin;
+  size_t total_mem;
+  char description[192];
+  cuda_alloc alloc;
+  cuda_modules modules;
+  lcuStream *streams; /* executions and copies take one in turn */
+  int n_streams;
+  atomic_uint next_stream;
+  lcublasLtHandle lt;
+  lcuDeviceptr lt_workspace;
+  size_t lt_workspace_bytes;
+  pthread_mutex_t lt_mu; /* cuBLASLt handles are not to be shared by threads at once */
+  /* host staging: pinned memory for transfers */
+  pthread_mutex_t staging_mu;
+  void *staging;
+  size_t staging_bytes;
+  /* completion: a thread per device waits for each execution's event, then finishes it */
+  pthread_t done_thread;
+  bool done_started, done_stop;
+  pthread_mutex_t done_mu;
+  pthread_cond_t done_cv;
+  struct cuda_pending *done_head, *done_tail;
+} cuda_dev;
+
+typedef struct lathe_cuda {
+  const lcu_api *api;
+  int n_devices;
+  cuda_dev *devs;
+  bool tf32; /* Float32 products may use TF32 tensor cores (option tf32=1; off by default) */
+  bool fuse;
+  char description[256];
+} lathe_cuda;
+
+extern const lathe_device_i lathe_cuda_device;
+
+/* Destroys d's cached cuFFT plans (fft.c; at device teardown, with d's context current). */
+void lathe_cuda_fft_release(cuda_dev *d);
+
+/* Runs fn(arg, status) on d's completion thread once event ev has completed (status: NULL, or
+ * the error the stream reported; fn takes it). */
+lathe_status_t lathe_cuda_when_done(cuda_dev *d, lcuEvent ev, void (*fn)(void *arg, lathe_status_t st), void *arg);
+lathe_status_t lathe_cuda_device_new(const char *options, const lathe_device_i **out_dev, void **out_ctx,
+                                     char **out_config);
+
+/* Makes dev's context current on this thread. */
+lathe_status_t lathe_cuda_use(cuda_dev *d);
+/* Device memory of nbytes (a unique pointer also for 0 bytes), from the caching allocator. */
+lathe_status_t lathe_cuda_malloc(cuda_dev *d, size_t nbytes, lcuDeviceptr *out);
+void lathe_cuda_free(cuda_dev *d, lcuDeviceptr p, size_t nbytes);
+/* Gives every cached block back to the driver (after an out-of-memory error, and at exit). */
+void lathe_cuda_trim(cuda_dev *d);
+lathe_status_t lathe_cuda_alloc_init(cuda_alloc *a);
+void lathe_cuda_alloc_destroy(cuda_dev *d);
+
+/* A device tensor of shape on d (memory from the allocator). */
+lathe_status_t lathe_cuda_tensor_new(cuda_dev *d, const lathe_shape *shape, lathe_tensor **out);
+static inline lcuDeviceptr lathe_cuda_ptr(const lathe_tensor *t) { return (lcuDeviceptr)(uintptr_t)t->data; }
+
+/* ---- kernels ---- */
+/* The C source of the prelude every kernel source gets first (types, half conversions, index
+ * helpers; module.c). */
+const char *lathe_cuda_prelude(void);
+/* Compiles source (the prelude is prepended) for architecture sm_<cc> with NVRTC into a cubin;
+ * NVRTC's log is in the error. *out is malloc'd. Needs NVRTC only (no GPU). */
+lathe_status_t lathe_cuda_compile_source(const char *source, int cc, void **out_cubin, size_t *out_size);
+/* The function `name` of source on device d: compiled once per source (and cached on disk), then
+ * looked up. Thread-safe. */
+lathe_status_t lathe_cuda_kernel(cuda_dev *d, const char *source, const char *name, lcuFunction *out);
+lathe_status_t lathe_cuda_modules_init(cuda_modules *m);
+void lathe_cuda_modules_destroy(cuda_dev *d);
+
+/* ---- execution (exec.c) ---- */
+typedef struct lathe_cuda_exec lathe_cuda_exec;
+cuda_dev *lathe_cuda_exec_dev(lathe_cuda_exec *ex);
+lcuStream lathe_cuda_exec_stream(lathe_cuda_exec *ex);
+const lcu_api *lathe_cuda_exec_api(lathe_cuda_exec *ex);
+/* Launches f on the execution's stream: a 1-D grid of blocks x threads, args as cuLaunchKernel. */
+lathe_status_t lathe_cuda_launch(lathe_cuda_exec *ex, lcuFunction f, unsigned blocks, unsigned threads,
+                                 unsigned shared_bytes, void **args);
+/* Blocks and threads for n elements, one thread each (grid-stride loops cover the rest). */
+void lathe_cuda_grid(int64_t n, unsigned *blocks, unsigned *threads);
+/* A scratch tensor of the execution, freed (stream-ordered) with it. */
+lathe_status_t lathe_cuda_exec_tensor(lathe_cuda_exec *ex, const lathe_shape *shape, lathe_tensor **out);
+/* Runs sub-function fn of the running control op (as lathe_cpu_exec_call). */
+lathe_status_t lathe_cuda_exec_call(lathe_cuda_exec *ex, const lathe_function *fn, lathe_tensor *const *inputs,
+                                    int n_inputs, lathe_tensor **outputs);
+/* For kernels that find bad input while they run (an index out of range that the op defines as
+ * an error): a device word the kernel ORs *out_code into; the execution then fails with
+ * INVALID_ARGUMENT and `message` (copied), reported when its outputs are read. */
+lathe_status_t lathe_cuda_exec_error_flag(lathe_cuda_exec *ex, const char *message, lcuDeviceptr *out_flag,
+                                          uint32_t *out_code);
+/* The CUDA prelude of ew.c's helpers (lt_max, lt_min, lt_key, complex operators and math, ...),
+ * for other families' kernel sources to start with. */
+const char *lathe_cuda_ew_prelude(void);
+/* Copies a device tensor's bytes to host memory (waits for the stream). */
+lathe_status_t lathe_cuda_read(lathe_cuda_exec *ex, const lathe_tensor *t, void *dst, size_t nbytes);
+
+lathe_status_t lathe_cuda_compile(void *ctx, const lathe_program *program, lathe_plan **out);
+void lathe_cuda_plan_free(void *ctx, lathe_plan *plan);
+lathe_status_t lathe_cuda_execute(void *ctx, lathe_plan *plan, const lathe_launch *launch);
+bool lathe_cuda_supports_op(lathe_op op, lathe_dtype dtype);
+lathe_status_t lathe_cuda_run_kernel(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out);
+
+/* ---- shared kernels (layout.c) ---- */
+/* Host images of the prelude's lt_dims / lt_strides (kernel arguments by value). */
+typedef struct lt_dims_h {
+  int rank;
+  int64_t d[16];
+} lt_dims_h;
+typedef struct lt_strides_h {
+  int64_t s[16];
+} lt_strides_h;
+/* n elements (of in's dtype width) moved by one strided kernel: gather: out[i] = in[base +
+ * offset(i)]; scatter: out[base + offset(i)] = in[i]; offset(i) = sum over axes of i's index
+ * in dims times strides. */
+lathe_status_t lathe_cuda_strided(lathe_cuda_exec *ex, bool scatter, const lathe_tensor *in, lathe_tensor *out,
+                                  int64_t n, const lt_dims_h *dims, const lt_strides_h *strides, int64_t base);
+/* out = in, byte for byte (nothing when they share memory). */
+lathe_status_t lathe_cuda_copy(lathe_cuda_exec *ex, const lathe_tensor *in, lathe_tensor *out);
+
+/* ---- sources for tests: every fixed kernel source of every family (NVRTC compile test) ---- */
+typedef void (*lathe_cuda_source_fn)(void *ctx, const char *label, const char *source);
+void lathe_cuda_each_source(lathe_cuda_source_fn fn, void *ctx);
+
+/* ---- Sort (sort.c), run by the control family ---- */
+bool lathe_cuda_supports_sort(lathe_dtype dtype);
+lathe_status_t lathe_cuda_run_sort(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out);
+void lathe_cuda_sources_sort(lathe_cuda_source_fn fn, void *ctx);
+
+/* ---- kernel families ---- */
+#define LATHE_CUDA_FAMILY(K)                                                                          \
+  bool lathe_cuda_supports_##K(lathe_op op, lathe_dtype dtype);                                       \
+  lathe_status_t lathe_cuda_run_##K(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, \
+                                    lathe_tensor **out);                                              \
+  void lathe_cuda_sources_##K(lathe_cuda_source_fn fn, void *ctx);
+#define LATHE_KIND(NAME, family) LATHE_KIND_IF_FAMILY(family, LATHE_CUDA_FAMILY(family))
+#include "../graph/kinds.def"
+#undef LATHE_KIND
+#undef LATHE_CUDA_FAMILY
+
+#endif

@@ -1,0 +1,346 @@
+/* device.c -- the CUDA device: options, one context per GPU (the primary context), streams,
+ * cuBLASLt, pinned staging for host transfers, completion threads, and the device table. Plans
+ * and execution are in exec.c, kernels in the family files. */
+#include <stdio.h>
+
+#include "cuda.h"
+
+enum { N_STREAMS = 8, STAGING_BYTES = 32 << 20, LT_WORKSPACE_BYTES = 32 << 20 };
+
+lathe_status_t lathe_cuda_use(cuda_dev *d) {
+  return lathe_cuda_error(d->cu->api, d->cu->api->cuCtxSetCurrent(d->ctx), "lathe:cuda: cuCtxSetCurrent");
+}
+
+lathe_status_t lathe_cuda_tensor_new(cuda_dev *d, const lathe_shape *shape, lathe_tensor **out) {
+  return lathe_tensor_alloc(&lathe_cuda_device, d->cu, d->ordinal, shape, out);
+}
+
+/* ---- memory slots ---- */
+static lathe_status_t mem_alloc(void *ctx, int device, size_t nbytes, void **out) {
+  lathe_cuda *cu = ctx;
+  lcuDeviceptr p;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_malloc(&cu->devs[device], nbytes, &p));
+  *out = (void *)(uintptr_t)p;
+  return NULL;
+}
+
+static void mem_free(void *ctx, int device, void *mem, size_t nbytes) {
+  lathe_cuda *cu = ctx;
+  lathe_cuda_free(&cu->devs[device], (lcuDeviceptr)(uintptr_t)mem, nbytes);
+}
+
+static lcuStream take_stream(cuda_dev *d) {
+  return d->streams[atomic_fetch_add(&d->next_stream, 1) % (unsigned)d->n_streams];
+}
+
+/* Host <-> device through the pinned staging buffer, a chunk at a time. */
+static lathe_status_t transfer(cuda_dev *d, lcuDeviceptr dev, void *host, size_t n, bool to_device) {
+  const lcu_api *api = d->cu->api;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_use(d));
+  lcuStream s = take_stream(d);
+  lathe_status_t st = NULL;
+  pthread_mutex_lock(&d->staging_mu);
+  for (size_t done = 0; done < n && !st; done += d->staging_bytes) {
+    size_t k = n - done < d->staging_bytes ? n - done : d->staging_bytes;
+    if (to_device) {
+      memcpy(d->staging, (char *)host + done, k);
+      st = lathe_cuda_error(api, api->cuMemcpyHtoDAsync(dev + done, d->staging, k, s), "BufferFromHost: cuMemcpyHtoDAsync");
+    } else {
+      st = lathe_cuda_error(api, api->cuMemcpyDtoHAsync(d->staging, dev + done, k, s), "BufferToHost: cuMemcpyDtoHAsync");
+    }
+    if (!st) st = lathe_cuda_error(api, api->cuStreamSynchronize(s), "lathe:cuda: cuStreamSynchronize");
+    if (!st && !to_device) memcpy((char *)host + done, d->staging, k);
+  }
+  pthread_mutex_unlock(&d->staging_mu);
+  return st;
+}
+
+static lathe_status_t upload(void *ctx, lathe_tensor *t, const void *src, size_t nbytes) {
+  lathe_cuda *cu = ctx;
+  return transfer(&cu->devs[t->device], lathe_cuda_ptr(t), (void *)src, nbytes, true);
+}
+
+static lathe_status_t download(void *ctx, lathe_tensor *t, void *dst, size_t nbytes) {
+  lathe_cuda *cu = ctx;
+  return transfer(&cu->devs[t->device], lathe_cuda_ptr(t), dst, nbytes, false);
+}
+
+/* CopyToDevice between GPUs: a peer copy on the target's stream once the source is computed. */
+static lathe_status_t copy(void *ctx, lathe_tensor *src, lathe_tensor *dst) {
+  lathe_cuda *cu = ctx;
+  LATHE_RETURN_IF_ERROR(lathe_tensor_wait(src));
+  cuda_dev *ds = &cu->devs[src->device], *dd = &cu->devs[dst->device];
+  LATHE_RETURN_IF_ERROR(lathe_cuda_use(dd));
+  lcuStream s = take_stream(dd);
+  const lcu_api *api = cu->api;
+  if (!dst->nbytes) return NULL;
+  lcuResult r = ds == dd ? api->cuMemcpyDtoDAsync(lathe_cuda_ptr(dst), lathe_cuda_ptr(src), dst->nbytes, s)
+                         : api->cuMemcpyPeerAsync(lathe_cuda_ptr(dst), dd->ctx, lathe_cuda_ptr(src), ds->ctx, dst->nbytes, s);
+  LATHE_RETURN_IF_ERROR(lathe_cuda_error(api, r, "CopyToDevice"));
+  return lathe_cuda_error(api, api->cuStreamSynchronize(s), "CopyToDevice: cuStreamSynchronize");
+}
+
+/* ---- description and capabilities ---- */
+static uint32_t caps(void *ctx) {
+  (void)ctx;
+  return LATHE_DEVCAP_ASYNC;
+}
+
+static int num_devices(void *ctx) { return ((lathe_cuda *)ctx)->n_devices; }
+
+static const char *description(void *ctx, int device) {
+  lathe_cuda *cu = ctx;
+  return device >= 0 && device < cu->n_devices ? cu->devs[device].description : cu->description;
+}
+
+static bool supports_op(void *ctx, lathe_op op, lathe_dtype dt) {
+  (void)ctx;
+  return lathe_cuda_supports_op(op, dt);
+}
+
+static bool supports_dtype(void *ctx, lathe_dtype dt) {
+  (void)ctx;
+  return lathe_dtype_is_valid(dt);
+}
+
+static void program_options(void *ctx, lathe_program_options *opt) {
+  opt->fuse = ((lathe_cuda *)ctx)->fuse;
+  opt->plan_memory = true;
+  opt->alignment = 256; /* what cuBLASLt and vector loads like */
+}
+
+/* ---- completion threads ---- */
+typedef struct cuda_pending {
+  struct cuda_pending *next;
+  lcuEvent ev;
+  void (*fn)(void *arg, lathe_status_t st); /* takes st */
+  void *arg;
+} cuda_pending;
+
+static void *done_loop(void *arg) {
+  cuda_dev *d = arg;
+  lathe_status_t ctx_st = lathe_cuda_use(d);
+  pthread_mutex_lock(&d->done_mu);
+  for (;;) {
+    while (!d->done_head && !d->done_stop) pthread_cond_wait(&d->done_cv, &d->done_mu);
+    cuda_pending *p = d->done_head;
+    if (!p) break;
+    d->done_head = p->next;
+    if (!d->done_head) d->done_tail = NULL;
+    pthread_mutex_unlock(&d->done_mu);
+    lathe_status_t st = ctx_st ? lathe_status_new(lathe_status_code_of(ctx_st), "%s", lathe_status_message(ctx_st))
+                               : lathe_cuda_error(d->cu->api, d->cu->api->cuEventSynchronize(p->ev), "lathe:cuda: execution");
+    p->fn(p->arg, st);
+    free(p);
+    pthread_mutex_lock(&d->done_mu);
+  }
+  pthread_mutex_unlock(&d->done_mu);
+  lathe_status_free(ctx_st);
+  return NULL;
+}
+
+lathe_status_t lathe_cuda_when_done(cuda_dev *d, lcuEvent ev, void (*fn)(void *arg, lathe_status_t st), void *arg) {
+  cuda_pending *p = malloc(sizeof *p);
+  if (!p) return LATHE_OOM("lathe:cuda");
+  p->next = NULL;
+  p->ev = ev;
+  p->fn = fn;
+  p->arg = arg;
+  pthread_mutex_lock(&d->done_mu);
+  if (d->done_tail) d->done_tail->next = p;
+  else d->done_head = p;
+  d->done_tail = p;
+  pthread_cond_signal(&d->done_cv);
+  pthread_mutex_unlock(&d->done_mu);
+  return NULL;
+}
+
+/* ---- setup and teardown ---- */
+static void dev_destroy(cuda_dev *d) {
+  const lcu_api *api = d->cu->api;
+  if (d->done_started) {
+    pthread_mutex_lock(&d->done_mu);
+    d->done_stop = true;
+    pthread_cond_signal(&d->done_cv);
+    pthread_mutex_unlock(&d->done_mu);
+    pthread_join(d->done_thread, NULL);
+    pthread_cond_destroy(&d->done_cv);
+    pthread_mutex_destroy(&d->done_mu);
+  }
+  if (!d->ctx) return;
+  lathe_status_t st = lathe_cuda_use(d);
+  if (!st) {
+    lathe_cuda_fft_release(d);
+    for (int i = 0; i < d->n_streams; i++)
+      if (d->streams[i]) api->cuStreamDestroy(d->streams[i]);
+    if (d->lt) api->cublasLtDestroy(d->lt);
+    if (d->staging) api->cuMemFreeHost(d->staging);
+  }
+  lathe_status_free(st);
+  if (d->lt_workspace) lathe_cuda_free(d, d->lt_workspace, d->lt_workspace_bytes);
+  lathe_cuda_modules_destroy(d);
+  lathe_cuda_alloc_destroy(d);
+  free(d->streams);
+  pthread_mutex_destroy(&d->lt_mu);
+  pthread_mutex_destroy(&d->staging_mu);
+  api->cuDevicePrimaryCtxRelease(d->dev);
+  d->ctx = NULL;
+}
+
+static lathe_status_t dev_init(lathe_cuda *cu, cuda_dev *d, int ordinal, int gpu) {
+  const lcu_api *api = cu->api;
+  d->cu = cu;
+  d->ordinal = ordinal;
+  LATHE_CU_TRY(api, cuDeviceGet(&d->dev, gpu), "lathe:cuda: cuDeviceGet");
+  LATHE_CU_TRY(api, cuDevicePrimaryCtxRetain(&d->ctx, d->dev), "lathe:cuda: cuDevicePrimaryCtxRetain");
+  pthread_mutex_init(&d->lt_mu, NULL);
+  pthread_mutex_init(&d->staging_mu, NULL);
+  LATHE_RETURN_IF_ERROR(lathe_cuda_alloc_init(&d->alloc));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_modules_init(&d->modules));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_use(d));
+  int major = 0, minor = 0;
+  char name[128] = "";
+  api->cuDeviceGetAttribute(&major, LCU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, d->dev);
+  api->cuDeviceGetAttribute(&minor, LCU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, d->dev);
+  api->cuDeviceGetAttribute(&d->sm_count, LCU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, d->dev);
+  api->cuDeviceGetAttribute(&d->max_smem_optin, LCU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, d->dev);
+  api->cuDeviceGetName(name, sizeof name, d->dev);
+  api->cuDeviceTotalMem(&d->total_mem, d->dev);
+  d->cc = 10 * major + minor;
+  snprintf(d->description, sizeof d->description, "cuda:%d %s (sm_%d, %zu MiB)", ordinal, name, d->cc,
+           d->total_mem >> 20);
+  d->n_streams = N_STREAMS;
+  d->streams = calloc(N_STREAMS, sizeof(lcuStream));
+  if (!d->streams) return LATHE_OOM("lathe:cuda");
+  for (int i = 0; i < N_STREAMS; i++)
+    LATHE_CU_TRY(api, cuStreamCreate(&d->streams[i], LCU_STREAM_NON_BLOCKING), "lathe:cuda: cuStreamCreate");
+  d->staging_bytes = STAGING_BYTES;
+  LATHE_CU_TRY(api, cuMemHostAlloc(&d->staging, d->staging_bytes, LCU_MEMHOSTALLOC_PORTABLE), "lathe:cuda: cuMemHostAlloc");
+  if (api->cublasLtCreate(&d->lt) != LCUBLAS_STATUS_SUCCESS)
+    return lathe_status_new(LATHE_STATUS_UNAVAILABLE, "lathe:cuda: cublasLtCreate failed on device %d", ordinal);
+  d->lt_workspace_bytes = LT_WORKSPACE_BYTES;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_malloc(d, d->lt_workspace_bytes, &d->lt_workspace));
+  pthread_mutex_init(&d->done_mu, NULL);
+  pthread_cond_init(&d->done_cv, NULL);
+  if (pthread_create(&d->done_thread, NULL, done_loop, d)) {
+    pthread_cond_destroy(&d->done_cv);
+    pthread_mutex_destroy(&d->done_mu);
+    return lathe_status_new(LATHE_STATUS_RESOURCE_EXHAUSTED, "lathe:cuda: cannot start a completion thread");
+  }
+  d->done_started = true;
+  return NULL;
+}
+
+static void *destroy_now(void *ctx) {
+  lathe_cuda *cu = ctx;
+  for (int i = 0; cu->devs && i < cu->n_devices; i++) dev_destroy(&cu->devs[i]);
+  free(cu->devs);
+  free(cu);
+  return NULL;
+}
+
+/* The last reference to the backend may drop on a completion thread (a launch's token released
+ * when its work is done): that thread cannot join itself, so a detached thread tears down. */
+static void destroy(void *ctx) {
+  lathe_cuda *cu = ctx;
+  bool on_own_thread = false;
+  for (int i = 0; cu->devs && i < cu->n_devices; i++)
+    on_own_thread |= cu->devs[i].done_started && pthread_equal(cu->devs[i].done_thread, pthread_self());
+  pthread_t t;
+  if (on_own_thread) {
+    if (pthread_create(&t, NULL, destroy_now, cu) == 0) pthread_detach(t);
+    /* else: without a thread to tear down from, the backend's resources stay (a leak, not a crash) */
+    return;
+  }
+  destroy_now(cu);
+}
+
+const lathe_device_i lathe_cuda_device = {
+    .struct_size = sizeof(lathe_device_i),
+    .api_version = LATHE_DEVICE_API_VERSION,
+    .name = "cuda",
+    .caps = caps,
+    .num_devices = num_devices,
+    .description = description,
+    .supports_op = supports_op,
+    .supports_dtype = supports_dtype,
+    .destroy = destroy,
+    .mem_alloc = mem_alloc,
+    .mem_free = mem_free,
+    .upload = upload,
+    .download = download,
+    .copy = copy,
+    .program_options = program_options,
+    .compile = lathe_cuda_compile,
+    .plan_free = lathe_cuda_plan_free,
+    .execute = lathe_cuda_execute,
+};
+
+lathe_status_t lathe_cuda_device_new(const char *options, const lathe_device_i **out_dev, void **out_ctx,
+                                     char **out_config) {
+  int only = -1;
+  bool tf32 = false, fuse = true;
+  const char *p = options ? options : "";
+  while (*p) {
+    const char *end = strchr(p, ',');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    char v[32] = "";
+    if (len > 7 && !strncmp(p, "device=", 7)) {
+      snprintf(v, sizeof v, "%.*s", (int)(len - 7), p + 7);
+      char *e;
+      long x = strtol(v, &e, 10);
+      if (!*v || *e || x < 0 || x > 1024) return LATHE_INVALID("lathe:cuda: device must be a GPU number, got \"%s\"", v);
+      only = (int)x;
+    } else if (len == 6 && (!strncmp(p, "tf32=0", 6) || !strncmp(p, "tf32=1", 6))) {
+      tf32 = p[5] == '1';
+    } else if (len == 6 && (!strncmp(p, "fuse=0", 6) || !strncmp(p, "fuse=1", 6))) {
+      fuse = p[5] == '1';
+    } else if (len) {
+      return LATHE_INVALID("lathe:cuda: unknown option \"%.*s\"; known options: device=N, tf32=0|1, fuse=0|1", (int)len, p);
+    }
+    p += len;
+    if (*p == ',') p++;
+  }
+  const lcu_api *api;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_load(&api));
+  int count = 0;
+  lcuResult r = api->cuDeviceGetCount(&count);
+  if (r != LCU_SUCCESS || count == 0)
+    return lathe_status_new(LATHE_STATUS_UNAVAILABLE, "lathe:cuda: no CUDA device found (the driver reports %d)", count);
+  if (only >= count)
+    return LATHE_INVALID("lathe:cuda: device=%d, but there %s %d GPU%s", only, count == 1 ? "is" : "are", count, count == 1 ? "" : "s");
+  lathe_cuda *cu = calloc(1, sizeof *cu);
+  if (!cu) return LATHE_OOM("lathe:cuda");
+  cu->api = api;
+  cu->tf32 = tf32;
+  cu->fuse = fuse;
+  cu->n_devices = only >= 0 ? 1 : count;
+  cu->devs = calloc((size_t)cu->n_devices, sizeof(cuda_dev));
+  lathe_status_t st = cu->devs ? NULL : LATHE_OOM("lathe:cuda");
+  for (int i = 0; !st && i < cu->n_devices; i++) st = dev_init(cu, &cu->devs[i], i, only >= 0 ? only : i);
+  /* peer access between every pair that allows it (CopyToDevice then goes GPU to GPU) */
+  for (int i = 0; !st && i < cu->n_devices; i++)
+    for (int j = 0; j < cu->n_devices; j++) {
+      int can = 0;
+      if (i == j || api->cuDeviceCanAccessPeer(&can, cu->devs[i].dev, cu->devs[j].dev) != LCU_SUCCESS || !can) continue;
+      if (!(st = lathe_cuda_use(&cu->devs[i]))) api->cuCtxEnablePeerAccess(cu->devs[j].ctx, 0);
+    }
+  char *conf = st ? NULL : malloc(64);
+  if (!st && !conf) st = LATHE_OOM("lathe:cuda");
+  if (st) {
+    destroy(cu);
+    return st;
+  }
+  int driver, nvrtc;
+  lathe_cuda_versions(&driver, &nvrtc);
+  snprintf(cu->description, sizeof cu->description, "cuda (%d GPU%s: %s%s; driver %d.%d, NVRTC %d.%d%s)", cu->n_devices,
+           cu->n_devices == 1 ? "" : "s", cu->devs[0].description + 7, cu->n_devices > 1 ? ", ..." : "", driver / 1000,
+           driver % 1000 / 10, nvrtc / 1000, nvrtc % 1000 / 10, tf32 ? ", TF32" : "");
+  int n = only >= 0 ? snprintf(conf, 64, "cuda,device=%d", only) : snprintf(conf, 64, "cuda");
+  if (tf32) n += snprintf(conf + n, (size_t)(64 - n), ",tf32=1");
+  if (!fuse) snprintf(conf + n, (size_t)(64 - n), ",fuse=0");
+  *out_dev = &lathe_cuda_device;
+  *out_ctx = cu;
+  *out_config = conf;
+  return NULL;
+}

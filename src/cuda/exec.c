@@ -1,0 +1,722 @@
+/* exec.c -- CUDA plans and execution. An execution walks the program's steps on the calling
+ * thread and launches kernels on one stream of its device (one stream per execution, taken in
+ * turn from a pool); it returns once the launches are queued. Its outputs carry an event backed
+ * by a CUDA event recorded at the end; the device's completion thread waits for it, then
+ * signals the event and releases what the execution used: inputs, intermediates (kept until the
+ * stream is done, so no other stream reuses their memory early) and the arenas.
+ *
+ * Control flow runs on the host: While and If read their predicate back (the stream is waited
+ * for at that point), then launch the chosen sub-function's steps on the same stream. */
+#include <stdio.h>
+
+#include "cuda.h"
+
+/* ---- plans ---- */
+typedef struct cuda_arena {
+  lcuDeviceptr mem;
+  lathe_tensor *views; /* by slot: planned slots only */
+} cuda_arena;
+
+typedef struct arena_set {
+  struct arena_set *next;
+  int device;
+  cuda_arena *fns; /* per program function, made on first use */
+} arena_set;
+
+typedef struct cuda_fn {
+  const lathe_pfunc *pf;
+  int *const_slots;
+  int n_consts;
+  int max_in;
+} cuda_fn;
+
+struct lathe_plan {
+  lathe_cuda *cu;
+  const lathe_program *prog;
+  cuda_fn *fns;
+  int n_fns;
+  pthread_mutex_t mu;   /* guards consts and spare */
+  lathe_tensor ***consts; /* [device][function index * 0 + slot over all functions]: see const_of */
+  int64_t *const_base;  /* per function: index of its first slot in the consts arrays */
+  int64_t n_const_entries;
+  arena_set *spare;
+  int n_spare;
+};
+
+enum { MAX_SPARE_ARENAS = 8 };
+
+static void arena_set_free(lathe_plan *p, arena_set *a) {
+  if (!a) return;
+  cuda_dev *d = &p->cu->devs[a->device];
+  for (int f = 0; f < p->n_fns; f++) {
+    if (a->fns[f].mem) lathe_cuda_free(d, a->fns[f].mem, (size_t)p->fns[f].pf->arena_bytes);
+    free(a->fns[f].views);
+  }
+  free(a->fns);
+  free(a);
+}
+
+void lathe_cuda_plan_free(void *ctx, lathe_plan *p) {
+  (void)ctx;
+  if (!p) return;
+  for (int dv = 0; p->consts && dv < p->cu->n_devices; dv++) {
+    for (int64_t k = 0; p->consts[dv] && k < p->n_const_entries; k++) lathe_tensor_release(p->consts[dv][k]);
+    free(p->consts[dv]);
+  }
+  free(p->consts);
+  while (p->spare) {
+    arena_set *a = p->spare;
+    p->spare = a->next;
+    arena_set_free(p, a);
+  }
+  for (int i = 0; p->fns && i < p->n_fns; i++) free(p->fns[i].const_slots);
+  free(p->fns);
+  free(p->const_base);
+  pthread_mutex_destroy(&p->mu);
+  free(p);
+}
+
+static lathe_status_t check_supported(const lathe_node *n) {
+  lathe_op_kind k = lathe_op_kind_of(n->op);
+  if (k == LATHE_KIND_INTERNAL || n->op == LATHE_OP_PARAMETER || n->op == LATHE_OP_CONSTANT) return NULL;
+  lathe_dtype dt = n->n_operands ? n->in[0]->shape.dtype : (n->multi ? n->out_shapes[0].dtype : n->shape.dtype);
+  if (!lathe_cuda_supports_op(n->op, dt))
+    return LATHE_UNIMPL("%s: not implemented on lathe:cuda for %s", lathe_op_name(n->op), lathe_dtype_name(dt));
+  return NULL;
+}
+
+static lathe_status_t check_step(const lathe_pfunc *pf, const lathe_pstep *s) {
+  if (s->region < 0) return check_supported(s->node);
+  const lathe_pregion *g = &pf->regions[s->region];
+  const lathe_pregion *parts[3] = {g, NULL, NULL};
+  if (g->kind == LATHE_PREGION_REDUCE) {
+    LATHE_RETURN_IF_ERROR(check_supported(g->reduce));
+    parts[0] = g->prologue >= 0 ? &pf->regions[g->prologue] : NULL;
+    parts[1] = g->epilogue >= 0 ? &pf->regions[g->epilogue] : NULL;
+  }
+  for (int k = 0; k < 3; k++)
+    for (int m = 0; parts[k] && m < parts[k]->n_members; m++) LATHE_RETURN_IF_ERROR(check_supported(parts[k]->members[m].node));
+  return NULL;
+}
+
+lathe_status_t lathe_cuda_compile(void *ctx, const lathe_program *prog, lathe_plan **out) {
+  lathe_cuda *cu = ctx;
+  lathe_plan *p = calloc(1, sizeof *p);
+  if (!p) return LATHE_OOM("Compile");
+  p->cu = cu;
+  p->prog = prog;
+  p->n_fns = prog->n_fns;
+  p->fns = calloc((size_t)prog->n_fns, sizeof(cuda_fn));
+  p->const_base = calloc((size_t)prog->n_fns + 1, sizeof(int64_t));
+  p->consts = calloc((size_t)cu->n_devices, sizeof(lathe_tensor **));
+  lathe_status_t st = (!p->fns || !p->const_base || !p->consts || pthread_mutex_init(&p->mu, NULL)) ? LATHE_OOM("Compile") : NULL;
+  for (int i = 0; !st && i < prog->n_fns; i++) {
+    const lathe_pfunc *pf = &prog->fns[i];
+    cuda_fn *f = &p->fns[i];
+    f->pf = pf;
+    p->const_base[i] = p->n_const_entries;
+    p->n_const_entries += pf->n_slots;
+    for (int s = 0; !st && s < pf->n_steps; s++) {
+      st = check_step(pf, &pf->steps[s]);
+      if (pf->steps[s].n_in > f->max_in) f->max_in = pf->steps[s].n_in;
+    }
+    f->const_slots = malloc(sizeof(int) * (size_t)(pf->n_slots + 1));
+    if (!st && !f->const_slots) st = LATHE_OOM("Compile");
+    for (int k = 0; !st && k < pf->n_slots; k++)
+      if (pf->slots[k].kind == LATHE_PSLOT_CONST) f->const_slots[f->n_consts++] = k;
+  }
+  if (st) {
+    lathe_cuda_plan_free(NULL, p);
+    return st;
+  }
+  *out = p;
+  return NULL;
+}
+
+/* Constant tensors of function fi on device d (uploaded on first use, then kept by the plan). */
+static lathe_status_t consts_on(lathe_plan *p, cuda_dev *d, int fi, lathe_tensor ***out) {
+  pthread_mutex_lock(&p->mu);
+  lathe_status_t st = NULL;
+  if (!p->consts[d->ordinal]) {
+    p->consts[d->ordinal] = calloc((size_t)p->n_const_entries + 1, sizeof(lathe_tensor *));
+    if (!p->consts[d->ordinal]) st = LATHE_OOM("Execute");
+  }
+  lathe_tensor **c = st ? NULL : p->consts[d->ordinal] + p->const_base[fi];
+  const cuda_fn *f = &p->fns[fi];
+  for (int k = 0; !st && k < f->n_consts; k++) {
+    int slot = f->const_slots[k];
+    if (c[slot]) continue;
+    const lathe_pslot *sl = &f->pf->slots[slot];
+    lathe_tensor *t;
+    st = lathe_cuda_tensor_new(d, &sl->shape, &t);
+    lathe_bytes v = lathe_attr_constant_value(sl->node);
+    if (!st && v.size) st = lathe_cuda_device.upload(p->cu, t, v.data, v.size);
+    if (st) lathe_tensor_release(t);
+    else c[slot] = t;
+  }
+  pthread_mutex_unlock(&p->mu);
+  *out = c;
+  return st;
+}
+
+static lathe_status_t arenas_take(lathe_plan *p, int device, arena_set **out) {
+  pthread_mutex_lock(&p->mu);
+  arena_set **pp = &p->spare;
+  while (*pp && (*pp)->device != device) pp = &(*pp)->next;
+  arena_set *a = *pp;
+  if (a) {
+    *pp = a->next;
+    p->n_spare--;
+  }
+  pthread_mutex_unlock(&p->mu);
+  if (!a) {
+    a = calloc(1, sizeof *a);
+    if (a) a->fns = calloc((size_t)p->n_fns, sizeof(cuda_arena));
+    if (!a || !a->fns) {
+      free(a);
+      return LATHE_OOM("Execute");
+    }
+    a->device = device;
+  }
+  *out = a;
+  return NULL;
+}
+
+static void arenas_give_back(lathe_plan *p, arena_set *a) {
+  pthread_mutex_lock(&p->mu);
+  if (p->n_spare < MAX_SPARE_ARENAS) {
+    a->next = p->spare;
+    p->spare = a;
+    p->n_spare++;
+    a = NULL;
+  }
+  pthread_mutex_unlock(&p->mu);
+  arena_set_free(p, a);
+}
+
+static lathe_status_t arena_ready(cuda_dev *d, const cuda_fn *f, cuda_arena *a) {
+  const lathe_pfunc *pf = f->pf;
+  if (a->views || !pf->arena_bytes) return NULL;
+  a->views = calloc((size_t)pf->n_slots + 1, sizeof(lathe_tensor));
+  if (!a->views) return LATHE_OOM("Execute");
+  lathe_status_t st = lathe_cuda_malloc(d, (size_t)pf->arena_bytes, &a->mem);
+  if (st) {
+    free(a->views);
+    a->views = NULL;
+    return st;
+  }
+  for (int k = 0; k < pf->n_slots; k++) {
+    const lathe_pslot *sl = &pf->slots[k];
+    if (sl->offset < 0) continue;
+    lathe_tensor *v = &a->views[k];
+    v->flags = LATHE_TENSOR_VIEW;
+    v->shape = sl->shape;
+    for (int i = 0; i < LATHE_MAX_RANK; i++) v->shape.axis_names[i] = NULL;
+    v->nbytes = (size_t)sl->nbytes;
+    v->data = (void *)(uintptr_t)(a->mem + (lcuDeviceptr)sl->offset);
+    v->device = d->ordinal;
+    v->dev = &lathe_cuda_device;
+    v->dev_ctx = d->cu;
+  }
+  return NULL;
+}
+
+/* ---- execution ---- */
+typedef struct frame {
+  const cuda_fn *f;
+  int fi;
+  lathe_tensor **vals;
+  cuda_arena *arena;
+  lathe_tensor **consts;
+  const lathe_pstep *step;
+  lathe_tensor **step_in;
+  lathe_tensor **shells; /* main function: output shells by slot */
+} frame;
+
+struct lathe_cuda_exec {
+  lathe_cuda *cu;
+  cuda_dev *d;
+  lathe_plan *plan;
+  lcuStream stream;
+  arena_set *arenas;
+  frame *cur;
+  /* tensors released during the walk, freed once the stream has finished with them */
+  lathe_tensor **dead;
+  int n_dead, cap_dead;
+  /* finishing */
+  lathe_tensor **inputs;
+  int n_inputs;
+  void (*release)(void *);
+  void *token;
+  lathe_event *done;
+  lcuEvent ev;
+  bool ev_owned; /* by done's native handle */
+  /* errors found by kernels: a device word they set, and the message of each code */
+  lathe_tensor *err_word;
+  char *err_msgs[8];
+  int n_err_msgs;
+};
+
+cuda_dev *lathe_cuda_exec_dev(lathe_cuda_exec *ex) { return ex->d; }
+lcuStream lathe_cuda_exec_stream(lathe_cuda_exec *ex) { return ex->stream; }
+const lcu_api *lathe_cuda_exec_api(lathe_cuda_exec *ex) { return ex->cu->api; }
+
+void lathe_cuda_grid(int64_t n, unsigned *blocks, unsigned *threads) {
+  *threads = 256;
+  int64_t b = (n + 255) / 256;
+  if (b < 1) b = 1;
+  if (b > 65535 * 8) b = 65535 * 8; /* grid-stride loops cover the rest */
+  *blocks = (unsigned)b;
+}
+
+lathe_status_t lathe_cuda_launch(lathe_cuda_exec *ex, lcuFunction f, unsigned blocks, unsigned threads,
+                                 unsigned shared_bytes, void **args) {
+  const lcu_api *api = ex->cu->api;
+  if (shared_bytes > 48 * 1024)
+    LATHE_CU_TRY(api, cuFuncSetAttribute(f, LCU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, (int)shared_bytes),
+                 "lathe:cuda: cuFuncSetAttribute");
+  return lathe_cuda_error(api, api->cuLaunchKernel(f, blocks, 1, 1, threads, 1, 1, shared_bytes, ex->stream, args, NULL),
+                          "lathe:cuda: cuLaunchKernel");
+}
+
+/* Keeps t until the stream is done (releasing it now could hand its memory to another stream). */
+static void bury(lathe_cuda_exec *ex, lathe_tensor *t) {
+  if (!t || (t->flags & LATHE_TENSOR_VIEW)) return;
+  if (ex->n_dead == ex->cap_dead) {
+    int nc = ex->cap_dead ? 2 * ex->cap_dead : 64;
+    lathe_tensor **n = realloc(ex->dead, sizeof *n * (size_t)nc);
+    if (!n) { /* cannot keep it: wait for the stream instead, then release */
+      ex->cu->api->cuStreamSynchronize(ex->stream);
+      lathe_tensor_release(t);
+      return;
+    }
+    ex->dead = n;
+    ex->cap_dead = nc;
+  }
+  ex->dead[ex->n_dead++] = t;
+}
+
+lathe_status_t lathe_cuda_exec_tensor(lathe_cuda_exec *ex, const lathe_shape *shape, lathe_tensor **out) {
+  lathe_tensor *t;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_tensor_new(ex->d, shape, &t));
+  lathe_tensor_retain(t);
+  bury(ex, t); /* the execution's reference, dropped when the stream is done */
+  *out = t;
+  return NULL;
+}
+
+lathe_status_t lathe_cuda_read(lathe_cuda_exec *ex, const lathe_tensor *t, void *dst, size_t nbytes) {
+  const lcu_api *api = ex->cu->api;
+  LATHE_CU_TRY(api, cuMemcpyDtoHAsync(dst, lathe_cuda_ptr(t), nbytes, ex->stream), "lathe:cuda: reading a value back");
+  return lathe_cuda_error(api, api->cuStreamSynchronize(ex->stream), "lathe:cuda: reading a value back");
+}
+
+/* The tensor for result slot (a reference): an arena view, the output shell, or fresh memory. */
+static lathe_status_t result_tensor(lathe_cuda_exec *ex, int slot, lathe_tensor **out) {
+  frame *f = ex->cur;
+  const lathe_pslot *sl = &f->f->pf->slots[slot];
+  if (sl->offset >= 0 && f->arena->views) {
+    *out = &f->arena->views[slot];
+    return NULL;
+  }
+  lathe_tensor *shell = f->shells ? f->shells[slot] : NULL;
+  if (shell && !shell->data && shell->nbytes == (size_t)sl->nbytes) {
+    lcuDeviceptr p;
+    LATHE_RETURN_IF_ERROR(lathe_cuda_malloc(ex->d, shell->nbytes, &p));
+    shell->data = (void *)(uintptr_t)p;
+    *out = lathe_tensor_retain(shell);
+    return NULL;
+  }
+  return lathe_cuda_tensor_new(ex->d, &sl->shape, out);
+}
+
+/* Sub-byte integers: widened to 8 bits around kernels that compute on values, as on the CPU. */
+static const char pack_src[] =
+    "extern \"C\" __global__ void lt_unpack(const uint8_t *p, int8_t *w, int64_t n, int bits, int sign) {\n"
+    "  LT_LOOP(i, n) {\n"
+    "    int64_t bit = i * bits; unsigned v = (p[bit >> 3] >> (bit & 7)) & ((1u << bits) - 1);\n"
+    "    w[i] = sign && (v >> (bits - 1)) ? (int8_t)((int)v - (1 << bits)) : (int8_t)v;\n"
+    "  }\n"
+    "}\n"
+    "extern \"C\" __global__ void lt_pack(uint8_t *p, const int8_t *w, int64_t n, int bits) {\n"
+    "  int per = 8 / bits; int64_t bytes = (n * bits + 7) / 8;\n"
+    "  LT_LOOP(b, bytes) {\n"
+    "    unsigned v = 0;\n"
+    "    for (int k = 0; k < per && b * per + k < n; k++) v |= ((unsigned)(uint8_t)w[b * per + k] & ((1u << bits) - 1)) << (k * bits);\n"
+    "    p[b] = (uint8_t)v;\n"
+    "  }\n"
+    "}\n";
+
+static lathe_dtype widened(lathe_dtype dt) {
+  if (!lathe_dtype_is_packed(dt)) return dt;
+  return lathe_dtype_class_of(dt) == LATHE_CLASS_SINT ? LATHE_DTYPE_INT8 : LATHE_DTYPE_UINT8;
+}
+
+static lathe_status_t widen(lathe_cuda_exec *ex, lathe_tensor *t, lathe_tensor **out) {
+  lathe_shape s = t->shape;
+  s.dtype = widened(s.dtype);
+  LATHE_RETURN_IF_ERROR(lathe_cuda_exec_tensor(ex, &s, out));
+  lcuFunction f;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(ex->d, pack_src, "lt_unpack", &f));
+  lcuDeviceptr p = lathe_cuda_ptr(t), w = lathe_cuda_ptr(*out);
+  int64_t n = lathe_shape_size(&t->shape);
+  int bits = lathe_dtype_bits(t->shape.dtype), sign = lathe_dtype_class_of(t->shape.dtype) == LATHE_CLASS_SINT;
+  void *args[] = {&p, &w, &n, &bits, &sign};
+  unsigned b, th;
+  lathe_cuda_grid(n, &b, &th);
+  return lathe_cuda_launch(ex, f, b, th, 0, args);
+}
+
+static lathe_status_t narrow(lathe_cuda_exec *ex, const lathe_tensor *wide, lathe_tensor *t) {
+  lcuFunction f;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(ex->d, pack_src, "lt_pack", &f));
+  lcuDeviceptr p = lathe_cuda_ptr(t), w = lathe_cuda_ptr(wide);
+  int64_t n = lathe_shape_size(&t->shape);
+  int bits = lathe_dtype_bits(t->shape.dtype);
+  void *args[] = {&p, &w, &n, &bits};
+  unsigned b, th;
+  lathe_cuda_grid((n * bits + 7) / 8, &b, &th);
+  return lathe_cuda_launch(ex, f, b, th, 0, args);
+}
+
+/* A copy of t in fresh device memory (for views leaving their arena). */
+static lathe_status_t detach(lathe_cuda_exec *ex, lathe_tensor **t) {
+  lathe_tensor *c;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_tensor_new(ex->d, &(*t)->shape, &c));
+  lathe_status_t st = (*t)->nbytes ? lathe_cuda_error(ex->cu->api,
+                                                      ex->cu->api->cuMemcpyDtoDAsync(lathe_cuda_ptr(c), lathe_cuda_ptr(*t),
+                                                                                     (*t)->nbytes, ex->stream),
+                                                      "lathe:cuda: copy")
+                                   : NULL;
+  if (st) {
+    lathe_tensor_release(c);
+    return st;
+  }
+  *t = c;
+  return NULL;
+}
+
+static lathe_status_t run_node(lathe_cuda_exec *ex, frame *f, int pos, const lathe_pstep *sp) {
+  const lathe_pfunc *pf = f->f->pf;
+  const lathe_node *n = sp->node;
+  enum { MAXS = 16 };
+  lathe_tensor *out_s[MAXS], *win_s[MAXS], *wout_s[MAXS];
+  int nin = n->n_operands, nout = sp->n_out;
+  lathe_tensor **in = f->step_in;
+  lathe_tensor **win = nin <= MAXS ? win_s : calloc((size_t)nin, sizeof *win);
+  lathe_tensor **out = nout <= MAXS ? out_s : calloc((size_t)nout, sizeof *out);
+  lathe_tensor **wout = nout <= MAXS ? wout_s : calloc((size_t)nout, sizeof *wout);
+  lathe_status_t st = (!win || !out || !wout) ? LATHE_OOM(lathe_op_name(n->op)) : NULL;
+  if (st) goto done;
+  memset(out, 0, sizeof *out * (size_t)nout);
+  memset(wout, 0, sizeof *wout * (size_t)nout);
+  memset(win, 0, sizeof *win * (size_t)nin);
+  lathe_op_kind kind = lathe_op_kind_of(n->op);
+  bool makes_results = kind == LATHE_KIND_CONTROL || kind == LATHE_KIND_BARRIER;
+  for (int k = 0; k < nout && !makes_results; k++) {
+    const lathe_pslot *sl = &pf->slots[sp->out[k]];
+    if (lathe_op_has(n->op, LATHE_OPF_INPLACE) && sl->offset < 0)
+      for (int i = 0; i < nin; i++) { /* a dying, unshared operand (a donated input) */
+        lathe_tensor *t = in[i];
+        if (pf->slots[sp->in[i]].last_use != pos || (t->flags & LATHE_TENSOR_VIEW) || atomic_load(&t->refs) != 1 ||
+            !lathe_shape_equal(&t->shape, &sl->shape) || lathe_dtype_is_packed(sl->shape.dtype))
+          continue;
+        bool taken = false;
+        for (int j = 0; j < k; j++) taken |= out[j] == t;
+        if (taken) continue;
+        out[k] = lathe_tensor_retain(t);
+        break;
+      }
+    if (!out[k] && (st = result_tensor(ex, sp->out[k], &out[k]))) goto done;
+  }
+  if (makes_results || lathe_op_has(n->op, LATHE_OPF_PACKED)) {
+    st = lathe_cuda_run_kernel(ex, n, in, out);
+  } else {
+    for (int i = 0; i < nin && !st; i++)
+      st = lathe_dtype_is_packed(in[i]->shape.dtype) ? widen(ex, in[i], &win[i]) : (win[i] = lathe_tensor_retain(in[i]), NULL);
+    for (int k = 0; k < nout && !st; k++) {
+      if (lathe_dtype_is_packed(out[k]->shape.dtype)) {
+        lathe_shape ws = out[k]->shape;
+        ws.dtype = widened(ws.dtype);
+        st = lathe_cuda_exec_tensor(ex, &ws, &wout[k]);
+      } else {
+        wout[k] = lathe_tensor_retain(out[k]);
+      }
+    }
+    if (!st) st = lathe_cuda_run_kernel(ex, n, win, wout);
+    for (int k = 0; k < nout && !st; k++)
+      if (wout[k] != out[k]) st = narrow(ex, wout[k], out[k]);
+  }
+  for (int k = 0; k < nout && !st && kind == LATHE_KIND_CONTROL; k++)
+    if (out[k] && (out[k]->flags & LATHE_TENSOR_VIEW)) st = detach(ex, &out[k]);
+  if (st) {
+    st = lathe_status_annotate(st, "executing %s (node %d of \"%s\") on lathe:cuda", lathe_op_name(n->op), n->id,
+                               pf->fn->name);
+    goto done;
+  }
+  for (int k = 0; k < nout; k++) f->vals[sp->out[k]] = out[k], out[k] = NULL;
+done:
+  for (int i = 0; win && i < nin; i++) bury(ex, win[i]);
+  for (int k = 0; out && k < nout; k++) bury(ex, out[k]);
+  for (int k = 0; wout && k < nout; k++) bury(ex, wout[k]);
+  if (win != win_s) free(win);
+  if (out != out_s) free(out);
+  if (wout != wout_s) free(wout);
+  return st;
+}
+
+lathe_status_t lathe_cuda_region_loop(lathe_cuda_exec *ex, const lathe_pregion *g, lathe_tensor **vals,
+                                      lathe_status_t (*result)(lathe_cuda_exec *, int slot, lathe_tensor **));
+
+/* A region: one generated kernel for a LOOP; a REDUCE region runs its prologue, the reduction
+ * and its epilogue in turn (through the region's internal slots). */
+static lathe_status_t run_region(lathe_cuda_exec *ex, const lathe_pstep *sp) {
+  frame *f = ex->cur;
+  const lathe_pfunc *pf = f->f->pf;
+  const lathe_pregion *g = &pf->regions[sp->region];
+  lathe_status_t st = NULL;
+  if (g->kind == LATHE_PREGION_LOOP) {
+    st = lathe_cuda_region_loop(ex, g, f->vals, result_tensor);
+  } else {
+    if (g->prologue >= 0) st = lathe_cuda_region_loop(ex, &pf->regions[g->prologue], f->vals, result_tensor);
+    lathe_tensor *in = f->vals[g->reduce_in], *out = NULL;
+    if (!st && !in) st = lathe_status_new(LATHE_STATUS_INTERNAL, "fused reduction: operand not computed");
+    if (!st) st = result_tensor(ex, g->reduce_out, &out);
+    if (!st) st = lathe_cuda_run_kernel(ex, g->reduce, &in, &out);
+    if (!st) f->vals[g->reduce_out] = out;
+    else bury(ex, out);
+    if (!st && g->epilogue >= 0) st = lathe_cuda_region_loop(ex, &pf->regions[g->epilogue], f->vals, result_tensor);
+  }
+  if (st)
+    st = lathe_status_annotate(st, "executing a fused region ending in %s (node %d of \"%s\") on lathe:cuda",
+                               lathe_op_name(sp->node->op), sp->node->id, pf->fn->name);
+  return st;
+}
+
+static lathe_status_t run_function(lathe_cuda_exec *ex, int fi, lathe_tensor *const *args, int n_args,
+                                   lathe_tensor **outputs, lathe_tensor **shells) {
+  const cuda_fn *cf = &ex->plan->fns[fi];
+  const lathe_pfunc *pf = cf->pf;
+  if (n_args != pf->n_params)
+    return lathe_status_new(LATHE_STATUS_INTERNAL, "function \"%s\" takes %d inputs, got %d", pf->fn->name, pf->n_params, n_args);
+  frame f = {.f = cf, .fi = fi, .arena = &ex->arenas->fns[fi], .shells = shells};
+  f.vals = calloc((size_t)pf->n_slots + 1, sizeof(lathe_tensor *));
+  f.step_in = calloc((size_t)cf->max_in + 1, sizeof(lathe_tensor *));
+  lathe_status_t st = (!f.vals || !f.step_in) ? LATHE_OOM("Execute") : arena_ready(ex->d, cf, f.arena);
+  if (!st) st = consts_on(ex->plan, ex->d, fi, &f.consts);
+  frame *saved = ex->cur;
+  ex->cur = &f;
+  for (int i = 0; !st && i < pf->n_params; i++) f.vals[pf->params[i]] = lathe_tensor_retain(args[i]);
+  for (int k = 0; !st && k < cf->n_consts; k++) f.vals[cf->const_slots[k]] = lathe_tensor_retain(f.consts[cf->const_slots[k]]);
+  for (int pos = 0; !st && pos < pf->n_steps; pos++) {
+    const lathe_pstep *sp = &pf->steps[pos];
+    f.step = sp;
+    for (int i = 0; i < sp->n_in; i++) f.step_in[i] = f.vals[sp->in[i]];
+    st = sp->region >= 0 ? run_region(ex, sp) : run_node(ex, &f, pos, sp);
+    for (int d = 0; d < sp->n_dead; d++) {
+      bury(ex, f.vals[sp->dead[d]]);
+      f.vals[sp->dead[d]] = NULL;
+    }
+  }
+  int made = 0;
+  for (; !st && made < pf->n_outputs; made++) {
+    outputs[made] = lathe_tensor_retain(f.vals[pf->outputs[made]]);
+    if (outputs[made] && (outputs[made]->flags & LATHE_TENSOR_VIEW)) st = detach(ex, &outputs[made]);
+  }
+  if (st)
+    for (int k = 0; k < made; k++) bury(ex, outputs[k]), outputs[k] = NULL;
+  for (int i = 0; f.vals && i < pf->n_slots; i++) bury(ex, f.vals[i]);
+  free(f.vals);
+  free(f.step_in);
+  ex->cur = saved;
+  return st;
+}
+
+lathe_status_t lathe_cuda_exec_call(lathe_cuda_exec *ex, const lathe_function *fn, lathe_tensor *const *inputs,
+                                    int n_inputs, lathe_tensor **outputs) {
+  int fi = lathe_program_fn_index(ex->plan->prog, fn);
+  frame *caller = ex->cur;
+  if (fi < 0 || !caller || !caller->step)
+    return lathe_status_new(LATHE_STATUS_INTERNAL, "function \"%s\" was not compiled", fn->name);
+  const lathe_pfunc *pf = ex->plan->fns[fi].pf;
+  int n_caps = pf->n_params - pf->n_declared, cap = -1;
+  for (int k = 0; k < caller->step->n_sub; k++)
+    if (caller->step->sub_fn[k] == fi) cap = caller->step->sub_cap[k];
+  if (cap < 0 || n_inputs != pf->n_declared)
+    return lathe_status_new(LATHE_STATUS_INTERNAL, "function \"%s\" called with %d inputs from outside its op", fn->name, n_inputs);
+  lathe_tensor **args = malloc(sizeof(lathe_tensor *) * (size_t)(pf->n_params + 1));
+  if (!args) return LATHE_OOM("Call");
+  for (int i = 0; i < n_inputs; i++) args[i] = inputs[i];
+  for (int j = 0; j < n_caps; j++) args[n_inputs + j] = caller->step_in[cap + j];
+  lathe_status_t st = run_function(ex, fi, args, pf->n_params, outputs, NULL);
+  free(args);
+  return st;
+}
+
+/* Results into the output shells: moved when unshared, else copied on the stream. */
+static lathe_status_t fill_outputs(lathe_cuda_exec *ex, lathe_tensor **results, lathe_tensor **shells, int n) {
+  lathe_status_t st = NULL;
+  for (int k = 0; k < n; k++) {
+    lathe_tensor *r = results[k], *o = shells[k];
+    if (r == o) {
+      lathe_tensor_release(r);
+      continue;
+    }
+    if (!st && !(r->flags & LATHE_TENSOR_VIEW) && atomic_load(&r->refs) == 1 && r->nbytes == o->nbytes &&
+        r->device == o->device) {
+      o->data = r->data;
+      r->data = NULL;
+      lathe_tensor_release(r);
+      continue;
+    }
+    if (!st) {
+      lcuDeviceptr p;
+      st = lathe_cuda_malloc(ex->d, o->nbytes, &p);
+      if (!st) {
+        o->data = (void *)(uintptr_t)p;
+        if (o->nbytes)
+          st = lathe_cuda_error(ex->cu->api, ex->cu->api->cuMemcpyDtoDAsync(p, lathe_cuda_ptr(r), o->nbytes, ex->stream),
+                                "lathe:cuda: output copy");
+      }
+    }
+    bury(ex, r);
+  }
+  return st;
+}
+
+/* The CUDA event behind an execution's lathe_event lives as long as that event: later work on
+ * the same device waits on it. */
+typedef struct native_event {
+  const lcu_api *api;
+  lcuEvent ev;
+} native_event;
+
+static void free_native_event(void *p) {
+  native_event *n = p;
+  n->api->cuEventDestroy(n->ev);
+  free(n);
+}
+
+lathe_status_t lathe_cuda_exec_error_flag(lathe_cuda_exec *ex, const char *message, lcuDeviceptr *out_flag,
+                                         uint32_t *out_code) {
+  if (ex->n_err_msgs == 8) return lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: too many error kinds in one run");
+  if (!ex->err_word) {
+    lathe_shape s;
+    memset(&s, 0, sizeof s);
+    s.dtype = LATHE_DTYPE_UINT32;
+    LATHE_RETURN_IF_ERROR(lathe_cuda_exec_tensor(ex, &s, &ex->err_word));
+    LATHE_CU_TRY(ex->cu->api, cuMemsetD8Async(lathe_cuda_ptr(ex->err_word), 0, 4, ex->stream), "lathe:cuda: error flag");
+  }
+  size_t n = strlen(message) + 1;
+  char *m = malloc(n);
+  if (!m) return LATHE_OOM("lathe:cuda");
+  memcpy(m, message, n);
+  ex->err_msgs[ex->n_err_msgs] = m;
+  *out_code = 1u << ex->n_err_msgs++;
+  *out_flag = lathe_cuda_ptr(ex->err_word);
+  return NULL;
+}
+
+/* Everything an execution holds goes once its stream is done (on the completion thread). */
+static void finish(void *arg, lathe_status_t st) {
+  lathe_cuda_exec *ex = arg;
+  if (!st && ex->err_word) { /* the stream is done: read what the kernels reported */
+    uint32_t w = 0;
+    const lcu_api *api = ex->cu->api;
+    st = lathe_cuda_use(ex->d);
+    if (!st) st = lathe_cuda_error(api, api->cuMemcpyDtoHAsync(&w, lathe_cuda_ptr(ex->err_word), 4, ex->stream), "lathe:cuda: error flag");
+    if (!st) st = lathe_cuda_error(api, api->cuStreamSynchronize(ex->stream), "lathe:cuda: error flag");
+    for (int k = 0; !st && k < ex->n_err_msgs; k++)
+      if (w & (1u << k)) st = lathe_status_new(LATHE_STATUS_INVALID_ARGUMENT, "%s", ex->err_msgs[k]);
+  }
+  for (int k = 0; k < ex->n_err_msgs; k++) free(ex->err_msgs[k]);
+  for (int i = 0; i < ex->n_dead; i++) lathe_tensor_release(ex->dead[i]);
+  for (int i = 0; i < ex->n_inputs; i++) lathe_tensor_release(ex->inputs[i]);
+  if (ex->arenas) arenas_give_back(ex->plan, ex->arenas);
+  if (ex->ev && !ex->ev_owned) ex->cu->api->cuEventDestroy(ex->ev);
+  ex->release(ex->token);
+  lathe_event_signal(ex->done, st);
+  lathe_event_release(ex->done);
+  free(ex->dead);
+  free(ex->inputs);
+  free(ex);
+}
+
+lathe_status_t lathe_cuda_execute(void *ctx, lathe_plan *plan, const lathe_launch *l) {
+  lathe_cuda *cu = ctx;
+  const lcu_api *api = cu->api;
+  lathe_cuda_exec *ex = calloc(1, sizeof *ex);
+  lathe_status_t st = ex ? NULL : LATHE_OOM("Execute");
+  if (ex) {
+    ex->cu = cu;
+    ex->d = &cu->devs[l->device];
+    ex->plan = plan;
+    ex->release = l->release;
+    ex->token = l->token;
+    ex->n_inputs = l->n_inputs;
+    ex->inputs = malloc(sizeof(lathe_tensor *) * (size_t)(l->n_inputs + 1));
+    if (!ex->inputs) st = LATHE_OOM("Execute");
+    for (int i = 0; !st && i < l->n_inputs; i++) ex->inputs[i] = l->inputs[i];
+  }
+  if (!st) st = lathe_cuda_use(ex->d);
+  if (!st) {
+    ex->stream = ex->d->streams[atomic_fetch_add(&ex->d->next_stream, 1) % (unsigned)ex->d->n_streams];
+    st = lathe_event_new(&ex->done);
+  }
+  /* inputs still being computed: a CUDA event of this device is waited for on the stream; any
+   * other (another GPU, the host) on the host */
+  for (int i = 0; !st && i < l->n_inputs; i++) {
+    lathe_event *ev = atomic_load(&l->inputs[i]->ready);
+    if (!ev || lathe_event_is_ready(ev)) {
+      st = lathe_tensor_wait(l->inputs[i]);
+      continue;
+    }
+    native_event *native = lathe_event_native(ev, ex->d);
+    st = native ? lathe_cuda_error(api, api->cuStreamWaitEvent(ex->stream, native->ev, 0), "Execute: cuStreamWaitEvent")
+                : lathe_tensor_wait(l->inputs[i]);
+  }
+  if (!st) st = arenas_take(plan, l->device, &ex->arenas);
+  lathe_tensor *res_s[16];
+  lathe_tensor **res = l->n_outputs <= 16 ? res_s : calloc((size_t)l->n_outputs, sizeof *res);
+  lathe_tensor **by_slot = NULL;
+  if (!st && !res) st = LATHE_OOM("Execute");
+  if (!st) {
+    const lathe_pfunc *pf = plan->fns[0].pf;
+    by_slot = calloc((size_t)pf->n_slots + 1, sizeof(lathe_tensor *));
+    if (!by_slot) st = LATHE_OOM("Execute");
+    for (int k = pf->n_outputs - 1; !st && k >= 0; k--)
+      if (pf->slots[pf->outputs[k]].kind == LATHE_PSLOT_VALUE) by_slot[pf->outputs[k]] = l->outputs[k];
+  }
+  if (!st) st = run_function(ex, 0, l->inputs, l->n_inputs, res, by_slot);
+  if (!st) st = fill_outputs(ex, res, l->outputs, l->n_outputs);
+  free(by_slot);
+  if (res != res_s) free(res);
+  if (!st) st = lathe_cuda_error(api, api->cuEventCreate(&ex->ev, LCU_EVENT_DISABLE_TIMING), "Execute: cuEventCreate");
+  if (!st) st = lathe_cuda_error(api, api->cuEventRecord(ex->ev, ex->stream), "Execute: cuEventRecord");
+  if (st) {
+    if (ex && ex->stream) api->cuStreamSynchronize(ex->stream); /* launches already queued must end first */
+    if (ex && ex->done) {
+      finish(ex, NULL); /* nothing waits on its event: no output has it */
+    } else if (ex) {
+      for (int i = 0; i < ex->n_inputs; i++) lathe_tensor_release(ex->inputs[i]);
+      l->release(l->token);
+      free(ex->inputs);
+      free(ex);
+    } else {
+      for (int i = 0; i < l->n_inputs; i++) lathe_tensor_release(l->inputs[i]);
+      l->release(l->token);
+    }
+    return st;
+  }
+  /* the outputs' event: signalled by the completion thread; the CUDA event lets later work on
+   * this device wait on the GPU instead of the host */
+  native_event *nat = malloc(sizeof *nat);
+  if (nat) {
+    nat->api = api;
+    nat->ev = ex->ev;
+    ex->ev_owned = true;
+    lathe_event_set_native(ex->done, ex->d, nat, free_native_event);
+  }
+  for (int k = 0; k < l->n_outputs; k++) atomic_store(&l->outputs[k]->ready, lathe_event_retain(ex->done));
+  return lathe_cuda_when_done(ex->d, ex->ev, finish, ex);
+}

@@ -1,0 +1,474 @@
+/* index.c -- the INDEX family on the GPU: Gather, ScatterSum/Max/Min, DynamicSlice and
+ * DynamicUpdateSlice, with lathe:cpu's semantics (src/cpu/index.c; attribute slots in
+ * src/graph/ops_index.c): XLA's general gather and scatter, gather starts clamped into the
+ * operand, scatter updates whose window does not fit dropped, dynamic starts clamped.
+ *
+ * Gather, DynamicSlice and DynamicUpdateSlice move elements by width (1..16 bytes), one thread per
+ * result (or update) element, which decodes its position into operand offsets and reads its start
+ * indices on the device (nothing is read back to the host). Scatter runs one thread per update
+ * element and combines it into the result (a copy of the operand) atomically, per dtype: integer
+ * sums with wrapping atomicAdd, integer max/min with atomicMax/atomicMin (8- and 16-bit lanes by a
+ * compare-and-swap on their 32-bit word), so integer results are exact whatever the order; float
+ * sums with atomicAdd (Float16/BFloat16 and narrow lanes by compare-and-swap, complex per part),
+ * so the order of duplicate updates -- and the rounding -- may differ from the CPU's sequential
+ * order; float max/min by compare-and-swap with the CPU's NaN rule. */
+#include <pthread.h>
+#include <stdio.h>
+
+#include "cuda.h"
+
+/* Index loads: code = bytes | 0x100 for unsigned; Uint64 values past INT64_MAX saturate. */
+static const char index_helpers[] =
+    "LT_DEV int64_t lt_index(const void *p, int code, int64_t i) {\n"
+    "  switch (code) {\n"
+    "    case 1: return ((const int8_t *)p)[i];\n"
+    "    case 2: return ((const int16_t *)p)[i];\n"
+    "    case 4: return ((const int32_t *)p)[i];\n"
+    "    case 8: return ((const int64_t *)p)[i];\n"
+    "    case 0x101: return ((const uint8_t *)p)[i];\n"
+    "    case 0x102: return ((const uint16_t *)p)[i];\n"
+    "    case 0x104: return ((const uint32_t *)p)[i];\n"
+    "    default: { uint64_t v = ((const uint64_t *)p)[i]; return v > 0x7fffffffffffffffULL ? 0x7fffffffffffffffLL : (int64_t)v; }\n"
+    "  }\n"
+    "}\n";
+
+static const char gather_src[] =
+    "struct lt_w16 { uint64_t a, b; };\n"
+    "/* Gather: result axis a is an offset axis over operand axis rk[a] >= 0, or a batch axis\n"
+    " * (rk[a] < 0) whose coordinate steps the indices by ristr[a] */\n"
+    "struct lt_ggeom {\n"
+    "  int rrank, nvec, icode;\n"
+    "  int64_t vec_str;\n"
+    "  int64_t rd[LT_MAX_RANK], rk[LT_MAX_RANK], ristr[LT_MAX_RANK], od[LT_MAX_RANK], sl[LT_MAX_RANK], ostr[LT_MAX_RANK],\n"
+    "      map[LT_MAX_RANK];\n"
+    "};\n"
+    "template <typename W> __device__ void lt_gather(const W *x, W *y, const void *idx, int64_t n, const lt_ggeom &g) {\n"
+    "  LT_LOOP(i, n) {\n"
+    "    int64_t rem = i, src = 0, i0 = 0;\n"
+    "    for (int a = g.rrank - 1; a >= 0; a--) {\n"
+    "      int64_t c = rem % g.rd[a];\n"
+    "      rem /= g.rd[a];\n"
+    "      if (g.rk[a] >= 0) src += c * g.ostr[g.rk[a]];\n"
+    "      else i0 += c * g.ristr[a];\n"
+    "    }\n"
+    "    for (int k = 0; k < g.nvec; k++) {\n"
+    "      int64_t a = g.map[k], hi = g.od[a] - g.sl[a], v = lt_index(idx, g.icode, i0 + k * g.vec_str);\n"
+    "      src += (v < 0 ? 0 : v > hi ? hi : v) * g.ostr[a];\n"
+    "    }\n"
+    "    y[i] = x[src];\n"
+    "  }\n"
+    "}\n"
+    "#define LT_MOVE(w, W)                                                                                    \\\n"
+    "  extern \"C\" __global__ void lt_gather_##w(const W *x, W *y, const void *idx, int64_t n, lt_ggeom g) {    \\\n"
+    "    lt_gather(x, y, idx, n, g);                                                                        \\\n"
+    "  }\n"
+    "LT_MOVE(1, uint8_t)\n"
+    "LT_MOVE(2, uint16_t)\n"
+    "LT_MOVE(4, uint32_t)\n"
+    "LT_MOVE(8, uint64_t)\n"
+    "LT_MOVE(16, lt_w16)\n";
+
+static const char box_src[] =
+    "struct lt_w16 { uint64_t a, b; };\n"
+    "/* DynamicSlice / DynamicUpdateSlice: a box of dims bd at clamped starts of an operand of dims od */\n"
+    "struct lt_dgeom { int rank; int64_t bd[LT_MAX_RANK], od[LT_MAX_RANK], ostr[LT_MAX_RANK]; };\n"
+    "struct lt_starts { const void *p[LT_MAX_RANK]; int code[LT_MAX_RANK]; };\n"
+    "template <typename W> __device__ void lt_box(const W *x, W *y, int64_t n, const lt_dgeom &g, const lt_starts &s, bool update) {\n"
+    "  int64_t base = 0;\n"
+    "  for (int a = 0; a < g.rank; a++) {\n"
+    "    int64_t v = lt_index(s.p[a], s.code[a], 0), hi = g.od[a] - g.bd[a];\n"
+    "    base += (v < 0 ? 0 : v > hi ? hi : v) * g.ostr[a];\n"
+    "  }\n"
+    "  LT_LOOP(i, n) {\n"
+    "    int64_t rem = i, off = base;\n"
+    "    for (int a = g.rank - 1; a >= 0; a--) { off += (rem % g.bd[a]) * g.ostr[a]; rem /= g.bd[a]; }\n"
+    "    if (update) y[off] = x[i];\n"
+    "    else y[i] = x[off];\n"
+    "  }\n"
+    "}\n"
+    "#define LT_MOVE(w, W)                                                                                    \\\n"
+    "  extern \"C\" __global__ void lt_dslice_##w(const W *x, W *y, int64_t n, lt_dgeom g, lt_starts s) {       \\\n"
+    "    lt_box(x, y, n, g, s, false);                                                                      \\\n"
+    "  }                                                                                                    \\\n"
+    "  extern \"C\" __global__ void lt_dupdate_##w(const W *x, W *y, int64_t n, lt_dgeom g, lt_starts s) {      \\\n"
+    "    lt_box(x, y, n, g, s, true);                                                                       \\\n"
+    "  }\n"
+    "LT_MOVE(1, uint8_t)\n"
+    "LT_MOVE(2, uint16_t)\n"
+    "LT_MOVE(4, uint32_t)\n"
+    "LT_MOVE(8, uint64_t)\n"
+    "LT_MOVE(16, lt_w16)\n";
+
+/* Scatter: update axis a is a window axis over operand axis uk[a] >= 0, or a batch axis (uk[a] < 0)
+ * stepping the indices by uistr[a]. C::apply(p, v) combines v into *p atomically. */
+static const char scatter_lib[] =
+    "struct lt_sgeom {\n"
+    "  int urank, orank, nvec, icode;\n"
+    "  int64_t vec_str;\n"
+    "  int64_t ud[LT_MAX_RANK], uk[LT_MAX_RANK], uistr[LT_MAX_RANK], od[LT_MAX_RANK], ostr[LT_MAX_RANK], ws[LT_MAX_RANK],\n"
+    "      map[LT_MAX_RANK];\n"
+    "};\n"
+    "template <typename S, class C> __device__ void lt_scatter(S *y, const S *u, const void *idx, int64_t n, const lt_sgeom &g) {\n"
+    "  LT_LOOP(i, n) {\n"
+    "    int64_t rem = i, off = 0, i0 = 0;\n"
+    "    for (int a = g.urank - 1; a >= 0; a--) {\n"
+    "      int64_t c = rem % g.ud[a];\n"
+    "      rem /= g.ud[a];\n"
+    "      if (g.uk[a] >= 0) off += c * g.ostr[g.uk[a]];\n"
+    "      else i0 += c * g.uistr[a];\n"
+    "    }\n"
+    "    bool fits = true;\n"
+    "    for (int k = 0; k < g.nvec; k++) {\n"
+    "      int64_t a = g.map[k], v = lt_index(idx, g.icode, i0 + k * g.vec_str);\n"
+    "      if (v < 0 || v > g.od[a] - g.ws[a]) fits = false;\n"
+    "      else off += v * g.ostr[a];\n"
+    "    }\n"
+    "    if (fits) C::apply(y + off, u[i]);\n"
+    "  }\n"
+    "}\n"
+    "/* an 8- or 16-bit lane updated through its aligned 32-bit word: f(old lane bits) -> new bits */\n"
+    "template <class F> LT_DEV void lt_cas_lane(void *p, int bytes, F f) {\n"
+    "  uint64_t ad = (uint64_t)p;\n"
+    "  unsigned *w = (unsigned *)(ad & ~(uint64_t)3);\n"
+    "  int sh = (int)(ad & 3) * 8;\n"
+    "  unsigned lane = bytes == 1 ? 0xffu : 0xffffu, old = *w, seen;\n"
+    "  do {\n"
+    "    seen = old;\n"
+    "    unsigned cur = (seen >> sh) & lane, nv = f(cur) & lane;\n"
+    "    if (nv == cur) return;\n"
+    "    old = atomicCAS(w, seen, (seen & ~(lane << sh)) | (nv << sh));\n"
+    "  } while (old != seen);\n"
+    "}\n"
+    "/* a float or double replaced by f(old) through compare-and-swap on its bits */\n"
+    "template <class F> LT_DEV void lt_cas_f32(float *p, F f) {\n"
+    "  unsigned *w = (unsigned *)p, old = *w, seen;\n"
+    "  do {\n"
+    "    seen = old;\n"
+    "    unsigned nv = __float_as_uint(f(__uint_as_float(seen)));\n"
+    "    if (nv == seen) return;\n"
+    "    old = atomicCAS(w, seen, nv);\n"
+    "  } while (old != seen);\n"
+    "}\n"
+    "template <class F> LT_DEV void lt_cas_f64(double *p, F f) {\n"
+    "  unsigned long long *w = (unsigned long long *)p, old = *w, seen;\n"
+    "  do {\n"
+    "    seen = old;\n"
+    "    unsigned long long nv = (unsigned long long)__double_as_longlong(f(__longlong_as_double((long long)seen)));\n"
+    "    if (nv == seen) return;\n"
+    "    old = atomicCAS(w, seen, nv);\n"
+    "  } while (old != seen);\n"
+    "}\n"
+    "#define LT_SM static __device__ __forceinline__\n"
+    "#define LT_FMAX(a, b) ((b > a || b != b) ? b : a)\n"
+    "#define LT_FMIN(a, b) ((b < a || b != b) ? b : a)\n"
+    "/* narrow integers: T, its unsigned U, lane bytes */\n"
+    "#define LT_SC_NARROW(T, U, B)                                                                    \\\n"
+    "  struct lt_c_sum { LT_SM void apply(T *p, T v) {                                        \\\n"
+    "    lt_cas_lane(p, B, [=](unsigned c) { return (unsigned)(U)((U)c + (U)v); }); } };              \\\n"
+    "  struct lt_c_max { LT_SM void apply(T *p, T v) {                                        \\\n"
+    "    lt_cas_lane(p, B, [=](unsigned c) { T a = (T)(U)c; return (unsigned)(U)(v > a ? v : a); }); } }; \\\n"
+    "  struct lt_c_min { LT_SM void apply(T *p, T v) {                                        \\\n"
+    "    lt_cas_lane(p, B, [=](unsigned c) { T a = (T)(U)c; return (unsigned)(U)(v < a ? v : a); }); } };\n"
+    "/* 32- and 64-bit integers: native atomics (AT: the type they take) */\n"
+    "#define LT_SC_WIDE(T, AT, UT)                                                                    \\\n"
+    "  struct lt_c_sum { LT_SM void apply(T *p, T v) { atomicAdd((UT *)p, (UT)v); } };       \\\n"
+    "  struct lt_c_max { LT_SM void apply(T *p, T v) { atomicMax((AT *)p, (AT)v); } };       \\\n"
+    "  struct lt_c_min { LT_SM void apply(T *p, T v) { atomicMin((AT *)p, (AT)v); } };\n"
+    "#define LT_SC_FLOAT(T, CAS)                                                                      \\\n"
+    "  struct lt_c_sum { LT_SM void apply(T *p, T v) { atomicAdd(p, v); } };                 \\\n"
+    "  struct lt_c_max { LT_SM void apply(T *p, T v) { CAS(p, [=](T a) { return LT_FMAX(a, v); }); } }; \\\n"
+    "  struct lt_c_min { LT_SM void apply(T *p, T v) { CAS(p, [=](T a) { return LT_FMIN(a, v); }); } };\n"
+    "/* halves: the lane as float, rounded back per update as on the CPU */\n"
+    "#define LT_SC_HALF(LD, ST)                                                                       \\\n"
+    "  struct lt_c_sum { LT_SM void apply(uint16_t *p, uint16_t v) { float b = LD(v);        \\\n"
+    "    lt_cas_lane(p, 2, [=](unsigned c) { return (unsigned)ST(LD((uint16_t)c) + b); }); } };        \\\n"
+    "  struct lt_c_max { LT_SM void apply(uint16_t *p, uint16_t v) { float b = LD(v);        \\\n"
+    "    lt_cas_lane(p, 2, [=](unsigned c) { float a = LD((uint16_t)c); return (b > a || b != b) ? (unsigned)v : c; }); } }; \\\n"
+    "  struct lt_c_min { LT_SM void apply(uint16_t *p, uint16_t v) { float b = LD(v);        \\\n"
+    "    lt_cas_lane(p, 2, [=](unsigned c) { float a = LD((uint16_t)c); return (b < a || b != b) ? (unsigned)v : c; }); } };\n"
+    "#define LT_SC_COMPLEX(C)                                                                         \\\n"
+    "  struct lt_c_sum { LT_SM void apply(C *p, C v) { atomicAdd(&p->re, v.re); atomicAdd(&p->im, v.im); } };\n"
+    "#define LT_SC_KERNEL(S, OP)                                                                      \\\n"
+    "  extern \"C\" __global__ void lt_scatter_##OP(S *y, const S *u, const void *idx, int64_t n, lt_sgeom g) { \\\n"
+    "    lt_scatter<S, lt_c_##OP>(y, u, idx, n, g);                                                     \\\n"
+    "  }\n";
+
+/* The instantiation of dt's combiners and kernels (empty when Scatter has none for dt). */
+static void scatter_inst(lathe_dtype dt, char *buf, size_t cap) {
+  static const char *const st[] = {"int8_t", "int16_t", "int32_t", "int64_t"}, *const ut[] = {"uint8_t", "uint16_t", "uint32_t", "uint64_t"};
+  int bits = lathe_dtype_bits(dt), k = bits == 8 ? 0 : bits == 16 ? 1 : bits == 32 ? 2 : 3;
+  const char *t = NULL;
+  buf[0] = 0;
+  int o = 0;
+  switch (lathe_dtype_class_of(dt)) {
+    case LATHE_CLASS_SINT:
+    case LATHE_CLASS_UINT: {
+      bool s = lathe_dtype_class_of(dt) == LATHE_CLASS_SINT;
+      t = s ? st[k] : ut[k];
+      if (bits <= 16) o = snprintf(buf, cap, "LT_SC_NARROW(%s, %s, %d)\n", t, ut[k], bits / 8);
+      else if (bits == 32) o = snprintf(buf, cap, "LT_SC_WIDE(%s, %s, unsigned)\n", t, s ? "int" : "unsigned");
+      else o = snprintf(buf, cap, "LT_SC_WIDE(%s, %s, unsigned long long)\n", t, s ? "long long" : "unsigned long long");
+      break;
+    }
+    case LATHE_CLASS_FLOAT:
+      t = bits == 32 ? "float" : "double";
+      o = snprintf(buf, cap, "LT_SC_FLOAT(%s, %s)\n", t, bits == 32 ? "lt_cas_f32" : "lt_cas_f64");
+      break;
+    case LATHE_CLASS_HALF:
+      t = "uint16_t";
+      o = snprintf(buf, cap, "LT_SC_HALF(%s, %s)\n", dt == LATHE_DTYPE_FLOAT16 ? "lt_f16_to_f32" : "lt_bf16_to_f32",
+                   dt == LATHE_DTYPE_FLOAT16 ? "lt_f32_to_f16" : "lt_f32_to_bf16");
+      break;
+    case LATHE_CLASS_COMPLEX:
+      t = bits == 64 ? "lt_c64" : "lt_c128";
+      snprintf(buf, cap, "LT_SC_COMPLEX(%s)\nLT_SC_KERNEL(%s, sum)\n", t, t);
+      return;
+    default:
+      return;
+  }
+  snprintf(buf + o, cap - (size_t)o, "LT_SC_KERNEL(%s, sum)\nLT_SC_KERNEL(%s, max)\nLT_SC_KERNEL(%s, min)\n", t, t, t);
+}
+
+static char *move_sources[2], *scatter_sources[LATHE_DTYPE_LIMIT];
+static pthread_once_t sources_once = PTHREAD_ONCE_INIT;
+
+static char *concat3(const char *a, const char *b, const char *c) {
+  size_t n = strlen(a) + strlen(b) + strlen(c) + 1;
+  char *s = malloc(n);
+  if (s) snprintf(s, n, "%s%s%s", a, b, c);
+  return s;
+}
+
+static void make_sources(void) {
+  move_sources[0] = concat3(index_helpers, gather_src, "");
+  move_sources[1] = concat3(index_helpers, box_src, "");
+  for (int d = 1; d < LATHE_DTYPE_LIMIT; d++) {
+    lathe_dtype dt = (lathe_dtype)d;
+    if (!lathe_dtype_is_valid(dt) || lathe_dtype_is_packed(dt)) continue;
+    char line[512];
+    scatter_inst(dt, line, sizeof line);
+    if (line[0]) scatter_sources[d] = concat3(index_helpers, scatter_lib, line);
+  }
+}
+
+/* Gather's module (0), or that of the dynamic slices (1). */
+static const char *move_src_get(int k) {
+  pthread_once(&sources_once, make_sources);
+  return move_sources[k];
+}
+
+static const char *scatter_src_get(lathe_dtype dt) {
+  pthread_once(&sources_once, make_sources);
+  return (int)dt > 0 && dt < LATHE_DTYPE_LIMIT ? scatter_sources[dt] : NULL;
+}
+
+void lathe_cuda_sources_index(lathe_cuda_source_fn fn, void *ctx) {
+  if (move_src_get(0)) fn(ctx, "gather", move_src_get(0));
+  if (move_src_get(1)) fn(ctx, "dynamic slices", move_src_get(1));
+  for (int d = 1; d < LATHE_DTYPE_LIMIT; d++) {
+    const char *s = scatter_src_get((lathe_dtype)d);
+    char label[64];
+    snprintf(label, sizeof label, "scatter %s", lathe_dtype_name((lathe_dtype)d));
+    if (s) fn(ctx, label, s);
+  }
+}
+
+bool lathe_cuda_supports_index(lathe_op op, lathe_dtype dtype) {
+  if (!lathe_dtype_is_valid(dtype)) return false;
+  switch (op) {
+    case LATHE_OP_GATHER:
+      return move_src_get(0) != NULL;
+    case LATHE_OP_DYNAMIC_SLICE:
+    case LATHE_OP_DYNAMIC_UPDATE_SLICE:
+      return move_src_get(1) != NULL;
+    case LATHE_OP_SCATTER_SUM:
+      return scatter_src_get(dtype) != NULL;
+    case LATHE_OP_SCATTER_MAX:
+    case LATHE_OP_SCATTER_MIN:
+      return scatter_src_get(dtype) != NULL && !lathe_dtype_is_complex(dtype);
+    default:
+      return false;
+  }
+}
+
+/* ---- host side ---- */
+static int index_code(lathe_dtype dt) {
+  return lathe_dtype_bits(dt) / 8 | (lathe_dtype_class_of(dt) == LATHE_CLASS_UINT ? 0x100 : 0);
+}
+
+/* Sizes that only dynamic axes can get wrong (the build checked every static one). */
+static lathe_status_t shape_mismatch(const lathe_node *n, const char *what, int64_t size, const char *where, int axis,
+                                     int64_t dim) {
+  return LATHE_INVALID("%s: %s %lld against %s %d of size %lld: dynamic axes bound to inconsistent sizes",
+                       lathe_op_name(n->op), what, (long long)size, where, axis, (long long)dim);
+}
+
+static lathe_status_t move_kernel(lathe_cuda_exec *ex, const char *what, lathe_dtype dt, lcuFunction *f) {
+  const char *src = move_src_get(strcmp(what, "gather") ? 1 : 0);
+  if (!src) return LATHE_OOM("lathe:cuda: index kernels");
+  char name[32];
+  snprintf(name, sizeof name, "lt_%s_%d", what, lathe_dtype_bits(dt) / 8);
+  return lathe_cuda_kernel(lathe_cuda_exec_dev(ex), src, name, f);
+}
+
+typedef struct ggeom_h { /* lt_ggeom */
+  int rrank, nvec, icode;
+  int64_t vec_str;
+  int64_t rd[16], rk[16], ristr[16], od[16], sl[16], ostr[16], map[16];
+} ggeom_h;
+
+static lathe_status_t run_gather(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
+  const lathe_shape *os = &in[0]->shape, *is = &in[1]->shape, *rs = &out[0]->shape;
+  ggeom_h g;
+  memset(&g, 0, sizeof g);
+  int iva = (int)lathe_attr_gather_index_vector_axis(n);
+  lathe_ilist offset = lathe_attr_gather_offset_output_axes(n), coll = lathe_attr_gather_collapsed_slice_axes(n);
+  lathe_ilist start_map = lathe_attr_gather_start_index_map(n);
+  const int64_t *sizes = lathe_attr_gather_slice_sizes(n).v;
+  int64_t istr[LATHE_MAX_RANK];
+  lathe_shape_strides(os, g.ostr);
+  lathe_shape_strides(is, istr);
+  g.rrank = rs->rank;
+  g.nvec = start_map.n;
+  g.icode = index_code(is->dtype);
+  g.vec_str = iva < is->rank ? istr[iva] : 0;
+  for (int k = 0; k < g.nvec; k++) g.map[k] = start_map.v[k];
+  for (int a = 0; a < os->rank; a++) {
+    g.od[a] = os->dims[a];
+    g.sl[a] = sizes[a] < 0 ? os->dims[a] : sizes[a];
+    if (g.sl[a] > g.od[a]) return shape_mismatch(n, "slice size", g.sl[a], "operand axis", a, g.od[a]);
+  }
+  /* result axes: offset ones take the non-collapsed operand axes in order, the rest are batch */
+  bool is_offset[LATHE_MAX_RANK] = {false}, is_collapsed[LATHE_MAX_RANK] = {false};
+  for (int i = 0; i < offset.n; i++) is_offset[offset.v[i]] = true;
+  for (int i = 0; i < coll.n; i++) is_collapsed[coll.v[i]] = true;
+  int next_operand = 0, next_batch = 0;
+  for (int axis = 0; axis < rs->rank; axis++) {
+    g.rd[axis] = rs->dims[axis];
+    if (is_offset[axis]) {
+      while (is_collapsed[next_operand]) next_operand++;
+      g.rk[axis] = next_operand++;
+    } else {
+      if (next_batch == iva) next_batch++;
+      g.rk[axis] = -1;
+      g.ristr[axis] = istr[next_batch++];
+    }
+  }
+  int64_t total = lathe_shape_size(rs);
+  if (!total) return NULL;
+  lcuFunction f;
+  LATHE_RETURN_IF_ERROR(move_kernel(ex, "gather", os->dtype, &f));
+  lcuDeviceptr px = lathe_cuda_ptr(in[0]), py = lathe_cuda_ptr(out[0]), pi = lathe_cuda_ptr(in[1]);
+  void *args[] = {&px, &py, &pi, &total, &g};
+  unsigned b, t;
+  lathe_cuda_grid(total, &b, &t);
+  return lathe_cuda_launch(ex, f, b, t, 0, args);
+}
+
+typedef struct sgeom_h { /* lt_sgeom */
+  int urank, orank, nvec, icode;
+  int64_t vec_str;
+  int64_t ud[16], uk[16], uistr[16], od[16], ostr[16], ws[16], map[16];
+} sgeom_h;
+
+static lathe_status_t run_scatter(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
+  const lathe_shape *os = &in[0]->shape, *is = &in[1]->shape, *us = &in[2]->shape;
+  const char *src = scatter_src_get(os->dtype);
+  if (!src || !lathe_cuda_supports_index(n->op, os->dtype))
+    return LATHE_UNIMPL("%s: not implemented on lathe:cuda for %s", lathe_op_name(n->op), lathe_dtype_name(os->dtype));
+  sgeom_h g;
+  memset(&g, 0, sizeof g);
+  int iva = (int)lathe_attr_scatter_index_vector_axis(n);
+  lathe_ilist uwa = lathe_attr_scatter_update_window_axes(n), iwa = lathe_attr_scatter_inserted_window_axes(n);
+  lathe_ilist to_operand = lathe_attr_scatter_scatter_axes_to_operand_axes(n);
+  int64_t ustr[LATHE_MAX_RANK], istr[LATHE_MAX_RANK];
+  lathe_shape_strides(os, g.ostr);
+  lathe_shape_strides(us, ustr);
+  lathe_shape_strides(is, istr);
+  g.urank = us->rank;
+  g.orank = os->rank;
+  g.nvec = to_operand.n;
+  g.icode = index_code(is->dtype);
+  g.vec_str = iva < is->rank ? istr[iva] : 0;
+  for (int k = 0; k < g.nvec; k++) g.map[k] = to_operand.v[k];
+  bool inserted[LATHE_MAX_RANK] = {false}, window[LATHE_MAX_RANK] = {false};
+  for (int i = 0; i < iwa.n; i++) inserted[iwa.v[i]] = true;
+  for (int a = 0; a < os->rank; a++) g.od[a] = os->dims[a], g.ws[a] = 1;
+  for (int i = 0; i < us->rank; i++) g.ud[i] = us->dims[i], g.uk[i] = -1;
+  for (int i = 0, oa = 0; i < uwa.n; i++, oa++) {
+    while (inserted[oa]) oa++;
+    int ua = (int)uwa.v[i];
+    window[ua] = true;
+    g.uk[ua] = oa;
+    g.ws[oa] = us->dims[ua];
+    if (g.ws[oa] > g.od[oa]) return shape_mismatch(n, "update window", g.ws[oa], "operand axis", oa, g.od[oa]);
+  }
+  for (int ua = 0, ib = 0; ua < us->rank; ua++) {
+    if (window[ua]) continue;
+    if (ib == iva) ib++;
+    if (us->dims[ua] != is->dims[ib]) return shape_mismatch(n, "updates batch axis", us->dims[ua], "indices axis", ib, is->dims[ib]);
+    g.uistr[ua] = istr[ib++];
+  }
+  LATHE_RETURN_IF_ERROR(lathe_cuda_copy(ex, in[0], out[0]));
+  int64_t total = lathe_shape_size(us);
+  if (!total || !lathe_shape_size(os)) return NULL;
+  const char *name = n->op == LATHE_OP_SCATTER_SUM ? "lt_scatter_sum" : n->op == LATHE_OP_SCATTER_MAX ? "lt_scatter_max" : "lt_scatter_min";
+  lcuFunction f;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), src, name, &f));
+  lcuDeviceptr py = lathe_cuda_ptr(out[0]), pu = lathe_cuda_ptr(in[2]), pi = lathe_cuda_ptr(in[1]);
+  void *args[] = {&py, &pu, &pi, &total, &g};
+  unsigned b, t;
+  lathe_cuda_grid(total, &b, &t);
+  return lathe_cuda_launch(ex, f, b, t, 0, args);
+}
+
+typedef struct dgeom_h { /* lt_dgeom */
+  int rank;
+  int64_t bd[16], od[16], ostr[16];
+} dgeom_h;
+
+typedef struct starts_h { /* lt_starts */
+  lcuDeviceptr p[16];
+  int code[16];
+} starts_h;
+
+/* DynamicSlice (update false: in[1..] are the starts) or DynamicUpdateSlice (in[2..]). */
+static lathe_status_t run_box(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out, bool update) {
+  const lathe_shape *os = &in[0]->shape, *bs = update ? &in[1]->shape : &out[0]->shape;
+  dgeom_h g;
+  starts_h s;
+  memset(&g, 0, sizeof g);
+  memset(&s, 0, sizeof s);
+  g.rank = os->rank;
+  lathe_shape_strides(os, g.ostr);
+  lathe_tensor *const *starts = in + (update ? 2 : 1);
+  for (int a = 0; a < os->rank; a++) {
+    if (bs->dims[a] > os->dims[a]) return shape_mismatch(n, "size", bs->dims[a], "operand axis", a, os->dims[a]);
+    g.bd[a] = bs->dims[a];
+    g.od[a] = os->dims[a];
+    s.p[a] = lathe_cuda_ptr(starts[a]);
+    s.code[a] = index_code(starts[a]->shape.dtype);
+  }
+  if (update) LATHE_RETURN_IF_ERROR(lathe_cuda_copy(ex, in[0], out[0]));
+  int64_t total = lathe_shape_size(bs);
+  if (!total) return NULL;
+  lcuFunction f;
+  LATHE_RETURN_IF_ERROR(move_kernel(ex, update ? "dupdate" : "dslice", os->dtype, &f));
+  lcuDeviceptr px = lathe_cuda_ptr(in[update ? 1 : 0]), py = lathe_cuda_ptr(out[0]);
+  void *args[] = {&px, &py, &total, &g, &s};
+  unsigned b, t;
+  lathe_cuda_grid(total, &b, &t);
+  return lathe_cuda_launch(ex, f, b, t, 0, args);
+}
+
+lathe_status_t lathe_cuda_run_index(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
+  switch (n->op) {
+    case LATHE_OP_GATHER: return run_gather(ex, n, in, out);
+    case LATHE_OP_SCATTER_SUM:
+    case LATHE_OP_SCATTER_MAX:
+    case LATHE_OP_SCATTER_MIN: return run_scatter(ex, n, in, out);
+    case LATHE_OP_DYNAMIC_SLICE: return run_box(ex, n, in, out, false);
+    case LATHE_OP_DYNAMIC_UPDATE_SLICE: return run_box(ex, n, in, out, true);
+    default: return LATHE_UNIMPL("%s: not an index op", lathe_op_name(n->op));
+  }
+}

@@ -1,0 +1,277 @@
+/* layout.c -- data movement on the GPU: Reshape, Transpose, BroadcastInDim, Concatenate, Slice,
+ * Pad, Reverse (the LAYOUT kind) and Iota (LEAF). Every op but Pad and Iota is one strided copy:
+ * output element i reads input element base + sum(idx[a] * strides[a]) (strides 0 where it
+ * broadcasts, negative where it reverses), or -- Concatenate -- an operand's element i lands at
+ * such an offset of the output. Kernels move elements of 1, 2, 4, 8 or 16 bytes, whatever the
+ * dtype, so one compiled kernel serves every dtype of a width. */
+#include <stdio.h>
+
+#include "cuda.h"
+
+static const char layout_src[] =
+    "struct lt_w16 { uint64_t a, b; };\n"
+    "template <typename W> __device__ void gather(const W *in, W *out, int64_t n, lt_dims d, lt_strides s, int64_t base) {\n"
+    "  LT_LOOP(i, n) out[i] = in[base + lt_offset(i, d, s)];\n"
+    "}\n"
+    "template <typename W> __device__ void scatter(const W *in, W *out, int64_t n, lt_dims d, lt_strides s, int64_t base) {\n"
+    "  LT_LOOP(i, n) out[base + lt_offset(i, d, s)] = in[i];\n"
+    "}\n"
+    "template <typename W> __device__ void pad(const W *in, W *out, const W *fill, int64_t n, lt_dims od, lt_dims id,\n"
+    "                                        lt_strides lo, lt_strides interior) {\n"
+    "  LT_LOOP(i, n) {\n"
+    "    int64_t rem = i, src = 0, mult = 1; bool inside = true;\n"
+    "    for (int a = od.rank - 1; a >= 0; a--) {\n"
+    "      int64_t o = rem % od.d[a]; rem /= od.d[a];\n"
+    "      int64_t t = o - lo.s[a], step = interior.s[a] + 1;\n"
+    "      if (t < 0 || t % step != 0 || t / step >= id.d[a]) inside = false;\n"
+    "      else src += (t / step) * mult;\n"
+    "      mult *= id.d[a];\n"
+    "    }\n"
+    "    out[i] = inside ? in[src] : fill[0];\n"
+    "  }\n"
+    "}\n"
+    "#define LT_W(w, W) \\\n"
+    "  extern \"C\" __global__ void lt_gather_##w(const W *in, W *out, int64_t n, lt_dims d, lt_strides s, int64_t b) { gather(in, out, n, d, s, b); } \\\n"
+    "  extern \"C\" __global__ void lt_scatter_##w(const W *in, W *out, int64_t n, lt_dims d, lt_strides s, int64_t b) { scatter(in, out, n, d, s, b); } \\\n"
+    "  extern \"C\" __global__ void lt_pad_##w(const W *in, W *out, const W *f, int64_t n, lt_dims od, lt_dims id, lt_strides lo, lt_strides in_) { pad(in, out, f, n, od, id, lo, in_); }\n"
+    "LT_W(1, uint8_t)\n"
+    "LT_W(2, uint16_t)\n"
+    "LT_W(4, uint32_t)\n"
+    "LT_W(8, uint64_t)\n"
+    "LT_W(16, lt_w16)\n";
+
+/* Iota: output element i is its index along the axis, converted to the dtype as ConvertDType
+ * would convert an Int64. */
+static const char iota_src[] =
+    "LT_DEV void lt_store(int8_t *p, int64_t i, int64_t v) { p[i] = (int8_t)v; }\n"
+    "LT_DEV void lt_store(int16_t *p, int64_t i, int64_t v) { p[i] = (int16_t)v; }\n"
+    "LT_DEV void lt_store(int32_t *p, int64_t i, int64_t v) { p[i] = (int32_t)v; }\n"
+    "LT_DEV void lt_store(int64_t *p, int64_t i, int64_t v) { p[i] = v; }\n"
+    "LT_DEV void lt_store(uint8_t *p, int64_t i, int64_t v) { p[i] = (uint8_t)v; }\n"
+    "LT_DEV void lt_store(uint16_t *p, int64_t i, int64_t v) { p[i] = (uint16_t)v; }\n"
+    "LT_DEV void lt_store(uint32_t *p, int64_t i, int64_t v) { p[i] = (uint32_t)v; }\n"
+    "LT_DEV void lt_store(uint64_t *p, int64_t i, int64_t v) { p[i] = (uint64_t)v; }\n"
+    "LT_DEV void lt_store(float *p, int64_t i, int64_t v) { p[i] = (float)(double)v; }\n"
+    "LT_DEV void lt_store(double *p, int64_t i, int64_t v) { p[i] = (double)v; }\n"
+    "LT_DEV void lt_store(lt_c64 *p, int64_t i, int64_t v) { p[i].re = (float)(double)v; p[i].im = 0; }\n"
+    "LT_DEV void lt_store(lt_c128 *p, int64_t i, int64_t v) { p[i].re = (double)v; p[i].im = 0; }\n"
+    "struct lt_bool { uint8_t b; }; struct lt_f16 { uint16_t h; }; struct lt_bf16 { uint16_t h; };\n"
+    "LT_DEV void lt_store(lt_bool *p, int64_t i, int64_t v) { p[i].b = v != 0; }\n"
+    "LT_DEV void lt_store(lt_f16 *p, int64_t i, int64_t v) { p[i].h = lt_f32_to_f16((float)(double)v); }\n"
+    "LT_DEV void lt_store(lt_bf16 *p, int64_t i, int64_t v) { p[i].h = lt_f32_to_bf16((float)(double)v); }\n"
+    "template <typename T> __device__ void iota(T *out, int64_t n, int64_t dim, int64_t inner) {\n"
+    "  LT_LOOP(i, n) lt_store(out, i, (i / inner) % dim);\n"
+    "}\n"
+    "#define LT_IOTA(name, T) extern \"C\" __global__ void lt_iota_##name(T *o, int64_t n, int64_t d, int64_t in) { iota(o, n, d, in); }\n"
+    "LT_IOTA(Bool, lt_bool) LT_IOTA(Int8, int8_t) LT_IOTA(Int16, int16_t) LT_IOTA(Int32, int32_t) LT_IOTA(Int64, int64_t)\n"
+    "LT_IOTA(Uint8, uint8_t) LT_IOTA(Uint16, uint16_t) LT_IOTA(Uint32, uint32_t) LT_IOTA(Uint64, uint64_t)\n"
+    "LT_IOTA(Float16, lt_f16) LT_IOTA(BFloat16, lt_bf16) LT_IOTA(Float32, float) LT_IOTA(Float64, double)\n"
+    "LT_IOTA(Complex64, lt_c64) LT_IOTA(Complex128, lt_c128)\n";
+
+void lathe_cuda_sources_layout(lathe_cuda_source_fn fn, void *ctx) {
+  fn(ctx, "layout", layout_src);
+  fn(ctx, "iota", iota_src);
+}
+
+static int width_of(lathe_dtype dt) { return lathe_dtype_bits(dt) / 8; }
+
+lathe_status_t lathe_cuda_strided(lathe_cuda_exec *ex, bool scatter, const lathe_tensor *in, lathe_tensor *out,
+                                  int64_t n, const lt_dims_h *dims, const lt_strides_h *strides, int64_t base) {
+  if (n == 0) return NULL;
+  int w = width_of(in->shape.dtype);
+  char name[32];
+  snprintf(name, sizeof name, "lt_%s_%d", scatter ? "scatter" : "gather", w);
+  lcuFunction f;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), layout_src, name, &f));
+  lcuDeviceptr pi = lathe_cuda_ptr(in), po = lathe_cuda_ptr(out);
+  lt_dims_h d = *dims;
+  lt_strides_h s = *strides;
+  void *args[] = {&pi, &po, &n, &d, &s, &base};
+  unsigned b, t;
+  lathe_cuda_grid(n, &b, &t);
+  return lathe_cuda_launch(ex, f, b, t, 0, args);
+}
+
+/* Row-major element strides of a shape. */
+static void strides_of(const lathe_shape *s, int64_t *st) {
+  int64_t acc = 1;
+  for (int a = s->rank - 1; a >= 0; a--) {
+    st[a] = acc;
+    acc *= s->dims[a];
+  }
+}
+
+static lt_dims_h dims_of(const lathe_shape *s) {
+  lt_dims_h d;
+  memset(&d, 0, sizeof d);
+  d.rank = s->rank;
+  for (int a = 0; a < s->rank; a++) d.d[a] = s->dims[a];
+  if (d.rank == 0) { /* a scalar is one element */
+    d.rank = 1;
+    d.d[0] = 1;
+  }
+  return d;
+}
+
+lathe_status_t lathe_cuda_copy(lathe_cuda_exec *ex, const lathe_tensor *in, lathe_tensor *out) {
+  if (in->data == out->data || !out->nbytes) return NULL;
+  const lcu_api *api = lathe_cuda_exec_api(ex);
+  return lathe_cuda_error(api, api->cuMemcpyDtoDAsync(lathe_cuda_ptr(out), lathe_cuda_ptr(in), out->nbytes,
+                                                      lathe_cuda_exec_stream(ex)), "lathe:cuda: copy");
+}
+
+static lathe_status_t run_transpose(lathe_cuda_exec *ex, const lathe_node *n, const lathe_tensor *x, lathe_tensor *y) {
+  lathe_ilist perm = lathe_attr_transpose_permutation(n);
+  int64_t ist[LATHE_MAX_RANK];
+  strides_of(&x->shape, ist);
+  lt_dims_h d = dims_of(&y->shape);
+  lt_strides_h s;
+  memset(&s, 0, sizeof s);
+  for (int a = 0; a < perm.n; a++) s.s[a] = ist[perm.v[a]];
+  if (y->shape.rank == 0) s.s[0] = 1;
+  return lathe_cuda_strided(ex, false, x, y, lathe_shape_size(&y->shape), &d, &s, 0);
+}
+
+static lathe_status_t run_broadcast(lathe_cuda_exec *ex, const lathe_node *n, const lathe_tensor *x, lathe_tensor *y) {
+  lathe_ilist axes = lathe_attr_broadcast_in_dim_axes(n);
+  int64_t ist[LATHE_MAX_RANK];
+  strides_of(&x->shape, ist);
+  lt_dims_h d = dims_of(&y->shape);
+  lt_strides_h s;
+  memset(&s, 0, sizeof s);
+  for (int i = 0; i < axes.n; i++)
+    if (x->shape.dims[i] != 1) s.s[axes.v[i]] = ist[i];
+  return lathe_cuda_strided(ex, false, x, y, lathe_shape_size(&y->shape), &d, &s, 0);
+}
+
+static lathe_status_t run_slice(lathe_cuda_exec *ex, const lathe_node *n, const lathe_tensor *x, lathe_tensor *y) {
+  lathe_ilist starts = lathe_attr_slice_starts(n), strides = lathe_attr_slice_strides(n);
+  int64_t ist[LATHE_MAX_RANK], base = 0;
+  strides_of(&x->shape, ist);
+  lt_dims_h d = dims_of(&y->shape);
+  lt_strides_h s;
+  memset(&s, 0, sizeof s);
+  for (int a = 0; a < x->shape.rank; a++) {
+    int64_t step = strides.n ? strides.v[a] : 1;
+    s.s[a] = ist[a] * step;
+    base += starts.v[a] * ist[a];
+  }
+  if (y->shape.rank == 0) s.s[0] = 1;
+  return lathe_cuda_strided(ex, false, x, y, lathe_shape_size(&y->shape), &d, &s, base);
+}
+
+static lathe_status_t run_reverse(lathe_cuda_exec *ex, const lathe_node *n, const lathe_tensor *x, lathe_tensor *y) {
+  lathe_ilist axes = lathe_attr_reverse_axes(n);
+  int64_t ist[LATHE_MAX_RANK], base = 0;
+  strides_of(&x->shape, ist);
+  lt_dims_h d = dims_of(&y->shape);
+  lt_strides_h s;
+  memset(&s, 0, sizeof s);
+  for (int a = 0; a < x->shape.rank; a++) s.s[a] = ist[a];
+  if (y->shape.rank == 0) s.s[0] = 1;
+  for (int i = 0; i < axes.n; i++) {
+    int a = (int)axes.v[i];
+    if (x->shape.dims[a] == 0) return NULL;
+    base += (x->shape.dims[a] - 1) * ist[a];
+    s.s[a] = -ist[a];
+  }
+  return lathe_cuda_strided(ex, false, x, y, lathe_shape_size(&y->shape), &d, &s, base);
+}
+
+static lathe_status_t run_concatenate(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor *y) {
+  int axis = (int)lathe_attr_concatenate_axis(n);
+  int64_t ost[LATHE_MAX_RANK], offset = 0;
+  strides_of(&y->shape, ost);
+  for (int k = 0; k < n->n_operands; k++) {
+    const lathe_tensor *x = in[k];
+    lt_dims_h d = dims_of(&x->shape);
+    lt_strides_h s;
+    memset(&s, 0, sizeof s);
+    for (int a = 0; a < x->shape.rank; a++) s.s[a] = ost[a];
+    if (x->shape.rank == 0) s.s[0] = 1;
+    LATHE_RETURN_IF_ERROR(lathe_cuda_strided(ex, true, x, y, lathe_shape_size(&x->shape), &d, &s,
+                                             x->shape.rank ? offset * ost[axis] : 0));
+    if (x->shape.rank) offset += x->shape.dims[axis];
+  }
+  return NULL;
+}
+
+static lathe_status_t run_pad(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor *y) {
+  const lathe_tensor *x = in[0], *fill = in[1];
+  int64_t total = lathe_shape_size(&y->shape);
+  if (!total) return NULL;
+  lathe_ilist lo = lathe_attr_pad_start(n), interior = lathe_attr_pad_interior(n);
+  lt_dims_h od = dims_of(&y->shape), id = dims_of(&x->shape);
+  lt_strides_h l, it;
+  memset(&l, 0, sizeof l);
+  memset(&it, 0, sizeof it);
+  for (int a = 0; a < x->shape.rank; a++) {
+    l.s[a] = a < lo.n ? lo.v[a] : 0;
+    it.s[a] = a < interior.n ? interior.v[a] : 0;
+  }
+  char name[32];
+  snprintf(name, sizeof name, "lt_pad_%d", width_of(x->shape.dtype));
+  lcuFunction f;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), layout_src, name, &f));
+  lcuDeviceptr pi = lathe_cuda_ptr(x), po = lathe_cuda_ptr(y), pf = lathe_cuda_ptr(fill);
+  void *args[] = {&pi, &po, &pf, &total, &od, &id, &l, &it};
+  unsigned b, t;
+  lathe_cuda_grid(total, &b, &t);
+  return lathe_cuda_launch(ex, f, b, t, 0, args);
+}
+
+bool lathe_cuda_supports_layout(lathe_op op, lathe_dtype dtype) {
+  switch (op) {
+    case LATHE_OP_RESHAPE:
+    case LATHE_OP_TRANSPOSE:
+    case LATHE_OP_BROADCAST_IN_DIM:
+    case LATHE_OP_CONCATENATE:
+    case LATHE_OP_SLICE:
+    case LATHE_OP_PAD:
+    case LATHE_OP_REVERSE:
+      return lathe_dtype_is_valid(dtype);
+    default:
+      return false;
+  }
+}
+
+lathe_status_t lathe_cuda_run_layout(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
+  switch (n->op) {
+    case LATHE_OP_RESHAPE: return lathe_cuda_copy(ex, in[0], out[0]);
+    case LATHE_OP_TRANSPOSE: return run_transpose(ex, n, in[0], out[0]);
+    case LATHE_OP_BROADCAST_IN_DIM: return run_broadcast(ex, n, in[0], out[0]);
+    case LATHE_OP_CONCATENATE: return run_concatenate(ex, n, in, out[0]);
+    case LATHE_OP_SLICE: return run_slice(ex, n, in[0], out[0]);
+    case LATHE_OP_PAD: return run_pad(ex, n, in, out[0]);
+    case LATHE_OP_REVERSE: return run_reverse(ex, n, in[0], out[0]);
+    default: return LATHE_UNIMPL("%s: not a layout op", lathe_op_name(n->op));
+  }
+}
+
+/* ---- LEAF: Iota (Parameter and Constant never reach a kernel) ---- */
+bool lathe_cuda_supports_leaf(lathe_op op, lathe_dtype dtype) {
+  return op == LATHE_OP_IOTA && lathe_dtype_is_valid(dtype) && !lathe_dtype_is_packed(dtype);
+}
+
+void lathe_cuda_sources_leaf(lathe_cuda_source_fn fn, void *ctx) {
+  (void)fn, (void)ctx; /* iota's source is listed with the layout family */
+}
+
+lathe_status_t lathe_cuda_run_leaf(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
+  (void)in;
+  if (n->op != LATHE_OP_IOTA) return LATHE_UNIMPL("%s: no CUDA kernel", lathe_op_name(n->op));
+  lathe_tensor *y = out[0];
+  int axis = (int)lathe_attr_iota_axis(n);
+  int64_t total = lathe_shape_size(&y->shape);
+  if (!total) return NULL;
+  int64_t dim = y->shape.rank ? y->shape.dims[axis] : 1, inner = lathe_dims_product(y->shape.dims, axis + 1, y->shape.rank);
+  char name[48];
+  snprintf(name, sizeof name, "lt_iota_%s", lathe_dtype_name(y->shape.dtype));
+  lcuFunction f;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), iota_src, name, &f));
+  lcuDeviceptr po = lathe_cuda_ptr(y);
+  void *args[] = {&po, &total, &dim, &inner};
+  unsigned b, t;
+  lathe_cuda_grid(total, &b, &t);
+  return lathe_cuda_launch(ex, f, b, t, 0, args);
+}

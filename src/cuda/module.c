@@ -1,0 +1,340 @@
+/* module.c -- kernels: CUDA C sources compiled by NVRTC for the device's architecture (a cubin,
+ * so the driver never JIT-compiles PTX), cached per device in memory and across processes on disk
+ * (keyed by a hash of the source, the architecture and the NVRTC and driver versions). A failed
+ * compile returns NVRTC's log in the error. */
+#include <errno.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cuda.h"
+
+/* The prelude of every kernel source: fixed-width types (NVRTC has no standard headers), half
+ * conversions with the CPU's exact rounding (src/core/dtype.c), complex storage types and the
+ * grid-stride loop. */
+static const char prelude[] =
+    "#pragma nv_diag_suppress 177 /* helpers a kernel does not use */\n"
+    "typedef signed char int8_t; typedef short int16_t; typedef int int32_t; typedef long long int64_t;\n"
+    "typedef unsigned char uint8_t; typedef unsigned short uint16_t; typedef unsigned int uint32_t;\n"
+    "typedef unsigned long long uint64_t;\n"
+    "#define LT_DEV static __device__ __forceinline__\n"
+    "/* complex storage and compute types: C99 layout; a real converts with imaginary part +0 */\n"
+    "struct lt_c128;\n"
+    "struct lt_c64 {\n"
+    "  float re, im;\n"
+    "  lt_c64() = default;\n"
+    "  __device__ constexpr lt_c64(float r, float i) : re(r), im(i) {}\n"
+    "  template <typename R> __device__ constexpr lt_c64(R r) : re((float)r), im(0.0f) {}\n"
+    "  __device__ inline explicit lt_c64(const lt_c128 &z);\n"
+    "};\n"
+    "struct lt_c128 {\n"
+    "  double re, im;\n"
+    "  lt_c128() = default;\n"
+    "  __device__ constexpr lt_c128(double r, double i) : re(r), im(i) {}\n"
+    "  template <typename R> __device__ constexpr lt_c128(R r) : re((double)r), im(0.0) {}\n"
+    "  __device__ constexpr lt_c128(const lt_c64 &z) : re(z.re), im(z.im) {}\n"
+    "};\n"
+    "__device__ inline lt_c64::lt_c64(const lt_c128 &z) : re((float)z.re), im((float)z.im) {}\n"
+    "#define LT_LOOP(i, n) for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \\\n"
+    "                           i += (int64_t)gridDim.x * blockDim.x)\n"
+    "LT_DEV float lt_f16_to_f32(uint16_t h) {\n"
+    "  uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;\n"
+    "  if (e == 0x1f) return __uint_as_float(sign | 0x7f800000u | (m << 13));\n"
+    "  if (e == 0) { float v = ldexpf((float)m, -24); return sign ? -v : v; }\n"
+    "  return __uint_as_float(sign | ((e + 112) << 23) | (m << 13));\n"
+    "}\n"
+    "LT_DEV uint16_t lt_f32_to_f16(float f) {\n"
+    "  uint32_t u = __float_as_uint(f), sign = (u >> 16) & 0x8000, a = u & 0x7fffffffu;\n"
+    "  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00 | ((a >> 13) & 0x3ff));\n"
+    "  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00);\n"
+    "  if (a < 0x38800000u) return (uint16_t)(sign | (uint32_t)rintf(__uint_as_float(a) * 16777216.0f));\n"
+    "  uint32_t h = (((a >> 23) - 112) << 10) | ((a >> 13) & 0x3ff), rest = a & 0x1fff;\n"
+    "  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) h++;\n"
+    "  return (uint16_t)(sign | h);\n"
+    "}\n"
+    "LT_DEV float lt_bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }\n"
+    "LT_DEV uint16_t lt_f32_to_bf16(float f) {\n"
+    "  uint32_t u = __float_as_uint(f);\n"
+    "  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);\n"
+    "  u += 0x7fff + ((u >> 16) & 1);\n"
+    "  return (uint16_t)(u >> 16);\n"
+    "}\n"
+    "#define LT_MAX_RANK 16\n"
+    "struct lt_dims { int rank; int64_t d[LT_MAX_RANK]; };\n"
+    "struct lt_strides { int64_t s[LT_MAX_RANK]; };\n"
+    "/* offset, through strides, of row-major position i of an index space of dims */\n"
+    "LT_DEV int64_t lt_offset(int64_t i, const lt_dims &dims, const lt_strides &st) {\n"
+    "  int64_t off = 0;\n"
+    "  for (int a = dims.rank - 1; a >= 0; a--) { int64_t n = dims.d[a]; off += (i % n) * st.s[a]; i /= n; }\n"
+    "  return off;\n"
+    "}\n";
+
+const char *lathe_cuda_prelude(void) { return prelude; }
+
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+
+/* A source's key, computed on every launch (sources are generated per launch): 8 bytes a step
+ * with a multiply-xorshift mix, several times faster than byte-wise FNV over ~10 KB texts. */
+static uint64_t source_key(const char *s, size_t n) {
+  uint64_t h = 0x9e3779b97f4a7c15ull ^ n;
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t w;
+    memcpy(&w, s + i, 8);
+    h = (h ^ w) * 0xff51afd7ed558ccdull;
+    h ^= h >> 32;
+  }
+  uint64_t w = 0;
+  memcpy(&w, s + i, n - i);
+  h = (h ^ w) * 0xc4ceb9fe1a85ec53ull;
+  return h ^ (h >> 29);
+}
+
+lathe_status_t lathe_cuda_compile_source(const char *source, int cc, void **out_cubin, size_t *out_size) {
+  const lcu_api *api;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_load_nvrtc(&api));
+  size_t np = strlen(prelude), ns = strlen(source);
+  char *full = malloc(np + ns + 1);
+  if (!full) return LATHE_OOM("lathe:cuda: compile");
+  memcpy(full, prelude, np);
+  memcpy(full + np, source, ns + 1);
+  lnvrtcProgram prog = NULL;
+  lnvrtcResult r = api->nvrtcCreateProgram(&prog, full, "lathe_kernel.cu", 0, NULL, NULL);
+  free(full);
+  if (r != LNVRTC_SUCCESS)
+    return lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: nvrtcCreateProgram: %s", api->nvrtcGetErrorString(r));
+  char arch[48];
+  snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d", cc);
+  /* no contraction of a * b + c into one rounding: every op rounds as its definition (and the
+   * CPU, compiled as ISO C) says, so fused and unfused code agree; kernels that want FMA call
+   * fma() themselves */
+  const char *opts[] = {arch, "--std=c++17", "-default-device", "--fmad=false"};
+  r = api->nvrtcCompileProgram(prog, 4, opts);
+  lathe_status_t st = NULL;
+  if (r != LNVRTC_SUCCESS) {
+    size_t log_size = 0;
+    api->nvrtcGetProgramLogSize(prog, &log_size);
+    char *log = malloc(log_size + 1);
+    if (log) {
+      log[0] = 0;
+      api->nvrtcGetProgramLog(prog, log);
+      log[log_size] = 0;
+    }
+    st = lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: NVRTC could not compile a kernel for sm_%d: %s\n%s", cc,
+                          api->nvrtcGetErrorString(r), log ? log : "(no log)");
+    free(log);
+  }
+  size_t size = 0;
+  void *cubin = NULL;
+  if (!st) {
+    r = api->nvrtcGetCUBINSize(prog, &size);
+    if (r == LNVRTC_SUCCESS) {
+      cubin = malloc(size ? size : 1);
+      if (!cubin) st = LATHE_OOM("lathe:cuda: compile");
+      else r = api->nvrtcGetCUBIN(prog, cubin);
+    }
+    if (!st && r != LNVRTC_SUCCESS)
+      st = lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: NVRTC gave no cubin: %s", api->nvrtcGetErrorString(r));
+  }
+  api->nvrtcDestroyProgram(&prog);
+  if (st) {
+    free(cubin);
+    return st;
+  }
+  *out_cubin = cubin;
+  *out_size = size;
+  return NULL;
+}
+
+/* ---- the disk cache ---- */
+static bool cache_dir(char *buf, size_t cap) {
+  const char *dir = getenv("LATHE_CUDA_CACHE_DIR");
+  if (dir && (!strcmp(dir, "off") || !*dir)) return false;
+  if (dir) snprintf(buf, cap, "%s", dir);
+  else if (getenv("XDG_CACHE_HOME") && *getenv("XDG_CACHE_HOME")) snprintf(buf, cap, "%s/lathe/cuda", getenv("XDG_CACHE_HOME"));
+  else if (getenv("HOME") && *getenv("HOME")) snprintf(buf, cap, "%s/.cache/lathe/cuda", getenv("HOME"));
+  else return false;
+  return true;
+}
+
+static void mkdirs(char *path) {
+  for (char *p = path + 1; *p; p++)
+    if (*p == '/') {
+      *p = 0;
+      mkdir(path, 0755);
+      *p = '/';
+    }
+  mkdir(path, 0755);
+}
+
+static void *read_file(const char *path, size_t *size) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  void *buf = NULL;
+  if (fseek(f, 0, SEEK_END) == 0) {
+    long n = ftell(f);
+    if (n > 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)n)) && fread(buf, 1, (size_t)n, f) != (size_t)n) {
+      free(buf);
+      buf = NULL;
+    }
+    *size = n > 0 ? (size_t)n : 0;
+  }
+  fclose(f);
+  return buf;
+}
+
+/* Best effort: a cache that cannot be written is no error. Written under a temporary name and
+ * renamed, so another process never reads half a file. */
+static void write_file(const char *dir, const char *path, const void *data, size_t n) {
+  char tmp[700], d[512];
+  snprintf(d, sizeof d, "%s", dir);
+  mkdirs(d);
+  if (snprintf(tmp, sizeof tmp, "%s.%d.tmp", path, (int)getpid()) >= (int)sizeof tmp) return;
+  FILE *f = fopen(tmp, "wb");
+  if (!f) return;
+  bool ok = fwrite(data, 1, n, f) == n;
+  ok = fclose(f) == 0 && ok;
+  if (!ok || rename(tmp, path) != 0) remove(tmp);
+}
+
+/* ---- the per-device module table ---- */
+enum { MODULE_FNS = 8 };
+
+struct cuda_module {
+  uint64_t key;
+  char *source; /* to tell hash collisions apart */
+  size_t len;
+  lcuModule module;
+  /* functions looked up so far (a module has a few kernels), so a launch skips cuModuleGetFunction */
+  char *fn_names[MODULE_FNS];
+  lcuFunction fns[MODULE_FNS];
+  int n_fns;
+};
+
+lathe_status_t lathe_cuda_modules_init(cuda_modules *m) {
+  memset(m, 0, sizeof *m);
+  return pthread_mutex_init(&m->mu, NULL) ? LATHE_OOM("lathe:cuda") : NULL;
+}
+
+void lathe_cuda_modules_destroy(cuda_dev *d) {
+  cuda_modules *m = &d->modules;
+  lathe_status_t st = lathe_cuda_use(d);
+  for (int i = 0; i < m->cap; i++)
+    if (m->table && m->table[i]) {
+      if (!st) d->cu->api->cuModuleUnload(m->table[i]->module);
+      free(m->table[i]->source);
+      for (int k = 0; k < m->table[i]->n_fns; k++) free(m->table[i]->fn_names[k]);
+      free(m->table[i]);
+    }
+  lathe_status_free(st);
+  free(m->table);
+  m->table = NULL;
+  pthread_mutex_destroy(&m->mu);
+}
+
+static cuda_module **slot_for(cuda_modules *m, uint64_t key, const char *source, size_t len) {
+  for (size_t i = key & (size_t)(m->cap - 1);; i = (i + 1) & (size_t)(m->cap - 1)) {
+    cuda_module *e = m->table[i];
+    if (!e || (e->key == key && e->len == len && !memcmp(e->source, source, len))) return &m->table[i];
+  }
+}
+
+static lathe_status_t grow(cuda_modules *m) {
+  int cap = m->cap ? 2 * m->cap : 64;
+  cuda_module **t = calloc((size_t)cap, sizeof *t), **old = m->table;
+  if (!t) return LATHE_OOM("lathe:cuda");
+  int old_cap = m->cap;
+  m->table = t;
+  m->cap = cap;
+  for (int i = 0; i < old_cap; i++)
+    if (old[i]) *slot_for(m, old[i]->key, old[i]->source, old[i]->len) = old[i];
+  free(old);
+  return NULL;
+}
+
+/* The module of source on d: from the table, the disk cache, or NVRTC. With mu held. */
+static lathe_status_t module_of(cuda_dev *d, const char *source, cuda_module **out) {
+  cuda_modules *m = &d->modules;
+  size_t len = strlen(source);
+  uint64_t key = source_key(source, len);
+  if (m->cap == 0 || 2 * (m->n + 1) > m->cap) LATHE_RETURN_IF_ERROR(grow(m));
+  cuda_module **slot = slot_for(m, key, source, len);
+  if (*slot) {
+    *out = *slot;
+    return NULL;
+  }
+  int driver, nvrtc;
+  lathe_cuda_versions(&driver, &nvrtc);
+  uint64_t file_key = fnv(key, &d->cc, sizeof d->cc);
+  file_key = fnv(file_key, &driver, sizeof driver);
+  file_key = fnv(file_key, &nvrtc, sizeof nvrtc);
+  file_key = fnv(file_key, prelude, sizeof prelude);
+  char dir[512], path[600];
+  bool cached = cache_dir(dir, sizeof dir);
+  if (cached) snprintf(path, sizeof path, "%s/%016llx-sm%d.cubin", dir, (unsigned long long)file_key, d->cc);
+  size_t size = 0;
+  void *cubin = cached ? read_file(path, &size) : NULL;
+  bool from_disk = cubin != NULL;
+  if (!cubin) LATHE_RETURN_IF_ERROR(lathe_cuda_compile_source(source, d->cc, &cubin, &size));
+  lcuModule mod = NULL;
+  lathe_status_t st = lathe_cuda_use(d);
+  if (!st) st = lathe_cuda_error(d->cu->api, d->cu->api->cuModuleLoadData(&mod, cubin), "lathe:cuda: cuModuleLoadData");
+  if (st && from_disk) { /* a stale or damaged cache file: compile afresh */
+    lathe_status_free(st);
+    free(cubin);
+    from_disk = false;
+    st = lathe_cuda_compile_source(source, d->cc, &cubin, &size);
+    if (!st) st = lathe_cuda_error(d->cu->api, d->cu->api->cuModuleLoadData(&mod, cubin), "lathe:cuda: cuModuleLoadData");
+  }
+  if (!st && cached && !from_disk) write_file(dir, path, cubin, size);
+  free(cubin);
+  if (st) return st;
+  cuda_module *e = calloc(1, sizeof *e);
+  char *src = malloc(len + 1);
+  if (!e || !src) {
+    free(e);
+    free(src);
+    d->cu->api->cuModuleUnload(mod);
+    return LATHE_OOM("lathe:cuda");
+  }
+  memcpy(src, source, len + 1);
+  e->key = key;
+  e->source = src;
+  e->len = len;
+  e->module = mod;
+  *slot = e;
+  m->n++;
+  *out = e;
+  return NULL;
+}
+
+lathe_status_t lathe_cuda_kernel(cuda_dev *d, const char *source, const char *name, lcuFunction *out) {
+  pthread_mutex_lock(&d->modules.mu);
+  cuda_module *e = NULL;
+  lathe_status_t st = module_of(d, source, &e);
+  for (int k = 0; !st && k < e->n_fns; k++)
+    if (!strcmp(e->fn_names[k], name)) {
+      *out = e->fns[k];
+      pthread_mutex_unlock(&d->modules.mu);
+      return NULL;
+    }
+  if (!st) {
+    char what[160];
+    snprintf(what, sizeof what, "lathe:cuda: kernel %s", name);
+    st = lathe_cuda_error(d->cu->api, d->cu->api->cuModuleGetFunction(out, e->module, name), what);
+  }
+  if (!st && e->n_fns < MODULE_FNS) { /* remembered where there is room (else looked up each time) */
+    char *nm = malloc(strlen(name) + 1);
+    if (nm) {
+      strcpy(nm, name);
+      e->fn_names[e->n_fns] = nm;
+      e->fns[e->n_fns++] = *out;
+    }
+  }
+  pthread_mutex_unlock(&d->modules.mu);
+  return st;
+}

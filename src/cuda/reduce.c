@@ -1,0 +1,455 @@
+/* reduce.c -- the REDUCE family on the GPU: Reduce{Sum,Product,Max,Min}, ReduceBitwise{And,Or,Xor},
+ * ReduceLogical{And,Or,Xor} and ArgMinMax, with lathe:cpu's semantics (src/cpu/reduce.c): integers
+ * wrap, halves accumulate in float, Max/Min propagate NaN, complex products are the plain formula;
+ * ArgMinMax takes the first NaN, else the first index of the extreme.
+ *
+ * The operand's axes collapse as on the CPU into kept and reduced groups (size-1 axes dropped,
+ * neighbours of a kind merged); an output element o then reads the elements
+ * kept_offset(o) + reduced_offset(r) for r in [0, n_red). One kernel engine covers every layout:
+ * each work item (an output, or a part of one) is reduced by a group of 1, 32 or 256 threads --
+ * 32 or 256 when the reduced run is innermost (consecutive threads read consecutive elements),
+ * 1 when a kept axis is innermost (consecutive threads take consecutive outputs) -- each thread
+ * folding a strided share into four accumulators, then a warp-shuffle tree and, for 256, a tree
+ * over the block's warps. When there are too few outputs to fill the GPU, the reduced range is
+ * split into parts whose partial accumulators a second pass of the same engine combines (a full
+ * reduction is the case of one output). Sizes are arguments: one module per (dtype, op) serves
+ * every shape, and a program compiles only the modules it uses. */
+#include <pthread.h>
+#include <stdio.h>
+
+#include "cuda.h"
+
+/* The engine. An op is a struct with S (storage) and A (accumulator) types and ident(),
+ * load(x, r), comb(a, b), store(out, i, a); lt_redp_* read partial accumulators instead of the
+ * operand. Geometry: kept groups (dims, input strides) give an output's base offset, reduced
+ * groups a reduced index's offset. */
+static const char red_lib[] =
+    "#define LT_M __device__ __forceinline__\n"
+    "#define LT_INFF __int_as_float(0x7f800000)\n"
+    "struct lt_rgeom { int nk, nr; int64_t kd[LT_MAX_RANK], ks[LT_MAX_RANK], rd[LT_MAX_RANK], rs[LT_MAX_RANK]; };\n"
+    "/* offset of index i of groups (d, s); one group inline, more through a call (smaller code) */\n"
+    "__device__ __noinline__ int64_t lt_goff_n(int64_t i, int n, const int64_t *d, const int64_t *s) {\n"
+    "  int64_t off = 0;\n"
+    "  for (int a = n - 1; a >= 0; a--) { int64_t q = i / d[a]; off += (i - q * d[a]) * s[a]; i = q; }\n"
+    "  return off;\n"
+    "}\n"
+    "LT_DEV int64_t lt_goff(int64_t i, int n, const int64_t *d, const int64_t *s) {\n"
+    "  return n == 1 ? i * s[0] : lt_goff_n(i, n, d, s);\n"
+    "}\n"
+    "/* any type of up to 16 bytes through 32-bit shuffles */\n"
+    "template <typename T> LT_DEV T lt_shfl_down(T v, int delta) {\n"
+    "  constexpr int W = (int)((sizeof(T) + 3) / 4);\n"
+    "  union U { T t; unsigned u[W]; } a;\n"
+    "  for (int k = 0; k < W; k++) a.u[k] = 0;\n"
+    "  a.t = v;\n"
+    "  for (int k = 0; k < W; k++) a.u[k] = __shfl_down_sync(0xffffffffu, a.u[k], delta);\n"
+    "  return a.t;\n"
+    "}\n"
+    "__shared__ __align__(16) unsigned char lt_red_sm[32 * 16];\n"
+    "/* the accumulators of a group of 1, 32 or blockDim.x threads combined; valid in its first thread */\n"
+    "template <class Op> LT_DEV typename Op::A lt_group(const Op &op, typename Op::A acc, int group) {\n"
+    "  typedef typename Op::A A;\n"
+    "  if (group == 1) return acc;\n"
+    "  for (int d = 16; d > 0; d >>= 1) acc = op.comb(acc, lt_shfl_down(acc, d));\n"
+    "  if (group <= 32) return acc;\n"
+    "  A *sm = (A *)lt_red_sm;\n"
+    "  int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;\n"
+    "  __syncthreads();\n"
+    "  if (lane == 0) sm[warp] = acc;\n"
+    "  __syncthreads();\n"
+    "  if (warp == 0) {\n"
+    "    acc = lane < nw ? sm[lane] : op.ident();\n"
+    "    for (int d = 16; d > 0; d >>= 1) acc = op.comb(acc, lt_shfl_down(acc, d));\n"
+    "  }\n"
+    "  return acc;\n"
+    "}\n"
+    "template <typename A> LT_DEV A lt_part_ld(const void *p, int64_t i) { return ((const A *)p)[i]; }\n"
+    "/* work item w = s * n_out + o: output o's part s of the reduced range (splits parts); with one\n"
+    " * part the result is stored, else the partial accumulator goes to part[w] */\n"
+    "template <class Op, bool PART> __device__ void lt_reduce(const Op &op, const void *in, void *out, void *part,\n"
+    "    int64_t n_out, int64_t n_red, int64_t splits, int group, const lt_rgeom &g) {\n"
+    "  typedef typename Op::A A;\n"
+    "  typedef typename Op::S S;\n"
+    "  int gpb = blockDim.x / group, gid = threadIdx.x / group, lane = threadIdx.x % group;\n"
+    "  int64_t chunk = (n_red + splits - 1) / splits, n_work = n_out * splits;\n"
+    "  for (int64_t w = (int64_t)blockIdx.x * gpb + gid; w < n_work; w += (int64_t)gridDim.x * gpb) {\n"
+    "    int64_t o = w % n_out, s = w / n_out, r0 = s * chunk, r1 = r0 + chunk < n_red ? r0 + chunk : n_red;\n"
+    "    int64_t base = lt_goff(o, g.nk, g.kd, g.ks);\n"
+    "    A a0 = op.ident(), a1 = a0, a2 = a0, a3 = a0;\n"
+    "    int64_t r = r0 + lane;\n"
+    "    const int64_t st = group;\n"
+    "#define LT_LD(rr) (PART ? lt_part_ld<A>(in, base + lt_goff(rr, g.nr, g.rd, g.rs)) \\\n"
+    "                       : op.load(((const S *)in)[base + lt_goff(rr, g.nr, g.rd, g.rs)], rr))\n"
+    "    for (; r + 3 * st < r1; r += 4 * st) {\n"
+    "      A x0 = LT_LD(r), x1 = LT_LD(r + st), x2 = LT_LD(r + 2 * st), x3 = LT_LD(r + 3 * st);\n"
+    "      a0 = op.comb(a0, x0); a1 = op.comb(a1, x1); a2 = op.comb(a2, x2); a3 = op.comb(a3, x3);\n"
+    "    }\n"
+    "    for (; r < r1; r += st) a0 = op.comb(a0, LT_LD(r));\n"
+    "#undef LT_LD\n"
+    "    A acc = lt_group(op, op.comb(op.comb(a0, a1), op.comb(a2, a3)), group);\n"
+    "    if (lane == 0) {\n"
+    "      if (splits > 1) ((A *)part)[w] = acc;\n"
+    "      else op.store(out, o, acc);\n"
+    "    }\n"
+    "  }\n"
+    "}\n"
+    "/* a module instantiates one op: its prefix defines LT_PICK_<op> to expand */\n"
+    "#define LT_PICK(NAME, ...) LT_PICK_##NAME(__VA_ARGS__)\n"
+    "#ifndef LT_PICK_sum\n#define LT_PICK_sum(...)\n#endif\n"
+    "#ifndef LT_PICK_prod\n#define LT_PICK_prod(...)\n#endif\n"
+    "#ifndef LT_PICK_max\n#define LT_PICK_max(...)\n#endif\n"
+    "#ifndef LT_PICK_min\n#define LT_PICK_min(...)\n#endif\n"
+    "#ifndef LT_PICK_band\n#define LT_PICK_band(...)\n#endif\n"
+    "#ifndef LT_PICK_bor\n#define LT_PICK_bor(...)\n#endif\n"
+    "#ifndef LT_PICK_bxor\n#define LT_PICK_bxor(...)\n#endif\n"
+    "#ifndef LT_PICK_land\n#define LT_PICK_land(...)\n#endif\n"
+    "#ifndef LT_PICK_lor\n#define LT_PICK_lor(...)\n#endif\n"
+    "#ifndef LT_PICK_lxor\n#define LT_PICK_lxor(...)\n#endif\n"
+    "#ifndef LT_PICK_arg\n#define LT_PICK_arg(...)\n#endif\n"
+    "#define LT_ROP(NAME, S_, A_, IDENT, LOAD, COMB, STORE)                                             \\\n"
+    "  struct rop_##NAME {                                                                            \\\n"
+    "    typedef S_ S;                                                                                \\\n"
+    "    typedef A_ A;                                                                                \\\n"
+    "    LT_M A ident() const { return IDENT; }                                                       \\\n"
+    "    LT_M A load(S x, int64_t r) const { return LOAD; }                                           \\\n"
+    "    LT_M A comb(A a, A b) const { return COMB; }                                                 \\\n"
+    "    LT_M void store(void *o, int64_t i, A a) const { ((S *)o)[i] = STORE; }                      \\\n"
+    "  };                                                                                             \\\n"
+    "  extern \"C\" __global__ void __launch_bounds__(256) lt_red_##NAME(const void *in, void *out, void *part, \\\n"
+    "      int64_t n_out, int64_t n_red, int64_t splits, int group, lt_rgeom g) {                     \\\n"
+    "    lt_reduce<rop_##NAME, false>(rop_##NAME(), in, out, part, n_out, n_red, splits, group, g);               \\\n"
+    "  }                                                                                              \\\n"
+    "  extern \"C\" __global__ void __launch_bounds__(256) lt_redp_##NAME(const void *in, void *out, void *part, \\\n"
+    "      int64_t n_out, int64_t n_red, int64_t splits, int group, lt_rgeom g) {                     \\\n"
+    "    lt_reduce<rop_##NAME, true>(rop_##NAME(), in, out, part, n_out, n_red, splits, group, g);                \\\n"
+    "  }\n"
+    "/* integers (T, its unsigned U, and the extremes): arithmetic wraps through U */\n"
+    "#define LT_RED_INT(T, U, MN, MX)                                                                 \\\n"
+    "  LT_PICK(sum, LT_ROP(sum, T, T, (T)0, x, (T)(U)((U)a + (U)b), a))                                              \\\n"
+    "  LT_PICK(prod, LT_ROP(prod, T, T, (T)1, x, (T)(U)((uint64_t)(U)a * (uint64_t)(U)b), a))                        \\\n"
+    "  LT_PICK(max, LT_ROP(max, T, T, (T)(MN), x, (b > a ? b : a), a))                                              \\\n"
+    "  LT_PICK(min, LT_ROP(min, T, T, (T)(MX), x, (b < a ? b : a), a))                                              \\\n"
+    "  LT_PICK(band, LT_ROP(band, T, T, (T)~(U)0, x, (T)(a & b), a))                                                  \\\n"
+    "  LT_PICK(bor, LT_ROP(bor, T, T, (T)0, x, (T)(a | b), a))                                                       \\\n"
+    "  LT_PICK(bxor, LT_ROP(bxor, T, T, (T)0, x, (T)(a ^ b), a))\n"
+    "/* floats (T stored, A accumulated; halves through LD/ST): Max/Min let NaN through */\n"
+    "#define LT_RED_FLOAT(S, A, LD, ST)                                                               \\\n"
+    "  LT_PICK(sum, LT_ROP(sum, S, A, (A)0, LD(x), a + b, ST(a)))                                                   \\\n"
+    "  LT_PICK(prod, LT_ROP(prod, S, A, (A)1, LD(x), a * b, ST(a)))                                                  \\\n"
+    "  LT_PICK(max, LT_ROP(max, S, A, -(A)LT_INFF, LD(x), ((b > a || b != b) ? b : a), ST(a)))                      \\\n"
+    "  LT_PICK(min, LT_ROP(min, S, A, (A)LT_INFF, LD(x), ((b < a || b != b) ? b : a), ST(a)))\n"
+    "#define LT_SAME(x) (x)\n"
+    "#define LT_RED_COMPLEX(C)                                                                        \\\n"
+    "  LT_PICK(sum, LT_ROP(sum, C, C, C(0, 0), x, C(a.re + b.re, a.im + b.im), a))                                  \\\n"
+    "  LT_PICK(prod, LT_ROP(prod, C, C, C(1, 0), x, C(a.re * b.re - a.im * b.im, a.re * b.im + a.im * b.re), a))\n"
+    "#define LT_RED_BOOL                                                                              \\\n"
+    "  LT_PICK(land, LT_ROP(land, uint8_t, uint8_t, (uint8_t)1, x, (uint8_t)(a & (b != 0)), a))                      \\\n"
+    "  LT_PICK(lor, LT_ROP(lor, uint8_t, uint8_t, (uint8_t)0, x, (uint8_t)(a | (b != 0)), a))                       \\\n"
+    "  LT_PICK(lxor, LT_ROP(lxor, uint8_t, uint8_t, (uint8_t)0, x, (uint8_t)(a ^ (b != 0)), a))\n"
+    "/* ArgMinMax: (value, index) pairs; index -1 is the empty pair. The first NaN wins, then the\n"
+    " * strictly better value, then the lower index: associative, so any tree gives the CPU's answer.\n"
+    " * Indices are written wrapped into an integer output of ow bytes. */\n"
+    "#define LT_RED_ARG(S_, V, LD) LT_PICK(arg, LT_RED_ARG_(S_, V, LD))\n"
+    "#define LT_RED_ARG_(S_, V, LD)                                                                   \\\n"
+    "  struct rop_arg {                                                                                   \\\n"
+    "    typedef S_ S;                                                                                \\\n"
+    "    struct A { V v; int64_t i; };                                                                \\\n"
+    "    int is_min, ow;                                                                              \\\n"
+    "    LT_M A ident() const { A a; a.v = (V)0; a.i = -1; return a; }                                \\\n"
+    "    LT_M A load(S x, int64_t r) const { A a; a.v = LD(x); a.i = r; return a; }                   \\\n"
+    "    LT_M A comb(A a, A b) const {                                                                \\\n"
+    "      if (a.i < 0) return b;                                                                     \\\n"
+    "      if (b.i < 0) return a;                                                                     \\\n"
+    "      bool an = a.v != a.v, bn = b.v != b.v;                                                     \\\n"
+    "      if (an || bn) return (an && bn) ? (a.i < b.i ? a : b) : (an ? a : b);                      \\\n"
+    "      if (is_min ? b.v < a.v : b.v > a.v) return b;                                              \\\n"
+    "      if (is_min ? a.v < b.v : a.v > b.v) return a;                                              \\\n"
+    "      return a.i < b.i ? a : b;                                                                  \\\n"
+    "    }                                                                                            \\\n"
+    "    LT_M void store(void *o, int64_t k, A a) const {                                             \\\n"
+    "      uint64_t v = a.i < 0 ? 0 : (uint64_t)a.i;                                                  \\\n"
+    "      if (ow == 1) ((uint8_t *)o)[k] = (uint8_t)v;                                               \\\n"
+    "      else if (ow == 2) ((uint16_t *)o)[k] = (uint16_t)v;                                        \\\n"
+    "      else if (ow == 4) ((uint32_t *)o)[k] = (uint32_t)v;                                        \\\n"
+    "      else ((uint64_t *)o)[k] = v;                                                               \\\n"
+    "    }                                                                                            \\\n"
+    "  };                                                                                             \\\n"
+    "  extern \"C\" __global__ void __launch_bounds__(256) lt_red_arg(const void *in, void *out, void *part, \\\n"
+    "      int64_t n_out, int64_t n_red, int64_t splits, int group, lt_rgeom g, int is_min, int ow) {  \\\n"
+    "    rop_arg op; op.is_min = is_min; op.ow = ow;                                                      \\\n"
+    "    lt_reduce<rop_arg, false>(op, in, out, part, n_out, n_red, splits, group, g);                    \\\n"
+    "  }                                                                                              \\\n"
+    "  extern \"C\" __global__ void __launch_bounds__(256) lt_redp_arg(const void *in, void *out, void *part, \\\n"
+    "      int64_t n_out, int64_t n_red, int64_t splits, int group, lt_rgeom g, int is_min, int ow) {  \\\n"
+    "    rop_arg op; op.is_min = is_min; op.ow = ow;                                                      \\\n"
+    "    lt_reduce<rop_arg, true>(op, in, out, part, n_out, n_red, splits, group, g);                     \\\n"
+    "  }\n";
+
+/* ---- per dtype: which ops exist, and the line instantiating them ---- */
+enum { R_SUM, R_PROD, R_MAX, R_MIN, R_AND, R_OR, R_XOR, R_LAND, R_LOR, R_LXOR, R_ARG, R_COUNT };
+static const char *const op_names[R_COUNT] = {"sum", "prod", "max", "min", "band", "bor", "bxor", "land", "lor", "lxor", "arg"};
+
+static int column_of(lathe_op op) {
+  switch (op) {
+    case LATHE_OP_REDUCE_SUM: return R_SUM;
+    case LATHE_OP_REDUCE_PRODUCT: return R_PROD;
+    case LATHE_OP_REDUCE_MAX: return R_MAX;
+    case LATHE_OP_REDUCE_MIN: return R_MIN;
+    case LATHE_OP_REDUCE_BITWISE_AND: return R_AND;
+    case LATHE_OP_REDUCE_BITWISE_OR: return R_OR;
+    case LATHE_OP_REDUCE_BITWISE_XOR: return R_XOR;
+    case LATHE_OP_REDUCE_LOGICAL_AND: return R_LAND;
+    case LATHE_OP_REDUCE_LOGICAL_OR: return R_LOR;
+    case LATHE_OP_REDUCE_LOGICAL_XOR: return R_LXOR;
+    case LATHE_OP_ARG_MIN_MAX: return R_ARG;
+    default: return -1;
+  }
+}
+
+/* Whether column c exists for dtype dt (sub-byte integers arrive widened: none of their own). */
+static bool has_column(lathe_dtype dt, int c) {
+  if (!lathe_dtype_is_valid(dt) || lathe_dtype_is_packed(dt) || c < 0) return false;
+  switch (lathe_dtype_class_of(dt)) {
+    case LATHE_CLASS_SINT:
+    case LATHE_CLASS_UINT: return c <= R_XOR || c == R_ARG;
+    case LATHE_CLASS_FLOAT:
+    case LATHE_CLASS_HALF: return c <= R_MIN || c == R_ARG;
+    case LATHE_CLASS_COMPLEX: return c == R_SUM || c == R_PROD;
+    case LATHE_CLASS_BOOL: return c == R_LAND || c == R_LOR || c == R_LXOR;
+    default: return false;
+  }
+}
+
+/* Bytes of the accumulator of column c for dt (partials of the two-pass scheme). */
+static size_t acc_size(lathe_dtype dt, int c) {
+  if (c == R_ARG) return 16;
+  if (lathe_dtype_class_of(dt) == LATHE_CLASS_HALF) return 4;
+  return (size_t)lathe_dtype_bits(dt) / 8;
+}
+
+static const char *int_type(lathe_dtype dt, bool want_unsigned) {
+  static const char *const s[] = {"int8_t", "int16_t", "int32_t", "int64_t"}, *const u[] = {"uint8_t", "uint16_t", "uint32_t", "uint64_t"};
+  int k = lathe_dtype_bits(dt) == 8 ? 0 : lathe_dtype_bits(dt) == 16 ? 1 : lathe_dtype_bits(dt) == 32 ? 2 : 3;
+  return want_unsigned ? u[k] : s[k];
+}
+
+/* The instantiation line of dt (empty when the REDUCE family has nothing for it). */
+static void inst_line(lathe_dtype dt, char *buf, size_t cap) {
+  int bits = lathe_dtype_bits(dt);
+  buf[0] = 0;
+  switch (lathe_dtype_class_of(dt)) {
+    case LATHE_CLASS_SINT:
+      snprintf(buf, cap, "LT_RED_INT(%s, %s, (%lldLL - 1), %lldLL)\nLT_RED_ARG(%s, %s, LT_SAME)\n", int_type(dt, false),
+               int_type(dt, true), (long long)LATHE_SINT_MIN(bits) + 1, (long long)LATHE_SINT_MAX(bits), int_type(dt, false),
+               int_type(dt, false));
+      break;
+    case LATHE_CLASS_UINT:
+      snprintf(buf, cap, "LT_RED_INT(%s, %s, 0, %lluULL)\nLT_RED_ARG(%s, %s, LT_SAME)\n", int_type(dt, true), int_type(dt, true),
+               (unsigned long long)LATHE_UINT_MAX(bits), int_type(dt, true), int_type(dt, true));
+      break;
+    case LATHE_CLASS_FLOAT: {
+      const char *t = bits == 32 ? "float" : "double";
+      snprintf(buf, cap, "LT_RED_FLOAT(%s, %s, LT_SAME, LT_SAME)\nLT_RED_ARG(%s, %s, LT_SAME)\n", t, t, t, t);
+      break;
+    }
+    case LATHE_CLASS_HALF: {
+      const char *h = dt == LATHE_DTYPE_FLOAT16 ? "f16" : "bf16";
+      snprintf(buf, cap, "LT_RED_FLOAT(uint16_t, float, lt_%s_to_f32, lt_f32_to_%s)\nLT_RED_ARG(uint16_t, float, lt_%s_to_f32)\n",
+               h, h, h);
+      break;
+    }
+    case LATHE_CLASS_COMPLEX:
+      snprintf(buf, cap, "LT_RED_COMPLEX(%s)\n", bits == 64 ? "lt_c64" : "lt_c128");
+      break;
+    case LATHE_CLASS_BOOL:
+      snprintf(buf, cap, "LT_RED_BOOL\n");
+      break;
+    default:
+      break;
+  }
+}
+
+/* One module per (dtype, op), made once: only what a program uses is compiled. */
+static char *sources[LATHE_DTYPE_LIMIT][R_COUNT];
+static pthread_once_t sources_once = PTHREAD_ONCE_INIT;
+
+static void make_sources(void) {
+  for (int d = 1; d < LATHE_DTYPE_LIMIT; d++) {
+    lathe_dtype dt = (lathe_dtype)d;
+    char line[256];
+    inst_line(dt, line, sizeof line);
+    for (int c = 0; c < R_COUNT && line[0]; c++) {
+      if (!has_column(dt, c)) continue;
+      size_t n = sizeof red_lib + strlen(line) + 64;
+      char *s = malloc(n);
+      if (s) snprintf(s, n, "#define LT_PICK_%s(...) __VA_ARGS__\n%s%s", op_names[c], red_lib, line);
+      sources[d][c] = s;
+    }
+  }
+}
+
+static const char *source_of(lathe_dtype dt, int c) {
+  pthread_once(&sources_once, make_sources);
+  return (int)dt > 0 && dt < LATHE_DTYPE_LIMIT && c >= 0 && c < R_COUNT ? sources[dt][c] : NULL;
+}
+
+void lathe_cuda_sources_reduce(lathe_cuda_source_fn fn, void *ctx) {
+  for (int d = 1; d < LATHE_DTYPE_LIMIT; d++)
+    for (int c = 0; c < R_COUNT; c++) {
+      const char *s = source_of((lathe_dtype)d, c);
+      char label[64];
+      snprintf(label, sizeof label, "reduce %s %s", op_names[c], lathe_dtype_name((lathe_dtype)d));
+      if (s) fn(ctx, label, s);
+    }
+}
+
+bool lathe_cuda_supports_reduce(lathe_op op, lathe_dtype dtype) { return source_of(dtype, column_of(op)) != NULL; }
+
+/* ---- host side ---- */
+typedef struct rgeom_h { /* lt_rgeom */
+  int nk, nr;
+  int64_t kd[16], ks[16], rd[16], rs[16];
+} rgeom_h;
+
+typedef struct red_launch {
+  const char *source;
+  int col;
+  int is_min, ow; /* ArgMinMax */
+} red_launch;
+
+/* Threads per work item and parts of the reduced range, from the sizes and the device. */
+static void plan(const cuda_dev *d, int64_t n_out, int64_t n_red, bool inner_reduced, int *group, int64_t *splits) {
+  int64_t target = (int64_t)(d->sm_count > 0 ? d->sm_count : 80) * 2048;
+  *group = !inner_reduced || n_red < 16 ? 1 : n_red >= 2048 ? 256 : 32;
+  *splits = 1;
+  int64_t threads = n_out * *group;
+  int64_t per = (int64_t)*group * 128; /* the least work worth a part */
+  if (threads < target && n_red > 2 * per) {
+    int64_t s = (target + threads - 1) / threads, most = (n_red + per - 1) / per;
+    if (s > most) s = most;
+    if (s > 4096) s = 4096;
+    *splits = s < 1 ? 1 : s;
+  }
+}
+
+static lathe_status_t launch_one(lathe_cuda_exec *ex, const red_launch *L, bool partial_in, const void *in, void *out,
+                                 void *part, int64_t n_out, int64_t n_red, int64_t splits, int group, const rgeom_h *g) {
+  char name[32];
+  snprintf(name, sizeof name, "lt_red%s_%s", partial_in ? "p" : "", op_names[L->col]);
+  lcuFunction f;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), L->source, name, &f));
+  lcuDeviceptr pi = (lcuDeviceptr)(uintptr_t)in, po = (lcuDeviceptr)(uintptr_t)out, pp = (lcuDeviceptr)(uintptr_t)part;
+  rgeom_h gg = *g;
+  int is_min = L->is_min, ow = L->ow;
+  void *args[] = {&pi, &po, &pp, &n_out, &n_red, &splits, &group, &gg, &is_min, &ow};
+  int64_t work = n_out * splits, gpb = 256 / group, blocks = (work + gpb - 1) / gpb;
+  if (blocks < 1) blocks = 1;
+  if (blocks > (1 << 20)) blocks = 1 << 20; /* the loop strides over the rest */
+  return lathe_cuda_launch(ex, f, (unsigned)blocks, 256, 0, args);
+}
+
+/* Reduces x (laid out by g: n_out outputs of n_red elements) into out, in one or two passes. */
+static lathe_status_t reduce_any(lathe_cuda_exec *ex, const red_launch *L, lathe_dtype dt, const lathe_tensor *x,
+                                 lathe_tensor *out, int64_t n_out, int64_t n_red, bool inner_reduced, const rgeom_h *g) {
+  cuda_dev *d = lathe_cuda_exec_dev(ex);
+  int group;
+  int64_t splits;
+  plan(d, n_out, n_red, inner_reduced, &group, &splits);
+  if (splits == 1) return launch_one(ex, L, false, x->data, out->data, NULL, n_out, n_red, 1, group, g);
+  lathe_shape ps;
+  memset(&ps, 0, sizeof ps);
+  ps.dtype = LATHE_DTYPE_UINT8;
+  ps.rank = 1;
+  ps.dims[0] = (int64_t)acc_size(dt, L->col) * n_out * splits;
+  lathe_tensor *part;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_exec_tensor(ex, &ps, &part));
+  LATHE_RETURN_IF_ERROR(launch_one(ex, L, false, x->data, NULL, part->data, n_out, n_red, splits, group, g));
+  /* the partials, [splits][n_out], reduced along splits */
+  rgeom_h g2;
+  memset(&g2, 0, sizeof g2);
+  g2.nk = 1, g2.kd[0] = n_out, g2.ks[0] = 1;
+  g2.nr = 1, g2.rd[0] = splits, g2.rs[0] = n_out;
+  int64_t target = (int64_t)(d->sm_count > 0 ? d->sm_count : 80) * 2048;
+  int group2 = n_out * 32 > target ? 1 : splits >= 1024 && n_out * 256 <= target ? 256 : 32;
+  return launch_one(ex, L, true, part->data, out->data, NULL, n_out, splits, 1, group2, &g2);
+}
+
+/* Appends a group (dims, stride) to a side of g, merging it into the previous group of that side
+ * when they are contiguous. */
+static void add_group(int *n, int64_t *dims, int64_t *strides, int64_t dim, int64_t stride) {
+  if (dim == 1) return;
+  if (*n && strides[*n - 1] == dim * stride) {
+    dims[*n - 1] *= dim;
+    strides[*n - 1] = stride;
+    return;
+  }
+  dims[*n] = dim;
+  strides[*n] = stride;
+  (*n)++;
+}
+
+static lathe_status_t run_reduce(lathe_cuda_exec *ex, const lathe_node *n, const lathe_tensor *x, lathe_tensor *out) {
+  const lathe_shape *xs = &x->shape;
+  lathe_dtype dt = xs->dtype;
+  red_launch L = {.source = source_of(dt, column_of(n->op)), .col = column_of(n->op)};
+  if (!L.source)
+    return LATHE_UNIMPL("%s: not implemented on lathe:cuda for %s", lathe_op_name(n->op), lathe_dtype_name(dt));
+  int64_t on = lathe_shape_size(&out->shape), xn = lathe_shape_size(xs);
+  if (!on) return NULL;
+  rgeom_h g;
+  memset(&g, 0, sizeof g);
+  if (!xn) { /* every output is the identity (no kept geometry is read) */
+    LATHE_RETURN_IF_ERROR(launch_one(ex, &L, false, x->data, out->data, NULL, on, 0, 1, 1, &g));
+    /* sub-byte integers run widened to 8 bits: Max/Min identities are those of the narrow type */
+    lathe_dtype orig = n->in[0]->shape.dtype;
+    if (lathe_dtype_is_packed(orig) && (L.col == R_MAX || L.col == R_MIN)) {
+      int bits = lathe_dtype_bits(orig);
+      bool sint = lathe_dtype_class_of(orig) == LATHE_CLASS_SINT;
+      int64_t v = L.col == R_MAX ? (sint ? LATHE_SINT_MIN(bits) : 0) : (sint ? LATHE_SINT_MAX(bits) : (int64_t)LATHE_UINT_MAX(bits));
+      const lcu_api *api = lathe_cuda_exec_api(ex);
+      LATHE_CU_TRY(api, cuMemsetD8Async(lathe_cuda_ptr(out), (unsigned char)(v & 0xff), (size_t)on, lathe_cuda_exec_stream(ex)),
+                   "lathe:cuda: reduction identity");
+    }
+    return NULL;
+  }
+  /* collapse into kept and reduced groups, in memory order */
+  bool red[LATHE_MAX_RANK] = {false};
+  lathe_ilist axes = lathe_attr_reduce_axes(n);
+  for (int i = 0; i < axes.n; i++) red[axes.v[i]] = true;
+  int64_t st[LATHE_MAX_RANK];
+  lathe_shape_strides(xs, st);
+  int last = -1; /* the innermost axis of size > 1 */
+  for (int a = 0; a < xs->rank; a++) {
+    if (xs->dims[a] == 1) continue;
+    last = a;
+    if (red[a]) add_group(&g.nr, g.rd, g.rs, xs->dims[a], st[a]);
+    else add_group(&g.nk, g.kd, g.ks, xs->dims[a], st[a]);
+  }
+  if (g.nr == 0) return lathe_cuda_copy(ex, x, out); /* nothing is reduced */
+  return reduce_any(ex, &L, dt, x, out, on, xn / on, last >= 0 && red[last], &g);
+}
+
+static bool is_byte_int(lathe_dtype dt) { return lathe_dtype_is_int(dt) && !lathe_dtype_is_packed(dt); }
+
+static lathe_status_t run_arg_min_max(lathe_cuda_exec *ex, const lathe_node *n, const lathe_tensor *x, lathe_tensor *out) {
+  lathe_dtype dt = x->shape.dtype, odt = out->shape.dtype;
+  red_launch L = {.source = source_of(dt, R_ARG), .col = R_ARG, .is_min = lathe_attr_arg_min_max_is_min(n) ? 1 : 0,
+                  .ow = lathe_dtype_bits(odt) / 8};
+  if (!L.source || !is_byte_int(odt))
+    return LATHE_UNIMPL("ArgMinMax: not implemented on lathe:cuda for %s -> %s", lathe_dtype_name(dt), lathe_dtype_name(odt));
+  int axis = (int)lathe_attr_arg_min_max_axis(n);
+  int64_t pre = lathe_dims_product(x->shape.dims, 0, axis), len = x->shape.dims[axis];
+  int64_t post = lathe_dims_product(x->shape.dims, axis + 1, x->shape.rank), on = pre * post;
+  if (!on) return NULL;
+  rgeom_h g;
+  memset(&g, 0, sizeof g);
+  add_group(&g.nk, g.kd, g.ks, pre, len * post);
+  add_group(&g.nk, g.kd, g.ks, post, 1);
+  g.nr = 1, g.rd[0] = len, g.rs[0] = post; /* reduced indices are positions along the axis */
+  return reduce_any(ex, &L, dt, x, out, on, len, post == 1, &g);
+}
+
+lathe_status_t lathe_cuda_run_reduce(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
+  if (n->op == LATHE_OP_ARG_MIN_MAX) return run_arg_min_max(ex, n, in[0], out[0]);
+  return run_reduce(ex, n, in[0], out[0]);
+}

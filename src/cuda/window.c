@@ -1,0 +1,266 @@
+/* window.c -- ReduceWindow and SelectAndScatterMax/Min on the GPU, with lathe:cpu's semantics
+ * (src/cpu/window.c): a window visits the operand positions that fall on real elements --
+ * padding and input-dilation holes are skipped, so padding contributes the identity -- in
+ * row-major window order; floats accumulate in double and integers in 64 bits (wrapping), Max/Min
+ * let NaN through, an empty window gives the identity (that of the node's own dtype, which for
+ * sub-byte integers is narrower than the 8 bits they compute in).
+ *
+ * ReduceWindow: one thread per output element walks its window, so results are those of the CPU
+ * (same order, same accumulator). SelectAndScatter: one thread per source element selects its
+ * window's element as the CPU does (first on ties, a NaN replaces the current choice) and adds the
+ * source value into an accumulator of the operand's shape with an atomic add (double for floats:
+ * the order of additions, hence the rounding, may differ from the CPU's; 64-bit integers: exact),
+ * then a second kernel stores the accumulator in the dtype. One module per dtype. */
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+
+#include "cuda.h"
+
+static const char win_lib[] =
+    "struct lt_wgeom {\n"
+    "  int rank;\n"
+    "  int64_t od[LT_MAX_RANK], xd[LT_MAX_RANK], xs[LT_MAX_RANK], wd[LT_MAX_RANK], st[LT_MAX_RANK], lo[LT_MAX_RANK],\n"
+    "      idil[LT_MAX_RANK], wdil[LT_MAX_RANK];\n"
+    "};\n"
+    "/* Visits window i's real operand offsets in row-major window order: f(offset). */\n"
+    "template <class F> LT_DEV void lt_window(const lt_wgeom &g, int64_t i, F f) {\n"
+    "  int64_t oc[LT_MAX_RANK], wi[LT_MAX_RANK], total = 1;\n"
+    "  for (int a = g.rank - 1; a >= 0; a--) { oc[a] = i % g.od[a]; i /= g.od[a]; wi[a] = 0; total *= g.wd[a]; }\n"
+    "  for (int64_t q = 0; q < total; q++) {\n"
+    "    int64_t off = 0;\n"
+    "    bool ok = true;\n"
+    "    for (int a = 0; a < g.rank && ok; a++) {\n"
+    "      int64_t p = oc[a] * g.st[a] - g.lo[a] + wi[a] * g.wdil[a];\n"
+    "      if (g.idil[a] != 1) { ok = p >= 0 && p % g.idil[a] == 0; p /= g.idil[a]; }\n"
+    "      ok = ok && p >= 0 && p < g.xd[a];\n"
+    "      off += p * g.xs[a];\n"
+    "    }\n"
+    "    if (ok) f(off);\n"
+    "    for (int a = g.rank - 1; a >= 0; a--) { if (++wi[a] < g.wd[a]) break; wi[a] = 0; }\n"
+    "  }\n"
+    "}\n"
+    "/* per dtype: storage S, accumulator A (double, int64_t or uint64_t), LD: S -> A, ST: A -> S */\n"
+    "#define LT_WIN(S, A, LD, ST)                                                                      \\\n"
+    "  typedef A lt_acc_t;                                                                              \\\n"
+    "  LT_DEV A lt_sum(A a, A v) { return (A)((uint64_t)a + (uint64_t)v); }                            \\\n"
+    "  LT_DEV A lt_prod(A a, A v) { return (A)((uint64_t)a * (uint64_t)v); }                           \\\n"
+    "  template <int K> __device__ void lt_rw(const S *x, S *y, int64_t n, A ident, lt_wgeom g) {      \\\n"
+    "    LT_LOOP(i, n) {                                                                              \\\n"
+    "      A acc = ident;                                                                             \\\n"
+    "      lt_window(g, i, [&](int64_t off) {                                                         \\\n"
+    "        A v = LD(x[off]);                                                                        \\\n"
+    "        if (K == 0) acc = LT_ADD(acc, v);                                                        \\\n"
+    "        else if (K == 1) acc = LT_MUL(acc, v);                                                   \\\n"
+    "        else if (K == 2) acc = ((v > acc || v != v) && !(acc != acc)) ? v : acc;                 \\\n"
+    "        else acc = ((v < acc || v != v) && !(acc != acc)) ? v : acc;                             \\\n"
+    "      });                                                                                        \\\n"
+    "      y[i] = ST(acc);                                                                            \\\n"
+    "    }                                                                                            \\\n"
+    "  }                                                                                              \\\n"
+    "  extern \"C\" __global__ void lt_rw_sum(const S *x, S *y, int64_t n, A id, lt_wgeom g) { lt_rw<0>(x, y, n, id, g); } \\\n"
+    "  extern \"C\" __global__ void lt_rw_prod(const S *x, S *y, int64_t n, A id, lt_wgeom g) { lt_rw<1>(x, y, n, id, g); } \\\n"
+    "  extern \"C\" __global__ void lt_rw_max(const S *x, S *y, int64_t n, A id, lt_wgeom g) { lt_rw<2>(x, y, n, id, g); } \\\n"
+    "  extern \"C\" __global__ void lt_rw_min(const S *x, S *y, int64_t n, A id, lt_wgeom g) { lt_rw<3>(x, y, n, id, g); } \\\n"
+    "  /* SelectAndScatter: source element i adds into acc at its window's selected element */      \\\n"
+    "  template <bool MAX> __device__ void lt_sas(const S *x, const S *src, LT_ACC *acc, int64_t n, lt_wgeom g) { \\\n"
+    "    LT_LOOP(i, n) {                                                                              \\\n"
+    "      int64_t best = -1;                                                                         \\\n"
+    "      A bv = 0;                                                                                  \\\n"
+    "      lt_window(g, i, [&](int64_t off) {                                                         \\\n"
+    "        A v = LD(x[off]);                                                                        \\\n"
+    "        if (best < 0 || (MAX ? v > bv : v < bv) || v != v) { best = off; bv = v; }               \\\n"
+    "      });                                                                                        \\\n"
+    "      if (best >= 0) atomicAdd(acc + best, (LT_ACC)LD(src[i]));                                  \\\n"
+    "    }                                                                                            \\\n"
+    "  }                                                                                              \\\n"
+    "  extern \"C\" __global__ void lt_sas_max(const S *x, const S *s, LT_ACC *acc, int64_t n, lt_wgeom g) { lt_sas<true>(x, s, acc, n, g); } \\\n"
+    "  extern \"C\" __global__ void lt_sas_min(const S *x, const S *s, LT_ACC *acc, int64_t n, lt_wgeom g) { lt_sas<false>(x, s, acc, n, g); } \\\n"
+    "  extern \"C\" __global__ void lt_sas_store(const LT_ACC *acc, S *y, int64_t n) { LT_LOOP(i, n) y[i] = ST((A)acc[i]); }\n"
+    "#define LT_SAME(v) (v)\n"
+    "#define LT_TO_INT(v) ((lt_acc_t)(v))\n"
+    "#define LT_FADD(a, v) ((a) + (v))\n"
+    "#define LT_FMUL(a, v) ((a) * (v))\n";
+
+/* The instantiation of dt: its types, and the accumulator atomics work on. */
+static void inst_of(lathe_dtype dt, char *buf, size_t cap) {
+  static const char *const sint[] = {"int8_t", "int16_t", "int32_t", "int64_t"}, *const uint[] = {"uint8_t", "uint16_t", "uint32_t", "uint64_t"};
+  int bits = lathe_dtype_bits(dt), k = bits == 8 ? 0 : bits == 16 ? 1 : bits == 32 ? 2 : 3;
+  buf[0] = 0;
+  switch (lathe_dtype_class_of(dt)) {
+    case LATHE_CLASS_SINT:
+    case LATHE_CLASS_UINT: {
+      bool s = lathe_dtype_class_of(dt) == LATHE_CLASS_SINT;
+      /* integers wrap in 64 bits; the atomic accumulator is unsigned (the same bits) */
+      snprintf(buf, cap,
+               "#define LT_ACC unsigned long long\n#define LT_ADD lt_sum\n#define LT_MUL lt_prod\n"
+               "LT_WIN(%s, %s, LT_TO_INT, (%s))\n",
+               s ? sint[k] : uint[k], s ? "int64_t" : "uint64_t", s ? sint[k] : uint[k]);
+      break;
+    }
+    case LATHE_CLASS_FLOAT:
+      snprintf(buf, cap,
+               "#define LT_ACC double\n#define LT_ADD LT_FADD\n#define LT_MUL LT_FMUL\n"
+               "LT_DEV double lt_ld(%s v) { return (double)v; }\nLT_WIN(%s, double, lt_ld, (%s))\n",
+               bits == 32 ? "float" : "double", bits == 32 ? "float" : "double", bits == 32 ? "float" : "double");
+      break;
+    case LATHE_CLASS_HALF: {
+      const char *h = dt == LATHE_DTYPE_FLOAT16 ? "f16" : "bf16";
+      snprintf(buf, cap,
+               "#define LT_ACC double\n#define LT_ADD LT_FADD\n#define LT_MUL LT_FMUL\n"
+               "LT_DEV double lt_ld(uint16_t v) { return (double)lt_%s_to_f32(v); }\n"
+               "LT_DEV uint16_t lt_st(double v) { return lt_f32_to_%s((float)v); }\n"
+               "LT_WIN(uint16_t, double, lt_ld, lt_st)\n",
+               h, h);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+static char *sources[LATHE_DTYPE_LIMIT];
+static pthread_once_t sources_once = PTHREAD_ONCE_INIT;
+
+static void make_sources(void) {
+  for (int d = 1; d < LATHE_DTYPE_LIMIT; d++) {
+    lathe_dtype dt = (lathe_dtype)d;
+    if (!lathe_dtype_is_valid(dt) || lathe_dtype_is_packed(dt)) continue;
+    char line[512];
+    inst_of(dt, line, sizeof line);
+    if (!line[0]) continue;
+    size_t n = sizeof win_lib + strlen(line) + 1;
+    char *s = malloc(n);
+    if (s) snprintf(s, n, "%s%s", win_lib, line);
+    sources[d] = s;
+  }
+}
+
+static const char *source_of(lathe_dtype dt) {
+  pthread_once(&sources_once, make_sources);
+  return (int)dt > 0 && dt < LATHE_DTYPE_LIMIT ? sources[dt] : NULL;
+}
+
+void lathe_cuda_sources_window(lathe_cuda_source_fn fn, void *ctx) {
+  for (int d = 1; d < LATHE_DTYPE_LIMIT; d++) {
+    const char *s = source_of((lathe_dtype)d);
+    char label[64];
+    snprintf(label, sizeof label, "window %s", lathe_dtype_name((lathe_dtype)d));
+    if (s) fn(ctx, label, s);
+  }
+}
+
+bool lathe_cuda_supports_window(lathe_op op, lathe_dtype dtype) {
+  return (op == LATHE_OP_REDUCE_WINDOW || op == LATHE_OP_SELECT_AND_SCATTER_MAX || op == LATHE_OP_SELECT_AND_SCATTER_MIN) &&
+         source_of(dtype) != NULL;
+}
+
+/* ---- host side ---- */
+typedef struct wgeom_h { /* lt_wgeom */
+  int rank;
+  int64_t od[16], xd[16], xs[16], wd[16], st[16], lo[16], idil[16], wdil[16];
+} wgeom_h;
+
+static void geom_of(const lathe_node *n, const lathe_shape *xs, const int64_t *odims, wgeom_h *g) {
+  memset(g, 0, sizeof *g);
+  const int64_t *wd = lathe_attr_window_dims(n).v, *st = lathe_attr_window_strides(n).v;
+  const int64_t *idil = lathe_attr_window_input_dilations(n).v, *wdil = lathe_attr_window_window_dilations(n).v;
+  const int64_t *pads = lathe_attr_window_paddings(n).v;
+  int64_t xst[LATHE_MAX_RANK];
+  lathe_shape_strides(xs, xst);
+  g->rank = xs->rank;
+  for (int a = 0; a < xs->rank; a++) {
+    g->od[a] = odims[a];
+    g->xd[a] = xs->dims[a];
+    g->xs[a] = xst[a];
+    g->wd[a] = wd[a];
+    g->st[a] = st[a];
+    g->lo[a] = pads[2 * a];
+    g->idil[a] = idil[a];
+    g->wdil[a] = wdil[a];
+  }
+}
+
+/* The accumulator's value of v, as the kernel argument of dtype dt's instantiation. */
+typedef union {
+  double f;
+  int64_t i;
+  uint64_t u;
+} acc_arg;
+
+static acc_arg ident_of(lathe_op red, lathe_dtype node_dt) {
+  acc_arg v;
+  v.u = 0;
+  bool fl = lathe_dtype_is_float(node_dt), sint = lathe_dtype_class_of(node_dt) == LATHE_CLASS_SINT;
+  int bits = lathe_dtype_bits(node_dt); /* the node's own dtype: sub-byte identities are narrow */
+  switch (red) {
+    case LATHE_OP_REDUCE_PRODUCT:
+      if (fl) v.f = 1;
+      else v.i = 1;
+      break;
+    case LATHE_OP_REDUCE_MAX:
+      if (fl) v.f = -INFINITY;
+      else v.i = sint ? LATHE_SINT_MIN(bits) : 0;
+      break;
+    case LATHE_OP_REDUCE_MIN:
+      if (fl) v.f = INFINITY;
+      else if (sint) v.i = LATHE_SINT_MAX(bits);
+      else v.u = LATHE_UINT_MAX(bits);
+      break;
+    default:
+      if (fl) v.f = 0;
+      break;
+  }
+  return v;
+}
+
+lathe_status_t lathe_cuda_run_window(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
+  const lathe_shape *xs = &in[0]->shape;
+  const char *src = source_of(xs->dtype);
+  if (!src || !lathe_cuda_supports_window(n->op, xs->dtype))
+    return LATHE_UNIMPL("%s: not implemented on lathe:cuda for %s", lathe_op_name(n->op), lathe_dtype_name(xs->dtype));
+  cuda_dev *d = lathe_cuda_exec_dev(ex);
+  wgeom_h g;
+  lcuFunction f;
+  unsigned b, t;
+  if (n->op == LATHE_OP_REDUCE_WINDOW) {
+    int64_t ny = lathe_shape_size(&out[0]->shape);
+    if (!ny) return NULL;
+    geom_of(n, xs, out[0]->shape.dims, &g);
+    lathe_op red = lathe_attr_window_reduction(n);
+    const char *name = red == LATHE_OP_REDUCE_SUM ? "lt_rw_sum" : red == LATHE_OP_REDUCE_PRODUCT ? "lt_rw_prod"
+                     : red == LATHE_OP_REDUCE_MAX ? "lt_rw_max" : "lt_rw_min";
+    LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(d, src, name, &f));
+    acc_arg id = ident_of(red, n->shape.dtype);
+    lcuDeviceptr px = lathe_cuda_ptr(in[0]), py = lathe_cuda_ptr(out[0]);
+    void *args[] = {&px, &py, &ny, &id, &g};
+    lathe_cuda_grid(ny, &b, &t);
+    return lathe_cuda_launch(ex, f, b, t, 0, args);
+  }
+  /* SelectAndScatter: zeroed 8-byte accumulators, scatter-add, then the store */
+  const lathe_shape *ss = &in[1]->shape;
+  int64_t nx = lathe_shape_size(xs), ns = lathe_shape_size(ss);
+  if (!nx) return NULL;
+  lathe_shape as;
+  memset(&as, 0, sizeof as);
+  as.dtype = LATHE_DTYPE_UINT64;
+  as.rank = 1;
+  as.dims[0] = nx;
+  lathe_tensor *acc;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_exec_tensor(ex, &as, &acc));
+  const lcu_api *api = lathe_cuda_exec_api(ex);
+  LATHE_CU_TRY(api, cuMemsetD8Async(lathe_cuda_ptr(acc), 0, (size_t)nx * 8, lathe_cuda_exec_stream(ex)),
+               "lathe:cuda: SelectAndScatter accumulator");
+  lcuDeviceptr px = lathe_cuda_ptr(in[0]), ps = lathe_cuda_ptr(in[1]), pa = lathe_cuda_ptr(acc), py = lathe_cuda_ptr(out[0]);
+  if (ns) {
+    geom_of(n, xs, ss->dims, &g);
+    LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(d, src, n->op == LATHE_OP_SELECT_AND_SCATTER_MAX ? "lt_sas_max" : "lt_sas_min", &f));
+    void *args[] = {&px, &ps, &pa, &ns, &g};
+    lathe_cuda_grid(ns, &b, &t);
+    LATHE_RETURN_IF_ERROR(lathe_cuda_launch(ex, f, b, t, 0, args));
+  }
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(d, src, "lt_sas_store", &f));
+  void *args[] = {&pa, &py, &nx};
+  lathe_cuda_grid(nx, &b, &t);
+  return lathe_cuda_launch(ex, f, b, t, 0, args);
+}

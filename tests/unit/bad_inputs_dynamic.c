@@ -1,0 +1,189 @@
+/* bad_inputs_dynamic.c -- sizes that pair across operands when one side is a dynamic axis. A
+ * dynamic axis pairs only with itself (the same name) where the kernels trust the pairing: such
+ * graphs are INVALID_ARGUMENT at build time; where a dynamic axis may meet a static one
+ * (DotGeneral, Concatenate), an inconsistent binding is INVALID_ARGUMENT at execution, never an
+ * out-of-bounds access. Common-subexpression elimination keeps apart nodes that differ only by
+ * the names of their dynamic axes (specialised graphs have them apart by size anyway). */
+#include "graph/graph.h"
+#include "testing.h"
+
+static lathe_shape dyn(lathe_dtype dt, int rank, const int64_t *dims, const char *const *names) {
+  lathe_shape s = tst_shape(dt, rank, dims);
+  for (int i = 0; i < rank; i++) s.axis_names[i] = names[i];
+  return s;
+}
+#define DYN(dt, dims, ...) \
+  dyn((dt), (int)(sizeof((int64_t[])dims) / sizeof(int64_t)), (int64_t[])dims, (const char *const[]){__VA_ARGS__})
+#define D(...) {__VA_ARGS__}
+
+/* Runs b (two Float32 inputs of the given concrete shapes, zeros) and returns the status. */
+static lathe_status_t run2(lathe_builder_t b, lathe_shape s0, lathe_shape s1, int n_out) {
+  lathe_executable_t e = NULL;
+  lathe_status_t st = lathe_builder_compile(b, &e);
+  lathe_buffer_t in[2] = {NULL, NULL}, out[2] = {NULL, NULL};
+  void *d0 = tst_alloc_for(&s0), *d1 = tst_alloc_for(&s1);
+  if (!st) st = lathe_buffer_from_host(tst_backend(), 0, &s0, d0, (size_t)lathe_shape_byte_size(&s0), &in[0]);
+  if (!st) st = lathe_buffer_from_host(tst_backend(), 0, &s1, d1, (size_t)lathe_shape_byte_size(&s1), &in[1]);
+  if (!st) st = lathe_executable_execute(e, in, NULL, 2, 0, out, n_out);
+  for (int i = 0; i < 2; i++) lathe_buffer_free(in[i]), lathe_buffer_free(out[i]);
+  lathe_executable_free(e);
+  free(d0);
+  free(d1);
+  return st;
+}
+
+TEST(dynamic_pairs_checked_at_execution) {
+  /* DotGeneral: lhs [batch, 4] . rhs [5, 4] contracting axis 1 with a batch axis paired to a
+   * static 5... here the contracting axis: lhs [2, k] . rhs [3, 3], k dynamic, bound to 7. */
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("dyn_dot", &fn);
+  if (!b) return;
+  lathe_value_t x = tst_param(fn, "x", DYN(LATHE_DTYPE_FLOAT32, D(2, -1), NULL, "k"));
+  lathe_value_t y = tst_param(fn, "y", TST_SHAPE(LATHE_DTYPE_FLOAT32, 3, 3));
+  lathe_value_t d = NULL;
+  CHECK_OK(lathe_dot_general(fn, x, (const int[]){1}, 1, NULL, 0, y, (const int[]){0}, 1, NULL, 0, NULL, &d));
+  if (d) {
+    CHECK_OK(lathe_function_return(fn, &d, 1));
+    CHECK_ERR(run2(b, TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 7), TST_SHAPE(LATHE_DTYPE_FLOAT32, 3, 3), 1), INVALID_ARGUMENT,
+              "DotGeneral: batch sizes 1 and 1, contracting sizes 7 and 3: dynamic axes bound to inconsistent sizes");
+    CHECK_OK(run2(b, TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 3), TST_SHAPE(LATHE_DTYPE_FLOAT32, 3, 3), 1));
+  }
+  lathe_builder_free(b);
+
+  /* Concatenate [batch, 3] and [5, 3] along axis 1: batch must be bound to 5 */
+  b = tst_builder("dyn_concat", &fn);
+  if (!b) return;
+  x = tst_param(fn, "x", DYN(LATHE_DTYPE_FLOAT32, D(-1, 3), "batch", NULL));
+  y = tst_param(fn, "y", TST_SHAPE(LATHE_DTYPE_FLOAT32, 5, 3));
+  lathe_value_t c = NULL, ops[2] = {x, y};
+  CHECK_OK(lathe_concatenate(fn, 1, ops, 2, &c));
+  if (c) {
+    CHECK_OK(lathe_function_return(fn, &c, 1));
+    CHECK_ERR(run2(b, TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 3), TST_SHAPE(LATHE_DTYPE_FLOAT32, 5, 3), 1), INVALID_ARGUMENT,
+              "Concatenate: operand 1 has size 5 on axis 0, the result 2: dynamic axes bound to inconsistent sizes");
+    CHECK_OK(run2(b, TST_SHAPE(LATHE_DTYPE_FLOAT32, 5, 3), TST_SHAPE(LATHE_DTYPE_FLOAT32, 5, 3), 1));
+  }
+  lathe_builder_free(b);
+}
+
+TEST(dynamic_pairs_checked_at_build) {
+  lathe_function_t fn, cl;
+  lathe_builder_t b = tst_builder("dyn_build", &fn);
+  if (!b) return;
+  lathe_value_t a = tst_param(fn, "a", DYN(LATHE_DTYPE_FLOAT32, D(-1, 3), "a", NULL));
+  lathe_value_t bb = tst_param(fn, "b", DYN(LATHE_DTYPE_FLOAT32, D(-1, 3), "b", NULL));
+  lathe_value_t cond = tst_param(fn, "cond", DYN(LATHE_DTYPE_BOOL, D(-1, 3), "b", NULL));
+  lathe_value_t f3 = tst_param(fn, "f3", TST_SHAPE(LATHE_DTYPE_FLOAT32, 3));
+  lathe_value_t out = NULL, outs[3];
+  int n0 = fn->n_nodes, n_out = 0;
+  /* Reshape [a, 3] to [a, 4]: the element counts differ for every binding */
+  CHECK_ERR(lathe_reshape(fn, a, (const int64_t[]){-1, 4}, 2, &out), INVALID_ARGUMENT,
+            "Reshape: cannot reshape Float32[a,3] to Float32[a,4]: their static sizes multiply to 3 and 4");
+  CHECK_ERR(lathe_where(fn, cond, a, a, &out), INVALID_ARGUMENT, "Where");
+  CHECK_ERR(lathe_where(fn, cond, a, bb, &out), INVALID_ARGUMENT, "Where");
+  CHECK_ERR(lathe_clamp(fn, a, bb, a, &out), INVALID_ARGUMENT, "Clamp");
+  /* BatchNorm: a static scale for a dynamic feature axis */
+  CHECK_ERR(lathe_batch_norm_for_inference(fn, a, f3, f3, f3, f3, 1e-3f, 0, &out), INVALID_ARGUMENT,
+            "BatchNormForInference: scale must be shaped");
+  /* FFT over a dynamic axis */
+  lathe_value_t cx = tst_param(fn, "cx", DYN(LATHE_DTYPE_COMPLEX64, D(-1), "a"));
+  n0 = fn->n_nodes;
+  CHECK_ERR(lathe_fft(fn, cx, LATHE_FFT_TYPE_FORWARD, (const int64_t[]){4}, 1, &out), INVALID_ARGUMENT, "FFT");
+  /* ConvGeneral with a dynamic input channels axis */
+  lathe_value_t ci = tst_param(fn, "ci", DYN(LATHE_DTYPE_FLOAT32, D(1, -1, 4), NULL, "a", NULL));
+  lathe_value_t ck = tst_param(fn, "ck", TST_SHAPE(LATHE_DTYPE_FLOAT32, 1, 2, 2));
+  n0 = fn->n_nodes;
+  lathe_conv_axes ax = {0, 1, (const int[]){2}, 1, 1, 0, (const int[]){2}, 1, 0, 1, (const int[]){2}, 1};
+  CHECK_ERR(lathe_conv_general(fn, ci, ck, &ax, NULL, &out), INVALID_ARGUMENT, "ConvGeneral: input Float32[1,a,4] has a dynamic channels axis");
+  /* FusedDense: x's features dynamic "a", weight's dynamic "b" */
+  lathe_value_t w = tst_param(fn, "w", DYN(LATHE_DTYPE_FLOAT32, D(-1, 2), "b", NULL));
+  lathe_value_t xt = tst_param(fn, "xt", DYN(LATHE_DTYPE_FLOAT32, D(3, -1), NULL, "a"));
+  n0 = fn->n_nodes;
+  CHECK_ERR(lathe_fused_dense(fn, xt, w, NULL, LATHE_ACTIVATION_NONE, LATHE_DENSE_INPUT_OUTPUTS, &out), INVALID_ARGUMENT,
+            "FusedDense");
+  /* Call: a value [a, 3] into a closure parameter [b, 3] */
+  CHECK_OK(lathe_function_closure(fn, &cl));
+  lathe_value_t p = NULL;
+  lathe_shape ps = DYN(LATHE_DTYPE_FLOAT32, D(-1, 3), "b", NULL);
+  CHECK_OK(lathe_parameter(cl, "p", &ps, &p));
+  CHECK_OK(lathe_function_return(cl, &p, 1));
+  CHECK_ERR(lathe_call(fn, cl, &a, 1, outs, 3, &n_out), INVALID_ARGUMENT, "Call: input 0 has shape Float32[a,3]");
+  CHECK_OK(lathe_call(fn, cl, &bb, 1, outs, 3, &n_out));
+  /* Sort: inputs [a, 3] and [b, 3] */
+  lathe_value_t si[2] = {a, bb};
+  lathe_function_t cmp;
+  CHECK_OK(lathe_function_closure(fn, &cmp));
+  lathe_value_t c0 = NULL, c1 = NULL, c2 = NULL, c3 = NULL, lt = NULL;
+  lathe_shape sc = tst_shape0(LATHE_DTYPE_FLOAT32);
+  CHECK_OK(lathe_parameter(cmp, "l0", &sc, &c0));
+  CHECK_OK(lathe_parameter(cmp, "r0", &sc, &c1));
+  CHECK_OK(lathe_parameter(cmp, "l1", &sc, &c2));
+  CHECK_OK(lathe_parameter(cmp, "r1", &sc, &c3));
+  CHECK_OK(lathe_less_than(cmp, c0, c1, &lt));
+  CHECK_OK(lathe_function_return(cmp, &lt, 1));
+  n0 = fn->n_nodes;
+  CHECK_ERR(lathe_sort(fn, cmp, 1, false, si, 2, outs), INVALID_ARGUMENT, "Sort: input 1 has shape Float32[b,3]");
+  /* ConvGeneral with batch groups over a dynamic batch */
+  lathe_value_t bi = tst_param(fn, "bi", DYN(LATHE_DTYPE_FLOAT32, D(-1, 1, 4), "a", NULL, NULL));
+  lathe_value_t bk = tst_param(fn, "bk", TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 1, 2));
+  /* SelectAndScatterMax: source [b, 3] for an operand [a, 3] */
+  lathe_value_t src = tst_param(fn, "src", DYN(LATHE_DTYPE_FLOAT32, D(-1, 3), "b", NULL));
+  n0 = fn->n_nodes;
+  lathe_conv_params bg = {.batch_group_count = 2};
+  CHECK_ERR(lathe_conv_general(fn, bi, bk, &ax, &bg, &out), INVALID_ARGUMENT,
+            "ConvGeneral: batch_group_count 2 needs a static input batch axis");
+  CHECK_ERR(lathe_select_and_scatter(fn, LATHE_OP_SELECT_AND_SCATTER_MAX, a, src, NULL, &out), INVALID_ARGUMENT,
+            "SelectAndScatterMax: source shape Float32[b,3] does not match");
+  /* FusedLayerNorm over two dynamic axes, whose sizes multiply to 1 at build time, with gamma */
+  lathe_value_t ab = tst_param(fn, "ab", DYN(LATHE_DTYPE_FLOAT32, D(-1, -1), "a", "b"));
+  lathe_value_t g1 = tst_param(fn, "g1", TST_SHAPE(LATHE_DTYPE_FLOAT32, 1));
+  n0 = fn->n_nodes;
+  CHECK_ERR(lathe_fused_layer_norm(fn, ab, (const int[]){0, 1}, 2, 1e-5, g1, NULL, &out), INVALID_ARGUMENT,
+            "FusedLayerNorm: gamma and beta need static normalised axes");
+  CHECK(fn->n_nodes == n0, "failed builders left %d nodes", fn->n_nodes - n0);
+  lathe_builder_free(b);
+}
+
+/* Two broadcasts of one scalar to [a] and to [b] are different values once a and b are bound:
+ * common-subexpression elimination must not merge them. */
+TEST(dynamic_cse_keeps_axis_names_apart) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("dyn_cse", &fn);
+  if (!b) return;
+  lathe_value_t pa = tst_param(fn, "pa", DYN(LATHE_DTYPE_FLOAT32, D(-1), "a"));
+  lathe_value_t pb = tst_param(fn, "pb", DYN(LATHE_DTYPE_FLOAT32, D(-1), "b"));
+  lathe_value_t one = NULL, ba = NULL, bbv = NULL, sa = NULL, sb = NULL;
+  const float v = 1;
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_FLOAT32), ta = DYN(LATHE_DTYPE_FLOAT32, D(-1), "a"),
+              tb = DYN(LATHE_DTYPE_FLOAT32, D(-1), "b");
+  CHECK_OK(lathe_constant(fn, &s0, &v, sizeof v, &one));
+  CHECK_OK(lathe_broadcast_in_dim(fn, one, &ta, NULL, 0, &ba));
+  CHECK_OK(lathe_broadcast_in_dim(fn, one, &tb, NULL, 0, &bbv));
+  CHECK_OK(lathe_add(fn, pa, ba, &sa));
+  CHECK_OK(lathe_add(fn, pb, bbv, &sb));
+  if (!sa || !sb) {
+    lathe_builder_free(b);
+    return;
+  }
+  lathe_value_t outs[2] = {sa, sb};
+  CHECK_OK(lathe_function_return(fn, outs, 2));
+  const float xa[2] = {1, 2}, xb[5] = {1, 2, 3, 4, 5};
+  lathe_executable_t e = NULL;
+  CHECK_OK(lathe_builder_compile(b, &e));
+  lathe_shape ia = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2), ib = TST_SHAPE(LATHE_DTYPE_FLOAT32, 5);
+  lathe_buffer_t in[2] = {NULL, NULL}, out[2] = {NULL, NULL};
+  CHECK_OK(lathe_buffer_from_host(tst_backend(), 0, &ia, xa, sizeof xa, &in[0]));
+  CHECK_OK(lathe_buffer_from_host(tst_backend(), 0, &ib, xb, sizeof xb, &in[1]));
+  if (e && in[0] && in[1]) {
+    CHECK_OK(lathe_executable_execute(e, in, NULL, 2, 0, out, 2));
+    float ga[2] = {0}, gb[5] = {0};
+    if (out[0] && out[1]) {
+      CHECK_OK(lathe_buffer_to_host(out[0], ga, sizeof ga));
+      CHECK_OK(lathe_buffer_to_host(out[1], gb, sizeof gb));
+      CHECK(ga[1] == 3 && gb[4] == 6, "pa+1 = {2,3}, pb+1 = {2,...,6}; got %g and %g", ga[1], gb[4]);
+    }
+  }
+  for (int i = 0; i < 2; i++) lathe_buffer_free(in[i]), lathe_buffer_free(out[i]);
+  lathe_executable_free(e);
+  lathe_builder_free(b);
+}
