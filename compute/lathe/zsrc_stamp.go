@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "c4d488eb416ace624183474e0028f8b8"
+const engineSourcesHash = "f8b9e8d81a203ce95d54ad4426e28767"
