@@ -70,5 +70,8 @@ if [ -f go.mod ]; then
   ./scripts/setup-data.sh
   go run ./cmd/lathe-demo -steps 300 | tail -3
   ./scripts/textgen.sh -steps 40 -generate 40 | grep -a -A3 '^trained'
+  step "Data-parallel training on lathe:cpu with 2 and 4 devices against one device"
+  go run ./cmd/lathe-dataparallel -devices 2 -steps 100 | tail -1
+  go run ./cmd/lathe-dataparallel -devices 4 -steps 100 | tail -1
 fi
 step "all tests passed"

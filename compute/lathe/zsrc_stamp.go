@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "f8b9e8d81a203ce95d54ad4426e28767"
+const engineSourcesHash = "c0588d3d8ca80c3893fd5f25f48ec95d"
