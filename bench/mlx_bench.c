@@ -3,7 +3,8 @@
  *
  *   make bench && build/mlx_bench [repeats] [device]       (from the repository root)
  *
- * device is cpu (default) or gpu. Every graph is built once through the C API and compiled for
+ * device is cpu (default) or gpu; on gpu the reference is lathe:cuda instead of lathe:cpu (the
+ * GPU half: lathe:cuda vs mlx:gpu on the same graphs). Every graph is built once through the C API and compiled for
  * lathe:cpu, mlx (mx::compile) and mlx:dynamic; executions of the three alternate, so a change of
  * load on a shared machine hits all alike, and each reported time is the median over repeats of
  * one Execute (MLX evaluates its outputs before Execute returns). Halfway through a graph's
@@ -73,7 +74,10 @@ static void mlp(lathe_function_t fn) { /* 128x784 -> 512 -> 512 -> 10, ReLU */
   lathe_value_t x = param(fn, "x", SHP(128, 784));
   int64_t widths[4] = {784, 512, 512, 10};
   for (int l = 0; l < 3; l++) {
-    lathe_value_t w = param(fn, "w", SHP(widths[l], widths[l + 1])), b = param(fn, "b", SHP(widths[l + 1]));
+    char wn[8], bn[8]; /* parameter names are unique per function */
+    snprintf(wn, sizeof wn, "w%d", l);
+    snprintf(bn, sizeof bn, "b%d", l);
+    lathe_value_t w = param(fn, wn, SHP(widths[l], widths[l + 1])), b = param(fn, bn, SHP(widths[l + 1]));
     lathe_shape hs = SHP(128, widths[l + 1]);
     x = bin(lathe_add, fn, matmul(fn, x, w, 2), bcast(fn, b, hs, (int[]){1}, 1));
     if (l < 2) x = bin(lathe_max, fn, x, scalar(fn, 0));
@@ -207,7 +211,7 @@ int main(int argc, char **argv) {
   char c1[64], c2[64];
   snprintf(c1, sizeof c1, "mlx:%s", device);
   snprintf(c2, sizeof c2, "mlx:%s,dynamic", device);
-  const char *names[N_BE] = {"lathe:cpu", c1, c2};
+  const char *names[N_BE] = {strcmp(device, "gpu") == 0 ? "lathe:cuda" : "lathe:cpu", c1, c2};
   lathe_backend_t bes[N_BE];
   for (int k = 0; k < N_BE; k++) {
     lathe_status_t st = lathe_backend_new(names[k], &bes[k]);
@@ -218,8 +222,8 @@ int main(int argc, char **argv) {
   }
   double py[N_GRAPHS][2], med[N_GRAPHS][N_BE];
   printf("%s; MLX Python API for reference; medians of %d executions\n\n", lathe_backend_description(bes[1]), repeats);
-  printf("| graph     |  lathe:cpu |        mlx | mlx:dynamic | mlx / lathe:cpu | py mx.compile |   py eager | mlx / py compile | "
-         "mlx:dynamic / py eager |\n");
+  printf("| graph     | %10s |        mlx | mlx:dynamic | mlx / %s | py mx.compile |   py eager | mlx / py compile | "
+         "mlx:dynamic / py eager |\n", names[0], names[0]);
   printf("|-----------|-----------:|-----------:|-----------:|------:|-----------:|-----------:|------:|------:|\n");
   for (int g = 0; g < N_GRAPHS; g++) {
     time_graph(g, bes, device, med[g], py[g]);
