@@ -11,20 +11,46 @@ BUILD ?= build
 
 SRC := $(wildcard src/core/*.c src/graph/*.c src/runtime/*.c src/cpu/*.c src/cuda/*.c)
 OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRC))
+
+# The MLX device (src/mlx, C++20), built when MLX is found: MLX_DIR is a folder with MLX's
+# include/ and lib/ -- the mlx/ folder of the mlx-cpu or mlx-cuda-13 wheel, or an install
+# prefix (Homebrew's, MLX's CMake install). scripts/setup.sh puts the mlx-cpu wheel in
+# .deps/mlx; MLX_DIR= builds without MLX. GPU wheels link with MLX_LDFLAGS=-Wl,--allow-shlib-undefined
+# where their CUDA libraries are absent (docs/MLX.md).
+MLX_DIR ?= $(firstword $(wildcard .deps/mlx/mlx))
+ifneq ($(wildcard $(MLX_DIR)/include/mlx/mlx.h),)
+CXX ?= g++
+CXXFLAGS_ALL = -std=c++20 $(WARN) $(OPT) -fPIC -Iinclude -isystem $(MLX_DIR)/include $(CXXFLAGS)
+MLX_SRC := $(wildcard src/mlx/*.cpp)
+OBJ += $(patsubst src/%.cpp,$(BUILD)/obj/%.o,$(MLX_SRC))
+CFLAGS_ALL += -DLATHE_WITH_MLX
+LIBS += -L$(abspath $(MLX_DIR)/lib) -lmlx -lstdc++ -Wl,-rpath,$(abspath $(MLX_DIR)/lib) $(MLX_LDFLAGS)
+endif
+# Objects depend on whether MLX is in (backend.c registers it): a stamp that changes with MLX_DIR.
+MLX_STAMP := $(BUILD)/mlx-$(if $(MLX_SRC),on,off).stamp
 HDR := $(wildcard include/*.h include/*.def src/*/*.h src/*/*.def)
 TEST_SRC := $(wildcard tests/unit/*.c tests/ops/*.c)
-TESTS := $(BUILD)/test_unit $(BUILD)/test_ops
+TESTS := $(BUILD)/test_unit $(BUILD)/test_ops $(if $(MLX_SRC),$(BUILD)/test_mlx)
 # The allocation-failure test interposes malloc, so it is left out of sanitizer builds.
 ALLOC_TEST = $(BUILD)/alloc_fail
 EXAMPLES := $(BUILD)/mlp_train
 
-.PHONY: all lib test test-sanitize fuzz examples bench install clean cuda-abi-check
+.PHONY: all lib test test-sanitize fuzz fuzz-link examples bench install clean cuda-abi-check
 all: lib examples bench $(TESTS) $(ALLOC_TEST)
 lib: $(BUILD)/liblathe.a $(BUILD)/liblathe.so $(BUILD)/lathe.pc
 
-$(BUILD)/obj/%.o: src/%.c $(HDR)
+$(BUILD)/obj/%.o: src/%.c $(HDR) $(MLX_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@
+
+$(BUILD)/obj/mlx/%.o: src/mlx/%.cpp src/mlx/mlx.h $(HDR)
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_ALL) -c $< -o $@
+
+$(MLX_STAMP):
+	@mkdir -p $(BUILD)
+	@rm -f $(BUILD)/mlx-*.stamp
+	@touch $@
 
 $(BUILD)/liblathe.a: $(OBJ)
 	@rm -f $@
@@ -43,6 +69,9 @@ $(BUILD)/test_unit: $(wildcard tests/unit/*.c) tests/testing.c tests/testing.h $
 $(BUILD)/test_ops: $(wildcard tests/ops/*.c) tests/testing.c tests/testing.h $(BUILD)/liblathe.a
 	$(CC) $(CFLAGS_ALL) -Isrc -Itests tests/testing.c $(wildcard tests/ops/*.c) $(BUILD)/liblathe.a $(LIBS) $(LDFLAGS) -o $@
 
+$(BUILD)/test_mlx: $(wildcard tests/mlx/*.c) tests/testing.c tests/testing.h $(BUILD)/liblathe.a
+	$(CC) $(CFLAGS_ALL) -Isrc -Itests tests/testing.c $(wildcard tests/mlx/*.c) $(BUILD)/liblathe.a $(LIBS) $(LDFLAGS) -o $@
+
 $(BUILD)/alloc_fail: tests/alloc/alloc_fail.c $(BUILD)/liblathe.a
 	$(CC) $(CFLAGS_ALL) $< $(BUILD)/liblathe.a $(LIBS) $(LDFLAGS) -o $@
 
@@ -59,6 +88,7 @@ bench: $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*_bench.c))
 test: $(TESTS) $(ALLOC_TEST)
 	$(BUILD)/test_unit
 	$(BUILD)/test_ops
+	$(if $(MLX_SRC),$(BUILD)/test_mlx)
 	$(if $(ALLOC_TEST),$(ALLOC_TEST))
 
 # The same suite under AddressSanitizer and UndefinedBehaviorSanitizer.
@@ -72,8 +102,11 @@ FUZZ_CC ?= clang
 FUZZ_OPT = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
 fuzz: build-fuzz/fuzz_api
 build-fuzz/fuzz_api: tests/fuzz/fuzz_api.c $(SRC) $(HDR)
-	$(MAKE) CC=$(FUZZ_CC) BUILD=build-fuzz OPT="$(FUZZ_OPT) -fsanitize=fuzzer-no-link" build-fuzz/liblathe.a
-	$(FUZZ_CC) $(CSTD) $(WARN) $(FUZZ_OPT) -fsanitize=fuzzer -Iinclude $< build-fuzz/liblathe.a $(LIBS) $(LDFLAGS) -o $@
+	$(MAKE) CC=$(FUZZ_CC) BUILD=build-fuzz OPT="$(FUZZ_OPT) -fsanitize=fuzzer-no-link" MLX_DIR= build-fuzz/liblathe.a
+	$(MAKE) --no-print-directory MLX_DIR= FUZZ_CC=$(FUZZ_CC) fuzz-link
+# (the harness exercises lathe's own engine: built without MLX)
+fuzz-link:
+	$(FUZZ_CC) $(CSTD) $(WARN) $(FUZZ_OPT) -fsanitize=fuzzer -Iinclude tests/fuzz/fuzz_api.c build-fuzz/liblathe.a $(LIBS) $(LDFLAGS) -o build-fuzz/fuzz_api
 
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig

@@ -110,8 +110,9 @@ lathe_op lathe_op_from_name(const char *name);
 
 /* ---------------------------------------------------------------------------------------------
  * Backends. Configs: "lathe" (the best device found), "lathe:cpu[,options]" with options
- * threads=N, fuse=0|1, devices=N, async=0|1|late (docs/CPU.md). Unknown names or options are
- * INVALID_ARGUMENT listing the known ones.
+ * threads=N, fuse=0|1, devices=N, async=0|1|late (docs/CPU.md); "mlx[:options]" with options
+ * dynamic, lazy_contiguous, cpu|gpu (docs/MLX.md), UNAVAILABLE when lathe was built without MLX.
+ * Unknown names or options are INVALID_ARGUMENT listing the known ones.
  *
  * Lifetimes: backends, buffers and executables are reference counted. X_free releases the
  * caller's reference (the same as X_release); X_retain takes another. Buffers and executables

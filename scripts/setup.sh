@@ -2,7 +2,9 @@
 # Installs what lathe needs to build on a Debian-like machine: a C compiler, make, OpenBLAS,
 # pkg-config (and, with LATHE_WITH_CLANG=1, clang and its libFuzzer, used by the tests to check
 # the code also builds with it and to fuzz the C API). Go must be
-# on PATH already (1.24 or newer); the Go modules come from the Go module proxy.
+# on PATH already (1.24 or newer); the Go modules come from the Go module proxy. MLX (the mlx
+# backend, docs/MLX.md) comes from PyPI: the mlx-cpu wheel (MLX's headers and libmlx) and the
+# mlx wheel (its Python API, for the benchmark) go into .deps/mlx; LATHE_MLX=0 skips them.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
@@ -21,8 +23,11 @@ if [ "${LATHE_WITH_CLANG:-0}" = 1 ]; then
       || need+=("libclang-rt-$major-dev")
   fi
 fi
-if [ "${LATHE_NVRTC:-1}" != 0 ]; then # NVRTC (below) comes with pip
+if [ "${LATHE_NVRTC:-1}" != 0 ] || [ "${LATHE_MLX:-1}" != 0 ]; then # NVRTC and MLX (below) come with pip
   python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
+fi
+if [ "${LATHE_MLX:-1}" != 0 ]; then # MLX's C++ headers, and its kernel compiler at run time
+  command -v g++ >/dev/null 2>&1 || need+=(g++)
 fi
 if [ ${#need[@]} -gt 0 ]; then
   echo "setup: installing ${need[*]}"
@@ -51,4 +56,24 @@ if [ "${LATHE_NVRTC:-1}" != 0 ] && [ ! -e .deps/nvrtc/nvidia/cu13/lib/libnvrtc.s
   done
   [ -e .deps/nvrtc/nvidia/cu13/lib/libnvrtc.so.13 ] \
     || echo "setup: could not install nvidia-cuda-nvrtc: the CUDA kernel compile test will skip" >&2
+fi
+
+# MLX from PyPI into .deps/mlx (pip --target: nothing system-wide). The mlx backend builds only
+# where it is found (Makefile MLX_DIR, Go build tag mlx); it also needs a C++ compiler at run
+# time (MLX compiles its fused CPU kernels with it).
+MLX_VERSION=0.32.4
+if [ "${LATHE_MLX:-1}" != 0 ] && [ ! -e .deps/mlx/mlx/include/mlx/mlx.h ]; then
+  echo "setup: installing mlx-cpu and mlx $MLX_VERSION into .deps/mlx"
+  rm -rf .deps/mlx
+  # One command, as both wheels fill .deps/mlx/mlx. The Python API (mlx, built per CPython
+  # version) is only for bench/mlx_bench.py: without a wheel for this Python, mlx-cpu alone.
+  for flags in "" "--break-system-packages"; do
+    # shellcheck disable=SC2086
+    python3 -m pip install -q --disable-pip-version-check --target .deps/mlx $flags \
+      "mlx-cpu==$MLX_VERSION" "mlx==$MLX_VERSION" 2>/dev/null && break
+    # shellcheck disable=SC2086
+    python3 -m pip install -q --disable-pip-version-check --target .deps/mlx $flags \
+      "mlx-cpu==$MLX_VERSION" 2>/dev/null && break
+  done
+  [ -e .deps/mlx/mlx/include/mlx/mlx.h ] || echo "setup: could not install mlx-cpu: the mlx backend is not built" >&2
 fi

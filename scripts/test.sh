@@ -19,7 +19,7 @@ make -j"$jobs" CI=1 test
 step "C conformance rows on the asynchronous test device, compared with lathe:cpu"
 build/test_ops -b lathe:cpu,devices=2,async=late | grep -E '^(FAIL|-b |[0-9]+ passed)'
 step "C tests (clang, -Werror)"
-make -j"$jobs" CI=1 CC=clang BUILD=build-clang test
+make -j"$jobs" CI=1 CC=clang CXX=clang++ BUILD=build-clang test
 step "C tests under ASan+UBSan"
 ASAN_OPTIONS=detect_leaks=1 make -j"$jobs" CI=1 test-sanitize
 step "libFuzzer over the C API, 60 s (clang, ASan+UBSan; summary below)"
@@ -33,6 +33,29 @@ if ! FUZZ_API_STATS=1 build-fuzz/fuzz_api -max_total_time=60 -max_len=1024 -len_
   exit 1
 fi
 grep -E '^#[0-9]+[[:space:]]+DONE|^stat::(number_of_executed_units|peak_rss_mb)|^fuzz_api:' build-fuzz/fuzz.log
+# MLX: where setup installed it, build/test_mlx ran with the C suites; the conformance table runs
+# on the mlx configurations too. mlx (compiled) traces each graph and, on the CPU, compiles its
+# fused kernels with g++ once per graph (cached in /tmp/mlx): the whole table would take hours on
+# a fresh machine, so it runs the rows of the families whose compiled form differs most from the
+# dynamic one (control flow split into segments, Sort, layout views, windows, gathers,
+# convolutions, Philox state): about a minute and a half cold on 2 busy cores. DotGeneral,
+# RNGBitGenerator, FFT, SelectAndScatter and fused attention would add about seven minutes
+# cold (kernel compiles): they run on the two dynamic configurations, whose lowerings are the
+# same code apart from the tracing, and LATHE_MLX_TABLE=all adds them to the compiled run.
+mlx_tags=""
+if [ -e .deps/mlx/mlx/include/mlx/mlx.h ]; then
+  mlx_tags="-tags mlx"
+  step "Conformance table on mlx (MLX's CPU)"
+  mlx_t0=$SECONDS
+  scripts/mlx-conformance.sh mlx:cpu,dynamic
+  scripts/mlx-conformance.sh mlx:cpu,dynamic,lazy_contiguous
+  mlx_rows="call_ while_ if_ nested_ barriers sort_ layout_ conv_ index_ philox reduce_window arg_min_max
+    reduce_nan reduce_large"
+  [ "${LATHE_MLX_TABLE:-}" != all ] || mlx_rows="$mlx_rows dot_general rng_ fft_1d select_and_scatter fused_sdpa"
+  # shellcheck disable=SC2086
+  scripts/mlx-conformance.sh mlx:cpu $mlx_rows
+  echo "mlx conformance: $((SECONDS - mlx_t0)) s"
+fi
 step "C example: 2-layer MLP through the C API"
 make -j"$jobs" CI=1 examples
 build/mlp_train lathe:cpu
@@ -40,8 +63,12 @@ if [ -f go.mod ]; then
   step "Go: vet and tests (backendtest compliance suite included)"
   go vet ./...
   # -v so that the compliance counts ("backendtest lathe:cpu: N passed, N skipped, N failed")
-  # and every skip show; the filter keeps the per-subtest lines out.
-  go test -count=1 -v ./... 2>&1 | grep -E '^(--- (FAIL|SKIP)|ok |FAIL|backendtest |panic:)|\.go:[0-9]+:'
+  # and every skip show; the filter keeps the per-subtest lines out. With MLX, the mlx
+  # configurations too (build tag mlx).
+  # shellcheck disable=SC2086
+  [ -z "$mlx_tags" ] || go vet $mlx_tags ./...
+  # shellcheck disable=SC2086
+  go test $mlx_tags -count=1 -v ./... 2>&1 | grep -E '^(--- (FAIL|SKIP)|ok |FAIL|backendtest |panic:)|\.go:[0-9]+:'
   step "Go: lifetimes and asynchronous buffers under AddressSanitizer"
   CC=clang go test -asan -count=1 -run 'TestExecuteAfterFinalize|TestDevicesAndAsync|TestGarbageCollected|TestBackendInfo|TestDonation' ./compute/lathe
   step "GoMLX v0.28.2's own test suites (core/..., ml/...) on lathe:cpu"

@@ -62,8 +62,13 @@ var _ compute.Backend = (*Backend)(nil)
 
 // New creates a lathe backend from the configuration after "lathe:" ("cpu", "cpu,threads=2",
 // or "" for the best device).
-func New(config string) (compute.Backend, error) {
-	full := BackendName
+func New(config string) (compute.Backend, error) { return NewNamed(BackendName, config) }
+
+// NewNamed creates a backend of the C engine's registry by name and configuration: "lathe", or
+// "mlx" (the MLX device, when the engine is built with it: see compute/mlx). config is the part
+// after "name:".
+func NewNamed(name, config string) (compute.Backend, error) {
+	full := name
 	if config != "" {
 		full += ":" + config
 	}

@@ -10,7 +10,7 @@
  * negative length, a NULL source of nonzero length, or out of memory; their getters return views
  * of that copy, valid as long as the graph. Accessors do not check the node's op: op_attrs.def
  * says which ops carry each group. This header is the one place (with CSE's comparison and
- * specialisation's copy) that touches the raw slots of lathe_attrs. */
+ * specialisation's copy) that touches the raw slots of lathe_attrs. Valid C++ too (src/mlx reads it). */
 #ifndef LATHE_ATTRS_H
 #define LATHE_ATTRS_H
 
@@ -53,7 +53,7 @@ typedef enum lathe_attr_storage {
 /* Copies len values of v into list slot k (graph arena). */
 static inline lathe_status_t lathe_attr_store_list(lathe_node *n, int k, const int64_t *v, int len) {
   if (len < 0) return LATHE_INVALID("%s: negative list length", lathe_op_name(n->op));
-  int64_t *d = lathe_arena_alloc(&n->fn->builder->graph->arena, sizeof(int64_t) * (size_t)(len ? len : 1));
+  int64_t *d = (int64_t *)lathe_arena_alloc(&n->fn->builder->graph->arena, sizeof(int64_t) * (size_t)(len ? len : 1));
   if (!d) return LATHE_OOM(lathe_op_name(n->op));
   if (len) {
     if (!v) return LATHE_INVALID("%s: list attribute is NULL but has %d elements", lathe_op_name(n->op), len);
@@ -68,7 +68,7 @@ static inline lathe_status_t lathe_attr_store_list_int(lathe_node *n, int k, con
   if (len < 0) return LATHE_INVALID("%s: negative list length", lathe_op_name(n->op));
   if (len && !v) return LATHE_INVALID("%s: list attribute is NULL but has %d elements", lathe_op_name(n->op), len);
   int64_t tmp[LATHE_MAX_RANK * 4] = {0};
-  int64_t *buf = len <= (int)(sizeof tmp / sizeof tmp[0]) ? tmp : malloc(sizeof(int64_t) * (size_t)len);
+  int64_t *buf = len <= (int)(sizeof tmp / sizeof tmp[0]) ? tmp : (int64_t *)malloc(sizeof(int64_t) * (size_t)len);
   if (!buf) return LATHE_OOM(lathe_op_name(n->op));
   for (int i = 0; i < len; i++) buf[i] = v[i];
   lathe_status_t st = lathe_attr_store_list(n, k, buf, len);
@@ -109,7 +109,8 @@ static inline lathe_status_t lathe_attr_store_data(lathe_node *n, const void *da
 
 #define LATHE_ATTR_DEF_LIST(g, nm, s)                                                                  \
   static inline lathe_ilist lathe_attr_##g##_##nm(const lathe_node *n) {                               \
-    return (lathe_ilist){n->a.list[s], n->a.list_len[s]};                                               \
+    lathe_ilist l = {n->a.list[s], n->a.list_len[s]};                                                  \
+    return l;                                                                                           \
   }                                                                                                     \
   static inline lathe_status_t lathe_attr_set_##g##_##nm(lathe_node *n, const int64_t *v, int len) {  \
     return lathe_attr_store_list(n, s, v, len);                                                         \
@@ -125,7 +126,8 @@ static inline lathe_status_t lathe_attr_store_data(lathe_node *n, const void *da
 /* One data slot: the slot column is 0 and unused. */
 #define LATHE_ATTR_DEF_DATA(g, nm, s)                                                                   \
   static inline lathe_bytes lathe_attr_##g##_##nm(const lathe_node *n) {                                \
-    return (lathe_bytes){n->a.data, n->a.data_size};                                                    \
+    lathe_bytes b = {n->a.data, n->a.data_size};                                                       \
+    return b;                                                                                           \
   }                                                                                                      \
   static inline lathe_status_t lathe_attr_set_##g##_##nm(lathe_node *n, const void *data, size_t size) { \
     return lathe_attr_store_data(n, data, size);                                                         \

@@ -1,5 +1,5 @@
-/* backend.c -- the backend registry and config strings ("lathe", "lathe:cpu,threads=N"), and
- * the backend's reference count. */
+/* backend.c -- the backend registry and config strings ("lathe", "lathe:cpu,threads=N",
+ * "mlx:dynamic"), and the backend's reference count. */
 #include <stdio.h>
 
 #include "runtime.h"
@@ -25,14 +25,23 @@ static char *dupstr(const char *s) {
   return d;
 }
 
-static lathe_status_t backend_make(const lathe_device_i *dev, void *ctx, const char *dconf, lathe_backend_t *out) {
+/* The MLX device is a backend of its own name ("mlx[:options]"), linked in only when lathe is
+ * built with MLX (docs/MLX.md). */
+#ifdef LATHE_WITH_MLX
+static const device_ctor mlx_ctor = lathe_mlx_device_new;
+#else
+static const device_ctor mlx_ctor = NULL;
+#endif
+
+static lathe_status_t backend_make(const char *name, const lathe_device_i *dev, void *ctx, const char *dconf,
+                                   lathe_backend_t *out) {
   lathe_backend_t b = calloc(1, sizeof *b);
   char desc[256];
   snprintf(desc, sizeof desc, "lathe %d.%d.%d on %s", LATHE_VERSION_MAJOR, LATHE_VERSION_MINOR, LATHE_VERSION_PATCH,
            dev->description(ctx, -1));
   if (b) {
-    b->name = dupstr("lathe");
-    b->config = malloc(strlen(dconf) + 8);
+    b->name = dupstr(name);
+    b->config = malloc(strlen(name) + strlen(dconf) + 2);
     b->description = dupstr(desc);
   }
   if (!b || !b->name || !b->config || !b->description) {
@@ -45,7 +54,7 @@ static lathe_status_t backend_make(const lathe_device_i *dev, void *ctx, const c
     return LATHE_OOM("Backend");
   }
   atomic_init(&b->refs, 1);
-  sprintf(b->config, "lathe:%s", dconf);
+  sprintf(b->config, "%s:%s", name, dconf);
   b->dev = dev;
   b->dev_ctx = ctx;
   b->n_devices = dev->num_devices(ctx);
@@ -59,11 +68,30 @@ static lathe_status_t backend_make(const lathe_device_i *dev, void *ctx, const c
 lathe_status_t lathe_backend_new(const char *config, lathe_backend_t *out_backend) {
   if (!out_backend) return LATHE_INVALID("Backend: out_backend is NULL");
   if (!config) config = "";
+  if (strncmp(config, "mlx", 3) == 0 && (config[3] == 0 || config[3] == ':')) {
+    if (!mlx_ctor)
+      return lathe_status_new(LATHE_STATUS_UNAVAILABLE, "Backend \"%s\": this lathe was built without MLX (build it "
+                              "with MLX_DIR set, or the Go package with -tags mlx: docs/MLX.md)", config);
+    const lathe_device_i *dev;
+    void *ctx;
+    char *dconf;
+    lathe_status_t st = mlx_ctor(config[3] ? config + 4 : "", &dev, &ctx, &dconf);
+    if (st) return lathe_status_annotate(st, "Backend \"%s\"", config);
+    if ((st = lathe_device_check(dev))) {
+      free(dconf);
+      dev->destroy(ctx);
+      return st;
+    }
+    st = backend_make("mlx", dev, ctx, dconf, out_backend);
+    free(dconf);
+    if (st) dev->destroy(ctx);
+    return st;
+  }
   /* "lathe" or "lathe:<device>[,opt=val...]"; a bare "" also means lathe. */
   const char *rest = config;
   if (strncmp(config, "lathe", 5) == 0 && (config[5] == 0 || config[5] == ':')) rest = config[5] ? config + 6 : "";
   else if (*config)
-    return LATHE_INVALID("Backend: unknown backend \"%s\"; known: \"lathe\", \"lathe:cuda\", \"lathe:cpu\"", config);
+    return LATHE_INVALID("Backend: unknown backend \"%s\"; known: \"lathe\", \"lathe:cuda\", \"lathe:cpu\", \"mlx\"", config);
   char devname[32] = "";
   const char *options = "";
   const char *comma = strchr(rest, ',');
@@ -97,7 +125,7 @@ lathe_status_t lathe_backend_new(const char *config, lathe_backend_t *out_backen
       continue;
     }
     lathe_status_free(last);
-    st = backend_make(dev, ctx, dconf, out_backend);
+    st = backend_make("lathe", dev, ctx, dconf, out_backend);
     free(dconf);
     if (st) dev->destroy(ctx);
     return st;

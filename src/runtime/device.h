@@ -124,6 +124,11 @@ typedef struct lathe_launch {
 enum {
   LATHE_DEVCAP_SHARED_BUFFERS = 1u << 0, /* tensor data is host memory the caller may use */
   LATHE_DEVCAP_ASYNC = 1u << 1,          /* execute may return before the work is done */
+  /* The device runs a program that keeps its dynamic axes on inputs of any binding (mlx:dynamic):
+   * executions use the one compiled plan instead of a specialisation per binding. Output shells
+   * then have size 0 on their dynamic axes, and the device sets each output's final shape and
+   * nbytes before it returns. */
+  LATHE_DEVCAP_DYNAMIC_AXES = 1u << 2,
 };
 
 typedef struct lathe_device_i {

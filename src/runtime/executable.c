@@ -217,7 +217,8 @@ lathe_status_t lathe_check_input(const lathe_node *p, int i, const lathe_shape *
  * evicted specialisation hold their own reference. */
 lathe_status_t lathe_executable_specialization(lathe_executable_t e, const char **names, const int64_t *bound, int n,
                                                lathe_specialization **out) {
-  if (!e->n_dyn) {
+  /* a device that runs dynamic axes itself gets the program as built, whatever the binding */
+  if (!e->n_dyn || (e->backend->caps & LATHE_DEVCAP_DYNAMIC_AXES)) {
     atomic_fetch_add_explicit(&e->base->refs, 1, memory_order_relaxed);
     *out = e->base;
     return NULL;
@@ -280,8 +281,12 @@ lathe_status_t lathe_launch_one(lathe_executable_t e, lathe_specialization *sp, 
   const lathe_pfunc *main = lathe_program_main(sp->program);
   lathe_status_t st = NULL;
   for (int k = 0; k < n_outputs; k++) outputs[k] = NULL;
-  for (int k = 0; !st && k < n_outputs; k++)
-    st = lathe_tensor_shell(be->dev, be->dev_ctx, device, &main->slots[main->outputs[k]].shape, &outputs[k]);
+  for (int k = 0; !st && k < n_outputs; k++) {
+    lathe_shape os = main->slots[main->outputs[k]].shape;
+    for (int d = 0; (be->caps & LATHE_DEVCAP_DYNAMIC_AXES) && d < os.rank; d++)
+      if (os.dims[d] < 0) os.dims[d] = 0; /* a program kept dynamic: the device sets the sizes */
+    st = lathe_tensor_shell(be->dev, be->dev_ctx, device, &os, &outputs[k]);
+  }
   if (st) {
     for (int k = 0; k < n_outputs; k++) lathe_tensor_release(outputs[k]), outputs[k] = NULL;
     for (int i = 0; i < n_inputs; i++) lathe_tensor_release(inputs[i]);

@@ -101,5 +101,8 @@ lathe_status_t lathe_cpu_device_new(const char *options, const lathe_device_i **
                                     char **out_config);
 lathe_status_t lathe_cuda_device_new(const char *options, const lathe_device_i **out_dev, void **out_ctx,
                                      char **out_config);
+/* The MLX device (src/mlx), linked in when lathe is built with MLX (LATHE_WITH_MLX). */
+lathe_status_t lathe_mlx_device_new(const char *options, const lathe_device_i **out_dev, void **out_ctx,
+                                    char **out_config);
 
 #endif

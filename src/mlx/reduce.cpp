@@ -1,0 +1,100 @@
+/* reduce.cpp -- the REDUCE family: sums and products wrap at the operand's width (MLX widens
+ * small integers; the result is narrowed back), halves accumulate in Float32, Max/Min propagate
+ * NaN, reductions over empty axes give the identity, bitwise reductions go bit by bit, and
+ * ArgMinMax takes the first extreme with NaN first of all. */
+#include <cmath>
+#include <limits>
+
+#include "mlx.h"
+
+namespace lathe_mlx {
+
+mx::array reduce_identity(lathe_op op, mx::Dtype dt) {
+  bool flt = mx::issubdtype(dt, mx::inexact), sint = mx::issubdtype(dt, mx::signedinteger);
+  int bits = (int)dt.size() * 8;
+  switch (op) {
+    case LATHE_OP_REDUCE_SUM:
+    case LATHE_OP_REDUCE_BITWISE_OR:
+    case LATHE_OP_REDUCE_BITWISE_XOR:
+    case LATHE_OP_REDUCE_LOGICAL_OR:
+    case LATHE_OP_REDUCE_LOGICAL_XOR:
+      return scalar_i(0, dt);
+    case LATHE_OP_REDUCE_PRODUCT:
+    case LATHE_OP_REDUCE_LOGICAL_AND:
+      return scalar_i(1, dt);
+    case LATHE_OP_REDUCE_BITWISE_AND:
+      return scalar_i(-1, dt);
+    case LATHE_OP_REDUCE_MAX:
+      if (flt) return scalar_f(-INFINITY, dt);
+      if (dt == mx::bool_) return scalar_i(0, dt);
+      return sint ? scalar_i(bits == 64 ? INT64_MIN : -(int64_t)(UINT64_C(1) << (bits - 1)), dt) : scalar_u(0, dt);
+    case LATHE_OP_REDUCE_MIN:
+      if (flt) return scalar_f(INFINITY, dt);
+      if (dt == mx::bool_) return scalar_i(1, dt);
+      return sint ? scalar_i(bits == 64 ? INT64_MAX : (int64_t)((UINT64_C(1) << (bits - 1)) - 1), dt)
+                  : scalar_u(UINT64_MAX, dt);
+    default: MLX_INTERNAL("mlx: %s has no identity", lathe_op_name(op));
+  }
+}
+
+static mx::array bitwise_reduce(lathe_op op, const mx::array &x, const std::vector<int> &axes) {
+  mx::Dtype ut = uint_of(x.dtype());
+  int bits = (int)ut.size() * 8;
+  mx::array u = mx::view(x, ut), acc = scalar_u(0, ut);
+  for (int b = 0; b < bits; b++) {
+    mx::array bit = mx::bitwise_and(mx::right_shift(u, scalar_u((uint64_t)b, ut)), scalar_u(1, ut));
+    mx::array r = op == LATHE_OP_REDUCE_BITWISE_AND  ? mx::min(bit, axes)
+                  : op == LATHE_OP_REDUCE_BITWISE_OR ? mx::max(bit, axes)
+                                                      : mx::bitwise_and(mx::sum(bit, axes), scalar_u(1, mx::uint32));
+    acc = mx::bitwise_or(acc, mx::left_shift(mx::astype(r, ut), scalar_u((uint64_t)b, ut)));
+  }
+  return mx::view(acc, x.dtype());
+}
+
+mx::array reduce(lathe_op op, const mx::array &x, const std::vector<int> &axes) {
+  if (axes.empty()) return x;
+  mx::Dtype dt = x.dtype();
+  bool empty = false;
+  for (int a : axes) empty |= x.shape(a) == 0;
+  if (empty) { /* the identity, in the kept axes' shape */
+    mx::Shape s;
+    for (int i = 0; i < (int)x.ndim(); i++)
+      if (std::find(axes.begin(), axes.end(), i) == axes.end()) s.push_back(x.shape(i));
+    return mx::full(s, reduce_identity(op, dt));
+  }
+  bool half = dt == mx::float16 || dt == mx::bfloat16;
+  switch (op) {
+    case LATHE_OP_REDUCE_SUM:
+      return mx::astype(mx::sum(half ? mx::astype(x, mx::float32) : x, axes), dt);
+    case LATHE_OP_REDUCE_PRODUCT:
+      return mx::astype(mx::prod(half ? mx::astype(x, mx::float32) : x, axes), dt);
+    case LATHE_OP_REDUCE_MAX: return mx::max(x, axes);
+    case LATHE_OP_REDUCE_MIN: return mx::min(x, axes);
+    case LATHE_OP_REDUCE_BITWISE_AND:
+    case LATHE_OP_REDUCE_BITWISE_OR:
+    case LATHE_OP_REDUCE_BITWISE_XOR:
+      return bitwise_reduce(op, x, axes);
+    case LATHE_OP_REDUCE_LOGICAL_AND: return mx::all(x, axes);
+    case LATHE_OP_REDUCE_LOGICAL_OR: return mx::any(x, axes);
+    case LATHE_OP_REDUCE_LOGICAL_XOR:
+      return mx::astype(mx::bitwise_and(mx::sum(mx::astype(x, mx::uint32), axes), scalar_u(1, mx::uint32)), mx::bool_);
+    default: MLX_INTERNAL("mlx: %s is not a reduction", lathe_op_name(op));
+  }
+}
+
+mx::array lower_reduce(Env &, const lathe_node *n, const Arrays &in) {
+  const mx::array &x = in[0];
+  if (n->op != LATHE_OP_ARG_MIN_MAX) return reduce(n->op, x, ints(lathe_attr_reduce_axes(n)));
+  int axis = (int)lathe_attr_arg_min_max_axis(n);
+  mx::Dtype out = mx_dtype(n->shape.dtype);
+  if (x.size() == 0) { /* MLX refuses empty arg reductions; the indices are 0 */
+    mx::Shape s = x.shape();
+    s.erase(s.begin() + axis);
+    return mx::zeros(s, out);
+  }
+  /* MLX's argmin/argmax take the first extreme, and a NaN counts as the extreme of both */
+  mx::array i = lathe_attr_arg_min_max_is_min(n) ? mx::argmin(x, axis) : mx::argmax(x, axis);
+  return mx::astype(i, out);
+}
+
+}  // namespace lathe_mlx

@@ -1,0 +1,114 @@
+/* supports.cpp -- what the MLX device runs: dtypes MLX has, and the ops lowered here for them.
+ *
+ * An op is supported when lathe:cpu (the reference that defines every op's semantics) supports
+ * it for the dtype and this device lowers it faithfully; the rest is UNIMPLEMENTED at compile,
+ * absent from capabilities, and listed in docs/LIMITATIONS.md. */
+#include "mlx.h"
+
+namespace lathe_mlx {
+
+bool dtype_supported(lathe_dtype dt, const Options &opt) {
+  switch (dt) {
+    case LATHE_DTYPE_BOOL:
+    case LATHE_DTYPE_INT8:
+    case LATHE_DTYPE_INT16:
+    case LATHE_DTYPE_INT32:
+    case LATHE_DTYPE_INT64:
+    case LATHE_DTYPE_UINT8:
+    case LATHE_DTYPE_UINT16:
+    case LATHE_DTYPE_UINT32:
+    case LATHE_DTYPE_UINT64:
+    case LATHE_DTYPE_FLOAT16:
+    case LATHE_DTYPE_BFLOAT16:
+    case LATHE_DTYPE_FLOAT32:
+    case LATHE_DTYPE_COMPLEX64:
+      return true;
+    case LATHE_DTYPE_FLOAT64: /* MLX computes Float64 on the CPU only */
+      return !opt.gpu;
+    default: /* Complex128 and the packed sub-byte integers: MLX has no such dtypes */
+      return false;
+  }
+}
+
+mx::Dtype mx_dtype(lathe_dtype dt) {
+  switch (dt) {
+    case LATHE_DTYPE_BOOL: return mx::bool_;
+    case LATHE_DTYPE_INT8: return mx::int8;
+    case LATHE_DTYPE_INT16: return mx::int16;
+    case LATHE_DTYPE_INT32: return mx::int32;
+    case LATHE_DTYPE_INT64: return mx::int64;
+    case LATHE_DTYPE_UINT8: return mx::uint8;
+    case LATHE_DTYPE_UINT16: return mx::uint16;
+    case LATHE_DTYPE_UINT32: return mx::uint32;
+    case LATHE_DTYPE_UINT64: return mx::uint64;
+    case LATHE_DTYPE_FLOAT16: return mx::float16;
+    case LATHE_DTYPE_BFLOAT16: return mx::bfloat16;
+    case LATHE_DTYPE_FLOAT32: return mx::float32;
+    case LATHE_DTYPE_FLOAT64: return mx::float64;
+    case LATHE_DTYPE_COMPLEX64: return mx::complex64;
+    default: MLX_UNIMPL("mlx: dtype %s is not supported (MLX has no such dtype)", lathe_dtype_name(dt));
+  }
+}
+
+/* Ops this device lowers, beyond what the dtype allows. */
+static bool lowered(lathe_op op, lathe_dtype dt) {
+  bool cplx = lathe_dtype_is_complex(dt);
+  switch (lathe_op_kind_of(op)) {
+    case LATHE_KIND_LEAF:
+    case LATHE_KIND_UNARY:
+    case LATHE_KIND_CONVERT:
+    case LATHE_KIND_BINARY:
+    case LATHE_KIND_COMPARE:
+    case LATHE_KIND_SELECT:
+    case LATHE_KIND_REDUCE:
+    case LATHE_KIND_LAYOUT:
+    case LATHE_KIND_BARRIER:
+    case LATHE_KIND_DYNSHAPE:
+      return true;
+    case LATHE_KIND_DOT:
+      return true;
+    case LATHE_KIND_CONV: /* integers: exact products through DotGeneral (conv.cpp) */
+      return !cplx;
+    case LATHE_KIND_WINDOW:
+      return op != LATHE_OP_SELECT_AND_SCATTER_SUM && !cplx;
+    case LATHE_KIND_INDEX:
+      return true;
+    case LATHE_KIND_CONTROL:
+      return true;
+    case LATHE_KIND_NUMERIC:
+      if (op == LATHE_OP_FFT) return dt == LATHE_DTYPE_COMPLEX64 || dt == LATHE_DTYPE_FLOAT32;
+      return true;
+    case LATHE_KIND_FUSED:
+      /* quantized weights: MLX's quantization formats are not GoMLX's */
+      return op != LATHE_OP_FUSED_QUANTIZED_DENSE && op != LATHE_OP_QUANTIZED_EMBEDDING_LOOKUP;
+    default: /* collectives: one device */
+      return false;
+  }
+}
+
+bool op_supported(lathe_op op, lathe_dtype dt, const Options &opt) {
+  if ((int)op < 0 || op >= LATHE_OP_COUNT) return false;
+  if (lathe_op_kind_of(op) == LATHE_KIND_INTERNAL) return true;
+  return dtype_supported(dt, opt) && lathe_cpu_supports_op(op, dt) && lowered(op, dt);
+}
+
+static void check_dtype(const lathe_node *n, lathe_dtype dt, const Options &opt) {
+  if (!dtype_supported(dt, opt))
+    MLX_UNIMPL("%s: dtype %s is not supported on mlx%s", lathe_op_name(n->op), lathe_dtype_name(dt),
+               dt == LATHE_DTYPE_FLOAT64 ? " (gpu: MLX computes Float64 on the CPU only)" : "");
+}
+
+void check_node(const lathe_node *n, const Options &opt) {
+  for (int i = 0; i < n->n_operands; i++) check_dtype(n, n->in[i]->shape.dtype, opt);
+  if (n->multi)
+    for (int r = 0; r < n->n_out; r++) check_dtype(n, n->out_shapes[r].dtype, opt);
+  else
+    check_dtype(n, n->shape.dtype, opt);
+  lathe_op_kind k = lathe_op_kind_of(n->op);
+  if (k == LATHE_KIND_INTERNAL || n->op == LATHE_OP_PARAMETER || n->op == LATHE_OP_CONSTANT) return;
+  lathe_dtype dt = n->n_operands ? n->in[0]->shape.dtype : (n->multi ? n->out_shapes[0].dtype : n->shape.dtype);
+  if (!op_supported(n->op, dt, opt))
+    MLX_UNIMPL("%s: not implemented on mlx for %s", lathe_op_name(n->op), lathe_dtype_name(dt));
+}
+
+}  // namespace lathe_mlx
