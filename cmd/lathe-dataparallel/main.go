@@ -16,6 +16,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/gomlx/compute"
@@ -35,7 +36,7 @@ type config struct {
 }
 
 func main() {
-	backendName := flag.String("backend", "lathe:cpu", `backend configuration; ",devices=N" is added for the data-parallel run`)
+	backendName := flag.String("backend", "lathe:cpu", `backend configuration; lathe:cpu gets ",devices=N" for the data-parallel run, a GPU backend uses its GPUs`)
 	devices := flag.Int("devices", 2, "devices of the data-parallel run (the batch must split evenly)")
 	steps := flag.Int("steps", 200, "SGD steps")
 	batch := flag.Int("batch", 256, "global batch size")
@@ -57,7 +58,11 @@ func run(backendName string, n int, c config, tol float64) error {
 		return err
 	}
 	defer one.Finalize()
-	many, err := compute.NewWithConfig(fmt.Sprintf("%s,devices=%d", backendName, n))
+	manyName := backendName // a GPU backend brings its GPUs as devices
+	if strings.HasPrefix(backendName, "lathe:cpu") {
+		manyName = fmt.Sprintf("%s,devices=%d", backendName, n)
+	}
+	many, err := compute.NewWithConfig(manyName)
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package lathe_test
 
 import (
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/lathe-dev/lathe/compute/internal/compliance"
@@ -28,7 +29,11 @@ func TestBackendTest(t *testing.T) {
 	if os.Getenv(compliance.ChildEnv) != "" {
 		t.Skip("child process")
 	}
-	for _, config := range backendtestConfigs {
+	configs := backendtestConfigs
+	if env := os.Getenv("LATHE_BACKENDTEST_CONFIGS"); env != "" {
+		configs = strings.Split(env, ";") // e.g. "lathe:cuda;lathe:cuda,fuse=0" on a GPU machine
+	}
+	for _, config := range configs {
 		t.Run(config, func(t *testing.T) { compliance.Run(t, config, "TestBackendTestChild") })
 	}
 }
