@@ -221,6 +221,8 @@ static void free_backends(void) {
   lathe_backend_free(R.ref);
 }
 
+bool tst_backend_is_cpu(void) { return !R.config || strncmp(R.config, "lathe:cpu", 9) == 0; }
+
 lathe_backend_t tst_backend(void) {
   if (!backend) {
     const char *cfg = R.config ? R.config : "lathe:cpu";

@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "b9bc0d7bebded669654f023172fdcbe7"
+const engineSourcesHash = "1b6d301509622ed168070efce6a7ba2b"

@@ -441,13 +441,17 @@ static lathe_status_t run_box(lathe_cuda_exec *ex, const lathe_node *n, lathe_te
   memset(&s, 0, sizeof s);
   g.rank = os->rank;
   lathe_shape_strides(os, g.ostr);
+  /* starts come as one scalar per axis or as one vector of them (the builder checked which): a
+   * vector's element a is read through a pointer to it */
   lathe_tensor *const *starts = in + (update ? 2 : 1);
+  bool vector = os->rank > 0 && starts[0]->shape.rank == 1;
   for (int a = 0; a < os->rank; a++) {
     if (bs->dims[a] > os->dims[a]) return shape_mismatch(n, "size", bs->dims[a], "operand axis", a, os->dims[a]);
     g.bd[a] = bs->dims[a];
     g.od[a] = os->dims[a];
-    s.p[a] = lathe_cuda_ptr(starts[a]);
-    s.code[a] = index_code(starts[a]->shape.dtype);
+    const lathe_tensor *t = vector ? starts[0] : starts[a];
+    s.p[a] = lathe_cuda_ptr(t) + (vector ? (lcuDeviceptr)a * (lcuDeviceptr)(lathe_dtype_bits(t->shape.dtype) / 8) : 0);
+    s.code[a] = index_code(t->shape.dtype);
   }
   if (update) LATHE_RETURN_IF_ERROR(lathe_cuda_copy(ex, in[0], out[0]));
   int64_t total = lathe_shape_size(bs);

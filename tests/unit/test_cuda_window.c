@@ -33,7 +33,7 @@ static const win_case cases[] = {
     {2, {5, 9}, {3, 2}, {1, 3}, {2, 1}, {1, 2}, {{1, 2}, {0, 3}}, true, true, true, true},
     {1, {1}, {1}, {1}, {1}, {1}, {{0, 0}}, false, false, false, false},
     {1, {5}, {4}, {1}, {3}, {1}, {{3, 3}}, true, true, false, true}, /* windows on holes only */
-    {3, {2, 0, 3}, {1, 1, 2}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {{0, 0}}, true, false, false, false},
+    {3, {2, 0, 3}, {1, 1, 2}, {1, 1, 1}, {1, 1, 1}, {1, 1, 1}, {{0, 0}, {1, 0}}, true, false, false, true}, /* empty axis, padded to fit the window */
     {4, {2, 3, 17, 19}, {1, 1, 3, 3}, {1, 1, 2, 2}, {1, 1, 1, 1}, {1, 1, 1, 1}, {{0, 0}, {0, 0}, {1, 1}, {1, 1}}, true, false, false, true},
     {2, {64, 64}, {64, 1}, {1, 1}, {1, 1}, {1, 1}, {{0, 0}}, true, false, false, false},
     {0, {0}, {0}, {0}, {0}, {0}, {{0, 0}}, false, false, false, false},
@@ -116,7 +116,7 @@ TEST(cuda_select_and_scatter) {
       {2, {5, 9}, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {{1, 1}, {2, 0}}, true, false, false, true},
       {4, {2, 3, 17, 19}, {1, 1, 3, 3}, {1, 1, 2, 2}, {1, 1, 1, 1}, {1, 1, 1, 1}, {{0, 0}, {0, 0}, {1, 1}, {1, 1}}, true, false, false, true},
       {1, {1}, {1}, {1}, {1}, {1}, {{0, 0}}, false, false, false, false},
-      {2, {0, 4}, {1, 2}, {1, 1}, {1, 1}, {1, 1}, {{0, 0}}, true, false, false, false},
+      {2, {0, 4}, {1, 2}, {1, 1}, {1, 1}, {1, 1}, {{1, 0}}, true, false, false, true}, /* empty axis, padded */
       {2, {300, 200}, {5, 5}, {1, 1}, {1, 1}, {1, 1}, {{2, 2}, {2, 2}}, true, false, false, true},
   };
   const lathe_dtype dts[] = {F32, LATHE_DTYPE_FLOAT64, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_INT8,

@@ -73,19 +73,25 @@ func Run(t *testing.T, config, childTest string) {
 		}
 	}
 	counts := map[string]int{}
-	var failed []string
+	var failed, skipped []string
 	for i, r := range results {
 		// go test -v prints a parent's result, then its subtests' results indented deeper.
 		if i+1 < len(results) && results[i+1].indent > r.indent {
 			continue // a parent
 		}
 		counts[r.status]++
-		if r.status == "FAIL" {
+		switch r.status {
+		case "FAIL":
 			failed = append(failed, r.name)
+		case "SKIP":
+			skipped = append(skipped, r.name)
 		}
 	}
 	line := fmt.Sprintf("backendtest %s: %d passed, %d skipped, %d failed", config,
 		counts["PASS"], counts["SKIP"], counts["FAIL"])
+	if len(skipped) > 0 {
+		line += " (skipped: " + strings.Join(skipped, ", ") + ")"
+	}
 	summary = append(summary, line)
 	t.Log(line)
 	if len(results) == 0 || (runErr != nil && len(failed) == 0) {
