@@ -8,9 +8,11 @@
  * Every header comes first, with the build's default target, so that the helpers they define
  * inline into the kernels; then the target switches for the kernels themselves. GCC is asked for
  * its dynamic vectorisation cost model (at -O2 its default vectorises almost no loop that needs
- * an epilogue or a runtime alias check, which is every row kernel); clang vectorises at -O2 as
- * it is. Floating-point contraction stays off (no FMA: the Makefile and cgo pass
- * -ffp-contract=off, and clang is told here too). */
+ * an epilogue or a runtime alias check, which is every row kernel) and for -fno-trapping-math,
+ * clang's default: lathe never reads floating-point exception flags, and with trapping math GCC
+ * will not if-convert a select whose arms compute, so without AVX-512's masked operations it
+ * vectorises few of the math loops. Neither changes a value. Floating-point contraction stays off
+ * (no FMA: the Makefile and cgo pass -ffp-contract=off, and clang is told here too). */
 #include <math.h>
 
 #include "../graph/ew_helpers.h"
@@ -31,13 +33,14 @@ LATHE_ISA_PRAGMA(clang attribute push(__attribute__((target(LATHE_ISA_TARGET))),
 #endif
 #elif defined(__GNUC__)
 #pragma GCC push_options
-#pragma GCC optimize("vect-cost-model=dynamic")
+#pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math")
 #ifdef LATHE_ISA_TARGET
 LATHE_ISA_PRAGMA(GCC target(LATHE_ISA_TARGET))
 #endif
 #endif
 
 #include "ew_kernels.h"
+#include "vmath.h"
 #include "reduce_kernels.h"
 #include "window_kernels.h"
 
@@ -79,6 +82,7 @@ const lathe_cpu_kernels LATHE_ISA_TABLE = {
 #define LATHE_EW(OP, KIND, CLASS, RULE, EXPR) EWK_ENTRIES_##KIND(OP, CLASS, RULE, EXPR)
 #include "../graph/ew.def"
 #undef LATHE_EW
+            VMK_ENTRIES
         },
     .cv =
         {
