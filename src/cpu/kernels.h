@@ -61,6 +61,7 @@ enum { LATHE_RED_SUM, LATHE_RED_PROD, LATHE_RED_MAX, LATHE_RED_MIN, LATHE_RED_AN
        LATHE_RED_LAND, LATHE_RED_LOR, LATHE_RED_LXOR, LATHE_RED_COLUMNS };
 
 /* ---- windows (window.c drives them) ---- */
+enum { LATHE_WIN_POOL_MAX = 64 };
 typedef struct lathe_win_ctx {
   int rank;
   int64_t odims[LATHE_MAX_RANK]; /* ReduceWindow output dims, or SelectAndScatter source dims */
@@ -70,8 +71,10 @@ typedef struct lathe_win_ctx {
   const void *x;
   void *y;
   int64_t *sel; /* SelectAndScatter: chosen operand offset per source element, -1 if none */
-  /* the pooling fast path (window.c sets it when it applies, see lathe_win_pool) */
-  int64_t rows, in_w, out_w, kh, kw, sh, sw, ch; /* ch: contiguous channels after the width axis */
+  /* pooling (no padding or dilation; the window spans at most two neighbouring axes h, w): the
+   * operand as [outer, in_h, in_w, ch], the result or source as [outer, out_h, out_w, ch] */
+  int64_t outer, in_h, in_w, out_h, out_w, ch, kh, kw, sh, sw; /* kh * kw <= LATHE_WIN_POOL_MAX */
+  const void *src; /* SelectAndScatter's source */
 } lathe_win_ctx;
 
 typedef struct lathe_win_type {
@@ -80,9 +83,11 @@ typedef struct lathe_win_type {
   lathe_range_fn select[2]; /* SelectAndScatter: max, min */
   /* acc (asize * n_operand bytes, zeroed) += source at sel; then y = acc in the dtype */
   void (*scatter)(const void *src, const int64_t *sel, int64_t n_src, void *acc, void *y, int64_t n_operand);
-  /* pooling without padding or dilation (the fast path): ReduceWindow max / min over
-   * lathe_win_ctx's rows, and the selection of SelectAndScatter max / min; NULL when absent */
-  lathe_range_fn pool_rw[2], pool_select[2];
+  /* pooling (lathe_win_ctx's fast path), over ranges of rows [outer, out_h] (NULL when absent):
+   * ReduceWindow max / min; SelectAndScatter max / min's selection into sel; and, for windows
+   * that do not overlap, SelectAndScatter max / min whole: the rows of the result that the
+   * range's windows cover are zeroed and each source value lands on its selected element */
+  lathe_range_fn pool_rw[2], pool_select[2], pool_disjoint[2];
 } lathe_win_type;
 
 /* ---- the table of one ISA ---- */
