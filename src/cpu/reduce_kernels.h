@@ -146,9 +146,23 @@
   RED_KERNEL(prod_k_##E, uint16_t, float, load_##E, store_##E, 1.f, PROD_, HRED_GEN)        \
   RED_KERNEL(max_k_##E, uint16_t, float, load_##E, store_##E, -INFINITY, MAX_F, HRED_GEN)   \
   RED_KERNEL(min_k_##E, uint16_t, float, load_##E, store_##E, INFINITY, MIN_F, HRED_GEN)
-#define RED_COMPLEX(E, T, B)                                                                                \
-  static inline T csum_##E(T a, T x) { return (T){a.re + x.re, a.im + x.im}; }                              \
-  static inline T cprod_##E(T a, T x) { return (T){a.re * x.re - a.im * x.im, a.re * x.im + a.im * x.re}; } \
+/* GCC 12's vectoriser turns a complex product into FMAs (vfmaddsub) even under -ffp-contract=off;
+ * an empty asm on two of the products keeps each product rounded, so every ISA gives the
+ * baseline's bits (tests/ops: build/test_ops -b lathe:cpu,isa=baseline -e). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(LATHE_ISA_X86)
+#define RED_ROUNDED(a, b) __asm__("" : "+x"(a), "+x"(b))
+#else
+#define RED_ROUNDED(a, b) ((void)0)
+#endif
+#define RED_CPART_64 float
+#define RED_CPART_128 double
+#define RED_COMPLEX(E, T, B)                                                              \
+  static inline T csum_##E(T a, T x) { return (T){a.re + x.re, a.im + x.im}; }            \
+  static inline T cprod_##E(T a, T x) {                                                   \
+    RED_CPART_##B rr = a.re * x.re, ii = a.im * x.im, ri = a.re * x.im, ir = a.im * x.re;   \
+    RED_ROUNDED(rr, ri);                                                                  \
+    return (T){rr - ii, ri + ir};                                                         \
+  }                                                                                       \
   RED_KERNEL(sum_k_##E, T, T, SAME, SAME, ((T){0, 0}), csum_##E, HRED_GEN)                                  \
   RED_KERNEL(prod_k_##E, T, T, SAME, SAME, ((T){1, 0}), cprod_##E, HRED_GEN)
 #define RED_BOOL(E, T, B)                                                         \
