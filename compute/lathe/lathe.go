@@ -14,7 +14,7 @@ package lathe
 //go:generate go run ./internal/gensrc
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../include -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -ffp-contract=off
+#cgo CFLAGS: -I${SRCDIR}/../../include -std=c11 -O2 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
 #cgo amd64 CFLAGS: -march=x86-64-v2
 #cgo LDFLAGS: -lopenblas -lm -lpthread -ldl
 #include <stdlib.h>

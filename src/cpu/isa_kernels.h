@@ -12,7 +12,13 @@
  * clang's default: lathe never reads floating-point exception flags, and with trapping math GCC
  * will not if-convert a select whose arms compute, so without AVX-512's masked operations it
  * vectorises few of the math loops. Neither changes a value. Floating-point contraction stays off
- * (no FMA: the Makefile and cgo pass -ffp-contract=off, and clang is told here too). */
+ * (no FMA: the Makefile passes -ffp-contract=off; cgo may not, but its -std=c11 makes off GCC's
+ * default, and clang is told below). */
+#if defined(__clang__)
+/* first, so that the inline helpers of the headers below do not contract either: cgo cannot pass
+ * -ffp-contract=off (not on its list of allowed flags), and clang's default contracts */
+#pragma clang fp contract(off)
+#endif
 #include <math.h>
 
 #include "../graph/ew_helpers.h"
@@ -27,7 +33,6 @@
 #define LATHE_ISA_PRAGMA(x) LATHE_ISA_PRAGMA_(x)
 
 #if defined(__clang__)
-#pragma clang fp contract(off)
 #ifdef LATHE_ISA_TARGET
 LATHE_ISA_PRAGMA(clang attribute push(__attribute__((target(LATHE_ISA_TARGET))), apply_to = function))
 #endif
