@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "20f43b657a217e010827ff74d11413cd"
+const engineSourcesHash = "c00ed968040bdcf156e4bee083d2b7b1"

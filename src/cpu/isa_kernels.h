@@ -18,6 +18,12 @@
 /* first, so that the inline helpers of the headers below do not contract either: cgo cannot pass
  * -ffp-contract=off (not on its list of allowed flags), and clang's default contracts */
 #pragma clang fp contract(off)
+#elif defined(__GNUC__)
+/* first as well: GCC does not inline a helper compiled with trapping math into a kernel without
+ * it, so the headers' helpers (element loads and stores, ew.def's expressions) take the kernels'
+ * options; only the target is switched after them */
+#pragma GCC push_options
+#pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math")
 #endif
 #include <math.h>
 
@@ -37,8 +43,6 @@
 LATHE_ISA_PRAGMA(clang attribute push(__attribute__((target(LATHE_ISA_TARGET))), apply_to = function))
 #endif
 #elif defined(__GNUC__)
-#pragma GCC push_options
-#pragma GCC optimize("vect-cost-model=dynamic", "no-trapping-math")
 #ifdef LATHE_ISA_TARGET
 LATHE_ISA_PRAGMA(GCC target(LATHE_ISA_TARGET))
 #endif

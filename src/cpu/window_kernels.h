@@ -127,6 +127,13 @@ static void pool_offsets(const lathe_win_ctx *c, int64_t *o) {
   for (int64_t k = 0; k < c->kh * c->kw; k++) o[k] = (k / c->kw * c->in_w + k % c->kw) * c->ch;
 }
 
+#define POOL_PICK_LOOP(T, ISNAN, CMP)                                                               \
+  for (int64_t q = 0; q < n; q++) {                                                                 \
+    T v = xp[q];                                                                                    \
+    int take = (v CMP bv[q]) | ISNAN(v);                                                            \
+    bv[q] = take ? v : bv[q];                                                                       \
+    best[q] = take ? k : best[q];                                                                   \
+  }
 #define POOL_INST(ENUM, T, ISNAN)                                                                     \
   static void pool_max_run_##ENUM(T *restrict a, const T *restrict x, int64_t n) {                 \
     for (int64_t q = 0; q < n; q++) {                                                               \
@@ -171,13 +178,10 @@ static void pool_offsets(const lathe_win_ctx *c, int64_t *o) {
       for (int64_t dj = di == 0; dj < c->kw; dj++) {                                                \
         const T *xp = x0 + (di * c->in_w + dj) * C;                                                 \
         int32_t k = (int32_t)(di * c->kw + dj);                                                     \
-        for (int64_t q = 0; q < n; q++) {                                                           \
-          T v = xp[q];                                                                              \
-          int better = is_min ? (v < bv[q]) : (v > bv[q]);                                          \
-          int take = better | ISNAN(v);                                                             \
-          bv[q] = take ? v : bv[q];                                                                 \
-          best[q] = take ? k : best[q];                                                             \
-        }                                                                                           \
+        if (is_min) /* two loops, so that each vectorises */                                        \
+          POOL_PICK_LOOP(T, ISNAN, <)                                                               \
+        else                                                                                        \
+          POOL_PICK_LOOP(T, ISNAN, >)                                                               \
       }                                                                                             \
   }                                                                                                 \
   static void pool_select_##ENUM(const lathe_win_ctx *c, int64_t b, int64_t e, bool is_min) {       \
