@@ -1,7 +1,8 @@
 # lathe -- build the C engine: liblathe.a, liblathe.so, lathe.pc, tests and examples.
 PREFIX ?= /usr/local
 CC ?= cc
-CSTD = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE
+# -ffp-contract=off: no FMA contraction, so every ISA's kernels round alike (src/cpu/kernels.h)
+CSTD = -std=c11 -D_POSIX_C_SOURCE=200809L -D_DEFAULT_SOURCE -ffp-contract=off
 WARN = -Wall -Wextra -Wno-unused-parameter $(if $(CI),-Werror,) $(EXTRA_WARN)
 OPT ?= -O2 -march=x86-64-v2 -g
 CFLAGS_ALL = $(CSTD) $(WARN) $(OPT) -fPIC -Iinclude $(CFLAGS)

@@ -18,6 +18,17 @@ step "C tests (gcc, -Werror)"
 make -j"$jobs" CI=1 test
 step "C conformance rows on the asynchronous test device, compared with lathe:cpu"
 build/test_ops -b lathe:cpu,devices=2,async=late | grep -E '^(FAIL|-b |[0-9]+ passed)'
+step "C conformance rows on each instruction set this CPU runs: floats equal to lathe:cpu's best exactly"
+for isa in baseline avx2 avx512; do
+  if out=$(build/test_ops -b lathe:cpu,isa=$isa -e 2>&1); then
+    grep -E '^(-b |[0-9]+ passed)' <<<"$out"
+  elif grep -q 'is not supported by this CPU' <<<"$out"; then
+    echo "isa=$isa: not on this CPU"
+  else
+    grep -E '^(FAIL|cannot|-b |[0-9]+ passed)' <<<"$out"
+    exit 1
+  fi
+done
 step "C tests (clang, -Werror)"
 make -j"$jobs" CI=1 CC=clang CXX=clang++ BUILD=build-clang test
 step "C tests under ASan+UBSan"

@@ -35,6 +35,7 @@ static struct {
   bool want[LATHE_OP_COUNT];   /* -o's ops */
   const char *config;          /* -b CONFIG */
   lathe_backend_t ref;         /* -b: the reference lathe:cpu */
+  bool exact;                  /* -e: floats compared with tolerance 0 */
   row_state state;
   bool declared;               /* tst_rows_of is in force */
   row_state declared_state;
@@ -434,6 +435,7 @@ static void ref_compare(const char *ops, int k, const lathe_shape *s, const void
   lathe_dtype dt = s->dtype;
   int64_t n = lathe_shape_size(s), bad = 0, first = -1;
   bool exact = !lathe_dtype_is_float(dt) && !lathe_dtype_is_complex(dt);
+  if (R.exact) tol = 0;
   int bits = lathe_dtype_bits(dt);
   size_t esz = (size_t)bits / 8;
   for (int64_t i = 0; i < n; i++) {
@@ -823,9 +825,10 @@ const lathe_dtype tst_all_dtypes[] = {
 const int tst_n_all_dtypes = (int)(sizeof tst_all_dtypes / sizeof tst_all_dtypes[0]);
 
 static int usage(const char *prog, const char *why) {
-  fprintf(stderr, "%s: %s\nusage: %s [-o OP[,OP...]] [-b CONFIG] [NAME]\n"
+  fprintf(stderr, "%s: %s\nusage: %s [-o OP[,OP...]] [-b CONFIG [-e]] [NAME]\n"
                   "  -o OP      run only the rows whose graph uses OP (GoMLX op names, e.g. Clz, DotGeneral)\n"
                   "  -b CONFIG  run every row on backend CONFIG and compare its outputs with lathe:cpu\n"
+                  "  -e         with -b: floats must equal the reference's exactly (NaN positions alike)\n"
                   "  NAME       run only the tests whose name contains NAME\n",
           prog, why, prog);
   return 2;
@@ -864,6 +867,8 @@ int tst_main(int argc, char **argv) {
       if (rc) return rc;
     } else if (!strcmp(a, "-b")) {
       R.config = argv[++i];
+    } else if (!strcmp(a, "-e")) {
+      R.exact = true;
     } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       return usage(prog, "help");
     } else if (a[0] == '-' || filter) {

@@ -2,38 +2,21 @@
  *
  * ConvertDType is the CONVERT rows of src/graph/ew.def (one per source and target class, which
  * state the semantics: wrapping, truncation with saturation, NaN to 0, ...) instantiated for
- * every pair of byte-sized dtypes. Sub-byte dtypes arrive widened to 8 bits (the interpreter
- * narrows the result); `obits` carries the target's true width for saturation. DotGeneral
- * reaches its accumulator and output dtypes through the same functions (lathe_cpu_convert_fn).
+ * every pair of byte-sized dtypes once per ISA (ew_kernels.h). Sub-byte dtypes arrive widened to
+ * 8 bits (the interpreter narrows the result); `obits` carries the target's true width for
+ * saturation. DotGeneral reaches its accumulator and output dtypes through the same functions
+ * (lathe_cpu_convert_fn: every ISA's table converts to the same bits, so it takes the CPU's best).
  * Bitcast reinterprets the bytes: the packed layout of lathe_dtypes.def is little-endian, so
  * every Bitcast is a copy of the bytes. */
-#include "../graph/ew_helpers.h"
-#include "elementwise.h"
-
-#define CV_UNARY(...)
-#define CV_BINARY(...)
-#define CV_COMPARE(...)
-#define CV_SELECT(...)
-#define CV_CONVERT(...) __VA_ARGS__
-
-/* For a row (FROM class, TO_<class>): every source dtype D, then every target dtype OD. */
-#define CV_DEF(OD, D, EXPR) LATHE_EW_CONVERT_ROW(cv_##D##_##OD, D, OD, EXPR)
-#define CV_EACH_TO(D, RULE, EXPR) LATHE_DD_EACH_##RULE(CV_DEF, D, EXPR)
-#define LATHE_EW(OP, KIND, CLASS, RULE, EXPR) CV_##KIND(LATHE_DD_EACH_##CLASS(CV_EACH_TO, RULE, EXPR))
-#include "../graph/ew.def"
-#undef LATHE_EW
-
-static const lathe_ew_convert_fn cv_table[LATHE_DD_COUNT][LATHE_DD_COUNT] = {
-#define CV_ENTRY(OD, D, EXPR) [LATHE_DDI_##D][LATHE_DDI_##OD] = cv_##D##_##OD,
-#define CV_EACH_TO_ENTRY(D, RULE, EXPR) LATHE_DD_EACH_##RULE(CV_ENTRY, D, EXPR)
-#define LATHE_EW(OP, KIND, CLASS, RULE, EXPR) CV_##KIND(LATHE_DD_EACH_##CLASS(CV_EACH_TO_ENTRY, RULE, EXPR))
-#include "../graph/ew.def"
-#undef LATHE_EW
-};
+#include "kernels.h"
 
 lathe_ew_convert_fn lathe_cpu_convert_fn(lathe_dtype from, lathe_dtype to) {
+  return lathe_cpu_convert_fn_of(lathe_cpu_kernels_of(lathe_cpu_isa_detect()), from, to);
+}
+
+lathe_ew_convert_fn lathe_cpu_convert_fn_of(const lathe_cpu_kernels *k, lathe_dtype from, lathe_dtype to) {
   int f = lathe_dd_index(from), t = lathe_dd_index(to);
-  return f < 0 || t < 0 ? NULL : cv_table[f][t];
+  return f < 0 || t < 0 ? NULL : k->cv[f][t];
 }
 
 bool lathe_cpu_supports_convert(lathe_op op, lathe_dtype dtype) {
@@ -62,7 +45,7 @@ lathe_status_t lathe_cpu_run_convert(lathe_cpu_exec *ex, const lathe_node *n, la
     return NULL;
   }
   lathe_dtype from = lathe_ew_in_shape(n, 0).dtype, to = out[0]->shape.dtype;
-  lathe_ew_convert_fn fn = lathe_cpu_convert_fn(from, to);
+  lathe_ew_convert_fn fn = lathe_cpu_convert_fn_of(lathe_cpu_exec_kernels(ex), from, to);
   if (!fn)
     return LATHE_UNIMPL("ConvertDType: not implemented on lathe:cpu from %s to %s", lathe_dtype_name(from),
                         lathe_dtype_name(to));

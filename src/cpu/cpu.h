@@ -37,6 +37,8 @@ typedef struct lathe_cpu {
   lathe_pool *pool; /* shared by every ordinal */
   int threads;
   bool fuse;        /* fusion regions at compile (option fuse=0|1, default 1) */
+  const struct lathe_cpu_kernels *kernels; /* the ISA's kernel table (kernels.h), chosen at creation */
+  bool isa_forced;  /* isa= was given (then the config string names it) */
   int n_devices;    /* ordinals (option devices=N) */
   lathe_cpu_async async;
   cpu_queue **queues; /* per ordinal; made at once when asynchronous, on the first SPMD run when INLINE */

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cpu.h"
+#include "kernels.h"
 
 /* ---- memory ---- */
 static lathe_status_t mem_alloc(void *ctx, int device, size_t nbytes, void **out) {
@@ -417,8 +418,13 @@ lathe_status_t lathe_cpu_device_new(const char *options, const lathe_device_i **
                                     char **out_config) {
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
   int threads = ncpu > 0 ? (int)ncpu : 1, devices = 1;
-  bool fuse = true;
+  bool fuse = true, isa_forced = false;
   lathe_cpu_async async = LATHE_CPU_INLINE;
+  /* LATHE_CPU_ISA sets the default ISA of every backend (tests run whole suites on one) */
+  const char *isa_env = getenv("LATHE_CPU_ISA");
+  lathe_cpu_isa isa;
+  lathe_status_t ist = lathe_cpu_isa_parse(isa_env && *isa_env ? isa_env : NULL, &isa);
+  if (ist) return lathe_status_annotate(ist, "from the environment variable LATHE_CPU_ISA");
   const char *p = options ? options : "";
   while (*p) {
     const char *end = strchr(p, ',');
@@ -430,11 +436,14 @@ lathe_status_t lathe_cpu_device_new(const char *options, const lathe_device_i **
       LATHE_RETURN_IF_ERROR(int_option("devices", v, 1, 256, &devices));
     } else if (option(p, len, "fuse", v, sizeof v) && (!strcmp(v, "0") || !strcmp(v, "1"))) {
       fuse = v[0] == '1';
+    } else if (option(p, len, "isa", v, sizeof v)) {
+      LATHE_RETURN_IF_ERROR(lathe_cpu_isa_parse(v, &isa));
+      isa_forced = strcmp(v, "auto") != 0;
     } else if (option(p, len, "async", v, sizeof v) && (!strcmp(v, "0") || !strcmp(v, "1") || !strcmp(v, "late"))) {
       async = v[0] == '0' ? LATHE_CPU_INLINE : v[0] == '1' ? LATHE_CPU_THREAD : LATHE_CPU_LATE;
     } else if (len) {
       return LATHE_INVALID("lathe:cpu: unknown option \"%.*s\"; known options: threads=N, devices=N, fuse=0|1, "
-                           "async=0|1|late", (int)len, p);
+                           "async=0|1|late, isa=auto|baseline|avx2|avx512", (int)len, p);
     }
     p += len;
     if (*p == ',') p++;
@@ -444,6 +453,8 @@ lathe_status_t lathe_cpu_device_new(const char *options, const lathe_device_i **
   lathe_cpu_mem_attach();
   c->threads = threads;
   c->fuse = fuse;
+  c->kernels = lathe_cpu_kernels_of(isa);
+  c->isa_forced = isa_forced;
   c->n_devices = devices;
   c->async = async;
   lathe_status_t st = lathe_pool_new(threads, &c->pool);
@@ -462,9 +473,10 @@ lathe_status_t lathe_cpu_device_new(const char *options, const lathe_device_i **
       break;
     }
     /* [0] describes the whole context, [1 + k] ordinal k */
-    if (i > 0) snprintf(c->descriptions[i], 96, "cpu:%d (%d threads)", i - 1, threads);
-    else if (devices > 1) snprintf(c->descriptions[0], 96, "cpu, %d devices (%d threads)", devices, threads);
-    else snprintf(c->descriptions[0], 96, "cpu (%d threads)", threads);
+    const char *in = lathe_cpu_isa_name(isa);
+    if (i > 0) snprintf(c->descriptions[i], 96, "cpu:%d (%d threads, %s)", i - 1, threads, in);
+    else if (devices > 1) snprintf(c->descriptions[0], 96, "cpu, %d devices (%d threads, %s)", devices, threads, in);
+    else snprintf(c->descriptions[0], 96, "cpu (%d threads, %s)", threads, in);
   }
   if (!st && async != LATHE_CPU_INLINE) st = queues_ready(c);
   char *conf = st ? NULL : malloc(96);
@@ -476,6 +488,7 @@ lathe_status_t lathe_cpu_device_new(const char *options, const lathe_device_i **
   int n = snprintf(conf, 96, "cpu,threads=%d", threads);
   if (devices > 1) n += snprintf(conf + n, (size_t)(96 - n), ",devices=%d", devices);
   if (!fuse) n += snprintf(conf + n, (size_t)(96 - n), ",fuse=0");
+  if (isa_forced) n += snprintf(conf + n, (size_t)(96 - n), ",isa=%s", lathe_cpu_isa_name(isa));
   if (async != LATHE_CPU_INLINE) snprintf(conf + n, (size_t)(96 - n), ",async=%s", async == LATHE_CPU_THREAD ? "1" : "late");
   *out_dev = &lathe_cpu_device;
   *out_ctx = c;

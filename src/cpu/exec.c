@@ -7,6 +7,7 @@
 
 #include "cpu.h"
 #include "exec.h"
+#include "kernels.h"
 
 /* ---- plans ---- */
 
@@ -187,6 +188,10 @@ static lathe_status_t arena_ready(const cpu_fn *f, cpu_arena *a) {
 
 /* ---- execution ---- */
 lathe_pool *lathe_cpu_exec_pool(lathe_cpu_exec *ex) { return ex->cpu->pool; }
+
+const lathe_cpu_kernels *lathe_cpu_exec_kernels(lathe_cpu_exec *ex) {
+  return ex ? ex->cpu->kernels : lathe_cpu_kernels_of(LATHE_CPU_ISA_BASELINE);
+}
 
 lathe_collective *lathe_cpu_exec_group(lathe_cpu_exec *ex, int *out_replica) {
   *out_replica = ex->replica;

@@ -9,370 +9,35 @@
  * first kept group, whose output range is contiguous; a full reduction splits its one run into
  * parts fixed by the size alone, so results do not depend on the thread count.
  *
- * Kernels are instantiated per (dtype, op) from lathe_dtypes.def. Integers wrap (arithmetic is
- * done unsigned); Float16/BFloat16 accumulate in float; Max/Min propagate NaN. */
-#include <math.h>
-
-#include "cpu.h"
-
-/* ---- the collapsed problem ---- */
-typedef struct red_job {
-  int g; /* number of groups */
-  int64_t dims[LATHE_MAX_RANK];
-  int64_t is[LATHE_MAX_RANK]; /* input strides (elements) */
-  int64_t os[LATHE_MAX_RANK]; /* output strides; 0 for reduced groups */
-  bool red[LATHE_MAX_RANK];
-  int p; /* the first kept group; -1 when the output is a scalar */
-  const void *in;
-  void *out;
-  void *acc;      /* accumulators: out itself, or a float buffer for halves */
-  void *partials; /* full reductions: one accumulator per part */
-  int64_t parts;
-} red_job;
+ * The kernels (reduce_kernels.h, one instance per ISA) are instantiated per (dtype, op) from
+ * lathe_dtypes.def. Integers wrap (arithmetic is done unsigned); Float16/BFloat16 accumulate in
+ * float; Max/Min propagate NaN. */
+#include "kernels.h"
 
 enum { MAX_PARTS = 64, PART_MIN = 1 << 15 };
 
-/* Walks the outer groups of chunk [lo, hi) of group p; STMT sees ioff_/ooff_ (offsets of the
- * innermost run) and b_/e_ (its range). */
-#define RED_WALK(j, lo, hi, STMT)                                                             \
-  do {                                                                                        \
-    int G_ = (j)->g, last_ = G_ - 1;                                                          \
-    int64_t idx_[LATHE_MAX_RANK], st_[LATHE_MAX_RANK], en_[LATHE_MAX_RANK];                   \
-    int64_t ioff_ = 0, ooff_ = 0;                                                             \
-    for (int g_ = 0; g_ < G_; g_++) {                                                         \
-      st_[g_] = g_ == (j)->p ? (lo) : 0;                                                      \
-      en_[g_] = g_ == (j)->p ? (hi) : (j)->dims[g_];                                          \
-      idx_[g_] = st_[g_];                                                                     \
-      if (g_ < last_) ioff_ += st_[g_] * (j)->is[g_], ooff_ += st_[g_] * (j)->os[g_];         \
-    }                                                                                         \
-    const int64_t b_ = st_[last_], e_ = en_[last_];                                           \
-    for (;;) {                                                                                \
-      STMT;                                                                                   \
-      int g_ = last_ - 1;                                                                     \
-      for (; g_ >= 0; g_--) {                                                                 \
-        idx_[g_]++, ioff_ += (j)->is[g_], ooff_ += (j)->os[g_];                               \
-        if (idx_[g_] < en_[g_]) break;                                                        \
-        ioff_ -= (en_[g_] - st_[g_]) * (j)->is[g_], ooff_ -= (en_[g_] - st_[g_]) * (j)->os[g_]; \
-        idx_[g_] = st_[g_];                                                                   \
-      }                                                                                       \
-      if (g_ < 0) break;                                                                      \
-    }                                                                                         \
-  } while (0)
-
-/* Horizontal folds of a contiguous run. LANES keeps 8 partial sums so float sums vectorise
- * (and round better); GEN is a plain fold. */
-#define HRED_GEN(NAME, S, A, LOAD, IDENT, COMB)              \
-  static A NAME##_hred(const S *x, int64_t n) {              \
-    A r = IDENT;                                             \
-    for (int64_t i = 0; i < n; i++) r = COMB(r, LOAD(x[i])); \
-    return r;                                                \
-  }
-#define HRED_LANES(NAME, S, A, LOAD, IDENT, COMB)                                                  \
-  static A NAME##_hred(const S *x, int64_t n) {                                                    \
-    A s[8];                                                                                        \
-    for (int k = 0; k < 8; k++) s[k] = IDENT;                                                      \
-    int64_t i = 0;                                                                                 \
-    for (; i + 8 <= n; i += 8)                                                                     \
-      for (int k = 0; k < 8; k++) s[k] = COMB(s[k], x[i + k]);                                     \
-    for (; i < n; i++) s[0] = COMB(s[0], x[i]);                                                    \
-    return COMB(COMB(COMB(s[0], s[4]), COMB(s[1], s[5])), COMB(COMB(s[2], s[6]), COMB(s[3], s[7]))); \
-  }
-
-/* One (dtype, op) kernel: S storage type, A accumulator type, LOAD S->A, STORE A->S. The
- * element-wise combine of a kept run takes restrict pointers (accumulators never alias the
- * operand) and blocks of 8, which vectorise even under gcc's -O2 cost model. */
-#define RED_KERNEL(NAME, S, A, LOAD, STORE, IDENT, COMB, HRED)                          \
-  HRED(NAME, S, A, LOAD, IDENT, COMB)                                                   \
-  static void NAME##_keep(A *restrict a, const S *restrict x, int64_t b, int64_t e) {   \
-    int64_t t = b;                                                                      \
-    for (; t + 8 <= e; t += 8)                                                          \
-      for (int k = 0; k < 8; k++) a[t + k] = COMB(a[t + k], LOAD(x[t + k]));           \
-    for (; t < e; t++) a[t] = COMB(a[t], LOAD(x[t]));                                   \
-  }                                                                                     \
-  static void NAME##_chunk(void *ctx, int64_t lo, int64_t hi) {                         \
-    const red_job *j = ctx;                                                             \
-    const S *in = j->in;                                                                \
-    A *acc = j->acc;                                                                    \
-    int64_t o0 = lo * j->os[j->p], o1 = hi * j->os[j->p];                               \
-    for (int64_t o = o0; o < o1; o++) acc[o] = IDENT;                                   \
-    if (j->red[j->g - 1]) {                                                             \
-      RED_WALK(j, lo, hi, (acc[ooff_] = COMB(acc[ooff_], NAME##_hred(in + ioff_, e_ - b_)))); \
-    } else {                                                                            \
-      RED_WALK(j, lo, hi, NAME##_keep(acc + ooff_, in + ioff_, b_, e_));                 \
-    }                                                                                   \
-    if ((void *)acc != j->out) {                                                        \
-      S *out = j->out;                                                                  \
-      for (int64_t o = o0; o < o1; o++) out[o] = STORE(acc[o]);                         \
-    }                                                                                   \
-  }                                                                                     \
-  static void NAME##_part(void *ctx, int64_t lo, int64_t hi) {                          \
-    const red_job *j = ctx;                                                             \
-    int64_t n = j->dims[0];                                                             \
-    for (int64_t t = lo; t < hi; t++) {                                                 \
-      int64_t b = n * t / j->parts, e = n * (t + 1) / j->parts;                         \
-      ((A *)j->partials)[t] = NAME##_hred((const S *)j->in + b, e - b);                 \
-    }                                                                                   \
-  }                                                                                     \
-  static void NAME##_finish(const red_job *j) {                                         \
-    const A *pa = j->partials;                                                          \
-    A r = IDENT;                                                                        \
-    for (int64_t t = 0; t < j->parts; t++) r = COMB(r, pa[t]);                          \
-    *(S *)j->out = STORE(r);                                                            \
-  }                                                                                     \
-  static void NAME##_fill(const red_job *j, int64_t n) {                                \
-    S *out = j->out;                                                                    \
-    for (int64_t o = 0; o < n; o++) out[o] = STORE(IDENT);                              \
-  }                                                                                     \
-  static const red_kernel NAME = {NAME##_chunk, NAME##_part, NAME##_finish, NAME##_fill, sizeof(A)};
-
-typedef struct red_kernel {
-  lathe_range_fn chunk, part;
-  void (*finish)(const red_job *j);
-  void (*fill)(const red_job *j, int64_t n);
-  size_t acc_size;
-} red_kernel;
-
-/* ---- combine operations ---- */
-#define SAME(x) (x)
-#define SUM_(a, x) ((a) + (x))
-#define PROD_(a, x) ((a) * (x))
-/* NaN sticks; "|" rather than "||" keeps the select branch-free (vectorisable) */
-#define MAX_F(a, x) (((int)((x) > (a)) | (int)((x) != (x))) ? (x) : (a))
-#define MIN_F(a, x) (((int)((x) < (a)) | (int)((x) != (x))) ? (x) : (a))
-#define MAX_I(a, x) ((x) > (a) ? (x) : (a))
-#define MIN_I(a, x) ((x) < (a) ? (x) : (a))
-#define AND_(a, x) ((a) & (x))
-#define OR_(a, x) ((a) | (x))
-#define XOR_(a, x) ((a) ^ (x))
-#define LAND_(a, x) ((uint8_t)((a) & ((x) != 0)))
-#define LOR_(a, x) ((uint8_t)((a) | ((x) != 0)))
-#define LXOR_(a, x) ((uint8_t)((a) ^ ((x) != 0)))
-
-/* ---- instantiation per dtype class: (ENUM, storage/compute type T, bits) ----
- * Integers compute through the unsigned type of their width, so overflow wraps without UB. */
-#define RED_SINT(E, T, B)                                                                         \
-  typedef uint##B##_t u_##E;                                                                      \
-  static inline T sum_##E(T a, T x) { return (T)(u_##E)((u_##E)a + (u_##E)x); }                   \
-  static inline T prod_##E(T a, T x) { return (T)(u_##E)((uint64_t)(u_##E)a * (uint64_t)(u_##E)x); } \
-  RED_KERNEL(sum_k_##E, T, T, SAME, SAME, 0, sum_##E, HRED_GEN)                                   \
-  RED_KERNEL(prod_k_##E, T, T, SAME, SAME, 1, prod_##E, HRED_GEN)                                 \
-  RED_KERNEL(max_k_##E, T, T, SAME, SAME, (T)LATHE_SINT_MIN(B), MAX_I, HRED_GEN)                  \
-  RED_KERNEL(min_k_##E, T, T, SAME, SAME, (T)LATHE_SINT_MAX(B), MIN_I, HRED_GEN)                  \
-  RED_KERNEL(and_k_##E, T, T, SAME, SAME, (T) ~(T)0, AND_, HRED_GEN)                              \
-  RED_KERNEL(or_k_##E, T, T, SAME, SAME, 0, OR_, HRED_GEN)                                        \
-  RED_KERNEL(xor_k_##E, T, T, SAME, SAME, 0, XOR_, HRED_GEN)
-#define RED_UINT(E, T, B)                                                                           \
-  static inline T sum_##E(T a, T x) { return (T)((uint64_t)a + (uint64_t)x); }                      \
-  static inline T prod_##E(T a, T x) { return (T)((uint64_t)a * (uint64_t)x); }                     \
-  RED_KERNEL(sum_k_##E, T, T, SAME, SAME, 0, sum_##E, HRED_GEN)                                     \
-  RED_KERNEL(prod_k_##E, T, T, SAME, SAME, 1, prod_##E, HRED_GEN)                                   \
-  RED_KERNEL(max_k_##E, T, T, SAME, SAME, 0, MAX_I, HRED_GEN)                                       \
-  RED_KERNEL(min_k_##E, T, T, SAME, SAME, (T) ~(T)0, MIN_I, HRED_GEN)                               \
-  RED_KERNEL(and_k_##E, T, T, SAME, SAME, (T) ~(T)0, AND_, HRED_GEN)                                \
-  RED_KERNEL(or_k_##E, T, T, SAME, SAME, 0, OR_, HRED_GEN)                                          \
-  RED_KERNEL(xor_k_##E, T, T, SAME, SAME, 0, XOR_, HRED_GEN)
-#define RED_FLOAT(E, T, B)                                                 \
-  RED_KERNEL(sum_k_##E, T, T, SAME, SAME, 0, SUM_, HRED_LANES)              \
-  RED_KERNEL(prod_k_##E, T, T, SAME, SAME, 1, PROD_, HRED_GEN)              \
-  RED_KERNEL(max_k_##E, T, T, SAME, SAME, -(T)INFINITY, MAX_F, HRED_LANES)    \
-  RED_KERNEL(min_k_##E, T, T, SAME, SAME, (T)INFINITY, MIN_F, HRED_LANES)
-#define RED_HALF(E, T, B)                                                                   \
-  RED_KERNEL(sum_k_##E, uint16_t, float, load_##E, store_##E, 0.f, SUM_, HRED_GEN)          \
-  RED_KERNEL(prod_k_##E, uint16_t, float, load_##E, store_##E, 1.f, PROD_, HRED_GEN)        \
-  RED_KERNEL(max_k_##E, uint16_t, float, load_##E, store_##E, -INFINITY, MAX_F, HRED_GEN)   \
-  RED_KERNEL(min_k_##E, uint16_t, float, load_##E, store_##E, INFINITY, MIN_F, HRED_GEN)
-#define RED_COMPLEX(E, T, B)                                                                                \
-  static inline T csum_##E(T a, T x) { return (T){a.re + x.re, a.im + x.im}; }                              \
-  static inline T cprod_##E(T a, T x) { return (T){a.re * x.re - a.im * x.im, a.re * x.im + a.im * x.re}; } \
-  RED_KERNEL(sum_k_##E, T, T, SAME, SAME, ((T){0, 0}), csum_##E, HRED_GEN)                                  \
-  RED_KERNEL(prod_k_##E, T, T, SAME, SAME, ((T){1, 0}), cprod_##E, HRED_GEN)
-#define RED_BOOL(E, T, B)                                                         \
-  RED_KERNEL(land_k_##E, uint8_t, uint8_t, SAME, SAME, 1, LAND_, HRED_GEN)         \
-  RED_KERNEL(lor_k_##E, uint8_t, uint8_t, SAME, SAME, 0, LOR_, HRED_GEN)           \
-  RED_KERNEL(lxor_k_##E, uint8_t, uint8_t, SAME, SAME, 0, LXOR_, HRED_GEN)
-
-static inline float load_FLOAT16(uint16_t h) { return lathe_f16_to_f32(h); }
-static inline float load_BFLOAT16(uint16_t h) { return lathe_bf16_to_f32(h); }
-static inline uint16_t store_FLOAT16(float f) { return lathe_f32_to_f16(f); }
-static inline uint16_t store_BFLOAT16(float f) { return lathe_f32_to_bf16(f); }
-
-/* Sub-byte integers (widened to 8 bits before kernels run) get no instantiation of their own. */
-#define INST_BOOL_8 RED_BOOL
-#define INST_SINT_8 RED_SINT
-#define INST_SINT_16 RED_SINT
-#define INST_SINT_32 RED_SINT
-#define INST_SINT_64 RED_SINT
-#define INST_SINT_4(E, T, B)
-#define INST_SINT_2(E, T, B)
-#define INST_SINT_1(E, T, B)
-#define INST_UINT_8 RED_UINT
-#define INST_UINT_16 RED_UINT
-#define INST_UINT_32 RED_UINT
-#define INST_UINT_64 RED_UINT
-#define INST_UINT_4(E, T, B)
-#define INST_UINT_2(E, T, B)
-#define INST_UINT_1(E, T, B)
-#define INST_FLOAT_32 RED_FLOAT
-#define INST_FLOAT_64 RED_FLOAT
-#define INST_HALF_16 RED_HALF
-#define INST_COMPLEX_64 RED_COMPLEX
-#define INST_COMPLEX_128 RED_COMPLEX
-#define LATHE_DTYPE(ENUM, GoName, id, bits, compute_t, CLASS) INST_##CLASS##_##bits(ENUM, compute_t, bits)
-#include "lathe_dtypes.def"
-#undef LATHE_DTYPE
-
-/* The kernel for (op, dtype), or NULL. Tables are indexed by dtype id, then by the op's column. */
-enum { C_SUM, C_PROD, C_MAX, C_MIN, C_AND, C_OR, C_XOR, C_LAND, C_LOR, C_LXOR, N_COLUMNS };
-#define K_SINT(E)                                                                                        \
-  [LATHE_DTYPE_##E] = {[C_SUM] = &sum_k_##E, [C_PROD] = &prod_k_##E, [C_MAX] = &max_k_##E, [C_MIN] = &min_k_##E, \
-                       [C_AND] = &and_k_##E, [C_OR] = &or_k_##E, [C_XOR] = &xor_k_##E},
-#define K_UINT K_SINT
-#define K_FLOAT(E) \
-  [LATHE_DTYPE_##E] = {[C_SUM] = &sum_k_##E, [C_PROD] = &prod_k_##E, [C_MAX] = &max_k_##E, [C_MIN] = &min_k_##E},
-#define K_HALF K_FLOAT
-#define K_COMPLEX(E) [LATHE_DTYPE_##E] = {[C_SUM] = &sum_k_##E, [C_PROD] = &prod_k_##E},
-#define K_BOOL(E) [LATHE_DTYPE_##E] = {[C_LAND] = &land_k_##E, [C_LOR] = &lor_k_##E, [C_LXOR] = &lxor_k_##E},
-#define KT_BOOL_8 K_BOOL
-#define KT_SINT_8 K_SINT
-#define KT_SINT_16 K_SINT
-#define KT_SINT_32 K_SINT
-#define KT_SINT_64 K_SINT
-#define KT_SINT_4(E)
-#define KT_SINT_2(E)
-#define KT_SINT_1(E)
-#define KT_UINT_8 K_UINT
-#define KT_UINT_16 K_UINT
-#define KT_UINT_32 K_UINT
-#define KT_UINT_64 K_UINT
-#define KT_UINT_4(E)
-#define KT_UINT_2(E)
-#define KT_UINT_1(E)
-#define KT_FLOAT_32 K_FLOAT
-#define KT_FLOAT_64 K_FLOAT
-#define KT_HALF_16 K_HALF
-#define KT_COMPLEX_64 K_COMPLEX
-#define KT_COMPLEX_128 K_COMPLEX
-static const red_kernel *const kernels[LATHE_DTYPE_LIMIT][N_COLUMNS] = {
-#define LATHE_DTYPE(ENUM, GoName, id, bits, compute_t, CLASS) KT_##CLASS##_##bits(ENUM)
-#include "lathe_dtypes.def"
-#undef LATHE_DTYPE
-};
 static int column_of(lathe_op op) {
   switch (op) {
-    case LATHE_OP_REDUCE_SUM: return C_SUM;
-    case LATHE_OP_REDUCE_PRODUCT: return C_PROD;
-    case LATHE_OP_REDUCE_MAX: return C_MAX;
-    case LATHE_OP_REDUCE_MIN: return C_MIN;
-    case LATHE_OP_REDUCE_BITWISE_AND: return C_AND;
-    case LATHE_OP_REDUCE_BITWISE_OR: return C_OR;
-    case LATHE_OP_REDUCE_BITWISE_XOR: return C_XOR;
-    case LATHE_OP_REDUCE_LOGICAL_AND: return C_LAND;
-    case LATHE_OP_REDUCE_LOGICAL_OR: return C_LOR;
-    case LATHE_OP_REDUCE_LOGICAL_XOR: return C_LXOR;
+    case LATHE_OP_REDUCE_SUM: return LATHE_RED_SUM;
+    case LATHE_OP_REDUCE_PRODUCT: return LATHE_RED_PROD;
+    case LATHE_OP_REDUCE_MAX: return LATHE_RED_MAX;
+    case LATHE_OP_REDUCE_MIN: return LATHE_RED_MIN;
+    case LATHE_OP_REDUCE_BITWISE_AND: return LATHE_RED_AND;
+    case LATHE_OP_REDUCE_BITWISE_OR: return LATHE_RED_OR;
+    case LATHE_OP_REDUCE_BITWISE_XOR: return LATHE_RED_XOR;
+    case LATHE_OP_REDUCE_LOGICAL_AND: return LATHE_RED_LAND;
+    case LATHE_OP_REDUCE_LOGICAL_OR: return LATHE_RED_LOR;
+    case LATHE_OP_REDUCE_LOGICAL_XOR: return LATHE_RED_LXOR;
     default: return -1;
   }
 }
 
-static const red_kernel *kernel_for(lathe_op op, lathe_dtype dt) {
+/* The kernel for (op, dtype) in table k, or NULL. */
+static const lathe_red_kernel *kernel_for(const lathe_cpu_kernels *k, lathe_op op, lathe_dtype dt) {
   int c = column_of(op);
   if (c < 0 || (int)dt <= 0 || dt >= LATHE_DTYPE_LIMIT) return NULL;
-  return kernels[dt][c];
+  return k->red[dt][c];
 }
-
-/* ---- ArgMinMax: per input dtype, index of the first extreme (NaN first of all) ---- */
-typedef struct arg_job {
-  int64_t pre, len, post; /* operand viewed as [pre, len, post]; the result as [pre, post] */
-  const void *in;
-  int64_t *idx; /* pre*post indices */
-  bool is_min;
-} arg_job;
-
-enum { ARG_TILE = 256 };
-
-/* Work item w is column tile w % tiles of row block w / tiles; each keeps the best value and
- * index of ARG_TILE columns while walking the reduced axis. A candidate replaces the best when
- * strictly better or the first NaN; a NaN best is final. */
-#define ARG_KERNEL(NAME, S, A, LOAD, ISNAN)                                                \
-  static void NAME(void *ctx, int64_t lo, int64_t hi) {                                    \
-    const arg_job *j = ctx;                                                                \
-    const S *in = j->in;                                                                   \
-    int64_t tiles = (j->post + ARG_TILE - 1) / ARG_TILE;                                   \
-    for (int64_t w = lo; w < hi; w++) {                                                    \
-      int64_t a = w / tiles, c0 = (w % tiles) * ARG_TILE;                                  \
-      int64_t nc = j->post - c0 < ARG_TILE ? j->post - c0 : ARG_TILE;                      \
-      A best[ARG_TILE];                                                                    \
-      int64_t *bi = j->idx + a * j->post + c0;                                             \
-      const S *row = in + a * j->len * j->post + c0;                                       \
-      for (int64_t c = 0; c < nc; c++) bi[c] = 0;                                          \
-      if (!j->len) continue;                                                               \
-      for (int64_t c = 0; c < nc; c++) best[c] = LOAD(row[c]);                             \
-      for (int64_t r = 1; r < j->len; r++) {                                               \
-        const S *x = row + r * j->post;                                                    \
-        for (int64_t c = 0; c < nc; c++) {                                                 \
-          A v = LOAD(x[c]), b = best[c];                                                   \
-          if (ISNAN(b)) continue;                                                          \
-          if (ISNAN(v) || (j->is_min ? v < b : v > b)) best[c] = v, bi[c] = r;             \
-        }                                                                                  \
-      }                                                                                    \
-    }                                                                                      \
-  }
-#define NAN_F(x) ((x) != (x))
-#define NAN_I(x) 0
-#define ARG_SINT(E, T, B) ARG_KERNEL(arg_##E, T, T, SAME, NAN_I)
-#define ARG_FLOAT(E, T, B) ARG_KERNEL(arg_##E, T, T, SAME, NAN_F)
-#define ARG_HALF(E, T, B) ARG_KERNEL(arg_##E, uint16_t, float, load_##E, NAN_F)
-#define ARG_NONE(E, T, B)
-#define AI_BOOL_8 ARG_SINT /* false < true */
-#define AI_SINT_8 ARG_SINT
-#define AI_SINT_16 ARG_SINT
-#define AI_SINT_32 ARG_SINT
-#define AI_SINT_64 ARG_SINT
-#define AI_SINT_4 ARG_NONE
-#define AI_SINT_2 ARG_NONE
-#define AI_SINT_1 ARG_NONE
-#define AI_UINT_8 ARG_SINT
-#define AI_UINT_16 ARG_SINT
-#define AI_UINT_32 ARG_SINT
-#define AI_UINT_64 ARG_SINT
-#define AI_UINT_4 ARG_NONE
-#define AI_UINT_2 ARG_NONE
-#define AI_UINT_1 ARG_NONE
-#define AI_FLOAT_32 ARG_FLOAT
-#define AI_FLOAT_64 ARG_FLOAT
-#define AI_HALF_16 ARG_HALF
-#define AI_COMPLEX_64 ARG_NONE
-#define AI_COMPLEX_128 ARG_NONE
-#define LATHE_DTYPE(ENUM, GoName, id, bits, compute_t, CLASS) AI_##CLASS##_##bits(ENUM, compute_t, bits)
-#include "lathe_dtypes.def"
-#undef LATHE_DTYPE
-
-#define AT_YES(E) [LATHE_DTYPE_##E] = arg_##E,
-#define AT_NO(E)
-#define AT_BOOL_8 AT_YES
-#define AT_SINT_8 AT_YES
-#define AT_SINT_16 AT_YES
-#define AT_SINT_32 AT_YES
-#define AT_SINT_64 AT_YES
-#define AT_SINT_4 AT_NO
-#define AT_SINT_2 AT_NO
-#define AT_SINT_1 AT_NO
-#define AT_UINT_8 AT_YES
-#define AT_UINT_16 AT_YES
-#define AT_UINT_32 AT_YES
-#define AT_UINT_64 AT_YES
-#define AT_UINT_4 AT_NO
-#define AT_UINT_2 AT_NO
-#define AT_UINT_1 AT_NO
-#define AT_FLOAT_32 AT_YES
-#define AT_FLOAT_64 AT_YES
-#define AT_HALF_16 AT_YES
-#define AT_COMPLEX_64 AT_NO
-#define AT_COMPLEX_128 AT_NO
-static const lathe_range_fn arg_kernels[LATHE_DTYPE_LIMIT] = {
-#define LATHE_DTYPE(ENUM, GoName, id, bits, compute_t, CLASS) AT_##CLASS##_##bits(ENUM)
-#include "lathe_dtypes.def"
-#undef LATHE_DTYPE
-};
 
 static bool is_byte_int(lathe_dtype dt) { return lathe_dtype_is_int(dt) && !lathe_dtype_is_packed(dt); }
 
@@ -388,19 +53,19 @@ static void store_index(void *data, lathe_dtype dt, int64_t i, int64_t v) {
 
 static lathe_status_t run_arg_min_max(lathe_cpu_exec *ex, const lathe_node *n, const lathe_tensor *x, lathe_tensor *out) {
   int axis = (int)lathe_attr_arg_min_max_axis(n);
-  arg_job j = {.pre = 1, .post = 1, .len = x->shape.dims[axis], .in = x->data};
+  lathe_arg_job j = {.pre = 1, .post = 1, .len = x->shape.dims[axis], .in = x->data};
   j.is_min = lathe_attr_arg_min_max_is_min(n);
   for (int a = 0; a < axis; a++) j.pre *= x->shape.dims[a];
   for (int a = axis + 1; a < x->shape.rank; a++) j.post *= x->shape.dims[a];
   int64_t m = j.pre * j.post;
   if (!m) return NULL;
-  lathe_range_fn fn = arg_kernels[x->shape.dtype];
+  lathe_range_fn fn = lathe_cpu_exec_kernels(ex)->arg[x->shape.dtype];
   if (!fn) return LATHE_UNIMPL("ArgMinMax: not implemented on lathe:cpu for %s", lathe_dtype_name(x->shape.dtype));
   lathe_dtype odt = out->shape.dtype;
   /* Int64 results are written in place; narrower ones go through a scratch array. */
   j.idx = odt == LATHE_DTYPE_INT64 || odt == LATHE_DTYPE_UINT64 ? out->data : malloc(sizeof(int64_t) * (size_t)m);
   if (!j.idx) return LATHE_OOM("ArgMinMax");
-  int64_t tiles = (j.post + ARG_TILE - 1) / ARG_TILE, per_item = j.len * (j.post < ARG_TILE ? j.post : ARG_TILE);
+  int64_t tiles = (j.post + LATHE_ARG_TILE - 1) / LATHE_ARG_TILE, per_item = j.len * (j.post < LATHE_ARG_TILE ? j.post : LATHE_ARG_TILE);
   lathe_parallel_for(lathe_cpu_exec_pool(ex), j.pre * tiles, 32768 / (per_item ? per_item : 1) + 1, fn, &j);
   if ((void *)j.idx != out->data) {
     for (int64_t i = 0; i < m; i++) store_index(out->data, odt, i, j.idx[i]);
@@ -412,17 +77,18 @@ static lathe_status_t run_arg_min_max(lathe_cpu_exec *ex, const lathe_node *n, c
 /* ---- the family entry points ---- */
 bool lathe_cpu_supports_reduce(lathe_op op, lathe_dtype dtype) {
   if (!lathe_dtype_is_valid(dtype)) return false;
-  if (op == LATHE_OP_ARG_MIN_MAX) return arg_kernels[dtype] != NULL;
-  return kernel_for(op, dtype) != NULL;
+  const lathe_cpu_kernels *k = lathe_cpu_kernels_of(LATHE_CPU_ISA_BASELINE);
+  if (op == LATHE_OP_ARG_MIN_MAX) return k->arg[dtype] != NULL;
+  return kernel_for(k, op, dtype) != NULL;
 }
 
 static lathe_status_t run_reduce(lathe_cpu_exec *ex, const lathe_node *n, const lathe_tensor *x, lathe_tensor *out) {
   const lathe_shape *xs = &x->shape;
-  const red_kernel *k = kernel_for(n->op, xs->dtype);
+  const lathe_red_kernel *k = kernel_for(lathe_cpu_exec_kernels(ex), n->op, xs->dtype);
   if (!k) return LATHE_UNIMPL("%s: not implemented on lathe:cpu for %s", lathe_op_name(n->op), lathe_dtype_name(xs->dtype));
   int64_t on = lathe_shape_size(&out->shape), xn = lathe_shape_size(xs);
   if (!on) return NULL;
-  red_job j = {.in = x->data, .out = out->data, .p = -1};
+  lathe_red_job j = {.in = x->data, .out = out->data, .p = -1};
   if (!xn) {
     k->fill(&j, on);
     /* Sub-byte integers run widened to 8 bits: Max/Min identities are those of the narrow type. */

@@ -1,39 +1,74 @@
 /* region.c -- fusion regions on the CPU, tile by tile. A LOOP region's iteration space is cut
- * into TILE-element ranges split over the pool; for each range every member's kernel runs on
- * 1-D views through stand-in nodes of shape [len]. Members whose values stay inside the region
- * live in per-thread tile buffers; only escaping members are written at full size. Inputs read
- * with broadcasting are gathered into a tile first. A REDUCE region runs its prologue, the
- * reduction and its epilogue in turn through the region's internal slots. */
+ * into TILE-element ranges split over the pool; for each range every member's row kernel (from
+ * the backend's ISA table, resolved once per run) computes its tile. Members whose values stay
+ * inside the region live in per-thread tile buffers, reused once their last reader has run, so
+ * a chain's tiles stay in the core's caches; only escaping members are written at full size --
+ * straight into their result, or, when the result is larger than the caches, through a buffer
+ * and non-temporal stores, so memory is read and written once. Inputs read with broadcasting are
+ * gathered into a tile first. A REDUCE region runs its prologue, the reduction and its epilogue
+ * in turn through the region's internal slots. */
 #include <pthread.h>
 
 #include "exec.h"
+#include "kernels.h"
 
-enum { TILE = 4096 };
+/* TILE elements per step (a few KiB per buffer: a chain's live tiles fit in L1/L2). Results of
+ * STREAM_MIN bytes or more are stored non-temporally (they cannot stay in a cache anyway). */
+enum { TILE = 2048, MAX_ESIZE = 16 };
+#define STREAM_MIN ((int64_t)8 << 20)
 
 static size_t esz(lathe_dtype dt) { return (size_t)lathe_dtype_bits(dt) / 8; }
 
-/* A tensor struct over len elements of dtype dt at element off of base (a view: no reference). */
-static lathe_tensor view(lathe_dtype dt, void *base, int64_t off, int64_t len) {
-  lathe_tensor v;
-  memset(&v, 0, sizeof v);
-  v.flags = LATHE_TENSOR_VIEW;
-  v.shape.dtype = dt;
-  v.shape.rank = 1;
-  v.shape.dims[0] = len;
-  v.data = (unsigned char *)base + (size_t)off * esz(dt);
-  v.nbytes = (size_t)len * esz(dt);
-  return v;
-}
+/* How a member computes its tile (resolved once per run from the ISA's table). */
+typedef struct {
+  lathe_ew_fn fn;         /* UNARY, BINARY, COMPARE, SELECT rows */
+  lathe_ew_convert_fn cv; /* ConvertDType */
+  int bits, obits;
+  int step[LATHE_PMEMBER_MAX_IN]; /* 0 for a scalar operand, 1 for a tile */
+  int buf;                /* the scratch buffer of its tile, -1: straight into its full result (or an alias) */
+  size_t esize;           /* of its result */
+} tile_op;
 
 typedef struct {
   lathe_cpu_exec *ex;
   const lathe_pregion *g;
+  const lathe_cpu_kernels *k;
   lathe_tensor **in;   /* per region input: its tensor */
   lathe_tensor **full; /* per member: its full-size result if it escapes */
+  tile_op *ops;        /* per member */
+  int n_bufs;          /* scratch tiles per thread */
+  bool stream;         /* escaping members go through their buffer and non-temporal stores */
   int64_t total;
   pthread_mutex_t mu;
   lathe_status_t err;
 } run_ctx;
+
+/* Fills dst with len copies of the es-byte element at src. */
+static void fill(void *dst, const unsigned char *src, size_t es, int64_t len) {
+  switch (es) {
+    case 1: memset(dst, *src, (size_t)len); return;
+    case 2: {
+      uint16_t v, *d = dst;
+      memcpy(&v, src, 2);
+      for (int64_t j = 0; j < len; j++) d[j] = v;
+      return;
+    }
+    case 4: {
+      uint32_t v, *d = dst;
+      memcpy(&v, src, 4);
+      for (int64_t j = 0; j < len; j++) d[j] = v;
+      return;
+    }
+    case 8: {
+      uint64_t v, *d = dst;
+      memcpy(&v, src, 8);
+      for (int64_t j = 0; j < len; j++) d[j] = v;
+      return;
+    }
+    default:
+      for (int64_t j = 0; j < len; j++) memcpy((unsigned char *)dst + (size_t)j * es, src, es);
+  }
+}
 
 /* Copies elements [off, off+len) of the iteration space, read through strides, into dst. */
 static void gather(const run_ctx *c, const lathe_pinput *pi, const lathe_tensor *src, int64_t off, int64_t len,
@@ -53,6 +88,8 @@ static void gather(const run_ctx *c, const lathe_pinput *pi, const lathe_tensor 
     if (run > len - k) run = len - k;
     if (step == 1) {
       memcpy(o + (size_t)k * es, s + (size_t)base * es, (size_t)run * es);
+    } else if (step == 0) {
+      fill(o + (size_t)k * es, s + (size_t)base * es, es, run);
     } else {
       for (int64_t j = 0; j < run; j++) memcpy(o + (size_t)(k + j) * es, s + (size_t)(base + j * step) * es, es);
     }
@@ -69,92 +106,136 @@ static void gather(const run_ctx *c, const lathe_pinput *pi, const lathe_tensor 
   }
 }
 
+/* Stores nbytes of a tile at dst: non-temporally for the 64-byte aligned whole lines. */
+static void store_tile(const run_ctx *c, void *dst, const void *src, size_t nbytes) {
+  if (!c->stream || ((uintptr_t)dst & 63)) {
+    memcpy(dst, src, nbytes);
+    return;
+  }
+  size_t body = nbytes & ~(size_t)63;
+  if (body) c->k->stream_copy(dst, src, body);
+  if (body < nbytes) memcpy((unsigned char *)dst + body, (const unsigned char *)src + body, nbytes - body);
+}
+
 static void run_tiles(void *vc, int64_t tb, int64_t te) {
   run_ctx *c = vc;
   const lathe_pregion *g = c->g;
   int m = g->n_members;
-  lathe_node *fake = calloc((size_t)m * (1 + LATHE_PMEMBER_MAX_IN), sizeof(lathe_node));
-  lathe_node **fake_in = calloc((size_t)m * LATHE_PMEMBER_MAX_IN, sizeof(lathe_node *));
-  void **scratch = calloc((size_t)m, sizeof(void *));
-  void **gathered = calloc((size_t)g->n_inputs + 1, sizeof(void *));
-  lathe_tensor *tiles = calloc((size_t)m, sizeof(lathe_tensor));                      /* each member's tile */
-  lathe_tensor *in_tiles = calloc((size_t)g->n_inputs + 1, sizeof(lathe_tensor));    /* each input's tile */
-  bool ok = fake && fake_in && scratch && gathered && tiles && in_tiles;
-  for (int k = 0; ok && k < g->n_inputs; k++)
-    if (g->inputs[k].access == LATHE_PACCESS_STRIDED)
-      ok = (gathered[k] = lathe_aligned_alloc(TILE * esz(c->in[k]->shape.dtype))) != NULL;
-  for (int i = 0; ok && i < m; i++) {
-    const lathe_pmember *mb = &g->members[i];
-    if (mb->out_slot < 0 && !mb->identity) ok = (scratch[i] = lathe_aligned_alloc(TILE * esz(mb->node->shape.dtype))) != NULL;
-    /* stand-ins: the member with shape [len], its operands likewise (scalars stay scalars) */
-    lathe_node *f = &fake[i * (1 + LATHE_PMEMBER_MAX_IN)];
-    *f = *mb->node;
-    f->in = &fake_in[i * LATHE_PMEMBER_MAX_IN];
-    f->shape.rank = 1;
-    for (int k = 0; k < mb->n_in; k++) {
-      f->in[k] = &fake[i * (1 + LATHE_PMEMBER_MAX_IN) + 1 + k];
-      *f->in[k] = *mb->node->in[k];
-      bool scalar = mb->in[k] < 0 && g->inputs[-mb->in[k] - 1].access == LATHE_PACCESS_SCALAR;
-      if (!scalar) f->in[k]->shape.rank = 1;
-    }
-  }
-  lathe_status_t err = ok ? NULL : LATHE_OOM("fused region");
+  enum { STACK = 16 };
+  void *tiles_s[STACK], *gathered_s[STACK];
+  void **tiles = m <= STACK ? tiles_s : malloc(sizeof(void *) * (size_t)m);
+  void **gathered = g->n_inputs <= STACK ? gathered_s : malloc(sizeof(void *) * (size_t)g->n_inputs);
+  int n_gathered = 0;
+  for (int k = 0; k < g->n_inputs; k++) n_gathered += g->inputs[k].access == LATHE_PACCESS_STRIDED;
+  unsigned char *mem = lathe_aligned_alloc((size_t)(c->n_bufs + n_gathered) * TILE * MAX_ESIZE);
+  lathe_status_t err = tiles && gathered && mem ? NULL : LATHE_OOM("fused region");
+  for (int k = 0, q = c->n_bufs; !err && k < g->n_inputs; k++)
+    gathered[k] = g->inputs[k].access == LATHE_PACCESS_STRIDED ? mem + (size_t)(q++) * TILE * MAX_ESIZE : NULL;
   for (int64_t t = tb; t < te && !err; t++) {
     int64_t off = t * TILE, len = c->total - off < TILE ? c->total - off : TILE;
-    for (int k = 0; k < g->n_inputs; k++) {
-      const lathe_pinput *pi = &g->inputs[k];
-      lathe_tensor *src = c->in[k];
-      if (pi->access == LATHE_PACCESS_SCALAR) continue;
-      if (pi->access == LATHE_PACCESS_FULL) {
-        in_tiles[k] = view(src->shape.dtype, src->data, off, len);
-      } else {
-        gather(c, pi, src, off, len, gathered[k]);
-        in_tiles[k] = view(src->shape.dtype, gathered[k], 0, len);
-      }
-    }
-    for (int i = 0; i < m && !err; i++) {
+    for (int k = 0; k < g->n_inputs; k++)
+      if (gathered[k]) gather(c, &g->inputs[k], c->in[k], off, len, gathered[k]);
+    for (int i = 0; i < m; i++) {
       const lathe_pmember *mb = &g->members[i];
-      if (mb->identity) { /* a broadcast: its tile is its operand's */
-        int src = mb->in[0];
-        tiles[i] = src >= 0 ? tiles[src] : in_tiles[-src - 1];
-        if (mb->out_slot >= 0 && tiles[i].nbytes)
-          memcpy((unsigned char *)c->full[i]->data + (size_t)off * esz(mb->node->shape.dtype), tiles[i].data, tiles[i].nbytes);
-        continue;
-      }
-      lathe_node *f = &fake[i * (1 + LATHE_PMEMBER_MAX_IN)];
-      f->shape.dims[0] = len;
-      lathe_tensor *in_p[LATHE_PMEMBER_MAX_IN], *out_p;
-      lathe_tensor in_v[LATHE_PMEMBER_MAX_IN];
-      for (int k = 0; k < mb->n_in; k++) {
-        int src = mb->in[k];
-        if (src < 0 && g->inputs[-src - 1].access == LATHE_PACCESS_SCALAR) {
-          in_p[k] = c->in[-src - 1];
+      const tile_op *op = &c->ops[i];
+      const void *in[LATHE_PMEMBER_MAX_IN];
+      for (int q = 0; q < mb->n_in; q++) {
+        int src = mb->in[q];
+        if (src >= 0) {
+          in[q] = tiles[src];
           continue;
         }
-        f->in[k]->shape.dims[0] = len;
-        in_v[k] = src >= 0 ? tiles[src] : in_tiles[-src - 1];
-        in_p[k] = &in_v[k];
+        const lathe_pinput *pi = &g->inputs[-src - 1];
+        const lathe_tensor *x = c->in[-src - 1];
+        if (pi->access == LATHE_PACCESS_SCALAR) {
+          in[q] = x->data;
+        } else if (pi->access == LATHE_PACCESS_FULL) {
+          in[q] = (const unsigned char *)x->data + (size_t)off * esz(x->shape.dtype);
+        } else {
+          in[q] = gathered[-src - 1];
+        }
       }
-      tiles[i] = mb->out_slot >= 0 ? view(mb->node->shape.dtype, c->full[i]->data, off, len)
-                                   : view(mb->node->shape.dtype, scratch[i], 0, len);
-      out_p = &tiles[i];
-      err = lathe_cpu_run_kernel(c->ex, f, in_p, &out_p);
+      void *full = mb->out_slot >= 0 ? (unsigned char *)c->full[i]->data + (size_t)off * op->esize : NULL;
+      if (mb->identity) { /* a broadcast: its tile is its operand's */
+        tiles[i] = (void *)in[0];
+        if (full && len) store_tile(c, full, in[0], (size_t)len * op->esize);
+        continue;
+      }
+      void *out = op->buf >= 0 ? mem + (size_t)op->buf * TILE * MAX_ESIZE : full;
+      if (op->cv) op->cv(in[0], out, len, op->bits, op->obits);
+      else op->fn(in, op->step, out, len, op->bits);
+      tiles[i] = out;
+      if (full && out != full) store_tile(c, full, out, (size_t)len * op->esize);
     }
   }
-  for (int i = 0; scratch && i < m; i++) lathe_aligned_free(scratch[i]);
-  for (int k = 0; gathered && k < g->n_inputs; k++) lathe_aligned_free(gathered[k]);
-  free(scratch);
-  free(gathered);
-  free(tiles);
-  free(in_tiles);
-  free(fake_in);
-  free(fake);
+  if (c->stream) c->k->stream_fence();
+  lathe_aligned_free(mem);
+  if (tiles != tiles_s) free(tiles);
+  if (gathered != gathered_s) free(gathered);
   if (err) {
     pthread_mutex_lock(&c->mu);
     if (!c->err) c->err = err;
     else lathe_status_free(err);
     pthread_mutex_unlock(&c->mu);
   }
+}
+
+/* Resolves each member's kernel and gives the tiles that need one a scratch buffer: a buffer is
+ * free again after the last member that reads it (broadcast members alias their operand's). */
+static lathe_status_t plan_tiles(run_ctx *c) {
+  const lathe_pregion *g = c->g;
+  int m = g->n_members;
+  int *last = malloc(sizeof(int) * (size_t)(2 * m + 1)), *owner = last + m; /* owner: the member whose buffer a tile is */
+  int *free_bufs = malloc(sizeof(int) * (size_t)(m + 1));
+  if (!last || !free_bufs) {
+    free(last);
+    free(free_bufs);
+    return LATHE_OOM("fused region");
+  }
+  int n_free = 0;
+  c->n_bufs = 0;
+  for (int i = 0; i < m; i++) {
+    const lathe_pmember *mb = &g->members[i];
+    owner[i] = mb->identity && mb->in[0] >= 0 ? owner[mb->in[0]] : i;
+    last[i] = -1;
+    for (int q = 0; q < mb->n_in; q++)
+      if (mb->in[q] >= 0) last[owner[mb->in[q]]] = i;
+  }
+  lathe_status_t st = NULL;
+  for (int i = 0; i < m && !st; i++) {
+    const lathe_pmember *mb = &g->members[i];
+    const lathe_node *n = mb->node;
+    tile_op *op = &c->ops[i];
+    memset(op, 0, sizeof *op);
+    op->buf = -1;
+    op->esize = esz(n->shape.dtype);
+    if (!mb->identity) {
+      lathe_op_kind kind = lathe_op_kind_of(n->op);
+      lathe_dtype dt = kind == LATHE_KIND_SELECT ? n->shape.dtype : n->in[0]->shape.dtype;
+      op->bits = lathe_dtype_bits(dt);
+      op->obits = lathe_dtype_bits(n->shape.dtype);
+      if (n->op == LATHE_OP_CONVERT_DTYPE) op->cv = lathe_cpu_convert_fn_of(c->k, n->in[0]->shape.dtype, n->shape.dtype);
+      else if (kind == LATHE_KIND_UNARY || kind == LATHE_KIND_BINARY || kind == LATHE_KIND_COMPARE || kind == LATHE_KIND_SELECT)
+        op->fn = lathe_cpu_ew_fn(c->k, n->op, dt);
+      if (!op->fn && !op->cv)
+        st = LATHE_UNIMPL("%s: not implemented on lathe:cpu for %s in a fused region", lathe_op_name(n->op),
+                          lathe_dtype_name(dt));
+      for (int q = 0; q < mb->n_in; q++)
+        op->step[q] = !(mb->in[q] < 0 && g->inputs[-mb->in[q] - 1].access == LATHE_PACCESS_SCALAR);
+      if (mb->out_slot < 0 || c->stream) op->buf = n_free ? free_bufs[--n_free] : c->n_bufs++;
+    }
+    /* operands read for the last time here give their buffers back */
+    for (int q = 0; q < mb->n_in; q++) {
+      int src = mb->in[q] >= 0 ? owner[mb->in[q]] : -1;
+      if (src < 0 || last[src] != i || c->ops[src].buf < 0) continue;
+      bool dup = false;
+      for (int r = 0; r < q; r++) dup |= mb->in[r] >= 0 && owner[mb->in[r]] == src;
+      if (!dup) free_bufs[n_free++] = c->ops[src].buf;
+    }
+  }
+  free(last);
+  free(free_bufs);
+  return st;
 }
 
 /* Whether the region reads input k (or its slot through another input) after member m. */
@@ -171,19 +252,26 @@ static bool read_after(const lathe_pregion *g, int k, int m) {
 static lathe_status_t run_loop(lathe_cpu_exec *ex, int pos, const lathe_pregion *g, bool in_place) {
   frame *fr = ex->cur;
   const lathe_pfunc *pf = fr->f->pf;
-  run_ctx c = {.ex = ex, .g = g, .total = lathe_shape_size(&g->shape)};
+  run_ctx c = {.ex = ex, .g = g, .k = lathe_cpu_exec_kernels(ex), .total = lathe_shape_size(&g->shape)};
   enum { STACK = 16 };
   lathe_tensor *in_s[STACK], *full_s[STACK];
+  tile_op ops_s[STACK];
   c.in = g->n_inputs <= STACK ? in_s : calloc((size_t)g->n_inputs, sizeof(lathe_tensor *));
   c.full = g->n_members <= STACK ? full_s : calloc((size_t)g->n_members, sizeof(lathe_tensor *));
-  if (!c.in || !c.full) {
+  c.ops = g->n_members <= STACK ? ops_s : calloc((size_t)g->n_members, sizeof(tile_op));
+  if (!c.in || !c.full || !c.ops) {
     if (c.in != in_s) free(c.in);
     if (c.full != full_s) free(c.full);
+    if (c.ops != ops_s) free(c.ops);
     return LATHE_OOM("fused region");
   }
   memset(c.full, 0, sizeof(lathe_tensor *) * (size_t)g->n_members);
   for (int k = 0; k < g->n_inputs; k++) c.in[k] = fr->vals[g->inputs[k].slot];
-  lathe_status_t st = NULL;
+  for (int i = 0; i < g->n_members; i++)
+    if (g->members[i].out_slot >= 0 &&
+        c.total * (int64_t)esz(g->members[i].node->shape.dtype) >= STREAM_MIN)
+      c.stream = true;
+  lathe_status_t st = plan_tiles(&c);
   /* Full-size results of escaping members: the planned arena view, or the memory of a full input
    * that dies here, that nothing else holds and that no later member reads (every earlier reader
    * has read a tile before the member writes it), or fresh memory. */
@@ -207,7 +295,7 @@ static lathe_status_t run_loop(lathe_cpu_exec *ex, int pos, const lathe_pregion 
   if (!st && c.total > 0) {
     pthread_mutex_init(&c.mu, NULL);
     int64_t n_tiles = (c.total + TILE - 1) / TILE;
-    lathe_parallel_for(lathe_cpu_exec_pool(ex), n_tiles, 8, run_tiles, &c);
+    lathe_parallel_for(lathe_cpu_exec_pool(ex), n_tiles, (LATHE_EW_GRAIN + TILE - 1) / TILE, run_tiles, &c);
     pthread_mutex_destroy(&c.mu);
     st = c.err;
   }
@@ -219,6 +307,7 @@ static lathe_status_t run_loop(lathe_cpu_exec *ex, int pos, const lathe_pregion 
   }
   if (c.in != in_s) free(c.in);
   if (c.full != full_s) free(c.full);
+  if (c.ops != ops_s) free(c.ops);
   return st;
 }
 

@@ -16,7 +16,9 @@
  *    versions); lt_cmul / lt_cdiv are C99 Annex G complex multiplication and division
  *    (libgcc's __mulsc3 / __divsc3: infinities survive NaN parts).
  *  - Real math (exp, log, sqrt, nearbyint, fmod, ...) must match glibc's float and double
- *    functions; nearbyint rounds half to even.
+ *    functions; nearbyint rounds half to even. (lathe:cpu itself computes Float32 Exp, Expm1,
+ *    Log, Log1p, Tanh, Logistic, Erf, Sin, Cos and Pow with its vector math, src/cpu/vmath.h:
+ *    within the ulp bounds of docs/CPU.md of these, and libm's exactly on special values.)
  *  - Storage conversions of Float16 / BFloat16 (outside the expressions) must match
  *    lathe_f16_to_f32 / lathe_f32_to_f16 / lathe_bf16_to_f32 / lathe_f32_to_bf16 (src/core):
  *    round to nearest even, overflow to infinity, NaN stays NaN.

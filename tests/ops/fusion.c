@@ -1,7 +1,8 @@
 /* fusion.c -- elementwise fusion against the unfused interpreter: random chains of elementwise
  * ops (scalars mixed in, intermediates returned as extra outputs so some values escape the
  * fused run, inputs donated so results land in dying operands) over tensors of several tiles,
- * run on lathe:cpu (or -b's backend) and lathe:cpu,fuse=0; the results must be bit-identical. */
+ * run on lathe:cpu (or -b's backend) and lathe:cpu,fuse=0; the results must be bit-identical. The
+ * sizes include tails of odd length and one result large enough to be stored non-temporally. */
 #include "testing.h"
 
 static uint32_t seed;
@@ -87,8 +88,9 @@ TEST(fusion_matches_unfused) {
   /* the unfused run on the backend under test: fusion must not change a device's bits */
   lathe_backend_t unfused = tst_backend_variant("fuse=0");
   if (!unfused) SKIP("the backend under test takes no fuse=0");
-  const int64_t sizes[][2] = {{3, 5000}, {1, 4096}, {2, 3}, {7, 9001}};
-  for (int si = 0; si < 4; si++) {
+  /* the last size is past the region's streaming threshold (8 MiB results: non-temporal stores) */
+  const int64_t sizes[][2] = {{3, 5000}, {1, 4096}, {2, 3}, {7, 9001}, {1, 2100003}};
+  for (int si = 0; si < 5; si++) {
     lathe_shape s = TST_SHAPE(LATHE_DTYPE_FLOAT32, sizes[si][0], sizes[si][1]);
     int64_t n = lathe_shape_num_elements(&s);
     float *a = malloc(sizeof(float) * (size_t)n), *b = malloc(sizeof(float) * (size_t)n);

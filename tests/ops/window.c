@@ -333,3 +333,96 @@ TEST(window_capabilities) {
     CHECK(!lathe_backend_supports_op(tst_backend(), LATHE_OP_SELECT_AND_SCATTER_SUM, tst_all_dtypes[i]),
           "SelectAndScatterSum has no builder, so it is no capability (%s)", lathe_dtype_name(tst_all_dtypes[i]));
 }
+
+/* Pooling windows (no padding or dilation, one or two neighbouring axes: lathe:cpu's pooling
+ * kernels) over values full of ties, NaNs and signed zeros, bit for bit against the rules: max
+ * and min take the first extreme in row-major window order and the first NaN; SelectAndScatter
+ * selects the first extreme, a NaN replacing the choice, and adds each source value to 0 (so -0
+ * lands as +0); windows that overlap add in source order. */
+static void pool_expect(const char *label, lathe_dtype dt, int rank, const int64_t *dims, const int64_t *win,
+                        const int64_t *str) {
+  int64_t od[4], nx = tst_numel(rank, dims);
+  for (int d = 0; d < rank; d++) od[d] = (dims[d] - win[d]) / str[d] + 1;
+  int64_t ny = tst_numel(rank, od), nw = tst_numel(rank, win);
+  lathe_shape xs = tst_shape(dt, rank, dims), ys = tst_shape(dt, rank, od);
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder(label, &fn);
+  lathe_value_t x = tst_param(fn, "x", xs), s = tst_param(fn, "source", ys), y[4];
+  lathe_window_params p = {.window_dims = win, .n_window_dims = rank, .strides = str, .n_strides = rank};
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MAX, x, &p, &y[0]));
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MIN, x, &p, &y[1]));
+  CHECK_OK(lathe_select_and_scatter(fn, LATHE_OP_SELECT_AND_SCATTER_MAX, x, s, &p, &y[2]));
+  CHECK_OK(lathe_select_and_scatter(fn, LATHE_OP_SELECT_AND_SCATTER_MIN, x, s, &p, &y[3]));
+  CHECK_OK(lathe_function_return(fn, y, 4));
+  bool fl = is_float(dt);
+  const double vals[] = {-1, 0, fl ? -0.0 : 3, 1, 2, fl ? NAN : -2, 1, 0};
+  void *xd = tst_alloc_for(&xs), *sd = tst_alloc_for(&ys);
+  uint32_t r = 99;
+  for (int64_t i = 0; i < nx; i++) r = r * 1103515245u + 12345u, tst_set(xd, dt, i, vals[(r >> 16) % (fl && i % 7 ? 6 : 8)]);
+  for (int64_t i = 0; i < ny; i++) r = r * 1103515245u + 12345u, tst_set(sd, dt, i, vals[(r >> 16) % 6] * (double)(i % 5 + 1));
+  double *want[4];
+  for (int k = 0; k < 4; k++) want[k] = calloc((size_t)nx + 1, sizeof(double));
+  for (int64_t e = 0; e < ny; e++) {
+    int64_t oi[4], kx[4];
+    tst_unravel(e, rank, od, oi);
+    int64_t first[2] = {-1, -1}, sel[2] = {-1, -1};
+    for (int64_t k = 0; k < nw; k++) {
+      tst_unravel(k, rank, win, kx);
+      int64_t f = 0;
+      for (int d = 0; d < rank; d++) f = f * dims[d] + oi[d] * str[d] + kx[d];
+      double v = tst_get(xd, dt, f);
+      for (int m = 0; m < 2; m++) { /* m 0: max, 1: min */
+        double cur = first[m] < 0 ? 0 : tst_get(xd, dt, first[m]);
+        bool better = m == 0 ? v > cur : v < cur;
+        if (first[m] < 0 || (!isnan(cur) && (better || isnan(v)))) first[m] = f;
+        double sv = sel[m] < 0 ? 0 : tst_get(xd, dt, sel[m]);
+        if (sel[m] < 0 || (m == 0 ? v > sv : v < sv) || isnan(v)) sel[m] = f;
+      }
+    }
+    for (int m = 0; m < 2; m++) {
+      want[m][e] = tst_get(xd, dt, first[m]);
+      double v = tst_get(sd, dt, e), *w = &want[2 + m][sel[m]];
+      *w = fl ? *w + v : tst_wrap_value(dt, (uint64_t)(int64_t)*w + (uint64_t)(int64_t)v); /* integers wrap */
+    }
+  }
+  const void *ins[2] = {xd, sd};
+  void *out[4] = {NULL, NULL, NULL, NULL};
+  CHECK_OK(tst_run(b, ins, 2, out, 4, NULL));
+  for (int k = 0; k < 4 && out[0]; k++) {
+    int64_t n = k < 2 ? ny : nx, bad = -1;
+    for (int64_t i = 0; i < n && bad < 0; i++) {
+      double g = tst_get(out[k], dt, i), w = want[k][i];
+      if (isnan(w) ? !isnan(g) : (g != w || signbit(g) != signbit(w))) bad = i;
+    }
+    CHECK(bad < 0, "%s output %d (%s): element %lld is %g, want %g", label, k, k < 2 ? "ReduceWindow" : "SelectAndScatter",
+          (long long)bad, bad < 0 ? 0 : tst_get(out[k], dt, bad), bad < 0 ? 0 : want[k][bad]);
+    tst_free_output(out[k]);
+  }
+  for (int k = 0; k < 4; k++) free(want[k]);
+  free(xd);
+  free(sd);
+  lathe_builder_free(b);
+}
+
+TEST(pooling_ties_nan_zero) {
+  static const lathe_dtype pdts[] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT64, LATHE_DTYPE_INT8, LATHE_DTYPE_INT32,
+                                     LATHE_DTYPE_UINT16};
+  struct {
+    const char *label;
+    int rank;
+    int64_t dims[4], win[4], str[4];
+  } rows[] = {
+      {"nhwc_2x2_s2", 4, {2, 7, 9, 5}, {1, 2, 2, 1}, {1, 2, 2, 1}},
+      {"nhwc_3x3_s2_overlap", 4, {2, 9, 8, 3}, {1, 3, 3, 1}, {1, 2, 2, 1}},
+      {"nhwc_2x3_s3x2_gaps", 4, {1, 8, 10, 4}, {1, 2, 3, 1}, {1, 3, 3, 1}},
+      {"nchw_2x2_s2", 4, {2, 3, 6, 7}, {1, 1, 2, 2}, {1, 1, 2, 2}},
+      {"one_axis_3_s2", 3, {3, 11, 6}, {1, 3, 1}, {1, 2, 1}},
+      {"channels_300", 3, {5, 6, 300}, {2, 2, 1}, {2, 2, 1}},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
+    for (size_t k = 0; k < sizeof pdts / sizeof pdts[0]; k++) {
+      char label[96];
+      snprintf(label, sizeof label, "pool_%s/%s", rows[i].label, lathe_dtype_name(pdts[k]));
+      pool_expect(label, pdts[k], rows[i].rank, rows[i].dims, rows[i].win, rows[i].str);
+    }
+}
