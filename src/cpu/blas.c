@@ -42,7 +42,7 @@ bool lathe_blas_has(lathe_dtype dt) {
 }
 
 /* ---- what OpenBLAS runs, against what the CPU has ---- */
-enum { LVL_SSE, LVL_AVX, LVL_AVX2, LVL_AVX512 };
+enum { LVL_SSE, LVL_AVX, LVL_AVX2, LVL_AVX512 }; /* vector bits: 128 << level (AVX and AVX2: 256) */
 
 const char *lathe_blas_core(void) {
   const char *name = openblas_get_corename ? openblas_get_corename() : NULL;
@@ -73,6 +73,11 @@ static int cpu_level(void) {
   if (__builtin_cpu_supports("avx")) return LVL_AVX;
 #endif
   return LVL_SSE;
+}
+
+int lathe_blas_core_bits(const char *core) {
+  static const int bits[] = {128, 256, 256, 512};
+  return bits[core_level(core ? core : "")];
 }
 
 bool lathe_blas_generic(void) { return core_level(lathe_blas_core()) < cpu_level(); }

@@ -27,6 +27,9 @@ bool lathe_blas_set_enabled(bool enabled);
  * whether its kernels are narrower than the CPU's vectors (a generic fallback). */
 const char *lathe_blas_core(void);
 bool lathe_blas_generic(void);
+/* The vector width, in bits, of the sgemm kernels of an OpenBLAS core named core (128 for the
+ * SSE-level and unknown ones). */
+int lathe_blas_core_bits(const char *core);
 /* Who runs Float32 products: AUTO decides by instruction sets (blas.c); OWN and BLAS force it
  * (tests and benchmarks). Process-wide; returns the previous setting. */
 typedef enum lathe_gemm_route { LATHE_GEMM_AUTO, LATHE_GEMM_OWN, LATHE_GEMM_BLAS } lathe_gemm_route;
