@@ -10,6 +10,9 @@ LATHE_WITH_CLANG=1 ./scripts/setup.sh
 jobs=$(nproc 2>/dev/null || echo 2)
 
 step() { printf '\n=== %s\n' "$*"; }
+# NVRTC from setup.sh: every generated CUDA kernel is compiled, even without a GPU
+nvrtc=$PWD/.deps/nvrtc/nvidia/cu13/lib/libnvrtc.so.13
+if [ -z "${LATHE_NVRTC_LIBRARY:-}" ] && [ -e "$nvrtc" ]; then export LATHE_NVRTC_LIBRARY=$nvrtc; fi
 
 step "C tests (gcc, -Werror)"
 make -j"$jobs" CI=1 test
@@ -47,5 +50,8 @@ if [ -f go.mod ]; then
   ./scripts/setup-data.sh
   go run ./cmd/lathe-demo -steps 300 | tail -3
   ./scripts/textgen.sh -steps 40 -generate 40 | grep -a -A3 '^trained'
+  step "Data-parallel training on lathe:cpu with 2 and 4 devices against one device"
+  go run ./cmd/lathe-dataparallel -devices 2 -steps 100 | tail -1
+  go run ./cmd/lathe-dataparallel -devices 4 -steps 100 | tail -1
 fi
 step "all tests passed"

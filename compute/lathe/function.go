@@ -185,13 +185,14 @@ func (f *Function) Shape(v compute.Value) (shapes.Shape, error) {
 	return goShape(&cs), nil
 }
 
-// Return sets the outputs of the function (shardings are not supported).
+// Return sets the outputs of the function; shardings (AutoSharding programs only) name each
+// output's sharding. An empty slice counts as none: GoMLX passes one for SPMD programs.
 func (f *Function) Return(outputs []compute.Value, shardings []*compute.ShardingSpec) error {
 	cs, err := f.values("Return", outputs)
 	if err != nil {
 		return err
 	}
-	if shardings == nil {
+	if len(shardings) == 0 {
 		return toError(C.lathe_function_return(f.c, ptr(cs), C.int(len(cs))))
 	}
 	if len(shardings) != len(outputs) {

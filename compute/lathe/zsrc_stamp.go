@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "c12a2d8af249d1df5d7fd91839cea84e"
+const engineSourcesHash = "12cd0b0fb63216e5bdc5f58469b105ed"

@@ -2,9 +2,11 @@
  * points pinned to LCU_API_VERSION through cuGetProcAddress), NVRTC (13, else 12), cuBLASLt (13,
  * else 12) and cuFFT (optional). A missing library is UNAVAILABLE with a message that says what
  * to install; nothing is printed. */
+#define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cuda.h"
 
@@ -100,6 +102,22 @@ static void load_plain(int lib, const char *const *names, const char *env, const
 #undef LATHE_CU_SYM
 }
 
+/* libnvrtc finds libnvrtc-builtins through its $ORIGIN rpath, which a dlopen interposer (sanitizers,
+ * some profilers) defeats. Opening the builtins from libnvrtc's own folder first makes NVRTC's later
+ * dlopen by soname find the loaded copy. Best effort: without it NVRTC searches as usual. */
+static void preload_nvrtc_builtins(void) {
+  Dl_info info;
+  void *sym;
+  memcpy(&sym, &api.nvrtcVersion, sizeof sym);
+  if (!dladdr(sym, &info) || !info.dli_fname) return;
+  const char *slash = strrchr(info.dli_fname, '/');
+  if (!slash) return;
+  char path[4096];
+  int n = snprintf(path, sizeof path, "%.*s/libnvrtc-builtins.so.%d.%d", (int)(slash - info.dli_fname),
+                   info.dli_fname, nvrtc_major, nvrtc_minor);
+  if (n > 0 && (size_t)n < sizeof path) (void)dlopen(path, RTLD_NOW | RTLD_LOCAL);
+}
+
 static lathe_status_t load(int lib) {
   pthread_mutex_lock(&mu);
   if (state[lib] == 0) {
@@ -112,7 +130,10 @@ static lathe_status_t load(int lib) {
         load_plain(LIB_NVRTC, names, "LATHE_NVRTC_LIBRARY",
                    "NVRTC (CUDA's runtime compiler: the toolkit, or the nvidia-cuda-nvrtc wheel with its folder "
                    "on LD_LIBRARY_PATH or LATHE_NVRTC_LIBRARY naming libnvrtc.so)");
-        if (state[LIB_NVRTC] == 1) api.nvrtcVersion(&nvrtc_major, &nvrtc_minor);
+        if (state[LIB_NVRTC] == 1) {
+          api.nvrtcVersion(&nvrtc_major, &nvrtc_minor);
+          preload_nvrtc_builtins();
+        }
         break;
       }
       case LIB_CUBLASLT: {

@@ -139,9 +139,6 @@ static lathe_status_t resolve_sharding(lathe_builder_t b, const char *op, const 
       parts *= mesh->sizes[j];
     }
     d->n_axes[a] = s->n_axes[a];
-    if (shape->dims[a] >= 0 && shape->dims[a] % parts != 0)
-      return LATHE_INVALID("%s: axis %d of size %lld does not split into %lld shards", op, a, (long long)shape->dims[a],
-                           (long long)parts);
     if (parts > 1 && shape->dims[a] < 0)
       return LATHE_UNIMPL("%s: a sharded axis of dynamic size (axis %d)", op, a);
   }
@@ -180,9 +177,12 @@ lathe_status_t lathe_function_return_sharded(lathe_function_t fn, const lathe_va
 }
 
 void lathe_shard_geometry(const struct lathe_builder *b, const lathe_sharding_def *s, int index, const lathe_shape *g,
-                          lathe_shape *out, int64_t *offsets) {
+                          lathe_shape *out, int64_t *offsets, int64_t *valid) {
   *out = *g;
-  for (int a = 0; a < g->rank; a++) offsets[a] = 0;
+  for (int a = 0; a < g->rank; a++) {
+    offsets[a] = 0;
+    if (valid) valid[a] = g->dims[a];
+  }
   if (!s) return;
   const lathe_mesh_def *mesh = &b->meshes[s->mesh];
   /* the mesh position of device index `index`, then its coordinates along the mesh axes */
@@ -201,8 +201,9 @@ void lathe_shard_geometry(const struct lathe_builder *b, const lathe_sharding_de
       shard = shard * mesh->sizes[j] + coord[j];
       parts *= mesh->sizes[j];
     }
-    out->dims[a] = g->dims[a] / parts;
+    out->dims[a] = (g->dims[a] + parts - 1) / parts;
     offsets[a] = shard * out->dims[a];
+    if (valid) valid[a] = offsets[a] >= g->dims[a] ? 0 : g->dims[a] - offsets[a] < out->dims[a] ? g->dims[a] - offsets[a] : out->dims[a];
   }
 }
 

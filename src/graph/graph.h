@@ -186,9 +186,12 @@ bool lathe_same_axis(const lathe_shape *a, int i, const lathe_shape *b, int j);
 bool lathe_same_shape(const lathe_shape *a, const lathe_shape *b);
 
 /* Distribution: the shape device `index` (in the device assignment) holds of a value of global
- * shape g split by sharding (NULL: replicated), and where it starts in g (offsets per axis). */
+ * shape g split by sharding (NULL: replicated), where it starts in g (offsets per axis) and how
+ * much of it lies inside g (out_valid, may be NULL). An axis of size n split in k parts gives
+ * every device ceil(n/k) elements, as XLA's tiles do: where k does not divide n the last shards
+ * hold padding (valid < shard size; zeros in outputs, ignored in inputs). */
 void lathe_shard_geometry(const struct lathe_builder *b, const lathe_sharding_def *sharding, int index,
-                          const lathe_shape *g, lathe_shape *out_shard, int64_t *out_offsets);
+                          const lathe_shape *g, lathe_shape *out_shard, int64_t *out_offsets, int64_t *out_valid);
 /* The checks of a distributed builder before compile (assignment size, devices). */
 lathe_status_t lathe_distribution_check(const struct lathe_builder *b);
 

@@ -80,33 +80,40 @@ lathe_status_t lathe_execute_spmd(lathe_executable_t e, const lathe_buffer_t *in
 
 /* ---- AutoSharding ---- */
 
-/* Copies the block of shape `shard` at `offsets` between a whole row-major array of shape g
- * (whole) and a packed array of the block's shape (part): to_whole picks the direction. */
+/* Copies the block at `offsets` of extent `valid` between a whole row-major array of shape g
+ * (whole) and a packed array of shape `shard` (part; valid <= shard per axis, the rest padding):
+ * to_whole picks the direction. */
 static void copy_block(char *whole, const lathe_shape *g, char *part, const lathe_shape *shard, const int64_t *offsets,
-                       bool to_whole) {
+                       const int64_t *valid, bool to_whole) {
   size_t es = (size_t)lathe_dtype_bits(g->dtype) / 8;
   int r = g->rank;
-  int64_t n = lathe_shape_size(shard);
-  if (n == 0) return;
   if (r == 0) {
     if (to_whole) memcpy(whole, part, es);
     else memcpy(part, whole, es);
     return;
   }
-  int64_t gst[LATHE_MAX_RANK], idx[LATHE_MAX_RANK] = {0}, row = shard->dims[r - 1];
-  int64_t acc = 1;
+  int64_t n = 1;
+  for (int a = 0; a < r; a++) n *= valid[a];
+  if (n == 0) return;
+  int64_t gst[LATHE_MAX_RANK], pst[LATHE_MAX_RANK], idx[LATHE_MAX_RANK] = {0}, row = valid[r - 1];
+  int64_t gacc = 1, pacc = 1;
   for (int a = r - 1; a >= 0; a--) {
-    gst[a] = acc;
-    acc *= g->dims[a];
+    gst[a] = gacc;
+    pst[a] = pacc;
+    gacc *= g->dims[a];
+    pacc *= shard->dims[a];
   }
   for (int64_t k = 0; k < n; k += row) {
-    int64_t off = 0;
-    for (int a = 0; a < r; a++) off += (idx[a] + offsets[a]) * gst[a];
-    char *w = whole + (size_t)off * es, *p = part + (size_t)k * es;
+    int64_t off = 0, poff = 0;
+    for (int a = 0; a < r; a++) {
+      off += (idx[a] + offsets[a]) * gst[a];
+      poff += idx[a] * pst[a];
+    }
+    char *w = whole + (size_t)off * es, *p = part + (size_t)poff * es;
     if (to_whole) memcpy(w, p, (size_t)row * es);
     else memcpy(p, w, (size_t)row * es);
     for (int a = r - 2; a >= 0; a--) {
-      if (++idx[a] < shard->dims[a]) break;
+      if (++idx[a] < valid[a]) break;
       idx[a] = 0;
     }
   }
@@ -164,12 +171,13 @@ lathe_status_t lathe_execute_sharded(lathe_executable_t e, const lathe_buffer_t 
     for (int r = 0; !st && r < R; r++) {
       lathe_tensor *t = inputs[r * np + i]->t;
       lathe_shape shard;
-      int64_t off[LATHE_MAX_RANK];
-      lathe_shard_geometry(&e->dist, p->sharding, r, &p->shape, &shard, off);
-      part = realloc(part, t->nbytes ? t->nbytes : 1);
-      if (!part) st = LATHE_OOM("Execute");
+      int64_t off[LATHE_MAX_RANK], valid[LATHE_MAX_RANK];
+      lathe_shard_geometry(&e->dist, p->sharding, r, &p->shape, &shard, off, valid);
+      char *grown = realloc(part, t->nbytes ? t->nbytes : 1);
+      if (!grown) st = LATHE_OOM("Execute");
+      else part = grown;
       if (!st) st = download_from(be, t, part);
-      if (!st) copy_block(whole, &p->shape, part, &shard, off, true);
+      if (!st) copy_block(whole, &p->shape, part, &shard, off, valid, true);
     }
     if (!st) st = upload_to(be, home, &p->shape, whole, &gin[i]);
     free(whole);
@@ -187,14 +195,16 @@ lathe_status_t lathe_execute_sharded(lathe_executable_t e, const lathe_buffer_t 
     const lathe_sharding_def *s = e->dist.output_shardings ? e->dist.output_shardings[k] : NULL;
     const lathe_shape *g = &fn->outputs[k]->shape;
     size_t nbytes = (size_t)lathe_shape_byte_size(g);
+    /* a shard is at most the whole (ceil(n/k) <= n), padding included */
     char *whole = malloc(nbytes ? nbytes : 1), *part = malloc(nbytes ? nbytes : 1);
     if (!whole || !part) st = LATHE_OOM("Execute");
     if (!st) st = download_from(be, gout[k], whole);
     for (int r = 0; !st && r < R; r++) {
       lathe_shape shard;
-      int64_t off[LATHE_MAX_RANK];
-      lathe_shard_geometry(&e->dist, s, r, g, &shard, off);
-      copy_block(whole, g, part, &shard, off, false);
+      int64_t off[LATHE_MAX_RANK], valid[LATHE_MAX_RANK];
+      lathe_shard_geometry(&e->dist, s, r, g, &shard, off, valid);
+      memset(part, 0, (size_t)lathe_shape_byte_size(&shard));
+      copy_block(whole, g, part, &shard, off, valid, false);
       st = upload_to(be, e->devices[r], &shard, part, &tout[r * no + k]);
     }
     free(whole);

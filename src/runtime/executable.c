@@ -368,7 +368,7 @@ static lathe_status_t shape_on(lathe_executable_t e, bool input, int i, int inde
   if (e->distribution == LATHE_DIST_AUTO_SHARDING)
     s = input ? e->main_fn->params[i]->sharding : (e->dist.output_shardings ? e->dist.output_shardings[i] : NULL);
   int64_t off[LATHE_MAX_RANK];
-  lathe_shard_geometry(&e->dist, s, index, g, out, off);
+  lathe_shard_geometry(&e->dist, s, index, g, out, off, NULL);
   return NULL;
 }
 
