@@ -12,8 +12,8 @@ import (
 // lathe's, on a log scale (1 = as fast as lathe; a bar to the right of the line is slower).
 func writeSVG(path string, results []result) error {
 	const (
-		left, right, top = 250.0, 60.0, 60.0
-		barH, gap        = 16.0, 14.0
+		left, right, top = 160.0, 90.0, 60.0
+		barH, gap, headH = 16.0, 10.0, 18.0
 		width            = 900.0
 	)
 	colors := map[int]string{0: "#2b6cb0", 1: "#dd6b20", 2: "#38a169", 3: "#805ad5"}
@@ -42,7 +42,7 @@ func writeSVG(path string, results []result) error {
 	for _, r := range results {
 		rows += len(r.names)
 	}
-	height := top + float64(rows)*barH + float64(len(results))*gap + 70
+	height := top + float64(rows)*barH + float64(len(results))*(gap+headH) + 70
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
@@ -57,7 +57,8 @@ func writeSVG(path string, results []result) error {
 	}
 	y := top
 	for _, r := range results {
-		fmt.Fprintf(&b, `<text x="%.0f" y="%.1f" text-anchor="end" font-weight="bold">%s</text>`+"\n", left-110, y+barH*float64(len(r.names))/2+4, r.workload)
+		fmt.Fprintf(&b, `<text x="10" y="%.1f" font-weight="bold">%s</text>`+"\n", y+12, r.workload)
+		y += headH
 		for _, n := range r.names {
 			v := ratio(r, n)
 			ci := indexOf(names, n)
