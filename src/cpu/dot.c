@@ -15,6 +15,7 @@
  * Threads: the lathe pool runs gemm tasks (batches, or row/column panels of one big product),
  * packing rows and output conversion; OpenBLAS itself is single-threaded (blas.c says why). */
 #include "blas.h"
+#include "gemm.h"
 #include "elementwise.h"
 #include "../graph/graph.h"
 
@@ -421,8 +422,65 @@ static lathe_status_t prepare_loop(operand *o, lathe_dtype acc, ctype ct, lathe_
   return pack(o, acc, ct, pool);
 }
 
+/* ---- lathe's own kernels (gemm.c): any strides, one product threaded as a whole. Float32, or
+ * BFloat16 operands read as they lie, products summed in Float32 (vdpbf16ps) ---- */
+typedef struct own_ctx {
+  const operand *l, *r;
+  int64_t M, N, K;
+  bool bf16;
+  float *c;
+  atomic_int oom;
+} own_ctx;
+
+static int64_t own_ks(const operand *o) { return o->pack ? 1 : o->ks; }
+
+static lathe_status_t own_one(const own_ctx *g, lathe_pool *pool, int64_t b) {
+  const operand *l = g->l, *r = g->r;
+  float *c = g->c + b * g->M * g->N;
+  if (g->bf16)
+    return lathe_gemm_bf16(pool, g->M, g->N, g->K, (const uint16_t *)l->base + l->use_boff[b], l->use_rs, own_ks(l),
+                           (const uint16_t *)r->base + r->use_boff[b], own_ks(r), r->use_rs, c, g->N);
+  return lathe_gemm_f32(pool, g->M, g->N, g->K, (const float *)l->base + l->use_boff[b], l->use_rs, own_ks(l),
+                        (const float *)r->base + r->use_boff[b], own_ks(r), r->use_rs, c, g->N);
+}
+
+static void own_batches(void *vc, int64_t b0, int64_t b1) {
+  own_ctx *g = vc;
+  for (int64_t b = b0; b < b1; b++) {
+    lathe_status_t st = own_one(g, NULL, b);
+    if (st) atomic_store(&g->oom, 1), lathe_status_free(st);
+  }
+}
+
+/* bf16: both operands are BFloat16 with merged axes, read in place. */
+static lathe_status_t own_product(lathe_pool *pool, operand *l, operand *r, lathe_dtype acc, bool bf16, float *c) {
+  int64_t B = l->B;
+  if (bf16 || (l->t->shape.dtype == acc && l->r_merged && l->k_merged)) use_in_place(l);
+  else LATHE_RETURN_IF_ERROR(pack(l, acc, CT_F32, pool));
+  if (bf16 || (r->t->shape.dtype == acc && r->r_merged && r->k_merged)) use_in_place(r);
+  else LATHE_RETURN_IF_ERROR(pack(r, acc, CT_F32, pool));
+  own_ctx g = {.l = l, .r = r, .M = l->R, .N = r->R, .K = l->K, .bf16 = bf16, .c = c};
+  atomic_init(&g.oom, 0);
+  double work = (double)g.M * (double)g.N * (double)g.K;
+  int64_t threads = lathe_pool_threads(pool);
+  if (B > 1 && (B >= 2 * threads || work < (double)(1 << 21))) {
+    /* many (or small) products: one per task, each on one thread */
+    int64_t grain = work >= (double)(1 << 18) ? 1 : (int64_t)((1 << 18) / (work + 1)) + 1;
+    lathe_parallel_for(pool, B, grain, own_batches, &g);
+    return atomic_load(&g.oom) ? LATHE_OOM("DotGeneral") : NULL;
+  }
+  for (int64_t b = 0; b < B; b++) LATHE_RETURN_IF_ERROR(own_one(&g, pool, b));
+  return NULL;
+}
+
 static lathe_status_t product(lathe_pool *pool, operand *l, operand *r, lathe_dtype acc, ctype ct, void *c) {
   int64_t B = l->B, M = l->R, N = r->R, K = l->K;
+  if (ct == CT_F32 && acc == LATHE_DTYPE_FLOAT32 && l->t->shape.dtype == LATHE_DTYPE_BFLOAT16 &&
+      r->t->shape.dtype == LATHE_DTYPE_BFLOAT16 && l->r_merged && l->k_merged && r->r_merged && r->k_merged &&
+      lathe_blas_has(LATHE_DTYPE_FLOAT32) && lathe_gemm_bf16_available())
+    return own_product(pool, l, r, acc, true, c);
+  if (ct == CT_F32 && lathe_blas_has(LATHE_DTYPE_FLOAT32) && lathe_blas_own_f32())
+    return own_product(pool, l, r, acc, false, c);
   lathe_dtype bdt = ct_blas[ct];
   lathe_blas_mat am, bm;
   if (bdt != LATHE_DTYPE_INVALID && lathe_blas_has(bdt)) {

@@ -4,6 +4,7 @@
  * accumulators). */
 #include "core/core.h"
 #include "cpu/blas.h"
+#include "cpu/gemm.h"
 #include "testing.h"
 
 typedef struct dot_spec {
@@ -290,4 +291,42 @@ TEST(dot_general_loops_without_blas) {
   dot_case("no BLAS threaded", LATHE_DTYPE_FLOAT32, &s, 0, 0);
   dot_case("no BLAS threaded", LATHE_DTYPE_FLOAT16, &s, LATHE_DTYPE_FLOAT64, LATHE_DTYPE_FLOAT32);
   lathe_blas_set_enabled(was);
+}
+
+/* Float32 and BFloat16 rows on each engine this CPU can run: lathe's own kernels (each instruction
+ * set in turn; BFloat16 converted to Float32), BLAS, and the automatic choice (where the CPU has
+ * AVX512-BF16, BFloat16 products run on vdpbf16ps). Sizes cross the kernels' register blocks
+ * (14 x 32 and 6 x 16), the k blocks of 256 and the threading threshold. */
+TEST(dot_general_gemm_engines) {
+  if (!tst_rows_of(LATHE_OP_DOT_GENERAL)) return;
+  static const struct {
+    const char *isa;
+    lathe_gemm_route route;
+  } engines[] = {{"avx512", LATHE_GEMM_OWN}, {"avx2", LATHE_GEMM_OWN}, {"blas", LATHE_GEMM_BLAS}, {"auto", LATHE_GEMM_AUTO}};
+  static const dot_spec sizes[] = {
+      SPEC((15, 33), (33, 31), (1), (0), (0), (0), 1, 0),       SPEC((29, 300), (300, 65), (1), (0), (0), (0), 1, 0),
+      SPEC((300, 29), (65, 300), (0), (0), (1), (0), 1, 0),     SPEC((130, 520), (520, 97), (1), (0), (0), (0), 1, 0),
+      SPEC((5, 40, 70), (5, 70, 3), (2), (0), (1), (0), 1, 1),  SPEC((128, 69), (69, 4), (1), (0), (0), (0), 1, 0),
+      SPEC((2, 3, 33, 20), (2, 20, 3, 17), (3), (0, 1), (1), (0, 2), 1, 2),
+  };
+  for (size_t e = 0; e < sizeof engines / sizeof *engines; e++) {
+    bool own = engines[e].route == LATHE_GEMM_OWN;
+    if (own && !lathe_gemm_force_isa(engines[e].isa)) {
+      tst_skipf(tst_current, "this CPU has no %s", engines[e].isa);
+      continue;
+    }
+    lathe_gemm_route was = lathe_blas_set_route(engines[e].route);
+    char lab[64];
+    snprintf(lab, sizeof lab, "engine %s", engines[e].isa);
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+      dot_case(lab, LATHE_DTYPE_FLOAT32, &sizes[i], 0, 0);
+      dot_case(lab, LATHE_DTYPE_BFLOAT16, &sizes[i], 0, 0);
+    }
+    for (int i = 0; i < N_LAYOUTS; i++) {
+      dot_case(lab, LATHE_DTYPE_FLOAT32, &layouts[i].s, 0, 0);
+      dot_case(lab, LATHE_DTYPE_BFLOAT16, &layouts[i].s, LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT32);
+    }
+    lathe_blas_set_route(was);
+    lathe_gemm_force_isa(NULL);
+  }
 }

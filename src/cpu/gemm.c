@@ -1,0 +1,397 @@
+/* gemm.c -- lathe's own packed Float32 (and BFloat16) matrix product.
+ *
+ * Goto/BLIS structure, with every thread sharing one packed copy of each operand:
+ *  1. A is packed into micro-panels of MR rows, [MR][k] per block of KC values of k (rows KA
+ *     apart); B into micro-panels of NR columns, [k][NR]. Rows and columns past the edge are zeros. The panels
+ *     are packing tasks for the pool (one parallel_for), so packing is not repeated per thread.
+ *  2. c is cut into tiles of about MC x NC; each tile is a task (a second parallel_for) that walks
+ *     the k blocks in order, and in each, B micro-panels (kept in L1 across the A panels of the
+ *     tile) against A micro-panels (the tile's A block stays in L2). The first k block stores,
+ *     later ones add: every element of c sums its k blocks in the same order for any thread count.
+ * The micro-kernel keeps an MR x NR block of c in vector registers; it is chosen at run time by
+ * cpuid (__builtin_cpu_supports), each compiled for its ISA with target attributes, so the engine
+ * itself needs no -march. */
+#include "gemm.h"
+
+#include <pthread.h>
+
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define LATHE_GEMM_X86 1
+#include <immintrin.h>
+#endif
+
+/* A micro-kernel: c[mr x nr] (= or +=) a[MR][kc] . b[kc][NR] (A's rows KA apart, whatever kc is,
+ * so that the kernel addresses them with constant offsets from one pointer); mr <= MR and nr <= NR
+ * select the part of the register block that is stored. */
+typedef void (*kern_fn)(int64_t kc, const void *a, const void *b, float *c, int64_t ldc, int mr, int nr, bool acc);
+
+typedef struct kern {
+  const char *isa;
+  int mr, nr;
+  kern_fn f;
+} kern;
+
+/* KC: the block of k. KA: the distance between A's packed rows, a cache line more than KC so
+ * that the rows of a panel do not all fall in the same L1 set. */
+enum { KC = 256, KA = KC + 16 };
+/* Tiles of c: about MC x NC (A's block of a tile stays in L2; MC/MR B micro-panels in L1). */
+enum { MC = 112, NC = 512 };
+
+#ifdef LATHE_GEMM_X86
+/* ---- AVX-512: 14 x 32 (28 zmm accumulators, two B vectors, one broadcast) ---- */
+#define R14(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
+
+__attribute__((target("avx512f"))) static void kern_avx512(int64_t kc, const void *va, const void *vb, float *c,
+                                                              int64_t ldc, int mr, int nr, bool acc) {
+  const float *a = va, *b = vb;
+#define Z512(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
+  R14(Z512)
+#define F512(r)                                     \
+  {                                                 \
+    __m512 ar = _mm512_set1_ps(a[r * KA + q]);      \
+    c##r##0 = _mm512_fmadd_ps(ar, b0, c##r##0);      \
+    c##r##1 = _mm512_fmadd_ps(ar, b1, c##r##1);      \
+  }
+  for (int64_t q = 0; q < kc; q++) {
+    __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
+    R14(F512)
+    b += 32;
+  }
+  __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xffff : (1u << nr) - 1);
+  __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xffff : nr > 16 ? (1u << (nr - 16)) - 1 : 0);
+#define S512(r)                                                                              \
+  if (r < mr) {                                                                              \
+    float *cr = c + (int64_t)r * ldc;                                                        \
+    if (acc) {                                                                               \
+      c##r##0 = _mm512_add_ps(c##r##0, _mm512_maskz_loadu_ps(m0, cr));                       \
+      c##r##1 = _mm512_add_ps(c##r##1, _mm512_maskz_loadu_ps(m1, cr + 16));                  \
+    }                                                                                        \
+    _mm512_mask_storeu_ps(cr, m0, c##r##0);                                                  \
+    _mm512_mask_storeu_ps(cr + 16, m1, c##r##1);                                             \
+  }
+  R14(S512)
+}
+
+/* ---- AVX512-BF16: 14 x 32 with vdpbf16ps. A's rows hold BFloat16 values in k order, so one 32-bit
+ * broadcast is the pair (k, k+1) of a row; B's panels hold, per pair of k, each column's pair. ---- */
+__attribute__((target("avx512f,avx512bf16"))) static void kern_bf16(int64_t kc, const void *va, const void *vb,
+                                                                     float *c, int64_t ldc, int mr, int nr, bool acc) {
+  const uint16_t *a = va, *b = vb;
+  R14(Z512)
+#define FBF(r)                                                                      \
+  {                                                                                 \
+    uint32_t w;                                                                     \
+    memcpy(&w, a + r * KA + 2 * q, sizeof w);                                       \
+    __m512bh ar = (__m512bh)_mm512_set1_epi32((int)w);                              \
+    c##r##0 = _mm512_dpbf16_ps(c##r##0, ar, b0);                                    \
+    c##r##1 = _mm512_dpbf16_ps(c##r##1, ar, b1);                                    \
+  }
+  for (int64_t q = 0, pairs = (kc + 1) / 2; q < pairs; q++) {
+    __m512bh b0 = (__m512bh)_mm512_load_si512(b), b1 = (__m512bh)_mm512_load_si512(b + 32);
+    R14(FBF)
+    b += 64;
+  }
+  __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xffff : (1u << nr) - 1);
+  __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xffff : nr > 16 ? (1u << (nr - 16)) - 1 : 0);
+  R14(S512)
+}
+
+/* ---- AVX2 + FMA: 6 x 16 (12 ymm accumulators) ---- */
+#define R6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+
+__attribute__((target("avx2,fma"))) static void kern_avx2(int64_t kc, const void *va, const void *vb, float *c,
+                                                           int64_t ldc, int mr, int nr, bool acc) {
+  const float *a = va, *b = vb;
+#define Z256(r) __m256 c##r##0 = _mm256_setzero_ps(), c##r##1 = _mm256_setzero_ps();
+  R6(Z256)
+#define F256(r)                                     \
+  {                                                 \
+    __m256 ar = _mm256_broadcast_ss(a + r * KA + q); \
+    c##r##0 = _mm256_fmadd_ps(ar, b0, c##r##0);      \
+    c##r##1 = _mm256_fmadd_ps(ar, b1, c##r##1);      \
+  }
+  for (int64_t q = 0; q < kc; q++) {
+    __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
+    R6(F256)
+    b += 16;
+  }
+  if (nr == 16) {
+#define S256(r)                                                               \
+  if (r < mr) {                                                               \
+    float *cr = c + (int64_t)r * ldc;                                         \
+    if (acc) {                                                                \
+      c##r##0 = _mm256_add_ps(c##r##0, _mm256_loadu_ps(cr));                  \
+      c##r##1 = _mm256_add_ps(c##r##1, _mm256_loadu_ps(cr + 8));              \
+    }                                                                         \
+    _mm256_storeu_ps(cr, c##r##0);                                            \
+    _mm256_storeu_ps(cr + 8, c##r##1);                                        \
+  }
+    R6(S256)
+    return;
+  }
+  _Alignas(32) float t[6][16];
+#define T256(r) _mm256_store_ps(t[r], c##r##0), _mm256_store_ps(t[r] + 8, c##r##1);
+  R6(T256)
+  for (int r = 0; r < mr; r++)
+    for (int j = 0; j < nr; j++) c[r * ldc + j] = acc ? c[r * ldc + j] + t[r][j] : t[r][j];
+}
+
+static const kern k_avx512 = {"avx512", 14, 32, kern_avx512};
+static const kern k_avx2 = {"avx2", 6, 16, kern_avx2};
+static const kern k_bf16 = {"avx512bf16", 14, 32, kern_bf16};
+#endif
+
+/* The best kernel this CPU runs. */
+static const kern *pick(void) {
+#ifdef LATHE_GEMM_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return &k_avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &k_avx2;
+#endif
+  return NULL;
+}
+
+static pthread_once_t pick_once = PTHREAD_ONCE_INIT;
+static const kern *best;
+static _Atomic(const kern *) forced; /* test hook: a kernel in place of the best one */
+static atomic_bool is_forced;
+static void pick_kernel(void) { best = pick(); }
+
+static const kern *kernel(void) {
+  pthread_once(&pick_once, pick_kernel);
+  return atomic_load(&is_forced) ? atomic_load(&forced) : best;
+}
+
+const char *lathe_gemm_isa(void) {
+  const kern *k = kernel();
+  return k ? k->isa : NULL;
+}
+
+bool lathe_gemm_force_isa(const char *isa) {
+  pthread_once(&pick_once, pick_kernel);
+  if (!isa) {
+    atomic_store(&is_forced, false);
+    return true;
+  }
+  const kern *k = NULL;
+  if (strcmp(isa, "none") != 0) {
+#ifdef LATHE_GEMM_X86
+    if (!strcmp(isa, "avx512") && best == &k_avx512) k = &k_avx512;
+    if (!strcmp(isa, "avx2") && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) k = &k_avx2;
+#endif
+    if (!k) return false;
+  }
+  atomic_store(&forced, k);
+  atomic_store(&is_forced, true);
+  return true;
+}
+
+/* ---- packing ---- */
+typedef struct gemm {
+  const kern *kn;
+  bool bf16;                /* BFloat16 operands (2-byte elements, k padded to pairs) */
+  int64_t m, n, k, kcs;     /* kcs: the k block (KC, or k when smaller) */
+  int64_t kcp;              /* kcs rounded up to the kernel's step (pairs for BFloat16) */
+  int64_t npc, npm, npn;    /* k blocks, MR panels, NR panels */
+  const void *a, *b;
+  int64_t ars, aks, brs, bcs;
+  float *c;
+  int64_t ldc;
+  char *pa, *pb;            /* packed panels: [pc][panel]; A [MR][KA], B [kcp][NR] */
+  int64_t mcp, ncp, tm, tn; /* tiles: MR panels x NR panels each; tile rows x columns */
+} gemm;
+
+static size_t esz(const gemm *g) { return g->bf16 ? 2 : 4; }
+static int64_t kc_of(const gemm *g, int64_t pc) { return g->k - pc * g->kcs < g->kcs ? g->k - pc * g->kcs : g->kcs; }
+
+/* A's panel: rows of k values, KA apart; past the edge and the last odd k, zeros. */
+#define PACK_A(T)                                                                                    \
+  static void pack_a_##T(const gemm *g, int64_t pc, int64_t ip) {                                    \
+    int MR = g->kn->mr;                                                                              \
+    int64_t k0 = pc * g->kcs, kc = kc_of(g, pc), kp = g->bf16 ? (kc + 1) / 2 * 2 : kc;               \
+    int64_t i0 = ip * MR;                                                                            \
+    int rows = g->m - i0 < MR ? (int)(g->m - i0) : MR;                                               \
+    T *d = (T *)g->pa + (pc * g->npm + ip) * MR * KA;                                                \
+    const T *s = (const T *)g->a + i0 * g->ars + k0 * g->aks;                                        \
+    if (g->aks == 1) {                                                                               \
+      for (int r = 0; r < rows; r++) memcpy(d + r * KA, s + r * g->ars, sizeof(T) * (size_t)kc);     \
+    } else {                                                                                         \
+      for (int64_t q = 0; q < kc; q++) {                                                             \
+        const T *sq = s + q * g->aks;                                                                \
+        for (int r = 0; r < rows; r++) d[r * KA + q] = sq[r * g->ars];                               \
+      }                                                                                              \
+    }                                                                                                \
+    for (int r = 0; r < rows; r++)                                                                   \
+      for (int64_t q = kc; q < kp; q++) d[r * KA + q] = 0;                                           \
+    for (int r = rows; r < MR; r++) memset(d + r * KA, 0, sizeof(T) * (size_t)kp);                   \
+  }
+PACK_A(float)
+PACK_A(uint16_t)
+
+/* B's panel, Float32: [k][NR]. */
+static void pack_b_float(const gemm *g, int64_t pc, int64_t jp) {
+  int NR = g->kn->nr;
+  int64_t k0 = pc * g->kcs, kc = kc_of(g, pc), j0 = jp * NR;
+  int cols = g->n - j0 < NR ? (int)(g->n - j0) : NR;
+  float *d = (float *)g->pb + (pc * g->npn + jp) * NR * g->kcp;
+  const float *s = (const float *)g->b + k0 * g->brs + j0 * g->bcs;
+  if (g->bcs == 1) {
+    for (int64_t q = 0; q < kc; q++) {
+      memcpy(d + q * NR, s + q * g->brs, sizeof(float) * (size_t)cols);
+      for (int j = cols; j < NR; j++) d[q * NR + j] = 0;
+    }
+    return;
+  }
+  for (int j = 0; j < cols; j++) {
+    const float *sj = s + j * g->bcs;
+    for (int64_t q = 0; q < kc; q++) d[q * NR + j] = sj[q * g->brs];
+  }
+  if (cols < NR)
+    for (int64_t q = 0; q < kc; q++)
+      for (int j = cols; j < NR; j++) d[q * NR + j] = 0;
+}
+
+/* B's panel, BFloat16: [k/2][NR][2], the pair (k, k+1) of each column together. */
+static void pack_b_uint16_t(const gemm *g, int64_t pc, int64_t jp) {
+  int NR = g->kn->nr;
+  int64_t k0 = pc * g->kcs, kc = kc_of(g, pc), j0 = jp * NR;
+  int cols = g->n - j0 < NR ? (int)(g->n - j0) : NR;
+  uint16_t *d = (uint16_t *)g->pb + (pc * g->npn + jp) * NR * g->kcp;
+  const uint16_t *s = (const uint16_t *)g->b + k0 * g->brs + j0 * g->bcs;
+  for (int64_t q = 0; q < kc; q += 2) {
+    uint16_t *dq = d + q * NR;
+    const uint16_t *s0 = s + q * g->brs, *s1 = s0 + g->brs;
+    bool two = q + 1 < kc;
+    for (int j = 0; j < cols; j++) dq[2 * j] = s0[j * g->bcs], dq[2 * j + 1] = two ? s1[j * g->bcs] : 0;
+    for (int j = cols; j < NR; j++) dq[2 * j] = dq[2 * j + 1] = 0;
+  }
+}
+
+static void pack_tasks(void *vg, int64_t t0, int64_t t1) {
+  const gemm *g = vg;
+  int64_t na = g->npc * g->npm;
+  for (int64_t t = t0; t < t1; t++) {
+    if (t < na) {
+      if (g->bf16) pack_a_uint16_t(g, t / g->npm, t % g->npm);
+      else pack_a_float(g, t / g->npm, t % g->npm);
+    } else {
+      if (g->bf16) pack_b_uint16_t(g, (t - na) / g->npn, (t - na) % g->npn);
+      else pack_b_float(g, (t - na) / g->npn, (t - na) % g->npn);
+    }
+  }
+}
+
+static void tile_tasks(void *vg, int64_t t0, int64_t t1) {
+  const gemm *g = vg;
+  int MR = g->kn->mr, NR = g->kn->nr;
+  size_t es = esz(g);
+  kern_fn f = g->kn->f;
+  for (int64_t t = t0; t < t1; t++) {
+    int64_t ti = t / g->tn, tj = t % g->tn;
+    int64_t ip0 = ti * g->mcp, ip1 = ip0 + g->mcp < g->npm ? ip0 + g->mcp : g->npm;
+    int64_t jp0 = tj * g->ncp, jp1 = jp0 + g->ncp < g->npn ? jp0 + g->ncp : g->npn;
+    for (int64_t pc = 0; pc < g->npc; pc++) {
+      int64_t kc = kc_of(g, pc);
+      for (int64_t jp = jp0; jp < jp1; jp++) {
+        const char *pb = g->pb + (size_t)((pc * g->npn + jp) * NR * g->kcp) * es;
+        int nr = g->n - jp * NR < NR ? (int)(g->n - jp * NR) : NR;
+        for (int64_t ip = ip0; ip < ip1; ip++) {
+          int mr = g->m - ip * MR < MR ? (int)(g->m - ip * MR) : MR;
+          f(kc, g->pa + (size_t)((pc * g->npm + ip) * MR * KA) * es, pb, g->c + ip * MR * g->ldc + jp * NR, g->ldc, mr,
+            nr, pc > 0);
+        }
+      }
+    }
+  }
+}
+
+enum { SMALL_PACK = 16384 }; /* bytes of packed operands that go on the stack */
+
+/* Below this many multiply-adds a product runs on the caller's thread. */
+#define GEMM_PARALLEL_WORK (1 << 20)
+
+static lathe_status_t run(gemm *g, lathe_pool *pool) {
+  const kern *kn = g->kn;
+  int64_t m = g->m, n = g->n, k = g->k;
+  if (m <= 0 || n <= 0) return NULL;
+  if (k <= 0) {
+    for (int64_t i = 0; i < m; i++) memset(g->c + i * g->ldc, 0, sizeof(float) * (size_t)n);
+    return NULL;
+  }
+  g->kcs = k < KC ? k : KC;
+  g->kcp = g->bf16 ? (g->kcs + 1) / 2 * 2 : g->kcs;
+  g->npc = (k + KC - 1) / KC;
+  g->npm = (m + kn->mr - 1) / kn->mr;
+  g->npn = (n + kn->nr - 1) / kn->nr;
+  /* A's panels take a multiple of 64 bytes (MR * KA * 4 or 2 is one): B's start aligned, and the
+   * kernels load B aligned. Small products pack on the stack; larger ones into blocks from the
+   * device's cache of warm pages (a fresh mapping would fault in every page on each run). */
+  size_t es = esz(g), na = (size_t)(g->npc * g->npm * kn->mr * KA) * es, nb = (size_t)(g->npc * g->npn * kn->nr * g->kcp) * es;
+  na = (na + 63) / 64 * 64;
+  _Alignas(64) char small[SMALL_PACK];
+  size_t bytes = na + nb;
+  char *buf = bytes <= SMALL_PACK ? small : lathe_cpu_mem_alloc(bytes);
+  if (!buf) return LATHE_OOM("DotGeneral");
+  g->pa = buf;
+  g->pb = buf + na;
+  double work = (double)m * (double)n * (double)k;
+  int threads = work < GEMM_PARALLEL_WORK ? 1 : lathe_pool_threads(pool);
+  /* Tiles of about MC x NC, smaller when that leaves threads without work. */
+  g->mcp = (MC + kn->mr - 1) / kn->mr;
+  g->ncp = NC / kn->nr;
+  for (;;) {
+    g->tm = (g->npm + g->mcp - 1) / g->mcp;
+    g->tn = (g->npn + g->ncp - 1) / g->ncp;
+    if (threads == 1 || g->tm * g->tn >= 3 * threads) break;
+    if (g->ncp > 4) g->ncp = (g->ncp + 1) / 2;
+    else if (g->mcp > 1) g->mcp = (g->mcp + 1) / 2;
+    else break;
+  }
+  int64_t packs = g->npc * (g->npm + g->npn);
+  if (threads == 1) {
+    pack_tasks(g, 0, packs);
+    tile_tasks(g, 0, g->tm * g->tn);
+  } else {
+    lathe_parallel_for(pool, packs, 1 + (int64_t)(16384 / (g->kcs * kn->mr)), pack_tasks, g);
+    lathe_parallel_for(pool, g->tm * g->tn, 1, tile_tasks, g);
+  }
+  if (buf != small) lathe_cpu_mem_free(buf, bytes);
+  return NULL;
+}
+
+lathe_status_t lathe_gemm_f32(lathe_pool *pool, int64_t m, int64_t n, int64_t k, const float *a, int64_t ars,
+                              int64_t aks, const float *b, int64_t brs, int64_t bcs, float *c, int64_t ldc) {
+  const kern *kn = kernel();
+  if (!kn) return lathe_status_new(LATHE_STATUS_INTERNAL, "DotGeneral: no gemm kernel for this CPU");
+  gemm g = {.kn = kn, .m = m, .n = n, .k = k, .a = a, .b = b, .ars = ars, .aks = aks, .brs = brs, .bcs = bcs,
+            .c = c, .ldc = ldc};
+  return run(&g, pool);
+}
+
+/* ---- BFloat16 ---- */
+static pthread_once_t bf16_once = PTHREAD_ONCE_INIT;
+static bool bf16_cpu;
+static void bf16_check(void) {
+#ifdef LATHE_GEMM_X86
+  __builtin_cpu_init();
+  bf16_cpu = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bf16");
+#endif
+}
+
+bool lathe_gemm_bf16_available(void) {
+  pthread_once(&bf16_once, bf16_check);
+  /* forcing another kernel (tests) turns the BFloat16 one off too */
+  return bf16_cpu && !atomic_load(&is_forced);
+}
+
+lathe_status_t lathe_gemm_bf16(lathe_pool *pool, int64_t m, int64_t n, int64_t k, const uint16_t *a, int64_t ars,
+                               int64_t aks, const uint16_t *b, int64_t brs, int64_t bcs, float *c, int64_t ldc) {
+#ifdef LATHE_GEMM_X86
+  if (lathe_gemm_bf16_available()) {
+    gemm g = {.kn = &k_bf16, .bf16 = true, .m = m, .n = n, .k = k, .a = a, .b = b, .ars = ars, .aks = aks,
+              .brs = brs, .bcs = bcs, .c = c, .ldc = ldc};
+    return run(&g, pool);
+  }
+#endif
+  return lathe_status_new(LATHE_STATUS_UNIMPLEMENTED, "DotGeneral: no BFloat16 gemm kernel for this CPU");
+}

@@ -1,0 +1,87 @@
+/* test_gemm.c -- lathe's own gemm (src/cpu/gemm.c) and the choice between it and BLAS (blas.c). */
+#include <math.h>
+
+#include "cpu/blas.h"
+#include "cpu/gemm.h"
+#include "testing.h"
+
+/* OpenBLAS's core names map to their kernels' vector widths; unknown names count as generic. */
+TEST(blas_core_widths) {
+  CHECK(lathe_blas_core_bits("Prescott") == 128, "Prescott");
+  CHECK(lathe_blas_core_bits("Core2") == 128, "Core2");
+  CHECK(lathe_blas_core_bits("generic") == 128, "generic");
+  CHECK(lathe_blas_core_bits("Sandybridge") == 256, "Sandybridge");
+  CHECK(lathe_blas_core_bits("Haswell") == 256, "Haswell");
+  CHECK(lathe_blas_core_bits("ZEN") == 256, "Zen");
+  CHECK(lathe_blas_core_bits("SkylakeX") == 512, "SkylakeX");
+  CHECK(lathe_blas_core_bits("CooperLake") == 512, "CooperLake");
+  CHECK(lathe_blas_core_bits(NULL) == 128, "NULL");
+  CHECK(strcmp(lathe_blas_core(), "") != 0, "core name");
+}
+
+/* Products go to lathe's kernels whenever OpenBLAS runs narrower ones than the CPU has (a generic
+ * fallback), and never to a kernel the CPU lacks. */
+TEST(blas_generic_routes_to_own_kernels) {
+  const char *isa = lathe_gemm_isa();
+  printf("  OpenBLAS core %s (%d-bit), lathe kernels %s, generic %d, own f32 %d, bf16 %d\n", lathe_blas_core(),
+         lathe_blas_core_bits(lathe_blas_core()), isa ? isa : "none", lathe_blas_generic(), lathe_blas_own_f32(),
+         lathe_gemm_bf16_available());
+  if (lathe_blas_generic() && isa) CHECK(lathe_blas_own_f32(), "generic BLAS must route to lathe's kernels");
+  if (!isa) CHECK(!lathe_blas_own_f32(), "no kernel: BLAS");
+  lathe_gemm_route was = lathe_blas_set_route(LATHE_GEMM_BLAS);
+  CHECK(!lathe_blas_own_f32(), "forced BLAS");
+  lathe_blas_set_route(LATHE_GEMM_OWN);
+  CHECK(lathe_blas_own_f32() == (isa != NULL), "forced own");
+  lathe_blas_set_route(was);
+  CHECK(!lathe_gemm_force_isa("sse9"), "unknown isa");
+}
+
+/* Strided operands, edges of every register block and k block, against a double reference; the
+ * result does not depend on the number of threads (same bits with 1 and 3 threads). */
+TEST(gemm_f32_strides_and_threads) {
+  if (!lathe_gemm_available()) {
+    tst_skipf(tst_current, "no gemm kernel for this CPU");
+    return;
+  }
+  lathe_pool *p1 = NULL, *p3 = NULL;
+  CHECK_OK(lathe_pool_new(1, &p1));
+  CHECK_OK(lathe_pool_new(3, &p3));
+  const int64_t shapes[][3] = {{1, 1, 1}, {13, 31, 7}, {29, 65, 257}, {100, 97, 600}, {150, 200, 300}};
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+    int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+    float *a = malloc(sizeof(float) * (size_t)(m * k)), *b = malloc(sizeof(float) * (size_t)(k * n));
+    float *c1 = malloc(sizeof(float) * (size_t)(m * n)), *c3 = malloc(sizeof(float) * (size_t)(m * n));
+    uint16_t *ah = malloc(2 * (size_t)(m * k)), *bh = malloc(2 * (size_t)(k * n));
+    for (int64_t i = 0; i < m * k; i++) a[i] = (float)((i * 7919) % 23) / 8 - 1.25f;
+    for (int64_t i = 0; i < k * n; i++) b[i] = (float)((i * 104729) % 19) / 4 - 2.0f;
+    for (int64_t i = 0; i < m * k; i++) ah[i] = lathe_f32_to_bf16(a[i]);
+    for (int64_t i = 0; i < k * n; i++) bh[i] = lathe_f32_to_bf16(b[i]);
+    /* A column-major (k x m), B row-major (k x n) */
+    CHECK_OK(lathe_gemm_f32(p1, m, n, k, a, 1, m, b, n, 1, c1, n));
+    CHECK_OK(lathe_gemm_f32(p3, m, n, k, a, 1, m, b, n, 1, c3, n));
+    int bad = 0;
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        double want = 0, mag = 0;
+        for (int64_t q = 0; q < k; q++) want += (double)a[q * m + i] * b[q * n + j], mag += fabs((double)a[q * m + i] * b[q * n + j]);
+        if (fabs(c1[i * n + j] - want) > 2e-6 * mag + 1e-30) bad++;
+      }
+    CHECK(bad == 0, "%lldx%lldx%lld: %d elements off", (long long)m, (long long)n, (long long)k, bad);
+    CHECK(memcmp(c1, c3, sizeof(float) * (size_t)(m * n)) == 0, "%lldx%lldx%lld: threads change the bits", (long long)m,
+          (long long)n, (long long)k);
+    if (lathe_gemm_bf16_available()) {
+      /* A row-major (m x k), B column-major (n x k); the values are exact in BFloat16 */
+      for (int64_t i = 0; i < m; i++)
+        for (int64_t q = 0; q < k; q++) ah[i * k + q] = lathe_f32_to_bf16(a[q * m + i]);
+      for (int64_t j = 0; j < n; j++)
+        for (int64_t q = 0; q < k; q++) bh[j * k + q] = lathe_f32_to_bf16(b[q * n + j]);
+      CHECK_OK(lathe_gemm_bf16(p3, m, n, k, ah, k, 1, bh, 1, k, c3, n));
+      bad = 0;
+      for (int64_t i = 0; i < m * n; i++) bad += fabsf(c3[i] - c1[i]) > 1e-5f * (1 + fabsf(c1[i]));
+      CHECK(bad == 0, "bf16 %lldx%lldx%lld: %d elements off", (long long)m, (long long)n, (long long)k, bad);
+    }
+    free(a), free(b), free(c1), free(c3), free(ah), free(bh);
+  }
+  lathe_pool_free(p1);
+  lathe_pool_free(p3);
+}
