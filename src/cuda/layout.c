@@ -248,9 +248,12 @@ lathe_status_t lathe_cuda_run_layout(lathe_cuda_exec *ex, const lathe_node *n, l
   }
 }
 
-/* ---- LEAF: Iota (Parameter and Constant never reach a kernel) ---- */
+/* ---- LEAF: Iota (Parameter and Constant never reach a kernel: the executor binds them, so
+ * they are in the capabilities for every dtype, as on lathe:cpu) ---- */
 bool lathe_cuda_supports_leaf(lathe_op op, lathe_dtype dtype) {
-  return op == LATHE_OP_IOTA && lathe_dtype_is_valid(dtype) && !lathe_dtype_is_packed(dtype);
+  if (!lathe_dtype_is_valid(dtype)) return false;
+  if (op == LATHE_OP_PARAMETER || op == LATHE_OP_CONSTANT) return true;
+  return op == LATHE_OP_IOTA && !lathe_dtype_is_packed(dtype);
 }
 
 void lathe_cuda_sources_leaf(lathe_cuda_source_fn fn, void *ctx) {

@@ -98,3 +98,13 @@ TEST(cuda_smoke) {
   lathe_builder_free(b);
   /* every elementwise op and dtype the GPU supports is in the conformance run (test_ops -b) */
 }
+
+/* Parameter and Constant are bound by the executor, so they are capabilities for every dtype
+ * (GoMLX's compliance suite skips whole tests when Constant is missing). */
+TEST(cuda_leaf_capabilities) {
+  for (int d = 0; d < tst_n_all_dtypes; d++) {
+    lathe_dtype dt = tst_all_dtypes[d];
+    CHECK(lathe_cuda_supports_op(LATHE_OP_PARAMETER, dt) && lathe_cuda_supports_op(LATHE_OP_CONSTANT, dt),
+          "Parameter and Constant of %s", lathe_dtype_name(dt));
+  }
+}
