@@ -216,4 +216,13 @@ void lathe_cuda_sources_sort(lathe_cuda_source_fn fn, void *ctx);
 #undef LATHE_KIND
 #undef LATHE_CUDA_FAMILY
 
+/* A growing kernel source: lt_put appends printf-style; on out of memory it sets oom and
+ * appends nothing more. The caller frees s. */
+typedef struct lt_text {
+  char *s;
+  size_t n, cap;
+  bool oom;
+} lt_text;
+void lt_put(lt_text *t, const char *fmt, ...) LATHE_PRINTF(2, 3);
+
 #endif

@@ -201,42 +201,8 @@ static void store_stmt(char *buf, size_t cap, lathe_dtype dt, const char *p, con
   else snprintf(buf, cap, "%s[%s] = %s;", p, idx, v);
 }
 
-/* ---- a growing source text ---- */
-typedef struct {
-  char *s;
-  size_t n, cap;
-  bool oom;
-} text;
-
-static void put(text *t, const char *fmt, ...) LATHE_PRINTF(2, 3);
-static void put(text *t, const char *fmt, ...) {
-  if (t->oom) return;
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(t->s ? t->s + t->n : NULL, t->s ? t->cap - t->n : 0, fmt, ap);
-    va_end(ap);
-    if (k < 0) {
-      t->oom = true;
-      return;
-    }
-    if (t->s && t->n + (size_t)k < t->cap) {
-      t->n += (size_t)k;
-      return;
-    }
-    size_t nc = (t->cap ? t->cap * 2 : 4096) + (size_t)k;
-    char *ns = realloc(t->s, nc);
-    if (!ns) {
-      t->oom = true;
-      return;
-    }
-    t->s = ns;
-    t->cap = nc;
-  }
-}
-
 /* The element function of node n (an op of ew.def) into t; its name into name. */
-static lathe_status_t element_fn(text *t, const lathe_node *n, char *name, size_t name_cap) {
+static lathe_status_t element_fn(lt_text *t, const lathe_node *n, char *name, size_t name_cap) {
   /* sub-byte dtypes as they are: their element functions compute widened, with the true BITS */
   lathe_dtype dt = n->in[n->op == LATHE_OP_WHERE ? 1 : 0]->shape.dtype, to = n->shape.dtype;
   size_t len = 0;
@@ -252,7 +218,7 @@ static lathe_status_t element_fn(text *t, const lathe_node *n, char *name, size_
     const char *start = paren;
     while (start > src && start[-1] != ' ') start--;
     snprintf(name, name_cap, "%.*s", (int)(paren - start), start);
-    put(t, "%s\n", src);
+    lt_put(t, "%s\n", src);
   }
   free(src);
   return st;
@@ -276,7 +242,7 @@ typedef struct {
 
 /* Generates the kernel `lt_fused` computing members over inputs, writing outputs. Arguments:
  * (int64_t n, lt_dims dims, S *out0.., const S *in0, lt_strides s0, ...). */
-static lathe_status_t gen_kernel(text *t, const gen_member *m, int n_members, const gen_input *in, int n_inputs,
+static lathe_status_t gen_kernel(lt_text *t, const gen_member *m, int n_members, const gen_input *in, int n_inputs,
                                  int n_outputs) {
   char names[64][96];
   if (n_members > 64) return LATHE_UNIMPL("lathe:cuda: a fused region of %d members", n_members);
@@ -293,15 +259,15 @@ static lathe_status_t gen_kernel(text *t, const gen_member *m, int n_members, co
       }
     if (!dup) LATHE_RETURN_IF_ERROR(element_fn(t, m[i].node, names[i], sizeof names[i]));
   }
-  put(t, "extern \"C\" __global__ void lt_fused(int64_t n, lt_dims dims");
+  lt_put(t, "extern \"C\" __global__ void lt_fused(int64_t n, lt_dims dims");
   for (int k = 0; k < n_outputs; k++) {
     lathe_dtype odt = LATHE_DTYPE_INVALID;
     for (int i = 0; i < n_members; i++)
       if (m[i].out == k) odt = widened(m[i].node->shape.dtype);
-    put(t, ", %s *o%d", storage_of(odt), k);
+    lt_put(t, ", %s *o%d", storage_of(odt), k);
   }
-  for (int k = 0; k < n_inputs; k++) put(t, ", const %s *i%d, lt_strides s%d", storage_of(in[k].dtype), k, k);
-  put(t, ") {\n  LT_LOOP(e, n) {\n");
+  for (int k = 0; k < n_inputs; k++) lt_put(t, ", const %s *i%d, lt_strides s%d", storage_of(in[k].dtype), k, k);
+  lt_put(t, ") {\n  LT_LOOP(e, n) {\n");
   char ld[160], idx[64], st[256], v[32];
   for (int k = 0; k < n_inputs; k++) {
     if (in[k].access == LATHE_PACCESS_FULL) snprintf(idx, sizeof idx, "e");
@@ -310,35 +276,35 @@ static lathe_status_t gen_kernel(text *t, const gen_member *m, int n_members, co
     char p[16];
     snprintf(p, sizeof p, "i%d", k);
     load_expr(ld, sizeof ld, in[k].dtype, p, idx);
-    put(t, "    %s x%d = %s;\n", compute_of(in[k].dtype), k, ld);
+    lt_put(t, "    %s x%d = %s;\n", compute_of(in[k].dtype), k, ld);
   }
   for (int i = 0; i < n_members; i++) {
     if (m[i].identity) {
       int s = m[i].in[0];
-      if (s >= 0) put(t, "    auto v%d = v%d;\n", i, s);
-      else put(t, "    auto v%d = x%d;\n", i, -s - 1);
+      if (s >= 0) lt_put(t, "    auto v%d = v%d;\n", i, s);
+      else lt_put(t, "    auto v%d = x%d;\n", i, -s - 1);
     } else {
-      put(t, "    auto v%d = %s(", i, names[i]);
+      lt_put(t, "    auto v%d = %s(", i, names[i]);
       for (int k = 0; k < m[i].n_in; k++) {
         int s = m[i].in[k];
-        if (s >= 0) put(t, "%sv%d", k ? ", " : "", s);
-        else put(t, "%sx%d", k ? ", " : "", -s - 1);
+        if (s >= 0) lt_put(t, "%sv%d", k ? ", " : "", s);
+        else lt_put(t, "%sx%d", k ? ", " : "", -s - 1);
       }
-      put(t, ");\n");
+      lt_put(t, ");\n");
       /* a Float16/BFloat16 value is stored between ops when unfused: round it alike */
       lathe_dtype od = m[i].node->shape.dtype;
-      if (od == LATHE_DTYPE_FLOAT16) put(t, "    v%d = lt_f16_to_f32(lt_f32_to_f16(v%d));\n", i, i);
-      if (od == LATHE_DTYPE_BFLOAT16) put(t, "    v%d = lt_bf16_to_f32(lt_f32_to_bf16(v%d));\n", i, i);
+      if (od == LATHE_DTYPE_FLOAT16) lt_put(t, "    v%d = lt_f16_to_f32(lt_f32_to_f16(v%d));\n", i, i);
+      if (od == LATHE_DTYPE_BFLOAT16) lt_put(t, "    v%d = lt_bf16_to_f32(lt_f32_to_bf16(v%d));\n", i, i);
     }
     if (m[i].out >= 0) {
       char p[16];
       snprintf(p, sizeof p, "o%d", m[i].out);
       snprintf(v, sizeof v, "v%d", i);
       store_stmt(st, sizeof st, widened(m[i].node->shape.dtype), p, "e", v);
-      put(t, "    %s\n", st);
+      lt_put(t, "    %s\n", st);
     }
   }
-  put(t, "  }\n}\n");
+  lt_put(t, "  }\n}\n");
   return t->oom ? LATHE_OOM("lathe:cuda: codegen") : NULL;
 }
 
@@ -422,8 +388,8 @@ static lathe_status_t run_ew(lathe_cuda_exec *ex, const lathe_node *n, lathe_ten
     }
     st[k] = strides_h(str, s->rank);
   }
-  text t = {0};
-  put(&t, "%s", ew_prelude);
+  lt_text t = {0};
+  lt_put(&t, "%s", ew_prelude);
   lathe_status_t err = gen_kernel(&t, &m, 1, gi, n->n_operands, 1);
   if (!err) err = launch_fused(ex, t.s, it, out, 1, in, st, n->n_operands);
   free(t.s);
@@ -471,8 +437,8 @@ lathe_status_t lathe_cuda_region_loop(lathe_cuda_exec *ex, const lathe_pregion *
       err = result(ex, g->members[i].out_slot, &outs[made]);
       if (!err) made++;
     }
-  text t = {0};
-  put(&t, "%s", ew_prelude);
+  lt_text t = {0};
+  lt_put(&t, "%s", ew_prelude);
   if (!err) err = gen_kernel(&t, m, g->n_members, gi, g->n_inputs, n_out);
   if (!err) err = launch_fused(ex, t.s, &g->shape, outs, n_out, ins, st, g->n_inputs);
   free(t.s);
@@ -491,8 +457,8 @@ lathe_status_t lathe_cuda_region_loop(lathe_cuda_exec *ex, const lathe_pregion *
 static void each_ew_source(lathe_cuda_source_fn fn, void *ctx, lathe_op_kind kind) {
   for (int op = 0; op < LATHE_OP_COUNT; op++) {
     if (lathe_op_kind_of((lathe_op)op) != kind || op == LATHE_OP_BITCAST) continue;
-    text t = {0};
-    put(&t, "%s", ew_prelude);
+    lt_text t = {0};
+    lt_put(&t, "%s", ew_prelude);
     int count = 0;
     for (int d = 1; d < LATHE_DTYPE_LIMIT; d++) {
       lathe_dtype dt = (lathe_dtype)d;
@@ -525,24 +491,24 @@ static void each_ew_source(lathe_cuda_source_fn fn, void *ctx, lathe_op_kind kin
         node.shape.rank = 1;
         gen_member m = {.node = &node, .n_in = node.n_operands, .out = 0, .in = {-1, -2, -3}};
         gen_input gi[3] = {{ins[0]->shape.dtype, LATHE_PACCESS_FULL}, {dt, LATHE_PACCESS_STRIDED}, {dt, LATHE_PACCESS_SCALAR}};
-        put(&t, "namespace n%d {\n", count);
+        lt_put(&t, "namespace n%d {\n", count);
         lathe_status_t st = gen_kernel(&t, &m, 1, gi, node.n_operands, 1);
-        put(&t, "}\n");
+        lt_put(&t, "}\n");
         lathe_status_free(st);
         count++;
       }
     }
     if (count && t.s && !t.oom) {
       /* every namespace declares extern "C" lt_fused: give each its own name */
-      text u = {0};
+      lt_text u = {0};
       int ns = 0;
       for (const char *p = t.s; *p;) {
         const char *hit = strstr(p, "void lt_fused(");
         if (!hit) {
-          put(&u, "%s", p);
+          lt_put(&u, "%s", p);
           break;
         }
-        put(&u, "%.*svoid lt_fused_%d(", (int)(hit - p), p, ns++);
+        lt_put(&u, "%.*svoid lt_fused_%d(", (int)(hit - p), p, ns++);
         p = hit + strlen("void lt_fused(");
       }
       char label[64];

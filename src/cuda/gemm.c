@@ -13,31 +13,6 @@
 #include "../graph/ew.h"
 #include "gemm.h"
 
-void lt_put(lt_text *t, const char *fmt, ...) {
-  if (t->oom) return;
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(t->s ? t->s + t->n : NULL, t->s ? t->cap - t->n : 0, fmt, ap);
-    va_end(ap);
-    if (k < 0) {
-      t->oom = true;
-      return;
-    }
-    if (t->s && t->n + (size_t)k < t->cap) {
-      t->n += (size_t)k;
-      return;
-    }
-    size_t nc = (t->cap ? t->cap * 2 : 8192) + (size_t)k;
-    char *ns = realloc(t->s, nc);
-    if (!ns) {
-      t->oom = true;
-      return;
-    }
-    t->s = ns;
-    t->cap = nc;
-  }
-}
 
 /* ---- dtypes in kernels ---- */
 lathe_dtype lathe_cuda_widened(lathe_dtype dt) {

@@ -10,13 +10,6 @@
 
 #include "cuda.h"
 
-/* ---- source text ---- */
-typedef struct lt_text {
-  char *s;
-  size_t n, cap;
-  bool oom;
-} lt_text;
-void lt_put(lt_text *t, const char *fmt, ...) LATHE_PRINTF(2, 3);
 
 /* The C type a dtype is stored as in kernels (sub-byte integers: their widened 8-bit type),
  * and the type it computes in (Float16/BFloat16: float). NULL for an invalid dtype. */

@@ -3,7 +3,9 @@
  * (keyed by a hash of the source, the architecture and the NVRTC and driver versions). A failed
  * compile returns NVRTC's log in the error. */
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -337,4 +339,31 @@ lathe_status_t lathe_cuda_kernel(cuda_dev *d, const char *source, const char *na
   }
   pthread_mutex_unlock(&d->modules.mu);
   return st;
+}
+
+/* ---- growing kernel sources (cuda.h) ---- */
+void lt_put(lt_text *t, const char *fmt, ...) {
+  if (t->oom) return;
+  for (;;) {
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(t->s ? t->s + t->n : NULL, t->s ? t->cap - t->n : 0, fmt, ap);
+    va_end(ap);
+    if (k < 0) {
+      t->oom = true;
+      return;
+    }
+    if (t->s && t->n + (size_t)k < t->cap) {
+      t->n += (size_t)k;
+      return;
+    }
+    size_t nc = (t->cap ? t->cap * 2 : 8192) + (size_t)k;
+    char *ns = realloc(t->s, nc);
+    if (!ns) {
+      t->oom = true;
+      return;
+    }
+    t->s = ns;
+    t->cap = nc;
+  }
 }

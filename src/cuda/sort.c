@@ -219,38 +219,6 @@ static const char *move_src_get(void) {
 }
 
 /* ---- the comparator as a device function ---- */
-typedef struct {
-  char *s;
-  size_t n, cap;
-  bool oom;
-} text;
-
-static void put(text *t, const char *fmt, ...) LATHE_PRINTF(2, 3);
-static void put(text *t, const char *fmt, ...) {
-  if (t->oom) return;
-  for (;;) {
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(t->s ? t->s + t->n : NULL, t->s ? t->cap - t->n : 0, fmt, ap);
-    va_end(ap);
-    if (k < 0) {
-      t->oom = true;
-      return;
-    }
-    if (t->s && t->n + (size_t)k < t->cap) {
-      t->n += (size_t)k;
-      return;
-    }
-    size_t nc = (t->cap ? t->cap * 2 : 4096) + (size_t)k;
-    char *ns = realloc(t->s, nc);
-    if (!ns) {
-      t->oom = true;
-      return;
-    }
-    t->s = ns;
-    t->cap = nc;
-  }
-}
 
 /* The compute type of dt in element functions (sub-byte integers: 8 bits), and its storage once
  * widened. */
@@ -279,22 +247,22 @@ static const char *compute_type(lathe_dtype dt) {
 }
 
 /* The expression reading element `idx` of a widened operand p of dtype dt. */
-static void load_expr(text *t, lathe_dtype dt, const char *p, const char *idx) {
-  if (dt == LATHE_DTYPE_FLOAT16) put(t, "lt_f16_to_f32(((const uint16_t *)%s)[%s])", p, idx);
-  else if (dt == LATHE_DTYPE_BFLOAT16) put(t, "lt_bf16_to_f32(((const uint16_t *)%s)[%s])", p, idx);
-  else put(t, "((const %s *)%s)[%s]", compute_type(dt), p, idx);
+static void load_expr(lt_text *t, lathe_dtype dt, const char *p, const char *idx) {
+  if (dt == LATHE_DTYPE_FLOAT16) lt_put(t, "lt_f16_to_f32(((const uint16_t *)%s)[%s])", p, idx);
+  else if (dt == LATHE_DTYPE_BFLOAT16) lt_put(t, "lt_bf16_to_f32(((const uint16_t *)%s)[%s])", p, idx);
+  else lt_put(t, "((const %s *)%s)[%s]", compute_type(dt), p, idx);
 }
 
 /* Element 0 of packed bytes b (sub-byte dtype dt) as an expression of its compute type. */
-static void packed_expr(text *t, lathe_dtype dt, const char *b) {
+static void packed_expr(lt_text *t, lathe_dtype dt, const char *b) {
   int bits = lathe_dtype_bits(dt);
   if (lathe_dtype_class_of(dt) == LATHE_CLASS_SINT)
-    put(t, "(int8_t)((int8_t)(uint8_t)((%s) << %d) >> %d)", b, 8 - bits, 8 - bits);
-  else put(t, "(uint8_t)((%s) & 0x%x)", b, (1u << bits) - 1);
+    lt_put(t, "(int8_t)((int8_t)(uint8_t)((%s) << %d) >> %d)", b, 8 - bits, 8 - bits);
+  else lt_put(t, "(uint8_t)((%s) & 0x%x)", b, (1u << bits) - 1);
 }
 
 /* The literal of a constant's first element. */
-static void const_expr(text *t, lathe_dtype dt, const void *data) {
+static void const_expr(lt_text *t, lathe_dtype dt, const void *data) {
   const unsigned char *b = data;
   uint64_t u[2] = {0, 0};
   memcpy(u, b, (size_t)(lathe_dtype_bits(dt) >= 8 ? lathe_dtype_bits(dt) / 8 : 1));
@@ -305,21 +273,21 @@ static void const_expr(text *t, lathe_dtype dt, const void *data) {
     return;
   }
   switch (lathe_dtype_class_of(dt)) {
-    case LATHE_CLASS_BOOL: put(t, "(uint8_t)%u", (unsigned)b[0]); break;
-    case LATHE_CLASS_HALF: put(t, "lt_%s_to_f32((uint16_t)0x%x)", dt == LATHE_DTYPE_FLOAT16 ? "f16" : "bf16", (unsigned)(u[0] & 0xffff)); break;
+    case LATHE_CLASS_BOOL: lt_put(t, "(uint8_t)%u", (unsigned)b[0]); break;
+    case LATHE_CLASS_HALF: lt_put(t, "lt_%s_to_f32((uint16_t)0x%x)", dt == LATHE_DTYPE_FLOAT16 ? "f16" : "bf16", (unsigned)(u[0] & 0xffff)); break;
     case LATHE_CLASS_FLOAT:
-      if (lathe_dtype_bits(dt) == 32) put(t, "__uint_as_float(0x%xu)", (unsigned)(u[0] & 0xffffffffu));
-      else put(t, "__longlong_as_double(0x%llxLL)", (unsigned long long)u[0]);
+      if (lathe_dtype_bits(dt) == 32) lt_put(t, "__uint_as_float(0x%xu)", (unsigned)(u[0] & 0xffffffffu));
+      else lt_put(t, "__longlong_as_double(0x%llxLL)", (unsigned long long)u[0]);
       break;
     case LATHE_CLASS_COMPLEX:
       if (lathe_dtype_bits(dt) == 64)
-        put(t, "lt_c64(__uint_as_float(0x%xu), __uint_as_float(0x%xu))", (unsigned)(u[0] & 0xffffffffu), (unsigned)(u[0] >> 32));
-      else put(t, "lt_c128(__longlong_as_double(0x%llxLL), __longlong_as_double(0x%llxLL))", (unsigned long long)u[0], (unsigned long long)u[1]);
+        lt_put(t, "lt_c64(__uint_as_float(0x%xu), __uint_as_float(0x%xu))", (unsigned)(u[0] & 0xffffffffu), (unsigned)(u[0] >> 32));
+      else lt_put(t, "lt_c128(__longlong_as_double(0x%llxLL), __longlong_as_double(0x%llxLL))", (unsigned long long)u[0], (unsigned long long)u[1]);
       break;
     default: { /* integers by their bits, truncated to the type */
       int bits = lathe_dtype_bits(dt);
       uint64_t v = bits >= 64 ? u[0] : u[0] & ((1ull << bits) - 1);
-      put(t, "(%s)0x%llxULL", compute_type(dt), (unsigned long long)v);
+      lt_put(t, "(%s)0x%llxULL", compute_type(dt), (unsigned long long)v);
     }
   }
 }
@@ -335,7 +303,7 @@ static bool ew_op(const lathe_node *n) {
 }
 
 /* Appends n's element function to fns unless a function of that name is there; its name into name. */
-static lathe_status_t element_fn(text *fns, const lathe_node *n, char *name, size_t cap) {
+static lathe_status_t element_fn(lt_text *fns, const lathe_node *n, char *name, size_t cap) {
   lathe_dtype dt = n->in[n->op == LATHE_OP_WHERE ? 1 : 0]->shape.dtype, to = n->shape.dtype;
   size_t len = 0;
   lathe_status_t st = lathe_ew_source(n->op, dt, to, NULL, 0, &len);
@@ -350,7 +318,7 @@ static lathe_status_t element_fn(text *fns, const lathe_node *n, char *name, siz
     snprintf(name, cap, "%.*s", (int)(paren - start), start);
     char probe[160];
     snprintf(probe, sizeof probe, " %s(", name);
-    if (!fns->s || !strstr(fns->s, probe)) put(fns, "%s\n", src);
+    if (!fns->s || !strstr(fns->s, probe)) lt_put(fns, "%s\n", src);
   }
   free(src);
   return st;
@@ -358,13 +326,13 @@ static lathe_status_t element_fn(text *fns, const lathe_node *n, char *name, siz
 
 /* lt_user_less for Sort node n's comparator: body into fns (element functions first); captured
  * value j is caps.p[j], operand t is ops.p[t] (widened to 8 bits when packed). */
-static lathe_status_t gen_comparator(const lathe_node *sort, text *fns) {
+static lathe_status_t gen_comparator(const lathe_node *sort, lt_text *fns) {
   const lathe_function *c = lathe_attr_sort_comparator(sort);
   if (c->n_outputs != 1) return LATHE_UNIMPL("Sort: a comparator with %d outputs on lathe:cuda", c->n_outputs);
   int nn = c->n_nodes;
   bool *live = calloc((size_t)nn + 1, sizeof *live);
   int *stack = malloc(sizeof(int) * ((size_t)nn + 1));
-  text body = {0};
+  lt_text body = {0};
   lathe_status_t st = (!live || !stack) ? LATHE_OOM("Sort: comparator") : NULL;
   int sp = 0;
   if (!st) {
@@ -382,7 +350,7 @@ static lathe_status_t gen_comparator(const lathe_node *sort, text *fns) {
       if (!live[u->id]) live[u->id] = true, stack[sp++] = u->id;
     }
   }
-  put(&body, "LT_DEV bool lt_user_less(const lt_sort_ops &o, const lt_sort_caps &c, int64_t ea, int64_t eb) {\n");
+  lt_put(&body, "LT_DEV bool lt_user_less(const lt_sort_ops &o, const lt_sort_caps &c, int64_t ea, int64_t eb) {\n");
   for (int id = 0; !st && id < nn; id++) {
     if (!live[id]) continue;
     const lathe_node *v = c->nodes[id];
@@ -392,7 +360,7 @@ static lathe_status_t gen_comparator(const lathe_node *sort, text *fns) {
                         "(only single values)", lathe_op_name(v->op), (long long)lathe_shape_size(&v->shape));
       break;
     }
-    put(&body, "  %s v%d = ", compute_type(dt), id);
+    lt_put(&body, "  %s v%d = ", compute_type(dt), id);
     if (v->op == LATHE_OP_PARAMETER) {
       int p = v->param_index, t = p / 2;
       if (t >= MAX_SORT_OPS) {
@@ -426,22 +394,22 @@ static lathe_status_t gen_comparator(const lathe_node *sort, text *fns) {
       }
       const_expr(&body, dt, bytes.data);
     } else if ((v->op == LATHE_OP_RESHAPE || v->op == LATHE_OP_BROADCAST_IN_DIM) && v->in[0]->shape.dtype == dt) {
-      put(&body, "v%d", v->in[0]->id);
+      lt_put(&body, "v%d", v->in[0]->id);
     } else if (ew_op(v)) {
       char name[128];
       if ((st = element_fn(fns, v, name, sizeof name))) break;
-      put(&body, "%s(", name);
-      for (int i = 0; i < v->n_operands; i++) put(&body, "%sv%d", i ? ", " : "", v->in[i]->id);
-      put(&body, ")");
+      lt_put(&body, "%s(", name);
+      for (int i = 0; i < v->n_operands; i++) lt_put(&body, "%sv%d", i ? ", " : "", v->in[i]->id);
+      lt_put(&body, ")");
     } else {
       st = LATHE_UNIMPL("Sort: the comparator uses %s, which lathe:cuda cannot run inside a GPU sort (only elementwise ops)",
                         lathe_op_name(v->op));
       break;
     }
-    put(&body, ";\n");
+    lt_put(&body, ";\n");
   }
-  put(&body, "  return v%d != 0;\n}\n", c->outputs[0]->id);
-  if (!st) put(fns, "%s", body.s ? body.s : "");
+  lt_put(&body, "  return v%d != 0;\n}\n", c->outputs[0]->id);
+  if (!st) lt_put(fns, "%s", body.s ? body.s : "");
   if (!st && (fns->oom || body.oom)) st = LATHE_OOM("Sort: comparator");
   free(body.s);
   free(live);
@@ -451,10 +419,10 @@ static lathe_status_t gen_comparator(const lathe_node *sort, text *fns) {
 
 /* The whole source of the comparator path for sort node n (malloc'd into *out). */
 static lathe_status_t comparator_source(const lathe_node *n, char **out) {
-  text t = {0};
-  put(&t, "%s%s", lathe_cuda_ew_prelude(), bitonic_lib);
+  lt_text t = {0};
+  lt_put(&t, "%s%s", lathe_cuda_ew_prelude(), bitonic_lib);
   lathe_status_t st = gen_comparator(n, &t);
-  put(&t, "%s", cmp_kernels);
+  lt_put(&t, "%s", cmp_kernels);
   if (!st && t.oom) st = LATHE_OOM("Sort: comparator");
   if (st) {
     free(t.s);
