@@ -252,10 +252,13 @@ typedef struct lathe_sharding {
   int n_axes[LATHE_MAX_RANK];
 } lathe_sharding;
 /* A parameter of an AutoSharding program: shape is its global shape; sharding may be NULL
- * (replicated on every device). Each axis's size must divide by its number of shards. */
+ * (replicated on every device). Each axis's size must divide by its number of shards.
+ * In an SPMD program shape is the replica's shape and a sharding is only checked for its rank:
+ * it describes how the replicas' values tile a global one, which the caller assembles. */
 lathe_status_t lathe_parameter_sharded(lathe_function_t fn, const char *name, const lathe_shape *shape,
                                        const lathe_sharding *sharding, lathe_value_t *out);
-/* Return with a sharding per output (the array and entries may be NULL: replicated). */
+/* Return with a sharding per output (the array and entries may be NULL: replicated); in an SPMD
+ * program, as for parameters, only checked. */
 lathe_status_t lathe_function_return_sharded(lathe_function_t fn, const lathe_value_t *outputs,
                                              const lathe_sharding *const *shardings, int n_outputs);
 /* The number of devices one execution runs on (1 for a single-device program). */

@@ -13,7 +13,12 @@
 # Prints per-package and total counts of top-level tests ("N passed, N failed, N skipped") and
 # every failure; with lathe, fails if a test fails that is not among the failures GoMLX's go
 # backend shares (scripts/gomlx-suite.allow, each explained in docs/GO.md).
-# GOMLX_SUITE_PKGS overrides the packages (default: ./core/... ./ml/...).
+# GOMLX_SUITE_PKGS overrides the packages (default: ./core/... ./ml/...); GOMLX_SUITE_RUN, a
+# regular expression, runs only the top-level tests it matches (go test -run).
+#
+# For a machine without Go (the GPU machine): GOMLX_SUITE_COMPILE=DIR compiles each package's test
+# binary into DIR (core_graph.test, ...) and runs nothing; there, scripts/gomlx-suite-bin.sh runs
+# them and writes their logs; back here, GOMLX_SUITE_LOGS=DIR counts those logs as above.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 backend=${1:-lathe:cpu}
@@ -52,13 +57,34 @@ EOF
 done
 
 label="gomlx $version on $backend"
+if [ -n "${GOMLX_SUITE_LOGS:-}" ]; then
+  # Logs of test binaries run elsewhere (-test.v output), one per package: back to go test's JSON.
+  for log in "$GOMLX_SUITE_LOGS"/*.log; do
+    name=$(basename "$log" .log)
+    go tool test2json -p "github.com/gomlx/gomlx/${name//_//}" <"$log"
+  done >"$scratch/results-logs.json"
+  (cd "$repo" && go run ./internal/suitecount -allow "$repo/scripts/gomlx-suite.allow" -label "$label") <"$scratch/results-logs.json"
+  exit
+fi
 echo "$label: go test $pkgs (compiling the test binaries takes a few minutes)"
 allow=()
 [ "$backend" = go ] || allow=(-allow "$repo/scripts/gomlx-suite.allow")
 set +e
 tags=""
 case $backend in mlx*) tags="-tags mlx" ;; esac # the MLX device is compiled in with the tag mlx
+run=()
+[ -z "${GOMLX_SUITE_RUN:-}" ] || run=(-run "$GOMLX_SUITE_RUN")
+if [ -n "${GOMLX_SUITE_COMPILE:-}" ]; then
+  mkdir -p "$GOMLX_SUITE_COMPILE"
+  for p in $(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' $pkgs); do
+    rel=${p#github.com/gomlx/gomlx/}
+    # shellcheck disable=SC2086
+    go test $tags -c -ldflags='-s -w' -o "$GOMLX_SUITE_COMPILE/${rel//\//_}.test" "$p"
+  done
+  echo "$label: test binaries in $GOMLX_SUITE_COMPILE"
+  exit
+fi
 # shellcheck disable=SC2086
-GOMLX_BACKEND=$backend go test $tags -short -count=1 -json -timeout 20m $pkgs >"$scratch/results-${backend//[^a-z0-9]/_}.json" 2>"$scratch/stderr.txt"
+GOMLX_BACKEND=$backend go test $tags "${run[@]}" -short -count=1 -json -timeout 20m $pkgs >"$scratch/results-${backend//[^a-z0-9]/_}.json" 2>"$scratch/stderr.txt"
 set -e
 (cd "$repo" && go run ./internal/suitecount "${allow[@]}" -label "$label") <"$scratch/results-${backend//[^a-z0-9]/_}.json"

@@ -825,11 +825,12 @@ const lathe_dtype tst_all_dtypes[] = {
 const int tst_n_all_dtypes = (int)(sizeof tst_all_dtypes / sizeof tst_all_dtypes[0]);
 
 static int usage(const char *prog, const char *why) {
-  fprintf(stderr, "%s: %s\nusage: %s [-o OP[,OP...]] [-b CONFIG [-e]] [NAME]\n"
+  fprintf(stderr, "%s: %s\nusage: %s [-l] [-o OP[,OP...]] [-b CONFIG [-e]] [NAME]\n"
+                  "  -l         list the tests' names and exit\n"
                   "  -o OP      run only the rows whose graph uses OP (GoMLX op names, e.g. Clz, DotGeneral)\n"
                   "  -b CONFIG  run every row on backend CONFIG and compare its outputs with lathe:cpu\n"
                   "  -e         with -b: floats must equal the reference's exactly (NaN positions alike)\n"
-                  "  NAME       run only the tests whose name contains NAME\n",
+                  "  NAME       run only the tests whose name contains NAME (=NAME: exactly NAME)\n",
           prog, why, prog);
   return 2;
 }
@@ -869,6 +870,9 @@ int tst_main(int argc, char **argv) {
       R.config = argv[++i];
     } else if (!strcmp(a, "-e")) {
       R.exact = true;
+    } else if (!strcmp(a, "-l")) {
+      for (int k = 0; k < n_tests; k++) printf("%s\n", tests[k].name);
+      return 0;
     } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
       return usage(prog, "help");
     } else if (a[0] == '-' || filter) {
@@ -886,7 +890,7 @@ int tst_main(int argc, char **argv) {
     }
   }
   for (int i = 0; i < n_tests; i++) {
-    if (filter && !strstr(tests[i].name, filter)) continue;
+    if (filter && (filter[0] == '=' ? strcmp(tests[i].name, filter + 1) != 0 : !strstr(tests[i].name, filter))) continue;
     tst_current = tests[i].name;
     pthread_mutex_lock(&mu);
     R.declared = false;

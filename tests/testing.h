@@ -9,7 +9,8 @@
  * Each CHECK counts as one case; a test runner prints "N passed, N failed, N skipped" last.
  * Helpers build and run small graphs: see tst_backend(), tst_run().
  *
- * Runners take [-o OP[,OP...]] [-b CONFIG] [NAME] (tst_main); the conformance rows below say
+ * Runners take [-l] [-o OP[,OP...]] [-b CONFIG] [NAME] (tst_main): -l lists the tests' names, NAME
+ * picks the tests whose name contains it (=NAME: that one alone); the conformance rows below say
  * what -o and -b do. */
 #ifndef LATHE_TESTING_H
 #define LATHE_TESTING_H

@@ -121,7 +121,7 @@ func (f *Function) fn(op string, g compute.Function) (C.lathe_function_t, error)
 	return lg.c, nil
 }
 
-// Parameter adds an input of the function (sharding is not supported).
+// Parameter adds an input of the function; a sharding is for SPMD and AutoSharding programs.
 func (f *Function) Parameter(name string, shape shapes.Shape, sharding *compute.ShardingSpec) (compute.Value, error) {
 	if err := f.builder.check("Parameter"); err != nil {
 		return nil, err

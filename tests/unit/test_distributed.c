@@ -219,6 +219,43 @@ TEST(spmd_errors) {
   lathe_backend_free(be);
 }
 
+/* GoMLX's model.Exec attaches a sharding to every variable of an SPMD program: accepted and
+ * checked for rank (the replicas' values are whole shards), with no effect on the results. */
+TEST(spmd_sharding_annotations) {
+  lathe_backend_t be = backend_n(2);
+  if (!be) return;
+  lathe_builder_t b;
+  CHECK_OK(lathe_builder_new(be, "annotated", &b));
+  lathe_function_t fn = lathe_builder_main(b);
+  lathe_shape s = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2);
+  const char *data[] = {"data"};
+  lathe_sharding replicated = {.mesh = "mesh", .rank = 0}, split = {.mesh = "mesh", .rank = 1, .axes = {data}, .n_axes = {1}};
+  lathe_sharding too_long = {.mesh = "mesh", .rank = 2};
+  lathe_value_t x, y;
+  CHECK_ERR(lathe_parameter_sharded(fn, "x", &s, &split, &x), INVALID_ARGUMENT, "needs an SPMD or AutoSharding builder");
+  CHECK_OK(lathe_builder_spmd(b, 2));
+  CHECK_ERR(lathe_parameter_sharded(fn, "x", &s, &too_long, &x), INVALID_ARGUMENT, "rank 2 for a value of rank 1");
+  CHECK_OK(lathe_parameter_sharded(fn, "x", &s, &split, &x));
+  CHECK_OK(lathe_all_reduce(fn, &x, 1, LATHE_OP_REDUCE_MAX, NULL, NULL, 0, &y));
+  const lathe_sharding *outs[] = {&replicated};
+  CHECK_OK(lathe_function_return_sharded(fn, &y, outs, 1));
+  lathe_executable_t e = NULL;
+  CHECK_OK(lathe_builder_compile(b, &e));
+  lathe_builder_free(b);
+  float v0[2] = {1, 5}, v1[2] = {3, 2};
+  lathe_buffer_t in[2] = {on(be, 0, s, v0), on(be, 1, s, v1)}, out[2] = {0};
+  CHECK_OK(lathe_executable_execute(e, in, NULL, 2, 0, out, 2));
+  for (int r = 0; r < 2; r++) {
+    float got[2];
+    CHECK_OK(lathe_buffer_to_host(out[r], got, sizeof got));
+    CHECK(got[0] == 3 && got[1] == 5, "replica %d: max over replicas %g %g, want 3 5", r, got[0], got[1]);
+    lathe_buffer_free(out[r]);
+    lathe_buffer_free(in[r]);
+  }
+  lathe_executable_free(e);
+  lathe_backend_free(be);
+}
+
 /* ---- AutoSharding ---- */
 TEST(auto_sharding_1d) {
   lathe_backend_t be = backend_n(2);

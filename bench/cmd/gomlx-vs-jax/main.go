@@ -34,93 +34,12 @@ import (
 	_ "github.com/gomlx/compute/gobackend" // registers "go"
 	. "github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
-	"github.com/gomlx/gomlx/ml/layers"
-	"github.com/gomlx/gomlx/ml/layers/activation"
-	"github.com/gomlx/gomlx/ml/layers/attention"
-	"github.com/gomlx/gomlx/ml/layers/norm"
 	"github.com/gomlx/gomlx/ml/model"
-	"github.com/gomlx/gomlx/ml/train/loss"
 	"github.com/gomlx/gomlx/ml/train/optimizer"
 
+	"github.com/lathe-dev/lathe/bench/internal/steps"
 	_ "github.com/lathe-dev/lathe/compute/lathe" // registers "lathe"
 )
-
-// workload is one training step: its name for the JAX side and the table, its inputs, and the
-// GoMLX model that computes the loss.
-type workload struct {
-	name, jaxSpec string // jaxSpec: "mlp 256", "cnn 32", "transformer 128"
-	inputs        func(rng *rand.Rand) (x, y *tensors.Tensor)
-	loss          func(scope *model.Scope, x, y *Node) *Node
-}
-
-func randFloats(rng *rand.Rand, n int) []float32 {
-	v := make([]float32, n)
-	for i := range v {
-		v[i] = float32(rng.NormFloat64())
-	}
-	return v
-}
-
-func randLabels(rng *rand.Rand, n, classes int) []int32 {
-	v := make([]int32, n)
-	for i := range v {
-		v[i] = int32(rng.IntN(classes))
-	}
-	return v
-}
-
-func mlp(batch int) workload {
-	return workload{
-		name: fmt.Sprintf("MLP 784-1024-1024-10 b%d", batch), jaxSpec: fmt.Sprintf("mlp %d", batch),
-		inputs: func(rng *rand.Rand) (*tensors.Tensor, *tensors.Tensor) {
-			return tensors.FromFlatDataAndDimensions(randFloats(rng, batch*784), batch, 784),
-				tensors.FromFlatDataAndDimensions(randLabels(rng, batch, 10), batch, 1)
-		},
-		loss: func(scope *model.Scope, x, y *Node) *Node {
-			h := activation.Relu(layers.Dense(scope.In("d0"), x, true, 1024))
-			h = activation.Relu(layers.Dense(scope.In("d1"), h, true, 1024))
-			logits := layers.Dense(scope.In("d2"), h, true, 10)
-			return loss.SparseCategoricalCrossEntropyLogits([]*Node{y}, []*Node{logits})
-		},
-	}
-}
-
-func cnn(batch int) workload {
-	return workload{
-		name: fmt.Sprintf("CNN 28x28x3 b%d", batch), jaxSpec: fmt.Sprintf("cnn %d", batch),
-		inputs: func(rng *rand.Rand) (*tensors.Tensor, *tensors.Tensor) {
-			return tensors.FromFlatDataAndDimensions(randFloats(rng, batch*28*28*3), batch, 28, 28, 3),
-				tensors.FromFlatDataAndDimensions(randLabels(rng, batch, 10), batch, 1)
-		},
-		loss: func(scope *model.Scope, x, y *Node) *Node {
-			h := layers.Convolution(scope.In("c0"), x).Channels(32).KernelSize(3).Done()
-			h = MaxPool(activation.Relu(h)).Window(2).Done()
-			h = activation.Relu(layers.Convolution(scope.In("c1"), h).Channels(64).KernelSize(3).Done())
-			h = ReduceMean(h, 1, 2)
-			logits := layers.Dense(scope.In("d"), h, true, 10)
-			return loss.SparseCategoricalCrossEntropyLogits([]*Node{y}, []*Node{logits})
-		},
-	}
-}
-
-func transformer(seq int) workload {
-	const d, heads, ffn = 768, 12, 3072
-	return workload{
-		name: fmt.Sprintf("Transformer d768 h12 b1 s%d", seq), jaxSpec: fmt.Sprintf("transformer %d", seq),
-		inputs: func(rng *rand.Rand) (*tensors.Tensor, *tensors.Tensor) {
-			return tensors.FromFlatDataAndDimensions(randFloats(rng, seq*d), 1, seq, d),
-				tensors.FromFlatDataAndDimensions(randFloats(rng, seq*d), 1, seq, d)
-		},
-		loss: func(scope *model.Scope, x, y *Node) *Node {
-			n := norm.LayerNorm(scope.In("ln0"), x, -1).Done()
-			h := Add(x, attention.MultiHeadAttention(scope.In("mha"), n, n, n, heads, d/heads).Done())
-			n = norm.LayerNorm(scope.In("ln1"), h, -1).Done()
-			f := activation.Gelu(layers.Dense(scope.In("ff0"), n, true, ffn))
-			out := Add(h, layers.Dense(scope.In("ff1"), f, true, d))
-			return ReduceAllMean(Square(Sub(out, y)))
-		},
-	}
-}
 
 // contender runs one workload's step and returns its duration.
 type contender interface {
@@ -138,7 +57,7 @@ type gomlxStep struct {
 	x, y               *tensors.Tensor
 }
 
-func newGomlxStep(label, backendName string, w workload, seed uint64) (*gomlxStep, error) {
+func newGomlxStep(label, backendName string, w steps.Workload, seed uint64) (*gomlxStep, error) {
 	backend, err := compute.NewWithConfig(backendName)
 	if err != nil {
 		return nil, err
@@ -147,7 +66,7 @@ func newGomlxStep(label, backendName string, w workload, seed uint64) (*gomlxSte
 	store.SetParam(model.ParamInitialSeed, int64(seed))
 	opt := optimizer.StochasticGradientDescent().WithLearningRate(0.001).Done()
 	e, err := model.NewExec(backend, store, func(scope *model.Scope, x, y *Node) *Node {
-		l := w.loss(scope, x, y)
+		l := w.Loss(scope, x, y)
 		opt.UpdateGraph(scope, x.Graph(), l)
 		return l
 	})
@@ -155,7 +74,7 @@ func newGomlxStep(label, backendName string, w workload, seed uint64) (*gomlxSte
 		backend.Finalize()
 		return nil, err
 	}
-	x, y := w.inputs(rand.New(rand.NewPCG(seed, 1)))
+	x, y := w.Inputs(rand.New(rand.NewPCG(seed, 1)))
 	return &gomlxStep{label: label, backendName: backendName, backend: backend, exec: e, x: x, y: y}, nil
 }
 
@@ -283,7 +202,7 @@ func main() {
 	svgPath := flag.String("svg", "", "write the ratio chart here (SVG)")
 	flag.Parse()
 
-	workloads := []workload{mlp(256), cnn(32), cnn(128), transformer(128), transformer(512)}
+	workloads := []steps.Workload{steps.MLP(256), steps.CNN(32), steps.CNN(128), steps.Transformer(1, 128), steps.Transformer(1, 512)}
 	var jax *jaxServer
 	if *python != "" {
 		script := filepath.Join("bench", "cmd", "gomlx-vs-jax", "jax_steps.py")
@@ -305,12 +224,12 @@ func main() {
 	}
 	var results []result
 	for _, w := range workloads {
-		if *only != "" && !matchAny(w.name, *only) {
+		if *only != "" && !matchAny(w.Name, *only) {
 			continue
 		}
 		r, err := runWorkload(w, *latheCfg, *goCfg, *xlaCfg, xlaPlugin, jax, *rounds, *warmup, *goRounds)
 		if err != nil {
-			fmt.Fprintf(os.Stderr, "gomlx-vs-jax: %s: %+v\n", w.name, err)
+			fmt.Fprintf(os.Stderr, "gomlx-vs-jax: %s: %+v\n", w.Name, err)
 			os.Exit(1)
 		}
 		results = append(results, r)
@@ -334,8 +253,8 @@ func matchAny(name, list string) bool {
 	return false
 }
 
-func runWorkload(w workload, latheCfg, goCfg, xlaCfg, xlaPlugin string, jax *jaxServer, rounds, warmup, goRounds int) (result, error) {
-	r := result{workload: w.name, medians: map[string]time.Duration{}, first: map[string]time.Duration{}}
+func runWorkload(w steps.Workload, latheCfg, goCfg, xlaCfg, xlaPlugin string, jax *jaxServer, rounds, warmup, goRounds int) (result, error) {
+	r := result{workload: w.Name, medians: map[string]time.Duration{}, first: map[string]time.Duration{}}
 	var cs []contender
 	defer func() {
 		for _, c := range cs {
@@ -359,7 +278,7 @@ func runWorkload(w workload, latheCfg, goCfg, xlaCfg, xlaPlugin string, jax *jax
 		}
 	}
 	if jax != nil {
-		line, err := jax.ask("init " + w.jaxSpec)
+		line, err := jax.ask("init " + w.JaxSpec)
 		if err != nil {
 			return r, err
 		}
@@ -374,7 +293,7 @@ func runWorkload(w workload, latheCfg, goCfg, xlaCfg, xlaPlugin string, jax *jax
 		}
 	}
 	times := map[string][]time.Duration{}
-	fmt.Printf("%s:", w.name)
+	fmt.Printf("%s:", w.Name)
 	for round := -1; round < warmup+rounds; round++ {
 		for _, c := range cs {
 			isGo := c.name() == goCfg

@@ -1,0 +1,102 @@
+// Package steps holds the GoMLX v0.28.2 training workloads that lathe's benchmarks time (MLP,
+// CNN, transformer block): each is a loss built with GoMLX's layers on a model.Scope and the
+// random inputs it is fed, so that every benchmark times the same graphs.
+package steps
+
+import (
+	"fmt"
+	"math/rand/v2"
+
+	. "github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/layers"
+	"github.com/gomlx/gomlx/ml/layers/activation"
+	"github.com/gomlx/gomlx/ml/layers/attention"
+	"github.com/gomlx/gomlx/ml/layers/norm"
+	"github.com/gomlx/gomlx/ml/model"
+	"github.com/gomlx/gomlx/ml/train/loss"
+)
+
+// Workload is one training step's model: its name for tables, the JAX script's spec for the
+// same step ("mlp 256", "cnn 32", "transformer 128"; only for batch-1 transformers), its inputs
+// and its loss.
+type Workload struct {
+	Name, JaxSpec string
+	Batch         int // examples per step
+	Inputs        func(rng *rand.Rand) (x, y *tensors.Tensor)
+	Loss          func(scope *model.Scope, x, y *Node) *Node
+}
+
+func randFloats(rng *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(rng.NormFloat64())
+	}
+	return v
+}
+
+func randLabels(rng *rand.Rand, n, classes int) []int32 {
+	v := make([]int32, n)
+	for i := range v {
+		v[i] = int32(rng.IntN(classes))
+	}
+	return v
+}
+
+// MLP is 784-1024-1024-10 with ReLU and softmax cross-entropy.
+func MLP(batch int) Workload {
+	return Workload{
+		Name: fmt.Sprintf("MLP 784-1024-1024-10 b%d", batch), JaxSpec: fmt.Sprintf("mlp %d", batch), Batch: batch,
+		Inputs: func(rng *rand.Rand) (*tensors.Tensor, *tensors.Tensor) {
+			return tensors.FromFlatDataAndDimensions(randFloats(rng, batch*784), batch, 784),
+				tensors.FromFlatDataAndDimensions(randLabels(rng, batch, 10), batch, 1)
+		},
+		Loss: func(scope *model.Scope, x, y *Node) *Node {
+			h := activation.Relu(layers.Dense(scope.In("d0"), x, true, 1024))
+			h = activation.Relu(layers.Dense(scope.In("d1"), h, true, 1024))
+			logits := layers.Dense(scope.In("d2"), h, true, 10)
+			return loss.SparseCategoricalCrossEntropyLogits([]*Node{y}, []*Node{logits})
+		},
+	}
+}
+
+// CNN is conv 3x3 3->32, ReLU, 2x2 max-pool, conv 3x3 32->64, ReLU, spatial mean, dense 64->10
+// on 28x28x3 images.
+func CNN(batch int) Workload {
+	return Workload{
+		Name: fmt.Sprintf("CNN 28x28x3 b%d", batch), JaxSpec: fmt.Sprintf("cnn %d", batch), Batch: batch,
+		Inputs: func(rng *rand.Rand) (*tensors.Tensor, *tensors.Tensor) {
+			return tensors.FromFlatDataAndDimensions(randFloats(rng, batch*28*28*3), batch, 28, 28, 3),
+				tensors.FromFlatDataAndDimensions(randLabels(rng, batch, 10), batch, 1)
+		},
+		Loss: func(scope *model.Scope, x, y *Node) *Node {
+			h := layers.Convolution(scope.In("c0"), x).Channels(32).KernelSize(3).Done()
+			h = MaxPool(activation.Relu(h)).Window(2).Done()
+			h = activation.Relu(layers.Convolution(scope.In("c1"), h).Channels(64).KernelSize(3).Done())
+			h = ReduceMean(h, 1, 2)
+			logits := layers.Dense(scope.In("d"), h, true, 10)
+			return loss.SparseCategoricalCrossEntropyLogits([]*Node{y}, []*Node{logits})
+		},
+	}
+}
+
+// Transformer is a pre-norm block, d768 with 12 heads (x + MHA(LN x), then + FFN 3072 with
+// exact GELU), with mean squared error against a random target.
+func Transformer(batch, seq int) Workload {
+	const d, heads, ffn = 768, 12, 3072
+	return Workload{
+		Name: fmt.Sprintf("Transformer d768 h12 b%d s%d", batch, seq), JaxSpec: fmt.Sprintf("transformer %d", seq), Batch: batch,
+		Inputs: func(rng *rand.Rand) (*tensors.Tensor, *tensors.Tensor) {
+			return tensors.FromFlatDataAndDimensions(randFloats(rng, batch*seq*d), batch, seq, d),
+				tensors.FromFlatDataAndDimensions(randFloats(rng, batch*seq*d), batch, seq, d)
+		},
+		Loss: func(scope *model.Scope, x, y *Node) *Node {
+			n := norm.LayerNorm(scope.In("ln0"), x, -1).Done()
+			h := Add(x, attention.MultiHeadAttention(scope.In("mha"), n, n, n, heads, d/heads).Done())
+			n = norm.LayerNorm(scope.In("ln1"), h, -1).Done()
+			f := activation.Gelu(layers.Dense(scope.In("ff0"), n, true, ffn))
+			out := Add(h, layers.Dense(scope.In("ff1"), f, true, d))
+			return ReduceAllMean(Square(Sub(out, y)))
+		},
+	}
+}
