@@ -9,6 +9,7 @@
 #include "attention.h"
 #include "blas.h"
 #include "cpu.h"
+#include "gemm.h"
 #include "quantized.h"
 
 bool lathe_cpu_supports_fused(lathe_op op, lathe_dtype dt) {
@@ -129,6 +130,20 @@ typedef struct {
 DEFINE_FUSED(float, f32, expf, erff, tanhf, sqrtf)
 DEFINE_FUSED(double, f64, exp, erf, tanh, sqrt)
 
+/* FusedDense's bias and activation (as dense_f32 applies them) on a finished block of lathe's
+ * own gemm. */
+static void dense_ep_f32(void *vc, float *y, int64_t ldy, int64_t i0, int64_t j0, int64_t rows, int64_t cols) {
+  const fctx *c = vc;
+  const float *bias = lathe_attr_fused_dense_has_bias(c->n) ? (const float *)c->in[2]->data + j0 : NULL;
+  int64_t act = lathe_attr_fused_dense_activation(c->n);
+  (void)i0;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t j = 0; j < cols; j++) {
+      float v = y[r * ldy + j] + (bias ? bias[j] : 0);
+      y[r * ldy + j] = act_f32(v, act);
+    }
+}
+
 /* ---- geometry ---- */
 static lathe_status_t layer_norm_offsets(fctx *c) {
   const lathe_shape *s = &c->in[0]->shape;
@@ -198,6 +213,16 @@ static lathe_status_t run_typed(lathe_cpu_exec *ex, fctx *c, bool f64) {
       c->wm = (lathe_blas_mat){!io, io ? c->nn : (c->k ? c->k : 1)};
       if (!lathe_blas_fits(c->m, c->nn, c->k, (lathe_blas_mat){false, c->k ? c->k : 1}, c->wm, c->nn))
         return LATHE_UNIMPL("FusedDense: matrices too large for BLAS's int arguments");
+      if (!f64 && lathe_blas_has(LATHE_DTYPE_FLOAT32) && lathe_blas_own_f32()) {
+        /* one product threaded as a whole (its packed operands shared by all threads), bias and
+         * activation applied to each block as it is finished */
+        lathe_gemm_epilogue ep = {dense_ep_f32, c};
+        bool plain = !lathe_attr_fused_dense_has_bias(c->n) && lathe_attr_fused_dense_activation(c->n) == LATHE_ACTIVATION_NONE;
+        lathe_status_t st = lathe_gemm_f32_ep(pool, c->m, c->nn, c->k, c->in[0]->data, c->k, 1, c->in[1]->data,
+                                              io ? c->nn : 1, io ? 1 : c->k, c->out[0]->data, c->nn, plain ? NULL : &ep);
+        if (!st) return NULL;
+        lathe_status_free(st); /* no memory for the packed copies: the row blocks below pack less */
+      }
       if (!c->k) memset(c->out[0]->data, 0, c->out[0]->nbytes); /* an empty sum; gemm with k=0 is skipped */
       lathe_parallel_for(pool, c->m, 1 + (1 << 18) / (c->k * c->nn + 1), f64 ? dense_f64 : dense_f32, c);
       return NULL;
