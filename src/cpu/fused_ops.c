@@ -10,6 +10,7 @@
 #include "blas.h"
 #include "cpu.h"
 #include "gemm.h"
+#include "kernels.h"
 #include "quantized.h"
 
 bool lathe_cpu_supports_fused(lathe_op op, lathe_dtype dt) {
@@ -130,6 +131,35 @@ typedef struct {
 DEFINE_FUSED(float, f32, expf, erff, tanhf, sqrtf)
 DEFINE_FUSED(double, f64, exp, erf, tanh, sqrt)
 
+/* FusedGelu, Float32: the same formulas with Erf and Tanh from the backend's ISA table (the
+ * vector math of vmath.h: the same bits on every ISA), 256 elements at a time. */
+typedef struct {
+  const fctx *c;
+  lathe_ew_fn erf, tanh;
+} gelu_vec_ctx;
+
+static void gelu_vec_f32(void *vc, int64_t b, int64_t e) {
+  const gelu_vec_ctx *g = vc;
+  const float *x = g->c->in[0]->data;
+  float *y = g->c->out[0]->data;
+  bool exact = lathe_attr_fused_gelu_exact(g->c->n);
+  const int step[1] = {1};
+  for (int64_t i0 = b; i0 < e; i0 += 256) {
+    int64_t n = e - i0 < 256 ? e - i0 : 256;
+    const float *xs = x + i0;
+    float t[256], u[256];
+    const void *in[1] = {t};
+    if (exact) {
+      for (int64_t i = 0; i < n; i++) t[i] = xs[i] * 0.70710678118654752440f;
+      g->erf(in, step, u, n, 32);
+    } else {
+      for (int64_t i = 0; i < n; i++) t[i] = 0.79788456080286535588f * (xs[i] + 0.044715f * xs[i] * xs[i] * xs[i]);
+      g->tanh(in, step, u, n, 32);
+    }
+    for (int64_t i = 0; i < n; i++) y[i0 + i] = xs[i] * 0.5f * (1.0f + u[i]);
+  }
+}
+
 /* FusedDense's bias and activation (as dense_f32 applies them) on a finished block of lathe's
  * own gemm. */
 static void dense_ep_f32(void *vc, float *y, int64_t ldy, int64_t i0, int64_t j0, int64_t rows, int64_t cols) {
@@ -195,9 +225,13 @@ static lathe_status_t run_typed(lathe_cpu_exec *ex, fctx *c, bool f64) {
       if (c->len && c->inner) lathe_parallel_for(pool, rows, grain, f64 ? softmax_f64 : softmax_f32, c);
       return NULL;
     }
-    case LATHE_OP_FUSED_GELU:
-      lathe_parallel_for(pool, total, 16384, f64 ? gelu_f64 : gelu_f32, c);
+    case LATHE_OP_FUSED_GELU: {
+      const lathe_cpu_kernels *kt = lathe_cpu_exec_kernels(ex);
+      gelu_vec_ctx g = {c, lathe_cpu_ew_fn(kt, LATHE_OP_ERF, LATHE_DTYPE_FLOAT32), lathe_cpu_ew_fn(kt, LATHE_OP_TANH, LATHE_DTYPE_FLOAT32)};
+      if (!f64 && g.erf && g.tanh) lathe_parallel_for(pool, total, 16384, gelu_vec_f32, &g);
+      else lathe_parallel_for(pool, total, 16384, f64 ? gelu_f64 : gelu_f32, c);
       return NULL;
+    }
     case LATHE_OP_FUSED_LAYER_NORM: {
       lathe_status_t st = layer_norm_offsets(c);
       if (!st && c->norm) lathe_parallel_for(pool, c->outer, 1 + 16384 / c->norm, f64 ? layer_norm_f64 : layer_norm_f32, c);
