@@ -1,7 +1,7 @@
 /* conv.c -- ConvGeneral on the CPU, for every layout, group kind and dilation, by im2col + GEMM.
  *
- * For one output batch b, one group g (channel group or batch group) and one tile of output
- * spatial positions, the input patches are gathered into col[tile][K] (K = kernel input
+ * For one group g (channel group or batch group) and one tile of rows -- (output batch, output
+ * spatial position) pairs, batch-major -- the input patches are gathered into col[tile][K] (K = kernel input
  * channels x kernel spatial size, order (kernel position, channel)), converted to the compute
  * type; then tile_out[tile][OCg] = col x Wg^T with Wg[OCg][K] the group's kernel rows, packed
  * once per run in the same order; tile_out is scattered into the output's layout. Compute
@@ -10,6 +10,7 @@
  * Tasks (b, g, tile) run on the pool; each chunk of tasks owns its scratch. */
 #include "blas.h"
 #include "dtype_dispatch.h"
+#include "gemm.h"
 
 typedef struct conv_ctx conv_ctx;
 
@@ -180,17 +181,123 @@ static void conv_tasks(void *vctx, int64_t begin, int64_t end) {
     free(tile);
     return;
   }
+  int64_t rows = c->ob * c->S;
   for (int64_t t = begin; t < end; t++) {
-    int64_t ti = t % c->ntiles, g = (t / c->ntiles) % c->groups, b = t / (c->ntiles * c->groups);
-    int64_t s0 = ti * c->ts, s1 = s0 + c->ts < c->S ? s0 + c->ts : c->S;
-    int64_t in_b = c->batch_groups ? g * c->ob + b : b;
-    int64_t in_base = in_b * c->in_sb + (c->channel_groups ? g * c->kic * c->in_sc : 0);
-    c->ty->im2col(c, in_base, s0, s1, col);
-    c->ty->gemm(s1 - s0, c->ocg, c->K, col, (const char *)c->wpack + cs * (size_t)(g * c->ocg * c->K), tile);
-    c->ty->scatter(c, b * c->out_sb + g * c->ocg * c->out_sc, s0, s1, tile);
+    /* a tile of rows (batch, output position) of group g, across batches when they are small */
+    int64_t g = t / c->ntiles, r0 = t % c->ntiles * c->ts, r1 = r0 + c->ts < rows ? r0 + c->ts : rows;
+    for (int64_t r = r0; r < r1;) {
+      int64_t b = r / c->S, s0 = r % c->S, s1 = c->S - s0 < r1 - r ? c->S : s0 + (r1 - r);
+      int64_t in_b = c->batch_groups ? g * c->ob + b : b;
+      int64_t in_base = in_b * c->in_sb + (c->channel_groups ? g * c->kic * c->in_sc : 0);
+      c->ty->im2col(c, in_base, s0, s1, (char *)col + cs * (size_t)((r - r0) * c->K));
+      r += s1 - s0;
+    }
+    c->ty->gemm(r1 - r0, c->ocg, c->K, col, (const char *)c->wpack + cs * (size_t)(g * c->ocg * c->K), tile);
+    for (int64_t r = r0; r < r1;) {
+      int64_t b = r / c->S, s0 = r % c->S, s1 = c->S - s0 < r1 - r ? c->S : s0 + (r1 - r);
+      c->ty->scatter(c, b * c->out_sb + g * c->ocg * c->out_sc, s0, s1, (const char *)tile + cs * (size_t)((r - r0) * c->ocg));
+      r += s1 - s0;
+    }
   }
   free(col);
   free(tile);
+}
+
+/* ---- Float32 on lathe's own gemm: rows of all batches at once, one product threaded as a whole ----
+ * The rows of the product are the (batch, output position) pairs of a group, so that a conv with
+ * few output positions per batch (a kernel's gradient: 3x3 positions, batch = input channels)
+ * still makes one product of useful size, whose packed operands every thread shares. Rows go in
+ * tiles whose patches (col) stay under COL_MAX values, or 256 rows. When the input's batch axis is its
+ * innermost (a kernel's gradient in NHWC: the batch role is played by the channels), rows run
+ * (position, batch) and col is built transposed, [K][rows], from contiguous runs of batches;
+ * the gemm reads it through its strides. The products sum in the same order as the per-task path. */
+enum { COL_MAX = 1 << 19 };
+
+typedef struct big_ctx {
+  conv_ctx *c;
+  int64_t g, r0, m; /* group, the tile's first row and its row count */
+  bool tr;          /* rows are (position, batch), col is [K][m] */
+  float *col, *tout;
+} big_ctx;
+
+static int64_t big_in_base(const conv_ctx *c, int64_t g, int64_t b) {
+  int64_t in_b = c->batch_groups ? g * c->ob + b : b;
+  return in_b * c->in_sb + (c->channel_groups ? g * c->kic * c->in_sc : 0);
+}
+
+/* col rows [i0, i1) of the tile (rows (batch, position)), through im2col per run of one batch */
+static void big_im2col(void *vb, int64_t i0, int64_t i1) {
+  const big_ctx *t = vb;
+  const conv_ctx *c = t->c;
+  for (int64_t i = i0; i < i1;) {
+    int64_t r = t->r0 + i, b = r / c->S, s = r % c->S, n = c->S - s < i1 - i ? c->S - s : i1 - i;
+    c->ty->im2col(c, big_in_base(c, t->g, b), s, s + n, t->col + i * c->K);
+    i += n;
+  }
+}
+
+/* transposed col for positions [p0, p1) of the tile (rows (position, batch), whole positions):
+ * colT[k][i] with k = (kernel position, input channel) */
+static void big_im2col_t(void *vb, int64_t p0, int64_t p1) {
+  const big_ctx *t = vb;
+  const conv_ctx *c = t->c;
+  const float *in = (const float *)c->in + big_in_base(c, t->g, 0);
+  int64_t ob = c->ob, first = t->r0 / ob;
+  for (int64_t p = p0; p < p1; p++) {
+    int64_t o[LATHE_MAX_RANK], kx[LATHE_MAX_RANK] = {0};
+    lathe_unflatten(first + p, c->osp, c->ns, o);
+    float *dcol = t->col + p * ob;
+    for (int64_t k = 0; k < c->ks; k++) {
+      int64_t off = 0;
+      int d = 0;
+      for (; d < c->ns; d++) {
+        int64_t v = c->tbl[d][o[d] * c->ksp[d] + kx[d]];
+        if (v < 0) break;
+        off += v;
+      }
+      for (int64_t ch = 0; ch < c->kic; ch++) {
+        float *dst = dcol + (k * c->kic + ch) * t->m;
+        if (d < c->ns) memset(dst, 0, sizeof(float) * (size_t)ob);
+        else memcpy(dst, in + off + ch * c->in_sc, sizeof(float) * (size_t)ob);
+      }
+      lathe_odometer(kx, c->ksp, c->ns);
+    }
+  }
+}
+
+static void big_scatter(void *vb, int64_t i0, int64_t i1) {
+  const big_ctx *t = vb;
+  const conv_ctx *c = t->c;
+  for (int64_t i = i0; i < i1; i++) {
+    int64_t r = t->r0 + i, b = t->tr ? r % c->ob : r / c->S, s = t->tr ? r / c->ob : r % c->S;
+    c->ty->scatter(c, b * c->out_sb + t->g * c->ocg * c->out_sc, s, s + 1, t->tout + i * c->ocg);
+  }
+}
+
+static lathe_status_t conv_big(lathe_pool *pool, conv_ctx *c) {
+  int64_t rows = c->ob * c->S;
+  bool tr = c->in_sb == 1 && c->in_sc != 1 && c->ob > 1;
+  int64_t tile = COL_MAX / c->K;
+  if (tile < 256) tile = 256; /* each tile packs the kernel rows again: enough rows to pay for it */
+  if (tr) tile = tile / c->ob * c->ob;
+  if (tile < (tr ? c->ob : 1)) tile = tr ? c->ob : 1;
+  if (tile > rows) tile = rows;
+  size_t col_bytes = sizeof(float) * (size_t)(tile * c->K), out_bytes = sizeof(float) * (size_t)(tile * c->ocg);
+  float *col = lathe_cpu_mem_alloc(col_bytes), *tout = lathe_cpu_mem_alloc(out_bytes);
+  lathe_status_t st = col && tout ? NULL : LATHE_OOM("ConvGeneral");
+  for (int64_t g = 0; g < c->groups && !st; g++)
+    for (int64_t r0 = 0; r0 < rows && !st; r0 += tile) {
+      big_ctx t = {.c = c, .g = g, .r0 = r0, .m = rows - r0 < tile ? rows - r0 : tile, .tr = tr, .col = col, .tout = tout};
+      if (tr) lathe_parallel_for(pool, t.m / c->ob, 1 + 16384 / (c->K * c->ob), big_im2col_t, &t);
+      else lathe_parallel_for(pool, t.m, 1 + 16384 / c->K, big_im2col, &t);
+      const float *w = (const float *)c->wpack + g * c->ocg * c->K;
+      st = tr ? lathe_gemm_f32(pool, t.m, c->ocg, c->K, col, 1, t.m, w, 1, c->K, tout, c->ocg)
+              : lathe_gemm_f32(pool, t.m, c->ocg, c->K, col, c->K, 1, w, 1, c->K, tout, c->ocg);
+      if (!st) lathe_parallel_for(pool, t.m, 1 + 16384 / (c->ocg + 1), big_scatter, &t);
+    }
+  lathe_cpu_mem_free(col, col_bytes);
+  lathe_cpu_mem_free(tout, out_bytes);
+  return st;
 }
 
 lathe_status_t lathe_cpu_run_conv(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in,
@@ -271,13 +378,25 @@ lathe_status_t lathe_cpu_run_conv(lathe_cpu_exec *ex, const lathe_node *n, lathe
   c.ty->pack(&c, in[1]->data, wpack);
   c.wpack = wpack;
 
-  /* Tiles keep col near 64K values (L2-sized) while giving the GEMM enough rows. */
+  /* Tiles of rows (below) pack the group's kernel rows again for each product of 64K/K rows, and
+   * packing a value costs tens of multiply-adds: rows longer than 256 go to products threaded
+   * as a whole instead. */
+  if (c.K > 256 && is->dtype == LATHE_DTYPE_FLOAT32 && lathe_blas_has(LATHE_DTYPE_FLOAT32) && lathe_blas_own_f32() &&
+      lathe_blas_fits(c.ob * c.S, c.ocg, c.K, (lathe_blas_mat){false, c.K}, (lathe_blas_mat){true, c.K}, c.ocg)) {
+    lathe_status_t st = conv_big(lathe_cpu_exec_pool(ex), &c);
+    free(tbl);
+    free(wpack);
+    return st;
+  }
+  /* Tiles of rows keep col near 64K values (L2-sized) while giving the GEMM enough rows: rows
+   * are the (batch, output position) pairs of a group, so a tile spans batches when their
+   * positions are few. */
   int64_t ts = 65536 / (c.K > 0 ? c.K : 1);
   ts = ts < 16 ? 16 : ts > 1024 ? 1024 : ts;
-  c.ts = ts < c.S ? ts : c.S;
-  c.ntiles = (c.S + c.ts - 1) / c.ts;
+  c.ts = ts < c.ob * c.S ? ts : c.ob * c.S;
+  c.ntiles = (c.ob * c.S + c.ts - 1) / c.ts;
   atomic_init(&c.oom, 0);
-  int64_t work = c.ts * c.ocg * (c.K + 1), tasks = c.ob * c.groups * c.ntiles;
+  int64_t work = c.ts * c.ocg * (c.K + 1), tasks = c.groups * c.ntiles;
   int64_t grain = work > 0 ? (int64_t)(1 << 18) / work : tasks;
   lathe_parallel_for(lathe_cpu_exec_pool(ex), tasks, grain < 1 ? 1 : grain, conv_tasks, &c);
   free(tbl);

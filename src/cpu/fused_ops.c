@@ -9,6 +9,8 @@
 #include "attention.h"
 #include "blas.h"
 #include "cpu.h"
+#include "gemm.h"
+#include "kernels.h"
 #include "quantized.h"
 
 bool lathe_cpu_supports_fused(lathe_op op, lathe_dtype dt) {
@@ -129,6 +131,49 @@ typedef struct {
 DEFINE_FUSED(float, f32, expf, erff, tanhf, sqrtf)
 DEFINE_FUSED(double, f64, exp, erf, tanh, sqrt)
 
+/* FusedGelu, Float32: the same formulas with Erf and Tanh from the backend's ISA table (the
+ * vector math of vmath.h: the same bits on every ISA), 256 elements at a time. */
+typedef struct {
+  const fctx *c;
+  lathe_ew_fn erf, tanh;
+} gelu_vec_ctx;
+
+static void gelu_vec_f32(void *vc, int64_t b, int64_t e) {
+  const gelu_vec_ctx *g = vc;
+  const float *x = g->c->in[0]->data;
+  float *y = g->c->out[0]->data;
+  bool exact = lathe_attr_fused_gelu_exact(g->c->n);
+  const int step[1] = {1};
+  for (int64_t i0 = b; i0 < e; i0 += 256) {
+    int64_t n = e - i0 < 256 ? e - i0 : 256;
+    const float *xs = x + i0;
+    float t[256], u[256];
+    const void *in[1] = {t};
+    if (exact) {
+      for (int64_t i = 0; i < n; i++) t[i] = xs[i] * 0.70710678118654752440f;
+      g->erf(in, step, u, n, 32);
+    } else {
+      for (int64_t i = 0; i < n; i++) t[i] = 0.79788456080286535588f * (xs[i] + 0.044715f * xs[i] * xs[i] * xs[i]);
+      g->tanh(in, step, u, n, 32);
+    }
+    for (int64_t i = 0; i < n; i++) y[i0 + i] = xs[i] * 0.5f * (1.0f + u[i]);
+  }
+}
+
+/* FusedDense's bias and activation (as dense_f32 applies them) on a finished block of lathe's
+ * own gemm. */
+static void dense_ep_f32(void *vc, float *y, int64_t ldy, int64_t i0, int64_t j0, int64_t rows, int64_t cols) {
+  const fctx *c = vc;
+  const float *bias = lathe_attr_fused_dense_has_bias(c->n) ? (const float *)c->in[2]->data + j0 : NULL;
+  int64_t act = lathe_attr_fused_dense_activation(c->n);
+  (void)i0;
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t j = 0; j < cols; j++) {
+      float v = y[r * ldy + j] + (bias ? bias[j] : 0);
+      y[r * ldy + j] = act_f32(v, act);
+    }
+}
+
 /* ---- geometry ---- */
 static lathe_status_t layer_norm_offsets(fctx *c) {
   const lathe_shape *s = &c->in[0]->shape;
@@ -180,9 +225,13 @@ static lathe_status_t run_typed(lathe_cpu_exec *ex, fctx *c, bool f64) {
       if (c->len && c->inner) lathe_parallel_for(pool, rows, grain, f64 ? softmax_f64 : softmax_f32, c);
       return NULL;
     }
-    case LATHE_OP_FUSED_GELU:
-      lathe_parallel_for(pool, total, 16384, f64 ? gelu_f64 : gelu_f32, c);
+    case LATHE_OP_FUSED_GELU: {
+      const lathe_cpu_kernels *kt = lathe_cpu_exec_kernels(ex);
+      gelu_vec_ctx g = {c, lathe_cpu_ew_fn(kt, LATHE_OP_ERF, LATHE_DTYPE_FLOAT32), lathe_cpu_ew_fn(kt, LATHE_OP_TANH, LATHE_DTYPE_FLOAT32)};
+      if (!f64 && g.erf && g.tanh) lathe_parallel_for(pool, total, 16384, gelu_vec_f32, &g);
+      else lathe_parallel_for(pool, total, 16384, f64 ? gelu_f64 : gelu_f32, c);
       return NULL;
+    }
     case LATHE_OP_FUSED_LAYER_NORM: {
       lathe_status_t st = layer_norm_offsets(c);
       if (!st && c->norm) lathe_parallel_for(pool, c->outer, 1 + 16384 / c->norm, f64 ? layer_norm_f64 : layer_norm_f32, c);
@@ -198,6 +247,16 @@ static lathe_status_t run_typed(lathe_cpu_exec *ex, fctx *c, bool f64) {
       c->wm = (lathe_blas_mat){!io, io ? c->nn : (c->k ? c->k : 1)};
       if (!lathe_blas_fits(c->m, c->nn, c->k, (lathe_blas_mat){false, c->k ? c->k : 1}, c->wm, c->nn))
         return LATHE_UNIMPL("FusedDense: matrices too large for BLAS's int arguments");
+      if (!f64 && lathe_blas_has(LATHE_DTYPE_FLOAT32) && lathe_blas_own_f32()) {
+        /* one product threaded as a whole (its packed operands shared by all threads), bias and
+         * activation applied to each block as it is finished */
+        lathe_gemm_epilogue ep = {dense_ep_f32, c};
+        bool plain = !lathe_attr_fused_dense_has_bias(c->n) && lathe_attr_fused_dense_activation(c->n) == LATHE_ACTIVATION_NONE;
+        lathe_status_t st = lathe_gemm_f32_ep(pool, c->m, c->nn, c->k, c->in[0]->data, c->k, 1, c->in[1]->data,
+                                              io ? c->nn : 1, io ? 1 : c->k, c->out[0]->data, c->nn, plain ? NULL : &ep);
+        if (!st) return NULL;
+        lathe_status_free(st); /* no memory for the packed copies: the row blocks below pack less */
+      }
       if (!c->k) memset(c->out[0]->data, 0, c->out[0]->nbytes); /* an empty sum; gemm with k=0 is skipped */
       lathe_parallel_for(pool, c->m, 1 + (1 << 18) / (c->k * c->nn + 1), f64 ? dense_f64 : dense_f32, c);
       return NULL;

@@ -197,6 +197,7 @@ typedef struct gemm {
   int64_t ars, aks, brs, bcs;
   float *c;
   int64_t ldc;
+  const lathe_gemm_epilogue *ep; /* or NULL */
   char *pa, *pb;            /* packed panels: [pc][panel]; A [MR][KA], B [kcp][NR] */
   int64_t mcp, ncp, tm, tn; /* tiles: MR panels x NR panels each; tile rows x columns */
 } gemm;
@@ -300,6 +301,10 @@ static void tile_tasks(void *vg, int64_t t0, int64_t t1) {
           f(kc, g->pa + (size_t)((pc * g->npm + ip) * MR * KA) * es, pb, g->c + ip * MR * g->ldc + jp * NR, g->ldc, mr,
             nr, pc > 0);
         }
+        if (g->ep && pc == g->npc - 1) { /* the column panel of the tile is final and in L1 */
+          int64_t i0 = ip0 * MR, i1 = ip1 * MR < g->m ? ip1 * MR : g->m;
+          g->ep->fn(g->ep->ctx, g->c + i0 * g->ldc + jp * NR, g->ldc, i0, jp * NR, i1 - i0, nr);
+        }
       }
     }
   }
@@ -316,6 +321,7 @@ static lathe_status_t run(gemm *g, lathe_pool *pool) {
   if (m <= 0 || n <= 0) return NULL;
   if (k <= 0) {
     for (int64_t i = 0; i < m; i++) memset(g->c + i * g->ldc, 0, sizeof(float) * (size_t)n);
+    if (g->ep) g->ep->fn(g->ep->ctx, g->c, g->ldc, 0, 0, m, n);
     return NULL;
   }
   g->kcs = k < KC ? k : KC;
@@ -359,13 +365,19 @@ static lathe_status_t run(gemm *g, lathe_pool *pool) {
   return NULL;
 }
 
-lathe_status_t lathe_gemm_f32(lathe_pool *pool, int64_t m, int64_t n, int64_t k, const float *a, int64_t ars,
-                              int64_t aks, const float *b, int64_t brs, int64_t bcs, float *c, int64_t ldc) {
+lathe_status_t lathe_gemm_f32_ep(lathe_pool *pool, int64_t m, int64_t n, int64_t k, const float *a, int64_t ars,
+                                 int64_t aks, const float *b, int64_t brs, int64_t bcs, float *c, int64_t ldc,
+                                 const lathe_gemm_epilogue *ep) {
   const kern *kn = kernel();
   if (!kn) return lathe_status_new(LATHE_STATUS_INTERNAL, "DotGeneral: no gemm kernel for this CPU");
   gemm g = {.kn = kn, .m = m, .n = n, .k = k, .a = a, .b = b, .ars = ars, .aks = aks, .brs = brs, .bcs = bcs,
-            .c = c, .ldc = ldc};
+            .c = c, .ldc = ldc, .ep = ep};
   return run(&g, pool);
+}
+
+lathe_status_t lathe_gemm_f32(lathe_pool *pool, int64_t m, int64_t n, int64_t k, const float *a, int64_t ars,
+                              int64_t aks, const float *b, int64_t brs, int64_t bcs, float *c, int64_t ldc) {
+  return lathe_gemm_f32_ep(pool, m, n, k, a, ars, aks, b, brs, bcs, c, ldc, NULL);
 }
 
 /* ---- BFloat16 ---- */

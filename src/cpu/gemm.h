@@ -25,6 +25,19 @@ bool lathe_gemm_force_isa(const char *isa);
 lathe_status_t lathe_gemm_f32(lathe_pool *pool, int64_t m, int64_t n, int64_t k, const float *a, int64_t ars,
                               int64_t aks, const float *b, int64_t brs, int64_t bcs, float *c, int64_t ldc);
 
+/* Work applied to each finished block of c (all of k summed), while it is in cache: rows
+ * [i0, i0 + rows) and columns [j0, j0 + cols) of c, which starts at c[i0*ldc + j0]. Blocks do not
+ * overlap and together cover c once; they may run on any thread, in any order. */
+typedef struct lathe_gemm_epilogue {
+  void (*fn)(void *ctx, float *c, int64_t ldc, int64_t i0, int64_t j0, int64_t rows, int64_t cols);
+  void *ctx;
+} lathe_gemm_epilogue;
+
+/* lathe_gemm_f32, then ep (which may be NULL) on every block of c. */
+lathe_status_t lathe_gemm_f32_ep(lathe_pool *pool, int64_t m, int64_t n, int64_t k, const float *a, int64_t ars,
+                                 int64_t aks, const float *b, int64_t brs, int64_t bcs, float *c, int64_t ldc,
+                                 const lathe_gemm_epilogue *ep);
+
 /* Whether lathe_gemm_bf16 runs on this CPU (AVX512-BF16). */
 bool lathe_gemm_bf16_available(void);
 /* The same product with BFloat16 operands (raw bits) and Float32 results: each product of two

@@ -43,6 +43,7 @@ typedef struct {
   int *region_of;
   int *users_start, *users; /* CSR list of the steps reading each slot */
   bool *is_output;          /* per slot: returned by the function */
+  const lathe_node **fold;  /* by node id: Transposes of products folded into them (lower_nodes) */
 } lower_ctx;
 
 static void *arena_array(lathe_program *p, size_t n, size_t size) { return lathe_arena_alloc(&p->arena, (n ? n : 1) * size); }
@@ -64,6 +65,77 @@ static int add_slot(lower_ctx *c, int kind, const lathe_node *n, int result, con
 
 static int slot_of_node(const lower_ctx *c, const lathe_node *n) { return c->slot_of[c->s.remap[n->id]]; }
 
+/* ---- Transpose of a product: the product with its operands swapped ----
+ * DotGeneral's result is [batch, lhs free, rhs free]; a Transpose that only swaps the two free
+ * groups is DotGeneral(rhs, lhs) with the attribute lists swapped, which computes the same
+ * products and sums (in lathe's own loops and gemm, in the same order: the same bits) without
+ * the layout copy. GoMLX's gradients of DotGeneral end in such Transposes. Applies when the
+ * product has no other reader. */
+static bool swaps_free_groups(const lathe_node *t, const lathe_node *d) {
+  lathe_ilist perm = lathe_attr_transpose_permutation(t);
+  int nb = (int)lathe_attr_dot_general_lhs_batch(d).n;
+  int nl = d->in[0]->shape.rank - nb - (int)lathe_attr_dot_general_lhs_contracting(d).n;
+  int nr = d->in[1]->shape.rank - nb - (int)lathe_attr_dot_general_rhs_contracting(d).n;
+  if (nl <= 0 || nr <= 0 || perm.n != nb + nl + nr) return false;
+  for (int i = 0; i < perm.n; i++) {
+    int want = i < nb ? i : i < nb + nr ? nl + i : i - nr;
+    if (perm.v[i] != want) return false;
+  }
+  return true;
+}
+
+/* fold[id]: for a folded Transpose, the swapped product that replaces it; for its product,
+ * the Transpose (which means: no step of its own). */
+static lathe_status_t fold_transposed_products(lower_ctx *c) {
+  const lathe_function *fn = c->pf->fn;
+  int n = fn->n_nodes;
+  const lathe_node **fold = calloc((size_t)n + 1, sizeof *fold);
+  int *uses = calloc((size_t)n + 1, sizeof(int));
+  if (!fold || !uses) {
+    free(fold);
+    free(uses);
+    return LATHE_OOM("Compile");
+  }
+  for (int k = 0; k < c->s.n_order; k++) {
+    const lathe_node *nd = fn->nodes[c->s.order[k]];
+    for (int i = 0; i < nd->n_in; i++) uses[c->s.remap[nd->in[i]->id]]++;
+  }
+  for (int i = 0; i < fn->n_outputs; i++) uses[c->s.remap[fn->outputs[i]->id]]++;
+  lathe_status_t st = NULL;
+  for (int k = 0; k < c->s.n_order && !st; k++) {
+    const lathe_node *t = fn->nodes[c->s.order[k]];
+    if (t->op != LATHE_OP_TRANSPOSE) continue;
+    const lathe_node *d = fn->nodes[c->s.remap[t->in[0]->id]];
+    if (d->op != LATHE_OP_DOT_GENERAL || d->multi || d->n_in != 2 || uses[d->id] != 1 || fold[d->id] ||
+        !swaps_free_groups(t, d))
+      continue;
+    lathe_node *sw = lathe_arena_alloc(&c->p->arena, sizeof *sw);
+    lathe_node **in = arena_array(c->p, 2, sizeof *in);
+    if (!sw || !in) {
+      st = LATHE_OOM("Compile");
+      break;
+    }
+    *sw = *d;
+    sw->id = t->id;
+    sw->shape = t->shape;
+    in[0] = d->in[1], in[1] = d->in[0];
+    sw->in = in;
+    for (int l = 0; l < 2; l++) { /* lists: lhs contracting, lhs batch, rhs contracting, rhs batch */
+      sw->a.list[l] = d->a.list[l + 2], sw->a.list_len[l] = d->a.list_len[l + 2];
+      sw->a.list[l + 2] = d->a.list[l], sw->a.list_len[l + 2] = d->a.list_len[l];
+    }
+    fold[t->id] = sw;
+    fold[d->id] = t;
+  }
+  free(uses);
+  if (st) {
+    free(fold);
+    return st;
+  }
+  c->fold = fold;
+  return NULL;
+}
+
 /* Slots and one step per scheduled op. */
 static lathe_status_t lower_nodes(lower_ctx *c) {
   lathe_pfunc *pf = c->pf;
@@ -81,6 +153,8 @@ static lathe_status_t lower_nodes(lower_ctx *c) {
   c->slot_of = malloc(sizeof(int) * (size_t)(fn->n_nodes + 1));
   if (!pf->slots || !pf->steps || !pf->params || !c->slot_of) return LATHE_OOM("Compile");
   for (int i = 0; i <= fn->n_nodes; i++) c->slot_of[i] = -1;
+  LATHE_RETURN_IF_ERROR(fold_transposed_products(c));
+  const lathe_node **fold = c->fold;
   pf->n_declared = fn->n_params;
   pf->n_params = fn->n_params + fn->n_captures;
   for (int i = 0; i < fn->n_params; i++) {
@@ -93,6 +167,8 @@ static lathe_status_t lower_nodes(lower_ctx *c) {
   }
   for (int k = 0; k < c->s.n_order; k++) {
     const lathe_node *n = fn->nodes[c->s.order[k]];
+    if (fold[n->id] && n->op == LATHE_OP_DOT_GENERAL) continue; /* computed by its Transpose's step */
+    if (fold[n->id]) n = fold[n->id];
     switch (n->op) {
       case LATHE_OP_PARAMETER:
       case LATHE_OP_CAPTURE:
@@ -702,6 +778,7 @@ static lathe_status_t build_fn(lathe_program *p, lathe_pfunc *pf) {
   free(c.users_start);
   free(c.users);
   free(c.is_output);
+  free(c.fold);
   return st;
 }
 

@@ -249,6 +249,19 @@ TEST(conv_larger_tiled) {
   run_row(&s, LATHE_DTYPE_INT16);
 }
 
+TEST(conv_kernel_gradient_nhwc) {
+  /* a kernel's gradient as GoMLX writes it: the input's channels act as the batch (innermost
+   * axis), its batch as the channels, the output gradient as the kernel; output (KH, KW, C, O) */
+  conv_row r = {.label = "kernel_gradient_nhwc", .rank = 4, .in = {5, 9, 9, 6}, .ker = {5, 7, 7, 4},
+                .ib = 3, .ic = 0, .isp = {1, 2}, .kin = 0, .kout = 3, .ksp = {1, 2}, .ob = 2, .oc = 3, .osp = {0, 1}};
+  run_floats(&r);
+  run_row(&r, LATHE_DTYPE_INT32);
+  r.label = "kernel_gradient_nhwc_padded";
+  r.has_pads = true, r.pads[0] = (lathe_padding){1, 1}, r.pads[1] = (lathe_padding){1, 1};
+  r.ker[1] = 9, r.ker[2] = 9;
+  run_floats(&r);
+}
+
 TEST(conv_unsupported_dtypes_skip) {
   static const lathe_dtype no[] = {LATHE_DTYPE_BOOL, LATHE_DTYPE_COMPLEX64, LATHE_DTYPE_COMPLEX128};
   for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)

@@ -330,3 +330,56 @@ TEST(dot_general_gemm_engines) {
     lathe_gemm_force_isa(NULL);
   }
 }
+
+/* Transpose(DotGeneral(x, y)) that swaps the two free groups compiles to DotGeneral(y, x)
+ * (src/graph/program.c): the same values as the product transposed when the product is also
+ * returned (then it is not folded) -- bit for bit where lathe's own loops or gemm sum. */
+static void transposed_product_case(lathe_dtype dt) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("transposed_product", &fn);
+  lathe_value_t x = tst_param(fn, "x", TST_SHAPE(dt, 3, 37, 70)), y = tst_param(fn, "y", TST_SHAPE(dt, 3, 70, 45)), d, t;
+  int lc = 2, rc = 1, bt = 0, perm[3] = {0, 2, 1};
+  CHECK_OK(lathe_dot_general(fn, x, &lc, 1, &bt, 1, y, &rc, 1, &bt, 1, NULL, &d));
+  CHECK_OK(lathe_transpose(fn, d, perm, 3, &t));
+  lathe_function_t fn2;
+  lathe_builder_t b2 = tst_builder("transposed_product_kept", &fn2);
+  lathe_value_t x2 = tst_param(fn2, "x", TST_SHAPE(dt, 3, 37, 70)), y2 = tst_param(fn2, "y", TST_SHAPE(dt, 3, 70, 45)), d2, t2;
+  CHECK_OK(lathe_dot_general(fn2, x2, &lc, 1, &bt, 1, y2, &rc, 1, &bt, 1, NULL, &d2));
+  CHECK_OK(lathe_transpose(fn2, d2, perm, 3, &t2));
+  lathe_value_t both[2] = {t2, d2};
+  CHECK_OK(lathe_function_return(fn, &t, 1));
+  CHECK_OK(lathe_function_return(fn2, both, 2));
+  size_t es = lathe_dtype_bits(dt) / 8;
+  void *xd = malloc(3 * 37 * 70 * es), *yd = malloc(3 * 70 * 45 * es);
+  tst_fill(xd, dt, 3 * 37 * 70, 11);
+  tst_fill(yd, dt, 3 * 70 * 45, 12);
+  const void *in[2] = {xd, yd};
+  void *got[1] = {NULL}, *want[2] = {NULL, NULL};
+  lathe_status_t st = tst_run(b, in, 2, got, 1, NULL);
+  CHECK(st == NULL, "folded: %s", lathe_status_message(st));
+  lathe_status_t st2 = tst_run(b2, in, 2, want, 2, NULL);
+  CHECK(st2 == NULL, "kept: %s", lathe_status_message(st2));
+  if (!st && !st2) {
+    bool exact = dt != LATHE_DTYPE_FLOAT64 && dt != LATHE_DTYPE_COMPLEX64; /* BLAS may sum in another order */
+    if (exact) CHECK(memcmp(got[0], want[0], 3 * 45 * 37 * es) == 0, "%s: folded product differs", lathe_dtype_name(dt));
+    else /* 70-term sums in another order, with cancellation: a few ulps of the largest term */
+      tst_expect_close("transposed product", got[0], want[0], dt, 3 * 45 * 37, dt == LATHE_DTYPE_FLOAT64 ? 1e-12 : 1e-4);
+  }
+  lathe_status_free(st);
+  lathe_status_free(st2);
+  tst_free_output(got[0]);
+  tst_free_output(want[0]);
+  tst_free_output(want[1]);
+  free(xd);
+  free(yd);
+  lathe_builder_free(b);
+  lathe_builder_free(b2);
+}
+
+TEST(dot_general_transposed_result) {
+  if (!tst_rows_of(LATHE_OP_DOT_GENERAL) && !tst_rows_of(LATHE_OP_TRANSPOSE)) return;
+  transposed_product_case(LATHE_DTYPE_FLOAT32);
+  transposed_product_case(LATHE_DTYPE_FLOAT64);
+  transposed_product_case(LATHE_DTYPE_INT32);
+  transposed_product_case(LATHE_DTYPE_COMPLEX64);
+}

@@ -225,3 +225,38 @@ TEST(program_closure_captures) {
   lathe_program_free(p);
   lathe_builder_free(b);
 }
+
+/* Transpose(DotGeneral(x, y)) swapping the free groups lowers to one step, DotGeneral(y, x) with
+ * the transposed shape; not when the product has another reader, nor for other permutations. */
+TEST(program_transposed_product) {
+  for (int variant = 0; variant < 3; variant++) {
+    lathe_function_t fn;
+    lathe_builder_t b = tst_builder("tdot", &fn);
+    lathe_value_t x = tst_param(fn, "x", TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 3, 4, 5));
+    lathe_value_t y = tst_param(fn, "y", TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 5, 6)), d, t;
+    int lc = 3, rc = 1, bt = 0;
+    int swap[4] = {0, 3, 1, 2}, other[4] = {0, 3, 2, 1};
+    CHECK_OK(lathe_dot_general(fn, x, &lc, 1, &bt, 1, y, &rc, 1, &bt, 1, NULL, &d));
+    CHECK_OK(lathe_transpose(fn, d, variant == 2 ? other : swap, 4, &t));
+    lathe_value_t outs[2] = {t, d};
+    CHECK_OK(lathe_function_return(fn, outs, variant == 1 ? 2 : 1));
+    lathe_program *p = program_of(b, &fused);
+    if (p) {
+      const lathe_pfunc *pf = lathe_program_main(p);
+      if (variant == 0) {
+        const lathe_pstep *s = &pf->steps[0];
+        CHECK(pf->n_steps == 1 && s->node->op == LATHE_OP_DOT_GENERAL, "one DotGeneral step: %d steps", pf->n_steps);
+        const lathe_shape *os = &pf->slots[s->out[0]].shape;
+        CHECK(os->rank == 4 && os->dims[1] == 6 && os->dims[2] == 3 && os->dims[3] == 4, "shape [2,6,3,4]");
+        CHECK(s->in[0] == pf->params[1] && s->in[1] == pf->params[0], "operands swapped");
+        CHECK(lathe_attr_dot_general_lhs_contracting(s->node).v[0] == 1 &&
+                  lathe_attr_dot_general_rhs_contracting(s->node).v[0] == 3,
+              "contracting axes swapped");
+      } else {
+        CHECK(pf->n_steps == 2, "variant %d: DotGeneral and Transpose, got %d steps", variant, pf->n_steps);
+      }
+    }
+    lathe_program_free(p);
+    lathe_builder_free(b);
+  }
+}
