@@ -98,6 +98,11 @@ static void inst_of(lathe_dtype dt, char *buf, size_t cap) {
                s ? sint[k] : uint[k], s ? "int64_t" : "uint64_t", s ? sint[k] : uint[k]);
       break;
     }
+    case LATHE_CLASS_BOOL: /* ReduceWindow Max/Min only (or / and of 0/1 bytes) */
+      snprintf(buf, cap,
+               "#define LT_ACC unsigned long long\n#define LT_ADD lt_sum\n#define LT_MUL lt_prod\n"
+               "LT_WIN(uint8_t, uint64_t, LT_TO_INT, (uint8_t))\n");
+      break;
     case LATHE_CLASS_FLOAT:
       snprintf(buf, cap,
                "#define LT_ACC double\n#define LT_ADD LT_FADD\n#define LT_MUL LT_FMUL\n"
@@ -151,6 +156,7 @@ void lathe_cuda_sources_window(lathe_cuda_source_fn fn, void *ctx) {
 }
 
 bool lathe_cuda_supports_window(lathe_op op, lathe_dtype dtype) {
+  if (dtype == LATHE_DTYPE_BOOL) return op == LATHE_OP_REDUCE_WINDOW && source_of(dtype) != NULL; /* as lathe:cpu */
   return (op == LATHE_OP_REDUCE_WINDOW || op == LATHE_OP_SELECT_AND_SCATTER_MAX || op == LATHE_OP_SELECT_AND_SCATTER_MIN) &&
          source_of(dtype) != NULL;
 }
@@ -193,6 +199,10 @@ static acc_arg ident_of(lathe_op red, lathe_dtype node_dt) {
   v.u = 0;
   bool fl = lathe_dtype_is_float(node_dt), sint = lathe_dtype_class_of(node_dt) == LATHE_CLASS_SINT;
   int bits = lathe_dtype_bits(node_dt); /* the node's own dtype: sub-byte identities are narrow */
+  if (node_dt == LATHE_DTYPE_BOOL) { /* Max: false, Min: true (the builder allows no other) */
+    v.u = red == LATHE_OP_REDUCE_MIN;
+    return v;
+  }
   switch (red) {
     case LATHE_OP_REDUCE_PRODUCT:
       if (fl) v.f = 1;
