@@ -508,7 +508,10 @@ lathe_status_t lathe_cuda_gemm(lathe_cuda_exec *ex, const lt_gemm *g) {
     if (g->accumulate) return NULL;
     return tiled(ex, g); /* writes zeros through the result's strides */
   }
-  if (!lt_pair(g->ab, g->d)) return tiled(ex, g);
+  /* Small products (up to 64K multiply-adds) run on the tiled kernel: one launch beats
+   * cuBLASLt's call there, and it sums k in order, as lathe:cpu does, so a small product gives
+   * the CPU's result where cuBLASLt's split order would round otherwise. */
+  if (!lt_pair(g->ab, g->d) || (double)g->batch * (double)g->m * (double)g->n * (double)g->k <= 65536.0) return tiled(ex, g);
   size_t es_ab = (size_t)lathe_dtype_bits(g->ab) / 8, es_d = (size_t)lathe_dtype_bits(g->d) / 8;
   enum { CHUNK = 1 << 30 };
   for (int64_t b0 = 0; b0 < g->batch; b0 += CHUNK) {

@@ -2,7 +2,8 @@
  *  - conversion kernels generated from ew.def's ConvertDType expressions, so a value reaches an
  *    accumulator or output dtype exactly as lathe:cpu converts it;
  *  - strided-batched matrix products: cuBLASLt for the float dtypes, lathe's own tiled kernel
- *    for integers (wrapping arithmetic) and wherever cuBLASLt cannot take the layout;
+ *    for integers (wrapping arithmetic), small products (k summed in order, as on the CPU) and
+ *    wherever cuBLASLt cannot take the layout;
  *  - block-wide reductions and scratch memory helpers.
  * Pointers are device pointers; element offsets and strides count elements, not bytes. */
 #ifndef LATHE_CUDA_GEMM_H
@@ -54,7 +55,8 @@ typedef struct lt_mat {
  * ab: the operands' dtype; d: the result's. cuBLASLt computes Float32 (TF32 only when the
  * backend's tf32 option is on), Float16/BFloat16 (f32 accumulation; d Float32 or ab),
  * Float64, Complex64, Complex128 (d = ab). Uint32/Uint64 (d = ab) run lathe's tiled kernel in
- * wrapping arithmetic, as does any product cuBLASLt cannot lay out or has no algorithm for.
+ * wrapping arithmetic, as do products of at most 64K multiply-adds and any product cuBLASLt
+ * cannot lay out or has no algorithm for.
  * k = 0 gives zeros (or leaves d as it is when accumulating). */
 typedef struct lt_gemm {
   lathe_dtype ab, d;
