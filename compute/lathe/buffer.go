@@ -111,6 +111,9 @@ func (b *Backend) NewSharedBuffer(deviceNum compute.DeviceNum, shape shapes.Shap
 
 // checkFlat checks that flat's Go type matches shape's dtype and returns its bytes.
 func checkFlat(op string, flat any, shape shapes.Shape) ([]byte, error) {
+	if flat == nil && shape.Size() == 0 { // no elements, no data (GoMLX's tensors.FromRaw passes nil)
+		return nil, nil
+	}
 	if shape.DType.IsPacked() {
 		data, ok := flat.([]byte)
 		if !ok {

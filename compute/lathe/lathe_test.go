@@ -821,3 +821,22 @@ func TestNotImplementedWraps(t *testing.T) {
 		t.Errorf("sharding a packed dtype should wrap compute.ErrNotImplemented, got %v", err)
 	}
 }
+
+// A shape without elements takes nil flat data (GoMLX's tensors.FromRaw passes nil for it);
+// nil for a shape with elements is still an error.
+func TestBufferFromNilFlatData(t *testing.T) {
+	b := newBackend(t)
+	buf, err := b.BufferFromFlatData(0, nil, shapes.Make(dtypes.Float32, 0))
+	if err != nil {
+		t.Fatalf("zero-sized buffer from nil: %v", err)
+	}
+	if err := buf.ToFlatData(make([]float32, 0)); err != nil {
+		t.Fatalf("reading it back: %v", err)
+	}
+	if err := buf.Finalize(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.BufferFromFlatData(0, nil, shapes.Make(dtypes.Float32, 2)); err == nil || !strings.Contains(err.Error(), "must be a slice") {
+		t.Errorf("nil flat data for 2 elements: %v, want a 'must be a slice' error", err)
+	}
+}
