@@ -174,6 +174,14 @@ TEST(cuda_scatter) {
         tst_fill(xv, dt, lathe_shape_num_elements(&os), (unsigned)(c * 3 + d));
         tst_fill(uv, dt, nu, (unsigned)(c * 3 + d + 50));
         if (lathe_dtype_is_float(dt) && ops[o] != LATHE_OP_SCATTER_SUM && nu > 3) tst_set(uv, dt, nu / 2, NAN);
+        /* Half sums round per update, so thousands of duplicates (hot-rows) added in another order
+         * drift apart by several units. With whole numbers every Float16 partial sum (|s| < 2048
+         * here) is exact in any order, so the GPU's must equal the CPU's; BFloat16 (exact to 256)
+         * rounds only where a partial sum strays past 256, by an ulp there. */
+        bool half_sum = lathe_dtype_class_of(dt) == LATHE_CLASS_HALF && ops[o] == LATHE_OP_SCATTER_SUM;
+        bool f16_sum = half_sum && dt == LATHE_DTYPE_FLOAT16;
+        for (int64_t k = 0; half_sum && k < nu; k++) tst_set(uv, dt, k, round(tst_get(uv, dt, k) / (f16_sum ? 1 : 4)));
+        for (int64_t k = 0; half_sum && k < lathe_shape_num_elements(&os); k++) tst_set(xv, dt, k, round(tst_get(xv, dt, k)));
         int64_t hi = 0;
         for (int a = 0; a < s->op_rank; a++) hi = s->op_dims[a] > hi ? s->op_dims[a] : hi;
         fill_indices(iv, it, lathe_shape_num_elements(&is), hi, s->given, s->n_given, (unsigned)(c + o));
@@ -182,7 +190,7 @@ TEST(cuda_scatter) {
                  lathe_dtype_name(it));
         const void *ins[3] = {xv, iv, uv};
         /* float sums: duplicates add in another order (up to ~7000 per element in hot-rows) */
-        double tol = ops[o] == LATHE_OP_SCATTER_SUM && !lathe_dtype_is_int(dt) ? 200 * tst_tol(dt) : 0;
+        double tol = ops[o] == LATHE_OP_SCATTER_SUM && !lathe_dtype_is_int(dt) && !f16_sum ? 200 * tst_tol(dt) : 0;
         agree(label, b, ins, 3, tol);
         free(xv);
         free(iv);
