@@ -17,7 +17,7 @@
 # regular expression, runs only the top-level tests it matches (go test -run).
 #
 # For a machine without Go (the GPU machine): GOMLX_SUITE_COMPILE=DIR compiles each package's test
-# binary into DIR (core_graph.test, ...) and runs nothing; there, scripts/gomlx-suite-bin.sh runs
+# binary into DIR (core_graph.test, ..., with the package's data files in core_graph.data) and runs nothing; there, scripts/gomlx-suite-bin.sh runs
 # them and writes their logs; back here, GOMLX_SUITE_LOGS=DIR counts those logs as above.
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -57,18 +57,20 @@ EOF
 done
 
 label="gomlx $version on $backend"
+allow_file=$repo/scripts/gomlx-suite.allow
+case $backend in lathe:cuda*) allow_file+=",$repo/scripts/gomlx-suite-cuda.allow" ;; esac # and the GPU's own
 if [ -n "${GOMLX_SUITE_LOGS:-}" ]; then
   # Logs of test binaries run elsewhere (-test.v output), one per package: back to go test's JSON.
   for log in "$GOMLX_SUITE_LOGS"/*.log; do
     name=$(basename "$log" .log)
     go tool test2json -p "github.com/gomlx/gomlx/${name//_//}" <"$log"
   done >"$scratch/results-logs.json"
-  (cd "$repo" && go run ./internal/suitecount -allow "$repo/scripts/gomlx-suite.allow" -label "$label") <"$scratch/results-logs.json"
+  (cd "$repo" && go run ./internal/suitecount -allow "$allow_file" -label "$label") <"$scratch/results-logs.json"
   exit
 fi
 echo "$label: go test $pkgs (compiling the test binaries takes a few minutes)"
 allow=()
-[ "$backend" = go ] || allow=(-allow "$repo/scripts/gomlx-suite.allow")
+[ "$backend" = go ] || allow=(-allow "$allow_file")
 set +e
 tags=""
 case $backend in mlx*) tags="-tags mlx" ;; esac # the MLX device is compiled in with the tag mlx
@@ -80,6 +82,13 @@ if [ -n "${GOMLX_SUITE_COMPILE:-}" ]; then
     rel=${p#github.com/gomlx/gomlx/}
     # shellcheck disable=SC2086
     go test $tags -c -ldflags='-s -w' -o "$GOMLX_SUITE_COMPILE/${rel//\//_}.test" "$p"
+    # the package's data files (tests read them from their working directory)
+    data=$(find "$rel" -maxdepth 1 -type f ! -name '*.go')
+    if [ -n "$data" ]; then
+      mkdir -p "$GOMLX_SUITE_COMPILE/${rel//\//_}.data"
+      # shellcheck disable=SC2086
+      cp $data "$GOMLX_SUITE_COMPILE/${rel//\//_}.data/"
+    fi
   done
   echo "$label: test binaries in $GOMLX_SUITE_COMPILE"
   exit
