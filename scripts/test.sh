@@ -84,6 +84,12 @@ if [ -f go.mod ]; then
   CC=clang go test -asan -count=1 -run 'TestExecuteAfterFinalize|TestDevicesAndAsync|TestGarbageCollected|TestBackendInfo|TestDonation' ./compute/lathe
   step "GoMLX v0.28.2's own test suites (core/..., ml/...) on lathe:cpu"
   ./scripts/gomlx-suite.sh lathe:cpu
+  step "GoMLX v0.28.2's distributed tests (SPMD, AutoSharding, dtensor) on lathe:cpu with 2 and 4 devices"
+  # the packages that hold them (TestCollective, TestAutoSharding, TestPortable, TestFunction,
+  # dtensor, TestDistributedAccumulator, ml/model's TestAutoSharding), whole
+  for n in 2 4; do
+    GOMLX_SUITE_PKGS="./core/graph ./core/tensors/... ./ml/dataset ./ml/model" ./scripts/gomlx-suite.sh "lathe:cpu,devices=$n"
+  done
   step "GoMLX examples on lathe, shortened: the digits demo and the text transformer"
   ./scripts/setup-data.sh
   go run ./cmd/lathe-demo -steps 300 | tail -3
