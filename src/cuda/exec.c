@@ -384,7 +384,7 @@ static lathe_status_t widen(lathe_cuda_exec *ex, lathe_tensor *t, lathe_tensor *
   return lathe_cuda_launch(ex, f, b, th, 0, args);
 }
 
-static lathe_status_t narrow(lathe_cuda_exec *ex, const lathe_tensor *wide, lathe_tensor *t) {
+lathe_status_t lathe_cuda_pack(lathe_cuda_exec *ex, const lathe_tensor *wide, lathe_tensor *t) {
   lcuFunction f;
   LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(ex->d, pack_src, "lt_pack", &f));
   lcuDeviceptr p = lathe_cuda_ptr(t), w = lathe_cuda_ptr(wide);
@@ -462,7 +462,7 @@ static lathe_status_t run_node(lathe_cuda_exec *ex, frame *f, int pos, const lat
     }
     if (!st) st = lathe_cuda_run_kernel(ex, n, win, wout);
     for (int k = 0; k < nout && !st; k++)
-      if (wout[k] != out[k]) st = narrow(ex, wout[k], out[k]);
+      if (wout[k] != out[k]) st = lathe_cuda_pack(ex, wout[k], out[k]);
   }
   for (int k = 0; k < nout && !st && kind == LATHE_KIND_CONTROL; k++)
     if (out[k] && (out[k]->flags & LATHE_TENSOR_VIEW)) st = detach(ex, &out[k]);

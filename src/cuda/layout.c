@@ -55,15 +55,14 @@ static const char iota_src[] =
     "LT_DEV void lt_store(double *p, int64_t i, int64_t v) { p[i] = (double)v; }\n"
     "LT_DEV void lt_store(lt_c64 *p, int64_t i, int64_t v) { p[i].re = (float)(double)v; p[i].im = 0; }\n"
     "LT_DEV void lt_store(lt_c128 *p, int64_t i, int64_t v) { p[i].re = (double)v; p[i].im = 0; }\n"
-    "struct lt_bool { uint8_t b; }; struct lt_f16 { uint16_t h; }; struct lt_bf16 { uint16_t h; };\n"
-    "LT_DEV void lt_store(lt_bool *p, int64_t i, int64_t v) { p[i].b = v != 0; }\n"
+    "struct lt_f16 { uint16_t h; }; struct lt_bf16 { uint16_t h; };\n"
     "LT_DEV void lt_store(lt_f16 *p, int64_t i, int64_t v) { p[i].h = lt_f32_to_f16((float)(double)v); }\n"
     "LT_DEV void lt_store(lt_bf16 *p, int64_t i, int64_t v) { p[i].h = lt_f32_to_bf16((float)(double)v); }\n"
     "template <typename T> __device__ void iota(T *out, int64_t n, int64_t dim, int64_t inner) {\n"
     "  LT_LOOP(i, n) lt_store(out, i, (i / inner) % dim);\n"
     "}\n"
     "#define LT_IOTA(name, T) extern \"C\" __global__ void lt_iota_##name(T *o, int64_t n, int64_t d, int64_t in) { iota(o, n, d, in); }\n"
-    "LT_IOTA(Bool, lt_bool) LT_IOTA(Int8, int8_t) LT_IOTA(Int16, int16_t) LT_IOTA(Int32, int32_t) LT_IOTA(Int64, int64_t)\n"
+    "LT_IOTA(Int8, int8_t) LT_IOTA(Int16, int16_t) LT_IOTA(Int32, int32_t) LT_IOTA(Int64, int64_t)\n"
     "LT_IOTA(Uint8, uint8_t) LT_IOTA(Uint16, uint16_t) LT_IOTA(Uint32, uint32_t) LT_IOTA(Uint64, uint64_t)\n"
     "LT_IOTA(Float16, lt_f16) LT_IOTA(BFloat16, lt_bf16) LT_IOTA(Float32, float) LT_IOTA(Float64, double)\n"
     "LT_IOTA(Complex64, lt_c64) LT_IOTA(Complex128, lt_c128)\n";
@@ -253,7 +252,7 @@ lathe_status_t lathe_cuda_run_layout(lathe_cuda_exec *ex, const lathe_node *n, l
 bool lathe_cuda_supports_leaf(lathe_op op, lathe_dtype dtype) {
   if (!lathe_dtype_is_valid(dtype)) return false;
   if (op == LATHE_OP_PARAMETER || op == LATHE_OP_CONSTANT) return true;
-  return op == LATHE_OP_IOTA && !lathe_dtype_is_packed(dtype);
+  return op == LATHE_OP_IOTA && dtype != LATHE_DTYPE_BOOL; /* as lathe:cpu: no Iota of Bool */
 }
 
 void lathe_cuda_sources_leaf(lathe_cuda_source_fn fn, void *ctx) {
@@ -263,18 +262,27 @@ void lathe_cuda_sources_leaf(lathe_cuda_source_fn fn, void *ctx) {
 lathe_status_t lathe_cuda_run_leaf(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
   (void)in;
   if (n->op != LATHE_OP_IOTA) return LATHE_UNIMPL("%s: no CUDA kernel", lathe_op_name(n->op));
-  lathe_tensor *y = out[0];
+  lathe_tensor *y = out[0], *w = y; /* Iota takes its output packed (PACKED in the op table) */
   int axis = (int)lathe_attr_iota_axis(n);
   int64_t total = lathe_shape_size(&y->shape);
   if (!total) return NULL;
   int64_t dim = y->shape.rank ? y->shape.dims[axis] : 1, inner = lathe_dims_product(y->shape.dims, axis + 1, y->shape.rank);
+  bool packed = lathe_dtype_is_packed(y->shape.dtype);
+  if (packed) { /* sub-byte integers: one byte per value, then packed (keeping the low bits wraps) */
+    lathe_shape ws = y->shape;
+    ws.dtype = lathe_dtype_class_of(ws.dtype) == LATHE_CLASS_SINT ? LATHE_DTYPE_INT8 : LATHE_DTYPE_UINT8;
+    LATHE_RETURN_IF_ERROR(lathe_cuda_exec_tensor(ex, &ws, &w));
+  }
   char name[48];
-  snprintf(name, sizeof name, "lt_iota_%s", lathe_dtype_name(y->shape.dtype));
+  snprintf(name, sizeof name, "lt_iota_%s", lathe_dtype_name(w->shape.dtype));
   lcuFunction f;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), iota_src, name, &f));
-  lcuDeviceptr po = lathe_cuda_ptr(y);
+  lathe_status_t st = lathe_cuda_kernel(lathe_cuda_exec_dev(ex), iota_src, name, &f);
+  lcuDeviceptr po = lathe_cuda_ptr(w);
   void *args[] = {&po, &total, &dim, &inner};
   unsigned b, t;
   lathe_cuda_grid(total, &b, &t);
-  return lathe_cuda_launch(ex, f, b, t, 0, args);
+  if (!st) st = lathe_cuda_launch(ex, f, b, t, 0, args);
+  if (!st && packed) st = lathe_cuda_pack(ex, w, y);
+  if (packed) lathe_tensor_release(w);
+  return st;
 }

@@ -215,7 +215,7 @@ static bool has_column(lathe_dtype dt, int c) {
     case LATHE_CLASS_FLOAT:
     case LATHE_CLASS_HALF: return c <= R_MIN || c == R_ARG;
     case LATHE_CLASS_COMPLEX: return c == R_SUM || c == R_PROD;
-    case LATHE_CLASS_BOOL: return c == R_LAND || c == R_LOR || c == R_LXOR;
+    case LATHE_CLASS_BOOL: return c == R_LAND || c == R_LOR || c == R_LXOR || c == R_ARG; /* ArgMinMax: false < true */
     default: return false;
   }
 }
@@ -262,7 +262,7 @@ static void inst_line(lathe_dtype dt, char *buf, size_t cap) {
       snprintf(buf, cap, "LT_RED_COMPLEX(%s)\n", bits == 64 ? "lt_c64" : "lt_c128");
       break;
     case LATHE_CLASS_BOOL:
-      snprintf(buf, cap, "LT_RED_BOOL\n");
+      snprintf(buf, cap, "LT_RED_BOOL\nLT_RED_ARG(uint8_t, uint8_t, LT_SAME)\n");
       break;
     default:
       break;

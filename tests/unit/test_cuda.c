@@ -106,5 +106,8 @@ TEST(cuda_leaf_capabilities) {
     lathe_dtype dt = tst_all_dtypes[d];
     CHECK(lathe_cuda_supports_op(LATHE_OP_PARAMETER, dt) && lathe_cuda_supports_op(LATHE_OP_CONSTANT, dt),
           "Parameter and Constant of %s", lathe_dtype_name(dt));
+    /* Iota as on lathe:cpu, sub-byte integers included (made in bytes, then packed) */
+    CHECK(lathe_cuda_supports_op(LATHE_OP_IOTA, dt) == lathe_backend_supports_op(tst_backend(), LATHE_OP_IOTA, dt),
+          "Iota of %s", lathe_dtype_name(dt));
   }
 }

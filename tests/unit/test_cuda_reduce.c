@@ -165,7 +165,8 @@ static void check_argminmax(const lathe_shape *xs, const void *x, int axis, lath
 TEST(cuda_arg_min_max) {
   if (!gpu()) SKIP("no usable GPU");
   const lathe_dtype dts[] = {F32, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_FLOAT64,
-                             LATHE_DTYPE_INT8, LATHE_DTYPE_INT32, LATHE_DTYPE_UINT64, LATHE_DTYPE_INT4};
+                             LATHE_DTYPE_INT8, LATHE_DTYPE_INT32, LATHE_DTYPE_UINT64, LATHE_DTYPE_INT4,
+                             LATHE_DTYPE_BOOL};
   const lathe_dtype odts[] = {LATHE_DTYPE_INT32, LATHE_DTYPE_INT64, LATHE_DTYPE_UINT8, LATHE_DTYPE_INT16, LATHE_DTYPE_INT4};
   static const struct {
     int rank;
