@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "f0f3a092fec8f7afd4018402f4babd11"
+const engineSourcesHash = "1036cccee6097a9b0c578c924beaeb2f"

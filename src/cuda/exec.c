@@ -364,14 +364,14 @@ static const char pack_src[] =
     "  }\n"
     "}\n";
 
-static lathe_dtype widened(lathe_dtype dt) {
-  if (!lathe_dtype_is_packed(dt)) return dt;
+lathe_dtype lathe_cuda_widened(lathe_dtype dt) {
+  if (!lathe_dtype_is_valid(dt) || !lathe_dtype_is_packed(dt)) return dt;
   return lathe_dtype_class_of(dt) == LATHE_CLASS_SINT ? LATHE_DTYPE_INT8 : LATHE_DTYPE_UINT8;
 }
 
 static lathe_status_t widen(lathe_cuda_exec *ex, lathe_tensor *t, lathe_tensor **out) {
   lathe_shape s = t->shape;
-  s.dtype = widened(s.dtype);
+  s.dtype = lathe_cuda_widened(s.dtype);
   LATHE_RETURN_IF_ERROR(lathe_cuda_exec_tensor(ex, &s, out));
   lcuFunction f;
   LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(ex->d, pack_src, "lt_unpack", &f));
@@ -454,7 +454,7 @@ static lathe_status_t run_node(lathe_cuda_exec *ex, frame *f, int pos, const lat
     for (int k = 0; k < nout && !st; k++) {
       if (lathe_dtype_is_packed(out[k]->shape.dtype)) {
         lathe_shape ws = out[k]->shape;
-        ws.dtype = widened(ws.dtype);
+        ws.dtype = lathe_cuda_widened(ws.dtype);
         st = lathe_cuda_exec_tensor(ex, &ws, &wout[k]);
       } else {
         wout[k] = lathe_tensor_retain(out[k]);

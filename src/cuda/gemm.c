@@ -15,11 +15,6 @@
 
 
 /* ---- dtypes in kernels ---- */
-lathe_dtype lathe_cuda_widened(lathe_dtype dt) {
-  if (!lathe_dtype_is_valid(dt) || !lathe_dtype_is_packed(dt)) return dt;
-  return lathe_dtype_class_of(dt) == LATHE_CLASS_SINT ? LATHE_DTYPE_INT8 : LATHE_DTYPE_UINT8;
-}
-
 const char *lathe_cuda_storage_type(lathe_dtype dt) {
   switch (lathe_cuda_widened(dt)) {
     case LATHE_DTYPE_BOOL: return "uint8_t";

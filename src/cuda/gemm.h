@@ -16,8 +16,6 @@
  * and the type it computes in (Float16/BFloat16: float). NULL for an invalid dtype. */
 const char *lathe_cuda_storage_type(lathe_dtype dt);
 const char *lathe_cuda_compute_type(lathe_dtype dt);
-/* Sub-byte integers as kernels hold them (Int8/Uint8); other dtypes as they are. */
-lathe_dtype lathe_cuda_widened(lathe_dtype dt);
 
 /* Appends to t ew.c's helper prelude and the conversion along path[0] -> ... -> path[n_path-1]
  * with ConvertDType's semantics (steps between equal dtypes are skipped; an intermediate

@@ -107,25 +107,23 @@ static lathe_status_t resolve_sharding(lathe_builder_t b, const char *op, const 
                                        const lathe_sharding_def **out) {
   *out = NULL;
   if (!s) return NULL;
+  if (b->distribution != LATHE_DIST_SPMD && b->distribution != LATHE_DIST_AUTO_SHARDING)
+    return LATHE_INVALID("%s: a sharding needs an SPMD or AutoSharding builder", op);
+  if (s->rank < 0 || s->rank > shape->rank)
+    return LATHE_INVALID("%s: a sharding of rank %d for a value of rank %d", op, s->rank, shape->rank);
   if (b->distribution == LATHE_DIST_SPMD) {
     /* Each replica gets its own shard as a whole value: the spec only says how the shards tile
      * the global value (GoMLX's model.Exec attaches one to every variable), so it is checked for
      * shape and dropped. An SPMD builder has no meshes to resolve its names against. */
-    if (s->rank < 0 || s->rank > shape->rank)
-      return LATHE_INVALID("%s: a sharding of rank %d for a value of rank %d", op, s->rank, shape->rank);
     for (int a = 0; a < s->rank; a++)
       if (s->n_axes[a] < 0 || s->n_axes[a] > LATHE_MAX_MESH_RANK || (s->n_axes[a] && !s->axes[a]))
         return LATHE_INVALID("%s: sharding of axis %d names %d mesh axes", op, a, s->n_axes[a]);
     return NULL;
   }
-  if (b->distribution != LATHE_DIST_AUTO_SHARDING)
-    return LATHE_INVALID("%s: a sharding needs an SPMD or AutoSharding builder", op);
   int m = -1;
   for (int k = 0; s->mesh && k < b->n_meshes; k++)
     if (!strcmp(b->meshes[k].name, s->mesh)) m = k;
   if (m < 0) return LATHE_INVALID("%s: unknown mesh \"%s\"", op, s->mesh ? s->mesh : "(null)");
-  if (s->rank < 0 || s->rank > shape->rank)
-    return LATHE_INVALID("%s: a sharding of rank %d for a value of rank %d", op, s->rank, shape->rank);
   const lathe_mesh_def *mesh = &b->meshes[m];
   if (lathe_dtype_is_packed(shape->dtype))
     return LATHE_UNIMPL("%s: sharding a packed %s value", op, lathe_dtype_name(shape->dtype));
