@@ -15,7 +15,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -110,21 +109,7 @@ func newStepper(backend compute.Backend, w steps.Workload, n int) (*stepper, err
 }
 
 // step runs one step and reads back the loss (of replica 0), so that the time includes the work.
-func (s *stepper) step() (time.Duration, error) {
-	start := time.Now()
-	out, err := s.exec.Exec(s.args...)
-	if err != nil {
-		return 0, err
-	}
-	if _, ok := out[0].Value().(float32); !ok {
-		return 0, fmt.Errorf("loss of type %T", out[0].Value())
-	}
-	d := time.Since(start)
-	for _, t := range out {
-		_ = t.FinalizeAll()
-	}
-	return d, nil
-}
+func (s *stepper) step() (time.Duration, error) { return steps.Run(s.exec, s.args...) }
 
 func measure(backend compute.Backend, w steps.Workload, n, rounds, warmup int) (t1, tn time.Duration, err error) {
 	one, err := newStepper(backend, w, 1)
@@ -151,10 +136,5 @@ func measure(backend compute.Backend, w steps.Workload, n, rounds, warmup int) (
 			d1, dn = append(d1, a), append(dn, b)
 		}
 	}
-	return median(d1), median(dn), nil
-}
-
-func median(v []time.Duration) time.Duration {
-	sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
-	return v[len(v)/2]
+	return steps.Median(d1), steps.Median(dn), nil
 }

@@ -25,7 +25,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -81,17 +80,9 @@ func newGomlxStep(label, backendName string, w steps.Workload, seed uint64) (*go
 func (s *gomlxStep) name() string { return s.label }
 
 func (s *gomlxStep) step() (time.Duration, error) {
-	start := time.Now()
-	out, err := s.exec.Exec(s.x, s.y)
+	d, err := steps.Run(s.exec, s.x, s.y)
 	if err != nil {
-		return 0, err
-	}
-	if _, ok := out[0].Value().(float32); !ok {
-		return 0, fmt.Errorf("%s: loss of type %T", s.backendName, out[0].Value())
-	}
-	d := time.Since(start)
-	for _, t := range out {
-		_ = t.FinalizeAll()
+		return 0, fmt.Errorf("%s: %w", s.backendName, err)
 	}
 	return d, nil
 }
@@ -167,18 +158,6 @@ func (j jaxStep) step() (time.Duration, error) {
 	return time.Duration(sec * float64(time.Second)), err
 }
 func (j jaxStep) close() {}
-
-func median(v []time.Duration) time.Duration {
-	if len(v) == 0 {
-		return 0
-	}
-	s := append([]time.Duration(nil), v...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/1e6) }
 
@@ -321,7 +300,7 @@ func runWorkload(w steps.Workload, latheCfg, goCfg, xlaCfg, xlaPlugin string, ja
 	fmt.Println()
 	for _, c := range cs {
 		r.names = append(r.names, c.name())
-		r.medians[c.name()] = median(times[c.name()])
+		r.medians[c.name()] = steps.Median(times[c.name()])
 	}
 	return r, nil
 }

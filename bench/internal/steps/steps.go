@@ -6,6 +6,8 @@ package steps
 import (
 	"fmt"
 	"math/rand/v2"
+	"sort"
+	"time"
 
 	. "github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
@@ -99,4 +101,35 @@ func Transformer(batch, seq int) Workload {
 			return ReduceAllMean(Square(Sub(out, y)))
 		},
 	}
+}
+
+// Run executes one training step of e and reads its loss (output 0, a Float32 scalar) back to
+// the host, so that the time covers the work; it frees the outputs and returns the time taken.
+func Run(e *model.Exec, args ...any) (time.Duration, error) {
+	start := time.Now()
+	out, err := e.Exec(args...)
+	if err != nil {
+		return 0, err
+	}
+	if _, ok := out[0].Value().(float32); !ok {
+		return 0, fmt.Errorf("loss of type %T", out[0].Value())
+	}
+	d := time.Since(start)
+	for _, t := range out {
+		_ = t.FinalizeAll()
+	}
+	return d, nil
+}
+
+// Median of v (0 for none; the mean of the middle two for an even count); v is not reordered.
+func Median(v []time.Duration) time.Duration {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]time.Duration(nil), v...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
