@@ -141,6 +141,66 @@ static const kern k_avx2 = {"avx2", 6, 16, kern_avx2};
 static const kern k_bf16 = {"avx512bf16", 14, 32, kern_bf16};
 #endif
 
+/* dst[c*dld + r] = src[r*sld + c] for r < rows, c < cols: a transposing copy, for operands whose
+ * packed panels run across their contiguous axis (A read column-major, B read row-major by
+ * columns: the backward products' x^T.dy and dy.W^T). */
+static void transpose_scalar(const float *src, int64_t sld, float *dst, int64_t dld, int64_t rows, int64_t cols) {
+  for (int64_t r = 0; r < rows; r++)
+    for (int64_t c = 0; c < cols; c++) dst[c * dld + r] = src[r * sld + c];
+}
+
+#ifdef LATHE_GEMM_X86
+/* The same in 8 x 8 blocks transposed in AVX registers; a block at an edge loads and stores only
+ * its valid lanes (masked), so no element outside either matrix is touched. */
+__attribute__((target("avx2"))) static void transpose_avx2(const float *src, int64_t sld, float *dst, int64_t dld,
+                                                            int64_t rows, int64_t cols) {
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t r0 = 0; r0 < rows; r0 += 8) {
+    int h = rows - r0 < 8 ? (int)(rows - r0) : 8;
+    __m256i hm = _mm256_cmpgt_epi32(_mm256_set1_epi32(h), lane);
+    for (int64_t c0 = 0; c0 < cols; c0 += 8) {
+      int w = cols - c0 < 8 ? (int)(cols - c0) : 8;
+      const float *s = src + r0 * sld + c0;
+      __m256 x[8];
+      if (w == 8) {
+        for (int i = 0; i < 8; i++) x[i] = i < h ? _mm256_loadu_ps(s + i * sld) : _mm256_setzero_ps();
+      } else {
+        __m256i wm = _mm256_cmpgt_epi32(_mm256_set1_epi32(w), lane);
+        for (int i = 0; i < 8; i++) x[i] = i < h ? _mm256_maskload_ps(s + i * sld, wm) : _mm256_setzero_ps();
+      }
+      __m256 t0 = _mm256_unpacklo_ps(x[0], x[1]), t1 = _mm256_unpackhi_ps(x[0], x[1]);
+      __m256 t2 = _mm256_unpacklo_ps(x[2], x[3]), t3 = _mm256_unpackhi_ps(x[2], x[3]);
+      __m256 t4 = _mm256_unpacklo_ps(x[4], x[5]), t5 = _mm256_unpackhi_ps(x[4], x[5]);
+      __m256 t6 = _mm256_unpacklo_ps(x[6], x[7]), t7 = _mm256_unpackhi_ps(x[6], x[7]);
+      __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xee);
+      __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xee);
+      __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xee);
+      __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xee);
+      __m256 y[8] = {_mm256_permute2f128_ps(u0, u4, 0x20), _mm256_permute2f128_ps(u1, u5, 0x20),
+                     _mm256_permute2f128_ps(u2, u6, 0x20), _mm256_permute2f128_ps(u3, u7, 0x20),
+                     _mm256_permute2f128_ps(u0, u4, 0x31), _mm256_permute2f128_ps(u1, u5, 0x31),
+                     _mm256_permute2f128_ps(u2, u6, 0x31), _mm256_permute2f128_ps(u3, u7, 0x31)};
+      float *d = dst + c0 * dld + r0;
+      if (h == 8)
+        for (int i = 0; i < w; i++) _mm256_storeu_ps(d + i * dld, y[i]);
+      else
+        for (int i = 0; i < w; i++) _mm256_maskstore_ps(d + i * dld, hm, y[i]);
+    }
+  }
+}
+#endif
+
+typedef void (*transpose_fn)(const float *src, int64_t sld, float *dst, int64_t dld, int64_t rows, int64_t cols);
+static transpose_fn transpose_f32 = transpose_scalar; /* set with the kernel (pick_kernel) */
+
+static transpose_fn pick_transpose(void) {
+#ifdef LATHE_GEMM_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) return transpose_avx2;
+#endif
+  return transpose_scalar;
+}
+
 /* The best kernel this CPU runs. */
 static const kern *pick(void) {
 #ifdef LATHE_GEMM_X86
@@ -155,7 +215,10 @@ static pthread_once_t pick_once = PTHREAD_ONCE_INIT;
 static const kern *best;
 static _Atomic(const kern *) forced; /* test hook: a kernel in place of the best one */
 static atomic_bool is_forced;
-static void pick_kernel(void) { best = pick(); }
+static void pick_kernel(void) {
+  best = pick();
+  transpose_f32 = pick_transpose();
+}
 
 static const kern *kernel(void) {
   pthread_once(&pick_once, pick_kernel);
@@ -187,6 +250,7 @@ bool lathe_gemm_force_isa(const char *isa) {
 }
 
 /* ---- packing ---- */
+
 typedef struct gemm {
   const kern *kn;
   bool bf16;                /* BFloat16 operands (2-byte elements, k padded to pairs) */
@@ -216,6 +280,8 @@ static int64_t kc_of(const gemm *g, int64_t pc) { return g->k - pc * g->kcs < g-
     const T *s = (const T *)g->a + i0 * g->ars + k0 * g->aks;                                        \
     if (g->aks == 1) {                                                                               \
       for (int r = 0; r < rows; r++) memcpy(d + r * KA, s + r * g->ars, sizeof(T) * (size_t)kc);     \
+    } else if (PACK_A_T_##T) {                                                                       \
+      transpose_f32((const float *)s, g->aks, (float *)d, KA, kc, rows);                             \
     } else {                                                                                         \
       for (int64_t q = 0; q < kc; q++) {                                                             \
         const T *sq = s + q * g->aks;                                                                \
@@ -226,6 +292,9 @@ static int64_t kc_of(const gemm *g, int64_t pc) { return g->k - pc * g->kcs < g-
       for (int64_t q = kc; q < kp; q++) d[r * KA + q] = 0;                                           \
     for (int r = rows; r < MR; r++) memset(d + r * KA, 0, sizeof(T) * (size_t)kp);                   \
   }
+/* A column-major (rows of A contiguous in the source's columns): a transposing copy, Float32 only */
+#define PACK_A_T_float (g->ars == 1)
+#define PACK_A_T_uint16_t false
 PACK_A(float)
 PACK_A(uint16_t)
 
@@ -243,9 +312,13 @@ static void pack_b_float(const gemm *g, int64_t pc, int64_t jp) {
     }
     return;
   }
-  for (int j = 0; j < cols; j++) {
-    const float *sj = s + j * g->bcs;
-    for (int64_t q = 0; q < kc; q++) d[q * NR + j] = sj[q * g->brs];
+  if (g->brs == 1) {
+    transpose_f32(s, g->bcs, d, NR, cols, kc);
+  } else {
+    for (int j = 0; j < cols; j++) {
+      const float *sj = s + j * g->bcs;
+      for (int64_t q = 0; q < kc; q++) d[q * NR + j] = sj[q * g->brs];
+    }
   }
   if (cols < NR)
     for (int64_t q = 0; q < kc; q++)

@@ -85,3 +85,50 @@ TEST(gemm_f32_strides_and_threads) {
   lathe_pool_free(p1);
   lathe_pool_free(p3);
 }
+
+/* Packing copies values, so every layout of the operands gives the same bits: A row-major,
+ * column-major (a transposing pack) or strided both ways, times B row-major, column-major or
+ * strided, at shapes that leave partial register blocks, transpose blocks and k blocks. */
+TEST(gemm_f32_layouts_same_bits) {
+  if (!lathe_gemm_available()) {
+    tst_skipf(tst_current, "no gemm kernel for this CPU");
+    return;
+  }
+  lathe_pool *p2 = NULL;
+  CHECK_OK(lathe_pool_new(2, &p2));
+  const int64_t shapes[][3] = {{1, 1, 1}, {5, 3, 9}, {14, 32, 8}, {15, 33, 17}, {29, 65, 257}, {100, 97, 600}, {64, 1024, 300}};
+  for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
+    int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
+    /* each operand stored three ways: row-major, column-major, and row-major inside a matrix twice as wide */
+    float *ar = malloc(sizeof(float) * (size_t)(m * k)), *ac = malloc(sizeof(float) * (size_t)(m * k));
+    float *as = malloc(sizeof(float) * (size_t)(2 * m * k));
+    float *br = malloc(sizeof(float) * (size_t)(k * n)), *bc = malloc(sizeof(float) * (size_t)(k * n));
+    float *bs = malloc(sizeof(float) * (size_t)(2 * k * n));
+    float *c0 = malloc(sizeof(float) * (size_t)(m * n)), *c1 = malloc(sizeof(float) * (size_t)(m * n));
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t q = 0; q < k; q++) {
+        float v = (float)(((i * 131 + q * 7919) % 41) - 20) / 16;
+        ar[i * k + q] = ac[q * m + i] = as[i * 2 * k + 2 * q] = v;
+        as[i * 2 * k + 2 * q + 1] = NAN;
+      }
+    for (int64_t q = 0; q < k; q++)
+      for (int64_t j = 0; j < n; j++) {
+        float v = (float)(((q * 104729 + j * 31) % 37) - 18) / 8;
+        br[q * n + j] = bc[j * k + q] = bs[q * 2 * n + 2 * j] = v;
+        bs[q * 2 * n + 2 * j + 1] = NAN;
+      }
+    CHECK_OK(lathe_gemm_f32(p2, m, n, k, ar, k, 1, br, n, 1, c0, n));
+    const float *A[3] = {ar, ac, as}, *B[3] = {br, bc, bs};
+    const int64_t ars[3] = {k, 1, 2 * k}, aks[3] = {1, m, 2}, brs[3] = {n, 1, 2 * n}, bcs[3] = {1, k, 2};
+    for (int la = 0; la < 3; la++)
+      for (int lb = 0; lb < 3; lb++) {
+        if (!la && !lb) continue;
+        memset(c1, 0xff, sizeof(float) * (size_t)(m * n));
+        CHECK_OK(lathe_gemm_f32(p2, m, n, k, A[la], ars[la], aks[la], B[lb], brs[lb], bcs[lb], c1, n));
+        CHECK(memcmp(c0, c1, sizeof(float) * (size_t)(m * n)) == 0, "%lldx%lldx%lld: layouts A%d B%d change the bits",
+              (long long)m, (long long)n, (long long)k, la, lb);
+      }
+    free(ar), free(ac), free(as), free(br), free(bc), free(bs), free(c0), free(c1);
+  }
+  lathe_pool_free(p2);
+}
