@@ -1,8 +1,25 @@
 /* pool.c -- a persistent pthread pool. Callers of lathe_parallel_for work on their own job
- * too, so several executions (and nested calls) can share the pool without deadlock. */
+ * too, so several executions (and nested calls) can share the pool without deadlock.
+ *
+ * A step posts many short jobs back to back. Waking a sleeping worker costs a futex call and,
+ * on a VM whose idle vCPU halted, tens of microseconds before it runs; so a worker that finds
+ * no work, and a caller waiting for its job's last chunks, spin for a short while (SPIN_NS)
+ * before they sleep. Spinning is skipped when the pool has more threads than the machine has
+ * cores (a spinner would then take time from the thread it waits for). */
 #include <pthread.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "cpu.h"
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define CPU_RELAX() _mm_pause()
+#else
+#define CPU_RELAX() ((void)0)
+#endif
+
+enum { SPIN_NS = 100000 };
 
 typedef struct job {
   lathe_range_fn fn;
@@ -20,7 +37,39 @@ struct lathe_pool {
   pthread_cond_t work_cv, done_cv;
   job *head;
   bool stop;
+  bool spin;        /* threads <= online cores */
+  atomic_uint gen;  /* bumped when a job is posted (or the pool stops): what spinning workers watch */
 };
+
+static int64_t now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Spins until *v != old (true) or SPIN_NS pass (false). */
+static bool spin_while_equal(atomic_uint *v, unsigned old) {
+  int64_t end = now_ns() + SPIN_NS;
+  for (;;) {
+    for (int i = 0; i < 64; i++) {
+      if (atomic_load_explicit(v, memory_order_acquire) != old) return true;
+      CPU_RELAX();
+    }
+    if (now_ns() > end) return false;
+  }
+}
+
+/* Spins until j's chunks are all done (true) or SPIN_NS pass (false). */
+static bool spin_until_done(job *j) {
+  int64_t end = now_ns() + SPIN_NS;
+  for (;;) {
+    for (int i = 0; i < 64; i++) {
+      if (atomic_load_explicit(&j->done, memory_order_acquire) >= j->nchunks) return true;
+      CPU_RELAX();
+    }
+    if (now_ns() > end) return false;
+  }
+}
 
 static void unlink_job(lathe_pool *p, job *j) {
   for (job **pp = &p->head; *pp; pp = &(*pp)->next_job)
@@ -45,7 +94,18 @@ static void *worker(void *arg) {
   lathe_pool *p = arg;
   pthread_mutex_lock(&p->mu);
   for (;;) {
-    while (!p->stop && !p->head) pthread_cond_wait(&p->work_cv, &p->mu);
+    if (!p->stop && !p->head) {
+      bool posted = false;
+      if (p->spin) {
+        unsigned g = atomic_load(&p->gen);
+        pthread_mutex_unlock(&p->mu);
+        posted = spin_while_equal(&p->gen, g);
+        pthread_mutex_lock(&p->mu);
+      }
+      if (!posted)
+        while (!p->stop && !p->head) pthread_cond_wait(&p->work_cv, &p->mu);
+      continue;
+    }
     if (p->stop) break;
     job *j = p->head;
     int64_t c = atomic_fetch_add(&j->next, 1);
@@ -66,6 +126,9 @@ lathe_status_t lathe_pool_new(int threads, lathe_pool **out) {
   lathe_pool *p = calloc(1, sizeof *p);
   if (!p) return LATHE_OOM("ThreadPool");
   p->threads = threads;
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  p->spin = cores > 0 && threads <= cores;
+  atomic_init(&p->gen, 0);
   pthread_mutex_init(&p->mu, NULL);
   pthread_cond_init(&p->work_cv, NULL);
   pthread_cond_init(&p->done_cv, NULL);
@@ -91,6 +154,7 @@ void lathe_pool_free(lathe_pool *p) {
   if (!p) return;
   pthread_mutex_lock(&p->mu);
   p->stop = true;
+  atomic_fetch_add(&p->gen, 1);
   pthread_cond_broadcast(&p->work_cv);
   pthread_mutex_unlock(&p->mu);
   for (int i = 0; i < p->n_started; i++) pthread_join(p->tids[i], NULL);
@@ -121,9 +185,11 @@ void lathe_parallel_for(lathe_pool *p, int64_t n, int64_t grain, lathe_range_fn 
   job **tail = &p->head;
   while (*tail) tail = &(*tail)->next_job;
   *tail = &j;
+  atomic_fetch_add(&p->gen, 1);
   pthread_cond_broadcast(&p->work_cv);
   pthread_mutex_unlock(&p->mu);
   for (int64_t c; (c = atomic_fetch_add(&j.next, 1)) < j.nchunks;) run_chunk(p, &j, c);
+  if (p->spin) spin_until_done(&j);
   pthread_mutex_lock(&p->mu);
   while (atomic_load(&j.done) < j.nchunks) pthread_cond_wait(&p->done_cv, &p->mu);
   unlink_job(p, &j);
