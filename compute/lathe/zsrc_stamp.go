@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "83e7ce5c69f0ec094a539ed926927dfb"
+const engineSourcesHash = "a21b83fbbc9de277d1bcfd8c89cad764"

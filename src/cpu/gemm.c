@@ -34,6 +34,12 @@ typedef struct kern {
 /* KC: the block of k. KA: the distance between A's packed rows, a cache line more than KC so
  * that the rows of a panel do not all fall in the same L1 set. */
 enum { KC = 256, KA = KC + 16 };
+enum { NR_MAX = 32 }; /* the widest kernel's NR */
+/* Products with at most this many rows keep all of them in one tile row (A's block of a tile,
+ * M_STREAM x KC, stays in L2), so each B panel is used by one tile only: that tile packs it into
+ * an L1 buffer just before use instead of a shared pass writing all of B out and reading it back
+ * (for a weight matrix times a few rows, B's memory traffic is most of the product's time). */
+enum { M_STREAM = 256 };
 /* Tiles of c: about MC x NC (A's block of a tile stays in L2; MC/MR B micro-panels in L1). */
 enum { MC = 112, NC = 512 };
 
@@ -264,6 +270,7 @@ typedef struct gemm {
   const lathe_gemm_epilogue *ep; /* or NULL */
   char *pa, *pb;            /* packed panels: [pc][panel]; A [MR][KA], B [kcp][NR] */
   int64_t mcp, ncp, tm, tn; /* tiles: MR panels x NR panels each; tile rows x columns */
+  bool stream_b;            /* one tile row: each tile packs its own B panels as it uses them */
 } gemm;
 
 static size_t esz(const gemm *g) { return g->bf16 ? 2 : 4; }
@@ -299,11 +306,11 @@ PACK_A(float)
 PACK_A(uint16_t)
 
 /* B's panel, Float32: [k][NR]. */
-static void pack_b_float(const gemm *g, int64_t pc, int64_t jp) {
+static void pack_b_float(const gemm *g, int64_t pc, int64_t jp, void *dst) {
   int NR = g->kn->nr;
   int64_t k0 = pc * g->kcs, kc = kc_of(g, pc), j0 = jp * NR;
   int cols = g->n - j0 < NR ? (int)(g->n - j0) : NR;
-  float *d = (float *)g->pb + (pc * g->npn + jp) * NR * g->kcp;
+  float *d = dst;
   const float *s = (const float *)g->b + k0 * g->brs + j0 * g->bcs;
   if (g->bcs == 1) {
     for (int64_t q = 0; q < kc; q++) {
@@ -326,11 +333,11 @@ static void pack_b_float(const gemm *g, int64_t pc, int64_t jp) {
 }
 
 /* B's panel, BFloat16: [k/2][NR][2], the pair (k, k+1) of each column together. */
-static void pack_b_uint16_t(const gemm *g, int64_t pc, int64_t jp) {
+static void pack_b_uint16_t(const gemm *g, int64_t pc, int64_t jp, void *dst) {
   int NR = g->kn->nr;
   int64_t k0 = pc * g->kcs, kc = kc_of(g, pc), j0 = jp * NR;
   int cols = g->n - j0 < NR ? (int)(g->n - j0) : NR;
-  uint16_t *d = (uint16_t *)g->pb + (pc * g->npn + jp) * NR * g->kcp;
+  uint16_t *d = dst;
   const uint16_t *s = (const uint16_t *)g->b + k0 * g->brs + j0 * g->bcs;
   for (int64_t q = 0; q < kc; q += 2) {
     uint16_t *dq = d + q * NR;
@@ -341,6 +348,11 @@ static void pack_b_uint16_t(const gemm *g, int64_t pc, int64_t jp) {
   }
 }
 
+static void pack_b(const gemm *g, int64_t pc, int64_t jp, void *dst) {
+  if (g->bf16) pack_b_uint16_t(g, pc, jp, dst);
+  else pack_b_float(g, pc, jp, dst);
+}
+
 static void pack_tasks(void *vg, int64_t t0, int64_t t1) {
   const gemm *g = vg;
   int64_t na = g->npc * g->npm;
@@ -349,8 +361,8 @@ static void pack_tasks(void *vg, int64_t t0, int64_t t1) {
       if (g->bf16) pack_a_uint16_t(g, t / g->npm, t % g->npm);
       else pack_a_float(g, t / g->npm, t % g->npm);
     } else {
-      if (g->bf16) pack_b_uint16_t(g, (t - na) / g->npn, (t - na) % g->npn);
-      else pack_b_float(g, (t - na) / g->npn, (t - na) % g->npn);
+      int64_t pc = (t - na) / g->npn, jp = (t - na) % g->npn;
+      pack_b(g, pc, jp, g->pb + (size_t)((pc * g->npn + jp) * g->kn->nr * g->kcp) * esz(g));
     }
   }
 }
@@ -360,6 +372,7 @@ static void tile_tasks(void *vg, int64_t t0, int64_t t1) {
   int MR = g->kn->mr, NR = g->kn->nr;
   size_t es = esz(g);
   kern_fn f = g->kn->f;
+  _Alignas(64) char bbuf[KC * NR_MAX * 4]; /* B's panel when packed here (stream_b) */
   for (int64_t t = t0; t < t1; t++) {
     int64_t ti = t / g->tn, tj = t % g->tn;
     int64_t ip0 = ti * g->mcp, ip1 = ip0 + g->mcp < g->npm ? ip0 + g->mcp : g->npm;
@@ -367,7 +380,13 @@ static void tile_tasks(void *vg, int64_t t0, int64_t t1) {
     for (int64_t pc = 0; pc < g->npc; pc++) {
       int64_t kc = kc_of(g, pc);
       for (int64_t jp = jp0; jp < jp1; jp++) {
-        const char *pb = g->pb + (size_t)((pc * g->npn + jp) * NR * g->kcp) * es;
+        const char *pb;
+        if (g->stream_b) {
+          pack_b(g, pc, jp, bbuf);
+          pb = bbuf;
+        } else {
+          pb = g->pb + (size_t)((pc * g->npn + jp) * NR * g->kcp) * es;
+        }
         int nr = g->n - jp * NR < NR ? (int)(g->n - jp * NR) : NR;
         for (int64_t ip = ip0; ip < ip1; ip++) {
           int mr = g->m - ip * MR < MR ? (int)(g->m - ip * MR) : MR;
@@ -405,7 +424,9 @@ static lathe_status_t run(gemm *g, lathe_pool *pool) {
   /* A's panels take a multiple of 64 bytes (MR * KA * 4 or 2 is one): B's start aligned, and the
    * kernels load B aligned. Small products pack on the stack; larger ones into blocks from the
    * device's cache of warm pages (a fresh mapping would fault in every page on each run). */
-  size_t es = esz(g), na = (size_t)(g->npc * g->npm * kn->mr * KA) * es, nb = (size_t)(g->npc * g->npn * kn->nr * g->kcp) * es;
+  g->stream_b = m <= M_STREAM && g->npn > 1;
+  size_t es = esz(g), na = (size_t)(g->npc * g->npm * kn->mr * KA) * es;
+  size_t nb = g->stream_b ? 0 : (size_t)(g->npc * g->npn * kn->nr * g->kcp) * es;
   na = (na + 63) / 64 * 64;
   _Alignas(64) char small[SMALL_PACK];
   size_t bytes = na + nb;
@@ -416,17 +437,17 @@ static lathe_status_t run(gemm *g, lathe_pool *pool) {
   double work = (double)m * (double)n * (double)k;
   int threads = work < GEMM_PARALLEL_WORK ? 1 : lathe_pool_threads(pool);
   /* Tiles of about MC x NC, smaller when that leaves threads without work. */
-  g->mcp = (MC + kn->mr - 1) / kn->mr;
+  g->mcp = g->stream_b ? g->npm : (MC + kn->mr - 1) / kn->mr;
   g->ncp = NC / kn->nr;
   for (;;) {
     g->tm = (g->npm + g->mcp - 1) / g->mcp;
     g->tn = (g->npn + g->ncp - 1) / g->ncp;
     if (threads == 1 || g->tm * g->tn >= 3 * threads) break;
-    if (g->ncp > 4) g->ncp = (g->ncp + 1) / 2;
-    else if (g->mcp > 1) g->mcp = (g->mcp + 1) / 2;
+    if (g->ncp > (g->stream_b ? 1 : 4)) g->ncp = (g->ncp + 1) / 2;
+    else if (g->mcp > 1 && !g->stream_b) g->mcp = (g->mcp + 1) / 2;
     else break;
   }
-  int64_t packs = g->npc * (g->npm + g->npn);
+  int64_t packs = g->npc * (g->npm + (g->stream_b ? 0 : g->npn));
   if (threads == 1) {
     pack_tasks(g, 0, packs);
     tile_tasks(g, 0, g->tm * g->tn);
