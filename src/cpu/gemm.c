@@ -35,11 +35,13 @@ typedef struct kern {
  * that the rows of a panel do not all fall in the same L1 set. */
 enum { KC = 256, KA = KC + 16 };
 enum { NR_MAX = 32 }; /* the widest kernel's NR */
-/* Products with at most this many rows keep all of them in one tile row (A's block of a tile,
- * M_STREAM x KC, stays in L2), so each B panel is used by one tile only: that tile packs it into
- * an L1 buffer just before use instead of a shared pass writing all of B out and reading it back
- * (for a weight matrix times a few rows, B's memory traffic is most of the product's time). */
-enum { M_STREAM = 256 };
+/* Products with few rows keep all of them in one tile row, so each B panel is used by one tile
+ * only: that tile packs it into an L1 buffer just before use, instead of a shared pass writing
+ * all of B out and reading it back (for a weight matrix times a few hundred rows, B's memory
+ * traffic is most of the product's time). Up to M_STREAM_ALWAYS rows always; up to M_STREAM
+ * when B has panels enough for 3 tiles per thread (the tiles then split only B's columns).
+ * Measured on 2 threads (docs/BENCHMARKS.md): 128..1024 rows x 768..3072 gain 5-25%. */
+enum { M_STREAM_ALWAYS = 256, M_STREAM = 1024 };
 /* Tiles of c: about MC x NC (A's block of a tile stays in L2; MC/MR B micro-panels in L1). */
 enum { MC = 112, NC = 512 };
 
@@ -421,10 +423,12 @@ static lathe_status_t run(gemm *g, lathe_pool *pool) {
   g->npc = (k + KC - 1) / KC;
   g->npm = (m + kn->mr - 1) / kn->mr;
   g->npn = (n + kn->nr - 1) / kn->nr;
+  double work = (double)m * (double)n * (double)k;
+  int threads = work < GEMM_PARALLEL_WORK ? 1 : lathe_pool_threads(pool);
+  g->stream_b = g->npn > 1 && (m <= M_STREAM_ALWAYS || (m <= M_STREAM && g->npn >= 3 * threads));
   /* A's panels take a multiple of 64 bytes (MR * KA * 4 or 2 is one): B's start aligned, and the
    * kernels load B aligned. Small products pack on the stack; larger ones into blocks from the
    * device's cache of warm pages (a fresh mapping would fault in every page on each run). */
-  g->stream_b = m <= M_STREAM && g->npn > 1;
   size_t es = esz(g), na = (size_t)(g->npc * g->npm * kn->mr * KA) * es;
   size_t nb = g->stream_b ? 0 : (size_t)(g->npc * g->npn * kn->nr * g->kcp) * es;
   na = (na + 63) / 64 * 64;
@@ -434,8 +438,6 @@ static lathe_status_t run(gemm *g, lathe_pool *pool) {
   if (!buf) return LATHE_OOM("DotGeneral");
   g->pa = buf;
   g->pb = buf + na;
-  double work = (double)m * (double)n * (double)k;
-  int threads = work < GEMM_PARALLEL_WORK ? 1 : lathe_pool_threads(pool);
   /* Tiles of about MC x NC, smaller when that leaves threads without work. */
   g->mcp = g->stream_b ? g->npm : (MC + kn->mr - 1) / kn->mr;
   g->ncp = NC / kn->nr;

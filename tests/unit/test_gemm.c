@@ -96,7 +96,7 @@ TEST(gemm_f32_layouts_same_bits) {
   }
   lathe_pool *p2 = NULL;
   CHECK_OK(lathe_pool_new(2, &p2));
-  const int64_t shapes[][3] = {{1, 1, 1}, {5, 3, 9}, {14, 32, 8}, {15, 33, 17}, {29, 65, 257}, {100, 97, 600}, {64, 1024, 300}, {300, 70, 270}};
+  const int64_t shapes[][3] = {{1, 1, 1}, {5, 3, 9}, {14, 32, 8}, {15, 33, 17}, {29, 65, 257}, {100, 97, 600}, {64, 1024, 300}, {300, 70, 270}, {400, 300, 100}};
   for (size_t s = 0; s < sizeof shapes / sizeof *shapes; s++) {
     int64_t m = shapes[s][0], n = shapes[s][1], k = shapes[s][2];
     /* each operand stored three ways: row-major, column-major, and row-major inside a matrix twice as wide */
