@@ -369,6 +369,24 @@ static void pack_tasks(void *vg, int64_t t0, int64_t t1) {
   }
 }
 
+/* Prefetches into L2 part `part` of `parts` of the source lines of B's panel (pc, jp) (B row- or
+ * column-major), so that packing that panel next finds them there: the stream_b loop spreads these
+ * over the kernel calls of the panel before, which overlaps B's memory traffic with computing. */
+static void prefetch_b(const gemm *g, int64_t pc, int64_t jp, int64_t part, int64_t parts) {
+  int64_t NR = g->kn->nr, es = (int64_t)esz(g);
+  int64_t k0 = pc * g->kcs, kc = kc_of(g, pc), j0 = jp * NR, cols = g->n - j0 < NR ? g->n - j0 : NR;
+  int64_t rows, bytes, stride;
+  if (g->bcs == 1) rows = kc, bytes = cols * es, stride = g->brs * es;
+  else if (g->brs == 1) rows = cols, bytes = kc * es, stride = g->bcs * es;
+  else return;
+  const char *s = (const char *)g->b + (k0 * g->brs + j0 * g->bcs) * es;
+  for (int64_t r = rows * part / parts, r1 = rows * (part + 1) / parts; r < r1; r++) {
+    const char *p = s + r * stride;
+    for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(p + o, 0, 2);
+    __builtin_prefetch(p + bytes - 1, 0, 2); /* the last line, when p is not 64-byte aligned */
+  }
+}
+
 static void tile_tasks(void *vg, int64_t t0, int64_t t1) {
   const gemm *g = vg;
   int MR = g->kn->mr, NR = g->kn->nr;
@@ -390,8 +408,12 @@ static void tile_tasks(void *vg, int64_t t0, int64_t t1) {
           pb = g->pb + (size_t)((pc * g->npn + jp) * NR * g->kcp) * es;
         }
         int nr = g->n - jp * NR < NR ? (int)(g->n - jp * NR) : NR;
+        /* the panel this tile packs next (stream_b) */
+        int64_t pcn = jp + 1 < jp1 ? pc : pc + 1, jpn = jp + 1 < jp1 ? jp + 1 : jp0;
+        bool pre = g->stream_b && pcn < g->npc;
         for (int64_t ip = ip0; ip < ip1; ip++) {
           int mr = g->m - ip * MR < MR ? (int)(g->m - ip * MR) : MR;
+          if (pre) prefetch_b(g, pcn, jpn, ip - ip0, ip1 - ip0);
           f(kc, g->pa + (size_t)((pc * g->npm + ip) * MR * KA) * es, pb, g->c + ip * MR * g->ldc + jp * NR, g->ldc, mr,
             nr, pc > 0);
         }
