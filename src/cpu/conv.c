@@ -17,7 +17,7 @@ typedef struct conv_ctx conv_ctx;
 /* Per-dtype routines. gemm: c[m][n] = a[m][k] . w[n][k]^T in the compute type. */
 typedef struct conv_type {
   size_t csize; /* bytes of one compute-type value */
-  void (*pack)(const conv_ctx *c, const void *kernel, void *wpack);
+  void (*pack)(const conv_ctx *c, const void *kernel, void *wpack, int64_t o0, int64_t o1); /* rows [o0, o1) */
   void (*im2col)(const conv_ctx *c, int64_t in_base, int64_t s0, int64_t s1, void *col);
   void (*gemm)(int64_t m, int64_t n, int64_t k, const void *a, const void *w, void *out);
   void (*scatter)(const conv_ctx *c, int64_t out_base, int64_t s0, int64_t s1, const void *tile);
@@ -74,10 +74,10 @@ BLAS_GEMM(gemm_double, double, LATHE_DTYPE_FLOAT64)
 
 /* ---- per-dtype pack / im2col / scatter ---- */
 #define CONV_INST(ENUM, C)                                                                         \
-  static void pack_##ENUM(const conv_ctx *c, const void *vk, void *vw) {                              \
+  static void pack_##ENUM(const conv_ctx *c, const void *vk, void *vw, int64_t o0, int64_t o1) {     \
     const void *ker = vk;                                                                                \
     C *w = vw;                                                                                        \
-    for (int64_t o = 0; o < c->oc; o++) {                                                             \
+    for (int64_t o = o0; o < o1; o++) {                                                               \
       int64_t kx[LATHE_MAX_RANK] = {0};                                                               \
       for (int64_t k = 0; k < c->ks; k++) {                                                           \
         int64_t off = o * c->k_so;                                                                    \
@@ -300,6 +300,17 @@ static lathe_status_t conv_big(lathe_pool *pool, conv_ctx *c) {
   return st;
 }
 
+typedef struct pack_ctx {
+  const conv_ctx *c;
+  const void *kernel;
+  void *wpack;
+} pack_ctx;
+
+static void pack_rows(void *vp, int64_t o0, int64_t o1) {
+  const pack_ctx *p = vp;
+  p->c->ty->pack(p->c, p->kernel, p->wpack, o0, o1);
+}
+
 lathe_status_t lathe_cpu_run_conv(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in,
                                   lathe_tensor **out) {
   const lathe_shape *is = &in[0]->shape, *ks = &in[1]->shape, *os = &out[0]->shape;
@@ -358,10 +369,13 @@ lathe_status_t lathe_cpu_run_conv(lathe_cpu_exec *ex, const lathe_node *n, lathe
 
   /* Input offsets of (output index, kernel index) per spatial axis; -1 for padding and holes. */
   int64_t *tbl = malloc(sizeof(int64_t) * (size_t)(tbl_len + 1));
-  void *wpack = malloc(c.ty->csize * (size_t)(c.oc * c.K) + 1);
+  /* the kernel rows, [oc][K]: as big as the output gradient for a kernel's gradient, so from the
+   * device's cache of warm blocks */
+  size_t wbytes = c.ty->csize * (size_t)(c.oc * c.K) + 1;
+  void *wpack = lathe_cpu_mem_alloc(wbytes);
   if (!tbl || !wpack) {
     free(tbl);
-    free(wpack);
+    lathe_cpu_mem_free(wpack, wbytes);
     return LATHE_OOM("ConvGeneral");
   }
   int64_t *p = tbl;
@@ -375,7 +389,8 @@ lathe_status_t lathe_cpu_run_conv(lathe_cpu_exec *ex, const lathe_node *n, lathe
         *p++ = ok ? pos / idil[d] * in_st : -1;
       }
   }
-  c.ty->pack(&c, in[1]->data, wpack);
+  pack_ctx pk = {&c, in[1]->data, wpack};
+  lathe_parallel_for(lathe_cpu_exec_pool(ex), c.oc, 1 + 32768 / (c.K ? c.K : 1), pack_rows, &pk);
   c.wpack = wpack;
 
   /* Tiles of rows (below) pack the group's kernel rows again for each product of 64K/K rows, and
@@ -385,7 +400,7 @@ lathe_status_t lathe_cpu_run_conv(lathe_cpu_exec *ex, const lathe_node *n, lathe
       lathe_blas_fits(c.ob * c.S, c.ocg, c.K, (lathe_blas_mat){false, c.K}, (lathe_blas_mat){true, c.K}, c.ocg)) {
     lathe_status_t st = conv_big(lathe_cpu_exec_pool(ex), &c);
     free(tbl);
-    free(wpack);
+    lathe_cpu_mem_free(wpack, wbytes);
     return st;
   }
   /* Tiles of rows keep col near 64K values (L2-sized) while giving the GEMM enough rows: rows
@@ -400,6 +415,6 @@ lathe_status_t lathe_cpu_run_conv(lathe_cpu_exec *ex, const lathe_node *n, lathe
   int64_t grain = work > 0 ? (int64_t)(1 << 18) / work : tasks;
   lathe_parallel_for(lathe_cpu_exec_pool(ex), tasks, grain < 1 ? 1 : grain, conv_tasks, &c);
   free(tbl);
-  free(wpack);
+  lathe_cpu_mem_free(wpack, wbytes);
   return atomic_load(&c.oom) ? LATHE_OOM("ConvGeneral") : NULL;
 }

@@ -140,8 +140,18 @@ static lathe_status_t run_reduce(lathe_cpu_exec *ex, const lathe_node *n, const 
   bool own_acc = k->acc_size != (size_t)(lathe_dtype_bits(out->shape.dtype) / 8);
   j.acc = own_acc ? malloc(k->acc_size * (size_t)on) : out->data;
   if (!j.acc) return LATHE_OOM(lathe_op_name(n->op));
-  int64_t work_per = xn / j.dims[j.p];
-  lathe_parallel_for(pool, j.dims[j.p], 32768 / (work_per ? work_per : 1) + 1, k->chunk, &j);
+  int64_t work_per = xn / j.dims[j.p], grain = 32768 / (work_per ? work_per : 1) + 1;
+  if (j.p == j.g - 1) {
+    /* The split group is the contiguous kept run (a sum over leading axes, such as a bias
+     * gradient): every chunk walks all the reduced rows, so chunks take whole cache lines of each
+     * row and there are at most as many as threads, or the rows are read once per chunk. */
+    int64_t line = 64 / (lathe_dtype_bits(xs->dtype) / 8 ? lathe_dtype_bits(xs->dtype) / 8 : 1);
+    int threads = lathe_pool_threads(pool);
+    int64_t per = (j.dims[j.p] + threads - 1) / threads;
+    per = (per + line - 1) / line * line;
+    if (grain < per) grain = per;
+  }
+  lathe_parallel_for(pool, j.dims[j.p], grain, k->chunk, &j);
   if (own_acc) free(j.acc);
   return NULL;
 }
