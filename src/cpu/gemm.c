@@ -29,6 +29,7 @@ typedef struct kern {
   const char *isa;
   int mr, nr;
   kern_fn f;
+  kern_fn by[15]; /* by[r], 1 <= r <= mr: the kernel for a panel of r rows (f, or a shorter one) */
 } kern;
 
 /* KC: the block of k. KA: the distance between A's packed rows, a cache line more than KC so
@@ -48,27 +49,15 @@ enum { MC = 112, NC = 512 };
 #ifdef LATHE_GEMM_X86
 /* ---- AVX-512: 14 x 32 (28 zmm accumulators, two B vectors, one broadcast) ---- */
 #define R14(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
-
-__attribute__((target("avx512f"))) static void kern_avx512(int64_t kc, const void *va, const void *vb, float *c,
-                                                              int64_t ldc, int mr, int nr, bool acc) {
-  const float *a = va, *b = vb;
 #define Z512(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
-  R14(Z512)
 #define F512(r)                                     \
-  {                                                 \
+  if (r < ROWS_) {                                  \
     __m512 ar = _mm512_set1_ps(a[r * KA + q]);      \
     c##r##0 = _mm512_fmadd_ps(ar, b0, c##r##0);      \
     c##r##1 = _mm512_fmadd_ps(ar, b1, c##r##1);      \
   }
-  for (int64_t q = 0; q < kc; q++) {
-    __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);
-    R14(F512)
-    b += 32;
-  }
-  __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xffff : (1u << nr) - 1);
-  __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xffff : nr > 16 ? (1u << (nr - 16)) - 1 : 0);
 #define S512(r)                                                                              \
-  if (r < mr) {                                                                              \
+  if (r < ROWS_ && r < mr) {                                                                 \
     float *cr = c + (int64_t)r * ldc;                                                        \
     if (acc) {                                                                               \
       c##r##0 = _mm512_add_ps(c##r##0, _mm512_maskz_loadu_ps(m0, cr));                       \
@@ -77,13 +66,34 @@ __attribute__((target("avx512f"))) static void kern_avx512(int64_t kc, const voi
     _mm512_mask_storeu_ps(cr, m0, c##r##0);                                                  \
     _mm512_mask_storeu_ps(cr + 16, m1, c##r##1);                                             \
   }
-  R14(S512)
-}
+/* The kernel for up to ROWS rows of the panel (mr <= ROWS): a partial last panel of A runs a
+ * shorter one instead of multiplying zero rows. Every element is the same chain of fused
+ * multiply-adds in any of them, so results do not depend on which one computes it. */
+#define KERN512(NAME, ROWS)                                                                        \
+  __attribute__((target("avx512f"))) static void NAME(int64_t kc, const void *va, const void *vb, float *c, \
+                                                      int64_t ldc, int mr, int nr, bool acc) {     \
+    enum { ROWS_ = ROWS };                                                                         \
+    const float *a = va, *b = vb;                                                                  \
+    R14(Z512)                                                                                      \
+    for (int64_t q = 0; q < kc; q++) {                                                             \
+      __m512 b0 = _mm512_load_ps(b), b1 = _mm512_load_ps(b + 16);                                 \
+      R14(F512)                                                                                    \
+      b += 32;                                                                                     \
+    }                                                                                              \
+    __mmask16 m0 = (__mmask16)(nr >= 16 ? 0xffff : (1u << nr) - 1);                                \
+    __mmask16 m1 = (__mmask16)(nr >= 32 ? 0xffff : nr > 16 ? (1u << (nr - 16)) - 1 : 0);           \
+    R14(S512)                                                                                      \
+  }
+KERN512(kern_avx512, 14)
+KERN512(kern_avx512_r8, 8)
+KERN512(kern_avx512_r4, 4)
+KERN512(kern_avx512_r2, 2)
 
 /* ---- AVX512-BF16: 14 x 32 with vdpbf16ps. A's rows hold BFloat16 values in k order, so one 32-bit
  * broadcast is the pair (k, k+1) of a row; B's panels hold, per pair of k, each column's pair. ---- */
 __attribute__((target("avx512f,avx512bf16"))) static void kern_bf16(int64_t kc, const void *va, const void *vb,
                                                                      float *c, int64_t ldc, int mr, int nr, bool acc) {
+  enum { ROWS_ = 14 };
   const uint16_t *a = va, *b = vb;
   R14(Z512)
 #define FBF(r)                                                                      \
@@ -106,47 +116,56 @@ __attribute__((target("avx512f,avx512bf16"))) static void kern_bf16(int64_t kc, 
 
 /* ---- AVX2 + FMA: 6 x 16 (12 ymm accumulators) ---- */
 #define R6(X) X(0) X(1) X(2) X(3) X(4) X(5)
-
-__attribute__((target("avx2,fma"))) static void kern_avx2(int64_t kc, const void *va, const void *vb, float *c,
-                                                           int64_t ldc, int mr, int nr, bool acc) {
-  const float *a = va, *b = vb;
 #define Z256(r) __m256 c##r##0 = _mm256_setzero_ps(), c##r##1 = _mm256_setzero_ps();
-  R6(Z256)
-#define F256(r)                                     \
-  {                                                 \
+#define F256(r)                                      \
+  if (r < ROWS_) {                                   \
     __m256 ar = _mm256_broadcast_ss(a + r * KA + q); \
-    c##r##0 = _mm256_fmadd_ps(ar, b0, c##r##0);      \
-    c##r##1 = _mm256_fmadd_ps(ar, b1, c##r##1);      \
+    c##r##0 = _mm256_fmadd_ps(ar, b0, c##r##0);       \
+    c##r##1 = _mm256_fmadd_ps(ar, b1, c##r##1);       \
   }
-  for (int64_t q = 0; q < kc; q++) {
-    __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
-    R6(F256)
-    b += 16;
+#define S256(r)                                                  \
+  if (r < ROWS_ && r < mr) {                                     \
+    float *cr = c + (int64_t)r * ldc;                            \
+    if (acc) {                                                   \
+      c##r##0 = _mm256_add_ps(c##r##0, _mm256_loadu_ps(cr));     \
+      c##r##1 = _mm256_add_ps(c##r##1, _mm256_loadu_ps(cr + 8)); \
+    }                                                            \
+    _mm256_storeu_ps(cr, c##r##0);                               \
+    _mm256_storeu_ps(cr + 8, c##r##1);                           \
   }
-  if (nr == 16) {
-#define S256(r)                                                               \
-  if (r < mr) {                                                               \
-    float *cr = c + (int64_t)r * ldc;                                         \
-    if (acc) {                                                                \
-      c##r##0 = _mm256_add_ps(c##r##0, _mm256_loadu_ps(cr));                  \
-      c##r##1 = _mm256_add_ps(c##r##1, _mm256_loadu_ps(cr + 8));              \
-    }                                                                         \
-    _mm256_storeu_ps(cr, c##r##0);                                            \
-    _mm256_storeu_ps(cr + 8, c##r##1);                                        \
-  }
-    R6(S256)
-    return;
-  }
-  _Alignas(32) float t[6][16];
 #define T256(r) _mm256_store_ps(t[r], c##r##0), _mm256_store_ps(t[r] + 8, c##r##1);
-  R6(T256)
-  for (int r = 0; r < mr; r++)
-    for (int j = 0; j < nr; j++) c[r * ldc + j] = acc ? c[r * ldc + j] + t[r][j] : t[r][j];
-}
+#define KERN256(NAME, ROWS)                                                                        \
+  __attribute__((target("avx2,fma"))) static void NAME(int64_t kc, const void *va, const void *vb, float *c, \
+                                                       int64_t ldc, int mr, int nr, bool acc) {    \
+    enum { ROWS_ = ROWS };                                                                         \
+    const float *a = va, *b = vb;                                                                  \
+    R6(Z256)                                                                                       \
+    for (int64_t q = 0; q < kc; q++) {                                                             \
+      __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);                                   \
+      R6(F256)                                                                                     \
+      b += 16;                                                                                     \
+    }                                                                                              \
+    if (nr == 16) {                                                                                \
+      R6(S256)                                                                                     \
+      return;                                                                                      \
+    }                                                                                              \
+    _Alignas(32) float t[6][16];                                                                   \
+    R6(T256)                                                                                       \
+    for (int r = 0; r < mr; r++)                                                                   \
+      for (int j = 0; j < nr; j++) c[r * ldc + j] = acc ? c[r * ldc + j] + t[r][j] : t[r][j];      \
+  }
+KERN256(kern_avx2, 6)
+KERN256(kern_avx2_r4, 4)
+KERN256(kern_avx2_r2, 2)
 
-static const kern k_avx512 = {"avx512", 14, 32, kern_avx512};
-static const kern k_avx2 = {"avx2", 6, 16, kern_avx2};
-static const kern k_bf16 = {"avx512bf16", 14, 32, kern_bf16};
+static const kern k_avx512 = {"avx512", 14, 32, kern_avx512,
+                              {NULL, kern_avx512_r2, kern_avx512_r2, kern_avx512_r4, kern_avx512_r4, kern_avx512_r8,
+                               kern_avx512_r8, kern_avx512_r8, kern_avx512_r8, kern_avx512, kern_avx512, kern_avx512,
+                               kern_avx512, kern_avx512, kern_avx512}};
+static const kern k_avx2 = {"avx2", 6, 16, kern_avx2, {NULL, kern_avx2_r2, kern_avx2_r2, kern_avx2_r4, kern_avx2_r4, kern_avx2, kern_avx2}};
+static const kern k_bf16 = {"avx512bf16", 14, 32, kern_bf16,
+                            {NULL, kern_bf16, kern_bf16, kern_bf16, kern_bf16, kern_bf16, kern_bf16, kern_bf16,
+                             kern_bf16, kern_bf16, kern_bf16, kern_bf16, kern_bf16, kern_bf16, kern_bf16}};
 #endif
 
 /* dst[c*dld + r] = src[r*sld + c] for r < rows, c < cols: a transposing copy, for operands whose
@@ -414,7 +433,7 @@ static void tile_tasks(void *vg, int64_t t0, int64_t t1) {
         for (int64_t ip = ip0; ip < ip1; ip++) {
           int mr = g->m - ip * MR < MR ? (int)(g->m - ip * MR) : MR;
           if (pre) prefetch_b(g, pcn, jpn, ip - ip0, ip1 - ip0);
-          f(kc, g->pa + (size_t)((pc * g->npm + ip) * MR * KA) * es, pb, g->c + ip * MR * g->ldc + jp * NR, g->ldc, mr,
+          (mr == MR ? f : g->kn->by[mr])(kc, g->pa + (size_t)((pc * g->npm + ip) * MR * KA) * es, pb, g->c + ip * MR * g->ldc + jp * NR, g->ldc, mr,
             nr, pc > 0);
         }
         if (g->ep && pc == g->npc - 1) { /* the column panel of the tile is final and in L1 */

@@ -132,3 +132,29 @@ TEST(gemm_f32_layouts_same_bits) {
   }
   lathe_pool_free(p2);
 }
+
+/* A partial last panel of A runs a kernel for fewer rows: every row count gives the bits of the
+ * same rows computed inside full panels, on each kernel this CPU has. */
+TEST(gemm_f32_partial_panels_same_bits) {
+  if (!lathe_gemm_available()) {
+    tst_skipf(tst_current, "no gemm kernel for this CPU");
+    return;
+  }
+  const char *isas[] = {"avx512", "avx2"};
+  const int64_t M = 30, n = 40, k = 300; /* two k blocks, a partial column panel */
+  float *a = malloc(sizeof(float) * (size_t)(M * k)), *b = malloc(sizeof(float) * (size_t)(k * n));
+  float *full = malloc(sizeof(float) * (size_t)(M * n)), *part = malloc(sizeof(float) * (size_t)(M * n));
+  for (int64_t i = 0; i < M * k; i++) a[i] = (float)((i * 7919) % 29) / 7 - 2;
+  for (int64_t i = 0; i < k * n; i++) b[i] = (float)((i * 104729) % 31) / 5 - 3;
+  for (size_t s = 0; s < sizeof isas / sizeof *isas; s++) {
+    if (!lathe_gemm_force_isa(isas[s])) continue;
+    CHECK_OK(lathe_gemm_f32(NULL, M, n, k, a, k, 1, b, n, 1, full, n));
+    for (int64_t m = 1; m < M; m++) {
+      CHECK_OK(lathe_gemm_f32(NULL, m, n, k, a, k, 1, b, n, 1, part, n));
+      CHECK(memcmp(full, part, sizeof(float) * (size_t)(m * n)) == 0, "%s: %lld rows change the bits", isas[s],
+            (long long)m);
+    }
+  }
+  lathe_gemm_force_isa(NULL);
+  free(a), free(b), free(full), free(part);
+}
