@@ -357,6 +357,7 @@ static void program_options(void *ctx, lathe_program_options *opt) {
   opt->fuse = ((lathe_cpu *)ctx)->fuse;
   opt->plan_memory = true;
   opt->alignment = 64;
+  opt->alias_reshape = true; /* layout.c skips the copy */
 }
 
 static void destroy(void *ctx) {

@@ -298,7 +298,8 @@ lathe_status_t lathe_cpu_run_layout(lathe_cpu_exec *ex, const lathe_node *n, lat
     case LATHE_OP_RESHAPE:
       if (o->nbytes != in[0]->nbytes) /* the builder makes this impossible; a copy must never overrun */
         return lathe_status_new(LATHE_STATUS_INTERNAL, "Reshape: %zu bytes into %zu", in[0]->nbytes, o->nbytes);
-      if (o->nbytes) memcpy(o->data, in[0]->data, o->nbytes);
+      /* the memory plan lets a Reshape take its dying operand's bytes: then nothing moves */
+      if (o->nbytes && o->data != in[0]->data) memcpy(o->data, in[0]->data, o->nbytes);
       return NULL;
     case LATHE_OP_TRANSPOSE: run_transpose(ex, n, in[0], o); return NULL;
     case LATHE_OP_BROADCAST_IN_DIM: run_broadcast(ex, n, in[0], o); return NULL;

@@ -696,12 +696,14 @@ static lathe_status_t plan_memory(lower_ctx *c) {
   } while (0)
   for (int s = 0; !st && s < pf->n_steps; s++) {
     const lathe_pstep *sp = &pf->steps[s];
-    if (sp->region < 0 && inplace_op(sp->node->op) && sp->n_out == 1 && group_of[sp->out[0]] >= 0) {
+    bool reshape = sp->node->op == LATHE_OP_RESHAPE && c->p->options.alias_reshape; /* same bytes, new dims */
+    if (sp->region < 0 && (inplace_op(sp->node->op) || reshape) && sp->n_out == 1 && group_of[sp->out[0]] >= 0) {
       int o = sp->out[0];
       for (int k = 0; k < sp->n_in; k++) {
         int i = sp->in[k];
         if (group_of[i] < 0 || taken[i] || pf->slots[i].last_use != s || pf->slots[i].nbytes != pf->slots[o].nbytes ||
-            !lathe_shape_equal(&pf->slots[i].shape, &pf->slots[o].shape) || lathe_dtype_is_packed(pf->slots[o].shape.dtype))
+            (!reshape && !lathe_shape_equal(&pf->slots[i].shape, &pf->slots[o].shape)) ||
+            lathe_dtype_is_packed(pf->slots[o].shape.dtype))
           continue;
         JOIN(o, i);
         break;

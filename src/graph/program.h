@@ -106,6 +106,8 @@ typedef struct lathe_program_options {
   bool fuse;         /* build fusion regions */
   bool plan_memory;  /* give static intermediates arena offsets */
   int64_t alignment; /* of arena offsets (a power of two >= 16) */
+  bool alias_reshape; /* a Reshape whose operand dies there takes the operand's bytes (the device
+                       * then skips the copy when they are the same memory) */
 } lathe_program_options;
 
 typedef struct lathe_program {
