@@ -125,6 +125,20 @@ static void copy_chunk(void *ctx, int64_t lo, int64_t hi) {
   }
 }
 
+/* A plain copy in blocks of COPY_BLOCK bytes, split over the pool from 4 blocks up. */
+enum { COPY_BLOCK = 64 << 10 };
+typedef struct bytes_job {
+  const void *src;
+  void *dst;
+  size_t n;
+} bytes_job;
+
+static void copy_bytes(void *vj, int64_t b0, int64_t b1) {
+  const bytes_job *j = vj;
+  size_t o = (size_t)b0 * COPY_BLOCK, e = (size_t)b1 * COPY_BLOCK < j->n ? (size_t)b1 * COPY_BLOCK : j->n;
+  memcpy((char *)j->dst + o, (const char *)j->src + o, e - o);
+}
+
 /* Simplifies and runs the copy described by j's rank/dims/strides. */
 static void strided_copy(lathe_cpu_exec *ex, copy_job *j) {
   int r = 0;
@@ -146,6 +160,11 @@ static void strided_copy(lathe_cpu_exec *ex, copy_job *j) {
     r = 1;
   }
   j->rank = r;
+  if (r == 1 && j->ss[0] == 1 && j->ds[0] == 1) { /* one contiguous run (an identity Transpose, say) */
+    bytes_job bj = {j->src, j->dst, (size_t)j->dims[0] * j->esz};
+    lathe_parallel_for(lathe_cpu_exec_pool(ex), (int64_t)((bj.n + COPY_BLOCK - 1) / COPY_BLOCK), 4, copy_bytes, &bj);
+    return;
+  }
   /* A transpose of the last two axes: the destination is contiguous along the last axis and
    * the source along the one before it. */
   j->tiled = r >= 2 && j->ds[r - 1] == 1 && j->ss[r - 2] == 1 && j->ss[r - 1] != 1 && j->dims[r - 1] >= 8 &&
@@ -299,7 +318,10 @@ lathe_status_t lathe_cpu_run_layout(lathe_cpu_exec *ex, const lathe_node *n, lat
       if (o->nbytes != in[0]->nbytes) /* the builder makes this impossible; a copy must never overrun */
         return lathe_status_new(LATHE_STATUS_INTERNAL, "Reshape: %zu bytes into %zu", in[0]->nbytes, o->nbytes);
       /* the memory plan lets a Reshape take its dying operand's bytes: then nothing moves */
-      if (o->nbytes && o->data != in[0]->data) memcpy(o->data, in[0]->data, o->nbytes);
+      if (o->nbytes && o->data != in[0]->data) {
+        bytes_job bj = {in[0]->data, o->data, o->nbytes};
+        lathe_parallel_for(lathe_cpu_exec_pool(ex), (int64_t)((o->nbytes + COPY_BLOCK - 1) / COPY_BLOCK), 4, copy_bytes, &bj);
+      }
       return NULL;
     case LATHE_OP_TRANSPOSE: run_transpose(ex, n, in[0], o); return NULL;
     case LATHE_OP_BROADCAST_IN_DIM: run_broadcast(ex, n, in[0], o); return NULL;
