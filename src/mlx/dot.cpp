@@ -60,14 +60,15 @@ mx::array dot_general(const mx::array &lhs, const mx::array &rhs, const std::vec
     for (size_t i = 0; i < perm.size(); i++) identity &= perm[i] == (int)i;
     return mx::reshape(identity ? x : mx::transpose(x, perm), std::move(to));
   };
-  mx::array p = lb.empty() && !ints
-                    ? mx::matmul(arrange(convert(lhs, acc), lp, {M, K}), arrange(convert(rhs, acc), rp, {K, N}))
-                    : ints ? int_matmul(arrange(convert(lhs, acc), lp, {B, M, K}), arrange(convert(rhs, acc), rp, {B, K, N}))
-                           : mx::matmul(arrange(convert(lhs, acc), lp, {B, M, K}), arrange(convert(rhs, acc), rp, {B, K, N}));
   mx::Shape s;
   for (int a : lb) s.push_back(lhs.shape(a));
   for (int a : lx) s.push_back(lhs.shape(a));
   for (int a : rx) s.push_back(rhs.shape(a));
+  if (K == 0) return mx::zeros(s, mx_dtype(out)); /* empty sums, without MLX's kernels on empty operands */
+  mx::array p = lb.empty() && !ints
+                    ? mx::matmul(arrange(convert(lhs, acc), lp, {M, K}), arrange(convert(rhs, acc), rp, {K, N}))
+                    : ints ? int_matmul(arrange(convert(lhs, acc), lp, {B, M, K}), arrange(convert(rhs, acc), rp, {B, K, N}))
+                           : mx::matmul(arrange(convert(lhs, acc), lp, {B, M, K}), arrange(convert(rhs, acc), rp, {B, K, N}));
   return convert(mx::reshape(p, s), out);
 }
 

@@ -21,6 +21,47 @@ mx::array one(const mx::array &x) { return scalar_i(1, x.dtype()); }
 /* Whether a float's sign bit is set (also for -0 and negative NaNs). */
 mx::array sign_bit(const mx::array &x) { return mx::less(mx::view(x, sint_of(x.dtype())), scalar_i(0, sint_of(x.dtype()))); }
 
+/* |x| of Complex64 as Float32, as hypot: MLX's abs casts its complex result with AsType, which
+ * MLX's CUDA kernel compiler cannot fuse (no complex -> float conversion). Scaled by the larger
+ * part so that squares neither overflow nor underflow; an infinite part gives +inf, even with NaN. */
+mx::array cabs(const mx::array &x) {
+  mx::array a = mx::abs(mx::real(x)), b = mx::abs(mx::imag(x));
+  mx::array m = mx::maximum(a, b), n = mx::minimum(a, b), z = scalar_f(0, mx::float32);
+  mx::array r = mx::where(mx::equal(m, z), z, mx::divide(n, m));
+  mx::array h = mx::multiply(m, mx::sqrt(mx::add(scalar_f(1, mx::float32), mx::multiply(r, r))));
+  return mx::where(mx::logical_or(mx::isinf(a), mx::isinf(b)), scalar_f(INFINITY, mx::float32), h);
+}
+
+/* Complex division as C99 Annex G (lathe:cpu's C division): where the quotient is NaN in both
+ * parts, infinities and zero divisors are recovered (MLX's CUDA division gives NaN there). */
+mx::array cdiv(const mx::array &x, const mx::array &y) {
+  mx::array q = mx::divide(x, y);
+  mx::array a = mx::real(x), b = mx::imag(x), c = mx::real(y), d = mx::imag(y);
+  auto f = [](double v) { return scalar_f(v, mx::float32); };
+  auto copysign = [](const mx::array &m, const mx::array &s) { return mx::where(sign_bit(s), mx::negative(m), m); };
+  auto unit_inf = [&](const mx::array &v) { return copysign(mx::where(mx::isinf(v), f(1), f(0)), v); };
+  auto fin = [](const mx::array &v) { return mx::isfinite(v); };
+  mx::array both_nan = mx::logical_and(mx::isnan(mx::real(q)), mx::isnan(mx::imag(q)));
+  /* a zero divisor: an infinity signed by the numerator */
+  mx::array zero_den = mx::logical_and(mx::logical_and(mx::equal(c, f(0)), mx::equal(d, f(0))),
+                                       mx::logical_or(mx::logical_not(mx::isnan(a)), mx::logical_not(mx::isnan(b))));
+  mx::array inf_c = copysign(f(INFINITY), c);
+  mx::array zr = mx::multiply(inf_c, a), zi = mx::multiply(inf_c, b);
+  /* an infinite numerator over a finite divisor: infinities */
+  mx::array num_inf = mx::logical_and(mx::logical_or(mx::isinf(a), mx::isinf(b)), mx::logical_and(fin(c), fin(d)));
+  mx::array a1 = unit_inf(a), b1 = unit_inf(b);
+  mx::array nr = mx::multiply(f(INFINITY), mx::add(mx::multiply(a1, c), mx::multiply(b1, d)));
+  mx::array ni = mx::multiply(f(INFINITY), mx::subtract(mx::multiply(b1, c), mx::multiply(a1, d)));
+  /* a finite numerator over an infinite divisor: signed zeros */
+  mx::array den_inf = mx::logical_and(mx::logical_or(mx::isinf(c), mx::isinf(d)), mx::logical_and(fin(a), fin(b)));
+  mx::array c1 = unit_inf(c), d1 = unit_inf(d);
+  mx::array dr = mx::multiply(f(0), mx::add(mx::multiply(a, c1), mx::multiply(b, d1)));
+  mx::array di = mx::multiply(f(0), mx::subtract(mx::multiply(b, c1), mx::multiply(a, d1)));
+  mx::array re = mx::where(zero_den, zr, mx::where(num_inf, nr, mx::where(den_inf, dr, mx::real(q))));
+  mx::array im = mx::where(zero_den, zi, mx::where(num_inf, ni, mx::where(den_inf, di, mx::imag(q))));
+  return mx::where(both_nan, complex_of(re, im), q);
+}
+
 mx::array popcount(const mx::array &x) {
   mx::Dtype ut = uint_of(x.dtype());
   int bits = bits_of(x);
@@ -51,11 +92,11 @@ mx::array count_leading_zeros(const mx::array &x) {
 mx::array unary(lathe_op op, const mx::array &x) {
   switch (op) {
     case LATHE_OP_IDENTITY: return x;
-    case LATHE_OP_ABS: return is_uint(x) ? x : mx::abs(x);
+    case LATHE_OP_ABS: return is_uint(x) ? x : is_cplx(x) ? cabs(x) : mx::abs(x);
     case LATHE_OP_NEG: return is_int(x) ? mx::subtract(zero(x), x) : mx::negative(x);
     case LATHE_OP_SIGN:
       if (is_cplx(x)) {
-        mx::array a = mx::astype(mx::abs(x), mx::complex64);
+        mx::array a = mx::astype(cabs(x), mx::complex64);
         return mx::where(mx::equal(a, zero(a)), x, mx::divide(x, a));
       }
       if (is_int(x)) return mx::sign(x);
@@ -65,13 +106,13 @@ mx::array unary(lathe_op op, const mx::array &x) {
     case LATHE_OP_FLOOR: return mx::floor(x);
     case LATHE_OP_ROUND: return mx::round(x); /* half to even */
     case LATHE_OP_SQRT: return mx::sqrt(x);
-    case LATHE_OP_RSQRT: return mx::rsqrt(x);
+    case LATHE_OP_RSQRT: return is_cplx(x) ? cdiv(one(x), mx::sqrt(x)) : mx::rsqrt(x);
     case LATHE_OP_EXP: return exp_(x);
     case LATHE_OP_EXPM1: return is_cplx(x) ? mx::subtract(mx::exp(x), one(x)) : mx::expm1(x);
     case LATHE_OP_LOG: return mx::log(x);
     case LATHE_OP_LOG1P: return mx::log1p(x);
     case LATHE_OP_LOGISTIC:
-      if (is_cplx(x)) return mx::divide(one(x), mx::add(one(x), mx::exp(mx::negative(x))));
+      if (is_cplx(x)) return cdiv(one(x), mx::add(one(x), mx::exp(mx::negative(x))));
       return logistic_(x);
     case LATHE_OP_TANH: return mx::tanh(x);
     case LATHE_OP_SIN: return sin_(x);
@@ -154,7 +195,7 @@ mx::array binary(lathe_op op, const mx::array &x, const mx::array &y) {
     case LATHE_OP_ADD: return mx::add(x, y);
     case LATHE_OP_SUB: return mx::subtract(x, y);
     case LATHE_OP_MUL: return mx::multiply(x, y);
-    case LATHE_OP_DIV: return i ? int_div(x, y) : mx::divide(x, y);
+    case LATHE_OP_DIV: return i ? int_div(x, y) : is_cplx(x) ? cdiv(x, y) : mx::divide(x, y);
     case LATHE_OP_REM: return i ? int_rem(x, y) : float_rem(x, y);
     case LATHE_OP_POW:
       if (i) { /* by repeated squaring, wrapping; a negative exponent gives 1 */

@@ -37,18 +37,38 @@ mx::array reduce_identity(lathe_op op, mx::Dtype dt) {
   }
 }
 
+/* MLX has no bitwise reductions: the reduced axes go last as one axis, padded with the identity
+ * to a power of two, then halves are combined pairwise (log2 n elementwise steps). A small graph,
+ * where reducing bit by bit made one kernel of hundreds of ops for MLX's GPU compiler. */
 static mx::array bitwise_reduce(lathe_op op, const mx::array &x, const std::vector<int> &axes) {
-  mx::Dtype ut = uint_of(x.dtype());
-  int bits = (int)ut.size() * 8;
-  mx::array u = mx::view(x, ut), acc = scalar_u(0, ut);
-  for (int b = 0; b < bits; b++) {
-    mx::array bit = mx::bitwise_and(mx::right_shift(u, scalar_u((uint64_t)b, ut)), scalar_u(1, ut));
-    mx::array r = op == LATHE_OP_REDUCE_BITWISE_AND  ? mx::min(bit, axes)
-                  : op == LATHE_OP_REDUCE_BITWISE_OR ? mx::max(bit, axes)
-                                                      : mx::bitwise_and(mx::sum(bit, axes), scalar_u(1, mx::uint32));
-    acc = mx::bitwise_or(acc, mx::left_shift(mx::astype(r, ut), scalar_u((uint64_t)b, ut)));
+  std::vector<int> perm;
+  mx::Shape kept;
+  for (int i = 0; i < (int)x.ndim(); i++)
+    if (std::find(axes.begin(), axes.end(), i) == axes.end()) perm.push_back(i), kept.push_back(x.shape(i));
+  int64_t n = 1;
+  for (int a : axes) perm.push_back(a), n *= x.shape(a);
+  int64_t p2 = 1;
+  while (p2 < n) p2 *= 2;
+  mx::Shape flat = kept;
+  flat.push_back((int)n);
+  mx::array v = mx::reshape(mx::transpose(x, perm), flat);
+  int last = (int)kept.size();
+  if (p2 > n) {
+    std::vector<std::pair<int, int>> pad(flat.size(), {0, 0});
+    pad[(size_t)last] = {0, (int)(p2 - n)};
+    v = mx::pad(v, pad, reduce_identity(op, x.dtype()));
   }
-  return mx::view(acc, x.dtype());
+  for (int64_t h = p2 / 2; h >= 1; h /= 2) {
+    mx::Shape lo(flat.size(), 0), mid = v.shape(), hi = v.shape();
+    mid[(size_t)last] = (int)h;
+    mx::Shape mid0(flat.size(), 0);
+    mid0[(size_t)last] = (int)h;
+    mx::array a = mx::slice(v, lo, mid), b = mx::slice(v, mid0, hi);
+    v = op == LATHE_OP_REDUCE_BITWISE_AND  ? mx::bitwise_and(a, b)
+        : op == LATHE_OP_REDUCE_BITWISE_OR ? mx::bitwise_or(a, b)
+                                            : mx::bitwise_xor(a, b);
+  }
+  return mx::reshape(v, kept);
 }
 
 mx::array reduce(lathe_op op, const mx::array &x, const std::vector<int> &axes) {

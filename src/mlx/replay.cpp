@@ -130,6 +130,10 @@ void run_step(Run &r, int fi, Frame &f, int i) {
   }
   if ((int)out.size() != s.n_out)
     MLX_INTERNAL("mlx: %s gave %zu results, the program expects %d", lathe_op_name(n->op), out.size(), s.n_out);
+  /* An empty result needs no kernel: MLX's CUDA kernels divide by or index into empty sizes
+   * (crashes seen on the H200), so it becomes an empty array that is already evaluated. */
+  for (auto &o : out)
+    if (o.size() == 0 && o.has_primitive()) o = array_from_bytes(nullptr, 0, o.shape(), o.dtype());
   for (int k = 0; k < s.n_out; k++) f[(size_t)s.out[k]] = out[(size_t)k];
   for (int k = 0; k < s.n_dead; k++) /* drop what no later step reads (it may still be an output) */
     if (fp.pf->slots[s.dead[k]].last_use < fp.pf->n_steps) f[(size_t)s.dead[k]].reset();

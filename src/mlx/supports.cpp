@@ -86,10 +86,25 @@ static bool lowered(lathe_op op, lathe_dtype dt) {
   }
 }
 
+/* MLX's GPU scatter has no 8-byte element types (mx::scatter_* throws), apart from Complex64
+ * sums; Scatter and SelectAndScatter are lowered through it (index.cpp, window.cpp). */
+static bool gpu_lowered(lathe_op op, lathe_dtype dt) {
+  bool wide = lathe_dtype_bits(dt) == 64;
+  switch (op) {
+    case LATHE_OP_SCATTER_SUM: return !wide || dt == LATHE_DTYPE_COMPLEX64;
+    case LATHE_OP_SCATTER_MAX:
+    case LATHE_OP_SCATTER_MIN:
+    case LATHE_OP_SELECT_AND_SCATTER_MAX:
+    case LATHE_OP_SELECT_AND_SCATTER_MIN: return !wide;
+    default: return true;
+  }
+}
+
 bool op_supported(lathe_op op, lathe_dtype dt, const Options &opt) {
   if ((int)op < 0 || op >= LATHE_OP_COUNT) return false;
   if (lathe_op_kind_of(op) == LATHE_KIND_INTERNAL) return true;
-  return dtype_supported(dt, opt) && lathe_cpu_supports_op(op, dt) && lowered(op, dt);
+  return dtype_supported(dt, opt) && lathe_cpu_supports_op(op, dt) && lowered(op, dt) &&
+         (!opt.gpu || gpu_lowered(op, dt));
 }
 
 static void check_dtype(const lathe_node *n, lathe_dtype dt, const Options &opt) {
@@ -104,6 +119,10 @@ void check_node(const lathe_node *n, const Options &opt) {
     for (int r = 0; r < n->n_out; r++) check_dtype(n, n->out_shapes[r].dtype, opt);
   else
     check_dtype(n, n->shape.dtype, opt);
+  if (n->op == LATHE_OP_DOT_GENERAL) { /* the only op whose attributes name dtypes it computes in */
+    for (lathe_dtype a : {lathe_attr_dot_general_accumulator(n), lathe_attr_dot_general_output(n)})
+      if (a != LATHE_DTYPE_INVALID) check_dtype(n, a, opt);
+  }
   lathe_op_kind k = lathe_op_kind_of(n->op);
   if (k == LATHE_KIND_INTERNAL || n->op == LATHE_OP_PARAMETER || n->op == LATHE_OP_CONSTANT) return;
   lathe_dtype dt = n->n_operands ? n->in[0]->shape.dtype : (n->multi ? n->out_shapes[0].dtype : n->shape.dtype);
