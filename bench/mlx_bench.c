@@ -1,7 +1,12 @@
 /* mlx_bench.c -- the MLX device against lathe:cpu on the same graphs, and against MLX's own
  * Python API running the same computation (bench/mlx_bench.py): the bridge's overhead.
  *
- *   make bench && build/mlx_bench [repeats] [device]       (from the repository root)
+ *   make bench && build/mlx_bench [repeats] [device] [noref] [resident]   (from the repository root)
+ *
+ * noref leaves the reference backend out (only MLX runs in the process); resident gives the
+ * MLX backends inputs that an execution computed (on the GPU: device memory) instead of uploaded
+ * ones (MLX keeps uploads in host-visible unified memory), and has Python compute its inputs too
+ * (without it, Python's inputs are copies of numpy arrays, as lathe's uploads are).
  *
  * device is cpu (default) or gpu; on gpu the reference is lathe:cuda instead of lathe:cpu (the
  * GPU half: lathe:cuda vs mlx:gpu on the same graphs). Every graph is built once through the C API and compiled for
@@ -129,6 +134,7 @@ static const struct {
     {"mlp", mlp}, {"ew_chain", ew_chain}, {"softmax", softmax_rows}, {"conv", conv}, {"attention", attention}, {"tiny", tiny},
 };
 enum { N_GRAPHS = sizeof graphs / sizeof graphs[0], N_BE = 3 };
+static bool noref, resident;
 
 /* Python's medians (microseconds) for graph g: compiled and eager; -1 when it did not run. */
 static void python_times(const char *device, int g, double py[2]) {
@@ -140,8 +146,8 @@ static void python_times(const char *device, int g, double py[2]) {
    * same OpenBLAS, preloaded, with one thread */
   snprintf(cmd, sizeof cmd,
            "OPENBLAS_NUM_THREADS=1 LD_PRELOAD=$(ldconfig -p | awk '/libopenblas\\.so\\.0 /{print $NF; exit}') "
-           "PYTHONPATH=.deps/mlx${PYTHONPATH:+:$PYTHONPATH} %s bench/mlx_bench.py %d %s %s 2>&1",
-           python ? python : "python3", repeats, device, graphs[g].name);
+           "PYTHONPATH=.deps/mlx${PYTHONPATH:+:$PYTHONPATH} %s bench/mlx_bench.py %d %s %s %s 2>&1",
+           python ? python : "python3", repeats, device, resident ? "--computed" : "--host", graphs[g].name);
   FILE *f = popen(cmd, "r");
   if (!f) return;
   char line[512], name[64];
@@ -151,6 +157,26 @@ static void python_times(const char *device, int g, double py[2]) {
     else fprintf(stderr, "mlx_bench.py: %s", line);
   }
   pclose(f);
+}
+
+/* x as an execution leaves it: -(-x) computed on be (x is freed). */
+static lathe_buffer_t computed_copy(lathe_backend_t be, lathe_buffer_t x, lathe_shape s) {
+  lathe_builder_t b;
+  TRY(lathe_builder_new(be, "copy", &b));
+  lathe_function_t fn = lathe_builder_main(b);
+  lathe_value_t y, z;
+  TRY(lathe_neg(fn, param(fn, "x", s), &y));
+  TRY(lathe_neg(fn, y, &z));
+  TRY(lathe_function_return(fn, &z, 1));
+  lathe_executable_t e;
+  TRY(lathe_builder_compile(b, &e));
+  lathe_builder_free(b);
+  lathe_buffer_t out;
+  TRY(lathe_executable_execute(e, &x, NULL, 1, 0, &out, 1));
+  TRY(lathe_buffer_wait(out));
+  lathe_executable_free(e);
+  lathe_buffer_free(x);
+  return out;
 }
 
 /* Median seconds of each backend on graph g, executions alternating, in two halves around the
@@ -174,13 +200,14 @@ static void time_graph(int g, lathe_backend_t *bes, const char *device, double *
       bench_fill_default(&s, d, nb, NULL);
       TRY(lathe_buffer_from_host(bes[k], 0, &s, d, nb, &in[k][i]));
       free(d);
+      if (resident && k > 0) in[k][i] = computed_copy(bes[k], in[k][i], s);
     }
     t[k] = malloc(sizeof(double) * (size_t)repeats);
   }
   lathe_builder_free(b);
   for (int r = -3; r < repeats; r++) { /* three warm-up runs: MLX traces and builds its kernels */
     if (r == repeats / 2) python_times(device, g, py);
-    for (int k = 0; k < N_BE; k++) {
+    for (int k = noref ? 1 : 0; k < N_BE; k++) {
       lathe_buffer_t out[4];
       double t0 = bench_now();
       TRY(lathe_executable_execute(e[k], in[k], NULL, n_in, 0, out, n_out));
@@ -191,8 +218,8 @@ static void time_graph(int g, lathe_backend_t *bes, const char *device, double *
     }
   }
   for (int k = 0; k < N_BE; k++) {
-    qsort(t[k], (size_t)repeats, sizeof(double), bench_cmp_double);
-    med[k] = t[k][repeats / 2];
+    if (k == 0 && noref) med[k] = -1;
+    else qsort(t[k], (size_t)repeats, sizeof(double), bench_cmp_double), med[k] = t[k][repeats / 2];
     free(t[k]);
     for (int i = 0; i < n_in; i++) lathe_buffer_free(in[k][i]);
     lathe_executable_free(e[k]);
@@ -208,6 +235,14 @@ static void cell(double us) {
 int main(int argc, char **argv) {
   repeats = argc > 1 && atoi(argv[1]) > 0 ? atoi(argv[1]) : 21;
   const char *device = argc > 2 ? argv[2] : "cpu";
+  for (int i = 3; i < argc; i++) {
+    if (!strcmp(argv[i], "noref")) noref = true;
+    else if (!strcmp(argv[i], "resident")) resident = true;
+    else {
+      printf("mlx_bench: unknown option %s (known: noref, resident)\n", argv[i]);
+      return 2;
+    }
+  }
   char c1[64], c2[64];
   snprintf(c1, sizeof c1, "mlx:%s", device);
   snprintf(c2, sizeof c2, "mlx:%s,dynamic", device);
@@ -221,7 +256,9 @@ int main(int argc, char **argv) {
     }
   }
   double py[N_GRAPHS][2], med[N_GRAPHS][N_BE];
-  printf("%s; MLX Python API for reference; medians of %d executions\n\n", lathe_backend_description(bes[1]), repeats);
+  printf("%s; MLX Python API for reference; medians of %d executions; %s; inputs %s\n\n",
+         lathe_backend_description(bes[1]), repeats, noref ? "reference left out" : "reference alternating",
+         resident ? "computed by a previous execution" : "uploaded from the host");
   printf("| graph     | %10s |        mlx | mlx:dynamic | mlx / %s | py mx.compile |   py eager | mlx / py compile | "
          "mlx:dynamic / py eager |\n", names[0], names[0]);
   printf("|-----------|-----------:|-----------:|-----------:|------:|-----------:|-----------:|------:|------:|\n");
@@ -229,7 +266,8 @@ int main(int argc, char **argv) {
     time_graph(g, bes, device, med[g], py[g]);
     printf("| %-9s |", graphs[g].name);
     for (int k = 0; k < N_BE; k++) cell(med[g][k] * 1e6);
-    printf(" %5.2f |", med[g][1] / med[g][0]);
+    if (med[g][0] > 0) printf(" %5.2f |", med[g][1] / med[g][0]);
+    else printf("     - |");
     cell(py[g][0]);
     cell(py[g][1]);
     if (py[g][0] > 0) printf(" %5.2f | %5.2f |\n", med[g][1] * 1e6 / py[g][0], med[g][2] * 1e6 / py[g][1]);

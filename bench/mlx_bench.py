@@ -1,10 +1,11 @@
 """The graphs of bench/mlx_bench.c written with MLX's own Python API, timed the same way.
 
-    PYTHONPATH=.deps/mlx python3 bench/mlx_bench.py [repeats] [device] [graph...]
+    PYTHONPATH=.deps/mlx python3 bench/mlx_bench.py [repeats] [device] [--host|--computed] [graph...]
 
 Prints one line per graph (all, or those named): its name and the median microseconds of
 mx.eval(f(*inputs)) with f compiled by mx.compile and with f eager. Inputs hold the values bench.h's default fill gives
-(k * 7919 % 1000 / 500 - 1 for element k), created and evaluated before timing.
+(k * 7919 % 1000 / 500 - 1 for element k), created and evaluated before timing: copied from
+Python lists with --host (as lathe uploads host data), computed by MLX with --computed (the default).
 """
 import sys
 import time
@@ -18,6 +19,14 @@ def fill(*shape):
         n *= d
     k = mx.arange(n, dtype=mx.int64)
     return mx.reshape(((k * 7919) % 1000).astype(mx.float32) / 500.0 - 1.0, shape)
+
+
+def fill_host(*shape):
+    n = 1
+    for d in shape:
+        n *= d
+    data = [float((k * 7919) % 1000) / 500.0 - 1.0 for k in range(n)]
+    return mx.reshape(mx.array(data, dtype=mx.float32), shape)  # a host copy; the reshape is a view
 
 
 def softmax(x):
@@ -73,12 +82,14 @@ def median_us(f, args, repeats):
 def main():
     repeats = int(sys.argv[1]) if len(sys.argv) > 1 else 21
     device = sys.argv[2] if len(sys.argv) > 2 else "cpu"
-    only = set(sys.argv[3:])
+    rest = sys.argv[3:]
+    host = "--host" in rest
+    only = set(a for a in rest if not a.startswith("--"))
     mx.set_default_device(mx.gpu if device == "gpu" else mx.cpu)
     for name, f, shapes in GRAPHS:
         if only and name not in only:
             continue
-        args = [fill(*s) for s in shapes]
+        args = [(fill_host if host else fill)(*s) for s in shapes]
         mx.eval(args)
         compiled = median_us(mx.compile(f), args, repeats)
         eager = median_us(f, args, repeats)

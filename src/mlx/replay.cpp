@@ -2,8 +2,9 @@
  * calls over value slots (src/graph/program.h).
  *
  * mlx (compiled): each function is cut into segments at the steps that need a value on the host
- * -- While (its predicate), If (its predicate), DynamicReshape sized by values -- and every run
- * of other steps becomes one mx::compile'd function, traced on first use and again for each new
+ * -- While (its predicate), If (its predicate), DynamicReshape sized by values -- and at steps
+ * with an empty operand or result (run outside compile: MLX's CUDA fused kernels crash on empty
+ * arrays); every run of other steps becomes one mx::compile'd function, traced on first use and again for each new
  * input shape; MLX fuses elementwise work inside it. Host steps run between segments, and the
  * functions they call run the same way.
  * mlx:dynamic: the steps are replayed on each run's arrays (MLX's lazy graph, evaluated once at
@@ -181,8 +182,23 @@ Arrays call_fn(Run &r, int fi, const Arrays &args) {
   return outputs_of(fp.pf, f);
 }
 
-/* Whether step s must read a value on the host (directly or in what it calls). */
-bool needs_host(const Plan &p, const lathe_pstep &s) {
+/* Whether a slot holds no elements (a dynamic axis counts as non-empty). */
+bool empty_slot(const lathe_pfunc *pf, int sl) {
+  const lathe_shape &sh = pf->slots[sl].shape;
+  for (int d = 0; d < sh.rank; d++)
+    if (sh.dims[d] == 0) return true;
+  return false;
+}
+
+/* Whether step s must run outside mx::compile: it reads a value on the host (directly or in
+ * what it calls), or it has an empty operand or result. MLX's CUDA fused kernels (Compiled)
+ * crash on empty arrays, and a lowering of several MLX ops can make empty intermediates that
+ * compile would fuse; outside compile MLX's own kernels skip them. */
+bool needs_host(const Plan &p, const lathe_pfunc *pf, const lathe_pstep &s) {
+  for (int k = 0; k < s.n_in; k++)
+    if (empty_slot(pf, s.in[k])) return true;
+  for (int k = 0; k < s.n_out; k++)
+    if (empty_slot(pf, s.out[k])) return true;
   const lathe_node *n = s.node;
   if (n->op == LATHE_OP_WHILE || n->op == LATHE_OP_IF) return true;
   if (n->op == LATHE_OP_DYNAMIC_RESHAPE) return n->n_operands > 1;
@@ -205,7 +221,7 @@ void segment(Plan &p, int fi, std::vector<int> &state) {
   for (int i = 0; i < pf->n_steps; i++)
     for (int k = 0; k < pf->steps[i].n_sub; k++) segment(p, pf->steps[i].sub_fn[k], state);
   fp.host.assign((size_t)pf->n_steps, false);
-  for (int i = 0; i < pf->n_steps; i++) fp.host[(size_t)i] = needs_host(p, pf->steps[i]);
+  for (int i = 0; i < pf->n_steps; i++) fp.host[(size_t)i] = needs_host(p, pf, pf->steps[i]);
   if (p.opt.compiled) {
     for (int i = 0; i < pf->n_steps;) {
       Segment sg;
