@@ -6,7 +6,7 @@
  * noref leaves the reference backend out (only MLX runs in the process); resident gives the
  * MLX backends inputs that an execution computed (on the GPU: device memory) instead of uploaded
  * ones (MLX keeps uploads in host-visible unified memory), and has Python compute its inputs too
- * (without it, Python's inputs are copies of numpy arrays, as lathe's uploads are).
+ * (without it, Python's inputs are copied from host lists, as lathe's uploads are).
  *
  * device is cpu (default) or gpu; on gpu the reference is lathe:cuda instead of lathe:cpu (the
  * GPU half: lathe:cuda vs mlx:gpu on the same graphs). Every graph is built once through the C API and compiled for

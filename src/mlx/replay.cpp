@@ -4,8 +4,8 @@
  * mlx (compiled): each function is cut into segments at the steps that need a value on the host
  * -- While (its predicate), If (its predicate), DynamicReshape sized by values -- and at steps
  * with an empty operand or result (run outside compile: MLX's CUDA fused kernels crash on empty
- * arrays); every run of other steps becomes one mx::compile'd function, traced on first use and again for each new
- * input shape; MLX fuses elementwise work inside it. Host steps run between segments, and the
+ * arrays); every run of other steps becomes one mx::compile'd function, traced on first use and
+ * again for each new input shape; MLX fuses elementwise work inside it. Host steps run between segments, and the
  * functions they call run the same way.
  * mlx:dynamic: the steps are replayed on each run's arrays (MLX's lazy graph, evaluated once at
  * the end), so programs keep their dynamic axes and one plan serves every binding.
@@ -182,13 +182,8 @@ Arrays call_fn(Run &r, int fi, const Arrays &args) {
   return outputs_of(fp.pf, f);
 }
 
-/* Whether a slot holds no elements (a dynamic axis counts as non-empty). */
-bool empty_slot(const lathe_pfunc *pf, int sl) {
-  const lathe_shape &sh = pf->slots[sl].shape;
-  for (int d = 0; d < sh.rank; d++)
-    if (sh.dims[d] == 0) return true;
-  return false;
-}
+/* Whether a slot holds no elements (a dynamic axis counts as non-empty: the count is -1). */
+bool empty_slot(const lathe_pfunc *pf, int sl) { return lathe_shape_num_elements(&pf->slots[sl].shape) == 0; }
 
 /* Whether step s must run outside mx::compile: it reads a value on the host (directly or in
  * what it calls), or it has an empty operand or result. MLX's CUDA fused kernels (Compiled)
