@@ -217,6 +217,21 @@ __attribute__((target("avx2"))) static void transpose_avx2(const float *src, int
 }
 #endif
 
+#ifdef LATHE_GEMM_X86
+/* dst[q*nr + j] = src[q*sld + j] for q < rows and j < nr, nr 16 or 32 (a whole B panel of
+ * row-major B): vector loads and aligned stores inline, instead of a library memcpy per row. */
+__attribute__((target("avx512f"))) static void copy_rows_avx512(const float *src, int64_t sld, float *dst, int nr,
+                                                                 int64_t rows) {
+  for (int64_t q = 0; q < rows; q++, src += sld, dst += nr)
+    for (int j = 0; j < nr; j += 16) _mm512_store_ps(dst + j, _mm512_loadu_ps(src + j));
+}
+__attribute__((target("avx2"))) static void copy_rows_avx2(const float *src, int64_t sld, float *dst, int nr,
+                                                            int64_t rows) {
+  for (int64_t q = 0; q < rows; q++, src += sld, dst += nr)
+    for (int j = 0; j < nr; j += 8) _mm256_store_ps(dst + j, _mm256_loadu_ps(src + j));
+}
+#endif
+
 typedef void (*transpose_fn)(const float *src, int64_t sld, float *dst, int64_t dld, int64_t rows, int64_t cols);
 static transpose_fn transpose_f32 = transpose_scalar; /* set with the kernel (pick_kernel) */
 
@@ -334,6 +349,10 @@ static void pack_b_float(const gemm *g, int64_t pc, int64_t jp, void *dst) {
   float *d = dst;
   const float *s = (const float *)g->b + k0 * g->brs + j0 * g->bcs;
   if (g->bcs == 1) {
+#ifdef LATHE_GEMM_X86
+    if (cols == NR && NR == 32) return copy_rows_avx512(s, g->brs, d, NR, kc);
+    if (cols == NR && NR == 16) return copy_rows_avx2(s, g->brs, d, NR, kc);
+#endif
     for (int64_t q = 0; q < kc; q++) {
       memcpy(d + q * NR, s + q * g->brs, sizeof(float) * (size_t)cols);
       for (int j = cols; j < NR; j++) d[q * NR + j] = 0;
