@@ -435,6 +435,12 @@ static void tile_tasks(void *vg, int64_t t0, int64_t t1) {
     int64_t ti = t / g->tn, tj = t % g->tn;
     int64_t ip0 = ti * g->mcp, ip1 = ip0 + g->mcp < g->npm ? ip0 + g->mcp : g->npm;
     int64_t jp0 = tj * g->ncp, jp1 = jp0 + g->ncp < g->npn ? jp0 + g->ncp : g->npn;
+    /* A last panel of 1 or 2 rows runs with the full one before it as two halves (8 + 8 rows
+     * of 16 on AVX-512, 4 + 4 of 8 on AVX2): the 2-row kernel has 4 accumulators, too few to
+     * hide the multiply-add latency, and runs at half speed. A's panels lie one after another,
+     * KA apart row by row, so the second half reads across the panel boundary. Each element is
+     * still the same chain of multiply-adds. */
+    bool merge = !g->bf16 && ip1 - ip0 >= 2 && ip1 == g->npm && g->m - (ip1 - 1) * MR <= 2;
     for (int64_t pc = 0; pc < g->npc; pc++) {
       int64_t kc = kc_of(g, pc);
       for (int64_t jp = jp0; jp < jp1; jp++) {
@@ -449,11 +455,20 @@ static void tile_tasks(void *vg, int64_t t0, int64_t t1) {
         /* the panel this tile packs next (stream_b) */
         int64_t pcn = jp + 1 < jp1 ? pc : pc + 1, jpn = jp + 1 < jp1 ? jp + 1 : jp0;
         bool pre = g->stream_b && pcn < g->npc;
-        for (int64_t ip = ip0; ip < ip1; ip++) {
+        for (int64_t ip = ip0; ip < ip1 - (merge ? 2 : 0); ip++) {
           int mr = g->m - ip * MR < MR ? (int)(g->m - ip * MR) : MR;
           if (pre) prefetch_b(g, pcn, jpn, ip - ip0, ip1 - ip0);
           (mr == MR ? f : g->kn->by[mr])(kc, g->pa + (size_t)((pc * g->npm + ip) * MR * KA) * es, pb, g->c + ip * MR * g->ldc + jp * NR, g->ldc, mr,
             nr, pc > 0);
+        }
+        if (merge) { /* the last full panel and the short one after it, as two halves */
+          int64_t ip = ip1 - 2;
+          int rows = MR + (int)(g->m - (ip + 1) * MR), h1 = (rows + 1) / 2, h2 = rows - h1;
+          const char *pa = g->pa + (size_t)((pc * g->npm + ip) * MR * KA) * es;
+          float *c = g->c + ip * MR * g->ldc + jp * NR;
+          if (pre) prefetch_b(g, pcn, jpn, ip + 1 - ip0, ip1 - ip0);
+          g->kn->by[h1](kc, pa, pb, c, g->ldc, h1, nr, pc > 0);
+          g->kn->by[h2](kc, pa + (size_t)h1 * KA * es, pb, c + h1 * g->ldc, g->ldc, h2, nr, pc > 0);
         }
         if (g->ep && pc == g->npc - 1) { /* the column panel of the tile is final and in L1 */
           int64_t i0 = ip0 * MR, i1 = ip1 * MR < g->m ? ip1 * MR : g->m;
