@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "492dae1b527ac4bcef3a67bff403f8b5"
+const engineSourcesHash = "0d3417c3439bc9673cebf7fe4904191b"

@@ -585,7 +585,7 @@ static lathe_status_t build_regions(lower_ctx *c) {
   return st;
 }
 
-/* ---- returned regions run early ----
+/* ---- returned regions run early (after fusion, before liveness) ----
  * A LOOP region whose results are only returned (an optimizer's update of the weights: w - lr*dw)
  * moves up to just after the last step that makes or reads one of its inputs. Built in order, the
  * updates all come after the whole backward pass, and each reads its gradient back from memory;
@@ -618,8 +618,6 @@ static bool touches(const lathe_pfunc *pf, const lathe_pstep *q, const int *slot
   }
   return false;
 }
-
-
 
 static lathe_status_t hoist_returned_regions(lower_ctx *c) {
   lathe_pfunc *pf = c->pf;
