@@ -73,10 +73,12 @@ lathe_status_t lathe_cpu_run_kernel(lathe_cpu_exec *ex, const lathe_node *n, lat
 /* Plans (exec.c). */
 lathe_status_t lathe_cpu_compile(void *ctx, const lathe_program *program, lathe_plan **out);
 void lathe_cpu_plan_free(void *ctx, lathe_plan *plan);
-/* Runs plan's main function on inputs (borrowed) into outputs (new references). shells (may be
- * NULL): the launch's output shells, which results are computed into directly when they can be
- * (then outputs[k] is shells[k]). */
-lathe_status_t lathe_cpu_run_main(lathe_cpu *cpu, lathe_plan *plan, lathe_tensor *const *inputs, int n_inputs,
+/* Runs plan's main function on inputs into outputs (new references). The run takes over the
+ * references in inputs once it starts (it then sets them to NULL; they stay the caller's when it
+ * fails before), releasing each after its last use: a donated input held by nothing else can be
+ * reused in place. shells (may be NULL): the launch's output shells, which results are computed
+ * into directly when they can be (then outputs[k] is shells[k]). */
+lathe_status_t lathe_cpu_run_main(lathe_cpu *cpu, lathe_plan *plan, lathe_tensor **inputs, int n_inputs,
                                   lathe_tensor **outputs, lathe_tensor *const *shells, int replica,
                                   lathe_collective *group);
 

@@ -367,12 +367,18 @@ done:
   return st;
 }
 
+/* take: the frame takes over the references in args (the main function's launch inputs) instead
+ * of adding its own, and releases each after its last use, so that a donated input whose only
+ * reference that is can be reused in place (an optimizer's update writing into the donated
+ * weights); args are consumed on every path. */
 static lathe_status_t run_function(lathe_cpu_exec *ex, int fi, lathe_tensor *const *args, int n_args,
-                                   lathe_tensor **outputs, lathe_tensor **shells) {
+                                   lathe_tensor **outputs, lathe_tensor **shells, bool take) {
   const cpu_fn *cf = &ex->plan->fns[fi];
   const lathe_pfunc *pf = cf->pf;
-  if (n_args != pf->n_params)
+  if (n_args != pf->n_params) {
+    for (int i = 0; take && i < n_args; i++) lathe_tensor_release(args[i]);
     return lathe_status_new(LATHE_STATUS_INTERNAL, "function \"%s\" takes %d inputs, got %d", pf->fn->name, pf->n_params, n_args);
+  }
   frame f = {.f = cf, .arena = &ex->arenas->fns[fi], .shells = shells};
   enum { STACK_SLOTS = 32 };
   lathe_tensor *vals_s[STACK_SLOTS], *in_s[STACK_SLOTS];
@@ -383,7 +389,11 @@ static lathe_status_t run_function(lathe_cpu_exec *ex, int fi, lathe_tensor *con
   if (f.vals) memset(f.vals, 0, sizeof(lathe_tensor *) * (size_t)pf->n_slots);
   frame *saved = ex->cur;
   ex->cur = &f;
-  for (int i = 0; !st && i < pf->n_params; i++) f.vals[pf->params[i]] = lathe_tensor_retain(args[i]);
+  for (int i = 0; take && i < pf->n_params; i++) {
+    if (f.vals) f.vals[pf->params[i]] = args[i];
+    else lathe_tensor_release(args[i]);
+  }
+  for (int i = 0; !take && !st && i < pf->n_params; i++) f.vals[pf->params[i]] = lathe_tensor_retain(args[i]);
   for (int k = 0; !st && k < cf->n_consts; k++) f.vals[cf->const_slots[k]] = lathe_tensor_retain(cf->consts[cf->const_slots[k]]);
   for (int pos = 0; !st && pos < pf->n_steps; pos++) {
     const lathe_pstep *sp = &pf->steps[pos];
@@ -428,12 +438,12 @@ lathe_status_t lathe_cpu_exec_call(lathe_cpu_exec *ex, const lathe_function *fn,
   if (!args) return LATHE_OOM("Call");
   for (int i = 0; i < n_inputs; i++) args[i] = inputs[i];
   for (int j = 0; j < n_caps; j++) args[n_inputs + j] = caller->step_in[cap + j];
-  lathe_status_t st = run_function(ex, fi, args, pf->n_params, outputs, NULL);
+  lathe_status_t st = run_function(ex, fi, args, pf->n_params, outputs, NULL, false);
   if (args != args_s) free(args);
   return st;
 }
 
-lathe_status_t lathe_cpu_run_main(lathe_cpu *cpu, lathe_plan *p, lathe_tensor *const *inputs, int n_inputs,
+lathe_status_t lathe_cpu_run_main(lathe_cpu *cpu, lathe_plan *p, lathe_tensor **inputs, int n_inputs,
                                   lathe_tensor **outputs, lathe_tensor *const *shells, int replica,
                                   lathe_collective *group) {
   lathe_cpu_exec ex = {.cpu = cpu, .plan = p, .replica = replica, .group = group};
@@ -450,7 +460,8 @@ lathe_status_t lathe_cpu_run_main(lathe_cpu *cpu, lathe_plan *p, lathe_tensor *c
   }
   lathe_status_t st = arenas_take(p, &ex.arenas);
   if (!st) {
-    st = run_function(&ex, 0, inputs, n_inputs, outputs, by_slot);
+    st = run_function(&ex, 0, inputs, n_inputs, outputs, by_slot, true);
+    for (int i = 0; i < n_inputs; i++) inputs[i] = NULL; /* the frame released them */
     arenas_give_back(p, ex.arenas);
   }
   if (by_slot != by_slot_s) free(by_slot);

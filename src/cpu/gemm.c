@@ -217,6 +217,21 @@ __attribute__((target("avx2"))) static void transpose_avx2(const float *src, int
 }
 #endif
 
+#ifdef LATHE_GEMM_X86
+/* dst[q*nr + j] = src[q*sld + j] for q < rows and j < nr, nr 16 or 32 (a whole B panel of
+ * row-major B): vector loads and aligned stores inline, instead of a library memcpy per row. */
+__attribute__((target("avx512f"))) static void copy_rows_avx512(const float *src, int64_t sld, float *dst, int nr,
+                                                                 int64_t rows) {
+  for (int64_t q = 0; q < rows; q++, src += sld, dst += nr)
+    for (int j = 0; j < nr; j += 16) _mm512_store_ps(dst + j, _mm512_loadu_ps(src + j));
+}
+__attribute__((target("avx2"))) static void copy_rows_avx2(const float *src, int64_t sld, float *dst, int nr,
+                                                            int64_t rows) {
+  for (int64_t q = 0; q < rows; q++, src += sld, dst += nr)
+    for (int j = 0; j < nr; j += 8) _mm256_store_ps(dst + j, _mm256_loadu_ps(src + j));
+}
+#endif
+
 typedef void (*transpose_fn)(const float *src, int64_t sld, float *dst, int64_t dld, int64_t rows, int64_t cols);
 static transpose_fn transpose_f32 = transpose_scalar; /* set with the kernel (pick_kernel) */
 
@@ -334,6 +349,10 @@ static void pack_b_float(const gemm *g, int64_t pc, int64_t jp, void *dst) {
   float *d = dst;
   const float *s = (const float *)g->b + k0 * g->brs + j0 * g->bcs;
   if (g->bcs == 1) {
+#ifdef LATHE_GEMM_X86
+    if (cols == NR && NR == 32) return copy_rows_avx512(s, g->brs, d, NR, kc);
+    if (cols == NR && NR == 16) return copy_rows_avx2(s, g->brs, d, NR, kc);
+#endif
     for (int64_t q = 0; q < kc; q++) {
       memcpy(d + q * NR, s + q * g->brs, sizeof(float) * (size_t)cols);
       for (int j = cols; j < NR; j++) d[q * NR + j] = 0;
@@ -416,6 +435,12 @@ static void tile_tasks(void *vg, int64_t t0, int64_t t1) {
     int64_t ti = t / g->tn, tj = t % g->tn;
     int64_t ip0 = ti * g->mcp, ip1 = ip0 + g->mcp < g->npm ? ip0 + g->mcp : g->npm;
     int64_t jp0 = tj * g->ncp, jp1 = jp0 + g->ncp < g->npn ? jp0 + g->ncp : g->npn;
+    /* A last panel of 1 or 2 rows runs with the full one before it as two halves (8 + 8 rows
+     * of 16 on AVX-512, 4 + 4 of 8 on AVX2): the 2-row kernel has 4 accumulators, too few to
+     * hide the multiply-add latency, and runs at half speed. A's panels lie one after another,
+     * KA apart row by row, so the second half reads across the panel boundary. Each element is
+     * still the same chain of multiply-adds. */
+    bool merge = !g->bf16 && ip1 - ip0 >= 2 && ip1 == g->npm && g->m - (ip1 - 1) * MR <= 2;
     for (int64_t pc = 0; pc < g->npc; pc++) {
       int64_t kc = kc_of(g, pc);
       for (int64_t jp = jp0; jp < jp1; jp++) {
@@ -430,11 +455,20 @@ static void tile_tasks(void *vg, int64_t t0, int64_t t1) {
         /* the panel this tile packs next (stream_b) */
         int64_t pcn = jp + 1 < jp1 ? pc : pc + 1, jpn = jp + 1 < jp1 ? jp + 1 : jp0;
         bool pre = g->stream_b && pcn < g->npc;
-        for (int64_t ip = ip0; ip < ip1; ip++) {
+        for (int64_t ip = ip0; ip < ip1 - (merge ? 2 : 0); ip++) {
           int mr = g->m - ip * MR < MR ? (int)(g->m - ip * MR) : MR;
           if (pre) prefetch_b(g, pcn, jpn, ip - ip0, ip1 - ip0);
           (mr == MR ? f : g->kn->by[mr])(kc, g->pa + (size_t)((pc * g->npm + ip) * MR * KA) * es, pb, g->c + ip * MR * g->ldc + jp * NR, g->ldc, mr,
             nr, pc > 0);
+        }
+        if (merge) { /* the last full panel and the short one after it, as two halves */
+          int64_t ip = ip1 - 2;
+          int rows = MR + (int)(g->m - (ip + 1) * MR), h1 = (rows + 1) / 2, h2 = rows - h1;
+          const char *pa = g->pa + (size_t)((pc * g->npm + ip) * MR * KA) * es;
+          float *c = g->c + ip * MR * g->ldc + jp * NR;
+          if (pre) prefetch_b(g, pcn, jpn, ip + 1 - ip0, ip1 - ip0);
+          g->kn->by[h1](kc, pa, pb, c, g->ldc, h1, nr, pc > 0);
+          g->kn->by[h2](kc, pa + (size_t)h1 * KA * es, pb, c + h1 * g->ldc, g->ldc, h2, nr, pc > 0);
         }
         if (g->ep && pc == g->npc - 1) { /* the column panel of the tile is final and in L1 */
           int64_t i0 = ip0 * MR, i1 = ip1 * MR < g->m ? ip1 * MR : g->m;

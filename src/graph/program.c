@@ -585,6 +585,85 @@ static lathe_status_t build_regions(lower_ctx *c) {
   return st;
 }
 
+/* ---- returned regions run early (after fusion, before liveness) ----
+ * A LOOP region whose results are only returned (an optimizer's update of the weights: w - lr*dw)
+ * moves up to just after the last step that makes or reads one of its inputs. Built in order, the
+ * updates all come after the whole backward pass, and each reads its gradient back from memory;
+ * moved, it runs while the gradient (and the weight a product has just read) is still in cache,
+ * and the gradient's arena slot dies sooner. Every other reader of its inputs stays before it, so
+ * reuse in place is unchanged. Steps with small results move up to just after their inputs are
+ * made first (the updates' learning rate is computed from the step count after the backward
+ * pass). The order of side effects, barriers, control and collective ops is kept (nothing moves
+ * above one). */
+/* Results of at most this many elements each are "small" (a learning rate divided by the square
+ * root of the step count): moving their step up costs no memory worth counting. */
+enum { HOIST_SMALL = 64 };
+
+static bool pins_order(const lathe_pstep *st) {
+  if (st->region >= 0) return false;
+  lathe_op_kind k = lathe_op_kind_of(st->node->op);
+  return lathe_op_has(st->node->op, LATHE_OPF_SIDE) || k == LATHE_KIND_CONTROL || k == LATHE_KIND_BARRIER ||
+         k == LATHE_KIND_COLLECTIVE;
+}
+
+/* Whether step q makes one of slots (or, with reads, reads one that is not small: one that could
+ * be reused in place). */
+static bool touches(const lathe_pfunc *pf, const lathe_pstep *q, const int *slots, int n, bool reads) {
+  for (int i = 0; i < n; i++) {
+    bool big = lathe_shape_size(&pf->slots[slots[i]].shape) > HOIST_SMALL;
+    for (int j = 0; reads && big && j < q->n_in; j++)
+      if (q->in[j] == slots[i]) return true;
+    for (int j = 0; j < q->n_out; j++)
+      if (q->out[j] == slots[i]) return true;
+  }
+  return false;
+}
+
+static lathe_status_t hoist_returned_regions(lower_ctx *c) {
+  lathe_pfunc *pf = c->pf;
+  int n = pf->n_steps;
+  int *read_by = calloc((size_t)pf->n_slots + 1, sizeof(int)), *order = malloc(sizeof(int) * (size_t)(n + 1));
+  int *pos = malloc(sizeof(int) * (size_t)(n + 1));
+  lathe_pstep *steps = arena_array(c->p, (size_t)n, sizeof(lathe_pstep));
+  if (!read_by || !order || !pos || !steps) {
+    free(read_by), free(order), free(pos);
+    return LATHE_OOM("Compile");
+  }
+  for (int s = 0; s < n; s++)
+    for (int i = 0; i < pf->steps[s].n_in; i++) read_by[pf->steps[s].in[i]]++;
+  for (int s = 0; s < n; s++) order[s] = s;
+  bool moved = false;
+  for (int r = 0; r < n; r++) { /* order[r] is still step r: only earlier entries have moved */
+    const lathe_pstep *st = &pf->steps[r];
+    if (st->n_out == 0 || pins_order(st) || (st->region >= 0 && pf->regions[st->region].kind != LATHE_PREGION_LOOP))
+      continue;
+    bool only_returned = st->region >= 0, small = true;
+    for (int k = 0; k < st->n_out; k++) {
+      only_returned &= c->is_output[st->out[k]] && !read_by[st->out[k]];
+      small &= pf->slots[st->out[k]].nbytes >= 0 && lathe_shape_size(&pf->slots[st->out[k]].shape) <= HOIST_SMALL;
+    }
+    if (!only_returned && !small) continue;
+    /* a region stays after its inputs' readers (reuse in place); small results only after their
+     * inputs are made */
+    int to = r;
+    while (to > 0 && !pins_order(&pf->steps[order[to - 1]]) &&
+           !touches(pf, &pf->steps[order[to - 1]], st->in, st->n_in, only_returned))
+      to--;
+    if (to == r) continue;
+    memmove(&order[to + 1], &order[to], sizeof(int) * (size_t)(r - to));
+    order[to] = r;
+    moved = true;
+  }
+  if (moved) {
+    for (int s = 0; s < n; s++) steps[s] = pf->steps[order[s]], pos[order[s]] = s;
+    for (int i = 0; i < pf->n_slots; i++)
+      if (pf->slots[i].def >= 0) pf->slots[i].def = pos[pf->slots[i].def];
+    pf->steps = steps;
+  }
+  free(read_by), free(order), free(pos);
+  return NULL;
+}
+
 /* ---- liveness ---- */
 static lathe_status_t liveness(lower_ctx *c) {
   lathe_pfunc *pf = c->pf;
@@ -772,6 +851,7 @@ static lathe_status_t build_fn(lathe_program *p, lathe_pfunc *pf) {
   lathe_status_t st = lathe_schedule_build((lathe_function *)pf->fn, &c.s);
   if (!st) st = lower_nodes(&c);
   if (!st && p->options.fuse) st = build_regions(&c);
+  if (!st && p->options.fuse) st = hoist_returned_regions(&c);
   if (!st) st = liveness(&c);
   if (!st && p->options.plan_memory) st = plan_memory(&c);
   lathe_schedule_free(&c.s);

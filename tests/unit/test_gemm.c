@@ -133,7 +133,8 @@ TEST(gemm_f32_layouts_same_bits) {
   lathe_pool_free(p2);
 }
 
-/* A partial last panel of A runs a kernel for fewer rows: every row count gives the bits of the
+/* A partial last panel of A runs a kernel for fewer rows (one of 1 or 2 rows, with the full panel
+ * before it, as two halves across the panel boundary): every row count gives the bits of the
  * same rows computed inside full panels, on each kernel this CPU has. */
 TEST(gemm_f32_partial_panels_same_bits) {
   if (!lathe_gemm_available()) {

@@ -2,6 +2,8 @@
  * (and which must not), how regions read their inputs, REDUCE regions, closure captures as
  * parameters, liveness and the memory plan. Results of the same graphs are checked against the
  * unfused interpreter in tests/ops/fusion.c. */
+#include <string.h>
+
 #include "graph/program.h"
 #include "testing.h"
 
@@ -74,6 +76,55 @@ TEST(program_no_region_across_a_use) {
     CHECK(pf->n_regions == 0 && pf->n_steps == 3, "exp, dot, add stay apart: %d steps, %d regions", pf->n_steps, pf->n_regions);
     CHECK(pf->n_steps == 3 && pf->steps[0].node->op == LATHE_OP_EXP && pf->steps[1].node->op == LATHE_OP_DOT_GENERAL,
           "order kept");
+  }
+  lathe_program_free(p);
+  lathe_builder_free(b);
+}
+
+/* An SGD step as GoMLX builds it: both gradients, then the learning rate (lr / sqrt(step)), then
+ * the updates w - g*lr, returned. The learning rate moves up to where its inputs are, and each
+ * update to just after its gradient and the last other reader of its weight (w1 is read by the
+ * second product: its update stays after it); nothing else moves, and the unfused program keeps
+ * the built order. */
+TEST(program_updates_run_early) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("sgd", &fn);
+  lathe_shape sx = TST_SHAPE(LATHE_DTYPE_FLOAT32, 16, 32), sw = TST_SHAPE(LATHE_DTYPE_FLOAT32, 32, 32);
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  lathe_value_t x = tst_param(fn, "x", sx), dy = tst_param(fn, "dy", sx), w0 = tst_param(fn, "w0", sw);
+  lathe_value_t w1 = tst_param(fn, "w1", sw), lr = tst_param(fn, "lr", s0), step = tst_param(fn, "step", s0);
+  lathe_value_t g0, h, g1, sq, rate, m0, u0, m1, u1;
+  int c0 = 0, c1 = 1;
+  CHECK_OK(lathe_dot_general(fn, x, &c0, 1, NULL, 0, dy, &c0, 1, NULL, 0, NULL, &g0)); /* x^T dy */
+  CHECK_OK(lathe_dot_general(fn, dy, &c1, 1, NULL, 0, w1, &c1, 1, NULL, 0, NULL, &h)); /* dy w1^T */
+  CHECK_OK(lathe_dot_general(fn, h, &c0, 1, NULL, 0, dy, &c0, 1, NULL, 0, NULL, &g1)); /* h^T dy */
+  CHECK_OK(lathe_sqrt(fn, step, &sq));
+  CHECK_OK(lathe_div(fn, lr, sq, &rate));
+  CHECK_OK(lathe_mul(fn, g0, rate, &m0));
+  CHECK_OK(lathe_sub(fn, w0, m0, &u0));
+  CHECK_OK(lathe_mul(fn, g1, rate, &m1));
+  CHECK_OK(lathe_sub(fn, w1, m1, &u1));
+  lathe_value_t outs[2] = {u0, u1};
+  CHECK_OK(lathe_function_return(fn, outs, 2));
+  lathe_program *p = program_of(b, &fused);
+  if (p) {
+    const lathe_pfunc *pf = lathe_program_main(p);
+    char got[64] = "";
+    for (int i = 0; i < pf->n_steps && i < 8; i++) {
+      const lathe_pstep *st = &pf->steps[i];
+      lathe_op op = st->node->op;
+      char c = st->region >= 0 ? 'U' : op == LATHE_OP_DOT_GENERAL ? 'D' : op == LATHE_OP_DIV ? 'L' : op == LATHE_OP_SQRT ? 'S' : '?';
+      got[strlen(got)] = c;
+    }
+    /* sqrt and div (a region of two, or two steps) first, then g0, u0 after it, h, g1, u1 */
+    CHECK(!strcmp(got, "UDUDDU") || !strcmp(got, "SLDUDDU"), "order: %s", got);
+  }
+  lathe_program_free(p);
+  p = program_of(b, &unfused);
+  if (p) {
+    const lathe_pfunc *pf = lathe_program_main(p);
+    CHECK(pf->n_steps == 9 && pf->steps[0].node->op == LATHE_OP_DOT_GENERAL && pf->steps[3].node->op == LATHE_OP_SQRT,
+          "unfused: built order kept");
   }
   lathe_program_free(p);
   lathe_builder_free(b);

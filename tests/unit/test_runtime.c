@@ -154,6 +154,39 @@ static void async_chain(const char *config) {
   lathe_backend_free(b);
 }
 
+/* A donated input held by nothing else is updated in place (an optimizer step writing into the
+ * donated weights: no fresh result block), on the caller's thread and on a queue; an input that
+ * is not donated keeps its memory and values. */
+static void donated_in_place(const char *config) {
+  lathe_backend_t b = backend_of(config);
+  if (!b) return;
+  enum { N = 100000 };
+  lathe_executable_t e = affine(b, N);
+  lathe_buffer_t x = f32_buffer(b, 0, N, 0), y = NULL, z = NULL;
+  void *xmem = NULL, *ymem = NULL, *zmem = NULL;
+  CHECK_OK(lathe_buffer_data(x, &xmem));
+  CHECK_OK(lathe_executable_execute(e, &x, NULL, 1, 0, &y, 1));
+  CHECK_OK(lathe_buffer_data(y, &ymem));
+  CHECK(ymem != xmem, "%s: a result does not take a kept input's memory", config);
+  expect_f32(config, x, N, 0, 1, 0);
+  bool donate = true;
+  CHECK_OK(lathe_executable_execute(e, &y, &donate, 1, 0, &z, 1));
+  CHECK_OK(lathe_buffer_data(z, &zmem));
+  CHECK(zmem == ymem, "%s: the donated input's memory holds the result", config);
+  expect_f32(config, z, N, 0, 4, 3);
+  lathe_buffer_free(x);
+  lathe_buffer_free(y);
+  lathe_buffer_free(z);
+  lathe_executable_free(e);
+  lathe_backend_free(b);
+}
+
+TEST(donated_input_updated_in_place) {
+  donated_in_place("lathe:cpu");
+  donated_in_place("lathe:cpu,fuse=0");
+  donated_in_place("lathe:cpu,async=1");
+}
+
 TEST(async_ordering) {
   async_chain("lathe:cpu");
   async_chain("lathe:cpu,async=1");

@@ -1,8 +1,8 @@
 // Command gomlx-vs-jax times three GoMLX v0.28.2 training steps on lathe:cpu, on GoMLX's own `go`
 // backend, on GoMLX's `xla` backend (xla:cpu, when its PJRT plugin is installed) and, as the
 // outside reference, the same steps written in JAX on its CPU backend: all interleaved in one run
-// (round after round, one step of each contender in turn), so that a noisy machine slows them
-// alike. It prints median step times and ratios, and draws the ratios as an SVG chart.
+// (round after round, one step of each contender in turn, each round starting one contender
+// later), so that a noisy machine slows them alike. It prints median step times and ratios, and draws the ratios as an SVG chart.
 //
 // Workloads (SGD, the loss read back after every step):
 //   - MLP 784-1024-1024-10 (ReLU), batch 256, softmax cross-entropy;
@@ -274,7 +274,15 @@ func runWorkload(w steps.Workload, latheCfg, goCfg, xlaCfg, xlaPlugin string, ja
 	times := map[string][]time.Duration{}
 	fmt.Printf("%s:", w.Name)
 	for round := -1; round < warmup+rounds; round++ {
-		for _, c := range cs {
+		// Each round starts one contender later: a contender whose thread pool keeps spinning
+		// after its step (JAX's, XLA's) slows whichever runs next, and a fixed order would put
+		// the same one there every round.
+		order := cs
+		if round > 0 {
+			k := round % len(cs)
+			order = append(append([]contender{}, cs[k:]...), cs[:k]...)
+		}
+		for _, c := range order {
 			isGo := c.name() == goCfg
 			if isGo && round >= warmup+goRounds {
 				continue
