@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "8a42a5df424760eff75e0954cbad4ceb"
+const engineSourcesHash = "eb02885dd97242438c57096cd7bfec0b"

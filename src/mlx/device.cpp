@@ -11,6 +11,12 @@
 #include "mlx.h"
 
 namespace lathe_mlx {
+
+mx::StreamOrDevice stream_for(const Context &c, mx::Dtype dt) {
+  if (dt == mx::float64 && c.cpu_stream) return *c.cpu_stream;
+  return {};
+}
+
 namespace {
 
 /* Every entry runs with MLX's lock held, on the context's device and stream. */
@@ -73,7 +79,7 @@ lathe_status_t download(void *ctx, lathe_tensor *t, void *dst, size_t nbytes) {
     mx::array a = *b->a;
     /* a view left strided (lazy_contiguous) becomes row-major only now, and stays so */
     if (!a.flags().row_contiguous) {
-      a = mx::contiguous(a);
+      a = mx::contiguous(a, false, stream_for(*static_cast<Context *>(ctx), a.dtype()));
       b->a = a;
     }
     mx::eval(a);
@@ -127,7 +133,7 @@ lathe_status_t execute(void *vctx, lathe_plan *plan, const lathe_launch *l) {
       if (!c.opt.lazy_contiguous) { /* views made row-major now (most outputs already are) */
         Arrays views;
         for (auto &o : outs)
-          if (!o.flags().row_contiguous) o = mx::contiguous(o), views.push_back(o);
+          if (!o.flags().row_contiguous) o = mx::contiguous(o, false, stream_for(c, o.dtype())), views.push_back(o);
         if (!views.empty()) mx::eval(views);
       }
       for (int k = 0; k < l->n_outputs; k++) {
@@ -208,6 +214,7 @@ extern "C" lathe_status_t lathe_mlx_device_new(const char *options, const lathe_
     c->opt = opt;
     /* one stream for every thread that calls in (the lock keeps them apart) */
     c->stream.emplace(mx::new_thread_unsafe_stream(opt.gpu ? mx::Device::gpu : mx::Device::cpu));
+    if (opt.gpu) c->cpu_stream.emplace(mx::new_thread_unsafe_stream(mx::Device::cpu));
     std::string conf = opt.gpu ? "gpu" : "cpu";
     if (!opt.compiled) conf += ",dynamic";
     if (opt.lazy_contiguous) conf += ",lazy_contiguous";

@@ -61,7 +61,13 @@ struct Context {
   Options opt;
   std::string description;
   std::optional<mx::Stream> stream; /* every call of this context runs on it */
+  /* on a GPU, the stream of what MLX computes only on the CPU (cpu_step, Float64 copies) */
+  std::optional<mx::Stream> cpu_stream;
 };
+
+/* The stream for work on an array of dtype dt: the CPU stream for Float64 on a GPU device, else
+ * the context's (the default). */
+mx::StreamOrDevice stream_for(const Context &c, mx::Dtype dt);
 
 /* The memory of a tensor of this device (lathe_tensor.data): one MLX array, absent until uploaded
  * or computed. Its dtype and shape are the tensor's; it may be a strided view (lazy_contiguous). */
@@ -80,6 +86,10 @@ mx::Dtype mx_dtype(lathe_dtype dt); /* UNIMPLEMENTED for dtypes MLX lacks */
 bool op_supported(lathe_op op, lathe_dtype dt, const Options &opt);
 /* UNIMPLEMENTED unless every operand and result dtype of n is supported and the op is. */
 void check_node(const lathe_node *n, const Options &opt);
+/* Whether n runs on MLX's CPU stream although the device is a GPU: MLX's GPUs have no Float64,
+ * and their scatters no 8-byte elements (Complex64 sums apart). Never true for control ops,
+ * whose callees' steps decide for themselves. */
+bool cpu_step(const lathe_node *n, const Options &opt);
 
 /* ---- shapes of one run ---- */
 /* Dynamic axis names bound to sizes: from the inputs (mlx:dynamic, where programs keep their

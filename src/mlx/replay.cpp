@@ -7,6 +7,8 @@
  * arrays); every run of other steps becomes one mx::compile'd function, traced on first use and
  * again for each new input shape; MLX fuses elementwise work inside it. Host steps run between segments, and the
  * functions they call run the same way.
+ * On a GPU device, steps that MLX computes only on the CPU (Float64, 8-byte scatters: cpu_step)
+ * run on its CPU stream, outside compile.
  * mlx:dynamic: the steps are replayed on each run's arrays (MLX's lazy graph, evaluated once at
  * the end), so programs keep their dynamic axes and one plan serves every binding.
  * Constants become arrays once, at compile. Call inlines its callee; Sort sorts by keys when
@@ -28,11 +30,14 @@ struct FnPlan {
   const lathe_pfunc *pf = nullptr;
   std::vector<std::optional<mx::array>> consts; /* by slot */
   std::vector<bool> host;                       /* by step */
+  std::vector<bool> on_cpu;                     /* by step: cpu_step (a GPU device's Float64 work) */
   std::vector<Segment> segs;
 };
 
 struct Plan {
   Options opt;
+  Options cpu_opt; /* opt as a CPU device: the lowerings of on_cpu steps compute as on the CPU */
+  std::optional<mx::Stream> cpu_stream; /* the context's, where on_cpu steps run */
   const lathe_program *prog;
   std::vector<FnPlan> fns;
 };
@@ -126,8 +131,15 @@ void run_step(Run &r, int fi, Frame &f, int i) {
       out = call_fn(r, s.sub_fn[k], captures(r, s, k, f));
       break;
     }
-    case LATHE_OP_SORT: out = sort(n, in); break;
-    default: out = lower(r.env, n, in); break;
+    default:
+      if (fp.on_cpu[(size_t)i]) { /* on MLX's CPU stream, then back to the device's */
+        mx::StreamContext on(*r.p.cpu_stream);
+        Env cpu{&r.p.cpu_opt, r.env.bind};
+        out = n->op == LATHE_OP_SORT ? sort(n, in) : lower(cpu, n, in);
+      } else {
+        out = n->op == LATHE_OP_SORT ? sort(n, in) : lower(r.env, n, in);
+      }
+      break;
   }
   if ((int)out.size() != s.n_out)
     MLX_INTERNAL("mlx: %s gave %zu results, the program expects %d", lathe_op_name(n->op), out.size(), s.n_out);
@@ -186,10 +198,12 @@ Arrays call_fn(Run &r, int fi, const Arrays &args) {
 bool empty_slot(const lathe_pfunc *pf, int sl) { return lathe_shape_num_elements(&pf->slots[sl].shape) == 0; }
 
 /* Whether step s must run outside mx::compile: it reads a value on the host (directly or in
- * what it calls), or it has an empty operand or result. MLX's CUDA fused kernels (Compiled)
- * crash on empty arrays, and a lowering of several MLX ops can make empty intermediates that
- * compile would fuse; outside compile MLX's own kernels skip them. */
+ * what it calls), it runs on the CPU stream of a GPU device (compile fuses for one device), or
+ * it has an empty operand or result. MLX's CUDA fused kernels (Compiled) crash on empty arrays,
+ * and a lowering of several MLX ops can make empty intermediates that compile would fuse;
+ * outside compile MLX's own kernels skip them. */
 bool needs_host(const Plan &p, const lathe_pfunc *pf, const lathe_pstep &s) {
+  if (cpu_step(s.node, p.opt)) return true;
   for (int k = 0; k < s.n_in; k++)
     if (empty_slot(pf, s.in[k])) return true;
   for (int k = 0; k < s.n_out; k++)
@@ -216,7 +230,11 @@ void segment(Plan &p, int fi, std::vector<int> &state) {
   for (int i = 0; i < pf->n_steps; i++)
     for (int k = 0; k < pf->steps[i].n_sub; k++) segment(p, pf->steps[i].sub_fn[k], state);
   fp.host.assign((size_t)pf->n_steps, false);
-  for (int i = 0; i < pf->n_steps; i++) fp.host[(size_t)i] = needs_host(p, pf, pf->steps[i]);
+  fp.on_cpu.assign((size_t)pf->n_steps, false);
+  for (int i = 0; i < pf->n_steps; i++) {
+    fp.host[(size_t)i] = needs_host(p, pf, pf->steps[i]);
+    fp.on_cpu[(size_t)i] = cpu_step(pf->steps[i].node, p.opt);
+  }
   if (p.opt.compiled) {
     for (int i = 0; i < pf->n_steps;) {
       Segment sg;
@@ -271,6 +289,9 @@ void segment(Plan &p, int fi, std::vector<int> &state) {
 Plan *plan_new(const Context &ctx, const lathe_program *prog) {
   auto p = std::make_unique<Plan>();
   p->opt = ctx.opt;
+  p->cpu_opt = ctx.opt;
+  p->cpu_opt.gpu = false;
+  p->cpu_stream = ctx.cpu_stream;
   p->prog = prog;
   p->fns.resize((size_t)prog->n_fns);
   for (int fi = 0; fi < prog->n_fns; fi++) {

@@ -7,7 +7,7 @@
 
 namespace lathe_mlx {
 
-bool dtype_supported(lathe_dtype dt, const Options &opt) {
+bool dtype_supported(lathe_dtype dt, const Options &) {
   switch (dt) {
     case LATHE_DTYPE_BOOL:
     case LATHE_DTYPE_INT8:
@@ -22,9 +22,8 @@ bool dtype_supported(lathe_dtype dt, const Options &opt) {
     case LATHE_DTYPE_BFLOAT16:
     case LATHE_DTYPE_FLOAT32:
     case LATHE_DTYPE_COMPLEX64:
+    case LATHE_DTYPE_FLOAT64: /* MLX computes it on the CPU only: on a GPU, on its CPU stream (cpu_step) */
       return true;
-    case LATHE_DTYPE_FLOAT64: /* MLX computes Float64 on the CPU only */
-      return !opt.gpu;
     default: /* Complex128 and the packed sub-byte integers: MLX has no such dtypes */
       return false;
   }
@@ -87,7 +86,8 @@ static bool lowered(lathe_op op, lathe_dtype dt) {
 }
 
 /* MLX's GPU scatter has no 8-byte element types (mx::scatter_* throws), apart from Complex64
- * sums; Scatter and SelectAndScatter are lowered through it (index.cpp, window.cpp). */
+ * sums; Scatter and SelectAndScatter are lowered through it (index.cpp, window.cpp). The others
+ * run on the CPU stream (cpu_step). */
 static bool gpu_lowered(lathe_op op, lathe_dtype dt) {
   bool wide = lathe_dtype_bits(dt) == 64;
   switch (op) {
@@ -103,14 +103,31 @@ static bool gpu_lowered(lathe_op op, lathe_dtype dt) {
 bool op_supported(lathe_op op, lathe_dtype dt, const Options &opt) {
   if ((int)op < 0 || op >= LATHE_OP_COUNT) return false;
   if (lathe_op_kind_of(op) == LATHE_KIND_INTERNAL) return true;
-  return dtype_supported(dt, opt) && lathe_cpu_supports_op(op, dt) && lowered(op, dt) &&
-         (!opt.gpu || gpu_lowered(op, dt));
+  return dtype_supported(dt, opt) && lathe_cpu_supports_op(op, dt) && lowered(op, dt);
+}
+
+/* The dtype an op is looked up by: its first operand's, or its first result's. */
+static lathe_dtype op_dtype(const lathe_node *n) {
+  return n->n_operands ? n->in[0]->shape.dtype : (n->multi ? n->out_shapes[0].dtype : n->shape.dtype);
+}
+
+bool cpu_step(const lathe_node *n, const Options &opt) {
+  if (!opt.gpu || n->op == LATHE_OP_CALL || n->op == LATHE_OP_WHILE || n->op == LATHE_OP_IF) return false;
+  bool f64 = false;
+  for (int i = 0; i < n->n_operands; i++) f64 |= n->in[i]->shape.dtype == LATHE_DTYPE_FLOAT64;
+  if (n->multi)
+    for (int r = 0; r < n->n_out; r++) f64 |= n->out_shapes[r].dtype == LATHE_DTYPE_FLOAT64;
+  else
+    f64 |= n->shape.dtype == LATHE_DTYPE_FLOAT64;
+  if (n->op == LATHE_OP_DOT_GENERAL)
+    f64 |= lathe_attr_dot_general_accumulator(n) == LATHE_DTYPE_FLOAT64 ||
+           lathe_attr_dot_general_output(n) == LATHE_DTYPE_FLOAT64;
+  return f64 || !gpu_lowered(n->op, op_dtype(n));
 }
 
 static void check_dtype(const lathe_node *n, lathe_dtype dt, const Options &opt) {
   if (!dtype_supported(dt, opt))
-    MLX_UNIMPL("%s: dtype %s is not supported on mlx%s", lathe_op_name(n->op), lathe_dtype_name(dt),
-               dt == LATHE_DTYPE_FLOAT64 ? " (gpu: MLX computes Float64 on the CPU only)" : "");
+    MLX_UNIMPL("%s: dtype %s is not supported on mlx", lathe_op_name(n->op), lathe_dtype_name(dt));
 }
 
 void check_node(const lathe_node *n, const Options &opt) {
@@ -125,7 +142,7 @@ void check_node(const lathe_node *n, const Options &opt) {
   }
   lathe_op_kind k = lathe_op_kind_of(n->op);
   if (k == LATHE_KIND_INTERNAL || n->op == LATHE_OP_PARAMETER || n->op == LATHE_OP_CONSTANT) return;
-  lathe_dtype dt = n->n_operands ? n->in[0]->shape.dtype : (n->multi ? n->out_shapes[0].dtype : n->shape.dtype);
+  lathe_dtype dt = op_dtype(n);
   if (!op_supported(n->op, dt, opt))
     MLX_UNIMPL("%s: not implemented on mlx for %s", lathe_op_name(n->op), lathe_dtype_name(dt));
 }
