@@ -131,15 +131,13 @@ void run_step(Run &r, int fi, Frame &f, int i) {
       out = call_fn(r, s.sub_fn[k], captures(r, s, k, f));
       break;
     }
-    default:
-      if (fp.on_cpu[(size_t)i]) { /* on MLX's CPU stream, then back to the device's */
-        mx::StreamContext on(*r.p.cpu_stream);
-        Env cpu{&r.p.cpu_opt, r.env.bind};
-        out = n->op == LATHE_OP_SORT ? sort(n, in) : lower(cpu, n, in);
-      } else {
-        out = n->op == LATHE_OP_SORT ? sort(n, in) : lower(r.env, n, in);
-      }
+    default: {
+      Env env = r.env;
+      std::optional<mx::StreamContext> on; /* on MLX's CPU stream, then back to the device's */
+      if (fp.on_cpu[(size_t)i]) on.emplace(*r.p.cpu_stream), env.opt = &r.p.cpu_opt;
+      out = n->op == LATHE_OP_SORT ? sort(n, in) : lower(env, n, in);
       break;
+    }
   }
   if ((int)out.size() != s.n_out)
     MLX_INTERNAL("mlx: %s gave %zu results, the program expects %d", lathe_op_name(n->op), out.size(), s.n_out);
@@ -197,13 +195,12 @@ Arrays call_fn(Run &r, int fi, const Arrays &args) {
 /* Whether a slot holds no elements (a dynamic axis counts as non-empty: the count is -1). */
 bool empty_slot(const lathe_pfunc *pf, int sl) { return lathe_shape_num_elements(&pf->slots[sl].shape) == 0; }
 
-/* Whether step s must run outside mx::compile: it reads a value on the host (directly or in
- * what it calls), it runs on the CPU stream of a GPU device (compile fuses for one device), or
- * it has an empty operand or result. MLX's CUDA fused kernels (Compiled) crash on empty arrays,
+/* Whether step s must run outside mx::compile (besides running on a GPU device's CPU stream,
+ * on_cpu: compile fuses for one device): it reads a value on the host (directly or in what it
+ * calls), or it has an empty operand or result. MLX's CUDA fused kernels (Compiled) crash on empty arrays,
  * and a lowering of several MLX ops can make empty intermediates that compile would fuse;
  * outside compile MLX's own kernels skip them. */
 bool needs_host(const Plan &p, const lathe_pfunc *pf, const lathe_pstep &s) {
-  if (cpu_step(s.node, p.opt)) return true;
   for (int k = 0; k < s.n_in; k++)
     if (empty_slot(pf, s.in[k])) return true;
   for (int k = 0; k < s.n_out; k++)
@@ -232,8 +229,8 @@ void segment(Plan &p, int fi, std::vector<int> &state) {
   fp.host.assign((size_t)pf->n_steps, false);
   fp.on_cpu.assign((size_t)pf->n_steps, false);
   for (int i = 0; i < pf->n_steps; i++) {
-    fp.host[(size_t)i] = needs_host(p, pf, pf->steps[i]);
     fp.on_cpu[(size_t)i] = cpu_step(pf->steps[i].node, p.opt);
+    fp.host[(size_t)i] = fp.on_cpu[(size_t)i] || needs_host(p, pf, pf->steps[i]);
   }
   if (p.opt.compiled) {
     for (int i = 0; i < pf->n_steps;) {

@@ -111,35 +111,31 @@ static lathe_dtype op_dtype(const lathe_node *n) {
   return n->n_operands ? n->in[0]->shape.dtype : (n->multi ? n->out_shapes[0].dtype : n->shape.dtype);
 }
 
+/* Calls f on every dtype n computes with: its operands', its results', and those DotGeneral's
+ * attributes name (the only op whose attributes name dtypes it computes in). */
+template <class F> static void each_dtype(const lathe_node *n, F f) {
+  for (int i = 0; i < n->n_operands; i++) f(n->in[i]->shape.dtype);
+  if (n->multi)
+    for (int r = 0; r < n->n_out; r++) f(n->out_shapes[r].dtype);
+  else
+    f(n->shape.dtype);
+  if (n->op == LATHE_OP_DOT_GENERAL)
+    for (lathe_dtype a : {lathe_attr_dot_general_accumulator(n), lathe_attr_dot_general_output(n)})
+      if (a != LATHE_DTYPE_INVALID) f(a);
+}
+
 bool cpu_step(const lathe_node *n, const Options &opt) {
   if (!opt.gpu || n->op == LATHE_OP_CALL || n->op == LATHE_OP_WHILE || n->op == LATHE_OP_IF) return false;
   bool f64 = false;
-  for (int i = 0; i < n->n_operands; i++) f64 |= n->in[i]->shape.dtype == LATHE_DTYPE_FLOAT64;
-  if (n->multi)
-    for (int r = 0; r < n->n_out; r++) f64 |= n->out_shapes[r].dtype == LATHE_DTYPE_FLOAT64;
-  else
-    f64 |= n->shape.dtype == LATHE_DTYPE_FLOAT64;
-  if (n->op == LATHE_OP_DOT_GENERAL)
-    f64 |= lathe_attr_dot_general_accumulator(n) == LATHE_DTYPE_FLOAT64 ||
-           lathe_attr_dot_general_output(n) == LATHE_DTYPE_FLOAT64;
+  each_dtype(n, [&](lathe_dtype dt) { f64 |= dt == LATHE_DTYPE_FLOAT64; });
   return f64 || !gpu_lowered(n->op, op_dtype(n));
 }
 
-static void check_dtype(const lathe_node *n, lathe_dtype dt, const Options &opt) {
-  if (!dtype_supported(dt, opt))
-    MLX_UNIMPL("%s: dtype %s is not supported on mlx", lathe_op_name(n->op), lathe_dtype_name(dt));
-}
-
 void check_node(const lathe_node *n, const Options &opt) {
-  for (int i = 0; i < n->n_operands; i++) check_dtype(n, n->in[i]->shape.dtype, opt);
-  if (n->multi)
-    for (int r = 0; r < n->n_out; r++) check_dtype(n, n->out_shapes[r].dtype, opt);
-  else
-    check_dtype(n, n->shape.dtype, opt);
-  if (n->op == LATHE_OP_DOT_GENERAL) { /* the only op whose attributes name dtypes it computes in */
-    for (lathe_dtype a : {lathe_attr_dot_general_accumulator(n), lathe_attr_dot_general_output(n)})
-      if (a != LATHE_DTYPE_INVALID) check_dtype(n, a, opt);
-  }
+  each_dtype(n, [&](lathe_dtype dt) {
+    if (!dtype_supported(dt, opt))
+      MLX_UNIMPL("%s: dtype %s is not supported on mlx", lathe_op_name(n->op), lathe_dtype_name(dt));
+  });
   lathe_op_kind k = lathe_op_kind_of(n->op);
   if (k == LATHE_KIND_INTERNAL || n->op == LATHE_OP_PARAMETER || n->op == LATHE_OP_CONSTANT) return;
   lathe_dtype dt = op_dtype(n);
