@@ -3,9 +3,9 @@ module github.com/lathe-dev/lathe
 go 1.26.5
 
 require (
-	github.com/gomlx/compute v0.1.3
-	github.com/gomlx/go-xla v0.4.1
-	github.com/gomlx/gomlx v0.28.2
+	github.com/gomlx/compute v0.1.6
+	github.com/gomlx/go-xla v0.4.5
+	github.com/gomlx/gomlx v0.28.7
 	github.com/pkg/errors v0.9.1
 )
 
@@ -19,7 +19,6 @@ require (
 	github.com/clipperhouse/displaywidth v0.11.0 // indirect
 	github.com/clipperhouse/uax29/v2 v2.7.0 // indirect
 	github.com/go-logr/logr v1.4.3 // indirect
-	github.com/gofrs/flock v0.13.0 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/lucasb-eyer/go-colorful v1.3.0 // indirect
