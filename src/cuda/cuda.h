@@ -156,6 +156,33 @@ lathe_status_t lathe_cuda_exec_call(lathe_cuda_exec *ex, const lathe_function *f
  * INVALID_ARGUMENT and `message` (copied), reported when its outputs are read. */
 lathe_status_t lathe_cuda_exec_error_flag(lathe_cuda_exec *ex, const char *message, lcuDeviceptr *out_flag,
                                           uint32_t *out_code);
+/* ---- elementwise kernels bound at compile (ew.c) ----
+ * The kernel of an elementwise step or a LOOP region: its source and launch geometry (the
+ * iteration space collapsed, broadcasts as stride-0 axes, 31-bit indices where sizes allow,
+ * vector groups for rows read in order) made once from the program's static shapes, and its
+ * function on each GPU resolved once; a launch only fills in the pointers. */
+typedef struct lathe_cuda_ewk lathe_cuda_ewk;
+/* Whether node n is an op these kernels run (an elementwise op other than Bitcast). */
+bool lathe_cuda_ewk_step_kind(const lathe_node *n);
+/* The kernel of step n over operand shapes `in` (as stored: sub-byte integers widened) giving
+ * `out`; of LOOP region g of pf. *k is the caller's (lathe_cuda_ewk_free). */
+lathe_status_t lathe_cuda_ewk_step(lathe_cuda *cu, const lathe_node *n, const lathe_shape *const *in, const lathe_shape *out,
+                                   lathe_cuda_ewk **k);
+lathe_status_t lathe_cuda_ewk_region(lathe_cuda *cu, const lathe_pfunc *pf, const lathe_pregion *g, lathe_cuda_ewk **k);
+/* Compiles (or finds) k's function on GPU `device`. Not concurrently for the same k and device. */
+lathe_status_t lathe_cuda_ewk_resolve(lathe_cuda *cu, lathe_cuda_ewk *k, int device);
+const char *lathe_cuda_ewk_source(const lathe_cuda_ewk *k);
+/* k's collapsed geometry (tests): rank and dims, index width, vector groups, per input access. */
+void lathe_cuda_ewk_describe(const lathe_cuda_ewk *k, int *rank, int64_t *dims, bool *idx32, bool *vec, int *access);
+/* Queues k over outputs outs and inputs ins on the execution's stream. */
+lathe_status_t lathe_cuda_ewk_launch(lathe_cuda_exec *ex, lathe_cuda_ewk *k, lathe_tensor **outs, lathe_tensor *const *ins);
+void lathe_cuda_ewk_free(lathe_cuda_ewk *k);
+/* Runs LOOP region g of pf with kernel `bound` (NULL: made for this run). */
+lathe_status_t lathe_cuda_region_loop(lathe_cuda_exec *ex, const lathe_pfunc *pf, const lathe_pregion *g, lathe_cuda_ewk *bound,
+                                      lathe_tensor **vals, lathe_status_t (*result)(lathe_cuda_exec *, int slot, lathe_tensor **));
+/* The device's 31-bit index division, on the host (tests). */
+uint32_t lathe_cuda_udiv_host(uint32_t n, uint32_t d);
+
 /* The CUDA prelude of ew.c's helpers (lt_max, lt_min, lt_key, complex operators and math, ...),
  * for other families' kernel sources to start with. */
 const char *lathe_cuda_ew_prelude(void);

@@ -151,7 +151,12 @@ static const char ew_prelude[] =
     "}\n"
     "LT_DEV lt_c128 lt_csign(lt_c128 z) { double a = hypot(z.re, z.im); return a == 0 ? z : lt_c128(z.re / a, z.im / a); }\n"
     "LT_DEV int lt_cisfinite(lt_c128 z) { return isfinite(z.re) && isfinite(z.im); }\n"
-    "LT_DEV int lt_cisnan(lt_c128 z) { return isnan(z.re) || isnan(z.im); }\n";
+    "LT_DEV int lt_cisnan(lt_c128 z) { return isnan(z.re) || isnan(z.im); }\n"
+    "/* EW_VEC elements in a row, one vector access (at most 16 bytes wide each) */\n"
+    "template <typename S> struct alignas(sizeof(S) * 4 > 16 ? 16 : sizeof(S) * 4) lt_v4 { S v[4]; };\n"
+    "/* n / d for n < 2^31 as a multiply-high and a shift (the host computes m and s) */\n"
+    "struct lt_div32 { uint32_t d, m, s; };\n"
+    "LT_DEV uint32_t lt_udiv(uint32_t n, lt_div32 q) { return (__umulhi(n, q.m) + n) >> q.s; }\n";
 
 const char *lathe_cuda_ew_prelude(void) { return ew_prelude; }
 
@@ -188,19 +193,6 @@ static const char *compute_of(lathe_dtype dt) {
   return dt == LATHE_DTYPE_FLOAT16 || dt == LATHE_DTYPE_BFLOAT16 ? "float" : storage_of(dt);
 }
 
-/* The expression loading element `idx` of pointer `p` of dtype dt, as its compute type. */
-static void load_expr(char *buf, size_t cap, lathe_dtype dt, const char *p, const char *idx) {
-  if (dt == LATHE_DTYPE_FLOAT16) snprintf(buf, cap, "lt_f16_to_f32(%s[%s])", p, idx);
-  else if (dt == LATHE_DTYPE_BFLOAT16) snprintf(buf, cap, "lt_bf16_to_f32(%s[%s])", p, idx);
-  else snprintf(buf, cap, "%s[%s]", p, idx);
-}
-
-static void store_stmt(char *buf, size_t cap, lathe_dtype dt, const char *p, const char *idx, const char *v) {
-  if (dt == LATHE_DTYPE_FLOAT16) snprintf(buf, cap, "%s[%s] = lt_f32_to_f16(%s);", p, idx, v);
-  else if (dt == LATHE_DTYPE_BFLOAT16) snprintf(buf, cap, "%s[%s] = lt_f32_to_bf16(%s);", p, idx, v);
-  else snprintf(buf, cap, "%s[%s] = %s;", p, idx, v);
-}
-
 /* The element function of node n (an op of ew.def) into t; its name into name. */
 static lathe_status_t element_fn(lt_text *t, const lathe_node *n, char *name, size_t name_cap) {
   /* sub-byte dtypes as they are: their element functions compute widened, with the true BITS */
@@ -226,7 +218,9 @@ static lathe_status_t element_fn(lt_text *t, const lathe_node *n, char *name, si
 
 /* ---- kernels for a step or a region ----
  * Both are a list of members over one iteration space: a single elementwise op is a region of
- * one member whose operands are all inputs. */
+ * one member whose operands are all inputs. The kernel of a plan's step is built when the plan
+ * is compiled (exec.c): its source, its geometry and its function on every GPU, so that a launch
+ * only fills in pointers. */
 typedef struct {
   const lathe_node *node;
   int n_in;
@@ -235,15 +229,195 @@ typedef struct {
   bool identity;
 } gen_member;
 
+enum { EW_MAX_VALUES = 64, EW_VEC = 4 };
+
+/* An input as the kernel reads it, over the collapsed iteration axes. */
 typedef struct {
   lathe_dtype dtype;
-  int access; /* LATHE_PACCESS_* */
+  int access;                       /* LATHE_PACCESS_* after collapsing */
+  int64_t strides[LATHE_MAX_RANK];  /* STRIDED */
 } gen_input;
 
-/* Generates the kernel `lt_fused` computing members over inputs, writing outputs. Arguments:
- * (int64_t n, lt_dims dims, S *out0.., const S *in0, lt_strides s0, ...). */
-static lathe_status_t gen_kernel(lt_text *t, const gen_member *m, int n_members, const gen_input *in, int n_inputs,
-                                 int n_outputs) {
+struct lathe_cuda_ewk {
+  char *source;
+  int n_devices;
+  lcuFunction *fns; /* per GPU of the backend, NULL until resolved */
+  int64_t n;
+  int rank;                      /* collapsed iteration axes, >= 1 */
+  int64_t dims[LATHE_MAX_RANK];
+  bool idx32;                    /* every index and offset fits 31 bits */
+  bool vec;                      /* groups of EW_VEC elements when the pointers allow it */
+  int n_inputs, n_outputs;
+  gen_input in[EW_MAX_VALUES];
+  int in_bytes[EW_MAX_VALUES], out_bytes[EW_MAX_VALUES];
+  int sm_count;
+};
+
+/* Collapses the iteration space: size-1 axes go; neighbours merge where every strided input
+ * walks them as one axis; an input whose strides are all 0 is a scalar, one that walks the
+ * collapsed space in row-major order is read whole. Twice: a reclassified input frees axes. */
+static void collapse(lathe_cuda_ewk *k, const lathe_shape *it) {
+  int r = 0;
+  int64_t dims[LATHE_MAX_RANK];
+  int64_t st[EW_MAX_VALUES][LATHE_MAX_RANK];
+  for (int a = 0; a < it->rank; a++) {
+    if (it->dims[a] == 1) continue;
+    dims[r] = it->dims[a];
+    for (int i = 0; i < k->n_inputs; i++) st[i][r] = k->in[i].strides[a];
+    r++;
+  }
+  for (int pass = 0; pass < 2; pass++) {
+    int w = r ? 1 : 0; /* merged axes, innermost kept last: walk from the inside out */
+    int64_t md[LATHE_MAX_RANK], ms[EW_MAX_VALUES][LATHE_MAX_RANK];
+    if (r) {
+      md[LATHE_MAX_RANK - 1] = dims[r - 1];
+      for (int i = 0; i < k->n_inputs; i++) ms[i][LATHE_MAX_RANK - 1] = st[i][r - 1];
+    }
+    for (int a = r - 2; a >= 0; a--) {
+      int top = LATHE_MAX_RANK - w;
+      bool merge = true;
+      for (int i = 0; i < k->n_inputs && merge; i++)
+        if (k->in[i].access == LATHE_PACCESS_STRIDED && st[i][a] != ms[i][top] * md[top]) merge = false;
+      if (merge) {
+        md[top] *= dims[a];
+      } else {
+        md[top - 1] = dims[a];
+        for (int i = 0; i < k->n_inputs; i++) ms[i][top - 1] = st[i][a];
+        w++;
+      }
+    }
+    r = w;
+    for (int a = 0; a < r; a++) {
+      dims[a] = md[LATHE_MAX_RANK - r + a];
+      for (int i = 0; i < k->n_inputs; i++) st[i][a] = ms[i][LATHE_MAX_RANK - r + a];
+    }
+    for (int i = 0; i < k->n_inputs; i++) {
+      if (k->in[i].access != LATHE_PACCESS_STRIDED) continue;
+      bool zero = true, rowmajor = true;
+      int64_t acc = 1;
+      for (int a = r - 1; a >= 0; a--) {
+        zero &= st[i][a] == 0;
+        rowmajor &= st[i][a] == acc;
+        acc *= dims[a];
+      }
+      if (zero) k->in[i].access = LATHE_PACCESS_SCALAR;
+      else if (rowmajor) k->in[i].access = LATHE_PACCESS_FULL;
+    }
+  }
+  if (r == 0) dims[r++] = 1;
+  k->rank = r;
+  k->n = 1;
+  for (int a = 0; a < r; a++) k->dims[a] = dims[a], k->n *= dims[a];
+  k->idx32 = k->n <= INT32_MAX;
+  for (int i = 0; i < k->n_inputs; i++) {
+    if (k->in[i].access != LATHE_PACCESS_STRIDED) continue;
+    int64_t top = 0;
+    for (int a = 0; a < r; a++) {
+      k->in[i].strides[a] = st[i][a];
+      if (st[i][a] < 0 || st[i][a] > INT32_MAX) k->idx32 = false;
+      else top += (dims[a] - 1) * st[i][a];
+      if (top > INT32_MAX) k->idx32 = false;
+    }
+  }
+  /* groups of EW_VEC: a flat space (its tail goes one by one), or rows that split into whole
+   * groups where each strided input reads a group as one element or as EW_VEC in a row */
+  k->vec = true;
+  for (int i = 0; i < k->n_inputs; i++) {
+    if (k->in[i].access != LATHE_PACCESS_STRIDED) continue;
+    int64_t inner = k->in[i].strides[r - 1];
+    if (r == 1 || dims[r - 1] % EW_VEC || (inner != 0 && inner != 1)) k->vec = false;
+    for (int a = 0; a < r - 1 && inner == 1; a++)
+      if (k->in[i].strides[a] % EW_VEC) k->vec = false;
+  }
+}
+
+/* The multiplier and shift that divide a 31-bit index by d (lt_udiv in the prelude). */
+typedef struct {
+  uint32_t d, m, s;
+} lt_div32_h;
+
+static lt_div32_h div32(uint32_t d) {
+  uint32_t s = 0;
+  while (((uint64_t)1 << s) < d) s++;
+  lt_div32_h q = {d, (uint32_t)((((uint64_t)1 << 32) * (((uint64_t)1 << s) - d)) / d + 1), s};
+  return q;
+}
+
+uint32_t lathe_cuda_udiv_host(uint32_t n, uint32_t d) { /* the device's arithmetic, for tests */
+  lt_div32_h q = div32(d);
+  uint32_t t = (uint32_t)(((uint64_t)n * q.m) >> 32);
+  return (t + n) >> q.s;
+}
+
+static const char *conv_in(char *buf, size_t cap, lathe_dtype dt, const char *v) {
+  if (dt == LATHE_DTYPE_FLOAT16) snprintf(buf, cap, "lt_f16_to_f32(%s)", v);
+  else if (dt == LATHE_DTYPE_BFLOAT16) snprintf(buf, cap, "lt_bf16_to_f32(%s)", v);
+  else snprintf(buf, cap, "%s", v);
+  return buf;
+}
+
+static const char *conv_out(char *buf, size_t cap, lathe_dtype dt, const char *v) {
+  if (dt == LATHE_DTYPE_FLOAT16) snprintf(buf, cap, "lt_f32_to_f16(%s)", v);
+  else if (dt == LATHE_DTYPE_BFLOAT16) snprintf(buf, cap, "lt_f32_to_bf16(%s)", v);
+  else snprintf(buf, cap, "%s", v);
+  return buf;
+}
+
+/* The members' evaluation over loaded inputs x<k>; each escaping member's value goes to
+ * `store` with %d the output index and %s the value (a printf format). */
+static void gen_members(lt_text *t, const gen_member *m, int n_members, char names[][96], const char *ind,
+                        const char *store_fmt) {
+  char v[32], c[96];
+  for (int i = 0; i < n_members; i++) {
+    if (m[i].identity) {
+      int s = m[i].in[0];
+      if (s >= 0) lt_put(t, "%sauto v%d = v%d;\n", ind, i, s);
+      else lt_put(t, "%sauto v%d = x%d;\n", ind, i, -s - 1);
+    } else {
+      lt_put(t, "%sauto v%d = %s(", ind, i, names[i]);
+      for (int k = 0; k < m[i].n_in; k++) {
+        int s = m[i].in[k];
+        if (s >= 0) lt_put(t, "%sv%d", k ? ", " : "", s);
+        else lt_put(t, "%sx%d", k ? ", " : "", -s - 1);
+      }
+      lt_put(t, ");\n");
+      /* a Float16/BFloat16 value is stored between ops when unfused: round it alike */
+      lathe_dtype od = m[i].node->shape.dtype;
+      if (od == LATHE_DTYPE_FLOAT16) lt_put(t, "%sv%d = lt_f16_to_f32(lt_f32_to_f16(v%d));\n", ind, i, i);
+      if (od == LATHE_DTYPE_BFLOAT16) lt_put(t, "%sv%d = lt_bf16_to_f32(lt_f32_to_bf16(v%d));\n", ind, i, i);
+    }
+    if (m[i].out >= 0) {
+      snprintf(v, sizeof v, "v%d", i);
+      lt_put(t, "%s", ind);
+      lt_put(t, store_fmt, m[i].out, conv_out(c, sizeof c, widened(m[i].node->shape.dtype), v));
+      lt_put(t, "\n");
+    }
+  }
+}
+
+/* Row-major indices of element e over the collapsed axes, then each strided input's offset. */
+static void gen_offsets(lt_text *t, const lathe_cuda_ewk *k, const char *ix, const char *ind) {
+  bool any = false;
+  for (int i = 0; i < k->n_inputs; i++) any |= k->in[i].access == LATHE_PACCESS_STRIDED;
+  if (!any) return;
+  lt_put(t, "%s%s r_ = e;\n", ind, ix);
+  for (int a = k->rank - 1; a >= 1; a--) {
+    if (k->idx32) lt_put(t, "%s%s q%d_ = lt_udiv(r_, q%d), ax%d_ = r_ - q%d_ * q%d.d; r_ = q%d_;\n", ind, ix, a, a, a, a, a, a);
+    else lt_put(t, "%s%s q%d_ = r_ / d%d, ax%d_ = r_ - q%d_ * d%d; r_ = q%d_;\n", ind, ix, a, a, a, a, a, a);
+  }
+  lt_put(t, "%s%s ax0_ = r_;\n", ind, ix);
+  for (int i = 0; i < k->n_inputs; i++) {
+    if (k->in[i].access != LATHE_PACCESS_STRIDED) continue;
+    lt_put(t, "%s%s o%d_ = ", ind, ix, i);
+    for (int a = 0; a < k->rank; a++) lt_put(t, "%sax%d_ * s%d_%d", a ? " + " : "", a, i, a);
+    lt_put(t, ";\n");
+  }
+}
+
+/* Generates the kernel `lt_fused` computing members over the inputs, writing the outputs.
+ * Arguments: (IX n, int vec, divisors of axes 1.. (lt_div32, or int64_t sizes), S *out..,
+ * then per input const S *in and, when strided, its strides IX s<k>_<axis>...). */
+static lathe_status_t gen_kernel(lt_text *t, const gen_member *m, int n_members, const lathe_cuda_ewk *k) {
   char names[64][96];
   if (n_members > 64) return LATHE_UNIMPL("lathe:cuda: a fused region of %d members", n_members);
   for (int i = 0; i < n_members; i++) {
@@ -259,96 +433,162 @@ static lathe_status_t gen_kernel(lt_text *t, const gen_member *m, int n_members,
       }
     if (!dup) LATHE_RETURN_IF_ERROR(element_fn(t, m[i].node, names[i], sizeof names[i]));
   }
-  lt_put(t, "extern \"C\" __global__ void lt_fused(int64_t n, lt_dims dims");
-  for (int k = 0; k < n_outputs; k++) {
-    lathe_dtype odt = LATHE_DTYPE_INVALID;
-    for (int i = 0; i < n_members; i++)
-      if (m[i].out == k) odt = widened(m[i].node->shape.dtype);
-    lt_put(t, ", %s *o%d", storage_of(odt), k);
+  const char *ix = k->idx32 ? "uint32_t" : "int64_t";
+  lathe_dtype odt[EW_MAX_VALUES];
+  for (int o = 0; o < k->n_outputs; o++) odt[o] = LATHE_DTYPE_INVALID;
+  for (int i = 0; i < n_members; i++)
+    if (m[i].out >= 0) odt[m[i].out] = widened(m[i].node->shape.dtype);
+  lt_put(t, "extern \"C\" __global__ void lt_fused(%s n, int vec", ix);
+  for (int a = 1; a < k->rank; a++) lt_put(t, k->idx32 ? ", lt_div32 q%d" : ", int64_t d%d", a);
+  for (int o = 0; o < k->n_outputs; o++) lt_put(t, ", %s *o%d", storage_of(odt[o]), o);
+  for (int i = 0; i < k->n_inputs; i++) {
+    lt_put(t, ", const %s *i%d", storage_of(k->in[i].dtype), i);
+    for (int a = 0; k->in[i].access == LATHE_PACCESS_STRIDED && a < k->rank; a++) lt_put(t, ", %s s%d_%d", ix, i, a);
   }
-  for (int k = 0; k < n_inputs; k++) lt_put(t, ", const %s *i%d, lt_strides s%d", storage_of(in[k].dtype), k, k);
-  lt_put(t, ") {\n  LT_LOOP(e, n) {\n");
-  char ld[160], idx[64], st[256], v[32];
-  for (int k = 0; k < n_inputs; k++) {
-    if (in[k].access == LATHE_PACCESS_FULL) snprintf(idx, sizeof idx, "e");
-    else if (in[k].access == LATHE_PACCESS_SCALAR) snprintf(idx, sizeof idx, "0");
-    else snprintf(idx, sizeof idx, "lt_offset(e, dims, s%d)", k);
-    char p[16];
-    snprintf(p, sizeof p, "i%d", k);
-    load_expr(ld, sizeof ld, in[k].dtype, p, idx);
-    lt_put(t, "    %s x%d = %s;\n", compute_of(in[k].dtype), k, ld);
-  }
-  for (int i = 0; i < n_members; i++) {
-    if (m[i].identity) {
-      int s = m[i].in[0];
-      if (s >= 0) lt_put(t, "    auto v%d = v%d;\n", i, s);
-      else lt_put(t, "    auto v%d = x%d;\n", i, -s - 1);
-    } else {
-      lt_put(t, "    auto v%d = %s(", i, names[i]);
-      for (int k = 0; k < m[i].n_in; k++) {
-        int s = m[i].in[k];
-        if (s >= 0) lt_put(t, "%sv%d", k ? ", " : "", s);
-        else lt_put(t, "%sx%d", k ? ", " : "", -s - 1);
-      }
-      lt_put(t, ");\n");
-      /* a Float16/BFloat16 value is stored between ops when unfused: round it alike */
-      lathe_dtype od = m[i].node->shape.dtype;
-      if (od == LATHE_DTYPE_FLOAT16) lt_put(t, "    v%d = lt_f16_to_f32(lt_f32_to_f16(v%d));\n", i, i);
-      if (od == LATHE_DTYPE_BFLOAT16) lt_put(t, "    v%d = lt_bf16_to_f32(lt_f32_to_bf16(v%d));\n", i, i);
+  lt_put(t, ") {\n");
+  lt_put(t, "  %s step = (%s)gridDim.x * blockDim.x, first = (%s)blockIdx.x * blockDim.x + threadIdx.x, done = 0;\n", ix, ix, ix);
+  char c[160], p[48];
+  if (k->vec) { /* groups of EW_VEC consecutive elements, loaded and stored as vectors */
+    lt_put(t, "  if (vec) {\n    done = n / %d * %d;\n    for (%s e = first * %d; e < done; e += step * %d) {\n", EW_VEC, EW_VEC, ix,
+           EW_VEC, EW_VEC);
+    gen_offsets(t, k, ix, "      ");
+    for (int i = 0; i < k->n_inputs; i++) {
+      const char *S = storage_of(k->in[i].dtype);
+      int acc = k->in[i].access;
+      bool row = acc == LATHE_PACCESS_FULL || (acc == LATHE_PACCESS_STRIDED && k->in[i].strides[k->rank - 1] == 1);
+      const char *at = acc == LATHE_PACCESS_FULL ? "e" : acc == LATHE_PACCESS_SCALAR ? "0" : NULL;
+      snprintf(p, sizeof p, "o%d_", i);
+      if (row) lt_put(t, "      lt_v4<%s> a%d = *(const lt_v4<%s> *)(i%d + %s);\n", S, i, S, i, at ? at : p);
+      else lt_put(t, "      %s a%d = i%d[%s];\n", S, i, i, at ? at : p);
     }
-    if (m[i].out >= 0) {
-      char p[16];
-      snprintf(p, sizeof p, "o%d", m[i].out);
-      snprintf(v, sizeof v, "v%d", i);
-      store_stmt(st, sizeof st, widened(m[i].node->shape.dtype), p, "e", v);
-      lt_put(t, "    %s\n", st);
+    for (int o = 0; o < k->n_outputs; o++) lt_put(t, "      lt_v4<%s> r%d;\n", storage_of(odt[o]), o);
+    lt_put(t, "#pragma unroll\n      for (int j = 0; j < %d; j++) {\n", EW_VEC);
+    for (int i = 0; i < k->n_inputs; i++) {
+      int acc = k->in[i].access;
+      bool row = acc == LATHE_PACCESS_FULL || (acc == LATHE_PACCESS_STRIDED && k->in[i].strides[k->rank - 1] == 1);
+      snprintf(p, sizeof p, row ? "a%d.v[j]" : "a%d", i);
+      lt_put(t, "        %s x%d = %s;\n", compute_of(k->in[i].dtype), i, conv_in(c, sizeof c, k->in[i].dtype, p));
     }
+    gen_members(t, m, n_members, names, "        ", "r%d.v[j] = %s;");
+    lt_put(t, "      }\n");
+    for (int o = 0; o < k->n_outputs; o++) lt_put(t, "      *(lt_v4<%s> *)(o%d + e) = r%d;\n", storage_of(odt[o]), o, o);
+    lt_put(t, "    }\n  }\n");
   }
+  /* one element at a time: the whole space, or the tail after the groups */
+  lt_put(t, "  for (%s e = done + first; e < n; e += step) {\n", ix);
+  gen_offsets(t, k, ix, "    ");
+  for (int i = 0; i < k->n_inputs; i++) {
+    int acc = k->in[i].access;
+    snprintf(p, sizeof p, acc == LATHE_PACCESS_FULL ? "i%d[e]" : acc == LATHE_PACCESS_SCALAR ? "i%d[0]" : "i%d[o%d_]", i, i);
+    lt_put(t, "    %s x%d = %s;\n", compute_of(k->in[i].dtype), i, conv_in(c, sizeof c, k->in[i].dtype, p));
+  }
+  gen_members(t, m, n_members, names, "    ", "o%d[e] = %s;");
   lt_put(t, "  }\n}\n");
   return t->oom ? LATHE_OOM("lathe:cuda: codegen") : NULL;
 }
 
-/* Strides of an input read over the iteration dims (the program's, or implicit broadcasting). */
-static lt_strides_h strides_h(const int64_t *s, int rank) {
-  lt_strides_h h;
-  memset(&h, 0, sizeof h);
-  for (int a = 0; a < rank; a++) h.s[a] = s[a];
-  return h;
+/* The kernel of members over inputs (dtype, access, strides over `it`), its source made, its
+ * functions not yet resolved. */
+static lathe_status_t ewk_new(lathe_cuda *cu, const gen_member *m, int n_members, const gen_input *in, int n_inputs,
+                              int n_outputs, const lathe_shape *it, lathe_cuda_ewk **out) {
+  if (n_inputs > EW_MAX_VALUES || n_outputs > EW_MAX_VALUES)
+    return LATHE_UNIMPL("lathe:cuda: a fused region with %d values", n_inputs + n_outputs);
+  lathe_cuda_ewk *k = calloc(1, sizeof *k);
+  if (!k) return LATHE_OOM("lathe:cuda: codegen");
+  k->n_inputs = n_inputs;
+  k->n_outputs = n_outputs;
+  k->n_devices = cu->n_devices;
+  k->sm_count = cu->n_devices && cu->devs[0].sm_count > 0 ? cu->devs[0].sm_count : 80;
+  for (int i = 0; i < n_inputs; i++) {
+    k->in[i] = in[i];
+    k->in_bytes[i] = lathe_dtype_bits(in[i].dtype) / 8;
+  }
+  for (int i = 0; i < n_members; i++)
+    if (m[i].out >= 0) k->out_bytes[m[i].out] = lathe_dtype_bits(widened(m[i].node->shape.dtype)) / 8;
+  collapse(k, it);
+  lt_text t = {0};
+  lt_put(&t, "%s", ew_prelude);
+  lathe_status_t st = gen_kernel(&t, m, n_members, k);
+  k->source = t.s;
+  k->fns = calloc((size_t)k->n_devices + 1, sizeof *k->fns);
+  if (!st && !k->fns) st = LATHE_OOM("lathe:cuda: codegen");
+  if (st) {
+    lathe_cuda_ewk_free(k);
+    return st;
+  }
+  *out = k;
+  return NULL;
 }
 
-/* Launches the generated kernel over iteration shape `it`. */
-static lathe_status_t launch_fused(lathe_cuda_exec *ex, const char *source, const lathe_shape *it, lathe_tensor **outs,
-                                   int n_outputs, lathe_tensor *const *ins, const lt_strides_h *strides, int n_inputs) {
-  int64_t n = lathe_shape_size(it);
-  if (n == 0) return NULL;
-  lcuFunction f;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), source, "lt_fused", &f));
-  lt_dims_h dims;
-  memset(&dims, 0, sizeof dims);
-  dims.rank = it->rank ? it->rank : 1;
-  for (int a = 0; a < it->rank; a++) dims.d[a] = it->dims[a];
-  if (!it->rank) dims.d[0] = 1;
-  enum { MAXA = 2 + 2 * 64 };
+void lathe_cuda_ewk_free(lathe_cuda_ewk *k) {
+  if (!k) return;
+  free(k->source);
+  free(k->fns);
+  free(k);
+}
+
+const char *lathe_cuda_ewk_source(const lathe_cuda_ewk *k) { return k->source; }
+
+void lathe_cuda_ewk_describe(const lathe_cuda_ewk *k, int *rank, int64_t *dims, bool *idx32, bool *vec, int *access) {
+  *rank = k->rank;
+  for (int a = 0; a < k->rank; a++) dims[a] = k->dims[a];
+  *idx32 = k->idx32;
+  *vec = k->vec;
+  for (int i = 0; i < k->n_inputs; i++) access[i] = k->in[i].access;
+}
+
+lathe_status_t lathe_cuda_ewk_resolve(lathe_cuda *cu, lathe_cuda_ewk *k, int device) {
+  if (k->fns[device]) return NULL;
+  return lathe_cuda_kernel(&cu->devs[device], k->source, "lt_fused", &k->fns[device]);
+}
+
+static bool aligned(lcuDeviceptr p, int bytes) {
+  int a = bytes * EW_VEC > 16 ? 16 : bytes * EW_VEC;
+  return (p & (lcuDeviceptr)(a - 1)) == 0;
+}
+
+lathe_status_t lathe_cuda_ewk_launch(lathe_cuda_exec *ex, lathe_cuda_ewk *k, lathe_tensor **outs, lathe_tensor *const *ins) {
+  if (k->n == 0) return NULL;
+  cuda_dev *d = lathe_cuda_exec_dev(ex);
+  if (!k->fns[d->ordinal]) LATHE_RETURN_IF_ERROR(lathe_cuda_ewk_resolve(d->cu, k, d->ordinal));
+  enum { MAXA = 2 + LATHE_MAX_RANK + EW_MAX_VALUES * (1 + LATHE_MAX_RANK) + EW_MAX_VALUES };
   void *args[MAXA];
-  lcuDeviceptr ptrs[64];
-  lt_strides_h st[64];
-  if (n_outputs + n_inputs > 64) return LATHE_UNIMPL("lathe:cuda: a fused region with %d values", n_outputs + n_inputs);
-  int a = 0, p = 0;
-  args[a++] = &n;
-  args[a++] = &dims;
-  for (int k = 0; k < n_outputs; k++) {
-    ptrs[p] = lathe_cuda_ptr(outs[k]);
+  lcuDeviceptr ptrs[2 * EW_MAX_VALUES];
+  lt_div32_h q[LATHE_MAX_RANK];
+  uint32_t s32[EW_MAX_VALUES][LATHE_MAX_RANK];
+  uint32_t n32 = (uint32_t)k->n;
+  int a = 0, p = 0, vec = k->vec;
+  args[a++] = k->idx32 ? (void *)&n32 : (void *)&k->n;
+  args[a++] = &vec;
+  for (int x = 1; x < k->rank; x++) {
+    if (k->idx32) {
+      q[x] = div32((uint32_t)k->dims[x]);
+      args[a++] = &q[x];
+    } else {
+      args[a++] = &k->dims[x];
+    }
+  }
+  for (int o = 0; o < k->n_outputs; o++) {
+    ptrs[p] = lathe_cuda_ptr(outs[o]);
+    vec &= aligned(ptrs[p], k->out_bytes[o]);
     args[a++] = &ptrs[p++];
   }
-  for (int k = 0; k < n_inputs; k++) {
-    ptrs[p] = lathe_cuda_ptr(ins[k]);
+  for (int i = 0; i < k->n_inputs; i++) {
+    ptrs[p] = lathe_cuda_ptr(ins[i]);
+    if (k->in[i].access == LATHE_PACCESS_FULL || k->in[i].access == LATHE_PACCESS_STRIDED)
+      vec &= aligned(ptrs[p], k->in_bytes[i]);
     args[a++] = &ptrs[p++];
-    st[k] = strides[k];
-    args[a++] = &st[k];
+    for (int x = 0; k->in[i].access == LATHE_PACCESS_STRIDED && x < k->rank; x++) {
+      s32[i][x] = (uint32_t)k->in[i].strides[x];
+      args[a++] = k->idx32 ? (void *)&s32[i][x] : (void *)&k->in[i].strides[x];
+    }
   }
-  unsigned b, th;
-  lathe_cuda_grid(n, &b, &th);
-  return lathe_cuda_launch(ex, f, b, th, 0, args);
+  /* a grid-stride loop over a grid that fills the SMs (8 blocks of 256 each), smaller when the
+   * work is */
+  int64_t items = vec ? k->n / EW_VEC : k->n, blocks = (items + 255) / 256, cap = (int64_t)k->sm_count * 8;
+  if (blocks > cap) blocks = cap;
+  if (blocks < 1) blocks = 1;
+  return lathe_cuda_launch(ex, k->fns[d->ordinal], (unsigned)blocks, 256, 0, args);
 }
 
 /* ---- single elementwise ops ---- */
@@ -363,37 +603,51 @@ static bool ew_supported(lathe_op op, lathe_dtype dt) {
   return lathe_ew_defined(op, dt, dt);
 }
 
-static lathe_status_t run_ew(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
-  if (n->op == LATHE_OP_BITCAST) return lathe_cuda_copy(ex, in[0], out[0]); /* the same bytes, another shape */
-  const lathe_shape *it = &out[0]->shape;
+bool lathe_cuda_ewk_step_kind(const lathe_node *n) {
+  switch (lathe_op_kind_of(n->op)) {
+    case LATHE_KIND_UNARY:
+    case LATHE_KIND_BINARY:
+    case LATHE_KIND_COMPARE:
+    case LATHE_KIND_SELECT:
+    case LATHE_KIND_CONVERT: return n->op != LATHE_OP_BITCAST;
+    default: return false;
+  }
+}
+
+lathe_status_t lathe_cuda_ewk_step(lathe_cuda *cu, const lathe_node *n, const lathe_shape *const *in, const lathe_shape *out,
+                                   lathe_cuda_ewk **k) {
   gen_member m = {.node = n, .n_in = n->n_operands, .out = 0};
   gen_input gi[LATHE_PMEMBER_MAX_IN];
-  lt_strides_h st[LATHE_PMEMBER_MAX_IN];
-  for (int k = 0; k < n->n_operands; k++) {
-    const lathe_shape *s = &in[k]->shape;
-    m.in[k] = -(k + 1);
-    gi[k].dtype = s->dtype;
-    int64_t str[LATHE_MAX_RANK] = {0};
+  memset(gi, 0, sizeof gi);
+  for (int i = 0; i < n->n_operands; i++) {
+    const lathe_shape *s = in[i];
+    m.in[i] = -(i + 1);
+    gi[i].dtype = widened(s->dtype);
     if (s->rank == 0) {
-      gi[k].access = LATHE_PACCESS_SCALAR;
-    } else if (lathe_shape_size(s) == lathe_shape_size(it) && s->rank == it->rank) {
-      gi[k].access = LATHE_PACCESS_FULL;
+      gi[i].access = LATHE_PACCESS_SCALAR;
+    } else if (lathe_shape_size(s) == lathe_shape_size(out) && s->rank == out->rank) {
+      gi[i].access = LATHE_PACCESS_FULL;
     } else { /* implicit size-1 broadcasting */
-      gi[k].access = LATHE_PACCESS_STRIDED;
+      gi[i].access = LATHE_PACCESS_STRIDED;
       int64_t acc = 1;
       for (int a = s->rank - 1; a >= 0; a--) {
-        str[a] = s->dims[a] == 1 && it->dims[a] != 1 ? 0 : acc;
+        gi[i].strides[a] = s->dims[a] == 1 && out->dims[a] != 1 ? 0 : acc;
         acc *= s->dims[a];
       }
     }
-    st[k] = strides_h(str, s->rank);
   }
-  lt_text t = {0};
-  lt_put(&t, "%s", ew_prelude);
-  lathe_status_t err = gen_kernel(&t, &m, 1, gi, n->n_operands, 1);
-  if (!err) err = launch_fused(ex, t.s, it, out, 1, in, st, n->n_operands);
-  free(t.s);
-  return err;
+  return ewk_new(cu, &m, 1, gi, n->n_operands, 1, out, k);
+}
+
+static lathe_status_t run_ew(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
+  if (n->op == LATHE_OP_BITCAST) return lathe_cuda_copy(ex, in[0], out[0]); /* the same bytes, another shape */
+  const lathe_shape *shapes[LATHE_PMEMBER_MAX_IN];
+  for (int i = 0; i < n->n_operands; i++) shapes[i] = &in[i]->shape;
+  lathe_cuda_ewk *k;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_ewk_step(lathe_cuda_exec_dev(ex)->cu, n, shapes, &out[0]->shape, &k));
+  lathe_status_t st = lathe_cuda_ewk_launch(ex, k, out, in);
+  lathe_cuda_ewk_free(k);
+  return st;
 }
 
 #define EW_FAMILY(K)                                                                                          \
@@ -409,13 +663,11 @@ EW_FAMILY(select)
 EW_FAMILY(convert)
 
 /* ---- fusion regions ---- */
-lathe_status_t lathe_cuda_region_loop(lathe_cuda_exec *ex, const lathe_pregion *g, lathe_tensor **vals,
-                                      lathe_status_t (*result)(lathe_cuda_exec *, int slot, lathe_tensor **)) {
+lathe_status_t lathe_cuda_ewk_region(lathe_cuda *cu, const lathe_pfunc *pf, const lathe_pregion *g, lathe_cuda_ewk **k) {
   gen_member m[64];
-  gen_input gi[64 * LATHE_PMEMBER_MAX_IN];
-  lt_strides_h st[64 * LATHE_PMEMBER_MAX_IN];
-  lathe_tensor *ins[64 * LATHE_PMEMBER_MAX_IN], *outs[64];
-  if (g->n_members > 64 || g->n_inputs > 64) return LATHE_UNIMPL("lathe:cuda: a fused region of %d members", g->n_members);
+  gen_input gi[EW_MAX_VALUES];
+  if (g->n_members > 64 || g->n_inputs > EW_MAX_VALUES)
+    return LATHE_UNIMPL("lathe:cuda: a fused region of %d members", g->n_members);
   int n_out = 0;
   for (int i = 0; i < g->n_members; i++) {
     const lathe_pmember *pm = &g->members[i];
@@ -423,25 +675,39 @@ lathe_status_t lathe_cuda_region_loop(lathe_cuda_exec *ex, const lathe_pregion *
     for (int k = 0; k < pm->n_in; k++) m[i].in[k] = pm->in[k];
     if (pm->out_slot >= 0) m[i].out = n_out++;
   }
-  for (int k = 0; k < g->n_inputs; k++) {
-    ins[k] = vals[g->inputs[k].slot];
-    if (!ins[k]) return lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: a region input is not computed");
-    gi[k].dtype = ins[k]->shape.dtype;
-    gi[k].access = g->inputs[k].access;
-    st[k] = strides_h(g->inputs[k].strides, g->shape.rank);
+  memset(gi, 0, sizeof gi);
+  for (int i = 0; i < g->n_inputs; i++) {
+    gi[i].dtype = widened(pf->slots[g->inputs[i].slot].shape.dtype);
+    gi[i].access = g->inputs[i].access;
+    if (gi[i].access == LATHE_PACCESS_FULL) { /* as strides, so that collapsing treats all alike */
+      gi[i].access = LATHE_PACCESS_STRIDED;
+      int64_t acc = 1;
+      for (int a = g->shape.rank - 1; a >= 0; a--) gi[i].strides[a] = acc, acc *= g->shape.dims[a];
+    } else if (gi[i].access == LATHE_PACCESS_STRIDED) {
+      for (int a = 0; a < g->shape.rank; a++) gi[i].strides[a] = g->inputs[i].strides[a];
+    }
   }
+  return ewk_new(cu, m, g->n_members, gi, g->n_inputs, n_out, &g->shape, k);
+}
+
+lathe_status_t lathe_cuda_region_loop(lathe_cuda_exec *ex, const lathe_pfunc *pf, const lathe_pregion *g, lathe_cuda_ewk *bound,
+                                      lathe_tensor **vals, lathe_status_t (*result)(lathe_cuda_exec *, int slot, lathe_tensor **)) {
+  lathe_tensor *ins[EW_MAX_VALUES], *outs[EW_MAX_VALUES];
+  lathe_cuda_ewk *k = bound;
+  if (!k) LATHE_RETURN_IF_ERROR(lathe_cuda_ewk_region(lathe_cuda_exec_dev(ex)->cu, pf, g, &k));
   lathe_status_t err = NULL;
+  for (int i = 0; i < g->n_inputs && !err; i++) {
+    ins[i] = vals[g->inputs[i].slot];
+    if (!ins[i]) err = lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: a region input is not computed");
+  }
   int made = 0;
   for (int i = 0; i < g->n_members && !err; i++)
     if (g->members[i].out_slot >= 0) {
       err = result(ex, g->members[i].out_slot, &outs[made]);
       if (!err) made++;
     }
-  lt_text t = {0};
-  lt_put(&t, "%s", ew_prelude);
-  if (!err) err = gen_kernel(&t, m, g->n_members, gi, g->n_inputs, n_out);
-  if (!err) err = launch_fused(ex, t.s, &g->shape, outs, n_out, ins, st, g->n_inputs);
-  free(t.s);
+  if (!err) err = lathe_cuda_ewk_launch(ex, k, outs, ins);
+  int n_out = made;
   made = 0;
   for (int i = 0; i < g->n_members; i++) {
     if (g->members[i].out_slot < 0) continue;
@@ -449,6 +715,7 @@ lathe_status_t lathe_cuda_region_loop(lathe_cuda_exec *ex, const lathe_pregion *
     else if (made < n_out && outs[made]) lathe_tensor_release(outs[made]);
     made++;
   }
+  if (k != bound) lathe_cuda_ewk_free(k);
   return err;
 }
 
@@ -490,9 +757,20 @@ static void each_ew_source(lathe_cuda_source_fn fn, void *ctx, lathe_op_kind kin
         node.shape.dtype = od;
         node.shape.rank = 1;
         gen_member m = {.node = &node, .n_in = node.n_operands, .out = 0, .in = {-1, -2, -3}};
-        gen_input gi[3] = {{ins[0]->shape.dtype, LATHE_PACCESS_FULL}, {dt, LATHE_PACCESS_STRIDED}, {dt, LATHE_PACCESS_SCALAR}};
+        /* every way an input is read: whole, a row broadcast (vector groups), a scalar; 31-bit
+         * and 64-bit indices in turn */
+        static lathe_cuda_ewk k;
+        memset(&k, 0, sizeof k);
+        k.rank = 2;
+        k.idx32 = count % 2 == 0;
+        k.vec = true;
+        k.n_inputs = node.n_operands;
+        k.n_outputs = 1;
+        k.in[0] = (gen_input){.dtype = ins[0]->shape.dtype, .access = LATHE_PACCESS_FULL};
+        k.in[1] = (gen_input){.dtype = dt, .access = LATHE_PACCESS_STRIDED, .strides = {0, 1}};
+        k.in[2] = (gen_input){.dtype = dt, .access = LATHE_PACCESS_SCALAR};
         lt_put(&t, "namespace n%d {\n", count);
-        lathe_status_t st = gen_kernel(&t, &m, 1, gi, node.n_operands, 1);
+        lathe_status_t st = gen_kernel(&t, &m, 1, &k);
         lt_put(&t, "}\n");
         lathe_status_free(st);
         count++;

@@ -8,6 +8,7 @@
  * Control flow runs on the host: While and If read their predicate back (the stream is waited
  * for at that point), then launch the chosen sub-function's steps on the same stream. */
 #include <stdio.h>
+#include <unistd.h>
 
 #include "cuda.h"
 
@@ -28,6 +29,8 @@ typedef struct cuda_fn {
   int *const_slots;
   int n_consts;
   int max_in;
+  lathe_cuda_ewk **step_k;   /* per step: its elementwise kernel, bound at compile (or NULL) */
+  lathe_cuda_ewk **region_k; /* per region: a LOOP region's kernel */
 } cuda_fn;
 
 struct lathe_plan {
@@ -69,7 +72,13 @@ void lathe_cuda_plan_free(void *ctx, lathe_plan *p) {
     p->spare = a->next;
     arena_set_free(p, a);
   }
-  for (int i = 0; p->fns && i < p->n_fns; i++) free(p->fns[i].const_slots);
+  for (int i = 0; p->fns && i < p->n_fns; i++) {
+    free(p->fns[i].const_slots);
+    for (int k = 0; p->fns[i].step_k && k < p->fns[i].pf->n_steps; k++) lathe_cuda_ewk_free(p->fns[i].step_k[k]);
+    for (int k = 0; p->fns[i].region_k && k < p->fns[i].pf->n_regions; k++) lathe_cuda_ewk_free(p->fns[i].region_k[k]);
+    free(p->fns[i].step_k);
+    free(p->fns[i].region_k);
+  }
   free(p->fns);
   free(p->const_base);
   pthread_mutex_destroy(&p->mu);
@@ -99,6 +108,116 @@ static lathe_status_t check_step(const lathe_pfunc *pf, const lathe_pstep *s) {
   return NULL;
 }
 
+/* ---- kernels bound at compile ----
+ * Every elementwise step and LOOP region gets its kernel now: sources made, then compiled (or
+ * found in the caches) by several threads at once, then loaded on every GPU. A kernel that
+ * cannot be made (UNIMPLEMENTED) stays unbound: its step then fails as it runs, as before. */
+typedef struct bind_job {
+  lathe_cuda *cu;
+  lathe_cuda_ewk **ks;
+  int n;
+  atomic_int next;
+  lathe_status_t st; /* the first error */
+  pthread_mutex_t mu;
+} bind_job;
+
+static void *bind_worker(void *arg) {
+  bind_job *j = arg;
+  for (int i; (i = atomic_fetch_add(&j->next, 1)) < j->n;) {
+    lathe_status_t st = lathe_cuda_ewk_resolve(j->cu, j->ks[i], 0);
+    if (!st) continue;
+    pthread_mutex_lock(&j->mu);
+    if (!j->st) j->st = st;
+    else lathe_status_free(st);
+    pthread_mutex_unlock(&j->mu);
+  }
+  return NULL;
+}
+
+static lathe_status_t keep_unimplemented(lathe_status_t st) {
+  if (st && lathe_status_code_of(st) == LATHE_STATUS_UNIMPLEMENTED) {
+    lathe_status_free(st);
+    return NULL;
+  }
+  return st;
+}
+
+static lathe_status_t bind_kernels(lathe_cuda *cu, lathe_plan *p) {
+  int total = 0;
+  lathe_status_t st = NULL;
+  for (int i = 0; !st && i < p->n_fns; i++) {
+    cuda_fn *f = &p->fns[i];
+    const lathe_pfunc *pf = f->pf;
+    if (pf->dynamic) continue;
+    f->step_k = calloc((size_t)pf->n_steps + 1, sizeof *f->step_k);
+    f->region_k = calloc((size_t)pf->n_regions + 1, sizeof *f->region_k);
+    if (!f->step_k || !f->region_k) return LATHE_OOM("Compile");
+    for (int r = 0; !st && r < pf->n_regions; r++)
+      if (pf->regions[r].kind == LATHE_PREGION_LOOP)
+        if (!(st = keep_unimplemented(lathe_cuda_ewk_region(cu, pf, &pf->regions[r], &f->region_k[r]))) && f->region_k[r]) total++;
+    for (int s = 0; !st && s < pf->n_steps; s++) {
+      const lathe_pstep *sp = &pf->steps[s];
+      if (sp->region >= 0 || !lathe_cuda_ewk_step_kind(sp->node)) continue;
+      const lathe_shape *in[LATHE_PMEMBER_MAX_IN];
+      lathe_shape ws[LATHE_PMEMBER_MAX_IN], wo = pf->slots[sp->out[0]].shape;
+      for (int k = 0; k < sp->n_in && k < LATHE_PMEMBER_MAX_IN; k++) {
+        ws[k] = pf->slots[sp->in[k]].shape;
+        ws[k].dtype = lathe_cuda_widened(ws[k].dtype);
+        in[k] = &ws[k];
+      }
+      if (!(st = keep_unimplemented(lathe_cuda_ewk_step(cu, sp->node, in, &wo, &f->step_k[s]))) && f->step_k[s]) total++;
+    }
+  }
+  if (st || !total || !cu->n_devices) return st;
+  lathe_cuda_ewk **ks = malloc(sizeof *ks * (size_t)total);
+  if (!ks) return LATHE_OOM("Compile");
+  int n = 0;
+  for (int i = 0; i < p->n_fns; i++) {
+    cuda_fn *f = &p->fns[i];
+    for (int s = 0; f->step_k && s < f->pf->n_steps; s++)
+      if (f->step_k[s]) ks[n++] = f->step_k[s];
+    for (int r = 0; f->region_k && r < f->pf->n_regions; r++)
+      if (f->region_k[r]) ks[n++] = f->region_k[r];
+  }
+  /* identical kernels (a region shape that recurs) compile once: the threads take the first of
+   * each, the rest then find it in the module table */
+  lathe_cuda_ewk **uniq = malloc(sizeof *uniq * (size_t)n);
+  size_t *len = malloc(sizeof *len * (size_t)n);
+  if (!uniq || !len) {
+    free(uniq);
+    free(len);
+    free(ks);
+    return LATHE_OOM("Compile");
+  }
+  int nu = 0;
+  for (int i = 0; i < n; i++) {
+    len[i] = strlen(lathe_cuda_ewk_source(ks[i]));
+    bool seen = false;
+    for (int k = 0; k < i && !seen; k++)
+      seen = len[k] == len[i] && !memcmp(lathe_cuda_ewk_source(ks[k]), lathe_cuda_ewk_source(ks[i]), len[i]);
+    if (!seen) uniq[nu++] = ks[i];
+  }
+  free(len);
+  bind_job j = {.cu = cu, .ks = uniq, .n = nu};
+  pthread_mutex_init(&j.mu, NULL);
+  enum { MAX_BINDERS = 8 };
+  pthread_t tid[MAX_BINDERS];
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int nt = nu < 4 ? 1 : (int)(cpus < 2 ? 1 : cpus > MAX_BINDERS ? MAX_BINDERS : cpus), started = 0;
+  if (nt > nu) nt = nu;
+  for (int t = 1; t < nt; t++)
+    if (pthread_create(&tid[started], NULL, bind_worker, &j) == 0) started++;
+  bind_worker(&j);
+  for (int t = 0; t < started; t++) pthread_join(tid[t], NULL);
+  st = j.st;
+  for (int d = 0; !st && d < cu->n_devices; d++) /* the rest, and other GPUs: compiled by now */
+    for (int i = 0; !st && i < n; i++) st = lathe_cuda_ewk_resolve(cu, ks[i], d);
+  pthread_mutex_destroy(&j.mu);
+  free(uniq);
+  free(ks);
+  return st;
+}
+
 lathe_status_t lathe_cuda_compile(void *ctx, const lathe_program *prog, lathe_plan **out) {
   lathe_cuda *cu = ctx;
   lathe_plan *p = calloc(1, sizeof *p);
@@ -125,6 +244,7 @@ lathe_status_t lathe_cuda_compile(void *ctx, const lathe_program *prog, lathe_pl
     for (int k = 0; !st && k < pf->n_slots; k++)
       if (pf->slots[k].kind == LATHE_PSLOT_CONST) f->const_slots[f->n_consts++] = k;
   }
+  if (!st) st = bind_kernels(cu, p);
   if (st) {
     lathe_cuda_plan_free(NULL, p);
     return st;
@@ -460,7 +580,8 @@ static lathe_status_t run_node(lathe_cuda_exec *ex, frame *f, int pos, const lat
         wout[k] = lathe_tensor_retain(out[k]);
       }
     }
-    if (!st) st = lathe_cuda_run_kernel(ex, n, win, wout);
+    lathe_cuda_ewk *bound = f->f->step_k ? f->f->step_k[pos] : NULL;
+    if (!st) st = bound ? lathe_cuda_ewk_launch(ex, bound, wout, win) : lathe_cuda_run_kernel(ex, n, win, wout);
     for (int k = 0; k < nout && !st; k++)
       if (wout[k] != out[k]) st = lathe_cuda_pack(ex, wout[k], out[k]);
   }
@@ -482,9 +603,6 @@ done:
   return st;
 }
 
-lathe_status_t lathe_cuda_region_loop(lathe_cuda_exec *ex, const lathe_pregion *g, lathe_tensor **vals,
-                                      lathe_status_t (*result)(lathe_cuda_exec *, int slot, lathe_tensor **));
-
 /* A region: one generated kernel for a LOOP; a REDUCE region runs its prologue, the reduction
  * and its epilogue in turn (through the region's internal slots). */
 static lathe_status_t run_region(lathe_cuda_exec *ex, const lathe_pstep *sp) {
@@ -492,17 +610,20 @@ static lathe_status_t run_region(lathe_cuda_exec *ex, const lathe_pstep *sp) {
   const lathe_pfunc *pf = f->f->pf;
   const lathe_pregion *g = &pf->regions[sp->region];
   lathe_status_t st = NULL;
+  lathe_cuda_ewk **rk = f->f->region_k;
   if (g->kind == LATHE_PREGION_LOOP) {
-    st = lathe_cuda_region_loop(ex, g, f->vals, result_tensor);
+    st = lathe_cuda_region_loop(ex, pf, g, rk ? rk[sp->region] : NULL, f->vals, result_tensor);
   } else {
-    if (g->prologue >= 0) st = lathe_cuda_region_loop(ex, &pf->regions[g->prologue], f->vals, result_tensor);
+    if (g->prologue >= 0)
+      st = lathe_cuda_region_loop(ex, pf, &pf->regions[g->prologue], rk ? rk[g->prologue] : NULL, f->vals, result_tensor);
     lathe_tensor *in = f->vals[g->reduce_in], *out = NULL;
     if (!st && !in) st = lathe_status_new(LATHE_STATUS_INTERNAL, "fused reduction: operand not computed");
     if (!st) st = result_tensor(ex, g->reduce_out, &out);
     if (!st) st = lathe_cuda_run_kernel(ex, g->reduce, &in, &out);
     if (!st) f->vals[g->reduce_out] = out;
     else bury(ex, out);
-    if (!st && g->epilogue >= 0) st = lathe_cuda_region_loop(ex, &pf->regions[g->epilogue], f->vals, result_tensor);
+    if (!st && g->epilogue >= 0)
+      st = lathe_cuda_region_loop(ex, pf, &pf->regions[g->epilogue], rk ? rk[g->epilogue] : NULL, f->vals, result_tensor);
   }
   if (st)
     st = lathe_status_annotate(st, "executing a fused region ending in %s (node %d of \"%s\") on lathe:cuda",

@@ -258,17 +258,10 @@ static lathe_status_t grow(cuda_modules *m) {
   return NULL;
 }
 
-/* The module of source on d: from the table, the disk cache, or NVRTC. With mu held. */
-static lathe_status_t module_of(cuda_dev *d, const char *source, cuda_module **out) {
-  cuda_modules *m = &d->modules;
-  size_t len = strlen(source);
-  uint64_t key = source_key(source, len);
-  if (m->cap == 0 || 2 * (m->n + 1) > m->cap) LATHE_RETURN_IF_ERROR(grow(m));
-  cuda_module **slot = slot_for(m, key, source, len);
-  if (*slot) {
-    *out = *slot;
-    return NULL;
-  }
+/* The cubin of source for d: from the disk cache, else NVRTC (and then written there). Without
+ * the table's lock, so that several threads compile at once. */
+static lathe_status_t cubin_of(cuda_dev *d, const char *source, uint64_t key, bool fresh, void **cubin, size_t *size,
+                               bool *from_disk) {
   int driver, nvrtc;
   lathe_cuda_versions(&driver, &nvrtc);
   uint64_t file_key = fnv(key, &d->cc, sizeof d->cc);
@@ -278,57 +271,83 @@ static lathe_status_t module_of(cuda_dev *d, const char *source, cuda_module **o
   char dir[512], path[600];
   bool cached = cache_dir(dir, sizeof dir);
   if (cached) snprintf(path, sizeof path, "%s/%016llx-sm%d.cubin", dir, (unsigned long long)file_key, d->cc);
+  *cubin = cached && !fresh ? read_file(path, size) : NULL;
+  *from_disk = *cubin != NULL;
+  if (*cubin) return NULL;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_compile_source(source, d->cc, cubin, size));
+  if (cached) write_file(dir, path, *cubin, *size);
+  return NULL;
+}
+
+/* The module of source on d: from the table, the disk cache, or NVRTC. Takes and drops mu;
+ * entries are never removed before the device goes, so *out stays valid. */
+static lathe_status_t module_of(cuda_dev *d, const char *source, cuda_module **out) {
+  cuda_modules *m = &d->modules;
+  size_t len = strlen(source);
+  uint64_t key = source_key(source, len);
+  pthread_mutex_lock(&m->mu);
+  lathe_status_t st = (m->cap == 0 || 2 * (m->n + 1) > m->cap) ? grow(m) : NULL;
+  cuda_module **slot = st ? NULL : slot_for(m, key, source, len);
+  if (slot && *slot) *out = *slot;
+  pthread_mutex_unlock(&m->mu);
+  if (st || (slot && *slot)) return st;
+  void *cubin = NULL;
   size_t size = 0;
-  void *cubin = cached ? read_file(path, &size) : NULL;
-  bool from_disk = cubin != NULL;
-  if (!cubin) LATHE_RETURN_IF_ERROR(lathe_cuda_compile_source(source, d->cc, &cubin, &size));
+  bool from_disk = false;
+  LATHE_RETURN_IF_ERROR(cubin_of(d, source, key, false, &cubin, &size, &from_disk));
   lcuModule mod = NULL;
-  lathe_status_t st = lathe_cuda_use(d);
+  st = lathe_cuda_use(d);
   if (!st) st = lathe_cuda_error(d->cu->api, d->cu->api->cuModuleLoadData(&mod, cubin), "lathe:cuda: cuModuleLoadData");
   if (st && from_disk) { /* a stale or damaged cache file: compile afresh */
     lathe_status_free(st);
     free(cubin);
-    from_disk = false;
-    st = lathe_cuda_compile_source(source, d->cc, &cubin, &size);
+    cubin = NULL;
+    st = cubin_of(d, source, key, true, &cubin, &size, &from_disk);
     if (!st) st = lathe_cuda_error(d->cu->api, d->cu->api->cuModuleLoadData(&mod, cubin), "lathe:cuda: cuModuleLoadData");
   }
-  if (!st && cached && !from_disk) write_file(dir, path, cubin, size);
   free(cubin);
   if (st) return st;
   cuda_module *e = calloc(1, sizeof *e);
   char *src = malloc(len + 1);
-  if (!e || !src) {
-    free(e);
-    free(src);
-    d->cu->api->cuModuleUnload(mod);
-    return LATHE_OOM("lathe:cuda");
+  pthread_mutex_lock(&m->mu);
+  st = (!e || !src) ? LATHE_OOM("lathe:cuda") : (m->cap == 0 || 2 * (m->n + 1) > m->cap) ? grow(m) : NULL;
+  slot = st ? NULL : slot_for(m, key, source, len);
+  if (slot && *slot) { /* another thread loaded it meanwhile: keep theirs */
+    *out = *slot;
+  } else if (slot) {
+    memcpy(src, source, len + 1);
+    e->key = key;
+    e->source = src;
+    e->len = len;
+    e->module = mod;
+    *slot = e;
+    m->n++;
+    *out = e;
+    e = NULL;
+    src = NULL;
+    mod = NULL;
   }
-  memcpy(src, source, len + 1);
-  e->key = key;
-  e->source = src;
-  e->len = len;
-  e->module = mod;
-  *slot = e;
-  m->n++;
-  *out = e;
-  return NULL;
+  pthread_mutex_unlock(&m->mu);
+  if (mod) d->cu->api->cuModuleUnload(mod);
+  free(e);
+  free(src);
+  return st;
 }
 
 lathe_status_t lathe_cuda_kernel(cuda_dev *d, const char *source, const char *name, lcuFunction *out) {
-  pthread_mutex_lock(&d->modules.mu);
   cuda_module *e = NULL;
-  lathe_status_t st = module_of(d, source, &e);
-  for (int k = 0; !st && k < e->n_fns; k++)
+  LATHE_RETURN_IF_ERROR(module_of(d, source, &e));
+  pthread_mutex_lock(&d->modules.mu);
+  lathe_status_t st = NULL;
+  for (int k = 0; k < e->n_fns; k++)
     if (!strcmp(e->fn_names[k], name)) {
       *out = e->fns[k];
       pthread_mutex_unlock(&d->modules.mu);
       return NULL;
     }
-  if (!st) {
-    char what[160];
-    snprintf(what, sizeof what, "lathe:cuda: kernel %s", name);
-    st = lathe_cuda_error(d->cu->api, d->cu->api->cuModuleGetFunction(out, e->module, name), what);
-  }
+  char what[160];
+  snprintf(what, sizeof what, "lathe:cuda: kernel %s", name);
+  st = lathe_cuda_error(d->cu->api, d->cu->api->cuModuleGetFunction(out, e->module, name), what);
   if (!st && e->n_fns < MODULE_FNS) { /* remembered where there is room (else looked up each time) */
     char *nm = malloc(strlen(name) + 1);
     if (nm) {

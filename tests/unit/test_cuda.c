@@ -66,6 +66,66 @@ TEST(cuda_kernels_compile_with_nvrtc) {
   free(cubin);
 }
 
+/* The multiply-high division that collapsed elementwise kernels use for 31-bit indices: exact
+ * for every divisor at the edges and at random. */
+TEST(cuda_index_division) {
+  uint32_t ds[] = {1, 2, 3, 5, 7, 10, 127, 128, 129, 1000, 65535, 65536, 65537, 1u << 20, 3u << 20, 0x7fffffffu, 0x40000001u};
+  uint32_t ns[] = {0, 1, 2, 3, 127, 128, 129, 65535, 65536, 1u << 30, 0x7ffffffeu, 0x7fffffffu};
+  int bad = 0;
+  for (size_t i = 0; i < sizeof ds / sizeof ds[0]; i++)
+    for (size_t j = 0; j < sizeof ns / sizeof ns[0]; j++) bad += lathe_cuda_udiv_host(ns[j], ds[i]) != ns[j] / ds[i];
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (int i = 0; i < 200000; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    uint32_t d = (uint32_t)(x >> 33) >> (x & 31);
+    uint32_t n = (uint32_t)x & 0x7fffffffu;
+    if (d == 0) d = 1;
+    bad += lathe_cuda_udiv_host(n, d) != n / d;
+    bad += lathe_cuda_udiv_host(n - n % d, d) != n / d; /* exact multiples */
+  }
+  CHECK(bad == 0, "%d wrong quotients", bad);
+}
+
+/* How an elementwise kernel reads its inputs after collapsing (no GPU needed): a broadcast
+ * zero is a scalar, a row broadcast two axes in vector groups, a size-1 axis gone. */
+static void geometry(const int64_t *xd, int xr, const int64_t *yd, int yr, const int64_t *od, int orank, int *rank,
+                     int64_t *dims, bool *idx32, bool *vec, int *access) {
+  lathe_cuda cu;
+  memset(&cu, 0, sizeof cu);
+  lathe_node x, y, n;
+  memset(&x, 0, sizeof x), memset(&y, 0, sizeof y), memset(&n, 0, sizeof n);
+  lathe_node *ins[2] = {&x, &y};
+  CHECK_OK(lathe_shape_make(LATHE_DTYPE_FLOAT32, xr, xd, &x.shape));
+  CHECK_OK(lathe_shape_make(LATHE_DTYPE_FLOAT32, yr, yd, &y.shape));
+  CHECK_OK(lathe_shape_make(LATHE_DTYPE_FLOAT32, orank, od, &n.shape));
+  n.op = LATHE_OP_ADD;
+  n.in = ins;
+  n.n_operands = n.n_in = 2;
+  const lathe_shape *in[2] = {&x.shape, &y.shape};
+  lathe_cuda_ewk *k = NULL;
+  CHECK_OK(lathe_cuda_ewk_step(&cu, &n, in, &n.shape, &k));
+  if (k) lathe_cuda_ewk_describe(k, rank, dims, idx32, vec, access);
+  lathe_cuda_ewk_free(k);
+}
+
+TEST(cuda_ew_geometry) {
+  int rank = -1, access[2] = {-1, -1};
+  int64_t dims[LATHE_MAX_RANK];
+  bool idx32 = false, vec = false;
+  int64_t o[] = {8, 1, 16}, row[] = {1, 1, 16}, one[] = {1, 1, 1}, col[] = {8, 1, 1}, odd[] = {8, 1, 15}, orow[] = {1, 1, 15};
+  geometry(o, 3, row, 3, o, 3, &rank, dims, &idx32, &vec, access);
+  CHECK(rank == 2 && dims[0] == 8 && dims[1] == 16 && idx32 && vec && access[0] == LATHE_PACCESS_FULL &&
+            access[1] == LATHE_PACCESS_STRIDED,
+        "row broadcast: rank %d, vec %d, access %d %d", rank, vec, access[0], access[1]);
+  geometry(o, 3, one, 3, o, 3, &rank, dims, &idx32, &vec, access);
+  CHECK(rank == 1 && dims[0] == 128 && vec && access[1] == LATHE_PACCESS_SCALAR, "broadcast zero: rank %d, access %d", rank,
+        access[1]);
+  geometry(o, 3, col, 3, o, 3, &rank, dims, &idx32, &vec, access);
+  CHECK(rank == 2 && vec && access[1] == LATHE_PACCESS_STRIDED, "column broadcast: rank %d vec %d", rank, vec);
+  geometry(odd, 3, orow, 3, odd, 3, &rank, dims, &idx32, &vec, access);
+  CHECK(rank == 2 && !vec, "rows of 15 make no vector groups: rank %d vec %d", rank, vec);
+}
+
 /* ---- on a GPU: graphs run on lathe:cuda and on lathe:cpu must agree ---- */
 TEST(cuda_smoke) {
   if (!gpu()) SKIP("no usable GPU");
