@@ -3,12 +3,13 @@
 A child process of gomlx-vs-jax, driven over stdin/stdout one line at a time, so that its steps
 interleave with the GoMLX backends' in one run:
   version            -> "jax X.Y.Z on DEVICE"
-  init KIND SIZE     -> builds the step (mlp BATCH, cnn BATCH, transformer SEQ), runs it once
+  init KIND SIZE     -> builds the step (mlp BATCH, cnn BATCH, transformer SEQ [BATCH]), runs it once
                         (compile), answers "ok FIRST_STEP_SECONDS"
   step               -> one SGD step with the loss read back, answers its seconds
   quit
 Models mirror main.go: dense layers with bias, ReLU, 2x2 max-pool, pre-norm transformer block
-with exact GELU; SGD with learning rate 0.001; float32.
+with exact GELU; SGD with learning rate 0.001; float32. JAX_PLATFORMS=cuda runs it on the GPU (JAX then
+multiplies float32 with TF32 tensor cores, its default).
 """
 import os
 import sys
@@ -82,7 +83,7 @@ def layer_norm(p, x, eps=1e-5):
     return (x - mean) * lax.rsqrt(var + eps) * p["g"] + p["b"]
 
 
-def transformer(seq, d=768, heads=12, ffn=3072):
+def transformer(seq, batch=1, d=768, heads=12, ffn=3072):
     k = jax.random.split(jax.random.PRNGKey(0), 8)
     ln = lambda: {"g": jnp.ones((d,), jnp.float32), "b": jnp.zeros((d,), jnp.float32)}  # noqa: E731
     params = {
@@ -90,8 +91,8 @@ def transformer(seq, d=768, heads=12, ffn=3072):
         "q": dense_init(k[0], d, d), "k": dense_init(k[1], d, d), "v": dense_init(k[2], d, d), "o": dense_init(k[3], d, d),
         "ff0": dense_init(k[4], d, ffn), "ff1": dense_init(k[5], ffn, d),
     }
-    x = jax.random.normal(k[6], (1, seq, d), jnp.float32)
-    y = jax.random.normal(k[7], (1, seq, d), jnp.float32)
+    x = jax.random.normal(k[6], (batch, seq, d), jnp.float32)
+    y = jax.random.normal(k[7], (batch, seq, d), jnp.float32)
     hd = d // heads
 
     def mha(p, x):
@@ -131,7 +132,7 @@ def main():
                 reply = "jax %s on %s (%d CPU threads visible)" % (jax.__version__, jax.devices()[0].device_kind, os.cpu_count())
             elif words[0] == "init":
                 build = {"mlp": mlp, "cnn": cnn, "transformer": transformer}[words[1]]
-                params, x, y, loss = build(int(words[2]))
+                params, x, y, loss = build(*[int(w) for w in words[2:]])
                 step = make_step(loss)
                 t = time.perf_counter()
                 l, params = step(params, x, y)

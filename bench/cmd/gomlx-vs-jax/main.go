@@ -173,7 +173,8 @@ func main() {
 	rounds := flag.Int("rounds", 15, "timed rounds (one step of each contender per round)")
 	warmup := flag.Int("warmup", 3, "untimed rounds first (after the first step, which compiles)")
 	goRounds := flag.Int("go-rounds", 3, "timed rounds for GoMLX's go backend (10-20x slower; 0 leaves it out)")
-	latheCfg := flag.String("lathe", "lathe:cpu,threads=2", "lathe backend configuration")
+	latheCfg := flag.String("lathe", "lathe:cpu,threads=2", `lathe backend configuration (several: separated by ";", the first is the base of the ratios)`)
+	gpu := flag.Bool("gpu", false, "the GPU workloads (MLP b256, CNN b128, transformer b8 s512) instead of the CPU ones")
 	goCfg := flag.String("go", "go", "GoMLX go backend configuration")
 	xlaCfg := flag.String("xla", "xla:cpu", `GoMLX xla backend configuration ("" leaves it out)`)
 	python := flag.String("python", ".deps/jax/bin/python", `Python with JAX ("" leaves JAX out)`)
@@ -182,6 +183,9 @@ func main() {
 	flag.Parse()
 
 	workloads := []steps.Workload{steps.MLP(256), steps.CNN(32), steps.CNN(128), steps.Transformer(1, 128), steps.Transformer(1, 512)}
+	if *gpu {
+		workloads = []steps.Workload{steps.MLP(256), steps.CNN(128), steps.Transformer(8, 512)}
+	}
 	var jax *jaxServer
 	if *python != "" {
 		script := filepath.Join("bench", "cmd", "gomlx-vs-jax", "jax_steps.py")
@@ -196,7 +200,7 @@ func main() {
 	xlaPlugin := ""
 	if *xlaCfg != "" {
 		var err error
-		if xlaPlugin, err = xlaConfig(); err != nil {
+		if xlaPlugin, err = xlaConfig(*xlaCfg); err != nil {
 			fmt.Printf("xla:   left out: %v\n", err)
 			*xlaCfg = ""
 		}
@@ -248,8 +252,10 @@ func runWorkload(w steps.Workload, latheCfg, goCfg, xlaCfg, xlaPlugin string, ja
 		cs = append(cs, s)
 		return nil
 	}
-	if err := add(latheCfg, latheCfg); err != nil {
-		return r, err
+	for _, cfg := range strings.Split(latheCfg, ";") {
+		if err := add(cfg, cfg); err != nil {
+			return r, err
+		}
 	}
 	if xlaCfg != "" {
 		if err := add(xlaCfg, xlaPlugin); err != nil {

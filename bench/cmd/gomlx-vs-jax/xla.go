@@ -4,15 +4,17 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/gomlx/go-xla/compute/xla" // registers "xla"
 )
 
-// xlaConfig returns the configuration of GoMLX's xla backend on XLA's CPU PJRT plugin: the one in
+// xlaConfig returns the configuration of GoMLX's xla backend (cfg: xla:cpu or xla:cuda) on XLA's PJRT
+// plugin pjrt_c_api_<device>_plugin.so: the one in
 // PJRT_PLUGIN_LIBRARY_PATH, else the one setup.sh unpacks into .deps/pjrt-cpu. It keeps the
 // backend from downloading plugins (GOMLX_NO_AUTO_INSTALL: the benchmark must run offline) and
 // fails when no plugin is there.
-func xlaConfig() (string, error) {
+func xlaConfig(cfg string) (string, error) {
 	xla.EnableAutoInstall(false)
 	if err := os.Setenv(xla.NoAutoInstallEnv, "1"); err != nil {
 		return "", err
@@ -25,9 +27,14 @@ func xlaConfig() (string, error) {
 		}
 		dir = abs
 	}
-	plugin := filepath.Join(dir, "pjrt_c_api_cpu_plugin.so")
+	device := strings.TrimPrefix(cfg, "xla:")
+	if device == "" || device == cfg {
+		device = "cpu"
+	}
+	file := "pjrt_c_api_" + device + "_plugin.so"
+	plugin := filepath.Join(dir, file)
 	if _, err := os.Stat(plugin); err != nil {
-		return "", fmt.Errorf("no pjrt_c_api_cpu_plugin.so in %s (LATHE_BENCH_XLA=1 bench/cmd/gomlx-vs-jax/setup.sh installs it)", dir)
+		return "", fmt.Errorf("no %s in %s (for xla:cpu, LATHE_BENCH_XLA=1 bench/cmd/gomlx-vs-jax/setup.sh installs it; for xla:cuda, ../shared/PLATFORM.md says how JAX's CUDA plugin serves)", file, dir)
 	}
 	// The plugin's absolute path as the configuration: go-xla reads PJRT_PLUGIN_LIBRARY_PATH
 	// when the program starts, before this runs.

@@ -20,7 +20,7 @@ import (
 )
 
 // Workload is one training step's model: its name for tables, the JAX script's spec for the
-// same step ("mlp 256", "cnn 32", "transformer 128"; only for batch-1 transformers), its inputs
+// same step ("mlp 256", "cnn 32", "transformer 128 1": sequence, then batch), its inputs
 // and its loss.
 type Workload struct {
 	Name, JaxSpec string
@@ -87,7 +87,7 @@ func CNN(batch int) Workload {
 func Transformer(batch, seq int) Workload {
 	const d, heads, ffn = 768, 12, 3072
 	return Workload{
-		Name: fmt.Sprintf("Transformer d768 h12 b%d s%d", batch, seq), JaxSpec: fmt.Sprintf("transformer %d", seq), Batch: batch,
+		Name: fmt.Sprintf("Transformer d768 h12 b%d s%d", batch, seq), JaxSpec: fmt.Sprintf("transformer %d %d", seq, batch), Batch: batch,
 		Inputs: func(rng *rand.Rand) (*tensors.Tensor, *tensors.Tensor) {
 			return tensors.FromFlatDataAndDimensions(randFloats(rng, batch*seq*d), batch, seq, d),
 				tensors.FromFlatDataAndDimensions(randFloats(rng, batch*seq*d), batch, seq, d)

@@ -1,0 +1,374 @@
+// Command cuda-bench times, in one run on a GPU machine, the graphs of issue "lathe:cuda at the
+// H200's limits" on lathe:cuda and on GoMLX's own xla:cuda (the same GoMLX graphs, interleaved
+// round by round), and the same computations in JAX and PyTorch (peers.py, a child process run
+// first in the same call), and prints medians, bandwidths and ratios:
+//
+//   - the chain relu(1.5x+0.5)·x over 2^24 and 2^26 Float32, with Relu as GoMLX's activation.Relu
+//     builds it (Max against a broadcast zero) and with a scalar zero;
+//   - softmax over the last axis of 512×1024×1024, a row sum of 8192², a layer norm of
+//     16384×1024 (mean, centred variance, scale);
+//   - the floor: a one-op graph on 4 floats through GoMLX's Exec.Call and Value();
+//   - with -first: the first training step of the MLP, CNN and transformer workloads
+//     (bench/internal/steps) in a fresh process, lathe with an empty and with a warm kernel
+//     cache, xla:cuda with its own.
+//
+// Bandwidths count each input read once and each output written once. The training steps are
+// gomlx-vs-jax's (-gpu). Run from the repository root on the GPU machine:
+//
+//	cuda-bench -xla xla:cuda -python python3 -first
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gomlx/compute"
+	"github.com/gomlx/go-xla/compute/xla"
+	. "github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
+	"github.com/gomlx/gomlx/ml/layers/activation"
+	"github.com/gomlx/gomlx/ml/model"
+	"github.com/gomlx/gomlx/ml/train/optimizer"
+
+	"github.com/lathe-dev/lathe/bench/internal/steps"
+	_ "github.com/lathe-dev/lathe/compute/lathe" // registers "lathe"
+)
+
+// work is one computation: its graph, its input's dimensions and the bytes it must move.
+type work struct {
+	name  string
+	dims  []int
+	bytes float64 // per call; 0: a latency, not a bandwidth
+	fn    func(x *Node) *Node
+	calls int // per timed sample
+}
+
+func chain(relu func(*Node) *Node) func(*Node) *Node {
+	return func(x *Node) *Node { return Mul(relu(AddScalar(MulScalar(x, 1.5), 0.5)), x) }
+}
+
+func works(quick bool) []work {
+	scalarRelu := func(x *Node) *Node { return Max(x, Scalar(x.Graph(), x.DType(), 0)) }
+	layerNorm := func(x *Node) *Node {
+		mean := ReduceAndKeep(x, ReduceMean, -1)
+		c := Sub(x, mean)
+		v := ReduceAndKeep(Square(c), ReduceMean, -1)
+		return Mul(c, Rsqrt(AddScalar(v, 1e-5)))
+	}
+	ws := []work{
+		{"chain relu(1.5x+0.5)x, broadcast zero, 2^24", []int{1 << 24}, 8 << 24, chain(activation.Relu), 20},
+		{"chain, scalar zero, 2^24", []int{1 << 24}, 8 << 24, chain(scalarRelu), 20},
+		{"chain relu(1.5x+0.5)x, broadcast zero, 2^26", []int{1 << 26}, 8 << 26, chain(activation.Relu), 10},
+		{"chain, scalar zero, 2^26", []int{1 << 26}, 8 << 26, chain(scalarRelu), 10},
+		{"softmax 512x1024x1024 (last axis)", []int{512, 1024, 1024}, 8 << 29, func(x *Node) *Node { return Softmax(x, -1) }, 3},
+		{"row sum 8192x8192", []int{8192, 8192}, 4 << 26, func(x *Node) *Node { return ReduceSum(x, -1) }, 10},
+		{"layer norm 16384x1024", []int{16384, 1024}, 8 << 24, layerNorm, 20},
+		{"floor: x+1 on 4 floats, Call + Value", []int{4}, 0, func(x *Node) *Node { return AddScalar(x, 1) }, 1},
+	}
+	if quick {
+		for i := range ws {
+			if ws[i].bytes > 8<<26 {
+				ws[i].dims = []int{64, 1024, 1024}
+				ws[i].bytes /= 8
+			}
+		}
+	}
+	return ws
+}
+
+type contender struct {
+	name string
+	exec *Exec
+	sync *Exec // reads one element of a result: waits for the work before it
+	x    *tensors.Tensor
+}
+
+func newContender(cfg string, w work, x *tensors.Tensor) (*contender, error) {
+	backend, err := compute.NewWithConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	e, err := NewExec(backend, w.fn)
+	if err != nil {
+		return nil, err
+	}
+	s, err := NewExec(backend, func(y *Node) *Node {
+		return Slice(Reshape(y, y.Shape().Size()), AxisRange(0, 1))
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &contender{name: cfg, exec: e, sync: s, x: x}, nil
+}
+
+// sample times w.calls calls (their results freed as they come) and waits for the last one.
+func (c *contender) sample(w work) (time.Duration, error) {
+	t0 := time.Now()
+	var last *tensors.Tensor
+	for i := 0; i < w.calls; i++ {
+		out, err := c.exec.Call(c.x)
+		if err != nil {
+			return 0, err
+		}
+		if last != nil {
+			last.FinalizeAll()
+		}
+		last = out[0]
+	}
+	if w.bytes == 0 { // a latency: the value itself is read back
+		_ = last.Value()
+	} else {
+		one, err := c.sync.Call(last)
+		if err != nil {
+			return 0, err
+		}
+		_ = one[0].Value()
+		one[0].FinalizeAll()
+	}
+	last.FinalizeAll()
+	return time.Since(t0) / time.Duration(w.calls), nil
+}
+
+func median(v []time.Duration) time.Duration {
+	if len(v) == 0 {
+		return 0
+	}
+	s := append([]time.Duration{}, v...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+// peers runs peers.py (JAX and PyTorch) and returns its medians by "workload|contender".
+func peers(python string, quick bool) map[string]time.Duration {
+	res := map[string]time.Duration{}
+	if python == "" {
+		return res
+	}
+	args := []string{"bench/cmd/cuda-bench/peers.py"}
+	if quick {
+		args = append(args, "quick")
+	}
+	cmd := exec.Command(python, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err == nil {
+		err = cmd.Start()
+	}
+	if err != nil {
+		fmt.Printf("peers: left out: %v\n", err)
+		return res
+	}
+	sc := bufio.NewScanner(out)
+	for sc.Scan() {
+		f := strings.Split(sc.Text(), "\t")
+		if len(f) == 3 && f[0] != "note" {
+			if sec, err := strconv.ParseFloat(f[2], 64); err == nil {
+				res[f[0]+"|"+f[1]] = time.Duration(sec * float64(time.Second))
+			}
+		} else {
+			fmt.Println("peers:", sc.Text())
+		}
+	}
+	if err := cmd.Wait(); err != nil {
+		fmt.Printf("peers: %v\n", err)
+	}
+	return res
+}
+
+// first runs one training step of a workload in this process and prints its time (the -child mode).
+func first(cfg, name string) error {
+	var w steps.Workload
+	switch name {
+	case "mlp":
+		w = steps.MLP(256)
+	case "cnn":
+		w = steps.CNN(128)
+	default:
+		w = steps.Transformer(8, 512)
+	}
+	t0 := time.Now()
+	backend, err := compute.NewWithConfig(cfg)
+	if err != nil {
+		return err
+	}
+	store := model.NewStore()
+	opt := optimizer.StochasticGradientDescent().WithLearningRate(0.001).Done()
+	e, err := model.NewExec(backend, store, func(scope *model.Scope, x, y *Node) *Node {
+		l := w.Loss(scope, x, y)
+		opt.UpdateGraph(scope, x.Graph(), l)
+		return l
+	})
+	if err != nil {
+		return err
+	}
+	x, y := w.Inputs(rand.New(rand.NewPCG(1, 2)))
+	if _, err := steps.Run(e, x, y); err != nil {
+		return err
+	}
+	fmt.Printf("%.3f\n", time.Since(t0).Seconds())
+	return nil
+}
+
+func firstCalls(latheCfg, xlaCfg string) {
+	self, _ := os.Executable()
+	dir, err := os.MkdirTemp("", "lathe-cuda-cache")
+	if err != nil {
+		fmt.Println("first calls:", err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	run := func(cfg, w string, env ...string) string {
+		cmd := exec.Command(self, "-child", cfg+"|"+w)
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if err != nil {
+			return "error: " + lines[len(lines)-1]
+		}
+		return lines[len(lines)-1] + " s"
+	}
+	fmt.Printf("\n%-34s %16s %16s %16s %10s %10s\n", "first step (build+compile+run)", "lathe empty", "lathe warm", "xla:cuda", "empty/xla", "warm/xla")
+	for _, w := range []string{"mlp", "cnn", "transformer"} {
+		empty := run(latheCfg, w, "LATHE_CUDA_CACHE_DIR="+dir+"/"+w)
+		warm := run(latheCfg, w, "LATHE_CUDA_CACHE_DIR="+dir+"/"+w)
+		x := "-"
+		if xlaCfg != "" {
+			x = run(xlaCfg, w)
+		}
+		ratio := func(a string) string {
+			fa, e1 := strconv.ParseFloat(strings.TrimSuffix(a, " s"), 64)
+			fx, e2 := strconv.ParseFloat(strings.TrimSuffix(x, " s"), 64)
+			if e1 != nil || e2 != nil || fx == 0 {
+				return "-"
+			}
+			return fmt.Sprintf("%.3f", fa/fx)
+		}
+		fmt.Printf("%-34s %16s %16s %16s %10s %10s\n", w, empty, warm, x, ratio(empty), ratio(warm))
+	}
+}
+
+func main() {
+	latheCfg := flag.String("lathe", "lathe:cuda", `lathe configurations, separated by ";" (the first is the base of the ratios)`)
+	xlaCfg := flag.String("xla", "xla:cuda", `GoMLX's xla backend ("" leaves it out; PJRT_PLUGIN_LIBRARY_PATH names the plugin's folder)`)
+	python := flag.String("python", "", "Python with JAX and PyTorch for peers.py (\"\" leaves them out)")
+	rounds := flag.Int("rounds", 9, "timed rounds")
+	quick := flag.Bool("quick", false, "smaller softmax (for a machine without much memory)")
+	doFirst := flag.Bool("first", false, "also time first calls in fresh processes")
+	only := flag.String("only", "", "comma-separated substrings of workload names")
+	child := flag.String("child", "", "internal: CONFIG|WORKLOAD, time one first step")
+	flag.Parse()
+	if *xlaCfg != "" {
+		xla.EnableAutoInstall(false)
+		_ = os.Setenv(xla.NoAutoInstallEnv, "1")
+	}
+	if *child != "" {
+		p := strings.SplitN(*child, "|", 2)
+		if err := first(p[0], p[1]); err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		return
+	}
+	peer := peers(*python, *quick)
+	cfgs := strings.Split(*latheCfg, ";")
+	if *xlaCfg != "" {
+		cfgs = append(cfgs, *xlaCfg)
+	}
+	fmt.Printf("\n%-44s %-22s %12s %10s %10s\n", "work", "contender", "median", "GB/s", "vs lathe")
+	fmt.Println(strings.Repeat("-", 102))
+	for _, w := range works(*quick) {
+		if *only != "" && !matchAny(w.name, *only) {
+			continue
+		}
+		n := 1
+		for _, d := range w.dims {
+			n *= d
+		}
+		data := make([]float32, n)
+		rng := rand.New(rand.NewPCG(7, uint64(n)))
+		for i := range data {
+			data[i] = float32(rng.NormFloat64())
+		}
+		var cs []*contender
+		for _, cfg := range cfgs { // a tensor of its own for each backend (GoMLX keeps one device copy)
+			c, err := newContender(cfg, w, tensors.FromFlatDataAndDimensions(data, w.dims...))
+			if err != nil {
+				fmt.Printf("%-44s %-22s error: %v\n", w.name, cfg, err)
+				continue
+			}
+			cs = append(cs, c)
+		}
+		times := map[string][]time.Duration{}
+		failed := map[string]bool{}
+		for round := -2; round < *rounds; round++ { // two warm-up rounds (compiles, caches)
+			for k := range cs {
+				c := cs[(k+max(round, 0))%len(cs)]
+				if failed[c.name] {
+					continue
+				}
+				d, err := c.sample(w)
+				if err != nil {
+					fmt.Printf("%-44s %-22s error: %v\n", w.name, c.name, err)
+					failed[c.name] = true
+					continue
+				}
+				if round >= 0 {
+					times[c.name] = append(times[c.name], d)
+				}
+			}
+		}
+		var base time.Duration
+		if len(cs) > 0 {
+			base = median(times[cs[0].name])
+		}
+		row := func(name string, m time.Duration) {
+			bw := "-"
+			if w.bytes > 0 && m > 0 {
+				bw = fmt.Sprintf("%.0f", w.bytes/m.Seconds()/1e9)
+			}
+			ratio := "-"
+			if base > 0 {
+				ratio = fmt.Sprintf("%.2fx", float64(m)/float64(base))
+			}
+			fmt.Printf("%-44s %-22s %12s %10s %10s\n", w.name, name, m.Round(100*time.Nanosecond), bw, ratio)
+		}
+		for _, c := range cs {
+			row(c.name, median(times[c.name]))
+		}
+		key := strings.SplitN(w.name, ",", 2)[0]
+		if strings.HasPrefix(w.name, "chain") {
+			key = "chain " + w.name[len(w.name)-4:]
+		}
+		for _, p := range []string{"jax", "jax queued", "torch eager", "torch compiled"} {
+			if m, ok := peer[key+"|"+p]; ok {
+				row(p, m)
+			}
+		}
+		for _, c := range cs {
+			c.x.FinalizeAll()
+		}
+	}
+	fmt.Println("vs lathe: the contender's median time / lathe's first configuration's (above 1: lathe is faster)")
+	fmt.Println("jax: jit, each call waited for (block_until_ready); jax queued: calls queued, the last waited for;")
+	fmt.Println("torch: CUDA events around the calls; JAX and PyTorch multiply float32 in TF32 by default (no products here)")
+	if *doFirst {
+		firstCalls(cfgs[0], *xlaCfg)
+	}
+}
+
+func matchAny(name, list string) bool {
+	for _, s := range strings.Split(list, ",") {
+		if s != "" && strings.Contains(strings.ToLower(name), strings.ToLower(s)) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# On a GPU machine (no Go needed): lathe:cuda against GoMLX's xla:cuda, JAX and PyTorch in one run.
+# BIN holds cuda-bench and gvj (gomlx-vs-jax), built where Go is:
+#   go build -o BIN/cuda-bench ./bench/cmd/cuda-bench && go build -o BIN/gvj ./bench/cmd/gomlx-vs-jax
+# xla:cuda is XLA's CUDA PJRT plugin that the installed JAX carries (../shared/PLATFORM.md), linked
+# under the name go-xla looks for. JAX and the PJRT plugin are told not to take most of the GPU's
+# memory up front, so that every contender can run beside the others.
+# Usage: bench/cuda-bench.sh BIN [micro|steps|all] [ROUNDS]
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bin=$1 what=${2:-all} rounds=${3:-9}
+plugin=$(python3 -c 'import jax_plugins.xla_cuda13 as m, os; print(os.path.join(os.path.dirname(m.__file__), "xla_cuda_plugin.so"))' 2>/dev/null)
+xla=""
+if [ -n "$plugin" ] && [ -f "$plugin" ]; then
+  # beside the plugin, so that its RPATH ($ORIGIN/../../nvidia) finds the wheels' CUDA libraries
+  dir=$(dirname "$plugin")
+  ln -sf "$plugin" "$dir/pjrt_c_api_cuda_plugin.so"
+  export PJRT_PLUGIN_LIBRARY_PATH=$dir GOMLX_NO_AUTO_INSTALL=1 GOPJRT_CUDA_CHECKS=0
+  xla=xla:cuda
+else
+  echo "cuda-bench.sh: no XLA CUDA plugin (jax_plugins.xla_cuda13): xla:cuda left out"
+fi
+export XLA_PYTHON_CLIENT_PREALLOCATE=false XLA_PYTHON_CLIENT_MEM_FRACTION=.25 JAX_PLATFORMS=cuda
+if [ "$what" = micro ] || [ "$what" = all ]; then
+  "$bin/cuda-bench" -xla "$xla" -python python3 -rounds "$rounds" -first
+fi
+if [ "$what" = steps ] || [ "$what" = all ]; then
+  "$bin/gvj" -gpu -lathe 'lathe:cuda;lathe:cuda,tf32=1' -xla "$xla" -python python3 -go-rounds 0 \
+    -rounds "$rounds" -warmup 3
+fi
