@@ -26,7 +26,9 @@
 static const char red_lib[] =
     "#define LT_M __device__ __forceinline__\n"
     "#define LT_INFF __int_as_float(0x7f800000)\n"
-    "struct lt_rgeom { int nk, nr; int64_t kd[LT_MAX_RANK], ks[LT_MAX_RANK], rd[LT_MAX_RANK], rs[LT_MAX_RANK]; };\n"
+    "/* vec: the reduced range is one contiguous run, read in aligned groups of 4 (the host checks) */\n"
+    "struct lt_rgeom { int nk, nr, vec; int64_t kd[LT_MAX_RANK], ks[LT_MAX_RANK], rd[LT_MAX_RANK], rs[LT_MAX_RANK]; };\n"
+    "template <typename S> struct alignas(sizeof(S) * 4 > 16 ? 16 : sizeof(S) * 4) lt_rv4 { S v[4]; };\n"
     "/* offset of index i of groups (d, s); one group inline, more through a call (smaller code) */\n"
     "__device__ __noinline__ int64_t lt_goff_n(int64_t i, int n, const int64_t *d, const int64_t *s) {\n"
     "  int64_t off = 0;\n"
@@ -80,6 +82,23 @@ static const char red_lib[] =
     "    const int64_t st = group;\n"
     "#define LT_LD(rr) (PART ? lt_part_ld<A>(in, base + lt_goff(rr, g.nr, g.rd, g.rs)) \\\n"
     "                       : op.load(((const S *)in)[base + lt_goff(rr, g.nr, g.rd, g.rs)], rr))\n"
+    "    if (!PART && g.vec) { /* two vector loads in flight per thread */\n"
+    "      const S *p = (const S *)in + base;\n"
+    "      for (r = r0 + 4 * lane; r + 4 * st + 3 < r1; r += 8 * st) {\n"
+    "        lt_rv4<S> u = *(const lt_rv4<S> *)(p + r), v = *(const lt_rv4<S> *)(p + r + 4 * st);\n"
+    "        a0 = op.comb(a0, op.load(u.v[0], r)); a1 = op.comb(a1, op.load(u.v[1], r + 1));\n"
+    "        a2 = op.comb(a2, op.load(u.v[2], r + 2)); a3 = op.comb(a3, op.load(u.v[3], r + 3));\n"
+    "        int64_t q = r + 4 * st;\n"
+    "        a0 = op.comb(a0, op.load(v.v[0], q)); a1 = op.comb(a1, op.load(v.v[1], q + 1));\n"
+    "        a2 = op.comb(a2, op.load(v.v[2], q + 2)); a3 = op.comb(a3, op.load(v.v[3], q + 3));\n"
+    "      }\n"
+    "      for (; r + 3 < r1; r += 4 * st) {\n"
+    "        lt_rv4<S> u = *(const lt_rv4<S> *)(p + r);\n"
+    "        a0 = op.comb(a0, op.load(u.v[0], r)); a1 = op.comb(a1, op.load(u.v[1], r + 1));\n"
+    "        a2 = op.comb(a2, op.load(u.v[2], r + 2)); a3 = op.comb(a3, op.load(u.v[3], r + 3));\n"
+    "      }\n"
+    "      r = r1;\n"
+    "    }\n"
     "    for (; r + 3 * st < r1; r += 4 * st) {\n"
     "      A x0 = LT_LD(r), x1 = LT_LD(r + st), x2 = LT_LD(r + 2 * st), x3 = LT_LD(r + 3 * st);\n"
     "      a0 = op.comb(a0, x0); a1 = op.comb(a1, x1); a2 = op.comb(a2, x2); a3 = op.comb(a3, x3);\n"
@@ -307,7 +326,7 @@ bool lathe_cuda_supports_reduce(lathe_op op, lathe_dtype dtype) { return source_
 
 /* ---- host side ---- */
 typedef struct rgeom_h { /* lt_rgeom */
-  int nk, nr;
+  int nk, nr, vec;
   int64_t kd[16], ks[16], rd[16], rs[16];
 } rgeom_h;
 
@@ -315,6 +334,7 @@ typedef struct red_launch {
   const char *source;
   int col;
   int is_min, ow; /* ArgMinMax */
+  int es;         /* bytes of an operand element as stored */
 } red_launch;
 
 /* Threads per work item and parts of the reduced range, from the sizes and the device. */
@@ -332,6 +352,12 @@ static void plan(const cuda_dev *d, int64_t n_out, int64_t n_red, bool inner_red
   }
 }
 
+/* Bytes of one stored operand element (0: no vector reads). */
+static int acc_size_of_storage(const red_launch *L, bool partial_in) {
+  if (partial_in || L->es <= 0 || L->es > 16) return 0;
+  return L->es;
+}
+
 static lathe_status_t launch_one(lathe_cuda_exec *ex, const red_launch *L, bool partial_in, const void *in, void *out,
                                  void *part, int64_t n_out, int64_t n_red, int64_t splits, int group, const rgeom_h *g) {
   char name[32];
@@ -340,6 +366,13 @@ static lathe_status_t launch_one(lathe_cuda_exec *ex, const red_launch *L, bool 
   LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), L->source, name, &f));
   lcuDeviceptr pi = (lcuDeviceptr)(uintptr_t)in, po = (lcuDeviceptr)(uintptr_t)out, pp = (lcuDeviceptr)(uintptr_t)part;
   rgeom_h gg = *g;
+  /* aligned groups of 4 along a contiguous reduced run: every part and row starts on one */
+  int64_t chunk = splits > 0 ? (n_red + splits - 1) / splits : n_red;
+  int es = acc_size_of_storage(L, partial_in);
+  bool vec = !partial_in && es > 0 && g->nr == 1 && g->rs[0] == 1 && group >= 32 && n_red % 4 == 0 && chunk % 4 == 0 &&
+             ((uintptr_t)in % (uintptr_t)(4 * es > 16 ? 16 : 4 * es)) == 0;
+  for (int k = 0; vec && k < g->nk; k++) vec = g->ks[k] % 4 == 0;
+  gg.vec = vec;
   int is_min = L->is_min, ow = L->ow;
   void *args[] = {&pi, &po, &pp, &n_out, &n_red, &splits, &group, &gg, &is_min, &ow};
   int64_t work = n_out * splits, gpb = 256 / group, blocks = (work + gpb - 1) / gpb;
@@ -392,7 +425,7 @@ static void add_group(int *n, int64_t *dims, int64_t *strides, int64_t dim, int6
 static lathe_status_t run_reduce(lathe_cuda_exec *ex, const lathe_node *n, const lathe_tensor *x, lathe_tensor *out) {
   const lathe_shape *xs = &x->shape;
   lathe_dtype dt = xs->dtype;
-  red_launch L = {.source = source_of(dt, column_of(n->op)), .col = column_of(n->op)};
+  red_launch L = {.source = source_of(dt, column_of(n->op)), .col = column_of(n->op), .es = lathe_dtype_bits(dt) / 8};
   if (!L.source)
     return LATHE_UNIMPL("%s: not implemented on lathe:cuda for %s", lathe_op_name(n->op), lathe_dtype_name(dt));
   int64_t on = lathe_shape_size(&out->shape), xn = lathe_shape_size(xs);
@@ -435,7 +468,7 @@ static bool is_byte_int(lathe_dtype dt) { return lathe_dtype_is_int(dt) && !lath
 static lathe_status_t run_arg_min_max(lathe_cuda_exec *ex, const lathe_node *n, const lathe_tensor *x, lathe_tensor *out) {
   lathe_dtype dt = x->shape.dtype, odt = out->shape.dtype;
   red_launch L = {.source = source_of(dt, R_ARG), .col = R_ARG, .is_min = lathe_attr_arg_min_max_is_min(n) ? 1 : 0,
-                  .ow = lathe_dtype_bits(odt) / 8};
+                  .ow = lathe_dtype_bits(odt) / 8, .es = lathe_dtype_bits(dt) / 8};
   if (!L.source || !is_byte_int(odt))
     return LATHE_UNIMPL("ArgMinMax: not implemented on lathe:cuda for %s -> %s", lathe_dtype_name(dt), lathe_dtype_name(odt));
   int axis = (int)lathe_attr_arg_min_max_axis(n);
