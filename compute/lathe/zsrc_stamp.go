@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "f28378a96fea9ea6f53ecac81204a155"
+const engineSourcesHash = "5583a4f0850a9fee783378389d55a62c"

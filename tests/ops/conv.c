@@ -29,11 +29,24 @@ static const lathe_dtype int_dts[] = {LATHE_DTYPE_INT8, LATHE_DTYPE_INT16, LATHE
                                       LATHE_DTYPE_UINT8, LATHE_DTYPE_UINT16, LATHE_DTYPE_UINT32, LATHE_DTYPE_UINT64,
                                       LATHE_DTYPE_INT4, LATHE_DTYPE_UINT2};
 
+/* MLX's own convolution (which the mlx configurations use for Float32 and the halves, 1-3 spatial
+ * axes, no batch groups, non-negative padding) pads with zeros and sums 0 * Inf: a known gap
+ * (docs/LIMITATIONS.md), skipped and counted there. */
+static bool mlx_sums_padding(bool pads, bool idil, lathe_dtype dt, int ns, int64_t bgc) {
+  return pads && !idil && dt != LATHE_DTYPE_FLOAT64 && ns >= 1 && ns <= 3 && bgc <= 1 &&
+         strncmp(lathe_backend_config(tst_backend()), "mlx", 3) == 0;
+}
+
 static void run_row(const conv_row *r, lathe_dtype dt) {
   char label[160];
   snprintf(label, sizeof label, "%s/%s", r->label, lathe_dtype_name(dt));
   if (!lathe_backend_supports_op(tst_backend(), LATHE_OP_CONV_GENERAL, dt))
     SKIP("%s: ConvGeneral unsupported for %s", label, lathe_dtype_name(dt));
+  bool pos_pad = false, idil = false;
+  for (int d = 0; d < r->rank - 2; d++)
+    pos_pad |= r->has_pads && (r->pads[d].low > 0 || r->pads[d].high > 0), idil |= r->has_idil && r->idil[d] > 1;
+  if (r->nonfinite && mlx_sums_padding(pos_pad, idil, dt, r->rank - 2, r->bgc))
+    SKIP("%s: MLX's convolution sums NaN/Inf kernel values on padding (docs/LIMITATIONS.md)", label);
   int rank = r->rank, ns = rank - 2;
   bool is_int = dt != LATHE_DTYPE_FLOAT16 && dt != LATHE_DTYPE_BFLOAT16 && dt != LATHE_DTYPE_FLOAT32 &&
                 dt != LATHE_DTYPE_FLOAT64;
@@ -287,6 +300,10 @@ TEST(conv_nonfinite_kernel_holes) {
   for (int which = 0; which < 2; which++) {
     /* exact: x=[1,2], k=[1,+Inf], idil 2 -> [1,+Inf]; x=[1], k=[NaN,1], padding (1,0) -> [1] */
     const char *label = which ? "nonfinite_pad_exact" : "nonfinite_idil_exact";
+    if (which && mlx_sums_padding(true, false, dt, 1, 1)) {
+      tst_skipf(label, "MLX's convolution sums NaN/Inf kernel values on padding (docs/LIMITATIONS.md)");
+      continue;
+    }
     lathe_function_t fn;
     lathe_builder_t b = tst_builder(label, &fn);
     lathe_shape xs = TST_SHAPE(dt, 1, which ? 1 : 2, 1), ks = TST_SHAPE(dt, 2, 1, 1);
