@@ -36,7 +36,7 @@ TESTS := $(BUILD)/test_unit $(BUILD)/test_ops $(if $(MLX_SRC),$(BUILD)/test_mlx)
 ALLOC_TEST = $(BUILD)/alloc_fail
 EXAMPLES := $(BUILD)/mlp_train
 
-.PHONY: all lib test test-sanitize fuzz fuzz-link examples bench install clean cuda-abi-check
+.PHONY: all lib test test-diff test-sanitize fuzz fuzz-link examples bench install clean cuda-abi-check
 all: lib examples bench $(TESTS) $(ALLOC_TEST)
 lib: $(BUILD)/liblathe.a $(BUILD)/liblathe.so $(BUILD)/lathe.pc
 
@@ -70,6 +70,9 @@ $(BUILD)/test_unit: $(wildcard tests/unit/*.c) tests/testing.c tests/testing.h $
 $(BUILD)/test_ops: $(wildcard tests/ops/*.c) tests/testing.c tests/testing.h $(BUILD)/liblathe.a
 	$(CC) $(CFLAGS_ALL) -Isrc -Itests tests/testing.c $(wildcard tests/ops/*.c) $(BUILD)/liblathe.a $(LIBS) $(LDFLAGS) -o $@
 
+$(BUILD)/test_diff: $(wildcard tests/diff/*.c) tests/testing.c tests/testing.h $(BUILD)/liblathe.a
+	$(CC) $(CFLAGS_ALL) -Isrc -Itests tests/testing.c $(wildcard tests/diff/*.c) $(BUILD)/liblathe.a $(LIBS) $(LDFLAGS) -o $@
+
 $(BUILD)/test_mlx: $(wildcard tests/mlx/*.c) tests/testing.c tests/testing.h $(BUILD)/liblathe.a
 	$(CC) $(CFLAGS_ALL) -Isrc -Itests tests/testing.c $(wildcard tests/mlx/*.c) $(BUILD)/liblathe.a $(LIBS) $(LDFLAGS) -o $@
 
@@ -91,6 +94,14 @@ test: $(TESTS) $(ALLOC_TEST)
 	$(BUILD)/test_ops
 	$(if $(MLX_SRC),$(BUILD)/test_mlx)
 	$(if $(ALLOC_TEST),$(ALLOC_TEST))
+
+# Random graphs on each CPU configuration (and mlx:cpu,dynamic when MLX is built) against
+# lathe:cpu (tests/diff/diff.c); DIFF_N graphs each.
+DIFF_N ?= 1000
+comma := ,
+DIFF_CONFIGS := lathe:cpu,devices=2,async=late lathe:cpu,isa=baseline lathe:cpu,fuse=0 $(if $(MLX_SRC),mlx:cpu$(comma)dynamic)
+test-diff: $(BUILD)/test_diff
+	@set -e; for c in $(DIFF_CONFIGS); do echo "test_diff $$c"; $(BUILD)/test_diff $$c -n $(DIFF_N); done
 
 # The same suite under AddressSanitizer and UndefinedBehaviorSanitizer.
 test-sanitize:

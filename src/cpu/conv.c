@@ -7,7 +7,14 @@
  * once per run in the same order; tile_out is scattered into the output's layout. Compute
  * types: float for Float32/Float16/BFloat16 (sgemm), double for Float64 (dgemm), and for
  * integers int64 with wrapping arithmetic, which equals arithmetic wrapping in the dtype.
- * Tasks (b, g, tile) run on the pool; each chunk of tasks owns its scratch. */
+ * Tasks (b, g, tile) run on the pool; each chunk of tasks owns its scratch.
+ *
+ * Padding and input-dilation holes contribute nothing, even under a NaN or infinite kernel value
+ * (as XLA computes it). im2col puts zeros there, and 0 * Inf is NaN; so when the convolution has
+ * holes and the packed kernel holds a non-finite value, each NaN output (the only ones a hole can
+ * have spoilt) is summed again directly, skipping the holes. Finite kernels take none of this. */
+#include <math.h>
+
 #include "blas.h"
 #include "dtype_dispatch.h"
 #include "gemm.h"
@@ -21,6 +28,7 @@ typedef struct conv_type {
   void (*im2col)(const conv_ctx *c, int64_t in_base, int64_t s0, int64_t s1, void *col);
   void (*gemm)(int64_t m, int64_t n, int64_t k, const void *a, const void *w, void *out);
   void (*scatter)(const conv_ctx *c, int64_t out_base, int64_t s0, int64_t s1, const void *tile);
+  void (*fix_holes)(const conv_ctx *c); /* floats: the NaN outputs again, holes skipped (NULL: integers) */
 } conv_type;
 
 struct conv_ctx {
@@ -73,7 +81,7 @@ BLAS_GEMM(gemm_float, float, LATHE_DTYPE_FLOAT32)
 BLAS_GEMM(gemm_double, double, LATHE_DTYPE_FLOAT64)
 
 /* ---- per-dtype pack / im2col / scatter ---- */
-#define CONV_INST(ENUM, C)                                                                         \
+#define CONV_INST(ENUM, C, FIX)                                                                     \
   static void pack_##ENUM(const conv_ctx *c, const void *vk, void *vw, int64_t o0, int64_t o1) {     \
     const void *ker = vk;                                                                                \
     C *w = vw;                                                                                        \
@@ -136,16 +144,57 @@ BLAS_GEMM(gemm_double, double, LATHE_DTYPE_FLOAT64)
       lathe_odometer(o, c->osp, c->ns);                                                               \
     }                                                                                                 \
   }                                                                                                   \
-  static const conv_type conv_##ENUM = {sizeof(C), pack_##ENUM, im2col_##ENUM, gemm_##C, scatter_##ENUM};
+  static const conv_type conv_##ENUM = {sizeof(C), pack_##ENUM, im2col_##ENUM, gemm_##C, scatter_##ENUM, FIX};
+
+/* The outputs that are NaN, summed again in the compute type without the holes (in the order of
+ * the naive gemm), when the packed kernel has a non-finite value. */
+#define CONV_FIX(ENUM, C)                                                                           \
+  static void fix_##ENUM(const conv_ctx *c) {                                                       \
+    const C *w = c->wpack;                                                                          \
+    int64_t nw = c->oc * c->K, q = 0;                                                               \
+    while (q < nw && isfinite(w[q])) q++;                                                           \
+    if (q == nw) return;                                                                            \
+    for (int64_t g = 0; g < c->groups; g++)                                                         \
+      for (int64_t b = 0; b < c->ob; b++) {                                                         \
+        int64_t in_b = c->batch_groups ? g * c->ob + b : b;                                         \
+        int64_t in_base = in_b * c->in_sb + (c->channel_groups ? g * c->kic * c->in_sc : 0);        \
+        int64_t o[LATHE_MAX_RANK] = {0};                                                            \
+        for (int64_t s = 0; s < c->S; s++) {                                                        \
+          int64_t oo = b * c->out_sb + g * c->ocg * c->out_sc;                                      \
+          for (int d = 0; d < c->ns; d++) oo += o[d] * c->out_ssp[d];                               \
+          for (int64_t j = 0; j < c->ocg; j++) {                                                    \
+            if (!isnan((C)LATHE_LD(ENUM, c->out, oo + j * c->out_sc))) continue;                    \
+            const C *wr = w + (g * c->ocg + j) * c->K;                                              \
+            C acc = 0;                                                                              \
+            int64_t kx[LATHE_MAX_RANK] = {0};                                                       \
+            for (int64_t k = 0; k < c->ks; k++) {                                                   \
+              int64_t off = in_base;                                                                \
+              int d = 0;                                                                            \
+              for (; d < c->ns; d++) {                                                              \
+                int64_t v = c->tbl[d][o[d] * c->ksp[d] + kx[d]];                                    \
+                if (v < 0) break;                                                                   \
+                off += v;                                                                           \
+              }                                                                                     \
+              if (d == c->ns)                                                                       \
+                for (int64_t ch = 0; ch < c->kic; ch++)                                             \
+                  acc += (C)LATHE_LD(ENUM, c->in, off + ch * c->in_sc) * wr[k * c->kic + ch];       \
+              lathe_odometer(kx, c->ksp, c->ns);                                                    \
+            }                                                                                       \
+            LATHE_ST(ENUM, c->out, oo + j * c->out_sc, (LATHE_C(ENUM))acc);                         \
+          }                                                                                         \
+          lathe_odometer(o, c->osp, c->ns);                                                         \
+        }                                                                                           \
+      }                                                                                             \
+  }
 
 /* Instances from the dtype table: real numbers (sub-byte integers arrive widened to Int8/Uint8;
  * Bool and complex have no convolution). */
 #define CONV_BOOL(ENUM, ct)
 #define CONV_COMPLEX(ENUM, ct)
-#define CONV_FLOAT(ENUM, ct) CONV_INST(ENUM, ct)
-#define CONV_HALF(ENUM, ct) CONV_INST(ENUM, float)
-#define CONV_SINT(ENUM, ct) CONV_INST(ENUM, int64_t)
-#define CONV_UINT(ENUM, ct) CONV_INST(ENUM, int64_t)
+#define CONV_FLOAT(ENUM, ct) CONV_FIX(ENUM, ct) CONV_INST(ENUM, ct, fix_##ENUM)
+#define CONV_HALF(ENUM, ct) CONV_FIX(ENUM, float) CONV_INST(ENUM, float, fix_##ENUM)
+#define CONV_SINT(ENUM, ct) CONV_INST(ENUM, int64_t, NULL)
+#define CONV_UINT(ENUM, ct) CONV_INST(ENUM, int64_t, NULL)
 #define LATHE_DTYPE(ENUM, GoName, id, bits, ct, CLASS) LATHE_DD_KEEP_##bits(CONV_##CLASS(ENUM, ct))
 #include "lathe_dtypes.def"
 #undef LATHE_DTYPE
@@ -379,6 +428,7 @@ lathe_status_t lathe_cpu_run_conv(lathe_cpu_exec *ex, const lathe_node *n, lathe
     return LATHE_OOM("ConvGeneral");
   }
   int64_t *p = tbl;
+  bool holes = false;
   for (int d = 0; d < ns; d++) {
     c.tbl[d] = p;
     int64_t in_dim = is->dims[isp[d]], in_st = ist[isp[d]];
@@ -387,6 +437,7 @@ lathe_status_t lathe_cpu_run_conv(lathe_cpu_exec *ex, const lathe_node *n, lathe
         int64_t pos = o * strides[d] + k * kdil[d] - pads[2 * d];
         bool ok = pos >= 0 && pos % idil[d] == 0 && pos / idil[d] < in_dim;
         *p++ = ok ? pos / idil[d] * in_st : -1;
+        holes |= !ok;
       }
   }
   pack_ctx pk = {&c, in[1]->data, wpack};
@@ -399,6 +450,7 @@ lathe_status_t lathe_cpu_run_conv(lathe_cpu_exec *ex, const lathe_node *n, lathe
   if (c.K > 256 && is->dtype == LATHE_DTYPE_FLOAT32 && lathe_blas_has(LATHE_DTYPE_FLOAT32) && lathe_blas_own_f32() &&
       lathe_blas_fits(c.ob * c.S, c.ocg, c.K, (lathe_blas_mat){false, c.K}, (lathe_blas_mat){true, c.K}, c.ocg)) {
     lathe_status_t st = conv_big(lathe_cpu_exec_pool(ex), &c);
+    if (!st && holes && c.ty->fix_holes) c.ty->fix_holes(&c);
     free(tbl);
     lathe_cpu_mem_free(wpack, wbytes);
     return st;
@@ -414,7 +466,9 @@ lathe_status_t lathe_cpu_run_conv(lathe_cpu_exec *ex, const lathe_node *n, lathe
   int64_t work = c.ts * c.ocg * (c.K + 1), tasks = c.groups * c.ntiles;
   int64_t grain = work > 0 ? (int64_t)(1 << 18) / work : tasks;
   lathe_parallel_for(lathe_cpu_exec_pool(ex), tasks, grain < 1 ? 1 : grain, conv_tasks, &c);
+  bool oom = atomic_load(&c.oom);
+  if (!oom && holes && c.ty->fix_holes) c.ty->fix_holes(&c);
   free(tbl);
   lathe_cpu_mem_free(wpack, wbytes);
-  return atomic_load(&c.oom) ? LATHE_OOM("ConvGeneral") : NULL;
+  return oom ? LATHE_OOM("ConvGeneral") : NULL;
 }

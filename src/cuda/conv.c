@@ -13,6 +13,14 @@
  * (Float16/BFloat16, and Float32 with tf32=1), which a hand-written NVRTC kernel would not
  * match; the gather costs one extra pass over K x rows values per chunk, bounded memory. cuDNN
  * is not used (optional, not a dependency).
+ * Holes: padding and input-dilation positions contribute nothing, even under a NaN or infinite
+ * kernel value (as XLA computes it), but the gather's zeros times Inf give NaN. So a float
+ * convolution that has holes also runs, after the product, a check of the packed kernel for
+ * non-finite values (one pass over the kernel, setting a flag) and a fix-up kernel over the output
+ * that returns at once when the flag is clear, and otherwise sums each NaN output again directly,
+ * skipping the holes (the only outputs a hole can have spoilt are NaN). Finite kernels keep the
+ * tensor-core product and pay a memset, a pass over the kernel and an empty launch; all of it is
+ * queued on the stream, with no host round trip.
  * Compute types as on the CPU: Float32 (and Float16/BFloat16 operands, multiplied as they are
  * with f32 sums, rounded once to the output) and Float64 through cuBLASLt; integers in 32- or
  * 64-bit unsigned arithmetic (lathe's tiled kernel), which wraps like the dtype. */
@@ -54,6 +62,37 @@ static const char conv_src[] =
     "      else off += pos / c.idil[d] * c.ist[d];\n"
     "    }\n"
     "    lt_st(col, e, ok ? lt_cv(lt_ld(in, off)) : (lt_co)0);\n"
+    "  }\n"
+    "}\n"
+    "/* *flag = 1 when w[0, n) has a NaN or an infinity */\n"
+    "extern \"C\" __global__ void lt_conv_nonfinite(const lt_si *w, unsigned *flag, int64_t n) {\n"
+    "  LT_LOOP(i, n) { lt_ci v = lt_ld(w, i); if (v - v != v - v) *flag = 1; }\n"
+    "}\n"
+    "/* under a set flag, each NaN output of the n = G * R * ocg again, summed without the holes */\n"
+    "extern \"C\" __global__ void lt_conv_fix(const lt_si *in, const lt_si *w, lt_so *out, const unsigned *flag,\n"
+    "                                        int64_t n, lt_conv c) {\n"
+    "  if (!*flag) return;\n"
+    "  LT_LOOP(e, n) {\n"
+    "    int64_t o = e % c.ocg, t = e / c.ocg, row = t % c.rc, g = t / c.rc, b = row / c.S, s0 = row % c.S;\n"
+    "    int64_t oo = b * c.out_sb + (g * c.ocg + o) * c.out_sc;\n"
+    "    for (int64_t d = c.ns - 1, s = s0; d >= 0; d--) { oo += s % c.osp[d] * c.ost[d]; s /= c.osp[d]; }\n"
+    "    lt_ci y = lt_ld((const lt_si *)out, oo);\n"
+    "    if (y == y) continue;\n"
+    "    lt_ci acc = 0;\n"
+    "    const lt_si *wr = w + (g * c.ocg + o) * c.K;\n"
+    "    for (int64_t kk = 0; kk < c.K; kk++) {\n"
+    "      int64_t ci = kk % c.kic, kp = kk / c.kic, s = s0, off = g * (c.bg_off + c.cg_off) + b * c.in_sb + ci * c.in_sc;\n"
+    "      bool ok = true;\n"
+    "      for (int d = (int)c.ns - 1; d >= 0; d--) {\n"
+    "        int64_t od = s % c.osp[d], kx = kp % c.ksp[d];\n"
+    "        s /= c.osp[d], kp /= c.ksp[d];\n"
+    "        int64_t pos = od * c.str[d] + kx * c.kdil[d] - c.plo[d];\n"
+    "        if (pos < 0 || pos % c.idil[d] != 0 || pos / c.idil[d] >= c.idim[d]) ok = false;\n"
+    "        else off += pos / c.idil[d] * c.ist[d];\n"
+    "      }\n"
+    "      if (ok) acc += lt_ld(in, off) * lt_ld(wr, kk);\n"
+    "    }\n"
+    "    lt_st(out, oo, acc);\n"
     "  }\n"
     "}\n"
     "/* out[row r0 + r, channel g * ocg + o] = tile[g][r][o] */\n"
@@ -104,6 +143,26 @@ static lathe_status_t launch_conv(lathe_cuda_exec *ex, const char *kernel, lathe
   unsigned b, th;
   lathe_cuda_grid(n, &b, &th);
   return lathe_cuda_launch(ex, f, b, th, 0, args);
+}
+
+/* lt_conv_nonfinite(w = a, flag = b, n) or lt_conv_fix(in = a, w = b, out = o, flag = f, n, c): a float dtype */
+static lathe_status_t launch_fix(lathe_cuda_exec *ex, const char *kernel, lathe_dtype dt, lcuDeviceptr a,
+                                 lcuDeviceptr b, lcuDeviceptr o, lcuDeviceptr f, int64_t n, const conv_args *c) {
+  if (n <= 0) return NULL;
+  lathe_dtype path[2] = {dt, dt};
+  lt_text t = {0};
+  lathe_status_t st = lathe_cuda_cvt_source(&t, path, 2);
+  lt_put(&t, "%s", conv_src);
+  lcuFunction fn;
+  if (!st) st = t.oom ? LATHE_OOM("ConvGeneral") : lathe_cuda_kernel(lathe_cuda_exec_dev(ex), t.s, kernel, &fn);
+  free(t.s);
+  if (st) return st;
+  conv_args ca = *c;
+  bool check = strcmp(kernel, "lt_conv_nonfinite") == 0;
+  void *check_args[] = {&a, &b, &n}, *fix_args[] = {&a, &b, &o, &f, &n, &ca};
+  unsigned blocks, th;
+  lathe_cuda_grid(n, &blocks, &th);
+  return lathe_cuda_launch(ex, fn, blocks, th, 0, check ? check_args : fix_args);
 }
 
 void lathe_cuda_sources_conv(lathe_cuda_source_fn fn, void *ctx) {
@@ -162,6 +221,7 @@ lathe_status_t lathe_cuda_run_conv(lathe_cuda_exec *ex, const lathe_node *n, lat
   c.out_sc = ost[oc_ax];
   c.ocg = ocg;
   int64_t kspat = 1, S = 1;
+  bool holes = false;
   for (int d = 0; d < ns; d++) {
     c.osp[d] = os->dims[osp_ax.v[d]];
     c.ksp[d] = ks->dims[ksp_ax.v[d]];
@@ -171,6 +231,7 @@ lathe_status_t lathe_cuda_run_conv(lathe_cuda_exec *ex, const lathe_node *n, lat
     c.kdil[d] = kdil.v[d];
     c.idil[d] = idil.v[d];
     c.plo[d] = pads.v[2 * d];
+    holes |= pads.v[2 * d] > 0 || pads.v[2 * d + 1] > 0 || (idil.v[d] > 1 && c.idim[d] > 1);
     c.ost[d] = ost[osp_ax.v[d]];
     kspat *= c.ksp[d];
     S *= c.osp[d];
@@ -251,6 +312,15 @@ lathe_status_t lathe_cuda_run_conv(lathe_cuda_exec *ex, const lathe_node *n, lat
       LATHE_RETURN_IF_ERROR(launch_conv(ex, "lt_conv_scatter", ct, os->dtype, tile, lathe_cuda_ptr(out[0]), G * rows * ocg, &c));
     }
     r0 += rows;
+  }
+  if (holes && lathe_dtype_is_float(dt)) { /* non-finite kernel values under holes (file comment) */
+    lcuDeviceptr flag;
+    LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_UINT32, 1, &flag, NULL));
+    LATHE_RETURN_IF_ERROR(lathe_cuda_zero(ex, flag, sizeof(uint32_t)));
+    LATHE_RETURN_IF_ERROR(launch_fix(ex, "lt_conv_nonfinite", dt, wpack, flag, 0, 0, oc * K, &c));
+    c.rc = R, c.r0 = 0;
+    LATHE_RETURN_IF_ERROR(launch_fix(ex, "lt_conv_fix", dt, lathe_cuda_ptr(in[0]), wpack, lathe_cuda_ptr(out[0]), flag,
+                                     G * R * ocg, &c));
   }
   return NULL;
 }

@@ -4,7 +4,12 @@
  * channel groups in 3-D and beyond, batch groups, negative padding, Float64 and integers
  * (exact, wrapping as lathe:cpu) -- is decomposed: the input is dilated and padded explicitly,
  * its patches are a strided view [batch, out..., kernel..., channels] (im2col without a gather),
- * and DotGeneral contracts them with the kernel, groups as a batch axis of the product. */
+ * and DotGeneral contracts them with the kernel, groups as a batch axis of the product.
+ * Holes (padding and input-dilation positions) must contribute nothing even under a NaN or an
+ * infinite kernel value, as XLA and MLX's own convolution compute it, but the explicit zeros
+ * times Inf give NaN: a float decomposition with holes therefore keeps the kernel's spatial axes
+ * as batch axes of the product (one partial sum per kernel position), replaces the partial sums
+ * of the holes by zeros (a mask known at build time) and sums the kernel positions after. */
 #include "mlx.h"
 
 namespace lathe_mlx {
@@ -62,8 +67,42 @@ mx::array dilate_pad(mx::array x, int axis, int dil, int lo, int hi) {
 }
 
 /* x [N, S..., C], w [Cout, k..., Cin/G] -> [N', O..., Cout] by strided patches and DotGeneral. */
+/* Whether output position o and kernel position k of spatial axis d fall on the input (not a hole). */
+bool on_input(const Conv &c, int d, int in_dim, int o, int k) {
+  int64_t pos = (int64_t)o * c.stride[d] + (int64_t)k * c.kdil[d] - c.lo[d];
+  return pos >= 0 && pos % c.idil[d] == 0 && pos / c.idil[d] < in_dim;
+}
+
+/* r [..., k_0..k_{D-1} at kaxis.., ..., O_0..O_{D-1} at oaxis.., ...]: the partial sums of the holes
+ * replaced by zeros, then summed over the kernel axes. */
+mx::array drop_holes(const Conv &c, const std::vector<int> &in_dims, const std::vector<int> &O, const std::vector<int> &K,
+                     mx::array r, int kaxis, int oaxis) {
+  std::optional<mx::array> m;
+  for (int d = 0; d < c.D; d++) {
+    std::vector<uint8_t> v((size_t)K[d] * (size_t)O[d]);
+    for (int k = 0; k < K[d]; k++)
+      for (int o = 0; o < O[d]; o++) v[(size_t)k * O[d] + o] = on_input(c, d, in_dims[d], o, k);
+    mx::Shape s(r.ndim(), 1);
+    s[kaxis + d] = K[d], s[oaxis + d] = O[d];
+    mx::array md = mx::astype(mx::array(v.data(), mx::Shape{K[d], O[d]}, mx::uint8), mx::bool_);
+    /* r's kernel axes come before its output axes, as K before O in md */
+    md = mx::reshape(md, s);
+    m = m ? mx::logical_and(*m, md) : md;
+  }
+  std::vector<int> kax;
+  for (int d = 0; d < c.D; d++) kax.push_back(kaxis + d);
+  return mx::sum(mx::where(*m, r, scalar_f(0, r.dtype())), kax);
+}
+
 mx::array im2col_conv(const Conv &c, mx::array x, const mx::array &w, lathe_dtype acc, lathe_dtype out_dt) {
   int D = c.D;
+  std::vector<int> in_dims;
+  bool holes = false;
+  for (int d = 0; d < D; d++) {
+    in_dims.push_back(x.shape(d + 1));
+    holes |= c.lo[d] > 0 || c.hi[d] > 0 || (c.idil[d] > 1 && x.shape(d + 1) > 1);
+  }
+  bool masked = holes && lathe_dtype_is_float(acc); /* integers have no NaN: zeros are exact */
   for (int d = 0; d < D; d++) x = dilate_pad(x, d + 1, c.idil[d], c.lo[d], c.hi[d]);
   x = mx::contiguous(x);
   int N = x.shape(0), C = x.shape(D + 1);
@@ -116,7 +155,13 @@ mx::array im2col_conv(const Conv &c, mx::array x, const mx::array &w, lathe_dtyp
     int gaxis = c.G > 1 ? kstart + D : 0;
     lc.push_back(c.G > 1 ? kstart + D + 1 : kstart + D);
     rc.push_back(2 + D);
-    mx::array r = dot_general(p, wg, lc, {gaxis}, rc, {0}, acc, out_dt); /* [G, N', O..., Cout/G] */
+    std::vector<int> lb{gaxis}, rb{0};
+    lb.insert(lb.end(), lc.begin(), lc.end() - 1);
+    rb.insert(rb.end(), rc.begin(), rc.end() - 1);
+    /* [G, N', O..., Cout/G]; masked: kernel positions as batch axes, [G, k..., N', O..., Cout/G] */
+    mx::array r = masked ? convert(drop_holes(c, in_dims, O, K, dot_general(p, wg, {lc.back()}, lb, {rc.back()}, rb, acc, acc),
+                                              1, 2 + D), out_dt)
+                         : dot_general(p, wg, lc, {gaxis}, rc, {0}, acc, out_dt);
     std::vector<int> perm;
     for (int i = 1; i < (int)r.ndim() - 1; i++) perm.push_back(i);
     perm.push_back(0);
@@ -127,6 +172,10 @@ mx::array im2col_conv(const Conv &c, mx::array x, const mx::array &w, lathe_dtyp
     return mx::reshape(r, rs);
   }
   for (int d = 0; d < D; d++) lc.push_back(1 + D + d), rc.push_back(1 + d);
+  if (masked) { /* [k..., N, O..., Cout] */
+    mx::array r = dot_general(p, w, {1 + 2 * D}, lc, {1 + D}, rc, acc, acc);
+    return convert(drop_holes(c, in_dims, O, K, r, 0, D + 1), out_dt);
+  }
   lc.push_back(1 + 2 * D);
   rc.push_back(1 + D);
   return dot_general(p, w, lc, {}, rc, {}, acc, out_dt);

@@ -129,7 +129,8 @@ mx::array reduce_identity(lathe_op op, mx::Dtype dt);
 mx::array reduce(lathe_op op, const mx::array &x, const std::vector<int> &axes);
 /* exp, sin, cos, erf and the logistic function at lathe:cpu's precision: MLX computes them to
  * Float32 accuracy even in Float64, so Float64 goes through MLX's accurate functions (expm1,
- * tan) or, for erf, a series and a continued fraction. Other dtypes use MLX's own. */
+ * tan) or, for erf, a series and a continued fraction; erf in Float32 and the halves takes a series
+ * below 1 (MLX's is accurate only in absolute terms). Other dtypes use MLX's own. */
 mx::array exp_(const mx::array &x);
 mx::array sin_(const mx::array &x);
 mx::array cos_(const mx::array &x);

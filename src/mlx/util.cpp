@@ -156,8 +156,23 @@ mx::array cos_(const mx::array &x) {
   return c;
 }
 
+/* MLX's erf is accurate only in absolute terms (relative error 6e-2 at 1e-6) and gives erf(+0) =
+ * -0: below |x| = 1 the Taylor series 2/sqrt(pi) x sum (-1)^n x^2n / (n! (2n+1)) in Float32 (12
+ * terms: the first left out is under 1e-9), which keeps the zero's sign; MLX's beyond, where its
+ * absolute error is a few ulp. Halves compute in Float32 and round once. */
+mx::array erf_small(const mx::array &x) {
+  mx::array xf = mx::astype(x, mx::float32), z = mx::square(xf);
+  auto f = [](double v) { return scalar_f(v, mx::float32); };
+  static const double fact_odd[] = {1, 3, 10, 42, 216, 1320, 9360, 75600, 685440, 6894720, 76204800, 918086400};
+  mx::array p = f(-1.0 / fact_odd[11]); /* Horner in z = x^2, coefficient n: (-1)^n / fact_odd[n] */
+  for (int n = 10; n >= 0; n--) p = mx::add(f((n % 2 ? -1.0 : 1.0) / fact_odd[n]), mx::multiply(z, p));
+  mx::array series = mx::multiply(mx::multiply(f(1.1283791670955126), xf), p);
+  mx::array r = mx::where(mx::less(mx::abs(xf), f(1)), series, mx::erf(xf));
+  return mx::astype(r, x.dtype());
+}
+
 mx::array erf_(const mx::array &x) {
-  if (!f64(x)) return mx::erf(x);
+  if (!f64(x)) return erf_small(x);
   mx::array a = mx::abs(x);
   /* |x| < 3: erf = 2/sqrt(pi) e^(-x^2) sum 2^n x^(2n+1) / (1*3*...*(2n+1)), all terms positive */
   mx::array s = mx::minimum(a, d(3)), s2 = mx::multiply(d(2), mx::square(s));
