@@ -10,7 +10,11 @@ BLAS_LIBS ?= -lopenblas
 LIBS = $(BLAS_LIBS) -lm -lpthread -ldl
 BUILD ?= build
 
-SRC := $(wildcard src/core/*.c src/graph/*.c src/runtime/*.c src/cpu/*.c src/cuda/*.c)
+# The engine's folders under src/, in layer order: C, and the C++ of the MLX device. Kept here
+# only: compute/lathe's generator (internal/gensrc/srclist) reads these two lines.
+ENGINE_DIRS := core graph runtime cpu cuda
+ENGINE_CXX_DIRS := mlx
+SRC := $(foreach d,$(ENGINE_DIRS),$(wildcard src/$(d)/*.c))
 OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRC))
 
 # The MLX device (src/mlx, C++20), built when MLX is found: MLX_DIR is a folder with MLX's
@@ -22,7 +26,7 @@ MLX_DIR ?= $(firstword $(wildcard .deps/mlx/mlx))
 ifneq ($(wildcard $(MLX_DIR)/include/mlx/mlx.h),)
 CXX ?= g++
 CXXFLAGS_ALL = -std=c++20 $(WARN) $(OPT) -fPIC -Iinclude -isystem $(MLX_DIR)/include $(CXXFLAGS)
-MLX_SRC := $(wildcard src/mlx/*.cpp)
+MLX_SRC := $(foreach d,$(ENGINE_CXX_DIRS),$(wildcard src/$(d)/*.cpp))
 OBJ += $(patsubst src/%.cpp,$(BUILD)/obj/%.o,$(MLX_SRC))
 CFLAGS_ALL += -DLATHE_WITH_MLX
 MLX_LIB := $(abspath $(MLX_DIR)/lib)
