@@ -105,15 +105,15 @@ func readDigits(path string) (pixels [][]float32, labels []int32, err error) {
 }
 
 func run(backendName, dataPath string, steps, batch, hidden, numLayers int, lr, heldOut float64, seed uint64) error {
-	pixels, labels, err := readDigits(dataPath)
-	if err != nil {
-		return err
-	}
 	backend, err := lathe.NewWithConfig(backendName) // errors where compute.NewWithConfig panics
 	if err != nil {
 		return err
 	}
 	defer backend.Finalize()
+	pixels, labels, err := readDigits(dataPath)
+	if err != nil {
+		return err
+	}
 
 	// A fixed shuffle, then the split: the first images train, the rest are held out.
 	rng := rand.New(rand.NewPCG(seed, 7))

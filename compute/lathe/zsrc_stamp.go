@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "0d5476c602bb2251320ffbfde619c189"
+const engineSourcesHash = "184c7c883515a1e58cdfe72fdb7c0195"

@@ -407,7 +407,7 @@ const lathe_option_spec lathe_cpu_options[] = {
     [OPT_ASYNC] = {"async", LATHE_OPTION_CHOICE, "0|1|late", 0, 0, false, "0",
                    "executions inline (0), on a worker thread per device (1), or delayed on purpose (late: tests)"},
     [OPT_ISA] = {"isa", LATHE_OPTION_CHOICE, "auto|baseline|avx2|avx512", 0, 0, false, "auto (LATHE_CPU_ISA if set)",
-                 "the kernel table (and GEMM micro-kernel) to run; one the CPU lacks is FAILED_PRECONDITION"},
+                 "the kernel table to run (the Float32 GEMM micro-kernel follows cpuid); one the CPU lacks fails"},
 };
 const int lathe_cpu_n_options = (int)(sizeof lathe_cpu_options / sizeof lathe_cpu_options[0]);
 
