@@ -3,7 +3,9 @@
 # allocation-failure test), the same suites under AddressSanitizer+UndefinedBehaviorSanitizer, a
 # minute of libFuzzer over the C API, the C example, the Go tests (GoMLX's backendtest compliance
 # suite included), GoMLX v0.28.2's own test suites on lathe:cpu (scripts/gomlx-suite.sh) and
-# short runs of the two GoMLX examples.
+# short runs of the two GoMLX examples; also that `make install` stands alone
+# (scripts/install-check.sh) and that the examples' config errors are one line naming the fix
+# (scripts/config-errors-check.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LATHE_WITH_CLANG=1 ./scripts/setup.sh
