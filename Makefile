@@ -10,7 +10,11 @@ BLAS_LIBS ?= -lopenblas
 LIBS = $(BLAS_LIBS) -lm -lpthread -ldl
 BUILD ?= build
 
-SRC := $(wildcard src/core/*.c src/graph/*.c src/runtime/*.c src/cpu/*.c src/cuda/*.c)
+# The engine's folders under src/, in layer order: C, and the C++ of the MLX device. Kept here
+# only: compute/lathe's generator (internal/gensrc/srclist) reads these two lines.
+ENGINE_DIRS := core graph runtime cpu cuda
+ENGINE_CXX_DIRS := mlx
+SRC := $(foreach d,$(ENGINE_DIRS),$(wildcard src/$(d)/*.c))
 OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRC))
 
 # The MLX device (src/mlx, C++20), built when MLX is found: MLX_DIR is a folder with MLX's
@@ -22,11 +26,22 @@ MLX_DIR ?= $(firstword $(wildcard .deps/mlx/mlx))
 ifneq ($(wildcard $(MLX_DIR)/include/mlx/mlx.h),)
 CXX ?= g++
 CXXFLAGS_ALL = -std=c++20 $(WARN) $(OPT) -fPIC -Iinclude -isystem $(MLX_DIR)/include $(CXXFLAGS)
-MLX_SRC := $(wildcard src/mlx/*.cpp)
+MLX_SRC := $(foreach d,$(ENGINE_CXX_DIRS),$(wildcard src/$(d)/*.cpp))
 OBJ += $(patsubst src/%.cpp,$(BUILD)/obj/%.o,$(MLX_SRC))
 CFLAGS_ALL += -DLATHE_WITH_MLX
-LIBS += -L$(abspath $(MLX_DIR)/lib) -lmlx -lstdc++ -Wl,-rpath,$(abspath $(MLX_DIR)/lib) $(MLX_LDFLAGS)
+MLX_LIB := $(abspath $(MLX_DIR)/lib)
+MLX_LINK = -lmlx -lstdc++ $(MLX_LDFLAGS)
+# The programs built here (tests, benchmarks, examples) find libmlx where it is.
+LIBS += -L$(MLX_LIB) $(MLX_LINK) -Wl,-rpath,$(MLX_LIB)
+# liblathe.so and lathe.pc carry no path into this tree: `make install` copies libmlx (and the
+# libraries a wheel vendors next to it, <wheel>/*.libs, which libmlx finds relative to itself)
+# under PREFIX/lib/lathe, and liblathe.so finds it there through RUNPATH $ORIGIN/lathe/mlx/lib.
+# build/lathe/ mirrors that layout with links, so build/liblathe.so works in place too.
+MLX_VENDORED := $(wildcard $(MLX_DIR)/../*.libs)
+SO_MLX = -L$(MLX_LIB) $(MLX_LINK) -Wl,-rpath,'$$ORIGIN/lathe/mlx/lib'
+PC_MLX = -L$${libdir}/lathe/mlx/lib $(MLX_LINK) -Wl,-rpath,$${libdir}/lathe/mlx/lib
 endif
+BASE_LIBS = $(BLAS_LIBS) -lm -lpthread -ldl
 # Objects depend on whether MLX is in (backend.c registers it): a stamp that changes with MLX_DIR.
 MLX_STAMP := $(BUILD)/mlx-$(if $(MLX_SRC),on,off).stamp
 HDR := $(wildcard include/*.h include/*.def src/*/*.h src/*/*.def)
@@ -58,11 +73,16 @@ $(BUILD)/liblathe.a: $(OBJ)
 	ar rcs $@ $^
 
 $(BUILD)/liblathe.so: $(OBJ)
-	$(CC) -shared -o $@ $^ $(LIBS) $(LDFLAGS)
+	$(CC) -shared -o $@ $^ $(BASE_LIBS) $(SO_MLX) $(LDFLAGS)
+ifneq ($(MLX_SRC),)
+	@mkdir -p $(BUILD)/lathe
+	ln -sfn $(abspath $(MLX_DIR)) $(BUILD)/lathe/mlx
+	$(foreach d,$(MLX_VENDORED),ln -sfn $(abspath $(d)) $(BUILD)/lathe/$(notdir $(d));)
+endif
 
 $(BUILD)/lathe.pc: lathe.pc.in
 	@mkdir -p $(BUILD)
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(LIBS)|' $< > $@
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(BASE_LIBS) $(PC_MLX)|' $< > $@
 
 $(BUILD)/test_unit: $(wildcard tests/unit/*.c) tests/testing.c tests/testing.h $(BUILD)/liblathe.a
 	$(CC) $(CFLAGS_ALL) -Isrc -Itests tests/testing.c $(wildcard tests/unit/*.c) $(BUILD)/liblathe.a $(LIBS) $(LDFLAGS) -o $@
@@ -120,11 +140,19 @@ build-fuzz/fuzz_api: tests/fuzz/fuzz_api.c $(SRC) $(HDR)
 fuzz-link:
 	$(FUZZ_CC) $(CSTD) $(WARN) $(FUZZ_OPT) -fsanitize=fuzzer -Iinclude tests/fuzz/fuzz_api.c build-fuzz/liblathe.a $(LIBS) $(LDFLAGS) -o build-fuzz/fuzz_api
 
+# Everything installed stands alone: nothing refers back to this tree (scripts/install-check.sh).
 install: lib
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 $(BUILD)/liblathe.a $(BUILD)/liblathe.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/lathe.h include/lathe_ops.def include/lathe_dtypes.def $(DESTDIR)$(PREFIX)/include/
-	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(LIBS)|' lathe.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/lathe.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@LIBS@|$(BASE_LIBS) $(PC_MLX)|' lathe.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/lathe.pc
+ifneq ($(MLX_SRC),)
+	install -d $(DESTDIR)$(PREFIX)/lib/lathe/mlx/lib
+	install -m 644 $(MLX_DIR)/lib/libmlx* $(DESTDIR)$(PREFIX)/lib/lathe/mlx/lib/
+	cp -R $(MLX_DIR)/include $(DESTDIR)$(PREFIX)/lib/lathe/mlx/ # a whole MLX_DIR (go build -tags mlx,mlx_dir)
+	$(foreach d,$(MLX_VENDORED),install -d $(DESTDIR)$(PREFIX)/lib/lathe/$(notdir $(d)) && \
+	  install -m 644 $(d)/* $(DESTDIR)$(PREFIX)/lib/lathe/$(notdir $(d))/;)
+endif
 
 clean:
 	rm -rf build build-san build-clang build-fuzz

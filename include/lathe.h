@@ -109,10 +109,12 @@ const char *lathe_op_name(lathe_op op); /* GoMLX name without "OpType" ("DotGene
 lathe_op lathe_op_from_name(const char *name);
 
 /* ---------------------------------------------------------------------------------------------
- * Backends. Configs: "lathe" (the best device found), "lathe:cpu[,options]" with options
- * threads=N, fuse=0|1, devices=N, async=0|1|late (docs/CPU.md); "mlx[:options]" with options
- * dynamic, lazy_contiguous, cpu|gpu (docs/MLX.md), UNAVAILABLE when lathe was built without MLX.
- * Unknown names or options are INVALID_ARGUMENT listing the known ones.
+ * Backends. Configs: "lathe[:options]" (the best usable device: lathe:cuda when a GPU and its
+ * libraries are usable, else lathe:cpu; the options are then checked against that device),
+ * "lathe:cpu[,options]" (docs/CPU.md), "lathe:cuda[,options]" (docs/CUDA.md), "mlx[:options]"
+ * (docs/MLX.md; UNAVAILABLE when lathe was built without MLX). Options are comma-separated;
+ * lathe_backend_option lists them. Unknown names or options are INVALID_ARGUMENT listing the
+ * known ones.
  *
  * Lifetimes: backends, buffers and executables are reference counted. X_free releases the
  * caller's reference (the same as X_release); X_retain takes another. Buffers and executables
@@ -122,6 +124,17 @@ lathe_op lathe_op_from_name(const char *name);
 typedef struct lathe_backend *lathe_backend_t; /* reference counted; thread-safe */
 
 lathe_status_t lathe_backend_new(const char *config, lathe_backend_t *out_backend);
+/* The options of the devices linked into this build, for help texts and docs: fills *out with
+ * option i (0, 1, ...) and returns true, or false past the last. Strings are static. */
+typedef struct lathe_option_info {
+  const char *config; /* what the option follows: "lathe:cpu", "lathe:cuda", "mlx" */
+  const char *name;   /* "threads" */
+  const char *values; /* "N", "0|1", "auto|baseline|avx2|avx512"; "" for a flag ("dynamic") */
+  bool bare;          /* a value alone selects it ("mlx:cpu" = "mlx:device=cpu") */
+  const char *def;    /* the default, in words */
+  const char *doc;    /* one line */
+} lathe_option_info;
+bool lathe_backend_option(int i, lathe_option_info *out);
 lathe_backend_t lathe_backend_retain(lathe_backend_t backend); /* returns backend */
 void lathe_backend_release(lathe_backend_t backend);
 void lathe_backend_free(lathe_backend_t backend); /* = lathe_backend_release */

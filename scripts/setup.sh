@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Installs what lathe needs to build on a Debian-like machine: a C compiler, make, OpenBLAS,
 # pkg-config (and, with LATHE_WITH_CLANG=1, clang and its libFuzzer, used by the tests to check
-# the code also builds with it and to fuzz the C API). Go must be
-# on PATH already (1.24 or newer); the Go modules come from the Go module proxy. MLX (the mlx
-# backend, docs/MLX.md) comes from PyPI: the mlx-cpu wheel (MLX's headers and libmlx) and the
-# mlx wheel (its Python API, for the benchmark) go into .deps/mlx; LATHE_MLX=0 skips them.
+# the code also builds with it and to fuzz the C API). Go must be on PATH already (the version
+# go.mod names, or newer); the Go modules come from the Go module proxy. For the tests, two sets
+# of wheels from PyPI go into .deps (nothing system-wide), each skipped with its variable set to 0:
+#  - LATHE_NVRTC: nvidia-cuda-nvrtc (CUDA's runtime compiler; the tests compile every lathe:cuda
+#    kernel with it, even without a GPU);
+#  - LATHE_MLX: the mlx-cpu wheel (MLX's headers and libmlx, for the mlx backend, docs/MLX.md) and
+#    the mlx wheel (its Python API, for the benchmark).
+# scripts/test.sh installs both; scripts/demo.sh neither (the demo needs OpenBLAS and Go modules).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 need=()
@@ -37,7 +41,7 @@ if [ ${#need[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need[@]}" >/dev/null
 fi
 if ! command -v go >/dev/null 2>&1; then
-  echo "setup: Go is not on PATH; install Go 1.24+ first" >&2
+  echo "setup: Go is not on PATH; install Go $(sed -n 's/^go //p' go.mod) or newer first" >&2
   exit 1
 fi
 

@@ -3,19 +3,55 @@
 # allocation-failure test), the same suites under AddressSanitizer+UndefinedBehaviorSanitizer, a
 # minute of libFuzzer over the C API, the C example, the Go tests (GoMLX's backendtest compliance
 # suite included), GoMLX v0.28.2's own test suites on lathe:cpu (scripts/gomlx-suite.sh) and
-# short runs of the two GoMLX examples.
+# short runs of the two GoMLX examples; also that `make install` stands alone
+# (scripts/install-check.sh) and that the examples' config errors are one line naming the fix
+# (scripts/config-errors-check.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LATHE_WITH_CLANG=1 ./scripts/setup.sh
 jobs=$(nproc 2>/dev/null || echo 2)
 
-step() { printf '\n=== %s\n' "$*"; }
+# Each stage prints its time when the next begins ("=== <stage> (N s)"). Where there is more
+# than one core, a stage that keeps one core busy on its own (the minute of fuzzing) runs in the
+# background while the next stages build, and reports when collected (bg_wait).
+t_all=$SECONDS stage="" stage_t0=$SECONDS
+stage_done() { [ -z "$stage" ] || printf '=== %s (%d s)\n' "$stage" $((SECONDS - stage_t0)); }
+step() {
+  stage_done
+  stage=$* stage_t0=$SECONDS
+  printf '\n=== %s\n' "$*"
+}
+declare -A bg_pid bg_t0
+bg_dir=$(mktemp -d)
+trap 'rm -rf "$bg_dir"' EXIT
+# bg NAME CMD...: runs CMD with its output in a log (inline when there is one core).
+bg() {
+  local name=$1
+  shift
+  if [ "$jobs" -gt 1 ]; then
+    "$@" >"$bg_dir/$name.log" 2>&1 &
+    bg_pid[$name]=$! bg_t0[$name]=$SECONDS
+  else
+    bg_t0[$name]=$SECONDS
+    "$@" >"$bg_dir/$name.log" 2>&1 && echo 0 >"$bg_dir/$name.rc" || echo $? >"$bg_dir/$name.rc"
+  fi
+}
+# bg_wait NAME: waits for it, prints its log and time; fails the run if it failed.
+bg_wait() {
+  local name=$1 rc=0
+  if [ -n "${bg_pid[$name]:-}" ]; then wait "${bg_pid[$name]}" || rc=$?; else rc=$(cat "$bg_dir/$name.rc"); fi
+  printf '\n=== %s (background, %d s after its start)\n' "$name" $((SECONDS - bg_t0[$name]))
+  cat "$bg_dir/$name.log"
+  [ "$rc" = 0 ] || { echo "$name failed (status $rc)" >&2; exit 1; }
+}
 # NVRTC from setup.sh: every generated CUDA kernel is compiled, even without a GPU
 nvrtc=$PWD/.deps/nvrtc/nvidia/cu13/lib/libnvrtc.so.13
 if [ -z "${LATHE_NVRTC_LIBRARY:-}" ] && [ -e "$nvrtc" ]; then export LATHE_NVRTC_LIBRARY=$nvrtc; fi
 
 step "C tests (gcc, -Werror)"
 make -j"$jobs" CI=1 test
+step "make install into a temporary prefix: nothing installed refers back to the clone"
+scripts/install-check.sh
 step "C conformance rows on the asynchronous test device, compared with lathe:cpu"
 build/test_ops -b lathe:cpu,devices=2,async=late | grep -E '^(FAIL|-b |[0-9]+ passed)'
 step "C conformance rows on each instruction set this CPU runs: floats equal to lathe:cpu's best exactly"
@@ -33,17 +69,20 @@ step "C tests (clang, -Werror)"
 make -j"$jobs" CI=1 CC=clang CXX=clang++ BUILD=build-clang test
 step "C tests under ASan+UBSan"
 ASAN_OPTIONS=detect_leaks=1 make -j"$jobs" CI=1 test-sanitize
-step "libFuzzer over the C API, 60 s (clang, ASan+UBSan; summary below)"
+step "libFuzzer over the C API: build (clang, ASan+UBSan); the 60 s run goes on in the background"
 make -j"$jobs" CI=1 fuzz
 mkdir -p build-fuzz/corpus
-# New inputs go to build-fuzz/corpus (kept between runs); tests/fuzz/corpus is the checked-in seed.
-if ! FUZZ_API_STATS=1 build-fuzz/fuzz_api -max_total_time=60 -max_len=1024 -len_control=0 -timeout=60 \
-    -print_final_stats=1 -artifact_prefix=build-fuzz/ build-fuzz/corpus tests/fuzz/corpus >build-fuzz/fuzz.log 2>&1; then
-  tail -n 80 build-fuzz/fuzz.log
-  echo "fuzz_api failed: the input is saved under build-fuzz/ (replay: build-fuzz/fuzz_api FILE)" >&2
-  exit 1
-fi
-grep -E '^#[0-9]+[[:space:]]+DONE|^stat::(number_of_executed_units|peak_rss_mb)|^fuzz_api:' build-fuzz/fuzz.log
+fuzz_run() {
+  # New inputs go to build-fuzz/corpus (kept between runs); tests/fuzz/corpus is the checked-in seed.
+  if ! FUZZ_API_STATS=1 build-fuzz/fuzz_api -max_total_time=60 -max_len=1024 -len_control=0 -timeout=60 \
+      -print_final_stats=1 -artifact_prefix=build-fuzz/ build-fuzz/corpus tests/fuzz/corpus >build-fuzz/fuzz.log 2>&1; then
+    tail -n 80 build-fuzz/fuzz.log
+    echo "fuzz_api failed: the input is saved under build-fuzz/ (replay: build-fuzz/fuzz_api FILE)"
+    return 1
+  fi
+  grep -E '^#[0-9]+[[:space:]]+DONE|^stat::(number_of_executed_units|peak_rss_mb)|^fuzz_api:' build-fuzz/fuzz.log
+}
+bg "libFuzzer over the C API, 60 s (summary)" fuzz_run
 # MLX: where setup installed it, build/test_mlx ran with the C suites; the conformance table runs
 # on the mlx configurations too. mlx (compiled) traces each graph and, on the CPU, compiles its
 # fused kernels with g++ once per graph (cached in /tmp/mlx): the whole table would take hours on
@@ -70,6 +109,7 @@ fi
 step "C example: 2-layer MLP through the C API"
 make -j"$jobs" CI=1 examples
 build/mlp_train lathe:cpu
+bg_wait "libFuzzer over the C API, 60 s (summary)"
 if [ -f go.mod ]; then
   step "Go: vet and tests (backendtest compliance suite included)"
   go vet ./...
@@ -90,12 +130,24 @@ if [ -f go.mod ]; then
   for n in 2 4; do
     GOMLX_SUITE_PKGS="./core/graph ./core/tensors/... ./ml/dataset ./ml/model" ./scripts/gomlx-suite.sh "lathe:cpu,devices=$n"
   done
+  # The examples build with the tags of the Go tests above, so they reuse that build of the
+  # engine from Go's cache instead of compiling it once more without MLX.
   step "GoMLX examples on lathe, shortened: the digits demo and the text transformer"
   ./scripts/setup-data.sh
-  go run ./cmd/lathe-demo -steps 300 | tail -3
-  ./scripts/textgen.sh -steps 40 -generate 40 | grep -a -A3 '^trained'
+  # shellcheck disable=SC2086
+  go run $mlx_tags ./cmd/lathe-demo -steps 300 | tail -3
+  gomlx=$(go list -m -f '{{.Dir}}' github.com/gomlx/gomlx)
+  # shellcheck disable=SC2086
+  go run $mlx_tags ./cmd/lathe-textgen -text "$gomlx" -steps 40 -generate 40 | grep -a -A3 '^trained'
   step "Data-parallel training on lathe:cpu with 2 and 4 devices against one device"
-  go run ./cmd/lathe-dataparallel -devices 2 -steps 100 | tail -1
-  go run ./cmd/lathe-dataparallel -devices 4 -steps 100 | tail -1
+  # shellcheck disable=SC2086
+  go build $mlx_tags -o build/lathe-dataparallel ./cmd/lathe-dataparallel
+  build/lathe-dataparallel -devices 2 -steps 100 | tail -1
+  build/lathe-dataparallel -devices 4 -steps 100 | tail -1
+  # the one-line errors a user sees for a mistyped backend (no stack trace, the fix named)
+  step "Backend config errors in the examples: one line naming the fix"
+  scripts/config-errors-check.sh build/lathe-dataparallel
 fi
-step "all tests passed"
+stage_done
+printf '\n=== total: %d s\n' $((SECONDS - t_all))
+printf '\n=== all tests passed\n'

@@ -2,10 +2,11 @@
 # Sets up and runs the second example: a small character-level transformer (GoMLX v0.28.2's zoo
 # transformer: embeddings, RoPE, causal attention, layer norm) trained on lathe on GoMLX's own
 # documentation (the markdown files of the GoMLX module, from the Go module proxy), then sampled.
-# Extra arguments go to the program, e.g. -backend go or -steps 2000.
+# Extra arguments go to the program, e.g. -steps 2000 or -backend lathe:cpu,threads=2 (GoMLX's go
+# backend, -backend go, stalls on this model: docs/GO.md). Set-up as for the demo: no wheels.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-./scripts/setup.sh
+LATHE_NVRTC=0 LATHE_MLX=0 ./scripts/setup.sh
 gomlx=$(go list -m -f '{{.Dir}}' github.com/gomlx/gomlx)
 [ -n "$gomlx" ] || { go mod download github.com/gomlx/gomlx; gomlx=$(go list -m -f '{{.Dir}}' github.com/gomlx/gomlx); }
 exec go run ./cmd/lathe-textgen -text "$gomlx" "$@"

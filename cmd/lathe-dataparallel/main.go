@@ -27,7 +27,7 @@ import (
 	"github.com/gomlx/gomlx/core/tensors"
 	"github.com/gomlx/gomlx/support/exceptions"
 
-	_ "github.com/lathe-dev/lathe/compute/lathe" // registers "lathe"
+	"github.com/lathe-dev/lathe/compute/lathe" // registers "lathe"
 )
 
 type config struct {
@@ -36,6 +36,7 @@ type config struct {
 }
 
 func main() {
+	flag.CommandLine = flag.NewFlagSet("lathe-dataparallel", flag.ExitOnError) // not go run's build-cache path
 	backendName := flag.String("backend", "lathe:cpu", `backend configuration; lathe:cpu gets ",devices=N" for the data-parallel run, a GPU backend uses its GPUs`)
 	devices := flag.Int("devices", 2, "devices of the data-parallel run (the batch must split evenly)")
 	steps := flag.Int("steps", 200, "SGD steps")
@@ -53,7 +54,7 @@ func run(backendName string, n int, c config, tol float64) error {
 	if n < 1 || c.batch%n != 0 {
 		return fmt.Errorf("a batch of %d does not split over %d devices", c.batch, n)
 	}
-	one, err := compute.NewWithConfig(backendName)
+	one, err := lathe.NewWithConfig(backendName) // errors where compute.NewWithConfig panics
 	if err != nil {
 		return err
 	}
@@ -62,7 +63,7 @@ func run(backendName string, n int, c config, tol float64) error {
 	if strings.HasPrefix(backendName, "lathe:cpu") {
 		manyName = fmt.Sprintf("%s,devices=%d", backendName, n)
 	}
-	many, err := compute.NewWithConfig(manyName)
+	many, err := lathe.NewWithConfig(manyName)
 	if err != nil {
 		return err
 	}

@@ -22,9 +22,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/gomlx/compute"
 	_ "github.com/gomlx/compute/gobackend" // registers "go"
 	. "github.com/gomlx/gomlx/core/graph"
+	"github.com/gomlx/gomlx/core/tensors"
 	"github.com/gomlx/gomlx/ml/dataset"
 	"github.com/gomlx/gomlx/ml/layers/activation"
 	"github.com/gomlx/gomlx/ml/layers/fnn"
@@ -33,12 +33,20 @@ import (
 	"github.com/gomlx/gomlx/ml/train/loss"
 	"github.com/gomlx/gomlx/ml/train/metric"
 	"github.com/gomlx/gomlx/ml/train/optimizer"
-	"github.com/gomlx/gomlx/ui/commandline"
 
-	_ "github.com/lathe-dev/lathe/compute/lathe" // registers "lathe"
+	"github.com/lathe-dev/lathe/compute/lathe" // registers "lathe"
+	_ "github.com/lathe-dev/lathe/compute/mlx" // registers "mlx" (its engine is in with -tags mlx)
 )
 
 func main() {
+	// a fixed name in -h and errors: under go run, os.Args[0] is a path in Go's build cache
+	flag.CommandLine = flag.NewFlagSet("lathe-demo", flag.ExitOnError)
+	flag.CommandLine.Usage = func() {
+		fmt.Fprintf(os.Stderr, "usage: ./scripts/demo.sh [flags] (or go run ./cmd/lathe-demo [flags])\n")
+		flag.PrintDefaults()
+		fmt.Fprintf(os.Stderr, "\nbackend configs: lathe (CUDA when usable, else the CPU), lathe:<options>, go, "+
+			"mlx (with -tags mlx), and these options:\n%s", lathe.OptionsHelp())
+	}
 	backendName := flag.String("backend", "lathe", `compute backend configuration ("lathe", "lathe:cpu,threads=2", "go")`)
 	data := flag.String("data", "build/data/digits.csv.gz", "digits CSV (64 pixel values 0..16 and the label per row), gzipped")
 	steps := flag.Int("steps", 2000, "training steps")
@@ -50,7 +58,7 @@ func main() {
 	seed := flag.Uint64("seed", 42, "random seed (split, initialisation, batches)")
 	flag.Parse()
 	if err := run(*backendName, *data, *steps, *batch, *hidden, *layers, *lr, *heldOut, *seed); err != nil {
-		fmt.Fprintf(os.Stderr, "lathe-demo: %+v\n", err)
+		fmt.Fprintf(os.Stderr, "lathe-demo: %v\n", err) // one line: the message names the fix
 		os.Exit(1)
 	}
 }
@@ -97,15 +105,15 @@ func readDigits(path string) (pixels [][]float32, labels []int32, err error) {
 }
 
 func run(backendName, dataPath string, steps, batch, hidden, numLayers int, lr, heldOut float64, seed uint64) error {
-	pixels, labels, err := readDigits(dataPath)
-	if err != nil {
-		return err
-	}
-	backend, err := compute.NewWithConfig(backendName)
+	backend, err := lathe.NewWithConfig(backendName) // errors where compute.NewWithConfig panics
 	if err != nil {
 		return err
 	}
 	defer backend.Finalize()
+	pixels, labels, err := readDigits(dataPath)
+	if err != nil {
+		return err
+	}
 
 	// A fixed shuffle, then the split: the first images train, the rest are held out.
 	rng := rand.New(rand.NewPCG(seed, 7))
@@ -166,7 +174,7 @@ func run(backendName, dataPath string, steps, batch, hidden, numLayers int, lr, 
 	}
 	compileTime := time.Since(start)
 	loop := train.NewLoop(trainer)
-	commandline.AttachProgressBar(loop)
+	progress(loop, trainer, steps)
 	start = time.Now()
 	if _, err := loop.RunSteps(trainDS, steps-1); err != nil {
 		return err
@@ -193,4 +201,23 @@ func run(backendName, dataPath string, steps, batch, hidden, numLayers int, lr, 
 		steps-1, elapsed.Round(time.Millisecond), compileTime.Round(time.Millisecond),
 		float64(steps-1)/elapsed.Seconds(), backendName)
 	return nil
+}
+
+// progress prints a row every tenth of the run and at its end, counting finished steps from 1
+// (the loop's LoopStep is the 0-based step in progress, so the last row reads "2000 of 2000").
+func progress(loop *train.Loop, trainer *train.Trainer, steps int) {
+	every := max(1, steps/10)
+	fmt.Printf("%11s  %s\n", "step", "training metrics (moving averages)")
+	loop.OnStep("lathe-demo progress", 0, func(l *train.Loop, metrics []*tensors.Tensor) error {
+		done := l.LoopStep + 1
+		if done%every != 0 && done != l.EndStep {
+			return nil
+		}
+		row := fmt.Sprintf("%5d of %d", done, l.EndStep)
+		for i, m := range trainer.TrainMetrics() {
+			row += fmt.Sprintf("  %s %s", m.ShortName(), m.PrettyPrint(metrics[i]))
+		}
+		fmt.Println(row)
+		return nil
+	})
 }

@@ -21,7 +21,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gomlx/compute"
 	_ "github.com/gomlx/compute/gobackend" // registers "go"
 	. "github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/ml/dataset"
@@ -33,7 +32,8 @@ import (
 	"github.com/gomlx/gomlx/ml/zoo/transformer/generate/sample"
 	"github.com/gomlx/gomlx/ui/commandline"
 
-	_ "github.com/lathe-dev/lathe/compute/lathe" // registers "lathe"
+	"github.com/lathe-dev/lathe/compute/lathe" // registers "lathe"
+	_ "github.com/lathe-dev/lathe/compute/mlx" // registers "mlx" (its engine is in with -tags mlx)
 )
 
 type config struct {
@@ -49,6 +49,7 @@ type config struct {
 
 func main() {
 	var c config
+	flag.CommandLine = flag.NewFlagSet("lathe-textgen", flag.ExitOnError) // not go run's build-cache path
 	flag.StringVar(&c.backend, "backend", "lathe", `compute backend configuration ("lathe", "lathe:cpu,threads=2", "go")`)
 	flag.StringVar(&c.textDir, "text", "", "directory of the GoMLX module (its *.md files are the corpus); scripts/textgen.sh finds it")
 	flag.IntVar(&c.steps, "steps", 800, "training steps")
@@ -66,7 +67,7 @@ func main() {
 	flag.Uint64Var(&c.seed, "seed", 7, "random seed (windows, initialisation, batches, sampling)")
 	flag.Parse()
 	if err := run(c); err != nil {
-		fmt.Fprintf(os.Stderr, "lathe-textgen: %+v\n", err)
+		fmt.Fprintf(os.Stderr, "lathe-textgen: %v\n", err) // one line: the message names the fix
 		os.Exit(1)
 	}
 }
@@ -122,7 +123,7 @@ func run(c config) error {
 	}
 	vocab := len(fromID)
 
-	backend, err := compute.NewWithConfig(c.backend)
+	backend, err := lathe.NewWithConfig(c.backend) // errors where compute.NewWithConfig panics
 	if err != nil {
 		return err
 	}

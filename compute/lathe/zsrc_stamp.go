@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "d042b17af9ff6e5778a10b50ee9e106d"
+const engineSourcesHash = "4bdac27ec2c2eacc07582372f6bc9cc7"

@@ -396,59 +396,38 @@ const lathe_device_i lathe_cpu_device = {
     .execute = execute,
 };
 
-/* Parses "key=value" option values. */
-static bool option(const char *p, size_t len, const char *key, char *val, size_t cap) {
-  size_t kl = strlen(key);
-  if (len <= kl + 1 || strncmp(p, key, kl) != 0 || p[kl] != '=') return false;
-  size_t vl = len - kl - 1 < cap - 1 ? len - kl - 1 : cap - 1;
-  memcpy(val, p + kl + 1, vl);
-  val[vl] = 0;
-  return true;
-}
+/* lathe:cpu's options (docs/CPU.md), parsed by the runtime (runtime/options.c). */
+enum { OPT_THREADS, OPT_DEVICES, OPT_FUSE, OPT_ASYNC, OPT_ISA };
+const lathe_option_spec lathe_cpu_options[] = {
+    [OPT_THREADS] = {"threads", LATHE_OPTION_INT, "N", 1, 1024, false, "all online cores",
+                     "threads in all, the calling thread included"},
+    [OPT_DEVICES] = {"devices", LATHE_OPTION_INT, "N", 1, 256, false, "1",
+                     "devices (ordinals 0..N-1) sharing the thread pool and host memory"},
+    [OPT_FUSE] = {"fuse", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "1", "fusion regions on or off"},
+    [OPT_ASYNC] = {"async", LATHE_OPTION_CHOICE, "0|1|late", 0, 0, false, "0",
+                   "executions inline (0), on a worker thread per device (1), or delayed on purpose (late: tests)"},
+    [OPT_ISA] = {"isa", LATHE_OPTION_CHOICE, "auto|baseline|avx2|avx512", 0, 0, false, "auto (LATHE_CPU_ISA if set)",
+                 "the kernel table to run (the Float32 GEMM micro-kernel follows cpuid); one the CPU lacks fails"},
+};
+const int lathe_cpu_n_options = (int)(sizeof lathe_cpu_options / sizeof lathe_cpu_options[0]);
 
-static lathe_status_t int_option(const char *name, const char *v, long lo, long hi, int *out) {
-  char *e;
-  long x = strtol(v, &e, 10);
-  if (!*v || *e || x < lo || x > hi)
-    return LATHE_INVALID("lathe:cpu: %s must be an integer in [%ld, %ld], got \"%s\"", name, lo, hi, v);
-  *out = (int)x;
-  return NULL;
-}
-
-lathe_status_t lathe_cpu_device_new(const char *options, const lathe_device_i **out_dev, void **out_ctx,
+lathe_status_t lathe_cpu_device_new(const lathe_option_value *opt, const lathe_device_i **out_dev, void **out_ctx,
                                     char **out_config) {
   long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
-  int threads = ncpu > 0 ? (int)ncpu : 1, devices = 1;
-  bool fuse = true, isa_forced = false;
-  lathe_cpu_async async = LATHE_CPU_INLINE;
+  int threads = opt[OPT_THREADS].set ? (int)opt[OPT_THREADS].value : ncpu > 0 ? (int)ncpu : 1;
+  int devices = opt[OPT_DEVICES].set ? (int)opt[OPT_DEVICES].value : 1;
+  bool fuse = !opt[OPT_FUSE].set || opt[OPT_FUSE].value == 1;
+  lathe_cpu_async async = !opt[OPT_ASYNC].set         ? LATHE_CPU_INLINE
+                          : opt[OPT_ASYNC].value == 0 ? LATHE_CPU_INLINE
+                          : opt[OPT_ASYNC].value == 1 ? LATHE_CPU_THREAD
+                                                      : LATHE_CPU_LATE;
   /* LATHE_CPU_ISA sets the default ISA of every backend (tests run whole suites on one) */
   const char *isa_env = getenv("LATHE_CPU_ISA");
   lathe_cpu_isa isa;
   lathe_status_t ist = lathe_cpu_isa_parse(isa_env && *isa_env ? isa_env : NULL, &isa);
   if (ist) return lathe_status_annotate(ist, "from the environment variable LATHE_CPU_ISA");
-  const char *p = options ? options : "";
-  while (*p) {
-    const char *end = strchr(p, ',');
-    size_t len = end ? (size_t)(end - p) : strlen(p);
-    char v[32];
-    if (option(p, len, "threads", v, sizeof v)) {
-      LATHE_RETURN_IF_ERROR(int_option("threads", v, 1, 1024, &threads));
-    } else if (option(p, len, "devices", v, sizeof v)) {
-      LATHE_RETURN_IF_ERROR(int_option("devices", v, 1, 256, &devices));
-    } else if (option(p, len, "fuse", v, sizeof v) && (!strcmp(v, "0") || !strcmp(v, "1"))) {
-      fuse = v[0] == '1';
-    } else if (option(p, len, "isa", v, sizeof v)) {
-      LATHE_RETURN_IF_ERROR(lathe_cpu_isa_parse(v, &isa));
-      isa_forced = strcmp(v, "auto") != 0;
-    } else if (option(p, len, "async", v, sizeof v) && (!strcmp(v, "0") || !strcmp(v, "1") || !strcmp(v, "late"))) {
-      async = v[0] == '0' ? LATHE_CPU_INLINE : v[0] == '1' ? LATHE_CPU_THREAD : LATHE_CPU_LATE;
-    } else if (len) {
-      return LATHE_INVALID("lathe:cpu: unknown option \"%.*s\"; known options: threads=N, devices=N, fuse=0|1, "
-                           "async=0|1|late, isa=auto|baseline|avx2|avx512", (int)len, p);
-    }
-    p += len;
-    if (*p == ',') p++;
-  }
+  bool isa_forced = opt[OPT_ISA].set && opt[OPT_ISA].value != 0;
+  if (opt[OPT_ISA].set) LATHE_RETURN_IF_ERROR(lathe_cpu_isa_parse(opt[OPT_ISA].text, &isa));
   lathe_cpu *c = calloc(1, sizeof *c);
   if (!c) return LATHE_OOM("lathe:cpu");
   lathe_cpu_mem_attach();

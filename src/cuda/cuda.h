@@ -100,8 +100,6 @@ void lathe_cuda_fft_release(cuda_dev *d);
 /* Runs fn(arg, status) on d's completion thread once event ev has completed (status: NULL, or
  * the error the stream reported; fn takes it). */
 lathe_status_t lathe_cuda_when_done(cuda_dev *d, lcuEvent ev, void (*fn)(void *arg, lathe_status_t st), void *arg);
-lathe_status_t lathe_cuda_device_new(const char *options, const lathe_device_i **out_dev, void **out_ctx,
-                                     char **out_config);
 
 /* Makes dev's context current on this thread. */
 lathe_status_t lathe_cuda_use(cuda_dev *d);

@@ -279,37 +279,40 @@ const lathe_device_i lathe_cuda_device = {
     .execute = lathe_cuda_execute,
 };
 
-lathe_status_t lathe_cuda_device_new(const char *options, const lathe_device_i **out_dev, void **out_ctx,
-                                     char **out_config) {
-  int only = -1;
-  bool tf32 = false, fuse = true;
-  const char *p = options ? options : "";
-  while (*p) {
-    const char *end = strchr(p, ',');
-    size_t len = end ? (size_t)(end - p) : strlen(p);
-    char v[32] = "";
-    if (len > 7 && !strncmp(p, "device=", 7)) {
-      snprintf(v, sizeof v, "%.*s", (int)(len - 7), p + 7);
-      char *e;
-      long x = strtol(v, &e, 10);
-      if (!*v || *e || x < 0 || x > 1024) return LATHE_INVALID("lathe:cuda: device must be a GPU number, got \"%s\"", v);
-      only = (int)x;
-    } else if (len == 6 && (!strncmp(p, "tf32=0", 6) || !strncmp(p, "tf32=1", 6))) {
-      tf32 = p[5] == '1';
-    } else if (len == 6 && (!strncmp(p, "fuse=0", 6) || !strncmp(p, "fuse=1", 6))) {
-      fuse = p[5] == '1';
-    } else if (len) {
-      return LATHE_INVALID("lathe:cuda: unknown option \"%.*s\"; known options: device=N, tf32=0|1, fuse=0|1", (int)len, p);
-    }
-    p += len;
-    if (*p == ',') p++;
-  }
+/* lathe:cuda's options (docs/CUDA.md), parsed by the runtime (runtime/options.c). */
+enum { OPT_DEVICE, OPT_TF32, OPT_FUSE };
+const lathe_option_spec lathe_cuda_options[] = {
+    [OPT_DEVICE] = {"device", LATHE_OPTION_INT, "N", 0, 1024, false, "every GPU", "GPU N alone (as device 0)"},
+    [OPT_TF32] = {"tf32", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
+                  "Float32 products may use TF32 tensor cores (10 mantissa bits)"},
+    [OPT_FUSE] = {"fuse", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "1", "fusion regions on or off"},
+};
+const int lathe_cuda_n_options = (int)(sizeof lathe_cuda_options / sizeof lathe_cuda_options[0]);
+
+/* The driver, NVRTC and cuBLASLt load and the driver sees a GPU (the first steps of device_new). */
+static lathe_status_t gpu_count(const lcu_api **api, int *count) {
+  LATHE_RETURN_IF_ERROR(lathe_cuda_load(api));
+  *count = 0;
+  lcuResult r = (*api)->cuDeviceGetCount(count);
+  if (r != LCU_SUCCESS || *count == 0)
+    return lathe_status_new(LATHE_STATUS_UNAVAILABLE, "lathe:cuda: no CUDA device found (the driver reports %d)", *count);
+  return NULL;
+}
+
+lathe_status_t lathe_cuda_probe(void) {
   const lcu_api *api;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_load(&api));
-  int count = 0;
-  lcuResult r = api->cuDeviceGetCount(&count);
-  if (r != LCU_SUCCESS || count == 0)
-    return lathe_status_new(LATHE_STATUS_UNAVAILABLE, "lathe:cuda: no CUDA device found (the driver reports %d)", count);
+  int count;
+  return gpu_count(&api, &count);
+}
+
+lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_device_i **out_dev, void **out_ctx,
+                                     char **out_config) {
+  int only = opt[OPT_DEVICE].set ? (int)opt[OPT_DEVICE].value : -1;
+  bool tf32 = opt[OPT_TF32].set && opt[OPT_TF32].value == 1;
+  bool fuse = !opt[OPT_FUSE].set || opt[OPT_FUSE].value == 1;
+  const lcu_api *api;
+  int count;
+  LATHE_RETURN_IF_ERROR(gpu_count(&api, &count));
   if (only >= count)
     return LATHE_INVALID("lathe:cuda: device=%d, but there %s %d GPU%s", only, count == 1 ? "is" : "are", count, count == 1 ? "" : "s");
   lathe_cuda *cu = calloc(1, sizeof *cu);

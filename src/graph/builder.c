@@ -1,8 +1,6 @@
 /* builder.c -- builders, functions, node creation and closure captures. */
 #include "graph.h"
 
-#include "../runtime/runtime.h"
-
 /* ---- arena ---- */
 struct lathe_arena_chunk {
   lathe_arena_chunk *next;

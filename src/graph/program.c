@@ -3,8 +3,6 @@
  * plan. See program.h. */
 #include "program.h"
 
-#include "../runtime/runtime.h"
-
 /* ---- op facts this pass needs ---- */
 static bool kind_is(const lathe_node *n, lathe_op_kind k) { return lathe_op_kind_of(n->op) == k; }
 

@@ -173,40 +173,32 @@ const lathe_device_i device_table = {
     execute,
 };
 
-/* One option of "mlx:<options>"; false when it is unknown. */
-bool parse_option(const std::string &o, Options &opt, bool &device_set) {
-  if (o == "dynamic") opt.compiled = false;
-  else if (o == "lazy_contiguous") opt.lazy_contiguous = true;
-  else if (o == "cpu" || o == "device=cpu") opt.gpu = false, device_set = true;
-  else if (o == "gpu" || o == "device=gpu") opt.gpu = true, device_set = true;
-  else return false;
-  return true;
-}
-
 }  // namespace
 }  // namespace lathe_mlx
 
 using namespace lathe_mlx;
 
-extern "C" lathe_status_t lathe_mlx_device_new(const char *options, const lathe_device_i **out_dev, void **out_ctx,
-                                               char **out_config) {
+/* mlx's options (docs/MLX.md), parsed by the runtime (runtime/options.c). */
+enum { OPT_DYNAMIC, OPT_LAZY, OPT_DEVICE };
+extern "C" const lathe_option_spec lathe_mlx_options[] = {
+    {"dynamic", LATHE_OPTION_FLAG, nullptr, 0, 0, false, "off (mx::compile, traced per input shape)",
+     "replay the op tape on each run's inputs, no tracing; one plan serves every binding of the dynamic axes"},
+    {"lazy_contiguous", LATHE_OPTION_FLAG, nullptr, 0, 0, false, "off",
+     "outputs that are views stay strided views until the host reads them"},
+    {"device", LATHE_OPTION_CHOICE, "cpu|gpu", 0, 0, true, "gpu when MLX has one, else cpu", "MLX's device"},
+};
+extern "C" const int lathe_mlx_n_options = sizeof lathe_mlx_options / sizeof lathe_mlx_options[0];
+
+extern "C" lathe_status_t lathe_mlx_device_new(const lathe_option_value *o, const lathe_device_i **out_dev,
+                                               void **out_ctx, char **out_config) {
   try {
     std::lock_guard<std::recursive_mutex> g(mlx_lock());
     Options opt;
-    bool device_set = false;
-    std::string rest = options ? options : "";
-    size_t pos = 0;
-    while (pos <= rest.size()) {
-      size_t end = rest.find(',', pos);
-      if (end == std::string::npos) end = rest.size();
-      std::string o = rest.substr(pos, end - pos);
-      if (!o.empty() && !parse_option(o, opt, device_set))
-        return LATHE_INVALID("mlx: unknown option \"%s\"; known options: dynamic, lazy_contiguous, cpu, gpu "
-                             "(or device=cpu|gpu)", o.c_str());
-      pos = end + 1;
-    }
+    opt.compiled = !o[OPT_DYNAMIC].set;
+    opt.lazy_contiguous = o[OPT_LAZY].set;
     bool has_gpu = mx::is_available(mx::Device::gpu);
-    if (!device_set) opt.gpu = has_gpu; /* MLX's default: its GPU when it has one */
+    /* MLX's default: its GPU when it has one */
+    opt.gpu = o[OPT_DEVICE].set ? o[OPT_DEVICE].value == 1 : has_gpu;
     if (opt.gpu && !has_gpu)
       return lathe_status_new(LATHE_STATUS_UNAVAILABLE, "mlx: no GPU: this MLX build has no GPU backend or sees no "
                               "device (the mlx-cpu wheel computes on the CPU: use mlx:cpu)");

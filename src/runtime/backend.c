@@ -1,20 +1,36 @@
 /* backend.c -- the backend registry and config strings ("lathe", "lathe:cpu,threads=N",
  * "mlx:dynamic"), and the backend's reference count. */
+#include <ctype.h>
 #include <stdio.h>
 
 #include "runtime.h"
 
-typedef lathe_status_t (*device_ctor)(const char *options, const lathe_device_i **out_dev, void **out_ctx,
-                                      char **out_config);
+/* The registry: every device a config can name, "<backend>[:<device>][,options]". Rows of one
+ * backend are in order of preference for the bare name: plain "lathe" takes CUDA when a GPU and
+ * its libraries are usable, else the CPU. A row with no constructor is not linked into this
+ * build (its line says how to get it). Error messages and the option listing come from here. */
+typedef struct device_entry {
+  const char *backend; /* "lathe", "mlx" */
+  const char *device;  /* "cuda", "cpu"; NULL: the backend's only device, options right after "mlx:" */
+  const char *label;   /* how errors name it */
+  lathe_status_t (*probe)(void); /* (optional) UNAVAILABLE, saying why, where it cannot run */
+  lathe_device_ctor ctor;
+  const char *unlinked; /* ctor NULL: why, and how to build it in */
+  const lathe_option_spec *options;
+  const int *n_options;
+} device_entry;
 
-/* Devices in order of preference for plain "lathe": CUDA when a GPU and its libraries are
- * usable (UNAVAILABLE otherwise, which moves on), else the CPU. */
-static const struct {
-  const char *name;
-  device_ctor ctor;
-} devices[] = {
-    {"cuda", lathe_cuda_device_new},
-    {"cpu", lathe_cpu_device_new},
+static const device_entry devices[] = {
+    {"lathe", "cuda", "lathe:cuda", lathe_cuda_probe, lathe_cuda_device_new, NULL, lathe_cuda_options,
+     &lathe_cuda_n_options},
+    {"lathe", "cpu", "lathe:cpu", NULL, lathe_cpu_device_new, NULL, lathe_cpu_options, &lathe_cpu_n_options},
+#ifdef LATHE_WITH_MLX
+    {"mlx", NULL, "mlx", NULL, lathe_mlx_device_new, NULL, lathe_mlx_options, &lathe_mlx_n_options},
+#else
+    {"mlx", NULL, "mlx", NULL, NULL,
+     "this lathe was built without MLX (build it with MLX_DIR set, or the Go package with -tags mlx: docs/MLX.md)",
+     NULL, NULL},
+#endif
 };
 #define N_DEVICES (int)(sizeof devices / sizeof devices[0])
 
@@ -25,13 +41,35 @@ static char *dupstr(const char *s) {
   return d;
 }
 
-/* The MLX device is a backend of its own name ("mlx[:options]"), linked in only when lathe is
- * built with MLX (docs/MLX.md). */
-#ifdef LATHE_WITH_MLX
-static const device_ctor mlx_ctor = lathe_mlx_device_new;
-#else
-static const device_ctor mlx_ctor = NULL;
-#endif
+/* The linked configs ("lathe", "lathe:cuda", "lathe:cpu", "mlx"), quoted, into buf. */
+static void known_backends(char *buf, size_t cap) {
+  size_t at = 0;
+  buf[0] = 0;
+  for (int i = 0; i < N_DEVICES && at < cap; i++) {
+    if (!devices[i].ctor) continue;
+    bool first_of_backend = true;
+    for (int j = 0; j < i; j++)
+      if (devices[j].ctor && !strcmp(devices[j].backend, devices[i].backend)) first_of_backend = false;
+    int w = 0;
+    if (first_of_backend && devices[i].device)
+      w = snprintf(buf + at, cap - at, "%s\"%s\"", at ? ", " : "", devices[i].backend);
+    if (w >= 0 && (at += (size_t)w) < cap) w = snprintf(buf + at, cap - at, "%s\"%s\"", at ? ", " : "", devices[i].label);
+    if (w < 0) break;
+    at += (size_t)w;
+  }
+}
+
+/* The linked devices of backend ("cuda, cpu") into buf. */
+static void known_devices(const char *backend, char *buf, size_t cap) {
+  size_t at = 0;
+  buf[0] = 0;
+  for (int i = 0; i < N_DEVICES && at < cap; i++) {
+    if (!devices[i].ctor || !devices[i].device || strcmp(devices[i].backend, backend) != 0) continue;
+    int w = snprintf(buf + at, cap - at, "%s%s", at ? ", " : "", devices[i].device);
+    if (w < 0) break;
+    at += (size_t)w;
+  }
+}
 
 static lathe_status_t backend_make(const char *name, const lathe_device_i *dev, void *ctx, const char *dconf,
                                    lathe_backend_t *out) {
@@ -65,73 +103,114 @@ static lathe_status_t backend_make(const char *name, const lathe_device_i *dev, 
   return NULL;
 }
 
+/* Parses options for row d and makes its device; st annotated with why is the caller's. */
+static lathe_status_t open_entry(const device_entry *d, const char *options, lathe_backend_t *out) {
+  lathe_option_value opt[LATHE_MAX_OPTIONS];
+  LATHE_RETURN_IF_ERROR(lathe_options_parse(d->label, d->options, *d->n_options, options, opt));
+  const lathe_device_i *dev;
+  void *ctx;
+  char *dconf;
+  LATHE_RETURN_IF_ERROR(d->ctor(opt, &dev, &ctx, &dconf));
+  lathe_status_t st = lathe_device_check(dev);
+  if (!st) st = backend_make(d->backend, dev, ctx, dconf, out);
+  free(dconf);
+  if (st && dev && dev->destroy) dev->destroy(ctx);
+  return st;
+}
+
+/* Whether name (len bytes) is the whole of s. */
+static bool is(const char *s, const char *name, size_t len) { return strlen(s) == len && !strncmp(s, name, len); }
+
 lathe_status_t lathe_backend_new(const char *config, lathe_backend_t *out_backend) {
   if (!out_backend) return LATHE_INVALID("Backend: out_backend is NULL");
   if (!config) config = "";
-  if (strncmp(config, "mlx", 3) == 0 && (config[3] == 0 || config[3] == ':')) {
-    if (!mlx_ctor)
-      return lathe_status_new(LATHE_STATUS_UNAVAILABLE, "Backend \"%s\": this lathe was built without MLX (build it "
-                              "with MLX_DIR set, or the Go package with -tags mlx: docs/MLX.md)", config);
-    const lathe_device_i *dev;
-    void *ctx;
-    char *dconf;
-    lathe_status_t st = mlx_ctor(config[3] ? config + 4 : "", &dev, &ctx, &dconf);
-    if (st) return lathe_status_annotate(st, "Backend \"%s\"", config);
-    if ((st = lathe_device_check(dev))) {
-      free(dconf);
-      dev->destroy(ctx);
-      return st;
-    }
-    st = backend_make("mlx", dev, ctx, dconf, out_backend);
-    free(dconf);
-    if (st) dev->destroy(ctx);
-    return st;
+  /* "<backend>[:rest]"; a bare "" is the first backend ("lathe") */
+  const char *colon = strchr(config, ':');
+  size_t blen = colon ? (size_t)(colon - config) : strlen(config);
+  const char *backend = blen ? NULL : devices[0].backend;
+  for (int i = 0; i < N_DEVICES && !backend; i++)
+    if (is(devices[i].backend, config, blen)) backend = devices[i].backend;
+  char known[256];
+  if (!backend) {
+    known_backends(known, sizeof known);
+    return LATHE_INVALID("Backend: unknown backend \"%s\"; known: %s", config, known);
   }
-  /* "lathe" or "lathe:<device>[,opt=val...]"; a bare "" also means lathe. */
-  const char *rest = config;
-  if (strncmp(config, "lathe", 5) == 0 && (config[5] == 0 || config[5] == ':')) rest = config[5] ? config + 6 : "";
-  else if (*config)
-    return LATHE_INVALID("Backend: unknown backend \"%s\"; known: \"lathe\", \"lathe:cuda\", \"lathe:cpu\", \"mlx\"", config);
-  char devname[32] = "";
-  const char *options = "";
-  const char *comma = strchr(rest, ',');
-  size_t len = comma ? (size_t)(comma - rest) : strlen(rest);
-  if (len >= sizeof devname) return LATHE_INVALID("Backend: unknown device in \"%s\"; known: cuda, cpu", config);
-  memcpy(devname, rest, len);
-  devname[len] = 0;
-  if (comma) options = comma + 1;
-  if (strchr(devname, '=')) { /* "lathe:threads=2": options without a device name */
-    devname[0] = 0;
-    options = rest;
-  }
-  lathe_status_t last = NULL;
+  const char *rest = colon ? colon + 1 : "";
+  /* a backend with one device ("mlx"): the rest is its options */
   for (int i = 0; i < N_DEVICES; i++) {
-    if (*devname && strcmp(devname, devices[i].name) != 0) continue;
-    const lathe_device_i *dev;
-    void *ctx;
-    char *dconf;
-    lathe_status_t st = devices[i].ctor(options, &dev, &ctx, &dconf);
-    if (!st && (st = lathe_device_check(dev))) {
-      free(dconf);
-      if (dev && dev->destroy) dev->destroy(ctx);
+    const device_entry *d = &devices[i];
+    if (strcmp(d->backend, backend) != 0 || d->device) continue;
+    if (!d->ctor) return lathe_status_new(LATHE_STATUS_UNAVAILABLE, "Backend \"%s\": %s", config, d->unlinked);
+    return lathe_status_annotate(open_entry(d, rest, out_backend), "Backend \"%s\"", config);
+  }
+  /* "lathe:<device>[,options]", or "lathe[:options]" for the best usable device */
+  size_t tlen = strcspn(rest, ",");
+  known_devices(backend, known, sizeof known);
+  const device_entry *named = NULL;
+  for (int i = 0; i < N_DEVICES && !named; i++) {
+    const device_entry *d = &devices[i];
+    if (!d->ctor || !d->device || strcmp(d->backend, backend) != 0) continue;
+    size_t dl = strlen(d->device);
+    if (is(d->device, rest, tlen)) named = d;
+    else if (tlen > dl && !strncmp(rest, d->device, dl) && rest[dl] != '_' && !isalnum((unsigned char)rest[dl])) {
+      /* "lathe:cpu threads=2": the device, then something that is not ",options" */
+      char opts[512];
+      lathe_options_known(d->options, *d->n_options, opts, sizeof opts);
+      return LATHE_INVALID("Backend \"%s\": %s: malformed option \"%.*s\" after the device name (options follow it "
+                           "after commas, without spaces: \"%s,%s=...\"); known options: %s",
+                           config, d->label, (int)(tlen - dl), rest + dl, d->label, d->options[0].name, opts);
     }
-    if (st) {
-      if (*devname || lathe_status_code_of(st) != LATHE_STATUS_UNAVAILABLE) {
-        lathe_status_free(last);
-        return lathe_status_annotate(st, "Backend \"%s\"", config);
-      }
-      lathe_status_free(last);
-      last = st;
+  }
+  if (named) {
+    const char *options = rest[tlen] == ',' ? rest + tlen + 1 : "";
+    return lathe_status_annotate(open_entry(named, options, out_backend), "Backend \"%s\"", config);
+  }
+  if (tlen && !memchr(rest, '=', tlen))
+    return LATHE_INVALID("Backend: unknown device \"%.*s\" in \"%s\"; known: %s (or options alone, name=value, "
+                         "for the best usable device)", (int)tlen, rest, config, known);
+  /* plain "lathe": the first usable device in the table's order; then its options */
+  lathe_status_t why = NULL; /* why the devices before it were passed over */
+  for (int i = 0; i < N_DEVICES; i++) {
+    const device_entry *d = &devices[i];
+    if (!d->ctor || strcmp(d->backend, backend) != 0) continue;
+    lathe_status_t st = d->probe ? d->probe() : NULL;
+    if (!st) st = open_entry(d, rest, out_backend);
+    if (!st) {
+      lathe_status_free(why);
+      return NULL;
+    }
+    if (lathe_status_code_of(st) == LATHE_STATUS_UNAVAILABLE) {
+      /* passed over: keep the reason for the next device's message */
+      st = lathe_status_annotate(st, "%s unavailable", d->label);
+      if (why) st = lathe_status_annotate(st, "%s", lathe_status_message(why));
+      lathe_status_free(why);
+      why = st;
       continue;
     }
-    lathe_status_free(last);
-    st = backend_make("lathe", dev, ctx, dconf, out_backend);
-    free(dconf);
-    if (st) dev->destroy(ctx);
-    return st;
+    st = why ? lathe_status_annotate(st, "\"%s\" picked %s (%s)", backend, d->label, lathe_status_message(why))
+             : lathe_status_annotate(st, "\"%s\" picked %s (the first choice, usable here)", backend, d->label);
+    lathe_status_free(why);
+    return lathe_status_annotate(st, "Backend \"%s\"", config);
   }
-  if (last) return lathe_status_annotate(last, "Backend \"%s\": no usable device", config);
-  return LATHE_INVALID("Backend: unknown device \"%s\" in \"%s\"; known: cuda, cpu", devname, config);
+  if (why) return lathe_status_annotate(why, "Backend \"%s\": no usable device", config);
+  return LATHE_INVALID("Backend \"%s\": no device linked", config);
+}
+
+bool lathe_backend_option(int i, lathe_option_info *out) {
+  if (!out || i < 0) return false;
+  for (int r = 0; r < N_DEVICES; r++) {
+    const device_entry *d = &devices[r];
+    int n = d->ctor ? *d->n_options : 0;
+    if (i >= n) {
+      i -= n;
+      continue;
+    }
+    const lathe_option_spec *s = &d->options[i];
+    *out = (lathe_option_info){.config = d->label, .name = s->name, .values = s->values ? s->values : "",
+                               .bare = s->bare, .def = s->def, .doc = s->doc};
+    return true;
+  }
+  return false;
 }
 
 lathe_backend_t lathe_backend_retain(lathe_backend_t b) {

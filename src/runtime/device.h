@@ -166,6 +166,41 @@ typedef struct lathe_device_i {
   lathe_status_t (*execute)(void *ctx, lathe_plan *plan, const lathe_launch *launch);
 } lathe_device_i;
 
+/* ---- options: each device declares its table; the runtime parses a config against it ------- */
+
+typedef enum lathe_option_type {
+  LATHE_OPTION_INT,    /* name=N, lo <= N <= hi */
+  LATHE_OPTION_CHOICE, /* name=v, v one of values ("0|1", "auto|baseline|avx2") */
+  LATHE_OPTION_FLAG,   /* the bare name ("dynamic") */
+} lathe_option_type;
+
+typedef struct lathe_option_spec {
+  const char *name;
+  lathe_option_type type;
+  const char *values; /* as shown to a user: "N", "0|1|late"; NULL for a flag */
+  long lo, hi;        /* INT: the range */
+  bool bare;          /* CHOICE: a value alone selects it ("mlx:cpu" is device=cpu) */
+  const char *def;    /* the default, in words */
+  const char *doc;    /* one line */
+} lathe_option_spec;
+
+#define LATHE_MAX_OPTIONS 8 /* per device */
+
+/* One parsed option, at the index of its spec. */
+typedef struct lathe_option_value {
+  bool set;      /* given in the config (otherwise the device's default applies) */
+  long value;    /* INT: the number; CHOICE: the index in values; FLAG: 1 */
+  char text[32]; /* the value as written ("avx2") */
+} lathe_option_value;
+
+/* Parses "opt,opt=v,..." against spec[0..n) into out[0..n) (all cleared first). label names the
+ * device in errors ("lathe:cpu"); an unknown or malformed option is INVALID_ARGUMENT that lists
+ * the known ones (lathe_options_known). */
+lathe_status_t lathe_options_parse(const char *label, const lathe_option_spec *spec, int n, const char *text,
+                                   lathe_option_value *out);
+/* "threads=N, devices=N, fuse=0|1" into buf (always terminated). */
+void lathe_options_known(const lathe_option_spec *spec, int n, char *buf, size_t cap);
+
 /* Checks a device table before use (version, size, mandatory slots). */
 lathe_status_t lathe_device_check(const lathe_device_i *dev);
 

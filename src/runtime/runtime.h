@@ -96,13 +96,28 @@ lathe_status_t lathe_execute_spmd(lathe_executable_t e, const lathe_buffer_t *in
 lathe_status_t lathe_execute_sharded(lathe_executable_t e, const lathe_buffer_t *inputs, const bool *donate, int n_inputs,
                                      lathe_buffer_t *outputs, int n_outputs);
 
-/* Device constructors: parse their options (the text after "name:"), or fail listing known ones. */
-lathe_status_t lathe_cpu_device_new(const char *options, const lathe_device_i **out_dev, void **out_ctx,
+/* Device constructors: opt holds the config's options parsed against the device's table
+ * (lathe_<dev>_options, one value per spec, in its order); the device applies its defaults to
+ * those not set and may still refuse a combination. out_config is the normalised config after
+ * "lathe:" ("cpu,threads=4"), malloc'ed. */
+typedef lathe_status_t (*lathe_device_ctor)(const lathe_option_value *opt, const lathe_device_i **out_dev,
+                                            void **out_ctx, char **out_config);
+
+extern const lathe_option_spec lathe_cpu_options[];
+extern const int lathe_cpu_n_options;
+lathe_status_t lathe_cpu_device_new(const lathe_option_value *opt, const lathe_device_i **out_dev, void **out_ctx,
                                     char **out_config);
-lathe_status_t lathe_cuda_device_new(const char *options, const lathe_device_i **out_dev, void **out_ctx,
+extern const lathe_option_spec lathe_cuda_options[];
+extern const int lathe_cuda_n_options;
+/* NULL when a GPU and the CUDA libraries are usable, else UNAVAILABLE saying why; cheap (no
+ * context is made), so that plain "lathe" picks its device before it reads the options. */
+lathe_status_t lathe_cuda_probe(void);
+lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_device_i **out_dev, void **out_ctx,
                                      char **out_config);
 /* The MLX device (src/mlx), linked in when lathe is built with MLX (LATHE_WITH_MLX). */
-lathe_status_t lathe_mlx_device_new(const char *options, const lathe_device_i **out_dev, void **out_ctx,
+extern const lathe_option_spec lathe_mlx_options[];
+extern const int lathe_mlx_n_options;
+lathe_status_t lathe_mlx_device_new(const lathe_option_value *opt, const lathe_device_i **out_dev, void **out_ctx,
                                     char **out_config);
 
 #endif

@@ -1,6 +1,7 @@
 /* test_core.c -- status objects, the dtype table, half conversions, shapes, backend configs,
  * buffers, and execution of graphs that need no kernel (parameters, constants, outputs). */
 #include "core/core.h"
+#include "runtime/runtime.h"
 #include "testing.h"
 
 TEST(status_basics) {
@@ -63,6 +64,53 @@ TEST(backend_configs) {
   CHECK_ERR(lathe_backend_new("lathe:tpu", &b), INVALID_ARGUMENT, "known: cuda, cpu");
   CHECK_ERR(lathe_backend_new("xla", &b), INVALID_ARGUMENT, "unknown backend");
   CHECK_ERR(lathe_backend_new("lathe", NULL), INVALID_ARGUMENT, "out_backend");
+}
+
+/* Plain "lathe" with options resolves its device first, then checks the options against it. */
+TEST(backend_option_routing) {
+  lathe_backend_t b = NULL;
+  lathe_status_t st = lathe_cuda_probe();
+  bool gpu = st == NULL;
+  lathe_status_free(st);
+  st = lathe_backend_new("lathe:threads=2", &b);
+  if (gpu) {
+    CHECK(st && strstr(lathe_status_message(st), "picked lathe:cuda") &&
+              strstr(lathe_status_message(st), "unknown option \"threads=2\""),
+          "lathe:threads=2 with a GPU: %s", lathe_status_message(st));
+  } else {
+    CHECK(st == NULL, "lathe:threads=2 without a GPU picks the CPU: %s", lathe_status_message(st));
+    if (b) CHECK(strcmp(lathe_backend_config(b), "lathe:cpu,threads=2") == 0, "config %s", lathe_backend_config(b));
+    lathe_backend_free(b);
+    b = NULL;
+    /* a CPU option that does not parse names the device picked and why */
+    CHECK_ERR(lathe_backend_new("lathe:threads=0", &b), INVALID_ARGUMENT, "picked lathe:cpu (lathe:cuda unavailable");
+    CHECK_ERR(lathe_backend_new("lathe:bogus=1", &b), INVALID_ARGUMENT, "known options: threads=N, devices=N");
+  }
+  lathe_status_free(st);
+  /* a space for a comma: the device's own message, naming the malformed part */
+  CHECK_ERR(lathe_backend_new("lathe:cpu threads=2", &b), INVALID_ARGUMENT,
+            "lathe:cpu: malformed option \" threads=2\" after the device name");
+  CHECK_ERR(lathe_backend_new("lathe:cpu,threads=2 fuse=0", &b), INVALID_ARGUMENT, "separated by commas");
+  CHECK_ERR(lathe_backend_new("lathe:cpu,isa=sse", &b), INVALID_ARGUMENT, "isa=auto|baseline|avx2|avx512");
+  CHECK_ERR(lathe_backend_new("lathe:cpu,threads", &b), INVALID_ARGUMENT, "needs a value");
+  CHECK_ERR(lathe_backend_new("lathe:cuda threads=2", &b), INVALID_ARGUMENT, "lathe:cuda: malformed option");
+  CHECK_ERR(lathe_backend_new("lathe:gpu", &b), INVALID_ARGUMENT, "known: cuda, cpu");
+  CHECK_ERR(lathe_backend_new("Lathe", &b), INVALID_ARGUMENT, "known: \"lathe\", \"lathe:cuda\", \"lathe:cpu\"");
+  /* the options table, as the Go layer and the docs read it */
+  lathe_option_info info;
+  int n_cpu = 0, i = 0;
+  for (; lathe_backend_option(i, &info); i++) {
+    CHECK(info.name && *info.name && info.doc && *info.doc && info.def && *info.def, "option %d documented", i);
+    if (!strcmp(info.config, "lathe:cpu")) n_cpu++;
+  }
+  CHECK(n_cpu == lathe_cpu_n_options && i >= lathe_cpu_n_options + lathe_cuda_n_options, "%d options, %d of lathe:cpu", i,
+        n_cpu);
+  CHECK(!lathe_backend_option(i, &info) && !lathe_backend_option(-1, &info), "past the last");
+  /* the parser alone: values land at their spec's index */
+  lathe_option_value v[LATHE_MAX_OPTIONS];
+  CHECK_OK(lathe_options_parse("lathe:cpu", lathe_cpu_options, lathe_cpu_n_options, "isa=baseline,,threads=7", v));
+  CHECK(v[0].set && v[0].value == 7 && !v[1].set && v[4].set && v[4].value == 1 && !strcmp(v[4].text, "baseline"),
+        "parsed values");
 }
 
 TEST(buffers) {

@@ -12,12 +12,33 @@ import (
 	"strings"
 )
 
-// Dirs are the engine directories under src/ compiled into the Go package.
-var Dirs = []string{"core", "graph", "runtime", "cpu", "cuda"}
-
-// CxxDirs hold the engine's C++ (the MLX device): their wrappers compile only with the build tag
-// mlx (compute/lathe/mlx.go links MLX then).
-var CxxDirs = []string{"mlx"}
+// Dirs reads the engine's folders under src/ from the Makefile under root, which keeps the
+// list once: ENGINE_DIRS (C, compiled into the Go package) and ENGINE_CXX_DIRS (the engine's
+// C++, the MLX device, whose wrappers compile only with the build tag mlx: compute/lathe/mlx.go).
+func Dirs(root string) (c, cxx []string, err error) {
+	data, err := os.ReadFile(filepath.Join(root, "Makefile"))
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		name, value, ok := strings.Cut(line, ":=")
+		switch strings.TrimSpace(name) {
+		case "ENGINE_DIRS":
+			c = strings.Fields(value)
+		case "ENGINE_CXX_DIRS":
+			cxx = strings.Fields(value)
+		default:
+			continue
+		}
+		if !ok {
+			return nil, nil, fmt.Errorf("%s/Makefile: %q is not NAME := folders", root, line)
+		}
+	}
+	if len(c) == 0 {
+		return nil, nil, fmt.Errorf("%s/Makefile has no ENGINE_DIRS := line", root)
+	}
+	return c, cxx, nil
+}
 
 // Prefix starts the name of every generated wrapper.
 const Prefix = "zsrc_"
@@ -26,7 +47,7 @@ const Prefix = "zsrc_"
 const StampFile = "zsrc_stamp.go"
 
 // Engine returns generated file name -> content: a wrapper for every src/<dir>/*.c under root
-// (and src/<CxxDirs>/*.cpp, for the build tag mlx), StampFile and OpsFile.
+// (and src/<ENGINE_CXX_DIRS>/*.cpp, for the build tag mlx), StampFile and OpsFile.
 //
 // The go command does not notice changes to files a cgo source #includes. The wrappers stay the
 // same while the engine changes (one line each, written again only when a C file is added or
@@ -34,8 +55,12 @@ const StampFile = "zsrc_stamp.go"
 // anywhere in the engine changes that one file (after go generate), and a changed file of the
 // package makes go build recompile all of the package's C.
 func Engine(root string) (map[string]string, error) {
+	dirs, cxxDirs, err := Dirs(root)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]string{}
-	for _, dir := range Dirs {
+	for _, dir := range dirs {
 		files, err := filepath.Glob(filepath.Join(root, "src", dir, "*.c"))
 		if err != nil {
 			return nil, err
@@ -49,7 +74,7 @@ func Engine(root string) (map[string]string, error) {
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no C sources under %s/src (wrong root?)", root)
 	}
-	for _, dir := range CxxDirs {
+	for _, dir := range cxxDirs {
 		files, err := filepath.Glob(filepath.Join(root, "src", dir, "*.cpp"))
 		if err != nil {
 			return nil, err
