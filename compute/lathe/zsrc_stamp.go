@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "6de8ee76503c4883756b293e51280f67"
+const engineSourcesHash = "230724e2b83b67c44465f4c34ec6887c"
