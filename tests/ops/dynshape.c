@@ -390,3 +390,53 @@ TEST(dynamic_size_values_dtypes) {
     tst_exec_free(ex);
   }
 }
+
+/* Sizes waiting on sizes: main(n) = (DynamicIota([ReduceSum(iota(n))]), DynamicBroadcastInDim(7 ->
+ * [2 * DimensionSize(iota(n))])). The reduction needs iota(n)'s size first (a first run reads
+ * n), then a second run computes the sum; the doubled size folds once n is known. */
+TEST(dynamic_size_values_rounds) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("dyn_sizes_rounds", &fn);
+  if (!b) return;
+  lathe_value_t n = tst_param(fn, "n", tst_shape0(LATHE_DTYPE_INT32)), io, sum, io2, len, twice, bc;
+  lathe_dim_spec d[1] = {{0, "n", n}};
+  CHECK_OK(lathe_dynamic_iota(fn, LATHE_DTYPE_INT32, 0, d, 1, &io));
+  int axis = 0;
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_SUM, io, &axis, 1, &sum));
+  lathe_dim_spec d2[1] = {{0, NULL, sum}};
+  CHECK_OK(lathe_dynamic_iota(fn, LATHE_DTYPE_INT32, 0, d2, 1, &io2));
+  CHECK_OK(lathe_dynamic_dimension_size(fn, io, 0, &len));
+  CHECK_OK(lathe_mul(fn, len, i32c(fn, 2), &twice));
+  lathe_dim_spec d3[1] = {{0, "twice", twice}};
+  CHECK_OK(lathe_dynamic_broadcast_in_dim(fn, i32c(fn, 7), NULL, 0, d3, 1, &bc));
+  lathe_value_t outs[2] = {io2, bc};
+  CHECK_OK(lathe_function_return(fn, outs, 2));
+  tst_exec *ex = NULL;
+  CHECK_OK(tst_compile(b, &ex));
+  lathe_builder_free(b);
+  if (!ex) return;
+  const int32_t ns[] = {4, 0, 4, 6};
+  for (int k = 0; k < 4; k++) {
+    const void *ins[1] = {&ns[k]};
+    lathe_buffer_t o[2] = {0};
+    CHECK_OK(tst_exec_run(ex, NULL, ins, 1, o, 2));
+    if (!o[0]) continue;
+    lathe_shape s1, s2;
+    CHECK_OK(lathe_buffer_shape(o[0], &s1));
+    CHECK_OK(lathe_buffer_shape(o[1], &s2));
+    int64_t want = (int64_t)ns[k] * (ns[k] - 1) / 2;
+    CHECK(s1.dims[0] == want && s2.dims[0] == 2 * ns[k], "n=%d: sizes %lld, %lld", ns[k], (long long)s1.dims[0], (long long)s2.dims[0]);
+    int32_t v[32] = {0};
+    CHECK_OK(lathe_buffer_to_host(o[0], v, sizeof(int32_t) * (size_t)want));
+    for (int64_t i = 0; i < want; i++) CHECK(v[i] == i, "iota [%lld] = %d", (long long)i, v[i]);
+    CHECK_OK(lathe_buffer_to_host(o[1], v, sizeof(int32_t) * (size_t)(2 * ns[k])));
+    for (int i = 0; i < 2 * ns[k]; i++) CHECK(v[i] == 7, "broadcast [%d] = %d", i, v[i]);
+    for (int i = 0; i < 2; i++) lathe_buffer_free(o[i]);
+  }
+  lathe_executable_stats stt;
+  stats_of(ex, &stt);
+  /* the first run (reads n); per distinct n (4, 0, 6) a second run (the sum) and the program */
+  if (tst_exec_executable(ex))
+    CHECK(stt.compiles == 1 + 2 * 3, "%lld compiles, %lld hits", (long long)stt.compiles, (long long)stt.hits);
+  tst_exec_free(ex);
+}
