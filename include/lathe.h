@@ -574,6 +574,34 @@ typedef struct lathe_dim_spec {
 } lathe_dim_spec;
 lathe_status_t lathe_dynamic_reshape(lathe_function_t fn, lathe_value_t x, const lathe_dim_spec *dims, int n_dims,
                                      lathe_value_t *out);
+/* Sizes given by graph values. A size value is an integer scalar of the graph; where it follows
+ * from the bound dynamic axes and constants (DynamicDimensionSize and integer arithmetic on it)
+ * it is folded when the executable is specialised for a binding; otherwise the executable
+ * computes it first and specialises the rest on the value read back (one compile per distinct
+ * value, see lathe_executable_stats). A negative size, one the data contradicts, or one beyond
+ * the size limit is INVALID_ARGUMENT at execution, naming the op. The name "?" (or none) on an
+ * axis with a value makes an anonymous axis that matches no other. DynamicReshape's size values
+ * follow the same rules. */
+/* x's axis i becomes result axis broadcast_axes[i] (strictly increasing); x's size there is 1, or
+ * equal (a dynamic axis of x stays that axis, by name). dims: one spec per result axis: static;
+ * named with a value; or named without one (an axis the parameters bind, or one of x's). */
+lathe_status_t lathe_dynamic_broadcast_in_dim(lathe_function_t fn, lathe_value_t x, const int *broadcast_axes, int n_axes,
+                                              const lathe_dim_spec *dims, int n_dims, lathe_value_t *out);
+/* Iota (counting along iota_axis from 0) of dtype, dims as for lathe_dynamic_broadcast_in_dim. */
+lathe_status_t lathe_dynamic_iota(lathe_function_t fn, lathe_dtype dtype, int iota_axis, const lathe_dim_spec *dims, int n_dims,
+                                  lathe_value_t *out);
+/* One axis of lathe_dynamic_pad: each amount static, or given by an integer scalar value (which
+ * replaces the static one). target_name (borrowed; NULL: anonymous) names the result axis when it
+ * is dynamic. */
+typedef struct lathe_dynamic_pad_axis {
+  int64_t start, end, interior;
+  lathe_value_t start_value, end_value, interior_value;
+  const char *target_name;
+} lathe_dynamic_pad_axis;
+/* Pad with amounts that may be values; fill is a scalar of x's dtype; n_axes <= rank (missing
+ * axes: no padding). Negative start/end crop; interior must be >= 0. */
+lathe_status_t lathe_dynamic_pad(lathe_function_t fn, lathe_value_t x, lathe_value_t fill, const lathe_dynamic_pad_axis *axes,
+                                 int n_axes, lathe_value_t *out);
 /* ---- Barriers ---- */
 /* Returns the operands unchanged (n results), and keeps the optimiser from moving or merging
  * work across it. */

@@ -167,6 +167,9 @@ func capabilitiesOf(cb C.lathe_backend_t) compute.Capabilities {
 		DTypes:      map[dtypes.DType]bool{},
 		DynamicAxes: bool(C.lathe_backend_supports_dynamic_axes(cb)),
 	}
+	if caps.DynamicAxes { // lathe specialises per binding (and per size value read back)
+		caps.DynamicShapes = compute.DynamicShapesRecompiling
+	}
 	var supported []C.lathe_dtype
 	for dt := dtypes.DType(1); dt < dtypes.DType(C.LATHE_DTYPE_LIMIT); dt++ {
 		if C.lathe_backend_supports_dtype(cb, C.lathe_dtype(dt)) {

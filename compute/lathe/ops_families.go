@@ -11,6 +11,7 @@ import (
 	"unsafe"
 
 	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/shapes"
 	"github.com/pkg/errors"
 )
@@ -251,14 +252,8 @@ func (f *Function) DynamicDimensionSize(operand compute.Value, axis int) (comput
 	})
 }
 
-// DynamicReshape reshapes to static, named or inferred dimensions.
-func (f *Function) DynamicReshape(operand compute.Value, dimensions ...compute.DynamicDimensionSpec) (compute.Value, error) {
-	cx, err := f.value("DynamicReshape", operand)
-	if err != nil {
-		return nil, err
-	}
-	var a cAlloc
-	defer a.free()
+// dimSpecs converts compute's dimension specs (names in C memory owned by a, value handles).
+func (f *Function) dimSpecs(op string, a *cAlloc, dimensions []compute.DynamicDimensionSpec) ([]C.lathe_dim_spec, error) {
 	specs := make([]C.lathe_dim_spec, len(dimensions))
 	for i, d := range dimensions {
 		specs[i].static_size = C.int64_t(d.Static)
@@ -266,16 +261,101 @@ func (f *Function) DynamicReshape(operand compute.Value, dimensions ...compute.D
 			specs[i].name = a.str(d.Name)
 		}
 		if d.Value != nil {
-			v, err := f.value("DynamicReshape", d.Value)
+			v, err := f.value(op, d.Value)
 			if err != nil {
 				return nil, err
 			}
 			specs[i].value = v
 		}
 	}
+	return specs, nil
+}
+
+// DynamicReshape reshapes to static, named (sized by values) or inferred dimensions.
+func (f *Function) DynamicReshape(operand compute.Value, dimensions ...compute.DynamicDimensionSpec) (compute.Value, error) {
+	cx, err := f.value("DynamicReshape", operand)
+	if err != nil {
+		return nil, err
+	}
+	var a cAlloc
+	defer a.free()
+	specs, err := f.dimSpecs("DynamicReshape", &a, dimensions)
+	if err != nil {
+		return nil, err
+	}
 	// specs holds C pointers only (names in C memory, value handles), so Go may pass it.
 	var out C.lathe_value_t
 	if err := toError(C.lathe_dynamic_reshape(f.c, cx, ptr(specs), C.int(len(specs)), &out)); err != nil {
+		return nil, err
+	}
+	return f.wrap(out), nil
+}
+
+// DynamicBroadcastInDim broadcasts to dimensions that may be sized by values.
+func (f *Function) DynamicBroadcastInDim(operand compute.Value, broadcastAxes []int, dimensions ...compute.DynamicDimensionSpec) (compute.Value, error) {
+	cx, err := f.value("DynamicBroadcastInDim", operand)
+	if err != nil {
+		return nil, err
+	}
+	var a cAlloc
+	defer a.free()
+	specs, err := f.dimSpecs("DynamicBroadcastInDim", &a, dimensions)
+	if err != nil {
+		return nil, err
+	}
+	axes := cInts(broadcastAxes)
+	var out C.lathe_value_t
+	if err := toError(C.lathe_dynamic_broadcast_in_dim(f.c, cx, ptr(axes), C.int(len(axes)), ptr(specs), C.int(len(specs)), &out)); err != nil {
+		return nil, err
+	}
+	return f.wrap(out), nil
+}
+
+// DynamicIota counts along iotaAxis in dimensions that may be sized by values.
+func (f *Function) DynamicIota(dtype dtypes.DType, iotaAxis int, dimensions ...compute.DynamicDimensionSpec) (compute.Value, error) {
+	var a cAlloc
+	defer a.free()
+	specs, err := f.dimSpecs("DynamicIota", &a, dimensions)
+	if err != nil {
+		return nil, err
+	}
+	var out C.lathe_value_t
+	if err := toError(C.lathe_dynamic_iota(f.c, C.lathe_dtype(dtype), C.int(iotaAxis), ptr(specs), C.int(len(specs)), &out)); err != nil {
+		return nil, err
+	}
+	return f.wrap(out), nil
+}
+
+// DynamicPad pads by amounts that may be values.
+func (f *Function) DynamicPad(x, fillValue compute.Value, axesConfig ...compute.DynamicPadAxis) (compute.Value, error) {
+	cs, err := f.values("DynamicPad", []compute.Value{x, fillValue})
+	if err != nil {
+		return nil, err
+	}
+	var a cAlloc
+	defer a.free()
+	axes := make([]C.lathe_dynamic_pad_axis, len(axesConfig))
+	for i, p := range axesConfig {
+		axes[i].start, axes[i].end, axes[i].interior = C.int64_t(p.Start), C.int64_t(p.End), C.int64_t(p.Interior)
+		for _, v := range []struct {
+			in  compute.Value
+			out *C.lathe_value_t
+		}{{p.StartValue, &axes[i].start_value}, {p.EndValue, &axes[i].end_value}, {p.InteriorValue, &axes[i].interior_value}} {
+			if v.in == nil {
+				continue
+			}
+			cv, err := f.value("DynamicPad", v.in)
+			if err != nil {
+				return nil, err
+			}
+			*v.out = cv
+		}
+		if p.TargetAxisName != "" {
+			axes[i].target_name = a.str(p.TargetAxisName)
+		}
+	}
+	var out C.lathe_value_t
+	if err := toError(C.lathe_dynamic_pad(f.c, cs[0], cs[1], ptr(axes), C.int(len(axes)), &out)); err != nil {
 		return nil, err
 	}
 	return f.wrap(out), nil

@@ -1,5 +1,7 @@
 /* dynshape.c -- DynamicShape, DynamicDimensionSize, DynamicReshape on the CPU. Shapes are
- * concrete here: executions of graphs with dynamic axes run a specialisation. */
+ * concrete here: executions of graphs with dynamic axes run a specialisation, which also resolves
+ * sizes given by values and lowers the dynamic-size ops (DynamicBroadcastInDim, DynamicIota,
+ * DynamicPad) to their static ones (src/graph/specialize.c). */
 #include "dtype_dispatch.h"
 
 bool lathe_cpu_supports_dynshape(lathe_op op, lathe_dtype dtype) {
@@ -17,18 +19,7 @@ lathe_status_t lathe_cpu_run_dynshape(lathe_cpu_exec *ex, const lathe_node *n, l
     case LATHE_OP_DYNAMIC_DIMENSION_SIZE:
       o[0] = (int32_t)in[0]->shape.dims[lathe_attr_dynamic_dimension_size_axis(n)];
       return NULL;
-    case LATHE_OP_DYNAMIC_RESHAPE:
-      /* The specialisation resolved the sizes (and checked the element count); sizes given by
-       * values must agree with them. */
-      for (int i = 0; i < n->shape.rank; i++) {
-        int64_t k = lathe_attr_dynamic_reshape_value_of(n).v[i];
-        if (k < 0) continue;
-        int64_t v = lathe_load_index(in[k]->data, in[k]->shape.dtype, 0);
-        if (v != out[0]->shape.dims[i])
-          return LATHE_INVALID("DynamicReshape: axis %d (\"%s\") has size %lld from its value, but the operand's %lld "
-                               "elements resolve it to %lld", i, n->shape.axis_names[i] ? n->shape.axis_names[i] : "",
-                               (long long)v, (long long)lathe_shape_size(&in[0]->shape), (long long)out[0]->shape.dims[i]);
-      }
+    case LATHE_OP_DYNAMIC_RESHAPE: /* specialisation lowers it to Reshape; kept for a program run as built */
       if (in[0]->nbytes) memcpy(out[0]->data, in[0]->data, in[0]->nbytes);
       return NULL;
     default:

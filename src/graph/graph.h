@@ -209,10 +209,49 @@ typedef struct lathe_schedule {
 lathe_status_t lathe_schedule_build(lathe_function *fn, lathe_schedule *out);
 void lathe_schedule_free(lathe_schedule *s);
 
+/* Host evaluation of small integer values (fold.c): the size values of the dynamic-size ops.
+ * lookup answers first for values known otherwise (read back from a run; UNKNOWN: evaluate
+ * n). OK: out holds the value; NO: not foldable (the device must compute it); PENDING: it
+ * depends on a size not known yet. budget bounds the work (then NO). */
+#define LATHE_FOLD_MAX LATHE_MAX_RANK
+typedef enum { LATHE_FOLD_OK, LATHE_FOLD_NO, LATHE_FOLD_PENDING, LATHE_FOLD_UNKNOWN } lathe_fold_status;
+typedef struct lathe_folded {
+  lathe_dtype dtype;
+  int n;
+  int64_t v[LATHE_FOLD_MAX]; /* signed values sign-extended, unsigned ones as their bits */
+} lathe_folded;
+typedef struct lathe_fold_ctx {
+  lathe_fold_status (*lookup)(struct lathe_fold_ctx *c, const lathe_node *n, lathe_folded *out);
+  void *user;
+  int budget;
+} lathe_fold_ctx;
+lathe_fold_status lathe_fold_value(lathe_fold_ctx *c, const lathe_node *n, lathe_folded *out);
+
+/* Whether op is one of the dynamic-size ops that specialisation resolves and lowers to its static
+ * op (DynamicBroadcastInDim, DynamicIota, DynamicPad; DynamicReshape when a value sizes an axis),
+ * so that no device runs it. */
+bool lathe_node_lowered_by_specialization(const lathe_node *n);
+/* The static op a dynamic-size op becomes (op itself for the others): a device supports
+ * DynamicBroadcastInDim, DynamicIota and DynamicPad where it supports that one. */
+lathe_op lathe_op_lowered_form(lathe_op op);
+
+/* Size values read back from a run: source main-function node ids and their values. */
+typedef struct lathe_size_values {
+  const int *ids;
+  const int64_t *values;
+  int n;
+} lathe_size_values;
+#define LATHE_MAX_SIZE_VALUES 64 /* size values one run computes (more take further runs) */
+
 /* Dynamic shapes: a copy of b's functions with every dynamic axis resolved from the binding
- * names[i] -> sizes[i]. The copy's nodes share attribute memory with b's graph, which must
- * outlive it. Free the copy with lathe_builder_free. */
+ * names[i] -> sizes[i], sizes given by values folded (or taken from known, which may be NULL),
+ * and the dynamic-size ops lowered to static ones. Where a size value depends on tensor contents
+ * (and is not in known), *out_n_needed > 0: the copy is then a program that computes those
+ * values (its main function returns them; their source node ids in out_needed, room for
+ * LATHE_MAX_SIZE_VALUES), to run first. The copy's nodes share attribute memory with b's graph,
+ * which must outlive it. Free the copy with lathe_builder_free. */
 lathe_status_t lathe_builder_specialize(struct lathe_builder *b, const char *const *names, const int64_t *sizes,
-                                        int n_bound, struct lathe_builder **out);
+                                        int n_bound, const lathe_size_values *known, int *out_needed, int *out_n_needed,
+                                        struct lathe_builder **out);
 
 #endif

@@ -84,3 +84,200 @@ lathe_status_t lathe_dynamic_reshape(lathe_function_t fn, lathe_value_t x, const
   LATHE_RETURN_IF_ERROR(lathe_attr_set_dynamic_reshape_value_of(n, value_of, n_dims));
   return lathe_node_commit(n, out);
 }
+
+/* ---- sizes given by graph values: DynamicBroadcastInDim, DynamicIota, DynamicPad ----
+ * Their result axes may be sized by integer scalar values of the graph. No device runs them:
+ * specialisation (specialize.c) resolves the sizes -- folded from the bound axes and constants,
+ * or read back from a first run that computes them (src/runtime/executable.c) -- and lowers
+ * each to its static op. */
+
+/* GoMLX's anonymous axis name ("?"), or none, never matches another axis: each becomes a name of
+ * its own, "?<function>.<node>.<axis>", so that axes resolved from different values keep apart. */
+static const char *axis_name_of(lathe_function_t fn, int axis, const char *name, char (*buf)[32]) {
+  if (name && *name && strcmp(name, "?") != 0) return name;
+  int f = 0;
+  while (f < fn->builder->n_fns && fn->builder->fns[f] != fn) f++;
+  snprintf(buf[axis], sizeof buf[axis], "?%d.%d.%d", f, fn->n_nodes, axis);
+  return buf[axis];
+}
+
+static lathe_status_t check_size_value(const char *op, lathe_function_t fn, lathe_value_t v, const char *what, int axis) {
+  LATHE_RETURN_IF_ERROR(lathe_check_value(op, fn, v, what));
+  if (!lathe_dtype_is_int(v->shape.dtype) || v->shape.rank != 0)
+    return LATHE_INVALID("%s: the %s of axis %d must be an integer scalar, got %s of rank %d", op, what, axis,
+                         lathe_dtype_name(v->shape.dtype), v->shape.rank);
+  return NULL;
+}
+
+/* Parses the result dims of DynamicBroadcastInDim or DynamicIota: static sizes, named axes with
+ * a size value (appended to operands), or named axes without one (bound by the parameters or,
+ * for a broadcast, kept from the operand x). Fills s's dims and names (in buf), sizes, value_of. */
+static lathe_status_t parse_dims(const char *op, lathe_function_t fn, const lathe_shape *x, const lathe_dim_spec *dims,
+                                 int n_dims, lathe_value_t *operands, int *n_ops, lathe_shape *s, int64_t *sizes,
+                                 int64_t *value_of, char (*buf)[32]) {
+  if (n_dims < 1 || n_dims > LATHE_MAX_RANK) return LATHE_INVALID("%s: needs 1 to %d dimension specs, got %d", op, LATHE_MAX_RANK, n_dims);
+  if (!dims) return LATHE_INVALID("%s: dims is NULL", op);
+  s->rank = n_dims;
+  for (int i = 0; i < n_dims; i++) {
+    value_of[i] = -1;
+    s->axis_names[i] = NULL;
+    bool named = dims[i].name && *dims[i].name;
+    if (!named && !dims[i].value) {
+      if (dims[i].static_size < 0) return LATHE_INVALID("%s: static dimension %d is negative (%lld)", op, i, (long long)dims[i].static_size);
+      s->dims[i] = sizes[i] = dims[i].static_size;
+      continue;
+    }
+    if (dims[i].static_size != 0)
+      return LATHE_INVALID("%s: spec %d has a name or a value and static size %lld (must be 0)", op, i, (long long)dims[i].static_size);
+    s->dims[i] = sizes[i] = -1;
+    s->axis_names[i] = axis_name_of(fn, i, dims[i].name, buf);
+    if (dims[i].value) {
+      LATHE_RETURN_IF_ERROR(check_size_value(op, fn, dims[i].value, "size value", i));
+      value_of[i] = *n_ops;
+      operands[(*n_ops)++] = dims[i].value;
+      continue;
+    }
+    bool known = lathe_axis_name_known(fn, s->axis_names[i]);
+    for (int k = 0; x && !known && k < x->rank; k++)
+      known = x->dims[k] < 0 && strcmp(x->axis_names[k], s->axis_names[i]) == 0;
+    if (!known)
+      return LATHE_INVALID("%s: axis %d is named \"%s\" without a size value, and no input binds that dynamic axis", op, i,
+                           s->axis_names[i]);
+  }
+  return NULL;
+}
+
+lathe_status_t lathe_dynamic_broadcast_in_dim(lathe_function_t fn, lathe_value_t x, const int *broadcast_axes, int n_axes,
+                                              const lathe_dim_spec *dims, int n_dims, lathe_value_t *out) {
+  const char *op = "DynamicBroadcastInDim";
+  LATHE_RETURN_IF_ERROR(lathe_check_fn(op, fn));
+  LATHE_RETURN_IF_ERROR(lathe_check_value(op, fn, x, "operand"));
+  lathe_value_t operands[LATHE_MAX_RANK + 1] = {x};
+  int64_t sizes[LATHE_MAX_RANK], value_of[LATHE_MAX_RANK], axes[LATHE_MAX_RANK];
+  char buf[LATHE_MAX_RANK][32];
+  int n_ops = 1;
+  lathe_shape s;
+  memset(&s, 0, sizeof s);
+  s.dtype = x->shape.dtype;
+  const lathe_shape *xs = &x->shape;
+  LATHE_RETURN_IF_ERROR(parse_dims(op, fn, xs, dims, n_dims, operands, &n_ops, &s, sizes, value_of, buf));
+  if (n_axes != xs->rank)
+    return LATHE_INVALID("%s: %d broadcast axes given for an operand of rank %d: there must be one per axis", op, n_axes, xs->rank);
+  if (n_axes && !broadcast_axes) return LATHE_INVALID("%s: broadcast_axes is NULL", op);
+  for (int i = 0; i < n_axes; i++) {
+    int a = broadcast_axes[i];
+    if (a < 0 || a >= s.rank) return LATHE_INVALID("%s: broadcast_axes[%d]=%d is out of range [0, %d)", op, i, a, s.rank);
+    if (i > 0 && a <= broadcast_axes[i - 1])
+      return LATHE_INVALID("%s: broadcast_axes must be strictly increasing, got broadcast_axes[%d]=%d after %d", op, i, a,
+                           broadcast_axes[i - 1]);
+    axes[i] = a;
+    int64_t in_d = xs->dims[i], out_d = s.dims[a];
+    if (in_d < 0) {
+      if (out_d >= 0 || strcmp(xs->axis_names[i], s.axis_names[a]) != 0)
+        return LATHE_INVALID("%s: dynamic axis %d (\"%s\") of the operand must stay that dynamic axis in the output (axis %d)",
+                             op, i, xs->axis_names[i], a);
+    } else if (in_d != 1 && out_d < 0) {
+      return LATHE_INVALID("%s: operand axis %d of size %lld cannot broadcast to dynamic output axis %d (\"%s\")", op, i,
+                           (long long)in_d, a, s.axis_names[a]);
+    } else if (in_d != 1 && in_d != out_d) {
+      return LATHE_INVALID("%s: operand axis %d has size %lld, output axis %d has size %lld: they must be equal or the "
+                           "operand's 1", op, i, (long long)in_d, a, (long long)out_d);
+    }
+  }
+  lathe_node *n;
+  LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_DYNAMIC_BROADCAST_IN_DIM, operands, n_ops, &n));
+  n->shape = s;
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_dynamic_broadcast_in_dim_axes(n, axes, n_axes));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_dynamic_broadcast_in_dim_sizes(n, sizes, s.rank));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_dynamic_broadcast_in_dim_value_of(n, value_of, s.rank));
+  return lathe_node_commit(n, out);
+}
+
+lathe_status_t lathe_dynamic_iota(lathe_function_t fn, lathe_dtype dtype, int iota_axis, const lathe_dim_spec *dims, int n_dims,
+                                  lathe_value_t *out) {
+  const char *op = "DynamicIota";
+  LATHE_RETURN_IF_ERROR(lathe_check_fn(op, fn));
+  if (!lathe_dtype_is_valid(dtype)) return LATHE_INVALID("%s: invalid dtype %d", op, (int)dtype);
+  if (dtype == LATHE_DTYPE_BOOL) return LATHE_INVALID("%s: dtype must be numeric, got Bool", op);
+  lathe_value_t operands[LATHE_MAX_RANK];
+  int64_t sizes[LATHE_MAX_RANK], value_of[LATHE_MAX_RANK];
+  char buf[LATHE_MAX_RANK][32];
+  int n_ops = 0;
+  lathe_shape s;
+  memset(&s, 0, sizeof s);
+  s.dtype = dtype;
+  LATHE_RETURN_IF_ERROR(parse_dims(op, fn, NULL, dims, n_dims, operands, &n_ops, &s, sizes, value_of, buf));
+  LATHE_RETURN_IF_ERROR(lathe_check_axis(op, "iota axis", iota_axis, s.rank));
+  lathe_node *n;
+  LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_DYNAMIC_IOTA, operands, n_ops, &n));
+  n->shape = s;
+  lathe_attr_set_dynamic_iota_axis(n, iota_axis);
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_dynamic_iota_sizes(n, sizes, s.rank));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_dynamic_iota_value_of(n, value_of, s.rank));
+  return lathe_node_commit(n, out);
+}
+
+lathe_status_t lathe_dynamic_pad(lathe_function_t fn, lathe_value_t x, lathe_value_t fill, const lathe_dynamic_pad_axis *axes,
+                                 int n_axes, lathe_value_t *out) {
+  const char *op = "DynamicPad";
+  LATHE_RETURN_IF_ERROR(lathe_check_fn(op, fn));
+  LATHE_RETURN_IF_ERROR(lathe_check_value(op, fn, x, "operand"));
+  LATHE_RETURN_IF_ERROR(lathe_check_value(op, fn, fill, "fill value"));
+  const lathe_shape *xs = &x->shape;
+  if (fill->shape.rank != 0 || fill->shape.dtype != xs->dtype)
+    return LATHE_INVALID("%s: the fill value must be a %s scalar, got %s of rank %d", op, lathe_dtype_name(xs->dtype),
+                         lathe_dtype_name(fill->shape.dtype), fill->shape.rank);
+  if (n_axes < 0 || n_axes > xs->rank) return LATHE_INVALID("%s: %d axes configured for an operand of rank %d", op, n_axes, xs->rank);
+  if (n_axes && !axes) return LATHE_INVALID("%s: axes is NULL", op);
+  lathe_value_t operands[2 + 3 * LATHE_MAX_RANK] = {x, fill};
+  int64_t amt[3][LATHE_MAX_RANK] = {{0}}, of[3][LATHE_MAX_RANK];
+  char buf[LATHE_MAX_RANK][32];
+  int n_ops = 2;
+  lathe_shape s = *xs;
+  for (int a = 0; a < xs->rank; a++) {
+    of[0][a] = of[1][a] = of[2][a] = -1;
+    if (a >= n_axes) continue;
+    const lathe_dynamic_pad_axis *p = &axes[a];
+    const int64_t st[3] = {p->start, p->end, p->interior};
+    const lathe_value_t v[3] = {p->start_value, p->end_value, p->interior_value};
+    static const char *const what[3] = {"start padding", "end padding", "interior padding"};
+    bool dyn = xs->dims[a] < 0;
+    for (int k = 0; k < 3; k++) {
+      if (v[k]) {
+        LATHE_RETURN_IF_ERROR(check_size_value(op, fn, v[k], what[k], a));
+        of[k][a] = n_ops;
+        operands[n_ops++] = v[k];
+        dyn = true;
+      } else if (st[k] <= -LATHE_MAX_TENSOR_SIZE || st[k] >= LATHE_MAX_TENSOR_SIZE) {
+        return LATHE_INVALID("%s: %s %lld of axis %d is beyond the size limit (2^62)", op, what[k], (long long)st[k], a);
+      }
+      amt[k][a] = v[k] ? 0 : st[k];
+    }
+    if (!p->interior_value && p->interior < 0)
+      return LATHE_INVALID("%s: interior padding must be non-negative, got %lld for axis %d", op, (long long)p->interior, a);
+    const char *target = p->target_name && *p->target_name ? p->target_name : NULL;
+    if (dyn) {
+      s.dims[a] = -1;
+      if (target || xs->dims[a] >= 0 || amt[0][a] || amt[1][a] || amt[2][a] || of[0][a] >= 0 || of[1][a] >= 0 || of[2][a] >= 0)
+        s.axis_names[a] = axis_name_of(fn, a, target, buf);
+      continue;
+    }
+    int64_t d = xs->dims[a], od, holes = 0;
+    if ((d > 0 && lathe_mul_overflow(d - 1, amt[2][a], &holes)) || lathe_add_overflow(d + amt[0][a], amt[1][a], &od) ||
+        lathe_add_overflow(od, holes, &od))
+      return LATHE_INVALID("%s: axis %d with its padding exceeds the size limit", op, a);
+    if (od < 0) return LATHE_INVALID("%s: axis %d would get negative size %lld", op, a, (long long)od);
+    s.dims[a] = od;
+    if (target) s.axis_names[a] = target;
+  }
+  lathe_node *n;
+  LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_DYNAMIC_PAD, operands, n_ops, &n));
+  n->shape = s;
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_dynamic_pad_start(n, amt[0], xs->rank));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_dynamic_pad_end(n, amt[1], xs->rank));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_dynamic_pad_interior(n, amt[2], xs->rank));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_dynamic_pad_start_of(n, of[0], xs->rank));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_dynamic_pad_end_of(n, of[1], xs->rank));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_dynamic_pad_interior_of(n, of[2], xs->rank));
+  return lathe_node_commit(n, out);
+}

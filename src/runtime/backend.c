@@ -239,7 +239,8 @@ const char *lathe_backend_device_description(lathe_backend_t b, int device) {
 }
 bool lathe_backend_supports_op(lathe_backend_t b, lathe_op op, lathe_dtype dtype) {
   if (!b || (int)op < 0 || op >= LATHE_OP_COUNT || lathe_op_kind_of(op) == LATHE_KIND_INTERNAL) return false;
-  return b->dev->supports_op(b->dev_ctx, op, dtype);
+  /* dynamic-size ops run as their static op once specialised */
+  return b->dev->supports_op(b->dev_ctx, lathe_op_lowered_form(op), dtype);
 }
 bool lathe_backend_supports_dtype(lathe_backend_t b, lathe_dtype dtype) {
   return b && lathe_dtype_is_valid(dtype) && b->dev->supports_dtype(b->dev_ctx, dtype);

@@ -51,7 +51,7 @@ lathe_status_t lathe_execute_spmd(lathe_executable_t e, const lathe_buffer_t *in
       if (inputs[j] == inputs[k]) return LATHE_INVALID("Execute: input %d is donated and also passed as input %d", k, j);
   }
   lathe_specialization *sp;
-  LATHE_RETURN_IF_ERROR(lathe_executable_specialization(e, names, bound, n_names, &sp));
+  LATHE_RETURN_IF_ERROR(lathe_executable_specialization(e, names, bound, n_names, NULL, 0, 0, &sp));
   lathe_collective *group = NULL;
   lathe_tensor **tin = calloc((size_t)n_inputs + 1, sizeof *tin), **tout = calloc((size_t)n_outputs + 1, sizeof *tout);
   bool *don = calloc((size_t)n_inputs + 1, sizeof *don);
@@ -154,7 +154,7 @@ lathe_status_t lathe_execute_sharded(lathe_executable_t e, const lathe_buffer_t 
     }
   }
   lathe_specialization *sp;
-  LATHE_RETURN_IF_ERROR(lathe_executable_specialization(e, NULL, NULL, 0, &sp));
+  LATHE_RETURN_IF_ERROR(lathe_executable_specialization(e, NULL, NULL, 0, NULL, 0, 0, &sp));
   lathe_tensor **gin = calloc((size_t)np + 1, sizeof *gin), **gout = calloc((size_t)no + 1, sizeof *gout);
   bool *don = calloc((size_t)np + 1, sizeof *don);
   lathe_status_t st = (!gin || !gout || !don) ? LATHE_OOM("Execute") : NULL;

@@ -17,6 +17,7 @@ static void specialization_free(lathe_specialization *sp) {
   lathe_graph_release(sp->graph);
   lathe_backend_release(sp->backend);
   free(sp->sizes);
+  free(sp->size_ids);
   free(sp);
 }
 
@@ -45,9 +46,16 @@ static lathe_status_t specialization_new(lathe_backend_t be, lathe_graph *g, str
   return NULL;
 }
 
-/* Graphs with dynamic axes keep a shallow copy of the builder (its arrays live in the graph
- * arena) and the ordered list of dynamic axis names that bind a specialisation. */
-static lathe_status_t collect_dynamic_axes(lathe_executable_t e, lathe_builder_t b) {
+static bool has_lowered_ops(const struct lathe_builder *b) {
+  for (int f = 0; f < b->n_fns; f++)
+    for (int k = 0; k < b->fns[f]->n_nodes; k++)
+      if (lathe_node_lowered_by_specialization(b->fns[f]->nodes[k])) return true;
+  return false;
+}
+
+/* Graphs with dynamic axes or dynamic-size ops keep a shallow copy of the builder (its arrays
+ * live in the graph arena) and the ordered list of dynamic axis names that bind a specialisation. */
+static lathe_status_t collect_dynamic_axes(lathe_executable_t e, lathe_builder_t b, bool lowered) {
   lathe_function *fn = b->main_fn;
   int n = 0;
   const char *names[LATHE_MAX_DYNAMIC_NAMES];
@@ -61,9 +69,9 @@ static lathe_status_t collect_dynamic_axes(lathe_executable_t e, lathe_builder_t
       if (n == LATHE_MAX_DYNAMIC_NAMES) return LATHE_INVALID("Compile: more than %d dynamic axis names", LATHE_MAX_DYNAMIC_NAMES);
       names[n++] = s->axis_names[k];
     }
-  if (!n) return NULL;
+  if (!n && !lowered) return NULL;
   e->source = malloc(sizeof *e->source);
-  e->dyn_names = malloc(sizeof(char *) * (size_t)n);
+  e->dyn_names = malloc(sizeof(char *) * (size_t)(n + 1));
   e->specs = calloc((size_t)e->max_specs, sizeof *e->specs);
   pthread_mutex_t *mu = malloc(sizeof *mu);
   if (!e->source || !e->dyn_names || !e->specs || !mu || pthread_mutex_init(mu, NULL)) {
@@ -72,9 +80,32 @@ static lathe_status_t collect_dynamic_axes(lathe_executable_t e, lathe_builder_t
   }
   *e->source = *b;
   e->source->backend = e->backend; /* the executable's reference covers the copy */
-  memcpy(e->dyn_names, names, sizeof(char *) * (size_t)n);
+  if (n) memcpy(e->dyn_names, names, sizeof(char *) * (size_t)n);
   e->n_dyn = n;
   e->mu = mu;
+  return NULL;
+}
+
+/* Dynamic-size ops in a program with no dynamic axes: sizes that fold resolve now, once, and the
+ * executable needs no specialisation at run time. Otherwise (sizes from tensor contents, or a bad
+ * size, reported by each execution) it specialises per execution. */
+static lathe_status_t resolve_at_compile(lathe_executable_t e, lathe_builder_t b) {
+  int needed[LATHE_MAX_SIZE_VALUES], n_needed = 0;
+  struct lathe_builder *copy = NULL;
+  lathe_status_t st = lathe_builder_specialize(b, NULL, NULL, 0, NULL, needed, &n_needed, &copy);
+  if (st || n_needed) {
+    lathe_status_free(st);
+    lathe_builder_free(copy);
+    return NULL;
+  }
+  st = specialization_new(e->backend, b->graph, copy, &e->base);
+  if (st) {
+    lathe_builder_free(copy);
+    return st;
+  }
+  e->base->builder = copy;
+  e->stats.compiles = 1;
+  e->spec = false;
   return NULL;
 }
 
@@ -110,9 +141,13 @@ lathe_status_t lathe_builder_compile_for(lathe_builder_t b, lathe_backend_t back
     if (!e->devices) st = LATHE_OOM("Compile");
     for (int r = 0; !st && r < b->n_replicas; r++) e->devices[r] = b->devices ? b->devices[r] : r;
   }
-  if (!st) st = specialization_new(backend, b->graph, b, &e->base);
-  if (!st) e->stats.compiles = 1;
-  if (!st) st = collect_dynamic_axes(e, b);
+  /* A program with dynamic-size ops is never compiled as built: no device runs those ops. */
+  bool lowered = has_lowered_ops(b);
+  if (!st && !lowered) st = specialization_new(backend, b->graph, b, &e->base);
+  if (!st && !lowered) e->stats.compiles = 1;
+  if (!st) st = collect_dynamic_axes(e, b, lowered);
+  if (!st) e->spec = lowered || (e->n_dyn && !(backend->caps & LATHE_DEVCAP_DYNAMIC_AXES));
+  if (!st && lowered && !e->n_dyn) st = resolve_at_compile(e, b);
   if (!st && e->n_dyn && b->distribution == LATHE_DIST_AUTO_SHARDING)
     st = LATHE_UNIMPL("Compile: an AutoSharding program with dynamic axes");
   if (st) {
@@ -212,51 +247,76 @@ lathe_status_t lathe_check_input(const lathe_node *p, int i, const lathe_shape *
   return NULL;
 }
 
-/* The specialisation for the binding names[i] -> bound[i] (a new reference): cached, or compiled
- * now, evicting the least recently used one when the cache is full. Executions that still use an
- * evicted specialisation hold their own reference. */
-lathe_status_t lathe_executable_specialization(lathe_executable_t e, const char **names, const int64_t *bound, int n,
-                                               lathe_specialization **out) {
-  /* a device that runs dynamic axes itself gets the program as built, whatever the binding */
-  if (!e->n_dyn || (e->backend->caps & LATHE_DEVCAP_DYNAMIC_AXES)) {
-    atomic_fetch_add_explicit(&e->base->refs, 1, memory_order_relaxed);
-    *out = e->base;
-    return NULL;
+/* Runs sp (a program computing size values) on the execution's inputs and reads the values back:
+ * signed ones sign-extended, unsigned ones as their bits (as fold.c keeps them). */
+static lathe_status_t run_size_program(lathe_executable_t e, lathe_specialization *sp, const lathe_buffer_t *inputs,
+                                       int n_inputs, int device, int64_t *values) {
+  if (!inputs)
+    return LATHE_UNIMPL("Execute: sizes computed from tensor contents in a distributed program (give them as constants or "
+                        "from the dynamic axes)");
+  lathe_backend_t be = e->backend;
+  lathe_tensor **tin = malloc(sizeof(lathe_tensor *) * (size_t)(n_inputs + 1));
+  bool *don = calloc((size_t)n_inputs + 1, sizeof(bool));
+  lathe_tensor *tout[LATHE_MAX_SIZE_VALUES] = {NULL};
+  if (!tin || !don) {
+    free(tin);
+    free(don);
+    return LATHE_OOM("Execute");
   }
-  int64_t key[LATHE_MAX_DYNAMIC_NAMES];
-  for (int k = 0; k < e->n_dyn; k++) {
-    int j = 0;
-    while (j < n && strcmp(names[j], e->dyn_names[k]) != 0) j++;
-    key[k] = j < n ? bound[j] : -1;
+  for (int i = 0; i < n_inputs; i++) tin[i] = lathe_tensor_retain(inputs[i]->t);
+  lathe_status_t st = lathe_launch_one(e, sp, device, tin, don, n_inputs, tout, sp->n_size_ids, 0, NULL);
+  for (int k = 0; !st && k < sp->n_size_ids; k++) {
+    lathe_dtype dt = tout[k]->shape.dtype;
+    uint64_t raw = 0;
+    int bytes = lathe_dtype_bits(dt) / 8;
+    st = lathe_tensor_wait(tout[k]);
+    if (!st) st = be->dev->download(be->dev_ctx, tout[k], &raw, (size_t)bytes); /* little-endian hosts */
+    if (!st && lathe_dtype_class_of(dt) == LATHE_CLASS_SINT && bytes < 8 && (raw >> (bytes * 8 - 1)) & 1)
+      raw |= ~((UINT64_C(1) << (bytes * 8)) - 1);
+    values[k] = (int64_t)raw;
   }
-  size_t key_bytes = sizeof(int64_t) * (size_t)e->n_dyn;
-  pthread_mutex_lock(e->mu);
+  for (int k = 0; k < sp->n_size_ids; k++) lathe_tensor_release(tout[k]);
+  free(tin);
+  free(don);
+  return st ? lathe_status_annotate(st, "Execute: computing the sizes given by values") : NULL;
+}
+
+/* The cached specialisation of key[0..n_key) (a new reference), or one compiled now, evicting the
+ * least recently used one when the cache is full. Executions that still use an evicted
+ * specialisation hold their own reference. Called with e->mu held. */
+static lathe_status_t cached_specialization(lathe_executable_t e, const int64_t *key, int n_key, const lathe_size_values *known,
+                                            lathe_specialization **out) {
+  size_t key_bytes = sizeof(int64_t) * (size_t)n_key;
   for (int i = 0; i < e->n_specs; i++)
-    if (memcmp(e->specs[i]->sizes, key, key_bytes) == 0) {
+    if (e->specs[i]->n_key == n_key && memcmp(e->specs[i]->sizes, key, key_bytes) == 0) {
       e->specs[i]->last_used = ++e->clock;
       e->stats.hits++;
       *out = e->specs[i];
       atomic_fetch_add_explicit(&(*out)->refs, 1, memory_order_relaxed);
-      pthread_mutex_unlock(e->mu);
       return NULL;
     }
   struct lathe_builder *copy = NULL;
   lathe_specialization *sp = NULL;
-  int64_t *sizes = malloc(key_bytes);
+  int needed[LATHE_MAX_SIZE_VALUES], n_needed = 0;
+  int64_t *sizes = malloc(key_bytes + 1);
   lathe_status_t st = sizes ? NULL : LATHE_OOM("Execute");
   if (!st) {
     memcpy(sizes, key, key_bytes);
-    st = lathe_builder_specialize(e->source, e->dyn_names, key, e->n_dyn, &copy);
+    st = lathe_builder_specialize(e->source, e->dyn_names, key, e->n_dyn, known, needed, &n_needed, &copy);
   }
   if (!st) st = specialization_new(e->backend, e->graph, copy, &sp);
+  if (sp) sp->builder = copy, copy = NULL;
+  if (!st && n_needed && !(sp->size_ids = malloc(sizeof(int) * (size_t)n_needed))) st = LATHE_OOM("Execute");
   if (st) {
+    specialization_free(sp);
     lathe_builder_free(copy);
     free(sizes);
-    pthread_mutex_unlock(e->mu);
-    return lathe_status_annotate(st, "Execute: specialising dynamic axes");
+    return lathe_status_annotate(st, "Execute: specialising dynamic shapes");
   }
-  sp->builder = copy;
   sp->sizes = sizes;
+  sp->n_key = n_key;
+  if (n_needed) memcpy(sp->size_ids, needed, sizeof(int) * (size_t)n_needed);
+  sp->n_size_ids = n_needed;
   sp->last_used = ++e->clock;
   e->stats.compiles++;
   if (e->n_specs == e->max_specs) {
@@ -270,8 +330,70 @@ lathe_status_t lathe_executable_specialization(lathe_executable_t e, const char 
   e->specs[e->n_specs++] = sp;
   atomic_fetch_add_explicit(&sp->refs, 1, memory_order_relaxed);
   *out = sp;
-  pthread_mutex_unlock(e->mu);
   return NULL;
+}
+
+/* The specialisation for the binding names[i] -> bound[i]. Its key is the sizes of the dynamic
+ * axes, then the size values read back so far: a binding whose sizes depend on tensor contents
+ * first takes (or compiles) the program that computes them, runs it, and looks again with the
+ * values -- one compile per distinct value, cached like the rest. */
+lathe_status_t lathe_executable_specialization(lathe_executable_t e, const char **names, const int64_t *bound, int n,
+                                               const lathe_buffer_t *inputs, int n_inputs, int device,
+                                               lathe_specialization **out) {
+  if (!e->spec) {
+    atomic_fetch_add_explicit(&e->base->refs, 1, memory_order_relaxed);
+    *out = e->base;
+    return NULL;
+  }
+  int cap = e->n_dyn + LATHE_MAX_SIZE_VALUES;
+  int64_t *key = malloc(sizeof(int64_t) * (size_t)cap), *values = NULL;
+  int *ids = malloc(sizeof(int) * LATHE_MAX_SIZE_VALUES);
+  if (!key || !ids) {
+    free(key);
+    free(ids);
+    return LATHE_OOM("Execute");
+  }
+  for (int k = 0; k < e->n_dyn; k++) {
+    int j = 0;
+    while (j < n && strcmp(names[j], e->dyn_names[k]) != 0) j++;
+    key[k] = j < n ? bound[j] : -1;
+  }
+  int n_known = 0;
+  lathe_status_t st = NULL;
+  for (int round = 0;; round++) {
+    values = key + e->n_dyn;
+    lathe_size_values known = {ids, values, n_known};
+    lathe_specialization *sp = NULL;
+    pthread_mutex_lock(e->mu);
+    st = cached_specialization(e, key, e->n_dyn + n_known, &known, &sp);
+    pthread_mutex_unlock(e->mu);
+    if (st) break;
+    if (!sp->n_size_ids) {
+      *out = sp;
+      break;
+    }
+    /* a first run computes size values: read them, then look again with them in the key */
+    if (round == LATHE_MAX_SIZE_VALUES || n_known + sp->n_size_ids > cap - e->n_dyn) {
+      int grow = cap + LATHE_MAX_SIZE_VALUES;
+      int64_t *k2 = round == LATHE_MAX_SIZE_VALUES ? NULL : realloc(key, sizeof(int64_t) * (size_t)grow);
+      int *i2 = k2 ? realloc(ids, sizeof(int) * (size_t)(grow - e->n_dyn)) : NULL;
+      if (k2) key = k2;
+      if (i2) ids = i2;
+      if (!k2 || !i2) {
+        lathe_specialization_release(sp);
+        st = round == LATHE_MAX_SIZE_VALUES ? LATHE_INVALID("Execute: too many rounds of sizes given by values") : LATHE_OOM("Execute");
+        break;
+      }
+      cap = grow;
+    }
+    st = run_size_program(e, sp, inputs, n_inputs, device, key + e->n_dyn + n_known);
+    if (!st) memcpy(ids + n_known, sp->size_ids, sizeof(int) * (size_t)sp->n_size_ids), n_known += sp->n_size_ids;
+    lathe_specialization_release(sp);
+    if (st) break;
+  }
+  free(key);
+  free(ids);
+  return st;
 }
 
 lathe_status_t lathe_launch_one(lathe_executable_t e, lathe_specialization *sp, int device, lathe_tensor **inputs,
@@ -331,7 +453,7 @@ lathe_status_t lathe_executable_execute(lathe_executable_t e, const lathe_buffer
       if (inputs[j] == inputs[i]) return LATHE_INVALID("Execute: input %d is donated and also passed as input %d", i, j);
   }
   lathe_specialization *sp;
-  LATHE_RETURN_IF_ERROR(lathe_executable_specialization(e, names, bound, n_names, &sp));
+  LATHE_RETURN_IF_ERROR(lathe_executable_specialization(e, names, bound, n_names, inputs, n_inputs, device, &sp));
   enum { STACK = 16 };
   lathe_tensor *tin_s[STACK], *tout_s[STACK];
   bool don_s[STACK];

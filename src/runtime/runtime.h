@@ -44,7 +44,11 @@ typedef struct lathe_specialization {
   atomic_int refs;
   lathe_backend_t backend;        /* a reference: plans are freed through their device */
   lathe_graph *graph;             /* a reference: the program points into its nodes */
-  int64_t *sizes;                 /* one per dynamic axis name of the executable, in its order */
+  int64_t *sizes;                 /* the key: one size per dynamic axis name of the executable, in
+                                     its order, then the size values read back before (n_key in all) */
+  int n_key;
+  int *size_ids;                  /* a first run: the size values it computes (source main node ids) */
+  int n_size_ids;                 /* 0: the program itself */
   struct lathe_builder *builder;  /* the resolved copy (NULL for the unspecialised program) */
   lathe_program *program;
   lathe_plan *plan;
@@ -65,7 +69,9 @@ struct lathe_executable {
   int n_replicas;             /* devices of one execution (1 unless distributed) */
   int *devices;               /* their ordinals */
   struct lathe_builder dist;  /* the builder's meshes and output shardings (graph arena pointers) */
-  lathe_specialization *base; /* the program as built (used when there are no dynamic axes) */
+  lathe_specialization *base; /* the program as built, or resolved at compile (used when !spec) */
+  bool spec;                  /* each execution takes a specialisation: dynamic axes on a device that
+                                 needs them resolved, or dynamic-size ops (always lowered) */
   /* dynamic axes: names in order of first appearance in the parameters, and an LRU cache of
    * specialisations, guarded by mu */
   struct lathe_builder *source; /* shallow copy of the builder, for specialising */
@@ -79,8 +85,11 @@ struct lathe_executable {
 };
 
 void lathe_specialization_release(lathe_specialization *sp);
-/* The specialisation an execution binding names[i] -> bound[i] uses (a new reference). */
+/* The specialisation an execution binding names[i] -> bound[i] uses (a new reference). Where
+ * sizes depend on tensor contents, it first runs the program that computes them on device with
+ * the n_inputs inputs (NULL: UNIMPLEMENTED) and reads them back. */
 lathe_status_t lathe_executable_specialization(lathe_executable_t e, const char **names, const int64_t *bound, int n,
+                                               const lathe_buffer_t *inputs, int n_inputs, int device,
                                                lathe_specialization **out);
 /* Checks input i against parameter p (dynamic axes bind names consistently across calls). */
 lathe_status_t lathe_check_input(const lathe_node *p, int i, const lathe_shape *got, int64_t *bound, const char **names,

@@ -144,3 +144,305 @@ TEST(dynamic_axes_concurrent_specialisations) {
   else CHECK(e && e->n_specs == 20, "one specialisation per binding (5 x 4 sizes): %d", e ? e->n_specs : 0);
   tst_exec_free(x);
 }
+
+/* ---- sizes given by graph values: DynamicBroadcastInDim, DynamicIota, DynamicPad, and
+ * DynamicReshape's value form. Values folded from DynamicDimensionSize arithmetic (no run waits on
+ * the device), from constants (resolved at compile), or read back from tensor contents (one
+ * compile per distinct value). */
+
+static lathe_value_t i32c(lathe_function_t fn, int32_t v) {
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_INT32);
+  lathe_value_t c = NULL;
+  CHECK_OK(lathe_constant(fn, &s0, &v, sizeof v, &c));
+  return c;
+}
+
+static void stats_of(tst_exec *x, lathe_executable_stats *st) {
+  memset(st, 0, sizeof *st);
+  lathe_executable_t e = tst_exec_executable(x);
+  if (e) CHECK_OK(lathe_executable_get_stats(e, st));
+}
+
+/* main(x[batch, seq] Int32) = (DynamicBroadcastInDim(c[1, 3] -> [batch from DimensionSize, 3]),
+ * DynamicIota(Int32, axis 1, [2*batch+1, seq]), DynamicPad(x, -7, start seq, end 1; interior 1 on
+ * axis 1), DynamicReshape(x, [batch*seq])): every size folds from the binding. */
+TEST(dynamic_size_values_folded) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("dyn_sizes_folded", &fn);
+  if (!b) return;
+  lathe_value_t x = tst_param(fn, "x", dyn2(LATHE_DTYPE_INT32, "batch", "seq")), batch, seq, bc, io, pd, rs, t, n2;
+  CHECK_OK(lathe_dynamic_dimension_size(fn, x, 0, &batch));
+  CHECK_OK(lathe_dynamic_dimension_size(fn, x, 1, &seq));
+  int32_t cv[3] = {10, 20, 30};
+  lathe_shape cs = TST_SHAPE(LATHE_DTYPE_INT32, 1, 3);
+  lathe_value_t c;
+  CHECK_OK(lathe_constant(fn, &cs, cv, sizeof cv, &c));
+  lathe_dim_spec bdims[2] = {{0, "batch", batch}, {3, NULL, NULL}};
+  CHECK_OK(lathe_dynamic_broadcast_in_dim(fn, c, (const int[]){0, 1}, 2, bdims, 2, &bc));
+  CHECK_OK(lathe_mul(fn, batch, i32c(fn, 2), &t));
+  CHECK_OK(lathe_add(fn, t, i32c(fn, 1), &n2));
+  lathe_dim_spec idims[2] = {{0, "?", n2}, {0, "seq", NULL}};
+  CHECK_OK(lathe_dynamic_iota(fn, LATHE_DTYPE_INT32, 1, idims, 2, &io));
+  lathe_dynamic_pad_axis pa[2] = {{0, 1, 0, NULL, NULL, NULL, NULL}, {0, 0, 1, seq, NULL, NULL, "padded"}};
+  CHECK_OK(lathe_dynamic_pad(fn, x, i32c(fn, -7), pa, 2, &pd));
+  lathe_value_t tok;
+  CHECK_OK(lathe_mul(fn, batch, seq, &tok));
+  lathe_dim_spec rdims[1] = {{0, "tokens", tok}};
+  CHECK_OK(lathe_dynamic_reshape(fn, x, rdims, 1, &rs));
+  lathe_shape ios;
+  CHECK_OK(lathe_value_shape(io, &ios));
+  CHECK(ios.dims[0] == -1 && ios.axis_names[0] && ios.axis_names[0][0] == '?', "an anonymous value-sized axis gets a name of its own");
+  lathe_value_t outs[4] = {bc, io, pd, rs};
+  CHECK_OK(lathe_function_return(fn, outs, 4));
+  tst_exec *ex = NULL;
+  CHECK_OK(tst_compile(b, &ex));
+  lathe_builder_free(b);
+  if (!ex) return;
+  const int64_t sizes[][2] = {{2, 3}, {0, 2}, {3, 0}, {2, 3}, {1, 1}};
+  for (int k = 0; k < 5; k++) {
+    int64_t r = sizes[k][0], cc = sizes[k][1];
+    lathe_buffer_t o[4] = {0};
+    lathe_status_t st = run_rc(ex, r, cc, 4, o);
+    CHECK(st == NULL, "run %lldx%lld: %s", (long long)r, (long long)cc, lathe_status_message(st));
+    lathe_status_free(st);
+    if (!o[0]) continue;
+    lathe_shape s[4];
+    for (int i = 0; i < 4; i++) CHECK_OK(lathe_buffer_shape(o[i], &s[i]));
+    int32_t buf[256];
+    /* broadcast [r, 3] */
+    CHECK(s[0].rank == 2 && s[0].dims[0] == r && s[0].dims[1] == 3, "DynamicBroadcastInDim shape %lld,%lld", (long long)s[0].dims[0], (long long)s[0].dims[1]);
+    CHECK_OK(lathe_buffer_to_host(o[0], buf, sizeof(int32_t) * (size_t)(r * 3)));
+    for (int64_t i = 0; i < r * 3; i++) CHECK(buf[i] == cv[i % 3], "DynamicBroadcastInDim [%lld] = %d", (long long)i, buf[i]);
+    /* iota [2r+1, c] along axis 1 */
+    CHECK(s[1].dims[0] == 2 * r + 1 && s[1].dims[1] == cc, "DynamicIota shape %lld,%lld", (long long)s[1].dims[0], (long long)s[1].dims[1]);
+    CHECK_OK(lathe_buffer_to_host(o[1], buf, sizeof(int32_t) * (size_t)((2 * r + 1) * cc)));
+    for (int64_t i = 0; i < (2 * r + 1) * cc; i++) CHECK(buf[i] == i % cc, "DynamicIota [%lld] = %d", (long long)i, buf[i]);
+    /* pad: axis 0 [0, 1], axis 1 start c, interior 1: [r+1, c + max(2c-1, 0)] */
+    int64_t pr = r + 1, pc = cc + (cc ? 2 * cc - 1 : 0);
+    CHECK(s[2].dims[0] == pr && s[2].dims[1] == pc, "DynamicPad shape %lld,%lld want %lld,%lld", (long long)s[2].dims[0],
+          (long long)s[2].dims[1], (long long)pr, (long long)pc);
+    CHECK_OK(lathe_buffer_to_host(o[2], buf, sizeof(int32_t) * (size_t)(pr * pc)));
+    for (int64_t i = 0; i < pr; i++)
+      for (int64_t j = 0; j < pc; j++) {
+        int32_t want = -7;
+        int64_t q = j - cc;
+        if (i < r && q >= 0 && q % 2 == 0) want = (int32_t)(i * cc + q / 2);
+        CHECK(buf[i * pc + j] == want, "DynamicPad [%lld,%lld] = %d want %d", (long long)i, (long long)j, buf[i * pc + j], want);
+      }
+    CHECK(s[3].rank == 1 && s[3].dims[0] == r * cc, "DynamicReshape %lld", (long long)s[3].dims[0]);
+    for (int i = 0; i < 4; i++) lathe_buffer_free(o[i]);
+  }
+  lathe_executable_stats stt;
+  stats_of(ex, &stt);
+  if (tst_exec_executable(ex))
+    CHECK(stt.compiles == 4 && stt.hits == 1, "folded sizes: one compile per binding, no first runs: %lld compiles, %lld hits",
+          (long long)stt.compiles, (long long)stt.hits);
+  tst_exec_free(ex);
+}
+
+/* A static program whose sizes come from constants: resolved once at compile. */
+TEST(dynamic_size_values_from_constants) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("dyn_sizes_const", &fn);
+  if (!b) return;
+  lathe_value_t x = tst_param(fn, "x", TST_SHAPE(LATHE_DTYPE_FLOAT32, 1, 2)), y;
+  lathe_dim_spec d[2] = {{0, "batch", i32c(fn, 3)}, {2, NULL, NULL}};
+  CHECK_OK(lathe_dynamic_broadcast_in_dim(fn, x, (const int[]){0, 1}, 2, d, 2, &y));
+  CHECK_OK(lathe_function_return(fn, &y, 1));
+  tst_exec *ex = NULL;
+  CHECK_OK(tst_compile(b, &ex));
+  lathe_builder_free(b);
+  if (!ex) return;
+  float in[2] = {7, 8};
+  const void *ins[1] = {in};
+  for (int k = 0; k < 3; k++) {
+    lathe_buffer_t o = NULL;
+    CHECK_OK(tst_exec_run(ex, NULL, ins, 1, &o, 1));
+    float got[6] = {0};
+    if (o) CHECK_OK(lathe_buffer_to_host(o, got, sizeof got));
+    for (int i = 0; i < 6; i++) CHECK(got[i] == in[i % 2], "broadcast [%d] = %g", i, got[i]);
+    lathe_buffer_free(o);
+  }
+  lathe_executable_stats stt;
+  stats_of(ex, &stt);
+  if (tst_exec_executable(ex)) CHECK(stt.compiles == 1 && stt.hits == 0, "one compile: %lld, %lld hits", (long long)stt.compiles, (long long)stt.hits);
+  tst_exec_free(ex);
+}
+
+/* main(n Int32, s Int32) = (DynamicIota(Int32, 0, [n]), DynamicPad(Float32[2] {1, 2}, 0, start s)):
+ * sizes from tensor contents. The program that computes them compiles once; the rest once per
+ * distinct (n, s), then hits the cache. */
+TEST(dynamic_size_values_from_contents) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("dyn_sizes_contents", &fn);
+  if (!b) return;
+  lathe_value_t n = tst_param(fn, "n", tst_shape0(LATHE_DTYPE_INT32)), s = tst_param(fn, "s", tst_shape0(LATHE_DTYPE_INT32)), io, pd;
+  lathe_dim_spec d[1] = {{0, "n", n}};
+  CHECK_OK(lathe_dynamic_iota(fn, LATHE_DTYPE_INT32, 0, d, 1, &io));
+  float xv[2] = {1, 2}, zero = 0;
+  lathe_shape xs = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2), s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  lathe_value_t xc, fill;
+  CHECK_OK(lathe_constant(fn, &xs, xv, sizeof xv, &xc));
+  CHECK_OK(lathe_constant(fn, &s0, &zero, sizeof zero, &fill));
+  lathe_dynamic_pad_axis pa = {0, 0, 0, s, NULL, NULL, NULL};
+  CHECK_OK(lathe_dynamic_pad(fn, xc, fill, &pa, 1, &pd));
+  lathe_value_t outs[2] = {io, pd};
+  CHECK_OK(lathe_function_return(fn, outs, 2));
+  tst_exec *ex = NULL;
+  CHECK_OK(tst_compile(b, &ex));
+  lathe_builder_free(b);
+  if (!ex) return;
+  const int32_t runs[][2] = {{3, 1}, {5, 0}, {3, 1}, {0, 2}, {5, 0}, {3, 1}};
+  for (int k = 0; k < 6; k++) {
+    const void *ins[2] = {&runs[k][0], &runs[k][1]};
+    lathe_buffer_t o[2] = {0};
+    CHECK_OK(tst_exec_run(ex, NULL, ins, 2, o, 2));
+    if (!o[0]) continue;
+    lathe_shape s1, s2;
+    CHECK_OK(lathe_buffer_shape(o[0], &s1));
+    CHECK_OK(lathe_buffer_shape(o[1], &s2));
+    CHECK(s1.dims[0] == runs[k][0] && s2.dims[0] == 2 + runs[k][1], "shapes %lld, %lld", (long long)s1.dims[0], (long long)s2.dims[0]);
+    int32_t iv[8] = {0};
+    float pv[8] = {0};
+    CHECK_OK(lathe_buffer_to_host(o[0], iv, sizeof(int32_t) * (size_t)runs[k][0]));
+    CHECK_OK(lathe_buffer_to_host(o[1], pv, sizeof(float) * (size_t)(2 + runs[k][1])));
+    for (int i = 0; i < runs[k][0]; i++) CHECK(iv[i] == i, "iota [%d] = %d", i, iv[i]);
+    for (int i = 0; i < 2 + runs[k][1]; i++) CHECK(pv[i] == (i < runs[k][1] ? 0 : xv[i - runs[k][1]]), "pad [%d] = %g", i, pv[i]);
+    for (int i = 0; i < 2; i++) lathe_buffer_free(o[i]);
+  }
+  lathe_executable_stats stt;
+  stats_of(ex, &stt);
+  /* 1 first-run program + 3 distinct (n, s); each of the 6 runs looks up the first run, the 3
+   * repeats find their program too */
+  if (tst_exec_executable(ex))
+    CHECK(stt.compiles == 4 && stt.hits == 5 + 3, "recompiles once per distinct value: %lld compiles, %lld hits",
+          (long long)stt.compiles, (long long)stt.hits);
+  tst_exec_free(ex);
+}
+
+/* Every dtype the ops allow: DynamicBroadcastInDim and DynamicPad of any dtype, DynamicIota of
+ * every numeric one, sized by DimensionSize of x[batch]. */
+TEST(dynamic_size_values_dtypes) {
+  for (int di = 0; di < tst_n_all_dtypes; di++) {
+    lathe_dtype dt = tst_all_dtypes[di];
+    if (!lathe_backend_supports_op(tst_backend(), LATHE_OP_DYNAMIC_BROADCAST_IN_DIM, dt) ||
+        !lathe_backend_supports_op(tst_backend(), LATHE_OP_DYNAMIC_PAD, dt))
+      continue;
+    lathe_function_t fn;
+    lathe_builder_t b = tst_builder("dyn_sizes_dtype", &fn);
+    if (!b) return;
+    lathe_shape ps = TST_SHAPE(dt, -1);
+    ps.axis_names[0] = "batch";
+    lathe_value_t x = tst_param(fn, "x", ps), batch, bc, pd, io = NULL, one, fill;
+    CHECK_OK(lathe_dynamic_dimension_size(fn, x, 0, &batch));
+    CHECK_OK(lathe_add(fn, batch, i32c(fn, 1), &one));
+    lathe_shape s0 = tst_shape0(dt);
+    void *fv = tst_alloc_for(&s0);
+    tst_set(fv, dt, 0, 1);
+    double fill_v = tst_get(fv, dt, 0); /* 1, or what it wraps to */
+    CHECK_OK(lathe_constant(fn, &s0, fv, (size_t)lathe_shape_byte_size(&s0), &fill));
+    free(fv);
+    lathe_dim_spec bd[2] = {{0, "b1", one}, {0, "batch", NULL}};
+    CHECK_OK(lathe_dynamic_broadcast_in_dim(fn, x, (const int[]){1}, 1, bd, 2, &bc));
+    lathe_dynamic_pad_axis pa = {1, 0, 0, NULL, batch, NULL, "p"};
+    CHECK_OK(lathe_dynamic_pad(fn, x, fill, &pa, 1, &pd));
+    bool numeric = dt != LATHE_DTYPE_BOOL && lathe_backend_supports_op(tst_backend(), LATHE_OP_DYNAMIC_IOTA, dt);
+    lathe_dim_spec id[1] = {{0, "b1", one}};
+    if (numeric) CHECK_OK(lathe_dynamic_iota(fn, dt, 0, id, 1, &io));
+    lathe_value_t outs[3] = {bc, pd, io};
+    CHECK_OK(lathe_function_return(fn, outs, numeric ? 3 : 2));
+    tst_exec *ex = NULL;
+    CHECK_OK(tst_compile(b, &ex));
+    lathe_builder_free(b);
+    if (!ex) continue;
+    for (int64_t r = 0; r <= 3; r += 3) {
+      lathe_shape xs = TST_SHAPE(dt, r);
+      void *xd = tst_alloc_for(&xs);
+      tst_fill(xd, dt, r, 7);
+      const void *ins[1] = {xd};
+      lathe_buffer_t o[3] = {0};
+      lathe_status_t st = tst_exec_run(ex, &xs, ins, 1, o, numeric ? 3 : 2);
+      CHECK(!st, "%s r=%lld: %s", lathe_dtype_name(dt), (long long)r, lathe_status_message(st));
+      lathe_status_free(st);
+      if (o[0]) {
+        lathe_shape s[3];
+        CHECK_OK(lathe_buffer_shape(o[0], &s[0]));
+        CHECK_OK(lathe_buffer_shape(o[1], &s[1]));
+        CHECK(s[0].dims[0] == r + 1 && s[0].dims[1] == r && s[1].dims[0] == 2 * r + 1, "%s shapes", lathe_dtype_name(dt));
+        void *g0 = tst_alloc_for(&s[0]), *g1 = tst_alloc_for(&s[1]);
+        CHECK_OK(lathe_buffer_to_host(o[0], g0, (size_t)lathe_shape_byte_size(&s[0])));
+        CHECK_OK(lathe_buffer_to_host(o[1], g1, (size_t)lathe_shape_byte_size(&s[1])));
+        for (int64_t i = 0; i < (r + 1) * r; i++)
+          CHECK(tst_get(g0, dt, i) == tst_get(xd, dt, i % r), "%s broadcast [%lld]", lathe_dtype_name(dt), (long long)i);
+        /* pad: start 1 (fill), then x, then r fills */
+        for (int64_t i = 0; i < 2 * r + 1; i++) {
+          bool is_x = i >= 1 && i <= r;
+          if (is_x) CHECK(tst_get(g1, dt, i) == tst_get(xd, dt, i - 1), "%s pad [%lld]", lathe_dtype_name(dt), (long long)i);
+          else CHECK(tst_get(g1, dt, i) == fill_v, "%s pad fill [%lld] = %g", lathe_dtype_name(dt), (long long)i, tst_get(g1, dt, i));
+        }
+        if (numeric && o[2]) {
+          CHECK_OK(lathe_buffer_shape(o[2], &s[2]));
+          void *g2 = tst_alloc_for(&s[2]);
+          CHECK_OK(lathe_buffer_to_host(o[2], g2, (size_t)lathe_shape_byte_size(&s[2])));
+          for (int64_t i = 0; i < r + 1; i++) CHECK(tst_get(g2, dt, i) == (lathe_dtype_is_int(dt) ? tst_wrap_value(dt, (uint64_t)i) : (double)i), "%s iota [%lld]", lathe_dtype_name(dt), (long long)i);
+          free(g2);
+        }
+        free(g0);
+        free(g1);
+      }
+      for (int i = 0; i < 3; i++) lathe_buffer_free(o[i]);
+      free(xd);
+    }
+    tst_exec_free(ex);
+  }
+}
+
+/* Sizes waiting on sizes: main(n) = (DynamicIota([ReduceSum(iota(n))]), DynamicBroadcastInDim(7 ->
+ * [2 * DimensionSize(iota(n))])). The reduction needs iota(n)'s size first (a first run reads
+ * n), then a second run computes the sum; the doubled size folds once n is known. */
+TEST(dynamic_size_values_rounds) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("dyn_sizes_rounds", &fn);
+  if (!b) return;
+  lathe_value_t n = tst_param(fn, "n", tst_shape0(LATHE_DTYPE_INT32)), io, sum, io2, len, twice, bc;
+  lathe_dim_spec d[1] = {{0, "n", n}};
+  CHECK_OK(lathe_dynamic_iota(fn, LATHE_DTYPE_INT32, 0, d, 1, &io));
+  int axis = 0;
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_SUM, io, &axis, 1, &sum));
+  lathe_dim_spec d2[1] = {{0, NULL, sum}};
+  CHECK_OK(lathe_dynamic_iota(fn, LATHE_DTYPE_INT32, 0, d2, 1, &io2));
+  CHECK_OK(lathe_dynamic_dimension_size(fn, io, 0, &len));
+  CHECK_OK(lathe_mul(fn, len, i32c(fn, 2), &twice));
+  lathe_dim_spec d3[1] = {{0, "twice", twice}};
+  CHECK_OK(lathe_dynamic_broadcast_in_dim(fn, i32c(fn, 7), NULL, 0, d3, 1, &bc));
+  lathe_value_t outs[2] = {io2, bc};
+  CHECK_OK(lathe_function_return(fn, outs, 2));
+  tst_exec *ex = NULL;
+  CHECK_OK(tst_compile(b, &ex));
+  lathe_builder_free(b);
+  if (!ex) return;
+  const int32_t ns[] = {4, 0, 4, 6};
+  for (int k = 0; k < 4; k++) {
+    const void *ins[1] = {&ns[k]};
+    lathe_buffer_t o[2] = {0};
+    CHECK_OK(tst_exec_run(ex, NULL, ins, 1, o, 2));
+    if (!o[0]) continue;
+    lathe_shape s1, s2;
+    CHECK_OK(lathe_buffer_shape(o[0], &s1));
+    CHECK_OK(lathe_buffer_shape(o[1], &s2));
+    int64_t want = (int64_t)ns[k] * (ns[k] - 1) / 2;
+    CHECK(s1.dims[0] == want && s2.dims[0] == 2 * ns[k], "n=%d: sizes %lld, %lld", ns[k], (long long)s1.dims[0], (long long)s2.dims[0]);
+    int32_t v[32] = {0};
+    CHECK_OK(lathe_buffer_to_host(o[0], v, sizeof(int32_t) * (size_t)want));
+    for (int64_t i = 0; i < want; i++) CHECK(v[i] == i, "iota [%lld] = %d", (long long)i, v[i]);
+    CHECK_OK(lathe_buffer_to_host(o[1], v, sizeof(int32_t) * (size_t)(2 * ns[k])));
+    for (int i = 0; i < 2 * ns[k]; i++) CHECK(v[i] == 7, "broadcast [%d] = %d", i, v[i]);
+    for (int i = 0; i < 2; i++) lathe_buffer_free(o[i]);
+  }
+  lathe_executable_stats stt;
+  stats_of(ex, &stt);
+  /* the first run (reads n); per distinct n (4, 0, 6) a second run (the sum) and the program */
+  if (tst_exec_executable(ex))
+    CHECK(stt.compiles == 1 + 2 * 3, "%lld compiles, %lld hits", (long long)stt.compiles, (long long)stt.hits);
+  tst_exec_free(ex);
+}

@@ -187,3 +187,151 @@ TEST(dynamic_cse_keeps_axis_names_apart) {
   lathe_executable_free(e);
   lathe_builder_free(b);
 }
+
+/* ---- sizes given by graph values ---- */
+
+static lathe_value_t cint(lathe_function_t fn, lathe_dtype dt, int64_t v) {
+  lathe_shape s0 = tst_shape0(dt);
+  uint64_t raw = (uint64_t)v;
+  lathe_value_t c = NULL;
+  CHECK_OK(lathe_constant(fn, &s0, &raw, (size_t)lathe_shape_byte_size(&s0), &c));
+  return c;
+}
+
+TEST(dynamic_size_values_bad_builds) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("dyn_size_bad_build", &fn);
+  if (!b) return;
+  lathe_value_t x = tst_param(fn, "x", DYN(LATHE_DTYPE_FLOAT32, D(-1, 3), "batch", NULL)), y = NULL;
+  lathe_value_t f = tst_param(fn, "f", tst_shape0(LATHE_DTYPE_FLOAT32));
+  lathe_value_t v = tst_param(fn, "v", TST_SHAPE(LATHE_DTYPE_INT32, 2));
+  lathe_dim_spec fdim[2] = {{0, "n", f}, {3, NULL, NULL}};
+  CHECK_ERR(lathe_dynamic_iota(fn, LATHE_DTYPE_INT32, 0, fdim, 2, &y), INVALID_ARGUMENT, "DynamicIota: the size value of axis 0 must be an integer scalar");
+  lathe_dim_spec vdim[1] = {{0, "n", v}};
+  CHECK_ERR(lathe_dynamic_iota(fn, LATHE_DTYPE_INT32, 0, vdim, 1, &y), INVALID_ARGUMENT, "integer scalar");
+  lathe_dim_spec neg[1] = {{-2, NULL, NULL}};
+  CHECK_ERR(lathe_dynamic_iota(fn, LATHE_DTYPE_INT32, 0, neg, 1, &y), INVALID_ARGUMENT, "DynamicIota: static dimension 0 is negative");
+  lathe_dim_spec unk[1] = {{0, "nowhere", NULL}};
+  CHECK_ERR(lathe_dynamic_iota(fn, LATHE_DTYPE_INT32, 0, unk, 1, &y), INVALID_ARGUMENT, "no input binds");
+  lathe_dim_spec ok1[1] = {{4, NULL, NULL}};
+  CHECK_ERR(lathe_dynamic_iota(fn, LATHE_DTYPE_BOOL, 0, ok1, 1, &y), INVALID_ARGUMENT, "DynamicIota: dtype must be numeric");
+  CHECK_ERR(lathe_dynamic_iota(fn, LATHE_DTYPE_INT32, 1, ok1, 1, &y), INVALID_ARGUMENT, "DynamicIota");
+  /* broadcast: a dynamic operand axis must stay itself; axes increasing; sizes 1 or equal */
+  lathe_dim_spec st2[2] = {{2, NULL, NULL}, {3, NULL, NULL}};
+  CHECK_ERR(lathe_dynamic_broadcast_in_dim(fn, x, (const int[]){0, 1}, 2, st2, 2, &y), INVALID_ARGUMENT,
+            "DynamicBroadcastInDim: dynamic axis 0 (\"batch\") of the operand must stay");
+  lathe_dim_spec st3[3] = {{0, "batch", NULL}, {3, NULL, NULL}, {3, NULL, NULL}};
+  CHECK_ERR(lathe_dynamic_broadcast_in_dim(fn, x, (const int[]){0, 0}, 2, st3, 3, &y), INVALID_ARGUMENT, "strictly increasing");
+  lathe_dim_spec st5[2] = {{0, "batch", NULL}, {0, "m", f}};
+  CHECK_ERR(lathe_dynamic_broadcast_in_dim(fn, x, (const int[]){0, 1}, 2, st5, 2, &y), INVALID_ARGUMENT, "integer scalar");
+  lathe_dim_spec st6[2] = {{0, "batch", NULL}, {0, "m", v}};
+  CHECK_ERR(lathe_dynamic_broadcast_in_dim(fn, x, (const int[]){0, 1}, 2, st6, 2, &y), INVALID_ARGUMENT, "integer scalar");
+  lathe_dim_spec st4[2] = {{0, "batch", NULL}, {4, NULL, NULL}};
+  CHECK_ERR(lathe_dynamic_broadcast_in_dim(fn, x, (const int[]){0, 1}, 2, st4, 2, &y), INVALID_ARGUMENT,
+            "DynamicBroadcastInDim: operand axis 1 has size 3, output axis 1 has size 4");
+  CHECK_ERR(lathe_dynamic_broadcast_in_dim(fn, x, (const int[]){0}, 1, st4, 2, &y), INVALID_ARGUMENT, "one per axis");
+  /* pad: interior, fill */
+  lathe_dynamic_pad_axis pa = {0, 0, -1, NULL, NULL, NULL, NULL};
+  CHECK_ERR(lathe_dynamic_pad(fn, x, f, &pa, 1, &y), INVALID_ARGUMENT, "DynamicPad: interior padding must be non-negative");
+  lathe_dynamic_pad_axis pb = {0, 0, 0, f, NULL, NULL, NULL};
+  CHECK_ERR(lathe_dynamic_pad(fn, x, f, &pb, 1, &y), INVALID_ARGUMENT, "DynamicPad: the start padding of axis 0 must be an integer scalar");
+  lathe_dynamic_pad_axis pc = {0, 0, 0, NULL, NULL, NULL, NULL};
+  CHECK_ERR(lathe_dynamic_pad(fn, x, v, &pc, 1, &y), INVALID_ARGUMENT, "DynamicPad: the fill value must be a Float32 scalar");
+  lathe_builder_free(b);
+}
+
+/* Runs main(n Int64 scalar) -> op(n) once with n = v; returns the status. */
+typedef lathe_status_t (*sized_fn)(lathe_function_t fn, lathe_value_t n, lathe_value_t *out);
+
+static lathe_status_t run_sized(sized_fn make, lathe_dtype dt, int64_t v) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("dyn_size_bad_run", &fn);
+  if (!b) return LATHE_INVALID("no builder");
+  lathe_value_t n = tst_param(fn, "n", tst_shape0(dt)), y = NULL;
+  lathe_status_t st = make(fn, n, &y);
+  if (!st) st = lathe_function_return(fn, &y, 1);
+  lathe_executable_t e = NULL;
+  if (!st) st = lathe_builder_compile(b, &e);
+  lathe_shape s0 = tst_shape0(dt);
+  lathe_buffer_t in = NULL, out = NULL;
+  if (!st) st = lathe_buffer_from_host(tst_backend(), 0, &s0, &v, (size_t)lathe_shape_byte_size(&s0), &in);
+  if (!st) st = lathe_executable_execute(e, &in, NULL, 1, 0, &out, 1);
+  lathe_buffer_free(in);
+  lathe_buffer_free(out);
+  lathe_executable_free(e);
+  lathe_builder_free(b);
+  return st;
+}
+
+static lathe_status_t iota_n(lathe_function_t fn, lathe_value_t n, lathe_value_t *out) {
+  lathe_dim_spec d[2] = {{0, "n", n}, {4, NULL, NULL}};
+  return lathe_dynamic_iota(fn, LATHE_DTYPE_INT32, 0, d, 2, out);
+}
+static lathe_status_t reshape_n(lathe_function_t fn, lathe_value_t n, lathe_value_t *out) {
+  float v[6] = {0};
+  lathe_shape s = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 3);
+  lathe_value_t c;
+  LATHE_RETURN_IF_ERROR(lathe_constant(fn, &s, v, sizeof v, &c));
+  lathe_dim_spec d[1] = {{0, "flat", n}};
+  return lathe_dynamic_reshape(fn, c, d, 1, out);
+}
+static lathe_status_t broadcast_n(lathe_function_t fn, lathe_value_t n, lathe_value_t *out) {
+  float v[1] = {0};
+  lathe_shape s = TST_SHAPE(LATHE_DTYPE_FLOAT32, 1);
+  lathe_value_t c;
+  LATHE_RETURN_IF_ERROR(lathe_constant(fn, &s, v, sizeof v, &c));
+  lathe_dim_spec d[2] = {{2, NULL, NULL}, {0, "m", n}};
+  return lathe_dynamic_broadcast_in_dim(fn, c, (const int[]){1}, 1, d, 2, out);
+}
+static lathe_status_t pad_interior_n(lathe_function_t fn, lathe_value_t n, lathe_value_t *out) {
+  float v[3] = {0}, z = 0;
+  lathe_shape s = TST_SHAPE(LATHE_DTYPE_FLOAT32, 3), s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  lathe_value_t c, fill;
+  LATHE_RETURN_IF_ERROR(lathe_constant(fn, &s, v, sizeof v, &c));
+  LATHE_RETURN_IF_ERROR(lathe_constant(fn, &s0, &z, sizeof z, &fill));
+  lathe_dynamic_pad_axis pa = {0, 0, 0, NULL, NULL, n, NULL};
+  return lathe_dynamic_pad(fn, c, fill, &pa, 1, out);
+}
+static lathe_status_t pad_start_n(lathe_function_t fn, lathe_value_t n, lathe_value_t *out) {
+  float v[3] = {0}, z = 0;
+  lathe_shape s = TST_SHAPE(LATHE_DTYPE_FLOAT32, 3), s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  lathe_value_t c, fill;
+  LATHE_RETURN_IF_ERROR(lathe_constant(fn, &s, v, sizeof v, &c));
+  LATHE_RETURN_IF_ERROR(lathe_constant(fn, &s0, &z, sizeof z, &fill));
+  lathe_dynamic_pad_axis pa = {0, 0, 0, n, NULL, NULL, NULL};
+  return lathe_dynamic_pad(fn, c, fill, &pa, 1, out);
+}
+
+TEST(dynamic_size_values_bad_at_execution) {
+  CHECK_ERR(run_sized(iota_n, LATHE_DTYPE_INT64, -1), INVALID_ARGUMENT, "DynamicIota: axis 0 (\"n\") has negative size -1 from its value");
+  CHECK_ERR(run_sized(iota_n, LATHE_DTYPE_INT64, INT64_C(1) << 61), INVALID_ARGUMENT, "DynamicIota");
+  CHECK_ERR(run_sized(iota_n, LATHE_DTYPE_INT64, INT64_MAX), INVALID_ARGUMENT, "beyond the size limit");
+  CHECK_ERR(run_sized(iota_n, LATHE_DTYPE_UINT64, -1), INVALID_ARGUMENT, "DynamicIota: the size value of axis 0, 18446744073709551615, is beyond");
+  CHECK_OK(run_sized(iota_n, LATHE_DTYPE_INT8, 0));
+  CHECK_ERR(run_sized(reshape_n, LATHE_DTYPE_INT32, 5), INVALID_ARGUMENT, "DynamicReshape: operand has 6 elements, the resolved target 5");
+  CHECK_OK(run_sized(reshape_n, LATHE_DTYPE_INT32, 6));
+  CHECK_ERR(run_sized(broadcast_n, LATHE_DTYPE_INT32, -2), INVALID_ARGUMENT,
+            "DynamicBroadcastInDim: axis 1 (\"m\") has negative size -2 from its value");
+  CHECK_OK(run_sized(broadcast_n, LATHE_DTYPE_INT32, 5));
+  CHECK_OK(run_sized(broadcast_n, LATHE_DTYPE_INT16, 0));
+  CHECK_ERR(run_sized(pad_interior_n, LATHE_DTYPE_INT32, -1), INVALID_ARGUMENT, "DynamicPad: interior padding of axis 0 is negative (-1)");
+  CHECK_ERR(run_sized(pad_start_n, LATHE_DTYPE_INT32, -4), INVALID_ARGUMENT, "DynamicPad: axis 0 of size 3 with padding [-4, 0, interior 0] would get negative size -1");
+  CHECK_OK(run_sized(pad_start_n, LATHE_DTYPE_INT32, -3)); /* crops everything */
+  CHECK_ERR(run_sized(pad_interior_n, LATHE_DTYPE_INT64, INT64_C(1) << 62), INVALID_ARGUMENT, "DynamicPad: axis 0 of size 3");
+
+  /* a value-sized axis named like a bound axis must agree with it (folded from a constant) */
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("dyn_size_conflict", &fn);
+  if (!b) return;
+  lathe_value_t x = tst_param(fn, "x", DYN(LATHE_DTYPE_FLOAT32, D(-1), "batch")), y = NULL, z = NULL;
+  tst_param(fn, "w", TST_SHAPE(LATHE_DTYPE_FLOAT32, 2));
+  lathe_dim_spec d[1] = {{0, "batch", cint(fn, LATHE_DTYPE_INT32, 5)}};
+  CHECK_OK(lathe_dynamic_iota(fn, LATHE_DTYPE_FLOAT32, 0, d, 1, &y));
+  if (y) CHECK_OK(lathe_add(fn, x, y, &z));
+  if (z) {
+    CHECK_OK(lathe_function_return(fn, &z, 1));
+    CHECK_ERR(run2(b, TST_SHAPE(LATHE_DTYPE_FLOAT32, 2), TST_SHAPE(LATHE_DTYPE_FLOAT32, 2), 1), INVALID_ARGUMENT,
+              "DynamicIota: axis 0 (\"batch\") has size 5 from its value, but \"batch\" is bound to 2");
+  }
+  lathe_builder_free(b);
+}
