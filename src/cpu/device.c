@@ -8,6 +8,7 @@
 
 #include "cpu.h"
 #include "kernels.h"
+#include "../runtime/job.h"
 
 /* ---- memory ---- */
 static lathe_status_t mem_alloc(void *ctx, int device, size_t nbytes, void **out) {
@@ -371,6 +372,7 @@ static void destroy(void *ctx) {
   for (int i = 0; c->descriptions && i <= c->n_devices; i++) free(c->descriptions[i]);
   free(c->descriptions);
   lathe_pool_free(c->pool);
+  lathe_job_release(c->job);
   free(c);
   lathe_cpu_mem_detach();
 }
@@ -426,6 +428,9 @@ lathe_status_t lathe_cpu_device_new(const char *options, const lathe_device_i **
   lathe_cpu_isa isa;
   lathe_status_t ist = lathe_cpu_isa_parse(isa_env && *isa_env ? isa_env : NULL, &isa);
   if (ist) return lathe_status_annotate(ist, "from the environment variable LATHE_CPU_ISA");
+  lathe_job_config job;
+  lathe_job_config_init(&job);
+  bool is_job = false;
   const char *p = options ? options : "";
   while (*p) {
     const char *end = strchr(p, ',');
@@ -442,13 +447,16 @@ lathe_status_t lathe_cpu_device_new(const char *options, const lathe_device_i **
       isa_forced = strcmp(v, "auto") != 0;
     } else if (option(p, len, "async", v, sizeof v) && (!strcmp(v, "0") || !strcmp(v, "1") || !strcmp(v, "late"))) {
       async = v[0] == '0' ? LATHE_CPU_INLINE : v[0] == '1' ? LATHE_CPU_THREAD : LATHE_CPU_LATE;
+    } else if (lathe_job_is_option(p, len)) {
+      LATHE_RETURN_IF_ERROR(lathe_job_option("lathe:cpu", p, len, &job));
     } else if (len) {
       return LATHE_INVALID("lathe:cpu: unknown option \"%.*s\"; known options: threads=N, devices=N, fuse=0|1, "
-                           "async=0|1|late, isa=auto|baseline|avx2|avx512", (int)len, p);
+                           "async=0|1|late, isa=auto|baseline|avx2|avx512, " LATHE_JOB_OPTIONS_HELP, (int)len, p);
     }
     p += len;
     if (*p == ',') p++;
   }
+  LATHE_RETURN_IF_ERROR(lathe_job_config_resolve("lathe:cpu", &job, &is_job));
   lathe_cpu *c = calloc(1, sizeof *c);
   if (!c) return LATHE_OOM("lathe:cpu");
   lathe_cpu_mem_attach();
@@ -480,6 +488,7 @@ lathe_status_t lathe_cpu_device_new(const char *options, const lathe_device_i **
     else snprintf(c->descriptions[0], 96, "cpu (%d threads, %s)", threads, in);
   }
   if (!st && async != LATHE_CPU_INLINE) st = queues_ready(c);
+  if (!st && is_job) st = lathe_job_acquire(&job, &c->job);
   char *conf = st ? NULL : malloc(96);
   if (!st && !conf) st = LATHE_OOM("lathe:cpu");
   if (st) {
