@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "546f6778f42f74a3031dc7d13f501c87"
+const engineSourcesHash = "e8b1ae20175e698ddf843e7301eb52a8"

@@ -30,6 +30,10 @@ type Options struct {
 	Stdout io.Writer // prefixed output of every process; nil = os.Stdout
 	Log    io.Writer // the launcher's own lines; nil = os.Stderr
 	Grace  time.Duration
+	// KeepGoing leaves the others running when one fails (tests watch how they fail).
+	KeepGoing bool
+	// Limit kills every process still running after it (0: none).
+	Limit time.Duration
 }
 
 // Result of a job: each process's exit error (nil for success), and the first that failed.
@@ -102,7 +106,7 @@ func Run(o Options, argv []string) (Result, error) {
 	}
 	fmt.Fprintf(o.Log, "lathe-launch: %d processes, coordinator %s, token %s\n", o.Processes, o.Coordinator, o.Token)
 	pw := prefixWriter{&sync.Mutex{}, o.Stdout}
-	var outs sync.WaitGroup
+	outs := make([]sync.WaitGroup, o.Processes) // per process: its output read to the end
 	cmds := make([]*exec.Cmd, o.Processes)
 	res.Errs = make([]error, o.Processes)
 	for p := range cmds {
@@ -128,9 +132,9 @@ func Run(o Options, argv []string) (Result, error) {
 			}
 			return res, fmt.Errorf("launch: starting process %d: %w", p, err)
 		}
-		outs.Add(2)
-		go forward(stdout, p, pw, &outs)
-		go forward(stderr, p, pw, &outs)
+		outs[p].Add(2)
+		go forward(stdout, p, pw, &outs[p])
+		go forward(stderr, p, pw, &outs[p])
 		cmds[p] = cmd
 	}
 	type exit struct {
@@ -139,14 +143,29 @@ func Run(o Options, argv []string) (Result, error) {
 	}
 	exits := make(chan exit, o.Processes)
 	for p, cmd := range cmds {
-		go func() { exits <- exit{p, cmd.Wait()} }()
+		go func() {
+			outs[p].Wait() // Wait closes the pipes: read them out first
+			exits <- exit{p, cmd.Wait()}
+		}()
 	}
 	var killTimer *time.Timer
+	if o.Limit > 0 {
+		limit := time.AfterFunc(o.Limit, func() {
+			fmt.Fprintf(o.Log, "lathe-launch: the job ran past %s: killing it\n", o.Limit)
+			for _, c := range cmds {
+				_ = c.Process.Kill()
+			}
+		})
+		defer limit.Stop()
+	}
 	for range cmds {
 		e := <-exits
 		res.Errs[e.p] = e.err
 		if e.err != nil && res.First < 0 {
 			res.First = e.p
+			if o.KeepGoing {
+				continue
+			}
 			fmt.Fprintf(o.Log, "lathe-launch: process %d failed (%v): stopping the others\n", e.p, e.err)
 			for q, c := range cmds {
 				if q != e.p {
@@ -163,6 +182,5 @@ func Run(o Options, argv []string) (Result, error) {
 	if killTimer != nil {
 		killTimer.Stop()
 	}
-	outs.Wait()
 	return res, nil
 }

@@ -199,7 +199,25 @@ static lathe_status_t across_processes(struct lathe_job *job, const lathe_node *
     char name[256];
     int at = snprintf(name, sizeof name, "cpu/%d", c->n);
     for (int q = 0; q < m && at < (int)sizeof name - 12; q++) at += snprintf(name + at, sizeof name - (size_t)at, "%c%d", q ? '.' : ':', members[q]);
-    for (int k = 0; !st && k < n->n_operands; k++) {
+    /* operands of one dtype go as one buffer: one exchange instead of one per operand (a step's
+     * gradients are many small tensors, and each exchange costs round trips) */
+    int no = n->n_operands;
+    bool same = no > 1;
+    size_t total = 0;
+    for (int k = 0; k < no; k++) {
+      same &= out[k]->shape.dtype == out[0]->shape.dtype;
+      total += out[k]->nbytes;
+    }
+    char *packed = same && total ? malloc(total) : NULL;
+    if (packed) {
+      for (size_t k = 0, at = 0; k < (size_t)no; at += out[k]->nbytes, k++) memcpy(packed + at, out[k]->data, out[k]->nbytes);
+      pair_ctx pc = {lathe_attr_all_reduce_reduction(n), out[0]->shape.dtype};
+      size_t es = (size_t)lathe_dtype_bits(pc.dt) / 8;
+      st = lathe_job_all_reduce(job, name, packed, total / es, es, pair_reduce, &pc);
+      for (size_t k = 0, at = 0; !st && k < (size_t)no; at += out[k]->nbytes, k++) memcpy(out[k]->data, packed + at, out[k]->nbytes);
+      free(packed);
+    }
+    for (int k = 0; !packed && !st && k < no; k++) {
       pair_ctx pc = {lathe_attr_all_reduce_reduction(n), out[k]->shape.dtype};
       size_t es = (size_t)lathe_dtype_bits(pc.dt) / 8;
       st = lathe_job_all_reduce(job, name, out[k]->data, (size_t)lathe_shape_size(&out[k]->shape), es, pair_reduce, &pc);
