@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "e8b1ae20175e698ddf843e7301eb52a8"
+const engineSourcesHash = "cb1642b982a155329c3bdd997d1ceabe"

@@ -246,6 +246,22 @@ lathe_status_t lathe_job_acquire(const lathe_job_config *cfg, lathe_job **out) {
   return NULL;
 }
 
+lathe_status_t lathe_job_current(const char *who, lathe_job **out) {
+  *out = NULL;
+  pthread_mutex_lock(&job_mu);
+  if (the_job) {
+    the_job->refs++;
+    *out = the_job;
+  }
+  pthread_mutex_unlock(&job_mu);
+  if (*out) return NULL;
+  lathe_job_config cfg;
+  lathe_job_config_init(&cfg);
+  bool is_job = false;
+  LATHE_RETURN_IF_ERROR(lathe_job_config_resolve(who, &cfg, &is_job));
+  return is_job ? lathe_job_acquire(&cfg, out) : NULL;
+}
+
 void lathe_job_release(lathe_job *j) {
   if (!j) return;
   pthread_mutex_lock(&job_mu);

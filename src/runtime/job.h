@@ -40,6 +40,9 @@ typedef struct lathe_job lathe_job;
  * the one this process has joined (its configuration must be the same). */
 lathe_status_t lathe_job_acquire(const lathe_job_config *cfg, lathe_job **out);
 void lathe_job_release(lathe_job *j); /* NULL is a no-op; the last one leaves the job */
+/* A reference to the job this process is in, else the one the environment describes (joined
+ * now), else *out = NULL: for devices whose own options do not name a job (lathe:cuda). */
+lathe_status_t lathe_job_current(const char *who, lathe_job **out);
 int lathe_job_process(const lathe_job *j);
 int lathe_job_processes(const lathe_job *j);
 /* Coordinator services (each wait bounded by the job's timeout). get's *value is malloc'ed. */
