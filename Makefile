@@ -94,7 +94,7 @@ $(BUILD)/%_bench: bench/%_bench.c bench/bench.h $(BUILD)/liblathe.a
 
 bench: $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*_bench.c))
 
-test: $(TESTS) $(ALLOC_TEST)
+test: $(TESTS) $(ALLOC_TEST) $(GLOO_PLUGIN)
 	$(BUILD)/test_unit
 	$(BUILD)/test_ops
 	$(if $(MLX_SRC),$(BUILD)/test_mlx)
