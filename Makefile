@@ -53,7 +53,15 @@ EXAMPLES := $(BUILD)/mlp_train
 
 .PHONY: all lib test test-diff test-sanitize fuzz fuzz-link examples bench install clean cuda-abi-check
 all: lib examples bench $(TESTS) $(ALLOC_TEST)
-lib: $(BUILD)/liblathe.a $(BUILD)/liblathe.so $(BUILD)/lathe.pc
+GLOO_PLUGIN := $(if $(wildcard /usr/include/gloo/allreduce.h),$(BUILD)/liblathe_gloo.so)
+lib: $(BUILD)/liblathe.a $(BUILD)/liblathe.so $(BUILD)/lathe.pc $(GLOO_PLUGIN)
+
+# The Gloo plugin: CPU AllReduce across the processes of a job (docs/ARCHITECTURE.md "A job of
+# several processes"), built where Gloo's headers are (Debian libgloo-dev) and dlopen'ed at run
+# time, so nothing else needs Gloo or C++.
+$(BUILD)/liblathe_gloo.so: src/gloo/lathe_gloo.cpp src/gloo/lathe_gloo.h
+	@mkdir -p $(BUILD)
+	$(CXX) -std=c++17 $(WARN) -O2 -fPIC -shared -Isrc/gloo $< -lgloo -o $@
 
 $(BUILD)/obj/%.o: src/%.c $(HDR) $(MLX_STAMP)
 	@mkdir -p $(dir $@)
@@ -109,7 +117,7 @@ $(BUILD)/%_bench: bench/%_bench.c bench/bench.h $(BUILD)/liblathe.a
 
 bench: $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*_bench.c))
 
-test: $(TESTS) $(ALLOC_TEST)
+test: $(TESTS) $(ALLOC_TEST) $(GLOO_PLUGIN)
 	$(BUILD)/test_unit
 	$(BUILD)/test_ops
 	$(if $(MLX_SRC),$(BUILD)/test_mlx)

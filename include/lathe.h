@@ -152,6 +152,11 @@ bool lathe_backend_supports_dynamic_axes(lathe_backend_t backend);
 bool lathe_backend_has_shared_buffers(lathe_backend_t backend);
 /* Whether lathe_executable_execute may return before the work is done (async=1 on the CPU). */
 bool lathe_backend_is_asynchronous(lathe_backend_t backend);
+/* This process's place in a job of several processes (joined by a backend made with a job's
+ * options or environment; docs/ARCHITECTURE.md "A job of several processes"): its index and the
+ * job's process count; 0 and 1 outside a job. An AllReduce sums over the replicas of every
+ * process: a data-parallel mean divides by processes * replicas. */
+void lathe_job_info(int *out_process, int *out_processes);
 
 /* ---------------------------------------------------------------------------------------------
  * Buffers: device memory holding one tensor, on one device (ordinal) of a backend.

@@ -8,6 +8,12 @@
 //	go run ./cmd/lathe-dataparallel                            # lathe:cpu with 2 devices
 //	go run ./cmd/lathe-dataparallel -backend lathe:cpu -devices 4
 //	go run ./cmd/lathe-dataparallel -backend lathe:cuda -devices 2   # two GPUs
+//	go run ./cmd/lathe-launch -n 2 go run ./cmd/lathe-dataparallel -devices 1   # a job of 2 processes
+//
+// In a job of P processes (docs/ARCHITECTURE.md "A job of several processes") every process runs
+// the single-device reference on the whole batch, and the data-parallel run has P*N replicas: the
+// replica r of process p takes the (p*N+r)-th slice of the batch, and the AllReduce sums over all
+// P*N of them -- which is why the loss divides by the global batch size, not by N.
 package main
 
 import (
@@ -71,20 +77,28 @@ func run(backendName string, n int, c config, tol float64) error {
 	if many.NumDevices() != n {
 		return fmt.Errorf("%s has %d devices, want %d", many.Name(), many.NumDevices(), n)
 	}
+	proc, procs := lathe.JobInfo()
+	if c.batch%(n*procs) != 0 {
+		return fmt.Errorf("a batch of %d does not split over %d devices in each of %d processes", c.batch, n, procs)
+	}
 	xs, ys := makeData(c)
 	w0 := initWeights(c)
 	var single, parallel []float32
 	var tSingle, tParallel time.Duration
 	err = exceptions.TryCatch[error](func() {
 		start := time.Now()
-		single = train(one, 1, c, xs, ys, w0)
+		single = train(one, 1, 1, 0, c, xs, ys, w0)
 		tSingle = time.Since(start)
 		start = time.Now()
-		parallel = train(many, n, c, xs, ys, w0)
+		parallel = train(many, n, procs, proc, c, xs, ys, w0)
 		tParallel = time.Since(start)
 	})
 	if err != nil {
 		return err
+	}
+	if procs > 1 {
+		fmt.Printf("process %d of a job of %d: %d devices here, %d replicas in all\n", proc, procs, n, n*procs)
+		n *= procs
 	}
 	fmt.Printf("MLP %d-%d-%d, batch %d, %d SGD steps: 1 device (%s) vs %d devices (%s)\n",
 		c.features, c.hidden, c.classes, c.batch, c.steps, one.Description(), n, many.Description())
@@ -154,12 +168,16 @@ func initWeights(c config) weights {
 		fill(c.hidden*c.classes, 1/math.Sqrt(float64(c.hidden))), make([]float32, c.classes)}
 }
 
-// train runs c.steps SGD steps over n replicas and returns the global mean loss of each step.
+// stepHook, when set, is called before each step of a data-parallel run (tests make faults with it).
+var stepHook func(step int)
+
+// train runs c.steps SGD steps over n replicas in each of procs processes (this one is proc) and
+// returns the global mean loss of each step.
 // The step graph's parameters are (x, y, w1, b1, w2, b2) per replica; its outputs (loss, w1, b1,
 // w2, b2) per replica; a replica's new weights stay on its device and feed its next step.
-func train(backend compute.Backend, n int, c config, xs, ys [][]float32, w0 weights) []float32 {
+func train(backend compute.Backend, n, procs, proc int, c config, xs, ys [][]float32, w0 weights) []float32 {
 	g := NewGraph(backend, "sgd_step")
-	if n > 1 {
+	if n*procs > 1 {
 		mesh, err := distributed.NewDeviceMesh([]int{n}, []string{"data"})
 		if err != nil {
 			panic(err)
@@ -167,8 +185,13 @@ func train(backend compute.Backend, n int, c config, xs, ys [][]float32, w0 weig
 		if err := g.SetSPMD(mesh); err != nil {
 			panic(err)
 		}
+		if n == 1 { // GoMLX assigns devices by itself only to meshes of several (a job's one device per process)
+			if err := g.SetDeviceAssignment([]compute.DeviceNum{0}); err != nil {
+				panic(err)
+			}
+		}
 	}
-	local := c.batch / n
+	local := c.batch / (n * procs)
 	x := Parameter(g, "x", shapes.Make(dtypes.Float32, local, c.features))
 	y := Parameter(g, "y", shapes.Make(dtypes.Float32, local, c.classes))
 	w1 := Parameter(g, "w1", shapes.Make(dtypes.Float32, c.features, c.hidden))
@@ -181,7 +204,7 @@ func train(backend compute.Backend, n int, c config, xs, ys [][]float32, w0 weig
 	loss := DivScalar(Neg(ReduceAllSum(Mul(y, LogSoftmax(logits, -1)))), float64(c.batch))
 	params := []*Node{w1, b1, w2, b2}
 	grads := Gradient(loss, params...)
-	if n > 1 { // the sums over all replicas: the global loss and the global batch's gradients
+	if n*procs > 1 { // the sums over all replicas: the global loss and the global batch's gradients
 		reduced := g.Distributed().AllReduce(append([]*Node{loss}, grads...), compute.ReduceOpSum)
 		loss, grads = reduced[0], reduced[1:]
 	}
@@ -202,10 +225,14 @@ func train(backend compute.Backend, n int, c config, xs, ys [][]float32, w0 weig
 	}
 	losses := make([]float32, 0, c.steps)
 	for s := 0; s < c.steps; s++ {
+		if stepHook != nil && n*procs > 1 {
+			stepHook(s)
+		}
 		var args []any
-		for r := 0; r < n; r++ { // replica r takes rows [r*local, (r+1)*local) of the batch
-			xr := xs[s][r*local*c.features : (r+1)*local*c.features]
-			yr := ys[s][r*local*c.classes : (r+1)*local*c.classes]
+		for r := 0; r < n; r++ { // global replica q = proc*n+r takes rows [q*local, (q+1)*local) of the batch
+			q := proc*n + r
+			xr := xs[s][q*local*c.features : (q+1)*local*c.features]
+			yr := ys[s][q*local*c.classes : (q+1)*local*c.classes]
 			args = append(args, tensors.FromFlatDataAndDimensions(xr, local, c.features),
 				tensors.FromFlatDataAndDimensions(yr, local, c.classes))
 			args = append(args, w[r]...)

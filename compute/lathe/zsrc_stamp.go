@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "c502e2deb8844e1063d8c057dbc7328c"
+const engineSourcesHash = "086c580510b562bedc8fa171f27f42f3"

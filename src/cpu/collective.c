@@ -2,16 +2,25 @@
  * Replicas run at once on their queues' threads and meet in shared memory: the k-th collective
  * call of every replica (they run one program, so their calls line up) posts its operands, waits
  * until its whole group has posted, reduces the group's values in group order (so every
- * replica computes the same bits), then waits until all have read before the operands may go. */
+ * replica computes the same bits), then waits until all have read before the operands may go.
+ * In a job of several processes (src/runtime/job.h) each local group spans every process: its
+ * first replica reduces the local values, then reduces that across the processes with Gloo (the
+ * same reduction, pairwise), and the group's other replicas copy its result. */
 #include <pthread.h>
 
 #include "cpu.h"
+#include "exec.h"
+#include "../runtime/job.h"
 
 typedef struct coll_call {
   struct coll_call *next;
   int64_t seq;
   int posted, read, left;
   lathe_tensor *const **in; /* per replica: its operands */
+  /* in a job, per replica leading a group: its results, whether they are final, its error */
+  lathe_tensor ***out;
+  bool *done;
+  char **err;
 } coll_call;
 
 typedef struct cpu_coll {
@@ -22,14 +31,22 @@ typedef struct cpu_coll {
   coll_call *calls;
 } cpu_coll;
 
+static void call_free(coll_call *k, int n) {
+  for (int r = 0; k->err && r < n; r++) free(k->err[r]);
+  free(k->err);
+  free(k->done);
+  free(k->out);
+  free(k->in);
+  free(k);
+}
+
 static void coll_free(void *p) {
   cpu_coll *c = p;
   if (!c) return;
   while (c->calls) {
     coll_call *k = c->calls;
     c->calls = k->next;
-    free(k->in);
-    free(k);
+    call_free(k, c->n);
   }
   pthread_cond_destroy(&c->cv);
   pthread_mutex_destroy(&c->mu);
@@ -159,6 +176,69 @@ static int group_of(const lathe_node *n, int r, int n_replicas, int *members) {
   return 1;
 }
 
+/* Gloo's pairwise reduction: c = a (op) b with lathe's semantics (NaN-propagating max/min, wrapping
+ * integers), so a job computes what one process with every replica would, up to summation order. */
+typedef struct {
+  lathe_op op;
+  lathe_dtype dt;
+} pair_ctx;
+
+static void pair_reduce(void *ctx, void *c, const void *a, const void *b, size_t n) {
+  const pair_ctx *pc = ctx;
+  const void *src[2] = {a, b};
+  red_job j = {pc->op, pc->dt, src, 2, c};
+  reduce_range(&j, 0, (int64_t)n);
+}
+
+/* The job part of a collective: the group's leader reduces its local result across the
+ * processes; the others wait for it and copy. The group's name is the same in every process. */
+static lathe_status_t across_processes(struct lathe_job *job, const lathe_node *n, int replica, int leader,
+                                       const int *members, int m, cpu_coll *c, coll_call *call, lathe_tensor **out) {
+  lathe_status_t st = NULL;
+  if (replica == leader) {
+    char name[256];
+    int at = snprintf(name, sizeof name, "cpu/%d", c->n);
+    for (int q = 0; q < m && at < (int)sizeof name - 12; q++) at += snprintf(name + at, sizeof name - (size_t)at, "%c%d", q ? '.' : ':', members[q]);
+    /* operands of one dtype go as one buffer: one exchange instead of one per operand (a step's
+     * gradients are many small tensors, and each exchange costs round trips) */
+    int no = n->n_operands;
+    bool same = no > 1;
+    size_t total = 0;
+    for (int k = 0; k < no; k++) {
+      same &= out[k]->shape.dtype == out[0]->shape.dtype;
+      total += out[k]->nbytes;
+    }
+    char *packed = same && total ? malloc(total) : NULL;
+    if (packed) {
+      for (size_t k = 0, at = 0; k < (size_t)no; at += out[k]->nbytes, k++) memcpy(packed + at, out[k]->data, out[k]->nbytes);
+      pair_ctx pc = {lathe_attr_all_reduce_reduction(n), out[0]->shape.dtype};
+      size_t es = (size_t)lathe_dtype_bits(pc.dt) / 8;
+      st = lathe_job_all_reduce(job, name, packed, total / es, es, pair_reduce, &pc);
+      for (size_t k = 0, at = 0; !st && k < (size_t)no; at += out[k]->nbytes, k++) memcpy(out[k]->data, packed + at, out[k]->nbytes);
+      free(packed);
+    }
+    for (int k = 0; !packed && !st && k < no; k++) {
+      pair_ctx pc = {lathe_attr_all_reduce_reduction(n), out[k]->shape.dtype};
+      size_t es = (size_t)lathe_dtype_bits(pc.dt) / 8;
+      st = lathe_job_all_reduce(job, name, out[k]->data, (size_t)lathe_shape_size(&out[k]->shape), es, pair_reduce, &pc);
+    }
+    pthread_mutex_lock(&c->mu);
+    call->done[leader] = true;
+    if (st) call->err[leader] = strdup(lathe_status_message(st));
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return st;
+  }
+  pthread_mutex_lock(&c->mu);
+  while (!call->done[leader]) pthread_cond_wait(&c->cv, &c->mu);
+  if (call->err[leader] || !call->out[leader])
+    st = lathe_status_new(LATHE_STATUS_UNAVAILABLE, "%s", call->err[leader] ? call->err[leader] : "AllReduce: across processes failed");
+  pthread_mutex_unlock(&c->mu);
+  for (int k = 0; !st && k < n->n_operands; k++)
+    if (out[k]->nbytes) memcpy(out[k]->data, call->out[leader][k]->data, out[k]->nbytes);
+  return st;
+}
+
 lathe_status_t lathe_cpu_run_collective(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in,
                                         lathe_tensor **out) {
   if (n->op != LATHE_OP_ALL_REDUCE) return LATHE_UNIMPL("%s: not a collective", lathe_op_name(n->op));
@@ -181,10 +261,14 @@ lathe_status_t lathe_cpu_run_collective(lathe_cpu_exec *ex, const lathe_node *n,
   while (call && call->seq != seq) call = call->next;
   if (!call) {
     call = calloc(1, sizeof *call);
-    if (call) call->in = calloc((size_t)c->n, sizeof *call->in);
-    if (!call || !call->in) {
-      if (call) free(call->in);
-      free(call);
+    if (call) {
+      call->in = calloc((size_t)c->n, sizeof *call->in);
+      call->out = calloc((size_t)c->n, sizeof *call->out);
+      call->done = calloc((size_t)c->n, sizeof *call->done);
+      call->err = calloc((size_t)c->n, sizeof *call->err);
+    }
+    if (!call || !call->in || !call->out || !call->done || !call->err) {
+      if (call) call_free(call, c->n);
       pthread_mutex_unlock(&c->mu);
       free(members);
       free(src);
@@ -195,15 +279,22 @@ lathe_status_t lathe_cpu_run_collective(lathe_cpu_exec *ex, const lathe_node *n,
     c->calls = call;
   }
   call->in[replica] = in;
+  call->out[replica] = out;
   if (++call->posted == c->n) pthread_cond_broadcast(&c->cv);
   while (call->posted < c->n) pthread_cond_wait(&c->cv, &c->mu);
   pthread_mutex_unlock(&c->mu);
   int m = group_of(n, replica, c->n, members);
-  for (int k = 0; k < n->n_operands; k++) {
-    for (int q = 0; q < m; q++) src[q] = call->in[members[q]][k]->data;
-    red_job j = {lathe_attr_all_reduce_reduction(n), out[k]->shape.dtype, src, m, out[k]->data};
-    lathe_parallel_for(lathe_cpu_exec_pool(ex), lathe_shape_size(&out[k]->shape), 1 << 15, reduce_range, &j);
+  struct lathe_job *job = ex->cpu->job;
+  int leader = members[0];
+  lathe_status_t st = NULL;
+  if (!job || replica == leader) {
+    for (int k = 0; k < n->n_operands; k++) {
+      for (int q = 0; q < m; q++) src[q] = call->in[members[q]][k]->data;
+      red_job j = {lathe_attr_all_reduce_reduction(n), out[k]->shape.dtype, src, m, out[k]->data};
+      lathe_parallel_for(lathe_cpu_exec_pool(ex), lathe_shape_size(&out[k]->shape), 1 << 15, reduce_range, &j);
+    }
   }
+  if (job) st = across_processes(job, n, replica, leader, members, m, c, call, out);
   /* every replica has read before any may let its operands go; the last one out frees the call */
   pthread_mutex_lock(&c->mu);
   if (++call->read == c->n) pthread_cond_broadcast(&c->cv);
@@ -212,11 +303,10 @@ lathe_status_t lathe_cpu_run_collective(lathe_cpu_exec *ex, const lathe_node *n,
     coll_call **pp = &c->calls;
     while (*pp != call) pp = &(*pp)->next;
     *pp = call->next;
-    free(call->in);
-    free(call);
+    call_free(call, c->n);
   }
   pthread_mutex_unlock(&c->mu);
   free(members);
   free(src);
-  return NULL;
+  return st;
 }

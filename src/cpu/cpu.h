@@ -44,6 +44,7 @@ typedef struct lathe_cpu {
   cpu_queue **queues; /* per ordinal; made at once when asynchronous, on the first SPMD run when INLINE */
   void *queues_mu;    /* pthread_mutex_t guarding their creation */
   char **descriptions;
+  struct lathe_job *job; /* a reference when this backend is part of a job of several processes */
 } lathe_cpu;
 
 extern const lathe_device_i lathe_cpu_device;

@@ -8,6 +8,7 @@
 
 #include "cpu.h"
 #include "kernels.h"
+#include "../runtime/job.h"
 
 /* ---- memory ---- */
 static lathe_status_t mem_alloc(void *ctx, int device, size_t nbytes, void **out) {
@@ -371,6 +372,7 @@ static void destroy(void *ctx) {
   for (int i = 0; c->descriptions && i <= c->n_devices; i++) free(c->descriptions[i]);
   free(c->descriptions);
   lathe_pool_free(c->pool);
+  lathe_job_release(c->job);
   free(c);
   lathe_cpu_mem_detach();
 }
@@ -397,7 +399,7 @@ const lathe_device_i lathe_cpu_device = {
 };
 
 /* lathe:cpu's options (docs/CPU.md), parsed by the runtime (runtime/options.c). */
-enum { OPT_THREADS, OPT_DEVICES, OPT_FUSE, OPT_ASYNC, OPT_ISA };
+enum { OPT_THREADS, OPT_DEVICES, OPT_FUSE, OPT_ASYNC, OPT_ISA, OPT_COORDINATOR, OPT_PROCESSES, OPT_PROCESS, OPT_TOKEN, OPT_TIMEOUT };
 const lathe_option_spec lathe_cpu_options[] = {
     [OPT_THREADS] = {"threads", LATHE_OPTION_INT, "N", 1, 1024, false, "all online cores",
                      "threads in all, the calling thread included"},
@@ -408,6 +410,16 @@ const lathe_option_spec lathe_cpu_options[] = {
                    "executions inline (0), on a worker thread per device (1), or delayed on purpose (late: tests)"},
     [OPT_ISA] = {"isa", LATHE_OPTION_CHOICE, "auto|baseline|avx2|avx512", 0, 0, false, "auto (LATHE_CPU_ISA if set)",
                  "the kernel table to run (the Float32 GEMM micro-kernel follows cpuid); one the CPU lacks fails"},
+    /* a job of several processes (docs/CPU.md "A job of several processes"); unset: LATHE_* and
+     * torchrun's, Slurm's, Open MPI's variables */
+    [OPT_COORDINATOR] = {"coordinator", LATHE_OPTION_TEXT, "HOST:PORT", 0, 0, false, "LATHE_COORDINATOR",
+                         "process 0's coordinator: where it listens, where the others connect"},
+    [OPT_PROCESSES] = {"processes", LATHE_OPTION_INT, "P", 1, 65536, false, "LATHE_NUM_PROCESSES", "processes in the job"},
+    [OPT_PROCESS] = {"process", LATHE_OPTION_INT, "I", 0, 65535, false, "LATHE_PROCESS_ID", "this process's index, 0..P-1"},
+    [OPT_TOKEN] = {"token", LATHE_OPTION_TEXT, "T", 0, 0, false, "LATHE_JOB_TOKEN",
+                   "the job's secret: connections without it are refused"},
+    [OPT_TIMEOUT] = {"timeout", LATHE_OPTION_TEXT, "SECONDS", 0, 0, false, "60",
+                     "how long a wait for another process may take before it is an error"},
 };
 const int lathe_cpu_n_options = (int)(sizeof lathe_cpu_options / sizeof lathe_cpu_options[0]);
 
@@ -428,6 +440,17 @@ lathe_status_t lathe_cpu_device_new(const lathe_option_value *opt, const lathe_d
   if (ist) return lathe_status_annotate(ist, "from the environment variable LATHE_CPU_ISA");
   bool isa_forced = opt[OPT_ISA].set && opt[OPT_ISA].value != 0;
   if (opt[OPT_ISA].set) LATHE_RETURN_IF_ERROR(lathe_cpu_isa_parse(opt[OPT_ISA].text, &isa));
+  /* a job of several processes: the job's options, then the environment (runtime/job.c) */
+  lathe_job_config job;
+  lathe_job_config_init(&job);
+  bool is_job = false;
+  for (int k = OPT_COORDINATOR; k <= OPT_TIMEOUT; k++) {
+    if (!opt[k].set) continue;
+    char kv[300];
+    int len = snprintf(kv, sizeof kv, "%s=%s", lathe_cpu_options[k].name, opt[k].text);
+    LATHE_RETURN_IF_ERROR(lathe_job_option("lathe:cpu", kv, (size_t)len, &job));
+  }
+  LATHE_RETURN_IF_ERROR(lathe_job_config_resolve("lathe:cpu", &job, &is_job));
   lathe_cpu *c = calloc(1, sizeof *c);
   if (!c) return LATHE_OOM("lathe:cpu");
   lathe_cpu_mem_attach();
@@ -459,6 +482,7 @@ lathe_status_t lathe_cpu_device_new(const lathe_option_value *opt, const lathe_d
     else snprintf(c->descriptions[0], 96, "cpu (%d threads, %s)", threads, in);
   }
   if (!st && async != LATHE_CPU_INLINE) st = queues_ready(c);
+  if (!st && is_job) st = lathe_job_acquire(&job, &c->job);
   char *conf = st ? NULL : malloc(96);
   if (!st && !conf) st = LATHE_OOM("lathe:cpu");
   if (st) {

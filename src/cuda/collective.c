@@ -12,17 +12,34 @@
  * of reals. NCCL's max and min need not propagate NaN, lathe's do: for floats a NaN flag per
  * element is max-reduced with the values and the elements it marks become NaN. Int16/Uint16 (no
  * NCCL type) reduce widened to Int32 (sign- or zero-extended: sums and products keep their low 16
- * bits exact, max and min their order) and are narrowed back. Complex products are UNIMPLEMENTED. */
+ * bits exact, max and min their order) and are narrowed back. Complex products are UNIMPLEMENTED.
+ *
+ * In a job of several processes (src/runtime/job.h; joined by another backend of the process or
+ * from the environment) a local group spans every process: its communicators come from
+ * ncclCommInitRank over P*n ranks (process-major: rank p*n+q), the unique id made by process 0
+ * and passed through the job's coordinator. A failed NCCL call aborts the set's communicators
+ * (ncclCommAbort) and drops it from the cache; a later collective makes a new set. */
 #include <stdio.h>
 
 #include "cuda.h"
+#include "../runtime/job.h"
+
+struct lncclUniqueId {
+  char internal[128]; /* NCCL_UNIQUE_ID_BYTES */
+};
 
 typedef struct nccl_set {
   struct nccl_set *next;
   int n;
   int *devs;        /* backend ordinals, in rank order */
   lncclComm *comms; /* per rank */
+  lathe_job *job;   /* a reference when the set spans the processes of a job */
+  lathe_cuda *owner;
+  bool aborted;
 } nccl_set;
+
+/* sets aborted after a fault: kept (replicas may still hold them) until the backend goes */
+static nccl_set *aborted_sets;
 
 /* cache_mu guards every backend's list (short lookups); make_mu serialises making communicators,
  * which may take long: lookups of existing ones never wait for it (a replica blocked there would
@@ -44,6 +61,66 @@ static lathe_status_t nccl_error(const lcu_api *api, lncclResult r, const char *
   return lathe_status_new(LATHE_STATUS_INTERNAL, "AllReduce: %s failed: NCCL error %d (%s)", what, r, msg ? msg : "unknown");
 }
 
+/* The job's communicators for local group devs: this process's n ranks of P*n, made in one
+ * NCCL group from this thread (each on its GPU's context), the unique id through the
+ * coordinator. On failure the ranks made are aborted. */
+static lathe_status_t init_ranks(lathe_cuda *cu, const lcu_api *api, lathe_job *job, const int *devs, int n, lncclComm *comms) {
+  static int made; /* sets made in this process: with the device list, names the id's key */
+  char key[256];
+  int at = snprintf(key, sizeof key, "nccl/%d/%d", __atomic_fetch_add(&made, 1, __ATOMIC_SEQ_CST), n);
+  for (int k = 0; k < n && at < (int)sizeof key - 12; k++) at += snprintf(key + at, sizeof key - (size_t)at, ".%d", devs[k]);
+  int P = lathe_job_processes(job), p = lathe_job_process(job);
+  struct lncclUniqueId id;
+  lathe_status_t st = NULL;
+  if (p == 0) {
+    st = nccl_error(api, api->ncclGetUniqueId(&id), "ncclGetUniqueId");
+    if (!st) st = lathe_job_set(job, key, &id, sizeof id);
+  } else {
+    void *v = NULL;
+    size_t vn = 0;
+    st = lathe_job_get(job, key, &v, &vn);
+    if (!st && vn != sizeof id) st = lathe_status_new(LATHE_STATUS_INTERNAL, "AllReduce: NCCL unique id of %zu bytes from the coordinator", vn);
+    if (!st) memcpy(&id, v, sizeof id);
+    free(v);
+  }
+  if (st) return lathe_status_annotate(st, "AllReduce across %d processes: the NCCL unique id", P);
+  st = nccl_error(api, api->ncclGroupStart(), "ncclGroupStart");
+  if (st) return st;
+  for (int k = 0; !st && k < n; k++) {
+    st = lathe_cuda_use(&cu->devs[devs[k]]);
+    if (!st) st = nccl_error(api, api->ncclCommInitRank(&comms[k], P * n, id, p * n + k), "ncclCommInitRank");
+  }
+  lathe_status_t end = nccl_error(api, api->ncclGroupEnd(), "ncclGroupEnd");
+  if (!st) st = end;
+  else lathe_status_free(end);
+  if (st)
+    for (int k = 0; k < n; k++)
+      if (comms[k]) {
+        api->ncclCommAbort(comms[k]);
+        comms[k] = NULL;
+      }
+  return st ? lathe_status_annotate(st, "AllReduce across %d processes (rank %d..%d of %d)", P, p * n, p * n + n - 1, P * n) : NULL;
+}
+
+/* After a failed NCCL call: the set's communicators are aborted (peers blocked in them return)
+ * and the set leaves the cache, so the next collective makes new ones. */
+static void abort_set(lathe_cuda *cu, const lcu_api *api, nccl_set *s) {
+  pthread_mutex_lock(&cache_mu);
+  if (!s->aborted) {
+    s->aborted = true;
+    for (nccl_set **pp = &cu->nccl; *pp; pp = &(*pp)->next)
+      if (*pp == s) {
+        *pp = s->next;
+        break;
+      }
+    for (int k = 0; k < s->n; k++)
+      if (s->comms[k]) api->ncclCommAbort(s->comms[k]);
+    s->next = aborted_sets;
+    aborted_sets = s;
+  }
+  pthread_mutex_unlock(&cache_mu);
+}
+
 /* The communicators of GPUs devs (rank order): cached, else made now. */
 static lathe_status_t comms_for(lathe_cuda_exec *ex, const lcu_api *api, const int *devs, int n, nccl_set **out) {
   lathe_cuda *cu = lathe_cuda_exec_dev(ex)->cu;
@@ -63,7 +140,15 @@ static lathe_status_t comms_for(lathe_cuda_exec *ex, const lcu_api *api, const i
       s->devs[k] = devs[k];
       gpus[k] = cu->devs[devs[k]].dev; /* the driver's ordinal, as NCCL counts GPUs */
     }
-    if (!st) st = nccl_error(api, api->ncclCommInitAll(s->comms, n, gpus), "ncclCommInitAll");
+    lathe_job *job = NULL;
+    if (s) s->owner = cu;
+    if (!st) st = lathe_job_current("lathe:cuda", &job);
+    if (!st && job) {
+      s->job = job;
+      st = init_ranks(cu, api, job, devs, n, s->comms);
+    } else if (!st) {
+      st = nccl_error(api, api->ncclCommInitAll(s->comms, n, gpus), "ncclCommInitAll");
+    }
     /* NCCL set the devices current on this thread as it went: back to this execution's */
     lathe_status_t use = lathe_cuda_use(lathe_cuda_exec_dev(ex));
     if (!st) st = use;
@@ -75,6 +160,7 @@ static lathe_status_t comms_for(lathe_cuda_exec *ex, const lcu_api *api, const i
       cu->nccl = s;
       pthread_mutex_unlock(&cache_mu);
     } else if (s) {
+      lathe_job_release(s->job);
       free(s->devs);
       free(s->comms);
       free(s);
@@ -97,10 +183,26 @@ void lathe_cuda_nccl_release(lathe_cuda *cu) {
     cu->nccl = s->next;
     for (int k = 0; api && k < s->n; k++)
       if (s->comms[k]) api->ncclCommDestroy(s->comms[k]);
+    lathe_job_release(s->job);
     free(s->devs);
     free(s->comms);
     free(s);
   }
+  /* aborted sets: their communicators were aborted (which frees them) */
+  pthread_mutex_lock(&cache_mu);
+  for (nccl_set **pp = &aborted_sets; *pp;) {
+    nccl_set *s = *pp;
+    if (s->owner != cu) {
+      pp = &s->next;
+      continue;
+    }
+    *pp = s->next;
+    lathe_job_release(s->job);
+    free(s->devs);
+    free(s->comms);
+    free(s);
+  }
+  pthread_mutex_unlock(&cache_mu);
 }
 
 /* ---- dtypes and reductions ---- */
@@ -286,6 +388,8 @@ static lathe_status_t all_reduce(lathe_cuda_exec *ex, const lathe_node *n, lathe
     lathe_status_t use = lathe_cuda_use(lathe_cuda_exec_dev(ex));
     if (!st) st = use;
     else lathe_status_free(use);
+    /* a fault (a peer gone, a mismatch): abort, so no rank stays blocked in this set */
+    if (st && s->job) abort_set(lathe_cuda_exec_dev(ex)->cu, api, s);
   }
   for (int k = 0; !st && k < no; k++) {
     if (!aux[k]) continue;

@@ -172,6 +172,7 @@ typedef enum lathe_option_type {
   LATHE_OPTION_INT,    /* name=N, lo <= N <= hi */
   LATHE_OPTION_CHOICE, /* name=v, v one of values ("0|1", "auto|baseline|avx2") */
   LATHE_OPTION_FLAG,   /* the bare name ("dynamic") */
+  LATHE_OPTION_TEXT,   /* name=text, any text without a comma (an address, a token) */
 } lathe_option_type;
 
 typedef struct lathe_option_spec {
@@ -184,13 +185,13 @@ typedef struct lathe_option_spec {
   const char *doc;    /* one line */
 } lathe_option_spec;
 
-#define LATHE_MAX_OPTIONS 8 /* per device */
+#define LATHE_MAX_OPTIONS 16 /* per device */
 
 /* One parsed option, at the index of its spec. */
 typedef struct lathe_option_value {
   bool set;      /* given in the config (otherwise the device's default applies) */
   long value;    /* INT: the number; CHOICE: the index in values; FLAG: 1 */
-  char text[32]; /* the value as written ("avx2") */
+  char text[256]; /* the value as written ("avx2") */
 } lathe_option_value;
 
 /* Parses "opt,opt=v,..." against spec[0..n) into out[0..n) (all cleared first). label names the

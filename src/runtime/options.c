@@ -56,7 +56,7 @@ lathe_status_t lathe_options_parse(const char *label, const lathe_option_spec *s
       if (strlen(spec[i].name) == klen && strncmp(spec[i].name, p, klen) == 0) hit = i;
       else if (!eq && spec[i].bare && (choice = choice_of(spec[i].values, p, len)) >= 0) hit = i, v = p, vlen = len;
     }
-    char what[256];
+    char what[512];
     if (len && hit < 0) {
       snprintf(what, sizeof what, "unknown option \"%.*s\"", (int)len, p);
       return bad(label, spec, n, p, len, what);
@@ -73,6 +73,8 @@ lathe_status_t lathe_options_parse(const char *label, const lathe_option_spec *s
       } else if (!v || vlen == 0 || vlen >= sizeof o->text) {
         snprintf(what, sizeof what, "%s needs a value (%s=%s), got \"%.*s\"", s->name, s->name, s->values, (int)len, p);
         return bad(label, spec, n, p, len, what);
+      } else if (s->type == LATHE_OPTION_TEXT) {
+        o->value = (long)vlen;
       } else if (s->type == LATHE_OPTION_INT) {
         char num[sizeof o->text], *e;
         memcpy(num, v, vlen);

@@ -1,0 +1,346 @@
+/* test_job.c -- a job's coordinator and configuration (src/runtime/job.h): the wire parser under
+ * random and mutated bytes, encode/parse round trips, options and environment, and the
+ * coordinator's answers on loopback with short timeouts: a join of several processes with
+ * set/get/barrier, a wrong token, a wrong process count, a duplicate index, an unreachable
+ * coordinator, a peer whose connection drops, malformed messages, and a wait that times out --
+ * each an error within its timeout. (Jobs of real processes are tested from Go:
+ * compute/lathe/job_test.go.) */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/core.h"
+#include "runtime/job.h"
+#include "testing.h"
+
+static double seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+static uint32_t next_rand(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return (uint32_t)rng;
+}
+
+TEST(job_parser_fuzz) {
+  uint8_t buf[256];
+  int accepted = 0, bad = 0;
+  for (int it = 0; it < 200000; it++) {
+    size_t n = next_rand() % sizeof buf;
+    for (size_t i = 0; i < n; i++) buf[i] = (uint8_t)next_rand();
+    if (n && it % 2) buf[0] = (uint8_t)(1 + next_rand() % 5); /* a known type half the time */
+    if (n >= 5 && it % 4 == 1) { /* a plausible first length */
+      uint32_t l = next_rand() % 64;
+      buf[1] = 0, buf[2] = 0, buf[3] = 0, buf[4] = (uint8_t)l;
+    }
+    lathe_coord_msg m;
+    lathe_status_t st = lathe_coord_parse(n ? buf : NULL, n, &m);
+    if (st) {
+      bad += lathe_status_code_of(st) != LATHE_STATUS_INVALID_ARGUMENT;
+      lathe_status_free(st);
+      continue;
+    }
+    accepted++;
+    /* an accepted message's fields lie inside it */
+    if (m.a && (m.a < buf || m.a + m.a_len > buf + n)) bad++;
+    if (m.b && (m.b < buf || m.b + m.b_len > buf + n)) bad++;
+  }
+  CHECK(bad == 0, "the parser accepted %d out-of-bounds fields or returned a non-INVALID code", bad);
+  CHECK(accepted > 0, "no random message parsed at all (the fuzzing reaches no valid path)");
+}
+
+TEST(job_parser_round_trip) {
+  const char *key = "gloo/cpu/2:0.1/0", *val = "\x01\x02\x00\x03";
+  lathe_coord_msg m = {.type = LATHE_COORD_SET, .a = (const uint8_t *)key, .a_len = (uint32_t)strlen(key),
+                       .b = (const uint8_t *)val, .b_len = 4};
+  uint8_t *f;
+  size_t n;
+  CHECK_OK(lathe_coord_encode(&m, &f, &n));
+  lathe_coord_msg p;
+  CHECK_OK(lathe_coord_parse(f + 4, n - 4, &p));
+  CHECK(p.type == LATHE_COORD_SET && p.a_len == strlen(key) && !memcmp(p.a, key, p.a_len) && p.b_len == 4 && !memcmp(p.b, val, 4),
+        "SET did not survive encode/parse");
+  /* every truncation and one extra byte are rejected */
+  int bad = 0;
+  for (size_t k = 0; k + 4 < n; k++) {
+    lathe_status_t st = lathe_coord_parse(f + 4, k, &p);
+    bad += st == NULL;
+    lathe_status_free(st);
+  }
+  uint8_t *g = malloc(n + 1);
+  memcpy(g, f, n);
+  g[n] = 0;
+  CHECK_ERR(lathe_coord_parse(g + 4, n - 3, &p), INVALID_ARGUMENT, "after the end");
+  CHECK(bad == 0, "%d truncations of a SET parsed", bad);
+  /* a key with a NUL, an empty key, an unknown type */
+  uint8_t nul[] = {LATHE_COORD_GET, 0, 0, 0, 3, 'a', 0, 'b'};
+  CHECK_ERR(lathe_coord_parse(nul, sizeof nul, &p), INVALID_ARGUMENT, "NUL");
+  uint8_t empty[] = {LATHE_COORD_GET, 0, 0, 0, 0};
+  CHECK_ERR(lathe_coord_parse(empty, sizeof empty, &p), INVALID_ARGUMENT, "key of 0 bytes");
+  uint8_t unknown[] = {99};
+  CHECK_ERR(lathe_coord_parse(unknown, 1, &p), INVALID_ARGUMENT, "unknown message type 99");
+  free(f);
+  free(g);
+}
+
+TEST(job_config) {
+  static const char *vars[] = {"LATHE_COORDINATOR", "LATHE_NUM_PROCESSES", "LATHE_PROCESS_ID", "LATHE_JOB_TOKEN",
+                               "LATHE_JOB_TIMEOUT", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK",
+                               "SLURM_NTASKS", "SLURM_PROCID", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"};
+  char *saved[13];
+  for (int i = 0; i < 13; i++) {
+    const char *v = getenv(vars[i]);
+    saved[i] = v ? strdup(v) : NULL;
+    unsetenv(vars[i]);
+  }
+  lathe_job_config c;
+  bool is_job;
+  /* nothing set: no job */
+  lathe_job_config_init(&c);
+  CHECK_OK(lathe_job_config_resolve("t", &c, &is_job));
+  CHECK(!is_job && c.timeout_ms == LATHE_JOB_DEFAULT_TIMEOUT_MS, "no configuration made a job");
+  /* options */
+  const char *opts[] = {"coordinator=127.0.0.1:29500", "processes=4", "process=3", "token=abc", "timeout=2.5"};
+  lathe_job_config_init(&c);
+  for (int i = 0; i < 5; i++) {
+    CHECK(lathe_job_is_option(opts[i], strlen(opts[i])), "%s is a job option", opts[i]);
+    CHECK_OK(lathe_job_option("t", opts[i], strlen(opts[i]), &c));
+  }
+  CHECK(!lathe_job_is_option("devices=2", 9) && !lathe_job_is_option("process", 7), "devices=2 is not a job option");
+  CHECK_OK(lathe_job_config_resolve("t", &c, &is_job));
+  CHECK(is_job && c.processes == 4 && c.process == 3 && c.timeout_ms == 2500 && !strcmp(c.token, "abc"),
+        "options: job %d, %d of %d, %d ms", is_job, c.process, c.processes, c.timeout_ms);
+  lathe_job_config_init(&c);
+  CHECK_ERR(lathe_job_option("t", "processes=0", 11, &c), INVALID_ARGUMENT, "processes must be an integer");
+  CHECK_ERR(lathe_job_option("t", "timeout=-1", 10, &c), INVALID_ARGUMENT, "timeout must be seconds");
+  /* missing token, index, coordinator; index out of range */
+  lathe_job_config_init(&c);
+  CHECK_OK(lathe_job_option("t", "processes=2", 11, &c));
+  CHECK_OK(lathe_job_option("t", "process=1", 9, &c));
+  CHECK_ERR(lathe_job_config_resolve("t", &c, &is_job), INVALID_ARGUMENT, "needs a coordinator");
+  CHECK_OK(lathe_job_option("t", "coordinator=localhost:1", 23, &c));
+  CHECK_ERR(lathe_job_config_resolve("t", &c, &is_job), INVALID_ARGUMENT, "needs a token");
+  c.process = 5;
+  snprintf(c.token, sizeof c.token, "x");
+  CHECK_ERR(lathe_job_config_resolve("t", &c, &is_job), INVALID_ARGUMENT, "outside the job's 0..1");
+  /* torchrun's variables */
+  setenv("MASTER_ADDR", "10.0.0.7", 1);
+  setenv("MASTER_PORT", "29400", 1);
+  setenv("WORLD_SIZE", "8", 1);
+  setenv("RANK", "5", 1);
+  setenv("LATHE_JOB_TOKEN", "tok", 1);
+  lathe_job_config_init(&c);
+  CHECK_OK(lathe_job_config_resolve("t", &c, &is_job));
+  CHECK(is_job && !strcmp(c.coordinator, "10.0.0.7:29400") && c.processes == 8 && c.process == 5, "torchrun: %s %d of %d",
+        c.coordinator, c.process, c.processes);
+  /* lathe's own win over torchrun's; options over both */
+  setenv("LATHE_COORDINATOR", "127.0.0.1:1234", 1);
+  setenv("LATHE_NUM_PROCESSES", "3", 1);
+  setenv("LATHE_PROCESS_ID", "2", 1);
+  lathe_job_config_init(&c);
+  CHECK_OK(lathe_job_option("t", "process=1", 9, &c));
+  CHECK_OK(lathe_job_config_resolve("t", &c, &is_job));
+  CHECK(!strcmp(c.coordinator, "127.0.0.1:1234") && c.processes == 3 && c.process == 1, "precedence: %s %d of %d", c.coordinator,
+        c.process, c.processes);
+  /* Slurm's count only with a coordinator */
+  for (int i = 0; i < 13; i++) unsetenv(vars[i]);
+  setenv("SLURM_NTASKS", "4", 1);
+  setenv("SLURM_PROCID", "1", 1);
+  lathe_job_config_init(&c);
+  CHECK_OK(lathe_job_config_resolve("t", &c, &is_job));
+  CHECK(!is_job, "a Slurm task count alone made a job");
+  for (int i = 0; i < 13; i++) {
+    if (saved[i]) setenv(vars[i], saved[i], 1);
+    else unsetenv(vars[i]);
+    free(saved[i]);
+  }
+}
+
+/* ---- the coordinator on loopback ---- */
+
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = 0};
+  socklen_t l = sizeof a;
+  int port = -1;
+  if (fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof a) && !getsockname(fd, (struct sockaddr *)&a, &l)) port = ntohs(a.sin_port);
+  if (fd >= 0) close(fd);
+  return port;
+}
+
+typedef struct {
+  const char *addr, *token;
+  int process, processes, timeout_ms;
+  lathe_status_t st;
+  char got[64];
+} joiner;
+
+/* joins, passes a barrier, reads the other's key */
+static void *join_main(void *arg) {
+  joiner *j = arg;
+  lathe_coord_client *c = NULL;
+  char host[64];
+  j->st = lathe_coord_client_new(j->addr, j->token, j->process, j->processes, j->timeout_ms, &c, host, sizeof host);
+  if (j->st) return NULL;
+  char key[32], val[32];
+  snprintf(key, sizeof key, "k%d", j->process);
+  snprintf(val, sizeof val, "v%d", j->process);
+  lathe_coord_msg set = {.type = LATHE_COORD_SET, .a = (const uint8_t *)key, .a_len = (uint32_t)strlen(key),
+                         .b = (const uint8_t *)val, .b_len = (uint32_t)strlen(val)};
+  j->st = lathe_coord_client_call(c, &set, NULL, NULL);
+  lathe_coord_msg bar = {.type = LATHE_COORD_BARRIER, .a = (const uint8_t *)"b", .a_len = 1};
+  if (!j->st) j->st = lathe_coord_client_call(c, &bar, NULL, NULL);
+  snprintf(key, sizeof key, "k%d", (j->process + 1) % j->processes);
+  lathe_coord_msg get = {.type = LATHE_COORD_GET, .a = (const uint8_t *)key, .a_len = (uint32_t)strlen(key)};
+  void *v = NULL;
+  size_t n = 0;
+  if (!j->st) j->st = lathe_coord_client_call(c, &get, &v, &n);
+  if (v) snprintf(j->got, sizeof j->got, "%.*s", (int)n, (const char *)v);
+  free(v);
+  lathe_coord_client_free(c);
+  return NULL;
+}
+
+static void addr_of(char *addr, size_t cap) { snprintf(addr, cap, "127.0.0.1:%d", free_port()); }
+
+TEST(job_coordinator_join) {
+  char addr[64];
+  addr_of(addr, sizeof addr);
+  lathe_coord_server *s = NULL;
+  CHECK_OK(lathe_coord_server_new(addr, "secret", 3, 3000, &s));
+  if (!s) return;
+  joiner j[3];
+  pthread_t t[3];
+  for (int p = 0; p < 3; p++) {
+    j[p] = (joiner){addr, "secret", p, 3, 3000, NULL, {0}};
+    pthread_create(&t[p], NULL, join_main, &j[p]);
+  }
+  for (int p = 0; p < 3; p++) {
+    pthread_join(t[p], NULL);
+    char want[8];
+    snprintf(want, sizeof want, "v%d", (p + 1) % 3);
+    CHECK(j[p].st == NULL && !strcmp(j[p].got, want), "process %d: %s, got \"%s\"", p, j[p].st ? lathe_status_message(j[p].st) : "ok",
+          j[p].got);
+    lathe_status_free(j[p].st);
+  }
+  CHECK(lathe_coord_server_refused(s) == 0, "no connection should be refused");
+  double t0 = seconds();
+  lathe_coord_server_free(s, 3000);
+  CHECK(seconds() - t0 < 1, "the server took %.2f s to stop after every process left", seconds() - t0);
+}
+
+static int raw_connect(const char *addr) {
+  int port = atoi(strrchr(addr, ':') + 1);
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = htons((uint16_t)port)};
+  if (connect(fd, (struct sockaddr *)&a, sizeof a)) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+static void raw_send(int fd, const lathe_coord_msg *m) {
+  uint8_t *f;
+  size_t n;
+  lathe_status_t st = lathe_coord_encode(m, &f, &n);
+  if (!st && send(fd, f, n, MSG_NOSIGNAL) != (ssize_t)n) tst_log("raw send short");
+  if (!st) free(f);
+  lathe_status_free(st);
+}
+
+TEST(job_coordinator_faults) {
+  char addr[64];
+  addr_of(addr, sizeof addr);
+  const int T = 700; /* ms */
+  lathe_coord_server *s = NULL;
+  CHECK_OK(lathe_coord_server_new(addr, "secret", 2, T, &s));
+  if (!s) return;
+  lathe_coord_client *c0 = NULL, *c = NULL;
+  char host[64];
+  /* wrong token: refused, counted, nothing else disturbed */
+  double t0 = seconds();
+  CHECK_ERR(lathe_coord_client_new(addr, "guess", 1, 2, T, &c, host, sizeof host), UNAVAILABLE, "wrong job token");
+  /* malformed bytes as a first message, and garbage lengths: refused without a crash */
+  int fd = raw_connect(addr);
+  if (fd >= 0) {
+    const char junk[] = "\xff\xff\xff\xff garbage";
+    CHECK(send(fd, junk, sizeof junk, MSG_NOSIGNAL) > 0, "send junk");
+    close(fd);
+  }
+  fd = raw_connect(addr);
+  if (fd >= 0) {
+    uint8_t bad[] = {0, 0, 0, 3, LATHE_COORD_HELLO, 1, 2};
+    CHECK(send(fd, bad, sizeof bad, MSG_NOSIGNAL) > 0, "send bad hello");
+    uint8_t reply[512];
+    ssize_t r = recv(fd, reply, sizeof reply, 0);
+    CHECK(r > 5 && reply[4] == LATHE_COORD_ERR, "a malformed HELLO is answered with an error (got %zd bytes)", r);
+    close(fd);
+  }
+  /* wrong process count, index out of range */
+  CHECK_ERR(lathe_coord_client_new(addr, "secret", 1, 3, T, &c, host, sizeof host), UNAVAILABLE, "says the job has 3 processes");
+  CHECK_ERR(lathe_coord_client_new(addr, "secret", 7, 2, T, &c, host, sizeof host), UNAVAILABLE, "outside 0..1");
+  /* a good join, then a duplicate index */
+  CHECK_OK(lathe_coord_client_new(addr, "secret", 0, 2, T, &c0, host, sizeof host));
+  CHECK(!strcmp(host, "127.0.0.1"), "local host %s", host);
+  CHECK_ERR(lathe_coord_client_new(addr, "secret", 0, 2, T, &c, host, sizeof host), UNAVAILABLE, "already joined");
+  CHECK(seconds() - t0 < 2.0 * T / 1000, "refusals took %.2f s", seconds() - t0);
+  CHECK(lathe_coord_server_refused(s) >= 3, "refused %d connections, want >= 3", lathe_coord_server_refused(s));
+  /* a GET nobody answers: an error at the timeout */
+  lathe_coord_msg get = {.type = LATHE_COORD_GET, .a = (const uint8_t *)"never", .a_len = 5};
+  t0 = seconds();
+  if (c0) CHECK_ERR(lathe_coord_client_call(c0, &get, NULL, NULL), UNAVAILABLE, "timed out after 700 ms");
+  double dt = seconds() - t0;
+  CHECK(dt >= 0.6 && dt < 2.0, "the timed-out GET took %.2f s (timeout 0.7 s)", dt);
+  /* a peer that joins, then dies without BYE: the other's waits fail naming it */
+  fd = raw_connect(addr);
+  if (fd >= 0) {
+    lathe_coord_msg hello = {.type = LATHE_COORD_HELLO, .a = (const uint8_t *)"secret", .a_len = 6, .u1 = 1, .u2 = 2};
+    raw_send(fd, &hello);
+    uint8_t reply[64];
+    CHECK(recv(fd, reply, sizeof reply, 0) >= 5 && reply[4] == LATHE_COORD_OK, "the raw peer joined");
+    /* a malformed request after joining ends its connection, which is a peer leaving */
+    uint8_t bad[] = {0, 0, 0, 2, LATHE_COORD_GET, 0};
+    CHECK(send(fd, bad, sizeof bad, MSG_NOSIGNAL) > 0, "send bad get");
+    usleep(100000);
+    close(fd);
+  }
+  t0 = seconds();
+  if (c0) CHECK_ERR(lathe_coord_client_call(c0, &get, NULL, NULL), UNAVAILABLE, "process 1 left the job");
+  lathe_coord_msg bar = {.type = LATHE_COORD_BARRIER, .a = (const uint8_t *)"after", .a_len = 5};
+  if (c0) CHECK_ERR(lathe_coord_client_call(c0, &bar, NULL, NULL), UNAVAILABLE, "process 1 left the job");
+  CHECK(seconds() - t0 < 0.5, "a dead peer took %.2f s to notice", seconds() - t0);
+  lathe_coord_client_free(c0);
+  lathe_coord_server_free(s, T);
+  /* nobody listening: unreachable within the timeout */
+  t0 = seconds();
+  CHECK_ERR(lathe_coord_client_new(addr, "secret", 1, 2, 500, &c, host, sizeof host), UNAVAILABLE, "unreachable after 500 ms");
+  dt = seconds() - t0;
+  CHECK(dt >= 0.3 && dt < 1.5, "the unreachable coordinator took %.2f s (timeout 0.5 s)", dt);
+  /* never every interface by default: an address must name a host */
+  CHECK_ERR(lathe_coord_server_new(":29500", "x", 2, T, &s), INVALID_ARGUMENT, "is not HOST:PORT");
+}
+
+/* A backend whose job cannot form fails within its timeout (the process count says 2, nobody else
+ * comes), and the process can still make plain backends. */
+TEST(job_backend_alone) {
+  char cfg[160];
+  snprintf(cfg, sizeof cfg, "lathe:cpu,coordinator=127.0.0.1:%d,processes=2,process=0,token=t,timeout=0.5", free_port());
+  lathe_backend_t b = NULL;
+  double t0 = seconds();
+  CHECK_ERR(lathe_backend_new(cfg, &b), UNAVAILABLE, "barrier \"lathe/joined\" timed out");
+  CHECK(seconds() - t0 < 2, "the lone process took %.2f s", seconds() - t0);
+  int p = -1, n = -1;
+  lathe_job_info(&p, &n);
+  CHECK(p == 0 && n == 1, "after a failed join the process is in no job (%d of %d)", p, n);
+  CHECK_OK(lathe_backend_new("lathe:cpu", &b));
+  lathe_backend_free(b);
+}
