@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "32e6a7b811cfeb7de06f7b972cbdf5ba"
+const engineSourcesHash = "c076cb877c87e125730082f2c1194407"
