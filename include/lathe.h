@@ -148,6 +148,15 @@ const char *lathe_backend_device_description(lathe_backend_t backend, int device
 bool lathe_backend_supports_op(lathe_backend_t backend, lathe_op op, lathe_dtype dtype);
 bool lathe_backend_supports_dtype(lathe_backend_t backend, lathe_dtype dtype);
 bool lathe_backend_supports_dynamic_axes(lathe_backend_t backend);
+/* How the backend runs graphs with dynamic axes (GoMLX's Capabilities.DynamicShapes, same
+ * numbering): NONE it cannot; NATIVE one compiled plan serves every binding (mlx:dynamic);
+ * RECOMPILING each binding gets a specialisation of its own (lathe:cpu, lathe:cuda, compiled mlx). */
+typedef enum lathe_dynamic_shapes {
+  LATHE_DYNAMIC_SHAPES_NONE = 0,
+  LATHE_DYNAMIC_SHAPES_NATIVE = 1,
+  LATHE_DYNAMIC_SHAPES_RECOMPILING = 2,
+} lathe_dynamic_shapes;
+lathe_dynamic_shapes lathe_backend_dynamic_shapes(lathe_backend_t backend);
 /* Whether buffers are host memory the caller may read and write in place. */
 bool lathe_backend_has_shared_buffers(lathe_backend_t backend);
 /* Whether lathe_executable_execute may return before the work is done (async=1 on the CPU). */
@@ -330,6 +339,11 @@ lathe_status_t lathe_reduce(lathe_function_t fn, lathe_op op, lathe_value_t x, c
  * first index. */
 lathe_status_t lathe_arg_min_max(lathe_function_t fn, lathe_value_t x, int axis, lathe_dtype output_dtype,
                                  bool is_min, lathe_value_t *out);
+/* Running sums of x (an integer or real float, rank >= 1) along axis, x's shape: element i is the
+ * sum of elements 0..i (exclusive: 0..i-1; reverse: i..n-1, exclusive i+1..n-1). Integers wrap;
+ * floats are added in index order along the axis (Float16/BFloat16 accumulate in Float32). */
+lathe_status_t lathe_cum_sum(lathe_function_t fn, lathe_value_t x, int axis, bool exclusive, bool reverse,
+                             lathe_value_t *out);
 
 lathe_status_t lathe_reshape(lathe_function_t fn, lathe_value_t x, const int64_t *dims, int rank, lathe_value_t *out);
 lathe_status_t lathe_transpose(lathe_function_t fn, lathe_value_t x, const int *permutation, int rank,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up and runs the main job: GoMLX v0.28.2 trains a handwritten-digit classifier (GoMLX's
+# Sets up and runs the main job: GoMLX v0.28.7 trains a handwritten-digit classifier (GoMLX's
 # layers, autodiff, Adam and training loop) on lathe, on the digits bundled in scikit-learn's
 # wheel. Extra arguments go to the demo, e.g. -backend go to compare with GoMLX's Go backend.
 # Set-up is only what the demo needs: OpenBLAS and a C compiler (apt), the Go modules, the digits

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs GoMLX v0.28.2's own test suites (core/..., ml/...) on a backend: lathe:cpu by default, or
+# Runs GoMLX v0.28.7's own test suites (core/..., ml/...) on a backend: lathe:cpu by default, or
 # the one named by the first argument (`go` for GoMLX's own Go backend, to compare; `mlx:...`
 # for the MLX device, built with the tag mlx).
 #
@@ -22,7 +22,7 @@
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 backend=${1:-lathe:cpu}
-version=v0.28.2
+version=v0.28.7
 scratch=${GOMLX_SUITE_DIR:-$repo/build/gomlx-suite}
 pkgs=${GOMLX_SUITE_PKGS:-./core/... ./ml/...}
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Sets up and runs the second example: a small character-level transformer (GoMLX v0.28.2's zoo
+# Sets up and runs the second example: a small character-level transformer (GoMLX v0.28.7's zoo
 # transformer: embeddings, RoPE, causal attention, layer norm) trained on lathe on GoMLX's own
 # documentation (the markdown files of the GoMLX module, from the Go module proxy), then sampled.
 # Extra arguments go to the program, e.g. -steps 2000 or -backend lathe:cpu,threads=2 (GoMLX's go

@@ -1,4 +1,4 @@
-// Command lathe-demo trains a handwritten-digit classifier with GoMLX v0.28.2 on lathe: a model
+// Command lathe-demo trains a handwritten-digit classifier with GoMLX v0.28.7 on lathe: a model
 // built from GoMLX's layers (a feed-forward network with layer normalization), GoMLX's autodiff
 // and Adam optimizer, its training loop and progress bar, on the 1797 8x8 digit images that
 // scikit-learn's wheel bundles (scripts/setup-data.sh takes them from the wheel). It reports the

@@ -1,4 +1,4 @@
-// Command lathe-textgen trains a small character-level transformer with GoMLX v0.28.2 on lathe
+// Command lathe-textgen trains a small character-level transformer with GoMLX v0.28.7 on lathe
 // and samples text from it: GoMLX's zoo transformer (token embeddings, rotary position encoding,
 // causal multi-head attention, layer normalization, GELU feed-forward blocks), trained with its
 // autodiff, Adam and training loop on GoMLX's own documentation (the markdown files of the

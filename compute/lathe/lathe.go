@@ -165,11 +165,11 @@ func capabilitiesOf(cb C.lathe_backend_t) compute.Capabilities {
 	caps := compute.Capabilities{
 		Operations:  map[compute.OpType]bool{},
 		DTypes:      map[dtypes.DType]bool{},
-		DynamicAxes: bool(C.lathe_backend_supports_dynamic_axes(cb)),
+		// Native: one plan serves every binding (mlx:dynamic); Recompiling: a specialisation per
+		// binding (lathe:cpu, lathe:cuda, compiled mlx). DynamicAxes (deprecated) follows it.
+		DynamicShapes: compute.DynamicShapesSupport(C.lathe_backend_dynamic_shapes(cb)),
 	}
-	if caps.DynamicAxes { // lathe specialises per binding (and per size value read back)
-		caps.DynamicShapes = compute.DynamicShapesRecompiling
-	}
+	caps.DynamicAxes = caps.DynamicShapes != compute.DynamicShapesNone
 	var supported []C.lathe_dtype
 	for dt := dtypes.DType(1); dt < dtypes.DType(C.LATHE_DTYPE_LIMIT); dt++ {
 		if C.lathe_backend_supports_dtype(cb, C.lathe_dtype(dt)) {

@@ -93,8 +93,15 @@ func TestBackendInfo(t *testing.T) {
 	if caps.Operations[compute.OpTypeCapturedValue] {
 		t.Errorf("internal ops must not be capabilities")
 	}
-	t.Logf("%s: %s; %d ops, %d dtypes, dynamic axes %v, functions %v", b, b.Description(),
-		len(caps.Operations), len(caps.DTypes), caps.DynamicAxes, caps.Functions)
+	// lathe:cpu specialises each binding of the dynamic axes; the deprecated bool follows.
+	if caps.DynamicShapes != compute.DynamicShapesRecompiling || !caps.DynamicAxes || !caps.HasDynamicShapes() {
+		t.Errorf("lathe:cpu: DynamicShapes %v, DynamicAxes %v; want DynamicShapesRecompiling, true", caps.DynamicShapes, caps.DynamicAxes)
+	}
+	if !caps.Operations[compute.OpTypeCumSum] {
+		t.Errorf("lathe:cpu: CumSum missing from capabilities")
+	}
+	t.Logf("%s: %s; %d ops, %d dtypes, dynamic shapes %v, functions %v", b, b.Description(),
+		len(caps.Operations), len(caps.DTypes), caps.DynamicShapes, caps.Functions)
 
 	b2, err := compute.NewWithConfig("lathe:cpu,threads=2")
 	if err != nil {

@@ -90,6 +90,13 @@ func (f *Function) Clamp(min, x, max compute.Value) (compute.Value, error) {
 	})
 }
 
+// CumSum returns the running sums of x along axis (options: Exclusive, Reverse).
+func (f *Function) CumSum(x compute.Value, axis int, options compute.CumSumOptions) (compute.Value, error) {
+	return f.op1("CumSum", []compute.Value{x}, func(cs []C.lathe_value_t, out *C.lathe_value_t) C.lathe_status_t {
+		return C.lathe_cum_sum(f.c, cs[0], C.int(axis), C.bool(options.Exclusive), C.bool(options.Reverse), out)
+	})
+}
+
 // ArgMinMax returns the index of the min or max along axis.
 func (f *Function) ArgMinMax(x compute.Value, axis int, outputDType dtypes.DType, isMin bool) (compute.Value, error) {
 	return f.op1("ArgMinMax", []compute.Value{x}, func(cs []C.lathe_value_t, out *C.lathe_value_t) C.lathe_status_t {

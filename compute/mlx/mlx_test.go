@@ -49,3 +49,26 @@ func TestBackendTest(t *testing.T) {
 		t.Run(config, func(t *testing.T) { compliance.Run(t, config, "TestBackendTestChild") })
 	}
 }
+
+// The compiled configuration retraces per binding (Recompiling); mlx:dynamic replays one tape on
+// every binding (Native). CumSum is lowered on both.
+func TestCapabilitiesDynamicShapes(t *testing.T) {
+	skipWithoutMLX(t)
+	for config, want := range map[string]compute.DynamicShapesSupport{
+		"mlx:cpu":         compute.DynamicShapesRecompiling,
+		"mlx:cpu,dynamic": compute.DynamicShapesNative,
+	} {
+		b, err := compute.NewWithConfig(config)
+		if err != nil {
+			t.Fatalf("%s: %+v", config, err)
+		}
+		caps := b.Capabilities()
+		if caps.DynamicShapes != want || !caps.DynamicAxes {
+			t.Errorf("%s: DynamicShapes %v, DynamicAxes %v; want %v, true", config, caps.DynamicShapes, caps.DynamicAxes, want)
+		}
+		if !caps.Operations[compute.OpTypeCumSum] {
+			t.Errorf("%s: CumSum missing from capabilities", config)
+		}
+		b.Finalize()
+	}
+}

@@ -1,5 +1,6 @@
-/* ops_reduce.c -- builders and shape inference of the reductions and ArgMinMax.
- * Attributes: op_attrs.def, groups reduce and arg_min_max (read by src/cpu/reduce.c). */
+/* ops_reduce.c -- builders and shape inference of the reductions, ArgMinMax and CumSum.
+ * Attributes: op_attrs.def, groups reduce, arg_min_max (read by src/cpu/reduce.c) and cum_sum
+ * (src/cpu/scan.c). */
 #include "graph.h"
 
 /* Whether op reduces operands of dtype dt; names the accepted dtypes in *want otherwise. */
@@ -106,5 +107,25 @@ lathe_status_t lathe_arg_min_max(lathe_function_t fn, lathe_value_t x, int axis,
   n->shape = s;
   lathe_attr_set_arg_min_max_axis(n, axis);
   lathe_attr_set_arg_min_max_is_min(n, is_min);
+  return lathe_node_commit(n, out);
+}
+
+lathe_status_t lathe_cum_sum(lathe_function_t fn, lathe_value_t x, int axis, bool exclusive, bool reverse,
+                             lathe_value_t *out) {
+  lathe_node *n;
+  LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_CUM_SUM, &x, 1, &n));
+  char buf[LATHE_SHAPE_STR_MAX];
+  const lathe_shape *xs = &x->shape;
+  /* GoMLX's definition: integers (sub-byte ones included) and real floats; no Bool, no complex */
+  if (!lathe_dtype_is_int(xs->dtype) && !lathe_dtype_is_float(xs->dtype))
+    return LATHE_INVALID("CumSum: operand %s must be an integer or a float", lathe_shape_str(xs, buf, sizeof buf));
+  if (xs->rank == 0) return LATHE_INVALID("CumSum: the operand must not be a scalar");
+  if (axis < 0 || axis >= xs->rank)
+    return LATHE_INVALID("CumSum: axis %d is out of range for operand %s of rank %d", axis,
+                         lathe_shape_str(xs, buf, sizeof buf), xs->rank);
+  n->shape = *xs;
+  lathe_attr_set_cum_sum_axis(n, axis);
+  lathe_attr_set_cum_sum_exclusive(n, exclusive);
+  lathe_attr_set_cum_sum_reverse(n, reverse);
   return lathe_node_commit(n, out);
 }

@@ -162,6 +162,7 @@ Arrays lower(Env &env, const lathe_node *n, const Arrays &in) {
     case LATHE_KIND_CONVERT:
       return {lower_elementwise(env, n, in)};
     case LATHE_KIND_REDUCE: return {lower_reduce(env, n, in)};
+    case LATHE_KIND_SCAN: return {lower_scan(env, n, in)};
     case LATHE_KIND_LAYOUT: return {lower_layout(env, n, in)};
     case LATHE_KIND_DOT: return {lower_dot(env, n, in)};
     case LATHE_KIND_CONV: return {lower_conv(env, n, in)};

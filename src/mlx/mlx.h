@@ -151,6 +151,7 @@ Arrays lower(Env &env, const lathe_node *n, const Arrays &in);
 /* per family */
 mx::array lower_elementwise(Env &env, const lathe_node *n, const Arrays &in);
 mx::array lower_reduce(Env &env, const lathe_node *n, const Arrays &in);
+mx::array lower_scan(Env &env, const lathe_node *n, const Arrays &in);
 mx::array lower_layout(Env &env, const lathe_node *n, const Arrays &in);
 mx::array lower_dot(Env &env, const lathe_node *n, const Arrays &in);
 mx::array dot_general(const mx::array &lhs, const mx::array &rhs, const std::vector<int> &lc, const std::vector<int> &lb,

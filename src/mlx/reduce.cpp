@@ -1,7 +1,8 @@
 /* reduce.cpp -- the REDUCE family: sums and products wrap at the operand's width (MLX widens
  * small integers; the result is narrowed back), halves accumulate in Float32, Max/Min propagate
  * NaN, reductions over empty axes give the identity, bitwise reductions go bit by bit, and
- * ArgMinMax takes the first extreme with NaN first of all. */
+ * ArgMinMax takes the first extreme with NaN first of all. CumSum is mx::cumsum, its sums
+ * wrapping and accumulating as the reductions' do. */
 #include <cmath>
 #include <limits>
 
@@ -115,6 +116,17 @@ mx::array lower_reduce(Env &, const lathe_node *n, const Arrays &in) {
   /* MLX's argmin/argmax take the first extreme, and a NaN counts as the extreme of both */
   mx::array i = lathe_attr_arg_min_max_is_min(n) ? mx::argmin(x, axis) : mx::argmax(x, axis);
   return mx::astype(i, out);
+}
+
+mx::array lower_scan(Env &, const lathe_node *n, const Arrays &in) {
+  const mx::array &x = in[0];
+  if (n->op != LATHE_OP_CUM_SUM) MLX_UNIMPL("%s: not implemented on mlx", lathe_op_name(n->op));
+  if (x.size() == 0) return x;
+  mx::Dtype dt = x.dtype();
+  bool half = dt == mx::float16 || dt == mx::bfloat16;
+  mx::array s = mx::cumsum(half ? mx::astype(x, mx::float32) : x, (int)lathe_attr_cum_sum_axis(n),
+                           lathe_attr_cum_sum_reverse(n), !lathe_attr_cum_sum_exclusive(n));
+  return mx::astype(s, dt);
 }
 
 }  // namespace lathe_mlx

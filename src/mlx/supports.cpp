@@ -60,6 +60,7 @@ static bool lowered(lathe_op op, lathe_dtype dt) {
     case LATHE_KIND_COMPARE:
     case LATHE_KIND_SELECT:
     case LATHE_KIND_REDUCE:
+    case LATHE_KIND_SCAN:
     case LATHE_KIND_LAYOUT:
     case LATHE_KIND_BARRIER:
     case LATHE_KIND_DYNSHAPE:

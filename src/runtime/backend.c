@@ -248,5 +248,9 @@ bool lathe_backend_supports_dtype(lathe_backend_t b, lathe_dtype dtype) {
 bool lathe_backend_supports_dynamic_axes(lathe_backend_t b) {
   return b && lathe_backend_supports_op(b, LATHE_OP_DYNAMIC_SHAPE, LATHE_DTYPE_FLOAT32);
 }
+lathe_dynamic_shapes lathe_backend_dynamic_shapes(lathe_backend_t b) {
+  if (!lathe_backend_supports_dynamic_axes(b)) return LATHE_DYNAMIC_SHAPES_NONE;
+  return (b->caps & LATHE_DEVCAP_DYNAMIC_AXES) ? LATHE_DYNAMIC_SHAPES_NATIVE : LATHE_DYNAMIC_SHAPES_RECOMPILING;
+}
 bool lathe_backend_has_shared_buffers(lathe_backend_t b) { return b && (b->caps & LATHE_DEVCAP_SHARED_BUFFERS); }
 bool lathe_backend_is_asynchronous(lathe_backend_t b) { return b && (b->caps & LATHE_DEVCAP_ASYNC); }

@@ -1,4 +1,4 @@
-/* bad_inputs_layout.c -- the REDUCE, LAYOUT and Iota builders reject bad shapes, axes, dtypes
+/* bad_inputs_layout.c -- the REDUCE, SCAN, LAYOUT and Iota builders reject bad shapes, axes, dtypes
  * and attributes with INVALID_ARGUMENT naming the op, and leave no node behind; plus the
  * shape inference of good calls (result shapes, axis names, dynamic axes). */
 #include "graph/graph.h"
@@ -83,6 +83,34 @@ TEST(bad_inputs_reduce) {
     lathe_value_shape(out, &s);
     CHECK(s.rank == 2 && s.dims[0] == 3 && s.dims[1] == 5 && s.dtype == LATHE_DTYPE_INT64, "ArgMinMax shape");
   }
+  lathe_builder_free(f.b);
+}
+
+TEST(bad_inputs_cum_sum) {
+  fixture f;
+  if (!setup(&f)) return;
+  lathe_value_t out = NULL;
+  int n0 = f.fn->n_nodes;
+  CHECK_ERR(lathe_cum_sum(f.fn, f.x, 2, false, false, &out), INVALID_ARGUMENT, "CumSum: axis 2 is out of range");
+  CHECK_ERR(lathe_cum_sum(f.fn, f.x, -1, true, false, &out), INVALID_ARGUMENT, "CumSum: axis -1");
+  CHECK_ERR(lathe_cum_sum(f.fn, f.s, 0, false, false, &out), INVALID_ARGUMENT, "CumSum: the operand must not be a scalar");
+  CHECK_ERR(lathe_cum_sum(f.fn, f.bo, 0, false, false, &out), INVALID_ARGUMENT, "CumSum");
+  CHECK_ERR(lathe_cum_sum(f.fn, f.c, 0, false, true, &out), INVALID_ARGUMENT, "must be an integer or a float");
+  CHECK_ERR(lathe_cum_sum(f.fn, NULL, 0, false, false, &out), INVALID_ARGUMENT, "CumSum");
+  CHECK(f.fn->n_nodes == n0, "failed builders left %d nodes", f.fn->n_nodes - n0);
+  /* good calls: x's shape, axis names kept */
+  lathe_shape s, d = TST_SHAPE(LATHE_DTYPE_INT4, -1, 3);
+  d.axis_names[0] = "batch";
+  lathe_value_t dv = NULL;
+  CHECK_OK(lathe_parameter(f.fn, "d", &d, &dv));
+  CHECK_OK(lathe_cum_sum(f.fn, dv, 0, true, true, &out));
+  if (out) {
+    lathe_value_shape(out, &s);
+    CHECK(s.rank == 2 && s.dims[0] == -1 && s.dims[1] == 3 && s.dtype == LATHE_DTYPE_INT4 && s.axis_names[0] &&
+              strcmp(s.axis_names[0], "batch") == 0,
+          "CumSum shape");
+  }
+  CHECK_OK(lathe_cum_sum(f.fn, f.i, 1, false, false, &out));
   lathe_builder_free(f.b);
 }
 

@@ -1,4 +1,4 @@
-// Package steps holds the GoMLX v0.28.2 training workloads that lathe's benchmarks time (MLP,
+// Package steps holds the GoMLX v0.28.7 training workloads that lathe's benchmarks time (MLP,
 // CNN, transformer block): each is a loss built with GoMLX's layers on a model.Scope and the
 // random inputs it is fed, so that every benchmark times the same graphs.
 package steps
