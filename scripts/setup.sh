@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what lathe needs to build on a Debian-like machine: a C compiler, make, OpenBLAS,
 # pkg-config (and, with LATHE_WITH_CLANG=1, clang and its libFuzzer, used by the tests to check
-# the code also builds with it and to fuzz the C API). Go must be on PATH already (the version
+# the code also builds with it and to fuzz the C API; with LATHE_WITH_GLOO=1, Gloo for jobs of
+# several processes). Go must be on PATH already (the version
 # go.mod names, or newer); the Go modules come from the Go module proxy. For the tests, two sets
 # of wheels from PyPI go into .deps (nothing system-wide), each skipped with its variable set to 0:
 #  - LATHE_NVRTC: nvidia-cuda-nvrtc (CUDA's runtime compiler; the tests compile every lathe:cuda
@@ -26,6 +27,12 @@ if [ "${LATHE_WITH_CLANG:-0}" = 1 ]; then
     [ -n "$(ls "$(clang -print-resource-dir)"/lib/linux/libclang_rt.fuzzer-*.a 2>/dev/null)" ] \
       || need+=("libclang-rt-$major-dev")
   fi
+fi
+# Gloo (Debian's libgloo-dev, and g++ for lathe's plugin around it): AllReduce across the processes
+# of a job on lathe:cpu; the tests run jobs on loopback. Without it those tests skip.
+if [ "${LATHE_WITH_GLOO:-0}" = 1 ]; then
+  [ -e /usr/include/gloo/allreduce.h ] || need+=(libgloo-dev)
+  command -v g++ >/dev/null 2>&1 || need+=(g++)
 fi
 if [ "${LATHE_NVRTC:-1}" != 0 ] || [ "${LATHE_MLX:-1}" != 0 ]; then # NVRTC and MLX (below) come with pip
   python3 -m pip --version >/dev/null 2>&1 || need+=(python3-pip)

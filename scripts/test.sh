@@ -8,7 +8,7 @@
 # (scripts/config-errors-check.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LATHE_WITH_CLANG=1 ./scripts/setup.sh
+LATHE_WITH_CLANG=1 LATHE_WITH_GLOO=1 ./scripts/setup.sh
 jobs=$(nproc 2>/dev/null || echo 2)
 
 # Each stage prints its time when the next begins ("=== <stage> (N s)"). Where there is more
@@ -54,6 +54,8 @@ step "make install into a temporary prefix: nothing installed refers back to the
 scripts/install-check.sh
 step "C conformance rows on the asynchronous test device, compared with lathe:cpu"
 build/test_ops -b lathe:cpu,devices=2,async=late | grep -E '^(FAIL|-b |[0-9]+ passed)'
+step "Random graphs (tests/diff) on the CPU configurations and mlx:cpu,dynamic, compared with lathe:cpu"
+make -j"$jobs" CI=1 test-diff
 step "C conformance rows on each instruction set this CPU runs: floats equal to lathe:cpu's best exactly"
 for isa in baseline avx2 avx512; do
   if out=$(build/test_ops -b lathe:cpu,isa=$isa -e 2>&1); then
