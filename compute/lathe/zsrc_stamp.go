@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "66e6f0a320f74b5ab2c4cd87bc7359cd"
+const engineSourcesHash = "955e56f6895c96b95432db2f19ad7e3e"

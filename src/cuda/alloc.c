@@ -47,16 +47,6 @@ static void drain(cuda_dev *d) { /* with a->mu held; context current */
   a->cached_bytes = 0;
 }
 
-void lathe_cuda_trim(cuda_dev *d) {
-  lathe_status_t st = lathe_cuda_use(d);
-  if (!st) {
-    pthread_mutex_lock(&d->alloc.mu);
-    drain(d);
-    pthread_mutex_unlock(&d->alloc.mu);
-  }
-  lathe_status_free(st);
-}
-
 void lathe_cuda_alloc_destroy(cuda_dev *d) {
   if (!d->alloc.free_lists) return;
   lathe_status_t st = lathe_cuda_use(d);

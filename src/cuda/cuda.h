@@ -106,8 +106,6 @@ lathe_status_t lathe_cuda_use(cuda_dev *d);
 /* Device memory of nbytes (a unique pointer also for 0 bytes), from the caching allocator. */
 lathe_status_t lathe_cuda_malloc(cuda_dev *d, size_t nbytes, lcuDeviceptr *out);
 void lathe_cuda_free(cuda_dev *d, lcuDeviceptr p, size_t nbytes);
-/* Gives every cached block back to the driver (after an out-of-memory error, and at exit). */
-void lathe_cuda_trim(cuda_dev *d);
 lathe_status_t lathe_cuda_alloc_init(cuda_alloc *a);
 void lathe_cuda_alloc_destroy(cuda_dev *d);
 
@@ -116,9 +114,6 @@ lathe_status_t lathe_cuda_tensor_new(cuda_dev *d, const lathe_shape *shape, lath
 static inline lcuDeviceptr lathe_cuda_ptr(const lathe_tensor *t) { return (lcuDeviceptr)(uintptr_t)t->data; }
 
 /* ---- kernels ---- */
-/* The C source of the prelude every kernel source gets first (types, half conversions, index
- * helpers; module.c). */
-const char *lathe_cuda_prelude(void);
 /* Compiles source (the prelude is prepended) for architecture sm_<cc> with NVRTC into a cubin;
  * NVRTC's log is in the error. *out is malloc'd. Needs NVRTC only (no GPU). */
 lathe_status_t lathe_cuda_compile_source(const char *source, int cc, void **out_cubin, size_t *out_size);

@@ -144,15 +144,6 @@ lathe_status_t lathe_cuda_zero(lathe_cuda_exec *ex, lcuDeviceptr p, size_t nbyte
   return lathe_cuda_error(api, api->cuMemsetD8Async(p, 0, nbytes, lathe_cuda_exec_stream(ex)), "lathe:cuda: memset");
 }
 
-lt_dims_h lathe_cuda_dims(const lathe_shape *s) {
-  lt_dims_h d;
-  memset(&d, 0, sizeof d);
-  d.rank = s->rank;
-  for (int a = 0; a < s->rank; a++) d.d[a] = s->dims[a];
-  if (!d.rank) d.rank = 1, d.d[0] = 1;
-  return d;
-}
-
 void lathe_cuda_row_strides(const lathe_shape *s, int64_t *st) {
   int64_t acc = 1;
   for (int a = s->rank - 1; a >= 0; a--) {

@@ -33,8 +33,7 @@ lathe_status_t lathe_cuda_scratch(lathe_cuda_exec *ex, lathe_dtype dt, int64_t n
                                   lathe_tensor **out_t);
 /* Zeroes nbytes at p on the execution's stream. */
 lathe_status_t lathe_cuda_zero(lathe_cuda_exec *ex, lcuDeviceptr p, size_t nbytes);
-/* Row-major lt_dims / lt_strides of a shape (a scalar is one element). */
-lt_dims_h lathe_cuda_dims(const lathe_shape *s);
+/* Row-major strides of a shape. */
 void lathe_cuda_row_strides(const lathe_shape *s, int64_t *st);
 
 /* out[i] = convert(in[base + offset(i)]) for i < n: offset(i) from dims/strides as in

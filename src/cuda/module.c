@@ -71,7 +71,6 @@ static const char prelude[] =
     "  return off;\n"
     "}\n";
 
-const char *lathe_cuda_prelude(void) { return prelude; }
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {
   const unsigned char *b = p;
