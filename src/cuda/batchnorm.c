@@ -85,7 +85,7 @@
   "}\n"                                                                                                               \
   "/* sums each feature's m partial sums (two arrays when two) with gsize threads, then its\n"                       \
   " * coefficients; a block holds 256/gsize features */\n"                                                            \
-  "extern \"C\" __global__ void lt_bn_finish(const double *part, int two, lt_bn_geo g, int64_t f, int64_t m, int gsize,\n" \
+  "extern \"C\" __global__ void lt_bn_finish(const double *part, int two, const __grid_constant__ lt_bn_geo g, int64_t f, int64_t m, int gsize,\n" \
   "                                        int mode, double count, double eps, const S *v0, const S *v1, const S *v2,\n" \
   "                                        double *coef, S *o1, S *o2) {\n"                                             \
   "  __shared__ double s0[256], s1[256];\n"                                                                           \
@@ -132,9 +132,9 @@
   "}\n"                                                                                                               \
   "#define LT_BN(gs, m)                                                                                        \\\n"  \
   "  extern \"C\" __global__ void lt_bn_part_##gs##_##m(const S *x, const S *dy, const double *qd, const S *qs,   \\\n" \
-  "                                                  double *p, lt_bn_geo g) { bn_part<gs, m>(x, dy, qd, qs, p, g); } \\\n" \
+  "                                                  double *p, const __grid_constant__ lt_bn_geo g) { bn_part<gs, m>(x, dy, qd, qs, p, g); } \\\n" \
   "  extern \"C\" __global__ void lt_bn_apply_##gs##_##m(const S *x, const S *dy, S *y, const double *c, int64_t f, \\\n" \
-  "      const S *v0, const S *v1, const S *v2, const S *v3, double eps, lt_bn_geo g) {                        \\\n"  \
+  "      const S *v0, const S *v1, const S *v2, const S *v3, double eps, const __grid_constant__ lt_bn_geo g) {                        \\\n"  \
   "    bn_apply<gs, m>(x, dy, y, c, f, v0, v1, v2, v3, eps, g);                                              \\\n"  \
   "  }\n"                                                                                                             \
   "LT_BN(1, 0) LT_BN(1, 1) LT_BN(1, 2) LT_BN(32, 0) LT_BN(32, 1) LT_BN(32, 2)\n"

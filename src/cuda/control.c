@@ -91,7 +91,7 @@ void lathe_cuda_sources_barrier(lathe_cuda_source_fn fn, void *ctx) { (void)fn, 
 /* ---- dynamic shapes: the sizes are known on the host once a binding is specialised ---- */
 static const char dynshape_src[] =
     "struct lt_sizes { int32_t v[LT_MAX_RANK]; };\n"
-    "extern \"C\" __global__ void lt_write_sizes(int32_t *o, lt_sizes s, int n) { if (threadIdx.x < n) o[threadIdx.x] = s.v[threadIdx.x]; }\n";
+    "extern \"C\" __global__ void lt_write_sizes(int32_t *o, const __grid_constant__ lt_sizes s, int n) { if (threadIdx.x < n) o[threadIdx.x] = s.v[threadIdx.x]; }\n";
 
 void lathe_cuda_sources_dynshape(lathe_cuda_source_fn fn, void *ctx) { fn(ctx, "dynshape", dynshape_src); }
 

@@ -97,7 +97,7 @@ static const char fused_src[] =
     "    softmax_cols(x, y, cols, len, in); }                                                                   \\\n"
     "  extern \"C\" __global__ void lt_gelu_##name(const S *x, S *y, int64_t n, int exact) { gelu(x, y, n, exact); } \\\n"
     "  extern \"C\" __global__ void lt_layer_norm_##name(const S *x, S *y, const S *g, const S *b, int64_t rows,   \\\n"
-    "      int64_t norm, lt_dims od, lt_strides os, lt_dims nd, lt_strides ns, double eps, int tpr) {            \\\n"
+    "      int64_t norm, const __grid_constant__ lt_dims od, const __grid_constant__ lt_strides os, const __grid_constant__ lt_dims nd, const __grid_constant__ lt_strides ns, double eps, int tpr) {            \\\n"
     "    layer_norm(x, y, g, b, rows, norm, od, os, nd, ns, eps, tpr); }                                        \\\n"
     "  extern \"C\" __global__ void lt_dense_epi_##name(const A *acc, S *y, const S *b, int64_t m, int64_t n, int act) { \\\n"
     "    dense_epi(acc, y, b, m, n, act); }\n"

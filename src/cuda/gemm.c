@@ -94,7 +94,7 @@ lathe_status_t lathe_cuda_cvt_source(lt_text *t, const lathe_dtype *path, int n_
 }
 
 static const char convert_kernel[] =
-    "extern \"C\" __global__ void lt_convert(const lt_si *in, lt_so *out, int64_t n, lt_dims d, lt_strides s,\n"
+    "extern \"C\" __global__ void lt_convert(const lt_si *in, lt_so *out, int64_t n, const __grid_constant__ lt_dims d, const __grid_constant__ lt_strides s,\n"
     "                                        int64_t base, int plain) {\n"
     "  if (plain) { LT_LOOP(i, n) lt_st(out, i, lt_cv(lt_ld(in, base + i))); }\n"
     "  else { LT_LOOP(i, n) lt_st(out, i, lt_cv(lt_ld(in, base + lt_offset(i, d, s)))); }\n"
