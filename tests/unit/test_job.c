@@ -234,7 +234,7 @@ TEST(job_coordinator_join) {
   CHECK(lathe_coord_server_refused(s) == 0, "no connection should be refused");
   double t0 = seconds();
   lathe_coord_server_free(s, 3000);
-  CHECK(seconds() - t0 < 1, "the server took %.2f s to stop after every process left", seconds() - t0);
+  CHECK(seconds() - t0 < 3, "the server took %.2f s to stop after every process left", seconds() - t0);
 }
 
 static int raw_connect(const char *addr) {
@@ -292,14 +292,19 @@ TEST(job_coordinator_faults) {
   CHECK_OK(lathe_coord_client_new(addr, "secret", 0, 2, T, &c0, host, sizeof host));
   CHECK(!strcmp(host, "127.0.0.1"), "local host %s", host);
   CHECK_ERR(lathe_coord_client_new(addr, "secret", 0, 2, T, &c, host, sizeof host), UNAVAILABLE, "already joined");
-  CHECK(seconds() - t0 < 2.0 * T / 1000, "refusals took %.2f s", seconds() - t0);
+  /* each refusal is prompt: four that each waited for the timeout would take 4 T */
+  CHECK(seconds() - t0 < 3.5 * T / 1000, "refusals took %.2f s", seconds() - t0);
+  /* the server thread counts a refusal when it has read the connection: give it time (a loaded
+   * machine), bounded */
+  for (double w0 = seconds(); lathe_coord_server_refused(s) < 3 && seconds() - w0 < 5;) usleep(10000);
   CHECK(lathe_coord_server_refused(s) >= 3, "refused %d connections, want >= 3", lathe_coord_server_refused(s));
-  /* a GET nobody answers: an error at the timeout */
+  /* a GET nobody answers: an error at the timeout (the bounds leave room for a loaded machine;
+   * the messages say which error it was) */
   lathe_coord_msg get = {.type = LATHE_COORD_GET, .a = (const uint8_t *)"never", .a_len = 5};
   t0 = seconds();
   if (c0) CHECK_ERR(lathe_coord_client_call(c0, &get, NULL, NULL), UNAVAILABLE, "timed out after 700 ms");
   double dt = seconds() - t0;
-  CHECK(dt >= 0.6 && dt < 2.0, "the timed-out GET took %.2f s (timeout 0.7 s)", dt);
+  CHECK(dt >= 0.6 && dt < 4.0, "the timed-out GET took %.2f s (timeout 0.7 s)", dt);
   /* a peer that joins, then dies without BYE: the other's waits fail naming it */
   fd = raw_connect(addr);
   if (fd >= 0) {
@@ -317,14 +322,14 @@ TEST(job_coordinator_faults) {
   if (c0) CHECK_ERR(lathe_coord_client_call(c0, &get, NULL, NULL), UNAVAILABLE, "process 1 left the job");
   lathe_coord_msg bar = {.type = LATHE_COORD_BARRIER, .a = (const uint8_t *)"after", .a_len = 5};
   if (c0) CHECK_ERR(lathe_coord_client_call(c0, &bar, NULL, NULL), UNAVAILABLE, "process 1 left the job");
-  CHECK(seconds() - t0 < 0.5, "a dead peer took %.2f s to notice", seconds() - t0);
+  CHECK(seconds() - t0 < 3, "a dead peer took %.2f s to notice", seconds() - t0);
   lathe_coord_client_free(c0);
   lathe_coord_server_free(s, T);
   /* nobody listening: unreachable within the timeout */
   t0 = seconds();
   CHECK_ERR(lathe_coord_client_new(addr, "secret", 1, 2, 500, &c, host, sizeof host), UNAVAILABLE, "unreachable after 500 ms");
   dt = seconds() - t0;
-  CHECK(dt >= 0.3 && dt < 1.5, "the unreachable coordinator took %.2f s (timeout 0.5 s)", dt);
+  CHECK(dt >= 0.3 && dt < 4, "the unreachable coordinator took %.2f s (timeout 0.5 s)", dt);
   /* never every interface by default: an address must name a host */
   CHECK_ERR(lathe_coord_server_new(":29500", "x", 2, T, &s), INVALID_ARGUMENT, "is not HOST:PORT");
 }
@@ -337,7 +342,7 @@ TEST(job_backend_alone) {
   lathe_backend_t b = NULL;
   double t0 = seconds();
   CHECK_ERR(lathe_backend_new(cfg, &b), UNAVAILABLE, "barrier \"lathe/joined\" timed out");
-  CHECK(seconds() - t0 < 2, "the lone process took %.2f s", seconds() - t0);
+  CHECK(seconds() - t0 < 5, "the lone process took %.2f s", seconds() - t0);
   int p = -1, n = -1;
   lathe_job_info(&p, &n);
   CHECK(p == 0 && n == 1, "after a failed join the process is in no job (%d of %d)", p, n);
