@@ -268,11 +268,13 @@ static lathe_status_t run_size_program(lathe_executable_t e, lathe_specializatio
   for (int k = 0; !st && k < sp->n_size_ids; k++) {
     lathe_dtype dt = tout[k]->shape.dtype;
     uint64_t raw = 0;
-    int bytes = lathe_dtype_bits(dt) / 8;
-    st = lathe_tensor_wait(tout[k]);
+    /* sub-byte integers: the first value is the low bits of the first byte */
+    int bits = lathe_dtype_bits(dt), bytes = (bits + 7) / 8;
+    st = bits > 0 ? lathe_tensor_wait(tout[k]) : LATHE_INVALID("Execute: a size given by a value of %s", lathe_dtype_name(dt));
     if (!st) st = be->dev->download(be->dev_ctx, tout[k], &raw, (size_t)bytes); /* little-endian hosts */
-    if (!st && lathe_dtype_class_of(dt) == LATHE_CLASS_SINT && bytes < 8 && (raw >> (bytes * 8 - 1)) & 1)
-      raw |= ~((UINT64_C(1) << (bytes * 8)) - 1);
+    if (!st && bits < 64) raw &= (UINT64_C(1) << bits) - 1;
+    if (!st && lathe_dtype_class_of(dt) == LATHE_CLASS_SINT && bits < 64 && (raw >> (bits - 1)) & 1)
+      raw |= ~((UINT64_C(1) << bits) - 1);
     values[k] = (int64_t)raw;
   }
   for (int k = 0; k < sp->n_size_ids; k++) lathe_tensor_release(tout[k]);
