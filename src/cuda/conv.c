@@ -127,17 +127,22 @@ bool lathe_cuda_supports_conv(lathe_op op, lathe_dtype dtype) {
   return op == LATHE_OP_CONV_GENERAL && compute_of(dtype) != LATHE_DTYPE_INVALID;
 }
 
-static lathe_status_t launch_conv(lathe_cuda_exec *ex, const char *kernel, lathe_dtype from, lathe_dtype to,
-                                  lcuDeviceptr src, lcuDeviceptr dst, int64_t n, const conv_args *c) {
-  if (n <= 0) return NULL;
+/* Function `kernel` of the conv module converting from -> to. */
+static lathe_status_t conv_kernel(lathe_cuda_exec *ex, const char *kernel, lathe_dtype from, lathe_dtype to, lcuFunction *f) {
   lathe_dtype path[2] = {from, to};
   lt_text t = {0};
   lathe_status_t st = lathe_cuda_cvt_source(&t, path, 2);
   lt_put(&t, "%s", conv_src);
-  lcuFunction f;
-  if (!st) st = t.oom ? LATHE_OOM("ConvGeneral") : lathe_cuda_kernel(lathe_cuda_exec_dev(ex), t.s, kernel, &f);
+  if (!st) st = t.oom ? LATHE_OOM("ConvGeneral") : lathe_cuda_kernel(lathe_cuda_exec_dev(ex), t.s, kernel, f);
   free(t.s);
-  if (st) return st;
+  return st;
+}
+
+static lathe_status_t launch_conv(lathe_cuda_exec *ex, const char *kernel, lathe_dtype from, lathe_dtype to,
+                                  lcuDeviceptr src, lcuDeviceptr dst, int64_t n, const conv_args *c) {
+  if (n <= 0) return NULL;
+  lcuFunction f;
+  LATHE_RETURN_IF_ERROR(conv_kernel(ex, kernel, from, to, &f));
   conv_args a = *c;
   void *args[] = {&src, &dst, &n, &a};
   unsigned b, th;
@@ -149,14 +154,8 @@ static lathe_status_t launch_conv(lathe_cuda_exec *ex, const char *kernel, lathe
 static lathe_status_t launch_fix(lathe_cuda_exec *ex, const char *kernel, lathe_dtype dt, lcuDeviceptr a,
                                  lcuDeviceptr b, lcuDeviceptr o, lcuDeviceptr f, int64_t n, const conv_args *c) {
   if (n <= 0) return NULL;
-  lathe_dtype path[2] = {dt, dt};
-  lt_text t = {0};
-  lathe_status_t st = lathe_cuda_cvt_source(&t, path, 2);
-  lt_put(&t, "%s", conv_src);
   lcuFunction fn;
-  if (!st) st = t.oom ? LATHE_OOM("ConvGeneral") : lathe_cuda_kernel(lathe_cuda_exec_dev(ex), t.s, kernel, &fn);
-  free(t.s);
-  if (st) return st;
+  LATHE_RETURN_IF_ERROR(conv_kernel(ex, kernel, dt, dt, &fn));
   conv_args ca = *c;
   bool check = strcmp(kernel, "lt_conv_nonfinite") == 0;
   void *check_args[] = {&a, &b, &n}, *fix_args[] = {&a, &b, &o, &f, &n, &ca};
