@@ -6,6 +6,7 @@
 # under the name go-xla looks for. JAX and the PJRT plugin are told not to take most of the GPU's
 # memory up front, so that every contender can run beside the others.
 # Usage: bench/cuda-bench.sh BIN [micro|steps|all] [ROUNDS]
+#   (steps: LATHE_BENCH_LATHE replaces the lathe configurations, LATHE_BENCH_ONLY picks workloads)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bin=$1 what=${2:-all} rounds=${3:-9}
@@ -25,6 +26,6 @@ if [ "$what" = micro ] || [ "$what" = all ]; then
   "$bin/cuda-bench" -xla "$xla" -python python3 -rounds "$rounds" -first
 fi
 if [ "$what" = steps ] || [ "$what" = all ]; then
-  "$bin/gvj" -gpu -lathe 'lathe:cuda;lathe:cuda,tf32=1' -xla "$xla" -python python3 -go-rounds 0 \
-    -rounds "$rounds" -warmup 3
+  "$bin/gvj" -gpu -lathe "${LATHE_BENCH_LATHE:-lathe:cuda;lathe:cuda,tf32=1}" -only "${LATHE_BENCH_ONLY:-}" \
+    -xla "$xla" -python python3 -go-rounds 0 -rounds "$rounds" -warmup 3
 fi

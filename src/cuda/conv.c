@@ -11,8 +11,10 @@
  * writes the output in place; otherwise a scatter kernel puts a chunk's results where they go.
  * Why not an own implicit-GEMM kernel: the products then run on cuBLASLt's tensor-core kernels
  * (Float16/BFloat16, and Float32 with tf32=1), which a hand-written NVRTC kernel would not
- * match; the gather costs one extra pass over K x rows values per chunk, bounded memory. cuDNN
- * is not used (optional, not a dependency).
+ * match; the gather costs one extra pass over K x rows values per chunk, bounded memory.
+ * Where cuDNN is present (optional, opened at run time) and faster for a configuration, it runs
+ * the convolution instead (cudnn.c: measured once per configuration, remembered); the fix-up
+ * below follows either path.
  * Holes: padding and input-dilation positions contribute nothing, even under a NaN or infinite
  * kernel value (as XLA computes it), but the gather's zeros times Inf give NaN. So a float
  * convolution that has holes also runs, after the product, a check of the packed kernel for
@@ -188,75 +190,46 @@ void lathe_cuda_sources_conv(lathe_cuda_source_fn fn, void *ctx) {
 /* Scratch budget for one chunk's patch matrix. */
 enum { COL_BUDGET = 256 << 20 };
 
-lathe_status_t lathe_cuda_run_conv(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in,
-                                   lathe_tensor **out) {
-  const lathe_shape *is = &in[0]->shape, *ks = &in[1]->shape, *os = &out[0]->shape;
-  lathe_dtype dt = is->dtype, ct = compute_of(dt);
-  if (ct == LATHE_DTYPE_INVALID) return LATHE_UNIMPL("ConvGeneral: not implemented on lathe:cuda for %s", lathe_dtype_name(dt));
-  if (lathe_shape_size(os) == 0) return NULL;
-  int64_t ist[LATHE_MAX_RANK], kst[LATHE_MAX_RANK], ost[LATHE_MAX_RANK];
-  lathe_cuda_row_strides(is, ist);
-  lathe_cuda_row_strides(ks, kst);
-  lathe_cuda_row_strides(os, ost);
-  lathe_ilist isp = lathe_attr_conv_general_input_spatial(n), ksp_ax = lathe_attr_conv_general_kernel_spatial(n),
-              osp_ax = lathe_attr_conv_general_output_spatial(n), strides = lathe_attr_conv_general_strides(n),
-              pads = lathe_attr_conv_general_paddings(n), idil = lathe_attr_conv_general_input_dilations(n),
-              kdil = lathe_attr_conv_general_kernel_dilations(n);
-  int ns = isp.n;
-  if (ns > MAX_SP) return LATHE_UNIMPL("ConvGeneral: %d spatial axes", ns);
-  int64_t cgc = lathe_attr_conv_general_channel_group_count(n), bgc = lathe_attr_conv_general_batch_group_count(n);
-  int64_t ob_ax = lathe_attr_conv_general_output_batch(n), oc_ax = lathe_attr_conv_general_output_channels(n);
-  int64_t kic_ax = lathe_attr_conv_general_kernel_input_channels(n), koc_ax = lathe_attr_conv_general_kernel_output_channels(n);
-  int64_t G = cgc > 1 ? cgc : bgc, ob = os->dims[ob_ax], oc = os->dims[oc_ax], ocg = oc / G;
+/* One ConvGeneral run: what both paths and the fix-up need. */
+typedef struct conv_run {
+  lathe_cuda_exec *ex;
+  lathe_tensor *const *in;
+  lathe_tensor **out;
+  lathe_dtype dt, ct;
   conv_args c;
-  memset(&c, 0, sizeof c);
-  c.ns = ns;
-  c.kic = ks->dims[kic_ax];
-  c.in_sb = ist[lathe_attr_conv_general_input_batch(n)];
-  c.in_sc = ist[lathe_attr_conv_general_input_channels(n)];
-  c.cg_off = cgc > 1 ? c.kic * c.in_sc : 0;
-  c.bg_off = bgc > 1 ? ob * c.in_sb : 0;
-  c.out_sb = ost[ob_ax];
-  c.out_sc = ost[oc_ax];
-  c.ocg = ocg;
-  int64_t kspat = 1, S = 1;
-  bool holes = false;
-  for (int d = 0; d < ns; d++) {
-    c.osp[d] = os->dims[osp_ax.v[d]];
-    c.ksp[d] = ks->dims[ksp_ax.v[d]];
-    c.idim[d] = is->dims[isp.v[d]];
-    c.ist[d] = ist[isp.v[d]];
-    c.str[d] = strides.v[d];
-    c.kdil[d] = kdil.v[d];
-    c.idil[d] = idil.v[d];
-    c.plo[d] = pads.v[2 * d];
-    holes |= pads.v[2 * d] > 0 || pads.v[2 * d + 1] > 0 || (idil.v[d] > 1 && c.idim[d] > 1);
-    c.ost[d] = ost[osp_ax.v[d]];
-    kspat *= c.ksp[d];
-    S *= c.osp[d];
-  }
-  c.K = c.kic * kspat;
-  c.S = S;
-  int64_t R = ob * S, K = c.K;
+  int64_t G, oc, ocg, S, R, K, kst[LATHE_MAX_RANK], koc_ax, kic_ax, ksp_ax[MAX_SP];
+  lcuDeviceptr wpack; /* the kernel as [group][ocg][K] of the compute type, once packed */
+} conv_run;
 
-  /* the kernel as [group][ocg][K] of the compute type: axes (output channel, kernel spatial...,
-   * input channel) */
-  lcuDeviceptr wpack;
+/* The kernel as [group][ocg][K] of the compute type: axes (output channel, kernel spatial...,
+ * input channel). */
+static lathe_status_t pack_kernel(conv_run *r) {
+  if (r->wpack) return NULL;
+  const conv_args *c = &r->c;
   lathe_tensor *wt;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, ct, oc * K, &wpack, &wt));
-  {
-    lt_dims_h wd;
-    lt_strides_h ws;
-    memset(&wd, 0, sizeof wd);
-    memset(&ws, 0, sizeof ws);
-    wd.d[wd.rank] = oc, ws.s[wd.rank++] = kst[koc_ax];
-    for (int d = 0; d < ns; d++) wd.d[wd.rank] = c.ksp[d], ws.s[wd.rank++] = kst[ksp_ax.v[d]];
-    wd.d[wd.rank] = c.kic, ws.s[wd.rank++] = kst[kic_ax];
-    lathe_dtype path[2] = {dt, ct};
-    if (dt == ct) LATHE_RETURN_IF_ERROR(lathe_cuda_strided(ex, false, in[1], wt, oc * K, &wd, &ws, 0));
-    else LATHE_RETURN_IF_ERROR(lathe_cuda_convert(ex, lathe_cuda_ptr(in[1]), wpack, path, 2, oc * K, &wd, &ws, 0));
-  }
+  LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(r->ex, r->ct, r->oc * r->K, &r->wpack, &wt));
+  lt_dims_h wd;
+  lt_strides_h ws;
+  memset(&wd, 0, sizeof wd);
+  memset(&ws, 0, sizeof ws);
+  wd.d[wd.rank] = r->oc, ws.s[wd.rank++] = r->kst[r->koc_ax];
+  for (int d = 0; d < c->ns; d++) wd.d[wd.rank] = c->ksp[d], ws.s[wd.rank++] = r->kst[r->ksp_ax[d]];
+  wd.d[wd.rank] = c->kic, ws.s[wd.rank++] = r->kst[r->kic_ax];
+  lathe_dtype path[2] = {r->dt, r->ct};
+  if (r->dt == r->ct) return lathe_cuda_strided(r->ex, false, r->in[1], wt, r->oc * r->K, &wd, &ws, 0);
+  return lathe_cuda_convert(r->ex, lathe_cuda_ptr(r->in[1]), r->wpack, path, 2, r->oc * r->K, &wd, &ws, 0);
+}
 
+/* lathe's own path: im2col chunks and one batched product each (file comment). */
+static lathe_status_t own_path(void *ctx) {
+  conv_run *r = ctx;
+  lathe_cuda_exec *ex = r->ex;
+  conv_args c = r->c;
+  lathe_dtype dt = r->dt, ct = r->ct;
+  const lathe_shape *os = &r->out[0]->shape;
+  int64_t G = r->G, ocg = r->ocg, S = r->S, R = r->R, K = r->K, ob = R / S;
+  int ns = (int)c.ns;
+  LATHE_RETURN_IF_ERROR(pack_kernel(r));
   /* rows of a chunk as one stride of the output: all rows (merged), or rows within one batch */
   int64_t sst = 0;
   bool sp_merged = true;
@@ -296,30 +269,122 @@ lathe_status_t lathe_cuda_run_conv(lathe_cuda_exec *ex, const lathe_node *n, lat
       if (rows > left) rows = left;
     }
     c.rc = rows, c.r0 = r0;
-    LATHE_RETURN_IF_ERROR(launch_conv(ex, "lt_im2col", dt, ct, lathe_cuda_ptr(in[0]), col, G * rows * K, &c));
+    LATHE_RETURN_IF_ERROR(launch_conv(ex, "lt_im2col", dt, ct, lathe_cuda_ptr(r->in[0]), col, G * rows * K, &c));
     lt_gemm g = {.ab = ct, .d = ct, .batch = G, .m = rows, .n = ocg, .k = K};
     g.a = (lt_mat){col, K, 1, rows * K};
-    g.b = (lt_mat){wpack, 1, K, ocg * K};
+    g.b = (lt_mat){r->wpack, 1, K, ocg * K};
     if (direct) {
       int64_t b = r0 / S, s = r0 % S, off = rows_merged ? r0 * row_stride : b * c.out_sb + s * sst;
-      g.c = (lt_mat){lathe_cuda_ptr(out[0]) + (lcuDeviceptr)((size_t)off * oes), rows_merged ? row_stride : sst, c.out_sc,
+      g.c = (lt_mat){lathe_cuda_ptr(r->out[0]) + (lcuDeviceptr)((size_t)off * oes), rows_merged ? row_stride : sst, c.out_sc,
                      ocg * c.out_sc};
       LATHE_RETURN_IF_ERROR(lathe_cuda_gemm(ex, &g));
     } else {
       g.c = (lt_mat){tile, ocg, 1, rows * ocg};
       LATHE_RETURN_IF_ERROR(lathe_cuda_gemm(ex, &g));
-      LATHE_RETURN_IF_ERROR(launch_conv(ex, "lt_conv_scatter", ct, os->dtype, tile, lathe_cuda_ptr(out[0]), G * rows * ocg, &c));
+      LATHE_RETURN_IF_ERROR(launch_conv(ex, "lt_conv_scatter", ct, os->dtype, tile, lathe_cuda_ptr(r->out[0]), G * rows * ocg, &c));
     }
     r0 += rows;
   }
+  return NULL;
+}
+
+/* The convolution as cuDNN's views (cudnn.c): input (batch, channels, spatial), kernel (output
+ * channels, input channels, spatial), output (batch, channels, spatial). */
+static void conv_views(const lathe_node *n, const conv_run *r, const int64_t *ist, const int64_t *ost, lt_conv_desc *v) {
+  const lathe_shape *is = &r->in[0]->shape, *ks = &r->in[1]->shape, *os = &r->out[0]->shape;
+  lathe_ilist isp = lathe_attr_conv_general_input_spatial(n), osp = lathe_attr_conv_general_output_spatial(n);
+  int ns = (int)r->c.ns;
+  memset(v, 0, sizeof *v);
+  v->dt = r->dt, v->ns = ns, v->out = r->out[0];
+  v->groups = lathe_attr_conv_general_channel_group_count(n), v->batch_groups = lathe_attr_conv_general_batch_group_count(n);
+  v->xp = lathe_cuda_ptr(r->in[0]), v->wp = lathe_cuda_ptr(r->in[1]), v->yp = lathe_cuda_ptr(r->out[0]);
+  int xa[2 + MAX_SP] = {(int)lathe_attr_conv_general_input_batch(n), (int)lathe_attr_conv_general_input_channels(n)};
+  int wa[2 + MAX_SP] = {(int)r->koc_ax, (int)r->kic_ax};
+  int ya[2 + MAX_SP] = {(int)lathe_attr_conv_general_output_batch(n), (int)lathe_attr_conv_general_output_channels(n)};
+  for (int d = 0; d < ns && d < MAX_SP; d++) xa[2 + d] = (int)isp.v[d], wa[2 + d] = (int)r->ksp_ax[d], ya[2 + d] = (int)osp.v[d];
+  lt_conv_view *vs[3] = {&v->x, &v->w, &v->y};
+  const int *axes[3] = {xa, wa, ya};
+  const lathe_shape *shapes[3] = {is, ks, os};
+  const int64_t *strides[3] = {ist, r->kst, ost};
+  for (int t = 0; t < 3; t++) {
+    vs[t]->nd = 2 + (ns < LT_CONV_MAX_SP ? ns : LT_CONV_MAX_SP);
+    for (int i = 0; i < vs[t]->nd; i++)
+      vs[t]->axis[i] = axes[t][i], vs[t]->dim[i] = shapes[t]->dims[axes[t][i]], vs[t]->st[i] = strides[t][axes[t][i]];
+  }
+  for (int d = 0; d < ns && d < LT_CONV_MAX_SP; d++)
+    v->str[d] = r->c.str[d], v->kdil[d] = r->c.kdil[d], v->idil[d] = r->c.idil[d], v->plo[d] = r->c.plo[d];
+}
+
+lathe_status_t lathe_cuda_run_conv(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in,
+                                   lathe_tensor **out) {
+  const lathe_shape *is = &in[0]->shape, *ks = &in[1]->shape, *os = &out[0]->shape;
+  lathe_dtype dt = is->dtype, ct = compute_of(dt);
+  if (ct == LATHE_DTYPE_INVALID) return LATHE_UNIMPL("ConvGeneral: not implemented on lathe:cuda for %s", lathe_dtype_name(dt));
+  if (lathe_shape_size(os) == 0) return NULL;
+  conv_run r;
+  memset(&r, 0, sizeof r);
+  r.ex = ex, r.in = in, r.out = out, r.dt = dt, r.ct = ct;
+  int64_t ist[LATHE_MAX_RANK], ost[LATHE_MAX_RANK];
+  lathe_cuda_row_strides(is, ist);
+  lathe_cuda_row_strides(ks, r.kst);
+  lathe_cuda_row_strides(os, ost);
+  lathe_ilist isp = lathe_attr_conv_general_input_spatial(n), ksp_ax = lathe_attr_conv_general_kernel_spatial(n),
+              osp_ax = lathe_attr_conv_general_output_spatial(n), strides = lathe_attr_conv_general_strides(n),
+              pads = lathe_attr_conv_general_paddings(n), idil = lathe_attr_conv_general_input_dilations(n),
+              kdil = lathe_attr_conv_general_kernel_dilations(n);
+  int ns = isp.n;
+  if (ns > MAX_SP) return LATHE_UNIMPL("ConvGeneral: %d spatial axes", ns);
+  int64_t cgc = lathe_attr_conv_general_channel_group_count(n), bgc = lathe_attr_conv_general_batch_group_count(n);
+  int64_t ob_ax = lathe_attr_conv_general_output_batch(n), oc_ax = lathe_attr_conv_general_output_channels(n);
+  r.kic_ax = lathe_attr_conv_general_kernel_input_channels(n), r.koc_ax = lathe_attr_conv_general_kernel_output_channels(n);
+  int64_t G = cgc > 1 ? cgc : bgc, ob = os->dims[ob_ax], oc = os->dims[oc_ax], ocg = oc / G;
+  conv_args *c = &r.c;
+  c->ns = ns;
+  c->kic = ks->dims[r.kic_ax];
+  c->in_sb = ist[lathe_attr_conv_general_input_batch(n)];
+  c->in_sc = ist[lathe_attr_conv_general_input_channels(n)];
+  c->cg_off = cgc > 1 ? c->kic * c->in_sc : 0;
+  c->bg_off = bgc > 1 ? ob * c->in_sb : 0;
+  c->out_sb = ost[ob_ax];
+  c->out_sc = ost[oc_ax];
+  c->ocg = ocg;
+  int64_t kspat = 1, S = 1;
+  bool holes = false;
+  for (int d = 0; d < ns; d++) {
+    r.ksp_ax[d] = ksp_ax.v[d];
+    c->osp[d] = os->dims[osp_ax.v[d]];
+    c->ksp[d] = ks->dims[ksp_ax.v[d]];
+    c->idim[d] = is->dims[isp.v[d]];
+    c->ist[d] = ist[isp.v[d]];
+    c->str[d] = strides.v[d];
+    c->kdil[d] = kdil.v[d];
+    c->idil[d] = idil.v[d];
+    c->plo[d] = pads.v[2 * d];
+    holes |= pads.v[2 * d] > 0 || pads.v[2 * d + 1] > 0 || (idil.v[d] > 1 && c->idim[d] > 1);
+    c->ost[d] = ost[osp_ax.v[d]];
+    kspat *= c->ksp[d];
+    S *= c->osp[d];
+  }
+  c->K = c->kic * kspat;
+  c->S = S;
+  r.G = G, r.oc = oc, r.ocg = ocg, r.S = S, r.R = ob * S, r.K = c->K;
+
+  bool done = false;
+  if (lathe_dtype_is_float(dt) && ns <= LT_CONV_MAX_SP) {
+    lt_conv_desc v;
+    conv_views(n, &r, ist, ost, &v);
+    LATHE_RETURN_IF_ERROR(lathe_cuda_cudnn_conv(ex, &v, own_path, &r, &done));
+  }
+  if (!done) LATHE_RETURN_IF_ERROR(own_path(&r));
   if (holes && lathe_dtype_is_float(dt)) { /* non-finite kernel values under holes (file comment) */
+    LATHE_RETURN_IF_ERROR(pack_kernel(&r));
     lcuDeviceptr flag;
     LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_UINT32, 1, &flag, NULL));
     LATHE_RETURN_IF_ERROR(lathe_cuda_zero(ex, flag, sizeof(uint32_t)));
-    LATHE_RETURN_IF_ERROR(launch_fix(ex, "lt_conv_nonfinite", dt, wpack, flag, 0, 0, oc * K, &c));
-    c.rc = R, c.r0 = 0;
-    LATHE_RETURN_IF_ERROR(launch_fix(ex, "lt_conv_fix", dt, lathe_cuda_ptr(in[0]), wpack, lathe_cuda_ptr(out[0]), flag,
-                                     G * R * ocg, &c));
+    LATHE_RETURN_IF_ERROR(launch_fix(ex, "lt_conv_nonfinite", dt, r.wpack, flag, 0, 0, oc * r.K, c));
+    c->rc = r.R, c->r0 = 0;
+    LATHE_RETURN_IF_ERROR(launch_fix(ex, "lt_conv_fix", dt, lathe_cuda_ptr(in[0]), r.wpack, lathe_cuda_ptr(out[0]), flag,
+                                     G * r.R * ocg, c));
   }
   return NULL;
 }

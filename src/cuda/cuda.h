@@ -28,6 +28,8 @@ bool lathe_cuda_have_cufft(void);
 /* NCCL (libnccl.so.2, or the file LATHE_NCCL_LIBRARY names), or UNAVAILABLE saying how to get it;
  * *version as NCCL_VERSION_CODE (21903 for 2.19.3). Needs no GPU. */
 lathe_status_t lathe_cuda_load_nccl(const lcu_api **out, int *version);
+/* cuDNN 9 (libcudnn.so.9, or the file LATHE_CUDNN_LIBRARY names), or UNAVAILABLE. */
+lathe_status_t lathe_cuda_load_cudnn(const lcu_api **out);
 /* Driver and NVRTC versions as 1000 * major + 10 * minor (0 when not loaded). */
 void lathe_cuda_versions(int *driver, int *nvrtc);
 /* A status for CUDA error r during `what` (NULL for success); out of memory is RESOURCE_EXHAUSTED. */
@@ -69,6 +71,11 @@ typedef struct cuda_dev {
   lcuDeviceptr lt_workspace;
   size_t lt_workspace_bytes;
   pthread_mutex_t lt_mu; /* cuBLASLt handles are not to be shared by threads at once */
+  /* cuDNN (cudnn.c): the handle, made on the first convolution (0 untried, 1 made, -1 none) */
+  pthread_mutex_t dnn_mu;
+  int dnn_state;
+  lcudnnHandle dnn;
+  struct cudnn_choice *dnn_choices; /* per configuration: cuDNN's algorithm, or lathe's own path */
   /* host staging: pinned memory for transfers */
   pthread_mutex_t staging_mu;
   void *staging;
@@ -87,6 +94,7 @@ typedef struct lathe_cuda {
   cuda_dev *devs;
   bool tf32; /* Float32 products may use TF32 tensor cores (option tf32=1; off by default) */
   bool fuse;
+  bool cudnn; /* convolutions may use cuDNN (option cudnn=1, the default) */
   char description[256];
   struct cuda_spmd *spmd; /* SPMD worker threads, made on first need (spmd.c) */
   struct nccl_set *nccl;  /* NCCL communicators by device list (collective.c) */
@@ -94,6 +102,8 @@ typedef struct lathe_cuda {
 
 extern const lathe_device_i lathe_cuda_device;
 
+/* Frees device d's cuDNN handle and remembered choices (cudnn.c; at device teardown). */
+void lathe_cuda_cudnn_release(cuda_dev *d);
 /* Destroys d's cached cuFFT plans (fft.c; at device teardown, with d's context current). */
 void lathe_cuda_fft_release(cuda_dev *d);
 
@@ -121,6 +131,13 @@ lathe_status_t lathe_cuda_compile_source(const char *source, int cc, void **out_
  * looked up. Thread-safe. */
 lathe_status_t lathe_cuda_kernel(cuda_dev *d, const char *source, const char *name, lcuFunction *out);
 lathe_status_t lathe_cuda_modules_init(cuda_modules *m);
+/* The on-disk cache's folder (LATHE_CUDA_CACHE_DIR, else $XDG_CACHE_HOME/lathe/cuda, else
+ * ~/.cache/lathe/cuda; false when off or unknown), and its best-effort file access: a file read
+ * whole (malloc'd, NULL when absent), a file written whole (atomically, by rename; failures are
+ * ignored). */
+bool lathe_cuda_cache_dir(char *buf, size_t cap);
+void *lathe_cuda_read_file(const char *path, size_t *size);
+void lathe_cuda_write_file(const char *dir, const char *path, const void *data, size_t n);
 void lathe_cuda_modules_destroy(cuda_dev *d);
 
 /* ---- execution (exec.c) ---- */

@@ -1,4 +1,4 @@
-/* cuda_api.h -- the parts of the CUDA driver, NVRTC, cuBLASLt, cuFFT and NCCL APIs lathe calls, declared
+/* cuda_api.h -- the parts of the CUDA driver, NVRTC, cuBLASLt, cuFFT, NCCL and cuDNN APIs lathe calls, declared
  * here so that lathe builds with no CUDA SDK: the libraries are opened with dlopen at run time
  * (loader.c). Names carry an `lcu` prefix so that this header can sit beside NVIDIA's own headers
  * in abi_check.c, which checks every value below against them where the SDK exists. */
@@ -137,6 +137,27 @@ enum { /* ncclDataType_t */
   LNCCL_BFLOAT16 = 9, /* NCCL 2.10 and newer */
 };
 enum { LNCCL_SUM = 0, LNCCL_PROD = 1, LNCCL_MAX = 2, LNCCL_MIN = 3 }; /* ncclRedOp_t */
+
+/* ---- cuDNN 9 (optional: convolutions; the legacy convolution API, still in cuDNN 9) ---- */
+typedef int lcudnnStatus;
+typedef struct lcudnnContext *lcudnnHandle;
+typedef struct lcudnnTensorStruct *lcudnnTensorDesc;
+typedef struct lcudnnFilterStruct *lcudnnFilterDesc;
+typedef struct lcudnnConvolutionStruct *lcudnnConvDesc;
+typedef struct { /* cudnnConvolutionFwdAlgoPerf_t and cudnnConvolutionBwdFilterAlgoPerf_t */
+  int algo;
+  lcudnnStatus status;
+  float time; /* ms */
+  size_t memory;
+  int determinism;
+  int mathType;
+  int reserved[3];
+} lcudnnAlgoPerf;
+enum { LCUDNN_STATUS_SUCCESS = 0 };
+enum { LCUDNN_DATA_FLOAT = 0, LCUDNN_DATA_DOUBLE = 1, LCUDNN_DATA_HALF = 2, LCUDNN_DATA_BFLOAT16 = 9 };
+enum { LCUDNN_TENSOR_NCHW = 0, LCUDNN_TENSOR_NHWC = 1 };
+enum { LCUDNN_DEFAULT_MATH = 0, LCUDNN_TENSOR_OP_MATH = 1, LCUDNN_FMA_MATH = 3 };
+enum { LCUDNN_CROSS_CORRELATION = 1 };
 
 /* ---- the symbol table: one function pointer per entry of cuda_symbols.def ---- */
 #define LATHE_CU_SYM(lib, ret, name, params) typedef ret(*lcu_pfn_##name) params;

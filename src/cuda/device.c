@@ -177,6 +177,7 @@ static void dev_destroy(cuda_dev *d) {
     if (d->staging) api->cuMemFreeHost(d->staging);
   }
   lathe_status_free(st);
+  lathe_cuda_cudnn_release(d);
   if (d->lt_workspace) lathe_cuda_free(d, d->lt_workspace, d->lt_workspace_bytes);
   lathe_cuda_modules_destroy(d);
   lathe_cuda_alloc_destroy(d);
@@ -194,6 +195,7 @@ static lathe_status_t dev_init(lathe_cuda *cu, cuda_dev *d, int ordinal, int gpu
   LATHE_CU_TRY(api, cuDeviceGet(&d->dev, gpu), "lathe:cuda: cuDeviceGet");
   LATHE_CU_TRY(api, cuDevicePrimaryCtxRetain(&d->ctx, d->dev), "lathe:cuda: cuDevicePrimaryCtxRetain");
   pthread_mutex_init(&d->lt_mu, NULL);
+  pthread_mutex_init(&d->dnn_mu, NULL);
   pthread_mutex_init(&d->staging_mu, NULL);
   LATHE_RETURN_IF_ERROR(lathe_cuda_alloc_init(&d->alloc));
   LATHE_RETURN_IF_ERROR(lathe_cuda_modules_init(&d->modules));
@@ -280,12 +282,14 @@ const lathe_device_i lathe_cuda_device = {
 };
 
 /* lathe:cuda's options (docs/CUDA.md), parsed by the runtime (runtime/options.c). */
-enum { OPT_DEVICE, OPT_TF32, OPT_FUSE };
+enum { OPT_DEVICE, OPT_TF32, OPT_FUSE, OPT_CUDNN };
 const lathe_option_spec lathe_cuda_options[] = {
     [OPT_DEVICE] = {"device", LATHE_OPTION_INT, "N", 0, 1024, false, "every GPU", "GPU N alone (as device 0)"},
     [OPT_TF32] = {"tf32", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
                   "Float32 products may use TF32 tensor cores (10 mantissa bits)"},
     [OPT_FUSE] = {"fuse", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "1", "fusion regions on or off"},
+    [OPT_CUDNN] = {"cudnn", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "1",
+                   "convolutions may use cuDNN where it is installed and measured faster"},
 };
 const int lathe_cuda_n_options = (int)(sizeof lathe_cuda_options / sizeof lathe_cuda_options[0]);
 
@@ -310,6 +314,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   int only = opt[OPT_DEVICE].set ? (int)opt[OPT_DEVICE].value : -1;
   bool tf32 = opt[OPT_TF32].set && opt[OPT_TF32].value == 1;
   bool fuse = !opt[OPT_FUSE].set || opt[OPT_FUSE].value == 1;
+  bool cudnn = !opt[OPT_CUDNN].set || opt[OPT_CUDNN].value == 1;
   const lcu_api *api;
   int count;
   LATHE_RETURN_IF_ERROR(gpu_count(&api, &count));
@@ -320,6 +325,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   cu->api = api;
   cu->tf32 = tf32;
   cu->fuse = fuse;
+  cu->cudnn = cudnn;
   cu->n_devices = only >= 0 ? 1 : count;
   cu->devs = calloc((size_t)cu->n_devices, sizeof(cuda_dev));
   lathe_status_t st = cu->devs ? NULL : LATHE_OOM("lathe:cuda");
@@ -344,7 +350,8 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
            driver % 1000 / 10, nvrtc / 1000, nvrtc % 1000 / 10, tf32 ? ", TF32" : "");
   int n = only >= 0 ? snprintf(conf, 64, "cuda,device=%d", only) : snprintf(conf, 64, "cuda");
   if (tf32) n += snprintf(conf + n, (size_t)(64 - n), ",tf32=1");
-  if (!fuse) snprintf(conf + n, (size_t)(64 - n), ",fuse=0");
+  if (!fuse) n += snprintf(conf + n, (size_t)(64 - n), ",fuse=0");
+  if (!cudnn) snprintf(conf + n, (size_t)(64 - n), ",cudnn=0");
   *out_dev = &lathe_cuda_device;
   *out_ctx = cu;
   *out_config = conf;

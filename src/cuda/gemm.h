@@ -84,6 +84,33 @@ void lathe_cuda_row_grid(int64_t rows, int tpr, unsigned *blocks, unsigned *thre
 /* Sources of gemm.c for the NVRTC compile test. */
 void lathe_cuda_sources_gemm(lathe_cuda_source_fn fn, void *ctx);
 
+/* ---- convolutions through cuDNN (cudnn.c) ----
+ * A ConvGeneral as views of its three tensors: the input as (batch, channels, spatial...), the
+ * kernel as (output channels, input channels, spatial...), the output as (batch, channels,
+ * spatial...); each view axis with its size, its stride in elements and the tensor axis it is. */
+enum { LT_CONV_MAX_SP = 3 };
+typedef struct lt_conv_view {
+  int nd; /* 2 + spatial axes */
+  int64_t dim[2 + LT_CONV_MAX_SP], st[2 + LT_CONV_MAX_SP];
+  int axis[2 + LT_CONV_MAX_SP];
+} lt_conv_view;
+typedef struct lt_conv_desc {
+  lathe_dtype dt;
+  int ns;
+  lt_conv_view x, w, y;
+  const lathe_tensor *out; /* the output tensor (its shape: where a packed result is copied to) */
+  int64_t str[LT_CONV_MAX_SP], kdil[LT_CONV_MAX_SP], idil[LT_CONV_MAX_SP], plo[LT_CONV_MAX_SP];
+  int64_t groups, batch_groups;
+  lcuDeviceptr xp, wp, yp;
+} lt_conv_desc;
+/* Runs the convolution with cuDNN where that is present, allowed (option cudnn, on by default),
+ * able and faster: the first time a configuration is seen, cuDNN's algorithms (as a forward
+ * convolution and, where the shapes allow, as the kernel gradient of one) are measured against
+ * lathe's own path, own(own_ctx) (which may write the output), and the choice is remembered per
+ * device. *done false: nothing was run, the caller runs its own path. */
+lathe_status_t lathe_cuda_cudnn_conv(lathe_cuda_exec *ex, const lt_conv_desc *c, lathe_status_t (*own)(void *),
+                                     void *own_ctx, bool *done);
+
 /* ---- the FUSED family's parts (attention.c, quantized.c) ---- */
 bool lathe_cuda_attention_op(lathe_op op);
 lathe_status_t lathe_cuda_run_attention(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in,

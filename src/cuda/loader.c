@@ -1,6 +1,6 @@
 /* loader.c -- opens the CUDA libraries with dlopen, once per process: libcuda.so.1 (driver entry
  * points pinned to LCU_API_VERSION through cuGetProcAddress), NVRTC (13, else 12), cuBLASLt (13,
- * else 12), cuFFT and NCCL (both optional). A missing library is UNAVAILABLE with a message that says what
+ * else 12), cuFFT, NCCL and cuDNN (optional). A missing library is UNAVAILABLE with a message that says what
  * to install; nothing is printed. */
 #define _GNU_SOURCE /* dladdr */
 #include <dlfcn.h>
@@ -13,11 +13,11 @@
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static lcu_api api;
 /* per library: 0 not tried, 1 loaded, -1 failed (why[] says why) */
-static int state[5];
-static char why[5][768];
+static int state[6];
+static char why[6][768];
 static int nvrtc_major, nvrtc_minor, driver_version, nccl_version;
 
-enum { LIB_DRIVER, LIB_NVRTC, LIB_CUBLASLT, LIB_CUFFT, LIB_NCCL };
+enum { LIB_DRIVER, LIB_NVRTC, LIB_CUBLASLT, LIB_CUFFT, LIB_NCCL, LIB_CUDNN };
 
 typedef lcuResult (*get_proc_fn)(const char *symbol, void **pfn, int version, uint64_t flags, int *status);
 
@@ -149,6 +149,11 @@ static lathe_status_t load(int lib) {
         if (state[LIB_NCCL] == 1 && api.ncclGetVersion(&nccl_version) != LNCCL_SUCCESS) nccl_version = 0;
         break;
       }
+      case LIB_CUDNN: {
+        static const char *const names[] = {"libcudnn.so.9", NULL};
+        load_plain(LIB_CUDNN, names, "LATHE_CUDNN_LIBRARY", "cuDNN 9 (libcudnn.so.9: the cuDNN package or the nvidia-cudnn wheel)");
+        break;
+      }
       default: {
         static const char *const names[] = {"libcufft.so.12", "libcufft.so.13", "libcufft.so.11", "libcufft.so", NULL};
         load_plain(LIB_CUFFT, names, NULL, "cuFFT (CUDA's libcufft)");
@@ -186,6 +191,12 @@ lathe_status_t lathe_cuda_load_nccl(const lcu_api **out, int *version) {
   LATHE_RETURN_IF_ERROR(load(LIB_NCCL));
   *out = &api;
   *version = nccl_version;
+  return NULL;
+}
+
+lathe_status_t lathe_cuda_load_cudnn(const lcu_api **out) {
+  LATHE_RETURN_IF_ERROR(load(LIB_CUDNN));
+  *out = &api;
   return NULL;
 }
 

@@ -152,7 +152,7 @@ lathe_status_t lathe_cuda_compile_source(const char *source, int cc, void **out_
 }
 
 /* ---- the disk cache ---- */
-static bool cache_dir(char *buf, size_t cap) {
+bool lathe_cuda_cache_dir(char *buf, size_t cap) {
   const char *dir = getenv("LATHE_CUDA_CACHE_DIR");
   if (dir && (!strcmp(dir, "off") || !*dir)) return false;
   if (dir) snprintf(buf, cap, "%s", dir);
@@ -172,7 +172,7 @@ static void mkdirs(char *path) {
   mkdir(path, 0755);
 }
 
-static void *read_file(const char *path, size_t *size) {
+void *lathe_cuda_read_file(const char *path, size_t *size) {
   FILE *f = fopen(path, "rb");
   if (!f) return NULL;
   void *buf = NULL;
@@ -190,7 +190,7 @@ static void *read_file(const char *path, size_t *size) {
 
 /* Best effort: a cache that cannot be written is no error. Written under a temporary name and
  * renamed, so another process never reads half a file. */
-static void write_file(const char *dir, const char *path, const void *data, size_t n) {
+void lathe_cuda_write_file(const char *dir, const char *path, const void *data, size_t n) {
   char tmp[700], d[512];
   snprintf(d, sizeof d, "%s", dir);
   mkdirs(d);
@@ -268,13 +268,13 @@ static lathe_status_t cubin_of(cuda_dev *d, const char *source, uint64_t key, bo
   file_key = fnv(file_key, &nvrtc, sizeof nvrtc);
   file_key = fnv(file_key, prelude, sizeof prelude);
   char dir[512], path[600];
-  bool cached = cache_dir(dir, sizeof dir);
+  bool cached = lathe_cuda_cache_dir(dir, sizeof dir);
   if (cached) snprintf(path, sizeof path, "%s/%016llx-sm%d.cubin", dir, (unsigned long long)file_key, d->cc);
-  *cubin = cached && !fresh ? read_file(path, size) : NULL;
+  *cubin = cached && !fresh ? lathe_cuda_read_file(path, size) : NULL;
   *from_disk = *cubin != NULL;
   if (*cubin) return NULL;
   LATHE_RETURN_IF_ERROR(lathe_cuda_compile_source(source, d->cc, cubin, size));
-  if (cached) write_file(dir, path, *cubin, *size);
+  if (cached) lathe_cuda_write_file(dir, path, *cubin, *size);
   return NULL;
 }
 

@@ -1,5 +1,5 @@
 /* abi_check.c -- checks src/cuda/cuda_api.h against NVIDIA's own headers, where a CUDA SDK is
- * installed (make cuda-abi-check CUDA_HOME=...): every value and struct size lathe declares must
+ * installed (and cuDNN's, where those are) (make cuda-abi-check CUDA_HOME=...): every value and struct size lathe declares must
  * equal the SDK's. Not part of the library, which builds without the SDK. */
 #include <cublasLt.h>
 #include <cuda.h>
@@ -70,7 +70,32 @@ SAME(LCUFFT_Z2Z, CUFFT_Z2Z);
 SAME(LCUFFT_FORWARD, CUFFT_FORWARD);
 SAME(LCUFFT_INVERSE, CUFFT_INVERSE);
 
+#if __has_include(<cudnn.h>) /* cuDNN's headers, where they are installed */
+#include <cudnn.h>
+#include <stddef.h>
+SAME(LCUDNN_STATUS_SUCCESS, CUDNN_STATUS_SUCCESS);
+SAME(LCUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT);
+SAME(LCUDNN_DATA_DOUBLE, CUDNN_DATA_DOUBLE);
+SAME(LCUDNN_DATA_HALF, CUDNN_DATA_HALF);
+SAME(LCUDNN_DATA_BFLOAT16, CUDNN_DATA_BFLOAT16);
+SAME(LCUDNN_TENSOR_NCHW, CUDNN_TENSOR_NCHW);
+SAME(LCUDNN_TENSOR_NHWC, CUDNN_TENSOR_NHWC);
+SAME(LCUDNN_DEFAULT_MATH, CUDNN_DEFAULT_MATH);
+SAME(LCUDNN_TENSOR_OP_MATH, CUDNN_TENSOR_OP_MATH);
+SAME(LCUDNN_FMA_MATH, CUDNN_FMA_MATH);
+SAME(LCUDNN_CROSS_CORRELATION, CUDNN_CROSS_CORRELATION);
+SAME(sizeof(lcudnnAlgoPerf), sizeof(cudnnConvolutionFwdAlgoPerf_t));
+SAME(sizeof(lcudnnAlgoPerf), sizeof(cudnnConvolutionBwdFilterAlgoPerf_t));
+SAME(offsetof(lcudnnAlgoPerf, time), offsetof(cudnnConvolutionFwdAlgoPerf_t, time));
+SAME(offsetof(lcudnnAlgoPerf, memory), offsetof(cudnnConvolutionFwdAlgoPerf_t, memory));
+SAME(offsetof(lcudnnAlgoPerf, mathType), offsetof(cudnnConvolutionFwdAlgoPerf_t, mathType));
+SAME(offsetof(lcudnnAlgoPerf, mathType), offsetof(cudnnConvolutionBwdFilterAlgoPerf_t, mathType));
+#define LATHE_ABI_CUDNN " and cuDNN's"
+#else
+#define LATHE_ABI_CUDNN ""
+#endif
+
 int main(void) {
-  puts("cuda_api.h agrees with the CUDA SDK's headers");
+  puts("cuda_api.h agrees with the CUDA SDK's headers" LATHE_ABI_CUDNN);
   return 0;
 }

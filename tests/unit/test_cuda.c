@@ -24,7 +24,7 @@ TEST(cuda_unavailable_or_usable) {
     printf("note: %s\n", lathe_backend_description(b));
   }
   lathe_backend_free(b);
-  CHECK_ERR(lathe_backend_new("lathe:cuda,bogus=1", &b), INVALID_ARGUMENT, "known options: device=N, tf32=0|1, fuse=0|1");
+  CHECK_ERR(lathe_backend_new("lathe:cuda,bogus=1", &b), INVALID_ARGUMENT, "known options: device=N, tf32=0|1, fuse=0|1, cudnn=0|1");
 }
 
 typedef struct {

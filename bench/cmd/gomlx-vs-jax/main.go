@@ -253,6 +253,9 @@ func runWorkload(w steps.Workload, latheCfg, goCfg, xlaCfg, xlaPlugin string, ja
 		return nil
 	}
 	for _, cfg := range strings.Split(latheCfg, ";") {
+		if cfg == "" { // -lathe "" leaves lathe out (a profile of the peers alone)
+			continue
+		}
 		if err := add(cfg, cfg); err != nil {
 			return r, err
 		}
