@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "7f2a7713c92701ed3796ffa4e1edec4e"
+const engineSourcesHash = "47858f758f6995a53467c14a6cf9b2a8"

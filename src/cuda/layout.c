@@ -74,17 +74,52 @@ void lathe_cuda_sources_layout(lathe_cuda_source_fn fn, void *ctx) {
 
 static int width_of(lathe_dtype dt) { return lathe_dtype_bits(dt) / 8; }
 
+/* The same move with fewer, wider steps: size-1 axes dropped, neighbouring axes merged where the
+ * strided side walks them as one, and, while the innermost axis is unit-stride and even, element
+ * pairs moved as one element of twice the width (up to 16 bytes) where every stride, the base and
+ * both pointers allow. A transpose that keeps the last axis (attention's head transposes) then
+ * moves 16-byte words with a rank-3 index instead of 4-byte ones with a rank-4 index. */
+static void simplify(lt_dims_h *d, lt_strides_h *s, int64_t n, int64_t *base, int *w, lcuDeviceptr strided_p,
+                     lcuDeviceptr plain_p) {
+  int64_t all = 1;
+  for (int a = 0; a < d->rank; a++) all *= d->d[a];
+  int r = 0;
+  for (int a = 0; a < d->rank; a++) {
+    if (d->d[a] == 1) continue;
+    if (r > 0 && s->s[r - 1] == s->s[a] * d->d[a]) { /* merges with the axis outside it */
+      d->d[r - 1] *= d->d[a];
+      s->s[r - 1] = s->s[a];
+      continue;
+    }
+    d->d[r] = d->d[a], s->s[r] = s->s[a], r++;
+  }
+  if (r == 0) d->d[r] = 1, s->s[r] = 0, r = 1;
+  d->rank = r;
+  while (n == all && *w > 0 && *w < 16 && s->s[r - 1] == 1 && d->d[r - 1] % 2 == 0 && *base % 2 == 0) {
+    bool even = true;
+    for (int a = 0; a < r - 1; a++) even &= s->s[a] % 2 == 0;
+    int nw = 2 * *w;
+    if (!even || (strided_p + (lcuDeviceptr)(*base * *w)) % (lcuDeviceptr)nw || plain_p % (lcuDeviceptr)nw) break;
+    d->d[r - 1] /= 2;
+    for (int a = 0; a < r - 1; a++) s->s[a] /= 2;
+    *base /= 2, *w = nw;
+  }
+}
+
 lathe_status_t lathe_cuda_strided(lathe_cuda_exec *ex, bool scatter, const lathe_tensor *in, lathe_tensor *out,
                                   int64_t n, const lt_dims_h *dims, const lt_strides_h *strides, int64_t base) {
   if (n == 0) return NULL;
   int w = width_of(in->shape.dtype);
+  lcuDeviceptr pi = lathe_cuda_ptr(in), po = lathe_cuda_ptr(out);
+  lt_dims_h d = *dims;
+  lt_strides_h s = *strides;
+  int w0 = w;
+  simplify(&d, &s, n, &base, &w, scatter ? po : pi, scatter ? pi : po);
+  if (w != w0) n /= w / w0;
   char name[32];
   snprintf(name, sizeof name, "lt_%s_%d", scatter ? "scatter" : "gather", w);
   lcuFunction f;
   LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), layout_src, name, &f));
-  lcuDeviceptr pi = lathe_cuda_ptr(in), po = lathe_cuda_ptr(out);
-  lt_dims_h d = *dims;
-  lt_strides_h s = *strides;
   void *args[] = {&pi, &po, &n, &d, &s, &base};
   unsigned b, t;
   lathe_cuda_grid(n, &b, &t);
