@@ -235,6 +235,11 @@ typedef struct lt_strides_h {
  * in dims times strides. */
 lathe_status_t lathe_cuda_strided(lathe_cuda_exec *ex, bool scatter, const lathe_tensor *in, lathe_tensor *out,
                                   int64_t n, const lt_dims_h *dims, const lt_strides_h *strides, int64_t base);
+/* The index of such a move simplified as lathe_cuda_strided launches it (layout.c; exposed for
+ * tests): n elements of *w bytes, `strided_p` the strided side's pointer, `plain_p` the other's;
+ * afterwards n / (new *w / old *w) elements of the new *w bytes move the same bytes. */
+void lathe_cuda_strided_simplify(lt_dims_h *d, lt_strides_h *s, int64_t n, int64_t *base, int *w, lcuDeviceptr strided_p,
+                                 lcuDeviceptr plain_p);
 /* out = in, byte for byte (nothing when they share memory). */
 lathe_status_t lathe_cuda_copy(lathe_cuda_exec *ex, const lathe_tensor *in, lathe_tensor *out);
 

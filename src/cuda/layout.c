@@ -79,8 +79,8 @@ static int width_of(lathe_dtype dt) { return lathe_dtype_bits(dt) / 8; }
  * pairs moved as one element of twice the width (up to 16 bytes) where every stride, the base and
  * both pointers allow. A transpose that keeps the last axis (attention's head transposes) then
  * moves 16-byte words with a rank-3 index instead of 4-byte ones with a rank-4 index. */
-static void simplify(lt_dims_h *d, lt_strides_h *s, int64_t n, int64_t *base, int *w, lcuDeviceptr strided_p,
-                     lcuDeviceptr plain_p) {
+void lathe_cuda_strided_simplify(lt_dims_h *d, lt_strides_h *s, int64_t n, int64_t *base, int *w, lcuDeviceptr strided_p,
+                                 lcuDeviceptr plain_p) {
   int64_t all = 1;
   for (int a = 0; a < d->rank; a++) all *= d->d[a];
   int r = 0;
@@ -114,7 +114,7 @@ lathe_status_t lathe_cuda_strided(lathe_cuda_exec *ex, bool scatter, const lathe
   lt_dims_h d = *dims;
   lt_strides_h s = *strides;
   int w0 = w;
-  simplify(&d, &s, n, &base, &w, scatter ? po : pi, scatter ? pi : po);
+  lathe_cuda_strided_simplify(&d, &s, n, &base, &w, scatter ? po : pi, scatter ? pi : po);
   if (w != w0) n /= w / w0;
   char name[32];
   snprintf(name, sizeof name, "lt_%s_%d", scatter ? "scatter" : "gather", w);

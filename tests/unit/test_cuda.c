@@ -86,6 +86,70 @@ TEST(cuda_index_division) {
   CHECK(bad == 0, "%d wrong quotients", bad);
 }
 
+/* The strided copy's index simplification (no GPU needed): on random layouts (permuted, with
+ * broadcast and spread axes, offsets, misaligned pointers), every byte of every element moves
+ * from and to where the unsimplified index puts it, and a widened element is aligned. */
+static int64_t strided_offset(int64_t i, const lt_dims_h *d, const lt_strides_h *s) {
+  int64_t o = 0;
+  for (int a = d->rank - 1; a >= 0; a--) o += (i % d->d[a]) * s->s[a], i /= d->d[a];
+  return o;
+}
+
+static uint64_t next_random(uint64_t *x) {
+  *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+  return *x;
+}
+
+TEST(cuda_strided_simplify) {
+  uint64_t x = 0x2545f4914f6cdd1dull;
+#define RND() next_random(&x)
+  int bad = 0, widened = 0, merged = 0;
+  for (int t = 0; t < 20000 && !bad; t++) {
+    lt_dims_h d;
+    lt_strides_h s;
+    memset(&d, 0, sizeof d), memset(&s, 0, sizeof s);
+    d.rank = (int)(RND() % 5);
+    int w0 = 1 << (RND() % 5), perm[4] = {0, 1, 2, 3};
+    int64_t n = 1;
+    for (int a = 0; a < d.rank; a++) {
+      bool any = RND() % 3 != 0;
+      d.d[a] = any ? 1 + (int64_t)(RND() % 6) : 2 * (1 + (int64_t)(RND() % 4));
+      n *= d.d[a];
+    }
+    for (int a = d.rank - 1; a > 0; a--) {
+      int j = (int)(RND() % (uint64_t)(a + 1)), p = perm[a];
+      perm[a] = perm[j], perm[j] = p;
+    }
+    int64_t run = 1;
+    for (int k = d.rank - 1; k >= 0; k--) s.s[perm[k]] = run, run *= d.d[perm[k]];
+    for (int a = 0; a < d.rank; a++) {
+      uint64_t r = RND() % 8;
+      if (r == 0) s.s[a] = 0;      /* broadcast */
+      else if (r == 1) s.s[a] *= 2; /* spread out */
+    }
+    int64_t base = (int64_t)(RND() % 4);
+    if (RND() % 2) base *= 4;
+    lcuDeviceptr sp = 256 * (1 + RND() % 100);
+    if (RND() % 2) sp += (lcuDeviceptr)w0 * (RND() % 4);
+    lcuDeviceptr pp = 256 * (1 + RND() % 100);
+    lt_dims_h d2 = d;
+    lt_strides_h s2 = s;
+    int64_t b2 = base;
+    int w = w0;
+    lathe_cuda_strided_simplify(&d2, &s2, n, &b2, &w, sp, pp);
+    int f = w / w0;
+    widened += f > 1, merged += d2.rank < d.rank;
+    for (int64_t i = 0; i < n && !bad; i++) {
+      int64_t j = i / f, k = i % f, at = b2 + strided_offset(j, &d2, &s2);
+      if ((base + strided_offset(i, &d, &s)) * w0 != at * w + k * w0) bad = 1;
+      if (f > 1 && ((sp + (lcuDeviceptr)(at * w)) % (lcuDeviceptr)w || (pp + (lcuDeviceptr)(j * w)) % (lcuDeviceptr)w)) bad = 2;
+    }
+    if (bad) CHECK(false, "layout %d: %s (rank %d, width %d, factor %d)", t, bad == 1 ? "bytes moved" : "misaligned", d.rank, w0, f);
+  }
+#undef RND
+  CHECK(widened > 1000 && merged > 1000, "only %d widened and %d merged layouts were tried", widened, merged);
+}
+
 /* How an elementwise kernel reads its inputs after collapsing (no GPU needed): a broadcast
  * zero is a scalar, a row broadcast two axes in vector groups, a size-1 axis gone. */
 static void geometry(const int64_t *xd, int xr, const int64_t *yd, int yr, const int64_t *od, int orank, int *rank,
