@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "a74610662486ff25dbe9df67b14d7b33"
+const engineSourcesHash = "534b454498b1e918d51ad4e173b93a53"

@@ -24,7 +24,7 @@
 
 #include "gemm.h"
 
-enum { ND = 2 + LT_CONV_MAX_SP, KEYN = 6 + 6 * ND + 5 * LT_CONV_MAX_SP };
+enum { ND = 2 + LT_CONV_MAX_SP, KEYN = 5 + 6 * ND + 4 * LT_CONV_MAX_SP };
 enum { WAY_OWN, WAY_FWD, WAY_BWD_FILTER };
 /* cuDNN's workspace while measuring and running (an algorithm that needs more is not chosen) */
 #define WS_MAX ((size_t)256 << 20)
@@ -36,14 +36,12 @@ typedef struct cudnn_choice {
   size_t ws;
 } cudnn_choice;
 
-/* One operand as cuDNN sees it: dims and strides (view order), where its data is, and whether it
- * goes through NHWC-packed scratch. */
+/* One operand as cuDNN sees it: the tensor's view, where its data is, the packed layout cuDNN is
+ * told, and whether it goes through NHWC-packed scratch to have it. */
 typedef struct dnn_operand {
-  int nd;
-  int dims[ND], st[ND];
-  lt_conv_view v; /* the tensor's own view (for the copies) */
-  lcuDeviceptr p; /* the tensor's data */
-  int format;     /* packed as NCHW or NHWC (filters) */
+  lt_conv_view v;
+  lcuDeviceptr p;
+  int format; /* LCUDNN_TENSOR_NCHW or _NHWC */
   bool scratch;
 } dnn_operand;
 
@@ -70,19 +68,23 @@ void lathe_cuda_cudnn_release(cuda_dev *d) {
   pthread_mutex_destroy(&d->dnn_mu);
 }
 
-/* The packed strides of v's layout as NCHW (nhwc false) or NHWC, for axes of size > 1 only:
- * whether v lies that way. */
-static bool packed_as(const lt_conv_view *v, bool nhwc, int64_t *st) {
-  int nd = v->nd;
+/* The strides of dims (view order: N, C, spatial...) packed as NCHW (nhwc false) or NHWC. */
+static void packed_strides(const int64_t *dim, int nd, bool nhwc, int64_t *st) {
   int64_t run = 1;
   if (nhwc) {
-    st[1] = run, run *= v->dim[1];
-    for (int i = nd - 1; i >= 2; i--) st[i] = run, run *= v->dim[i];
+    st[1] = run, run *= dim[1];
+    for (int i = nd - 1; i >= 2; i--) st[i] = run, run *= dim[i];
     st[0] = run;
   } else {
-    for (int i = nd - 1; i >= 0; i--) st[i] = run, run *= v->dim[i];
+    for (int i = nd - 1; i >= 0; i--) st[i] = run, run *= dim[i];
   }
-  for (int i = 0; i < nd; i++)
+}
+
+/* Whether v lies packed as NCHW or NHWC (the strides of size-1 axes do not matter). */
+static bool packed_as(const lt_conv_view *v, bool nhwc) {
+  int64_t st[ND];
+  packed_strides(v->dim, v->nd, nhwc, st);
+  for (int i = 0; i < v->nd; i++)
     if (v->dim[i] > 1 && v->st[i] != st[i]) return false;
   return true;
 }
@@ -95,15 +97,10 @@ static bool fits_int(const lt_conv_view *v) {
 
 /* o for view v: as it lies when it is packed, else NHWC-packed scratch (made by stage_in / out). */
 static void operand(dnn_operand *o, const lt_conv_view *v, lcuDeviceptr p) {
-  int64_t st[ND];
   memset(o, 0, sizeof *o);
-  o->nd = v->nd, o->v = *v, o->p = p;
-  if (packed_as(v, false, st)) o->format = LCUDNN_TENSOR_NCHW;
-  else {
-    o->format = LCUDNN_TENSOR_NHWC;
-    o->scratch = !packed_as(v, true, st);
-  }
-  for (int i = 0; i < v->nd; i++) o->dims[i] = (int)v->dim[i], o->st[i] = (int)st[i];
+  o->v = *v, o->p = p;
+  if (packed_as(v, false)) o->format = LCUDNN_TENSOR_NCHW;
+  else o->format = LCUDNN_TENSOR_NHWC, o->scratch = !packed_as(v, true);
 }
 
 static void swap01(lt_conv_view *v) {
@@ -163,13 +160,13 @@ static void make_key(const lt_conv_desc *c, bool tf32, int64_t *key) {
   for (int t = 0; t < 3; t++)
     for (int i = 0; i < ND; i++) key[k++] = i < v[t]->nd ? v[t]->dim[i] : 0, key[k++] = i < v[t]->nd ? v[t]->st[i] : 0;
   for (int d = 0; d < LT_CONV_MAX_SP; d++)
-    key[k++] = c->str[d], key[k++] = c->kdil[d], key[k++] = c->idil[d], key[k++] = c->plo[d], key[k++] = 0;
+    key[k++] = c->str[d], key[k++] = c->kdil[d], key[k++] = c->idil[d], key[k++] = c->plo[d];
 }
 
-/* NHWC-packed element count and the gather that fills scratch from the tensor (inputs). */
+/* Elements of the operand, and the gather that fills its NHWC-packed scratch (inputs). */
 static int64_t count(const dnn_operand *o) {
   int64_t n = 1;
-  for (int i = 0; i < o->nd; i++) n *= o->dims[i];
+  for (int i = 0; i < o->v.nd; i++) n *= o->v.dim[i];
   return n;
 }
 
@@ -184,24 +181,25 @@ static lathe_status_t stage_in(lathe_cuda_exec *ex, lathe_dtype dt, dnn_operand 
   memset(&s, 0, sizeof s);
   /* NHWC order of the view: axis 0, the spatial axes, axis 1 */
   d.d[d.rank] = o->v.dim[0], s.s[d.rank++] = o->v.st[0];
-  for (int i = 2; i < o->nd; i++) d.d[d.rank] = o->v.dim[i], s.s[d.rank++] = o->v.st[i];
+  for (int i = 2; i < o->v.nd; i++) d.d[d.rank] = o->v.dim[i], s.s[d.rank++] = o->v.st[i];
   d.d[d.rank] = o->v.dim[1], s.s[d.rank++] = o->v.st[1];
   lathe_dtype path[2] = {dt, dt};
   return lathe_cuda_convert(ex, o->p, *p, path, 2, n, &d, &s, 0);
 }
 
-/* The result in scratch (NHWC-packed strides o->st) copied to the output tensor (row-major). */
+/* The result in NHWC-packed scratch copied to the output tensor (row-major). */
 static lathe_status_t stage_out(lathe_cuda_exec *ex, const lt_conv_desc *c, const dnn_operand *o, lcuDeviceptr p) {
   if (!o->scratch) return NULL;
   const lathe_shape *os = &c->out->shape;
   lt_dims_h d;
   lt_strides_h s;
+  int64_t st[ND];
   memset(&d, 0, sizeof d);
   memset(&s, 0, sizeof s);
   d.rank = os->rank;
   for (int a = 0; a < os->rank; a++) d.d[a] = os->dims[a];
-  for (int i = 0; i < o->nd; i++)
-    if (o->v.axis[i] >= 0) s.s[o->v.axis[i]] = o->st[i];
+  packed_strides(o->v.dim, o->v.nd, true, st);
+  for (int i = 0; i < o->v.nd; i++) s.s[o->v.axis[i]] = st[i];
   lathe_dtype path[2] = {c->dt, c->dt};
   return lathe_cuda_convert(ex, p, lathe_cuda_ptr(c->out), path, 2, lathe_shape_size(os), &d, &s, 0);
 }
@@ -224,17 +222,12 @@ static void descs_free(const lcu_api *api, dnn_descs *d) {
 /* The operand's dims for cuDNN (one spatial axis as two, the second of size 1) and its packed
  * strides in its format. */
 static int dnn_dims(const dnn_operand *o, int *dims, int *st) {
-  int nd = o->nd;
-  memcpy(dims, o->dims, sizeof(int) * (size_t)nd);
-  if (nd == 3) dims[nd++] = 1;
-  int run = 1;
-  if (o->format == LCUDNN_TENSOR_NHWC) {
-    st[1] = run, run *= dims[1];
-    for (int i = nd - 1; i >= 2; i--) st[i] = run, run *= dims[i];
-    st[0] = run;
-  } else {
-    for (int i = nd - 1; i >= 0; i--) st[i] = run, run *= dims[i];
-  }
+  int64_t d[ND + 1], s[ND + 1];
+  int nd = o->v.nd;
+  memcpy(d, o->v.dim, sizeof(int64_t) * (size_t)nd);
+  if (nd == 3) d[nd++] = 1;
+  packed_strides(d, nd, o->format == LCUDNN_TENSOR_NHWC, s);
+  for (int i = 0; i < nd; i++) dims[i] = (int)d[i], st[i] = (int)s[i]; /* readings() checked they fit */
   return nd;
 }
 
