@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "534b454498b1e918d51ad4e173b93a53"
+const engineSourcesHash = "78e6fc2a4aaf41ff45c88af218c45316"

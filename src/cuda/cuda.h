@@ -95,6 +95,7 @@ typedef struct lathe_cuda {
   bool tf32; /* Float32 products may use TF32 tensor cores (option tf32=1; off by default) */
   bool fuse;
   bool cudnn; /* convolutions may use cuDNN (option cudnn=1, the default) */
+  int graph_after; /* a plan becomes a CUDA graph at its graph_after-th run on a GPU (option graphs; 0: never) */
   char description[256];
   struct cuda_spmd *spmd; /* SPMD worker threads, made on first need (spmd.c) */
   struct nccl_set *nccl;  /* NCCL communicators by device list (collective.c) */
@@ -145,6 +146,9 @@ typedef struct lathe_cuda_exec lathe_cuda_exec;
 cuda_dev *lathe_cuda_exec_dev(lathe_cuda_exec *ex);
 lcuStream lathe_cuda_exec_stream(lathe_cuda_exec *ex);
 const lcu_api *lathe_cuda_exec_api(lathe_cuda_exec *ex);
+/* Whether ex's launches are being captured into a CUDA graph (graph.c): nothing runs, so a step
+ * that needs a result on the host (a read back, a measurement) fails and the run is walked instead. */
+bool lathe_cuda_exec_capturing(const lathe_cuda_exec *ex);
 /* Launches f on the execution's stream: a 1-D grid of blocks x threads, args as cuLaunchKernel. */
 lathe_status_t lathe_cuda_launch(lathe_cuda_exec *ex, lcuFunction f, unsigned blocks, unsigned threads,
                                  unsigned shared_bytes, void **args);

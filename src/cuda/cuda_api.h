@@ -16,6 +16,8 @@ typedef struct lcuStream_st *lcuStream;
 typedef struct lcuEvent_st *lcuEvent;
 typedef struct lcuMod_st *lcuModule;
 typedef struct lcuFunc_st *lcuFunction;
+typedef struct lcuGraph_st *lcuGraph;
+typedef struct lcuGraphExec_st *lcuGraphExec;
 typedef unsigned long long lcuDeviceptr;
 typedef void (*lcuHostFn)(void *user_data);
 
@@ -42,6 +44,7 @@ enum {
   LCU_MEMHOSTALLOC_PORTABLE = 0x1,
   LCU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,
   LCU_GET_PROC_ADDRESS_DEFAULT = 0,
+  LCU_STREAM_CAPTURE_MODE_RELAXED = 2,
 };
 
 /* The driver API version whose entry points cuGetProcAddress pins (CUDA 12.0). */

@@ -420,6 +420,8 @@ lathe_status_t lathe_cuda_cudnn_conv(lathe_cuda_exec *ex, const lt_conv_desc *c,
   while (ch && memcmp(ch->key, key, sizeof key) != 0) ch = ch->next;
   cudnn_choice got = ch ? *ch : (cudnn_choice){0};
   pthread_mutex_unlock(&d->dnn_mu);
+  if (!ch && lathe_cuda_exec_capturing(ex)) /* measuring needs the GPU to run: not inside a graph's capture */
+    return lathe_status_new(LATHE_STATUS_UNIMPLEMENTED, "ConvGeneral: cuDNN's algorithms are measured outside a CUDA graph");
   if (!ch) { /* measure every reading, and lathe's own path */
     got.way = WAY_OWN;
     float best_ms = 0;

@@ -282,7 +282,7 @@ const lathe_device_i lathe_cuda_device = {
 };
 
 /* lathe:cuda's options (docs/CUDA.md), parsed by the runtime (runtime/options.c). */
-enum { OPT_DEVICE, OPT_TF32, OPT_FUSE, OPT_CUDNN };
+enum { OPT_DEVICE, OPT_TF32, OPT_FUSE, OPT_CUDNN, OPT_GRAPHS };
 const lathe_option_spec lathe_cuda_options[] = {
     [OPT_DEVICE] = {"device", LATHE_OPTION_INT, "N", 0, 1024, false, "every GPU", "GPU N alone (as device 0)"},
     [OPT_TF32] = {"tf32", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
@@ -290,6 +290,8 @@ const lathe_option_spec lathe_cuda_options[] = {
     [OPT_FUSE] = {"fuse", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "1", "fusion regions on or off"},
     [OPT_CUDNN] = {"cudnn", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "1",
                    "convolutions may use cuDNN where it is installed and measured faster"},
+    [OPT_GRAPHS] = {"graphs", LATHE_OPTION_INT, "N", 0, 1000000, false, "2",
+                    "a program's launches become one CUDA graph at its N-th run on a GPU, replayed after (0: never)"},
 };
 const int lathe_cuda_n_options = (int)(sizeof lathe_cuda_options / sizeof lathe_cuda_options[0]);
 
@@ -315,6 +317,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   bool tf32 = opt[OPT_TF32].set && opt[OPT_TF32].value == 1;
   bool fuse = !opt[OPT_FUSE].set || opt[OPT_FUSE].value == 1;
   bool cudnn = !opt[OPT_CUDNN].set || opt[OPT_CUDNN].value == 1;
+  int graph_after = opt[OPT_GRAPHS].set ? (int)opt[OPT_GRAPHS].value : 2;
   const lcu_api *api;
   int count;
   LATHE_RETURN_IF_ERROR(gpu_count(&api, &count));
@@ -326,6 +329,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   cu->tf32 = tf32;
   cu->fuse = fuse;
   cu->cudnn = cudnn;
+  cu->graph_after = graph_after;
   cu->n_devices = only >= 0 ? 1 : count;
   cu->devs = calloc((size_t)cu->n_devices, sizeof(cuda_dev));
   lathe_status_t st = cu->devs ? NULL : LATHE_OOM("lathe:cuda");
@@ -351,7 +355,8 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   int n = only >= 0 ? snprintf(conf, 64, "cuda,device=%d", only) : snprintf(conf, 64, "cuda");
   if (tf32) n += snprintf(conf + n, (size_t)(64 - n), ",tf32=1");
   if (!fuse) n += snprintf(conf + n, (size_t)(64 - n), ",fuse=0");
-  if (!cudnn) snprintf(conf + n, (size_t)(64 - n), ",cudnn=0");
+  if (!cudnn) n += snprintf(conf + n, (size_t)(64 - n), ",cudnn=0");
+  if (graph_after != 2) snprintf(conf + n, (size_t)(64 - n), ",graphs=%d", graph_after);
   *out_dev = &lathe_cuda_device;
   *out_ctx = cu;
   *out_config = conf;

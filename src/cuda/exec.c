@@ -10,45 +10,11 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "cuda.h"
-
-/* ---- plans ---- */
-typedef struct cuda_arena {
-  lcuDeviceptr mem;
-  lathe_tensor *views; /* by slot: planned slots only */
-} cuda_arena;
-
-typedef struct arena_set {
-  struct arena_set *next;
-  int device;
-  cuda_arena *fns; /* per program function, made on first use */
-} arena_set;
-
-typedef struct cuda_fn {
-  const lathe_pfunc *pf;
-  int *const_slots;
-  int n_consts;
-  int max_in;
-  lathe_cuda_ewk **step_k;   /* per step: its elementwise kernel, bound at compile (or NULL) */
-  lathe_cuda_ewk **region_k; /* per region: a LOOP region's kernel */
-} cuda_fn;
-
-struct lathe_plan {
-  lathe_cuda *cu;
-  const lathe_program *prog;
-  cuda_fn *fns;
-  int n_fns;
-  pthread_mutex_t mu;   /* guards consts and spare */
-  lathe_tensor ***consts; /* [device][function index * 0 + slot over all functions]: see const_of */
-  int64_t *const_base;  /* per function: index of its first slot in the consts arrays */
-  int64_t n_const_entries;
-  arena_set *spare;
-  int n_spare;
-};
+#include "exec.h"
 
 enum { MAX_SPARE_ARENAS = 8 };
 
-static void arena_set_free(lathe_plan *p, arena_set *a) {
+void lathe_cuda_arena_set_free(lathe_plan *p, arena_set *a) {
   if (!a) return;
   cuda_dev *d = &p->cu->devs[a->device];
   for (int f = 0; f < p->n_fns; f++) {
@@ -62,6 +28,7 @@ static void arena_set_free(lathe_plan *p, arena_set *a) {
 void lathe_cuda_plan_free(void *ctx, lathe_plan *p) {
   (void)ctx;
   if (!p) return;
+  lathe_cuda_replay_free(p);
   for (int dv = 0; p->consts && dv < p->cu->n_devices; dv++) {
     for (int64_t k = 0; p->consts[dv] && k < p->n_const_entries; k++) lathe_tensor_release(p->consts[dv][k]);
     free(p->consts[dv]);
@@ -70,7 +37,7 @@ void lathe_cuda_plan_free(void *ctx, lathe_plan *p) {
   while (p->spare) {
     arena_set *a = p->spare;
     p->spare = a->next;
-    arena_set_free(p, a);
+    lathe_cuda_arena_set_free(p, a);
   }
   for (int i = 0; p->fns && i < p->n_fns; i++) {
     free(p->fns[i].const_slots);
@@ -245,6 +212,7 @@ lathe_status_t lathe_cuda_compile(void *ctx, const lathe_program *prog, lathe_pl
       if (pf->slots[k].kind == LATHE_PSLOT_CONST) f->const_slots[f->n_consts++] = k;
   }
   if (!st) st = bind_kernels(cu, p);
+  if (!st) st = lathe_cuda_replay_new(p, &p->replay);
   if (st) {
     lathe_cuda_plan_free(NULL, p);
     return st;
@@ -279,7 +247,7 @@ static lathe_status_t consts_on(lathe_plan *p, cuda_dev *d, int fi, lathe_tensor
   return st;
 }
 
-static lathe_status_t arenas_take(lathe_plan *p, int device, arena_set **out) {
+lathe_status_t lathe_cuda_arenas_take(lathe_plan *p, int device, arena_set **out) {
   pthread_mutex_lock(&p->mu);
   arena_set **pp = &p->spare;
   while (*pp && (*pp)->device != device) pp = &(*pp)->next;
@@ -302,7 +270,7 @@ static lathe_status_t arenas_take(lathe_plan *p, int device, arena_set **out) {
   return NULL;
 }
 
-static void arenas_give_back(lathe_plan *p, arena_set *a) {
+void lathe_cuda_arenas_give_back(lathe_plan *p, arena_set *a) {
   pthread_mutex_lock(&p->mu);
   if (p->n_spare < MAX_SPARE_ARENAS) {
     a->next = p->spare;
@@ -311,7 +279,7 @@ static void arenas_give_back(lathe_plan *p, arena_set *a) {
     a = NULL;
   }
   pthread_mutex_unlock(&p->mu);
-  arena_set_free(p, a);
+  lathe_cuda_arena_set_free(p, a);
 }
 
 static lathe_status_t arena_ready(cuda_dev *d, const cuda_fn *f, cuda_arena *a) {
@@ -342,44 +310,6 @@ static lathe_status_t arena_ready(cuda_dev *d, const cuda_fn *f, cuda_arena *a) 
 }
 
 /* ---- execution ---- */
-typedef struct frame {
-  const cuda_fn *f;
-  int fi;
-  lathe_tensor **vals;
-  cuda_arena *arena;
-  lathe_tensor **consts;
-  const lathe_pstep *step;
-  lathe_tensor **step_in;
-  lathe_tensor **shells; /* main function: output shells by slot */
-} frame;
-
-struct lathe_cuda_exec {
-  lathe_cuda *cu;
-  cuda_dev *d;
-  lathe_plan *plan;
-  lcuStream stream;
-  arena_set *arenas;
-  frame *cur;
-  /* tensors released during the walk, freed once the stream has finished with them */
-  lathe_tensor **dead;
-  int n_dead, cap_dead;
-  /* finishing */
-  lathe_tensor **inputs;
-  int n_inputs;
-  void (*release)(void *);
-  void *token;
-  lathe_event *done;
-  lcuEvent ev;
-  bool ev_owned; /* by done's native handle */
-  /* errors found by kernels: a device word they set, and the message of each code */
-  lathe_tensor *err_word;
-  char *err_msgs[8];
-  int n_err_msgs;
-  /* SPMD: this run's replica and the execution's replicas (a reference; NULL otherwise) */
-  int replica;
-  lathe_collective *group;
-};
-
 lathe_collective *lathe_cuda_exec_group(lathe_cuda_exec *ex, int *out_replica) {
   *out_replica = ex->replica;
   return ex->group;
@@ -388,6 +318,7 @@ lathe_collective *lathe_cuda_exec_group(lathe_cuda_exec *ex, int *out_replica) {
 cuda_dev *lathe_cuda_exec_dev(lathe_cuda_exec *ex) { return ex->d; }
 lcuStream lathe_cuda_exec_stream(lathe_cuda_exec *ex) { return ex->stream; }
 const lcu_api *lathe_cuda_exec_api(lathe_cuda_exec *ex) { return ex->cu->api; }
+bool lathe_cuda_exec_capturing(const lathe_cuda_exec *ex) { return ex->capturing; }
 
 void lathe_cuda_grid(int64_t n, unsigned *blocks, unsigned *threads) {
   *threads = 256;
@@ -444,6 +375,8 @@ lathe_status_t lathe_cuda_exec_tensor(lathe_cuda_exec *ex, const lathe_shape *sh
 
 lathe_status_t lathe_cuda_read(lathe_cuda_exec *ex, const lathe_tensor *t, void *dst, size_t nbytes) {
   const lcu_api *api = ex->cu->api;
+  if (ex->capturing) /* the value does not exist yet: this program cannot be a graph */
+    return lathe_status_new(LATHE_STATUS_UNIMPLEMENTED, "lathe:cuda: a value read back while capturing a CUDA graph");
   LATHE_CU_TRY(api, cuMemcpyDtoHAsync(dst, lathe_cuda_ptr(t), nbytes, ex->stream), "lathe:cuda: reading a value back");
   return lathe_cuda_error(api, api->cuStreamSynchronize(ex->stream), "lathe:cuda: reading a value back");
 }
@@ -691,6 +624,10 @@ lathe_status_t lathe_cuda_exec_call(lathe_cuda_exec *ex, const lathe_function *f
   return st;
 }
 
+lathe_status_t lathe_cuda_exec_walk(lathe_cuda_exec *ex, lathe_tensor *const *inputs, int n_inputs, lathe_tensor **results) {
+  return run_function(ex, 0, inputs, n_inputs, results, NULL);
+}
+
 /* Results into the output shells: moved when unshared, else copied on the stream. */
 static lathe_status_t fill_outputs(lathe_cuda_exec *ex, lathe_tensor **results, lathe_tensor **shells, int n) {
   lathe_status_t st = NULL;
@@ -770,7 +707,7 @@ static void finish(void *arg, lathe_status_t st) {
   for (int k = 0; k < ex->n_err_msgs; k++) free(ex->err_msgs[k]);
   for (int i = 0; i < ex->n_dead; i++) lathe_tensor_release(ex->dead[i]);
   for (int i = 0; i < ex->n_inputs; i++) lathe_tensor_release(ex->inputs[i]);
-  if (ex->arenas) arenas_give_back(ex->plan, ex->arenas);
+  if (ex->arenas) lathe_cuda_arenas_give_back(ex->plan, ex->arenas);
   if (ex->ev && !ex->ev_owned) ex->cu->api->cuEventDestroy(ex->ev);
   lathe_collective_release(ex->group);
   ex->release(ex->token);
@@ -779,6 +716,52 @@ static void finish(void *arg, lathe_status_t st) {
   free(ex->dead);
   free(ex->inputs);
   free(ex);
+}
+
+lathe_status_t lathe_cuda_exec_wait_inputs(lathe_cuda_exec *ex, const lathe_launch *l) {
+  const lcu_api *api = ex->cu->api;
+  lathe_status_t st = NULL;
+  /* inputs still being computed: a CUDA event of this device is waited for on the stream; any
+   * other (another GPU, the host) on the host */
+  for (int i = 0; !st && i < l->n_inputs; i++) {
+    lathe_event *ev = atomic_load(&l->inputs[i]->ready);
+    if (!ev || lathe_event_is_ready(ev)) {
+      st = lathe_tensor_wait(l->inputs[i]);
+      continue;
+    }
+    /* made by an earlier SPMD launch of this GPU's worker: queued already, on this same stream */
+    if (l->group && lathe_event_native(ev, lathe_cuda_spmd_key(ex->d))) continue;
+    native_event *native = lathe_event_native(ev, ex->d);
+    st = native ? lathe_cuda_error(api, api->cuStreamWaitEvent(ex->stream, native->ev, 0), "Execute: cuStreamWaitEvent")
+                : lathe_tensor_wait(l->inputs[i]);
+  }
+  return st;
+}
+
+/* The ordinary execution: the program's steps walked and launched one by one. */
+static lathe_status_t walk_launch(lathe_cuda_exec *ex, const lathe_launch *l) {
+  lathe_plan *plan = ex->plan;
+  /* SPMD runs keep to one stream per device, so that their collectives run in launch order */
+  ex->stream = l->group ? ex->d->streams[0]
+                        : ex->d->streams[atomic_fetch_add(&ex->d->next_stream, 1) % (unsigned)ex->d->n_streams];
+  lathe_status_t st = lathe_cuda_exec_wait_inputs(ex, l);
+  if (!st) st = lathe_cuda_arenas_take(plan, l->device, &ex->arenas);
+  lathe_tensor *res_s[16];
+  lathe_tensor **res = l->n_outputs <= 16 ? res_s : calloc((size_t)l->n_outputs, sizeof *res);
+  lathe_tensor **by_slot = NULL;
+  if (!st && !res) st = LATHE_OOM("Execute");
+  if (!st) {
+    const lathe_pfunc *pf = plan->fns[0].pf;
+    by_slot = calloc((size_t)pf->n_slots + 1, sizeof(lathe_tensor *));
+    if (!by_slot) st = LATHE_OOM("Execute");
+    for (int k = pf->n_outputs - 1; !st && k >= 0; k--)
+      if (pf->slots[pf->outputs[k]].kind == LATHE_PSLOT_VALUE) by_slot[pf->outputs[k]] = l->outputs[k];
+  }
+  if (!st) st = run_function(ex, 0, l->inputs, l->n_inputs, res, by_slot);
+  if (!st) st = fill_outputs(ex, res, l->outputs, l->n_outputs);
+  free(by_slot);
+  if (res != res_s) free(res);
+  return st;
 }
 
 static lathe_status_t copy_status(lathe_status_t st) {
@@ -809,42 +792,10 @@ lathe_status_t lathe_cuda_execute_now(void *ctx, lathe_plan *plan, const lathe_l
     for (int i = 0; !st && i < l->n_inputs; i++) ex->inputs[i] = l->inputs[i];
   }
   if (!st) st = lathe_cuda_use(ex->d);
-  if (!st) {
-    /* SPMD runs keep to one stream per device, so that their collectives run in launch order */
-    ex->stream = l->group ? ex->d->streams[0]
-                          : ex->d->streams[atomic_fetch_add(&ex->d->next_stream, 1) % (unsigned)ex->d->n_streams];
-    if (!ex->done) st = lathe_event_new(&ex->done);
-  }
-  /* inputs still being computed: a CUDA event of this device is waited for on the stream; any
-   * other (another GPU, the host) on the host */
-  for (int i = 0; !st && i < l->n_inputs; i++) {
-    lathe_event *ev = atomic_load(&l->inputs[i]->ready);
-    if (!ev || lathe_event_is_ready(ev)) {
-      st = lathe_tensor_wait(l->inputs[i]);
-      continue;
-    }
-    /* made by an earlier SPMD launch of this GPU's worker: queued already, on this same stream */
-    if (l->group && lathe_event_native(ev, lathe_cuda_spmd_key(ex->d))) continue;
-    native_event *native = lathe_event_native(ev, ex->d);
-    st = native ? lathe_cuda_error(api, api->cuStreamWaitEvent(ex->stream, native->ev, 0), "Execute: cuStreamWaitEvent")
-                : lathe_tensor_wait(l->inputs[i]);
-  }
-  if (!st) st = arenas_take(plan, l->device, &ex->arenas);
-  lathe_tensor *res_s[16];
-  lathe_tensor **res = l->n_outputs <= 16 ? res_s : calloc((size_t)l->n_outputs, sizeof *res);
-  lathe_tensor **by_slot = NULL;
-  if (!st && !res) st = LATHE_OOM("Execute");
-  if (!st) {
-    const lathe_pfunc *pf = plan->fns[0].pf;
-    by_slot = calloc((size_t)pf->n_slots + 1, sizeof(lathe_tensor *));
-    if (!by_slot) st = LATHE_OOM("Execute");
-    for (int k = pf->n_outputs - 1; !st && k >= 0; k--)
-      if (pf->slots[pf->outputs[k]].kind == LATHE_PSLOT_VALUE) by_slot[pf->outputs[k]] = l->outputs[k];
-  }
-  if (!st) st = run_function(ex, 0, l->inputs, l->n_inputs, res, by_slot);
-  if (!st) st = fill_outputs(ex, res, l->outputs, l->n_outputs);
-  free(by_slot);
-  if (res != res_s) free(res);
+  if (!st && !ex->done) st = lathe_event_new(&ex->done);
+  bool replayed = false;
+  if (!st && plan->replay && !l->group) st = lathe_cuda_replay(ex, l, &replayed);
+  if (!st && !replayed) st = walk_launch(ex, l);
   if (!st) st = lathe_cuda_error(api, api->cuEventCreate(&ex->ev, LCU_EVENT_DISABLE_TIMING), "Execute: cuEventCreate");
   if (!st) st = lathe_cuda_error(api, api->cuEventRecord(ex->ev, ex->stream), "Execute: cuEventRecord");
   if (st) {
