@@ -106,14 +106,58 @@ static const char fused_src[] =
     "LT_FUSED(Float16, lt_f16s, float)\n"
     "LT_FUSED(BFloat16, lt_bf16s, float)\n";
 
+/* Softmax of rows of at most 32 * PER elements, a warp per row: each lane keeps its elements and
+ * their exponentials in registers, so the row is read once and exp runs once per element, and the
+ * row's max and sum are warp shuffles (no block barrier). */
+static const char softmax_warp_src[] =
+    "template <typename S, int PER> __device__ void softmax_warp(const S *x, S *y, int64_t rows, int len) {\n"
+    "  typedef typename lt_ct<S>::T T;\n"
+    "  int lane = threadIdx.x & 31, rpb = blockDim.x >> 5;\n"
+    "  for (int64_t row = (int64_t)blockIdx.x * rpb + (threadIdx.x >> 5); row < rows; row += (int64_t)gridDim.x * rpb) {\n"
+    "    const S *xr = x + row * len;\n"
+    "    S *yr = y + row * len;\n"
+    "    T v[PER], mx = -lt_inf<T>();\n"
+    "#pragma unroll\n"
+    "    for (int k = 0; k < PER; k++) {\n"
+    "      int i = lane + 32 * k;\n"
+    "      v[k] = i < len ? lt_g(xr, i) : (T)0;\n"
+    "      if (i < len) mx = (v[k] > mx || v[k] != v[k]) ? v[k] : mx;\n"
+    "    }\n"
+    "    mx = lt_row_max(mx, 32, (T *)0);\n"
+    "    T sum = 0;\n"
+    "#pragma unroll\n"
+    "    for (int k = 0; k < PER; k++)\n"
+    "      if (lane + 32 * k < len) v[k] = lt_exp(v[k] - mx), sum += v[k];\n"
+    "    sum = lt_row_sum(sum, 32, (T *)0);\n"
+    "    T inv = (T)1 / sum;\n"
+    "#pragma unroll\n"
+    "    for (int k = 0; k < PER; k++)\n"
+    "      if (lane + 32 * k < len) lt_s(yr, lane + 32 * k, v[k] * inv);\n"
+    "  }\n"
+    "}\n"
+    "#define LT_SOFTMAX_WARP(name, S, PER) \\\n"
+    "  extern \"C\" __global__ void lt_softmax_warp##PER##_##name(const S *x, S *y, int64_t rows, int len) { \\\n"
+    "    softmax_warp<S, PER>(x, y, rows, len); }\n"
+    "#define LT_SOFTMAX_WARPS(name, S) LT_SOFTMAX_WARP(name, S, 4) LT_SOFTMAX_WARP(name, S, 8) \\\n"
+    "  LT_SOFTMAX_WARP(name, S, 16) LT_SOFTMAX_WARP(name, S, 32)\n"
+    "LT_SOFTMAX_WARPS(Float32, float)\n"
+    "LT_SOFTMAX_WARPS(Float64, double)\n"
+    "LT_SOFTMAX_WARPS(Float16, lt_f16s)\n"
+    "LT_SOFTMAX_WARPS(BFloat16, lt_bf16s)\n";
+
 /* The fused source: access helpers, reductions, activations, kernels. */
+static void fused_text(lt_text *t) {
+  lt_put(t, "%s%s%s%s%s", lathe_cuda_access_source(), lathe_cuda_reduce_source(), lathe_cuda_activation_source(), fused_src,
+         softmax_warp_src);
+}
+
 static lathe_status_t fused_kernel(lathe_cuda_exec *ex, const char *what, lathe_dtype dt, lcuFunction *f) {
   static const char *source;
   static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
   pthread_mutex_lock(&mu);
   if (!source) {
     lt_text t = {0};
-    lt_put(&t, "%s%s%s%s", lathe_cuda_access_source(), lathe_cuda_reduce_source(), lathe_cuda_activation_source(), fused_src);
+    fused_text(&t);
     if (!t.oom) source = t.s;
   }
   pthread_mutex_unlock(&mu);
@@ -141,7 +185,7 @@ bool lathe_cuda_supports_fused(lathe_op op, lathe_dtype dt) {
 
 void lathe_cuda_sources_fused(lathe_cuda_source_fn fn, void *ctx) {
   lt_text t = {0};
-  lt_put(&t, "%s%s%s%s", lathe_cuda_access_source(), lathe_cuda_reduce_source(), lathe_cuda_activation_source(), fused_src);
+  fused_text(&t);
   if (!t.oom) fn(ctx, "fused", t.s);
   free(t.s);
   lathe_cuda_sources_attention(fn, ctx);
@@ -155,6 +199,16 @@ static lathe_status_t run_softmax(lathe_cuda_exec *ex, const lathe_node *n, cons
   if (!total) return NULL;
   lcuDeviceptr px = lathe_cuda_ptr(x), py = lathe_cuda_ptr(y);
   lcuFunction f;
+  if (inner == 1 && len <= 32 * 32) { /* a warp per row (8 rows a block) */
+    int64_t rows = total / len;
+    int per = len <= 128 ? 4 : len <= 256 ? 8 : len <= 512 ? 16 : 32, ilen = (int)len;
+    char what[32];
+    snprintf(what, sizeof what, "softmax_warp%d", per);
+    LATHE_RETURN_IF_ERROR(fused_kernel(ex, what, s->dtype, &f));
+    int64_t b = (rows + 7) / 8;
+    void *args[] = {&px, &py, &rows, &ilen};
+    return lathe_cuda_launch(ex, f, (unsigned)(b > 65535 * 8 ? 65535 * 8 : b), 256, 0, args);
+  }
   if (inner == 1) {
     int64_t rows = total / len;
     int tpr = lathe_cuda_row_threads(len);
