@@ -2,6 +2,13 @@
 #ifndef LATHE_CORE_H
 #define LATHE_CORE_H
 
+/* No multiply-add contraction anywhere in the engine: every op rounds as its definition says, on
+ * every ISA and device. The Makefile passes -ffp-contract=off; cgo refuses that flag, and GCC's
+ * ISO C mode is off by default anyway, but clang's default is on: hence the pragma for clang. */
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdint.h>
