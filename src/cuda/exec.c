@@ -663,6 +663,7 @@ static lathe_status_t fill_outputs(lathe_cuda_exec *ex, lathe_tensor **results, 
  * the same device waits on it. */
 typedef struct native_event {
   const lcu_api *api;
+  cuda_dev *d;
   lcuEvent ev;
 } native_event;
 
@@ -670,6 +671,14 @@ static void free_native_event(void *p) {
   native_event *n = p;
   n->api->cuEventDestroy(n->ev);
   free(n);
+}
+
+/* A reader of the outputs waits on the CUDA event itself rather than for the completion thread
+ * (set only for executions whose success the GPU alone decides: no kernel error flags). */
+static lathe_status_t wait_native_event(void *p) {
+  native_event *n = p;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_use(n->d));
+  return lathe_cuda_error(n->api, n->api->cuEventSynchronize(n->ev), "lathe:cuda: execution");
 }
 
 lathe_status_t lathe_cuda_exec_error_flag(lathe_cuda_exec *ex, const char *message, lcuDeviceptr *out_flag,
@@ -821,9 +830,11 @@ lathe_status_t lathe_cuda_execute_now(void *ctx, lathe_plan *plan, const lathe_l
   native_event *nat = given ? NULL : malloc(sizeof *nat); /* `given` is shared already */
   if (nat) {
     nat->api = api;
+    nat->d = ex->d;
     nat->ev = ex->ev;
     ex->ev_owned = true;
     lathe_event_set_native(ex->done, ex->d, nat, free_native_event);
+    if (!ex->err_word) lathe_event_set_native_wait(ex->done, wait_native_event);
   }
   for (int k = 0; k < l->n_outputs && !given; k++) atomic_store(&l->outputs[k]->ready, lathe_event_retain(ex->done));
   return lathe_cuda_when_done(ex->d, ex->ev, finish, ex);

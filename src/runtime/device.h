@@ -39,6 +39,11 @@ lathe_status_t lathe_event_on_ready(lathe_event *ev, lathe_event_fn cb, void *ct
 void lathe_event_set_native(lathe_event *ev, const void *owner, void *native, void (*free_fn)(void *native));
 /* The native handle if owner attached one, else NULL. */
 void *lathe_event_native(lathe_event *ev, const void *owner);
+/* A way for a waiter to learn the outcome from the native handle directly (the GPU's event, say),
+ * without waiting for the device's signal: wait_fn(native) blocks until the work is done and
+ * returns NULL when that alone means success; any status sends lathe_event_wait on to wait for the
+ * signal, which carries the real status. Set with the native handle, before the event is shared. */
+void lathe_event_set_native_wait(lathe_event *ev, lathe_status_t (*wait_fn)(void *native));
 
 /* ---- tensors ---------------------------------------------------------------------------------- */
 

@@ -20,6 +20,7 @@ struct lathe_event {
   const void *native_owner;
   void *native;
   void (*native_free)(void *);
+  lathe_status_t (*native_wait)(void *);
 };
 
 lathe_status_t lathe_event_new(lathe_event **out) {
@@ -95,6 +96,13 @@ static lathe_status_t copy_status(lathe_status_t st) {
 
 lathe_status_t lathe_event_wait(lathe_event *ev) {
   if (!ev) return NULL;
+  if (!atomic_load_explicit(&ev->done, memory_order_acquire) && ev->native_wait) {
+    /* the device's signal comes from another thread after the work: asking the native handle
+     * spares this thread that hand-over when the handle alone tells success */
+    lathe_status_t st = ev->native_wait(ev->native);
+    if (!st) return NULL;
+    lathe_status_free(st);
+  }
   if (!atomic_load_explicit(&ev->done, memory_order_acquire)) {
     pthread_mutex_lock(&ev->mu);
     while (!atomic_load_explicit(&ev->done, memory_order_acquire)) pthread_cond_wait(&ev->cv, &ev->mu);
@@ -132,6 +140,10 @@ void lathe_event_set_native(lathe_event *ev, const void *owner, void *native, vo
   ev->native_owner = owner;
   ev->native = native;
   ev->native_free = free_fn;
+}
+
+void lathe_event_set_native_wait(lathe_event *ev, lathe_status_t (*wait_fn)(void *native)) {
+  if (ev && ev->native) ev->native_wait = wait_fn;
 }
 
 void *lathe_event_native(lathe_event *ev, const void *owner) {
