@@ -14,7 +14,8 @@
  * stream, one at a time (the lock), so they never share that memory.
  *
  * A program that reads a value back on the host (a While or If predicate), or has sub-functions,
- * collectives or dynamic shapes, or fewer than MIN_STEPS steps, is not captured; nor is an execution whose capture fails (a
+ * collectives or dynamic shapes, or fewer than MIN_STEPS steps, is not captured, nor one whose inputs
+ * and outputs take more than an eighth of the GPU's memory (or whose capture runs out of it); nor is an execution whose capture fails (a
  * kernel or library call that cannot be captured): that run takes the ordinary walk, as does every
  * run after three failures. docs/CUDA.md gives the measured effect. */
 #include "exec.h"
@@ -154,6 +155,17 @@ static lathe_status_t capture(lathe_cuda_exec *ex, cuda_replay *r, const lathe_l
   return st;
 }
 
+/* A graph keeps a copy of the inputs and results for as long as the executable lives: a program
+ * whose inputs and outputs take more than an eighth of the GPU (a large model's weights) keeps
+ * that memory for its own work instead. */
+static lathe_status_t too_big(const cuda_dev *d, const lathe_launch *l) {
+  size_t bytes = 0;
+  for (int i = 0; i < l->n_inputs; i++) bytes += l->inputs[i]->nbytes;
+  for (int k = 0; k < l->n_outputs; k++) bytes += l->outputs[k]->nbytes;
+  if (bytes <= d->total_mem / 8) return NULL;
+  return lathe_status_new(LATHE_STATUS_RESOURCE_EXHAUSTED, "lathe:cuda: a graph would copy %zu bytes of inputs and results", bytes);
+}
+
 lathe_status_t lathe_cuda_replay(lathe_cuda_exec *ex, const lathe_launch *l, bool *handled) {
   *handled = false;
   cuda_replay *r = &ex->plan->replay[l->device];
@@ -163,10 +175,11 @@ lathe_status_t lathe_cuda_replay(lathe_cuda_exec *ex, const lathe_launch *l, boo
     pthread_mutex_unlock(&r->mu);
     return NULL;
   }
-  lathe_status_t st = r->exec ? NULL : capture(ex, r, l);
+  lathe_status_t st = r->exec ? NULL : too_big(ex->d, l);
+  if (!st && !r->exec) st = capture(ex, r, l);
   if (st) { /* this run takes the ordinary walk; a later one tries again, a few times */
+    r->off = ++r->failures >= MAX_CAPTURE_FAILURES || lathe_status_code_of(st) == LATHE_STATUS_RESOURCE_EXHAUSTED;
     lathe_status_free(st);
-    r->off = ++r->failures >= MAX_CAPTURE_FAILURES;
     pthread_mutex_unlock(&r->mu);
     return NULL;
   }
