@@ -13,11 +13,11 @@
  * move from call to call, the graph's stay. Replays of one plan on one GPU go through its own
  * stream, one at a time (the lock), so they never share that memory.
  *
- * A program that reads a value back on the host (a While or If predicate), or has sub-functions,
- * collectives or dynamic shapes, or fewer than MIN_STEPS steps, is not captured, nor one whose inputs
- * and outputs take more than an eighth of the GPU's memory (or whose capture runs out of it); nor is an execution whose capture fails (a
- * kernel or library call that cannot be captured): that run takes the ordinary walk, as does every
- * run after three failures. docs/CUDA.md gives the measured effect. */
+ * Not captured: programs with sub-functions (a While or If reads its predicate on the host),
+ * collectives, dynamic shapes or fewer than MIN_STEPS steps; programs whose inputs and outputs take
+ * more than an eighth of the GPU's memory, or whose capture runs out of it. A run whose capture
+ * fails otherwise (a kernel or library call that cannot be captured) takes the ordinary walk, as
+ * does every run after three failures. docs/CUDA.md gives the measured effect. */
 #include "exec.h"
 
 /* A replay costs a copy per input and output besides its launch: a program of a step or two
