@@ -82,6 +82,62 @@ static const char win_lib[] =
     "#define LT_FADD(a, v) ((a) + (v))\n"
     "#define LT_FMUL(a, v) ((a) * (v))\n";
 
+/* Fast paths, same results: windows whose offsets fit in 32 bits walk with 32-bit index
+ * arithmetic (64-bit division is a long instruction sequence); SelectAndScatter whose windows
+ * cannot overlap (each axis's window extent within its stride) writes each selected element once
+ * into the zeroed output, 0 + v rounded as the accumulator would, instead of atomics into 8-byte
+ * accumulators and a second pass. */
+static const char win_fast[] =
+    "template <class F> LT_DEV void lt_window32(const lt_wgeom &g, int i, F f) {\n"
+    "  int oc[LT_MAX_RANK], wi[LT_MAX_RANK], total = 1;\n"
+    "  for (int a = g.rank - 1; a >= 0; a--) { int d = (int)g.od[a]; oc[a] = i % d; i /= d; wi[a] = 0; total *= (int)g.wd[a]; }\n"
+    "  for (int q = 0; q < total; q++) {\n"
+    "    int off = 0;\n"
+    "    bool ok = true;\n"
+    "    for (int a = 0; a < g.rank && ok; a++) {\n"
+    "      int p = oc[a] * (int)g.st[a] - (int)g.lo[a] + wi[a] * (int)g.wdil[a], id = (int)g.idil[a];\n"
+    "      if (id != 1) { ok = p >= 0 && p % id == 0; p /= id; }\n"
+    "      ok = ok && p >= 0 && p < (int)g.xd[a];\n"
+    "      off += p * (int)g.xs[a];\n"
+    "    }\n"
+    "    if (ok) f(off);\n"
+    "    for (int a = g.rank - 1; a >= 0; a--) { if (++wi[a] < (int)g.wd[a]) break; wi[a] = 0; }\n"
+    "  }\n"
+    "}\n"
+    "#define LT_LOOP32(i, n) for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += gridDim.x * blockDim.x)\n"
+    "#define LT_WIN_FAST(S, A, LD, ST)                                                                   \\\n"
+    "  template <int K> __device__ void lt_rw32(const S *x, S *y, int n, A ident, const lt_wgeom &g) {     \\\n"
+    "    LT_LOOP32(i, n) {                                                                                \\\n"
+    "      A acc = ident;                                                                                 \\\n"
+    "      lt_window32(g, i, [&](int off) {                                                               \\\n"
+    "        A v = LD(x[off]);                                                                            \\\n"
+    "        if (K == 0) acc = LT_ADD(acc, v);                                                            \\\n"
+    "        else if (K == 1) acc = LT_MUL(acc, v);                                                       \\\n"
+    "        else if (K == 2) acc = ((v > acc || v != v) && !(acc != acc)) ? v : acc;                     \\\n"
+    "        else acc = ((v < acc || v != v) && !(acc != acc)) ? v : acc;                                 \\\n"
+    "      });                                                                                            \\\n"
+    "      y[i] = ST(acc);                                                                                \\\n"
+    "    }                                                                                                \\\n"
+    "  }                                                                                                  \\\n"
+    "  extern \"C\" __global__ void lt_rw32_sum(const S *x, S *y, int n, A id, const __grid_constant__ lt_wgeom g) { lt_rw32<0>(x, y, n, id, g); } \\\n"
+    "  extern \"C\" __global__ void lt_rw32_prod(const S *x, S *y, int n, A id, const __grid_constant__ lt_wgeom g) { lt_rw32<1>(x, y, n, id, g); } \\\n"
+    "  extern \"C\" __global__ void lt_rw32_max(const S *x, S *y, int n, A id, const __grid_constant__ lt_wgeom g) { lt_rw32<2>(x, y, n, id, g); } \\\n"
+    "  extern \"C\" __global__ void lt_rw32_min(const S *x, S *y, int n, A id, const __grid_constant__ lt_wgeom g) { lt_rw32<3>(x, y, n, id, g); } \\\n"
+    "  template <bool MAX> __device__ void lt_sasd(const S *x, const S *src, S *y, int n, const lt_wgeom &g) { \\\n"
+    "    LT_LOOP32(i, n) {                                                                                \\\n"
+    "      int best = -1;                                                                                 \\\n"
+    "      A bv = 0;                                                                                      \\\n"
+    "      lt_window32(g, i, [&](int off) {                                                               \\\n"
+    "        A v = LD(x[off]);                                                                            \\\n"
+    "        if (best < 0 || (MAX ? v > bv : v < bv) || v != v) { best = off; bv = v; }                   \\\n"
+    "      });                                                                                            \\\n"
+    "      if (best >= 0) y[best] = ST((A)((LT_ACC)0 + (LT_ACC)LD(src[i])));                              \\\n"
+    "    }                                                                                                \\\n"
+    "  }                                                                                                  \\\n"
+    "  extern \"C\" __global__ void lt_sasd_max(const S *x, const S *s, S *y, int n, const __grid_constant__ lt_wgeom g) { lt_sasd<true>(x, s, y, n, g); } \\\n"
+    "  extern \"C\" __global__ void lt_sasd_min(const S *x, const S *s, S *y, int n, const __grid_constant__ lt_wgeom g) { lt_sasd<false>(x, s, y, n, g); }\n"
+    "#define LT_WIN_ALL(S, A, LD, ST) LT_WIN(S, A, LD, ST) LT_WIN_FAST(S, A, LD, ST)\n";
+
 /* The instantiation of dt: its types, and the accumulator atomics work on. */
 static void inst_of(lathe_dtype dt, char *buf, size_t cap) {
   static const char *const sint[] = {"int8_t", "int16_t", "int32_t", "int64_t"}, *const uint[] = {"uint8_t", "uint16_t", "uint32_t", "uint64_t"};
@@ -94,19 +150,19 @@ static void inst_of(lathe_dtype dt, char *buf, size_t cap) {
       /* integers wrap in 64 bits; the atomic accumulator is unsigned (the same bits) */
       snprintf(buf, cap,
                "#define LT_ACC unsigned long long\n#define LT_ADD lt_sum\n#define LT_MUL lt_prod\n"
-               "LT_WIN(%s, %s, LT_TO_INT, (%s))\n",
+               "LT_WIN_ALL(%s, %s, LT_TO_INT, (%s))\n",
                s ? sint[k] : uint[k], s ? "int64_t" : "uint64_t", s ? sint[k] : uint[k]);
       break;
     }
     case LATHE_CLASS_BOOL: /* ReduceWindow Max/Min only (or / and of 0/1 bytes) */
       snprintf(buf, cap,
                "#define LT_ACC unsigned long long\n#define LT_ADD lt_sum\n#define LT_MUL lt_prod\n"
-               "LT_WIN(uint8_t, uint64_t, LT_TO_INT, (uint8_t))\n");
+               "LT_WIN_ALL(uint8_t, uint64_t, LT_TO_INT, (uint8_t))\n");
       break;
     case LATHE_CLASS_FLOAT:
       snprintf(buf, cap,
                "#define LT_ACC double\n#define LT_ADD LT_FADD\n#define LT_MUL LT_FMUL\n"
-               "LT_DEV double lt_ld(%s v) { return (double)v; }\nLT_WIN(%s, double, lt_ld, (%s))\n",
+               "LT_DEV double lt_ld(%s v) { return (double)v; }\nLT_WIN_ALL(%s, double, lt_ld, (%s))\n",
                bits == 32 ? "float" : "double", bits == 32 ? "float" : "double", bits == 32 ? "float" : "double");
       break;
     case LATHE_CLASS_HALF: {
@@ -115,7 +171,7 @@ static void inst_of(lathe_dtype dt, char *buf, size_t cap) {
                "#define LT_ACC double\n#define LT_ADD LT_FADD\n#define LT_MUL LT_FMUL\n"
                "LT_DEV double lt_ld(uint16_t v) { return (double)lt_%s_to_f32(v); }\n"
                "LT_DEV uint16_t lt_st(double v) { return lt_f32_to_%s((float)v); }\n"
-               "LT_WIN(uint16_t, double, lt_ld, lt_st)\n",
+               "LT_WIN_ALL(uint16_t, double, lt_ld, lt_st)\n",
                h, h);
       break;
     }
@@ -134,9 +190,9 @@ static void make_sources(void) {
     char line[512];
     inst_of(dt, line, sizeof line);
     if (!line[0]) continue;
-    size_t n = sizeof win_lib + strlen(line) + 1;
+    size_t n = sizeof win_lib + sizeof win_fast + strlen(line) + 1;
     char *s = malloc(n);
-    if (s) snprintf(s, n, "%s%s", win_lib, line);
+    if (s) snprintf(s, n, "%s%s%s", win_lib, win_fast, line);
     sources[d] = s;
   }
 }
@@ -185,6 +241,22 @@ static void geom_of(const lathe_node *n, const lathe_shape *xs, const int64_t *o
     g->idil[a] = idil[a];
     g->wdil[a] = wdil[a];
   }
+}
+
+/* Whether every index and offset of windows over an operand of nx elements fits in 32 bits. */
+static bool fits32(const wgeom_h *g, int64_t nx, int64_t n) {
+  const int64_t lim = (int64_t)1 << 30;
+  if (nx >= lim || n >= lim) return false;
+  for (int a = 0; a < g->rank; a++)
+    if (g->od[a] * g->st[a] + g->lo[a] + g->wd[a] * g->wdil[a] >= lim || g->xd[a] >= lim) return false;
+  return true;
+}
+
+/* Whether no two windows share an operand element (each axis's window extent within its stride). */
+static bool disjoint(const wgeom_h *g) {
+  for (int a = 0; a < g->rank; a++)
+    if ((g->wd[a] - 1) * g->wdil[a] + 1 > g->st[a]) return false;
+  return true;
 }
 
 /* The accumulator's value of v, as the kernel argument of dtype dt's instantiation. */
@@ -238,12 +310,16 @@ lathe_status_t lathe_cuda_run_window(lathe_cuda_exec *ex, const lathe_node *n, l
     if (!ny) return NULL;
     geom_of(n, xs, out[0]->shape.dims, &g);
     lathe_op red = lathe_attr_window_reduction(n);
-    const char *name = red == LATHE_OP_REDUCE_SUM ? "lt_rw_sum" : red == LATHE_OP_REDUCE_PRODUCT ? "lt_rw_prod"
-                     : red == LATHE_OP_REDUCE_MAX ? "lt_rw_max" : "lt_rw_min";
+    bool small = fits32(&g, lathe_shape_size(xs), ny);
+    const char *kind = red == LATHE_OP_REDUCE_SUM ? "sum" : red == LATHE_OP_REDUCE_PRODUCT ? "prod"
+                     : red == LATHE_OP_REDUCE_MAX ? "max" : "min";
+    char name[24];
+    snprintf(name, sizeof name, "lt_rw%s_%s", small ? "32" : "", kind);
     LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(d, src, name, &f));
     acc_arg id = ident_of(red, n->shape.dtype);
     lcuDeviceptr px = lathe_cuda_ptr(in[0]), py = lathe_cuda_ptr(out[0]);
-    void *args[] = {&px, &py, &ny, &id, &g};
+    int ny32 = (int)ny;
+    void *args[] = {&px, &py, small ? (void *)&ny32 : (void *)&ny, &id, &g};
     lathe_cuda_grid(ny, &b, &t);
     return lathe_cuda_launch(ex, f, b, t, 0, args);
   }
@@ -251,6 +327,19 @@ lathe_status_t lathe_cuda_run_window(lathe_cuda_exec *ex, const lathe_node *n, l
   const lathe_shape *ss = &in[1]->shape;
   int64_t nx = lathe_shape_size(xs), ns = lathe_shape_size(ss);
   if (!nx) return NULL;
+  const lcu_api *api = lathe_cuda_exec_api(ex);
+  geom_of(n, xs, ss->dims, &g);
+  if (disjoint(&g) && fits32(&g, nx, ns)) { /* each element selected at most once: written in place */
+    LATHE_CU_TRY(api, cuMemsetD8Async(lathe_cuda_ptr(out[0]), 0, out[0]->nbytes, lathe_cuda_exec_stream(ex)),
+                 "lathe:cuda: SelectAndScatter");
+    if (!ns) return NULL;
+    LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(d, src, n->op == LATHE_OP_SELECT_AND_SCATTER_MAX ? "lt_sasd_max" : "lt_sasd_min", &f));
+    lcuDeviceptr px = lathe_cuda_ptr(in[0]), ps = lathe_cuda_ptr(in[1]), py = lathe_cuda_ptr(out[0]);
+    int ns32 = (int)ns;
+    void *args[] = {&px, &ps, &py, &ns32, &g};
+    lathe_cuda_grid(ns, &b, &t);
+    return lathe_cuda_launch(ex, f, b, t, 0, args);
+  }
   lathe_shape as;
   memset(&as, 0, sizeof as);
   as.dtype = LATHE_DTYPE_UINT64;
@@ -259,12 +348,10 @@ lathe_status_t lathe_cuda_run_window(lathe_cuda_exec *ex, const lathe_node *n, l
   lathe_tensor *acc;
   LATHE_RETURN_IF_ERROR(lathe_cuda_exec_tensor(ex, &as, &acc));
   lathe_tensor_release(acc); /* ours; the execution keeps its own until the stream is done */
-  const lcu_api *api = lathe_cuda_exec_api(ex);
   LATHE_CU_TRY(api, cuMemsetD8Async(lathe_cuda_ptr(acc), 0, (size_t)nx * 8, lathe_cuda_exec_stream(ex)),
                "lathe:cuda: SelectAndScatter accumulator");
   lcuDeviceptr px = lathe_cuda_ptr(in[0]), ps = lathe_cuda_ptr(in[1]), pa = lathe_cuda_ptr(acc), py = lathe_cuda_ptr(out[0]);
   if (ns) {
-    geom_of(n, xs, ss->dims, &g);
     LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(d, src, n->op == LATHE_OP_SELECT_AND_SCATTER_MAX ? "lt_sas_max" : "lt_sas_min", &f));
     void *args[] = {&px, &ps, &pa, &ns, &g};
     lathe_cuda_grid(ns, &b, &t);
