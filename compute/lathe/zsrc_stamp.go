@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "4e4026f8df9b90bcd78a4b7c88f42029"
+const engineSourcesHash = "93da415adfa18f17e2ff250324c4281e"
