@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
 // include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "3ec70011beb3325d155a5012d201b587"
+const engineSourcesHash = "6ddf515d15a37c4ff9013d628460ffe9"

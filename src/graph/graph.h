@@ -43,6 +43,18 @@ lathe_op_kind lathe_op_kind_of(lathe_op op); /* INTERNAL for an op out of range 
 uint32_t lathe_op_flags(lathe_op op);        /* 0 for an op out of range */
 static inline bool lathe_op_has(lathe_op op, lathe_op_flag flag) { return (lathe_op_flags(op) & (uint32_t)flag) != 0; }
 
+/* The dtype domain of an elementwise op, from ew.def's rows (DEFINED) and LATHE_EW_UNDEFINED
+ * marks (UNDEFINED: the builder accepts it, every device reports it UNIMPLEMENTED). dt is the
+ * first operand's dtype, as supports_op's: Where's condition (its values may have any dtype),
+ * ConvertDType's source; sub-byte integers count as their class. Ops without rows in ew.def
+ * (Bitcast, the non-elementwise ops) are NONE: the domain states nothing about them. */
+typedef enum lathe_domain { LATHE_DOMAIN_NONE, LATHE_DOMAIN_UNDEFINED, LATHE_DOMAIN_DEFINED } lathe_domain;
+lathe_domain lathe_op_domain(lathe_op op, lathe_dtype dt);
+static inline bool lathe_op_accepts_dtype(lathe_op op, lathe_dtype dt) { return lathe_op_domain(op, dt) != LATHE_DOMAIN_NONE; }
+/* The classes op accepts, bit 1u << LATHE_CLASS_<c> each (Where: its values'); 0 for an op
+ * without rows in ew.def. */
+unsigned lathe_op_domain_classes(lathe_op op);
+
 /* Bump allocator: everything is freed at once with the graph. Zeroed memory. */
 typedef struct lathe_arena_chunk lathe_arena_chunk;
 typedef struct lathe_arena {

@@ -6,71 +6,38 @@
  *  - Abs, Real and Imag of a complex operand give the real dtype (Complex64 -> Float32);
  *  - IsNaN takes any number (integers are never NaN), as the Go backend's NotEqual(x, x);
  *  - Max, Min and Clamp need integers or real floats; Atan2 needs real floats;
- *    ordering comparisons reject complex operands (only (Not)Equal are defined on them). */
+ *    ordering comparisons reject complex operands (only (Not)Equal are defined on them).
+ * The dtypes each op accepts are its domain in ew.def (lathe_op_domain), stated nowhere else. */
 #include "graph.h"
 
-typedef enum {
-  R_ANY = 1 << 0,
-  R_BOOL = 1 << 1,
-  R_SINT = 1 << 2,
-  R_UINT = 1 << 3,
-  R_FLOAT = 1 << 4,
-  R_COMPLEX = 1 << 5,
-} accept;
-#define R_INT (R_SINT | R_UINT)
-#define R_NUM (R_INT | R_FLOAT | R_COMPLEX)
+/* An op's domain in words, from its classes (Float16 and BFloat16 counted as floats). */
+#define C_(c) (1u << LATHE_CLASS_##c)
+#define C_INT (C_(SINT) | C_(UINT))
+#define C_NUM (C_INT | C_(FLOAT) | C_(COMPLEX))
 
-static int class_bit(lathe_dtype dt) {
-  switch (lathe_dtype_class_of(dt)) {
-    case LATHE_CLASS_BOOL: return R_BOOL;
-    case LATHE_CLASS_SINT: return R_SINT;
-    case LATHE_CLASS_UINT: return R_UINT;
-    case LATHE_CLASS_FLOAT:
-    case LATHE_CLASS_HALF: return R_FLOAT;
-    case LATHE_CLASS_COMPLEX: return R_COMPLEX;
-    default: return 0;
-  }
-}
-
-static const char *accept_str(int a) {
-  switch (a) {
-    case R_BOOL: return "a Bool";
-    case R_INT: return "an integer";
-    case R_SINT | R_FLOAT | R_COMPLEX: return "a signed number (signed integer, float or complex)";
-    case R_NUM: return "a number (integer, float or complex)";
-    case R_FLOAT: return "a real float";
-    case R_FLOAT | R_COMPLEX: return "a float or complex";
-    case R_COMPLEX: return "a complex";
-    case R_INT | R_FLOAT: return "an integer or real float";
+static const char *domain_str(unsigned m) {
+  if (m & C_(HALF)) m = (m & ~C_(HALF)) | C_(FLOAT);
+  switch (m) {
+    case C_(BOOL): return "a Bool";
+    case C_INT: return "an integer";
+    case C_(SINT) | C_(FLOAT) | C_(COMPLEX): return "a signed number (signed integer, float or complex)";
+    case C_NUM: return "a number (integer, float or complex)";
+    case C_(FLOAT): return "a real float";
+    case C_(FLOAT) | C_(COMPLEX): return "a float or complex";
+    case C_(COMPLEX): return "a complex";
+    case C_INT | C_(FLOAT): return "an integer or real float";
     default: return "a valid";
   }
 }
 
-static lathe_status_t check_dtype(const char *op, const char *what, const lathe_shape *s, int acc) {
-  if (acc & R_ANY) return NULL;
-  if (class_bit(s->dtype) & acc) return NULL;
+static lathe_status_t check_dtype(lathe_op op, const char *what, const lathe_shape *s) {
+  if (lathe_op_accepts_dtype(op, s->dtype)) return NULL;
   char buf[LATHE_SHAPE_STR_MAX];
-  return LATHE_INVALID("%s: %s must have %s dtype, got %s", op, what, accept_str(acc), lathe_shape_str(s, buf, sizeof buf));
+  return LATHE_INVALID("%s: %s must have %s dtype, got %s", lathe_op_name(op), what,
+                       domain_str(lathe_op_domain_classes(op)), lathe_shape_str(s, buf, sizeof buf));
 }
 
 /* ---- unary ---- */
-static int unary_accepts(lathe_op op) {
-  switch (op) {
-    case LATHE_OP_IDENTITY: return R_ANY;
-    case LATHE_OP_LOGICAL_NOT: return R_BOOL;
-    case LATHE_OP_BITWISE_NOT:
-    case LATHE_OP_BIT_COUNT:
-    case LATHE_OP_CLZ: return R_INT;
-    case LATHE_OP_NEG: return R_SINT | R_FLOAT | R_COMPLEX;
-    case LATHE_OP_ABS:
-    case LATHE_OP_SIGN:
-    case LATHE_OP_IS_NAN: return R_NUM;
-    case LATHE_OP_ERF: return R_FLOAT;
-    case LATHE_OP_CONJ: return R_COMPLEX;
-    default: return R_FLOAT | R_COMPLEX; /* Ceil .. Cos, IsFinite, Real, Imag */
-  }
-}
-
 lathe_status_t lathe_unary(lathe_function_t fn, lathe_op op, lathe_value_t x, lathe_value_t *out) {
   if (lathe_op_kind_of(op) != LATHE_KIND_UNARY || op >= LATHE_OP_COUNT)
     return LATHE_INVALID("Unary: %s is not a unary elementwise op", lathe_op_name(op));
@@ -78,7 +45,7 @@ lathe_status_t lathe_unary(lathe_function_t fn, lathe_op op, lathe_value_t x, la
   if (!out) return LATHE_INVALID("%s: out is NULL", name);
   lathe_node *n;
   LATHE_RETURN_IF_ERROR(lathe_node_new(fn, op, &x, 1, &n));
-  LATHE_RETURN_IF_ERROR(check_dtype(name, "operand", &n->in[0]->shape, unary_accepts(op)));
+  LATHE_RETURN_IF_ERROR(check_dtype(op, "operand", &n->in[0]->shape));
   n->shape = n->in[0]->shape;
   switch (op) {
     case LATHE_OP_IS_FINITE:
@@ -92,31 +59,6 @@ lathe_status_t lathe_unary(lathe_function_t fn, lathe_op op, lathe_value_t x, la
 }
 
 /* ---- binary and comparisons ---- */
-static int binary_accepts(lathe_op op) {
-  switch (op) {
-    case LATHE_OP_ADD:
-    case LATHE_OP_SUB:
-    case LATHE_OP_MUL:
-    case LATHE_OP_DIV:
-    case LATHE_OP_REM:
-    case LATHE_OP_POW: return R_NUM;
-    case LATHE_OP_MAX:
-    case LATHE_OP_MIN: return R_INT | R_FLOAT;
-    case LATHE_OP_ATAN2: return R_FLOAT;
-    case LATHE_OP_LOGICAL_AND:
-    case LATHE_OP_LOGICAL_OR:
-    case LATHE_OP_LOGICAL_XOR: return R_BOOL;
-    case LATHE_OP_COMPLEX: return R_FLOAT;
-    case LATHE_OP_EQUAL:
-    case LATHE_OP_NOT_EQUAL:
-    case LATHE_OP_EQUAL_TOTAL_ORDER:
-    case LATHE_OP_NOT_EQUAL_TOTAL_ORDER: return R_ANY;
-    default:
-      if (lathe_op_kind_of(op) == LATHE_KIND_COMPARE) return R_BOOL | R_INT | R_FLOAT; /* orderings */
-      return R_INT; /* bitwise and shifts */
-  }
-}
-
 lathe_status_t lathe_binary(lathe_function_t fn, lathe_op op, lathe_value_t lhs, lathe_value_t rhs,
                             lathe_value_t *out) {
   lathe_op_kind k = lathe_op_kind_of(op);
@@ -128,11 +70,12 @@ lathe_status_t lathe_binary(lathe_function_t fn, lathe_op op, lathe_value_t lhs,
   lathe_node *n;
   LATHE_RETURN_IF_ERROR(lathe_node_new(fn, op, ops, 2, &n));
   LATHE_RETURN_IF_ERROR(lathe_infer_broadcast(name, &n->in[0]->shape, &n->in[1]->shape, &n->shape));
-  LATHE_RETURN_IF_ERROR(check_dtype(name, "operands", &n->in[0]->shape, binary_accepts(op)));
+  /* Complex's domain is Float32 and Float64: the other floats get a message of their own */
+  if (op == LATHE_OP_COMPLEX && lathe_dtype_is_float(n->shape.dtype) && !lathe_op_accepts_dtype(op, n->shape.dtype))
+    return LATHE_INVALID("Complex: operands must be Float32 or Float64, got %s", lathe_dtype_name(n->shape.dtype));
+  LATHE_RETURN_IF_ERROR(check_dtype(op, "operands", &n->in[0]->shape));
   if (op == LATHE_OP_COMPLEX) {
     lathe_dtype dt = n->shape.dtype;
-    if (dt != LATHE_DTYPE_FLOAT32 && dt != LATHE_DTYPE_FLOAT64)
-      return LATHE_INVALID("Complex: operands must be Float32 or Float64, got %s", lathe_dtype_name(dt));
     n->shape.dtype = dt == LATHE_DTYPE_FLOAT32 ? LATHE_DTYPE_COMPLEX64 : LATHE_DTYPE_COMPLEX128;
   } else if (k == LATHE_KIND_COMPARE) {
     n->shape.dtype = LATHE_DTYPE_BOOL;
@@ -217,7 +160,7 @@ lathe_status_t lathe_where(lathe_function_t fn, lathe_value_t cond, lathe_value_
   LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_WHERE, ops, 3, &n));
   const lathe_shape *c = &n->in[0]->shape, *t = &n->in[1]->shape, *f = &n->in[2]->shape;
   char b1[LATHE_SHAPE_STR_MAX], b2[LATHE_SHAPE_STR_MAX], b3[LATHE_SHAPE_STR_MAX];
-  if (c->dtype != LATHE_DTYPE_BOOL)
+  if (!lathe_op_accepts_dtype(LATHE_OP_WHERE, c->dtype))
     return LATHE_INVALID("Where: condition must be Bool, got %s", lathe_shape_str(c, b1, sizeof b1));
   if (t->dtype != f->dtype)
     return LATHE_INVALID("Where: on_true and on_false must have the same dtype, got %s and %s",
@@ -249,7 +192,7 @@ lathe_status_t lathe_clamp(lathe_function_t fn, lathe_value_t min, lathe_value_t
     return LATHE_INVALID("Clamp: min, x and max must have the same dtype, got %s, %s and %s",
                          lathe_shape_str(lo, b1, sizeof b1), lathe_shape_str(v, b2, sizeof b2),
                          lathe_shape_str(hi, b3, sizeof b3));
-  LATHE_RETURN_IF_ERROR(check_dtype("Clamp", "x", v, R_INT | R_FLOAT));
+  LATHE_RETURN_IF_ERROR(check_dtype(LATHE_OP_CLAMP, "x", v));
   if ((lo->rank && !same_dims(lo, v)) || (hi->rank && !same_dims(hi, v)))
     return LATHE_INVALID("Clamp: min %s and max %s must be scalars or have the shape of x %s",
                          lathe_shape_str(lo, b1, sizeof b1), lathe_shape_str(hi, b3, sizeof b3),

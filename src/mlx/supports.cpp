@@ -1,8 +1,9 @@
 /* supports.cpp -- what the MLX device runs: dtypes MLX has, and the ops lowered here for them.
  *
- * An op is supported when lathe:cpu (the reference that defines every op's semantics) supports
- * it for the dtype and this device lowers it faithfully; the rest is UNIMPLEMENTED at compile,
- * absent from capabilities, and listed in docs/LIMITATIONS.md. */
+ * An op is supported when its semantics are defined for the dtype -- an elementwise op's domain
+ * in ew.def (lathe_op_domain), for the other ops lathe:cpu, the reference -- and this device
+ * lowers it faithfully; the rest is UNIMPLEMENTED at compile, absent from capabilities, and
+ * listed in docs/LIMITATIONS.md. */
 #include "mlx.h"
 
 namespace lathe_mlx {
@@ -104,7 +105,9 @@ static bool gpu_lowered(lathe_op op, lathe_dtype dt) {
 bool op_supported(lathe_op op, lathe_dtype dt, const Options &opt) {
   if ((int)op < 0 || op >= LATHE_OP_COUNT) return false;
   if (lathe_op_kind_of(op) == LATHE_KIND_INTERNAL) return true;
-  return dtype_supported(dt, opt) && lathe_cpu_supports_op(op, dt) && lowered(op, dt);
+  bool defined = lathe_op_domain_classes(op) ? lathe_op_domain(op, dt) == LATHE_DOMAIN_DEFINED
+                                             : lathe_cpu_supports_op(op, dt);
+  return dtype_supported(dt, opt) && defined && lowered(op, dt);
 }
 
 /* The dtype an op is looked up by: its first operand's, or its first result's. */

@@ -3,9 +3,10 @@
  * scalar x [4,3], [4,3] x scalar, and a large threaded shape), Where and Clamp, ConvertDType for
  * all 21x21 dtype pairs, and Bitcast. References are computed here: integers exactly (64-bit
  * arithmetic wrapped to the dtype's width), floats in double, complex in double complex.
- * The test keeps its own table of which dtypes each op accepts: a builder that rejects what
- * the table accepts (or accepts what it rejects) fails; rejected and unsupported combinations
- * are counted as skips. */
+ * Which dtypes each op accepts is its domain (lathe_op_domain, from src/graph/ew.def): a builder
+ * that rejects what the domain accepts (or accepts what it rejects) fails, and so does a
+ * combination the device reports unsupported that the test has a reference for; rejected and
+ * unsupported combinations are counted as skips. */
 #include <complex.h>
 
 #include "graph/graph.h"
@@ -155,24 +156,7 @@ static uint64_t mask_of(lathe_dtype dt) { return bits_of(dt) >= 64 ? ~UINT64_C(0
 
 /* ================================ unary ================================ */
 
-/* Which dtypes each unary op accepts, and the result dtype. */
-static bool unary_accepts(lathe_op op, lathe_dtype dt) {
-  bool in = lathe_dtype_is_int(dt), fl = is_flt(dt), cx = is_cplx(dt);
-  switch (op) {
-    case LATHE_OP_IDENTITY: return true;
-    case LATHE_OP_LOGICAL_NOT: return dt == LATHE_DTYPE_BOOL;
-    case LATHE_OP_BITWISE_NOT:
-    case LATHE_OP_BIT_COUNT:
-    case LATHE_OP_CLZ: return in;
-    case LATHE_OP_NEG: return is_sint(dt) || fl || cx;
-    case LATHE_OP_ABS:
-    case LATHE_OP_SIGN:
-    case LATHE_OP_IS_NAN: return in || fl || cx;
-    case LATHE_OP_ERF: return fl;
-    case LATHE_OP_CONJ: return cx;
-    default: return fl || cx;
-  }
-}
+/* The result dtype of a unary op (the dtypes it accepts are its domain: lathe_op_domain). */
 static lathe_dtype unary_out(lathe_op op, lathe_dtype dt) {
   if (op == LATHE_OP_IS_FINITE || op == LATHE_OP_IS_NAN) return LATHE_DTYPE_BOOL;
   if (op == LATHE_OP_ABS || op == LATHE_OP_REAL || op == LATHE_OP_IMAG) return lathe_dtype_real_of(dt);
@@ -313,8 +297,8 @@ TEST(elementwise_unary) {
         else CHECK(r == first, "%s %s: inconsistent across shapes", lathe_op_name(op), lathe_dtype_name(dt));
         if (r != R_OK) break;
       }
-      bool accepts = unary_accepts((lathe_op)op, dt);
-      CHECK(accepts == (first != R_REJECTED), "%s on %s: builder %s, test table says %s", lathe_op_name(op),
+      bool accepts = lathe_op_accepts_dtype((lathe_op)op, dt);
+      CHECK(accepts == (first != R_REJECTED), "%s on %s: builder %s, its domain says %s", lathe_op_name(op),
             lathe_dtype_name(dt), first == R_REJECTED ? "rejects" : "accepts", accepts ? "accept" : "reject");
       if (first == R_REJECTED) skip_note(sk.rejected, dt);
       if (first == R_UNSUPPORTED) {
@@ -336,43 +320,12 @@ TEST(elementwise_unary_large) {
   for (size_t o = 0; o < 3; o++)
     for (size_t d = 0; d < 4; d++) {
       lathe_shape s = TST_SHAPE(dts[d], 301, 257);
-      if (unary_accepts(ops[o], dts[d])) CHECK(unary_case(ops[o], dts[d], &s, 5) == R_OK, "large unary");
+      if (lathe_op_accepts_dtype(ops[o], dts[d])) CHECK(unary_case(ops[o], dts[d], &s, 5) == R_OK, "large unary");
     }
 }
 
 /* ================================ binary and compare ================================ */
 
-static bool binary_accepts(lathe_op op, lathe_dtype dt) {
-  bool in = lathe_dtype_is_int(dt), fl = is_flt(dt), cx = is_cplx(dt), b = dt == LATHE_DTYPE_BOOL;
-  switch (op) {
-    case LATHE_OP_ADD:
-    case LATHE_OP_SUB:
-    case LATHE_OP_MUL:
-    case LATHE_OP_DIV:
-    case LATHE_OP_REM:
-    case LATHE_OP_POW: return in || fl || cx;
-    case LATHE_OP_MAX:
-    case LATHE_OP_MIN: return in || fl;
-    case LATHE_OP_ATAN2: return fl;
-    case LATHE_OP_LOGICAL_AND:
-    case LATHE_OP_LOGICAL_OR:
-    case LATHE_OP_LOGICAL_XOR: return b;
-    case LATHE_OP_COMPLEX: return dt == LATHE_DTYPE_FLOAT32 || dt == LATHE_DTYPE_FLOAT64;
-    case LATHE_OP_EQUAL:
-    case LATHE_OP_NOT_EQUAL:
-    case LATHE_OP_EQUAL_TOTAL_ORDER:
-    case LATHE_OP_NOT_EQUAL_TOTAL_ORDER: return true;
-    case LATHE_OP_GREATER_THAN:
-    case LATHE_OP_GREATER_OR_EQUAL:
-    case LATHE_OP_LESS_THAN:
-    case LATHE_OP_LESS_OR_EQUAL:
-    case LATHE_OP_GREATER_THAN_TOTAL_ORDER:
-    case LATHE_OP_GREATER_OR_EQUAL_TOTAL_ORDER:
-    case LATHE_OP_LESS_THAN_TOTAL_ORDER:
-    case LATHE_OP_LESS_OR_EQUAL_TOTAL_ORDER: return !cx;
-    default: return in; /* bitwise, shifts */
-  }
-}
 static lathe_dtype binary_out(lathe_op op, lathe_dtype dt) {
   if (op == LATHE_OP_COMPLEX) return dt == LATHE_DTYPE_FLOAT32 ? LATHE_DTYPE_COMPLEX64 : LATHE_DTYPE_COMPLEX128;
   return lathe_op_kind_of(op) == LATHE_KIND_COMPARE ? LATHE_DTYPE_BOOL : dt;
@@ -598,8 +551,8 @@ TEST(elementwise_binary_and_compare) {
         else CHECK(r == first, "%s %s: inconsistent across shapes", lathe_op_name(op), lathe_dtype_name(dt));
         if (r != R_OK) break;
       }
-      bool accepts = binary_accepts((lathe_op)op, dt);
-      CHECK(accepts == (first != R_REJECTED), "%s on %s: builder %s, test table says %s", lathe_op_name(op),
+      bool accepts = lathe_op_accepts_dtype((lathe_op)op, dt);
+      CHECK(accepts == (first != R_REJECTED), "%s on %s: builder %s, its domain says %s", lathe_op_name(op),
             lathe_dtype_name(dt), first == R_REJECTED ? "rejects" : "accepts", accepts ? "accept" : "reject");
       if (first == R_REJECTED) skip_note(sk.rejected, dt);
       if (first == R_UNSUPPORTED) {
@@ -711,7 +664,7 @@ TEST(elementwise_clamp) {
   const int ranks[][3] = {{0, 1, 0}, {1, 1, 1}, {0, 1, 1}, {1, 1, 0}, {0, 0, 0}};
   for (int d = 0; d < tst_n_all_dtypes; d++) {
     lathe_dtype dt = tst_all_dtypes[d];
-    bool accepts = lathe_dtype_is_int(dt) || is_flt(dt);
+    bool accepts = lathe_op_accepts_dtype(LATHE_OP_CLAMP, dt);
     for (size_t k = 0; k < sizeof ranks / sizeof ranks[0]; k++) {
       lathe_shape s[3];
       for (int j = 0; j < 3; j++) s[j] = ranks[k][j] ? TST_SHAPE(dt, 3, 5) : tst_shape0(dt);

@@ -1,7 +1,10 @@
 /* test_op_table.c -- the op table's facts: flags against the decisions they replace (re-stated
  * here as they were made by hand before the FLAGS column), the SIG and KIND columns, and the
  * attribute table (src/graph/op_attrs.def): slots in range, no slot shared within a group, every
- * group naming real ops; plus typed accessors read back what the builders stored. */
+ * group naming real ops; typed accessors read back what the builders stored; and the dtype
+ * domains of ew.def. */
+#include "cpu/cpu.h"
+#include "graph/ew.h"
 #include "graph/graph.h"
 #include "testing.h"
 
@@ -214,4 +217,57 @@ TEST(op_attrs_accessors) {
         "SDPA attributes through its tuple elements (index %lld)", (long long)lathe_attr_tuple_element_index(results[0]));
   CHECK(lathe_attr_tuple_element_index(results[1]) == 1, "second result");
   lathe_builder_free(b);
+}
+
+/* Dtype domains (lathe_op_domain, from ew.def): DEFINED is exactly what has an expression, and
+ * what lathe:cpu runs (its kernels are the same rows; the MLX device's query relies on it);
+ * UNDEFINED has no expression; and a few facts of the builders' documented rules. */
+TEST(op_domains) {
+  for (int op = 0; op < LATHE_OP_COUNT; op++) {
+    lathe_op o = (lathe_op)op;
+    unsigned classes = lathe_op_domain_classes(o);
+    CHECK(!classes == !(lathe_op_has(o, LATHE_OPF_EW) && o != LATHE_OP_FUSED_GELU), "%s: classes %#x",
+          lathe_op_name(o), classes);
+    for (int d = 0; d < LATHE_DTYPE_LIMIT; d++) {
+      lathe_dtype dt = (lathe_dtype)d;
+      lathe_domain dom = lathe_op_domain(o, dt);
+      if (!lathe_dtype_is_valid(dt) || !classes) {
+        CHECK(dom == LATHE_DOMAIN_NONE, "%s on dtype %d: domain %d", lathe_op_name(o), d, (int)dom);
+        continue;
+      }
+      CHECK(lathe_cpu_supports_op(o, dt) == (dom == LATHE_DOMAIN_DEFINED), "%s on %s: lathe:cpu %d, domain %d",
+            lathe_op_name(o), lathe_dtype_name(dt), lathe_cpu_supports_op(o, dt), (int)dom);
+      if (o == LATHE_OP_WHERE) continue; /* dt is the condition's */
+      bool expr = false;
+      for (int t = 1; t < LATHE_DTYPE_LIMIT && !expr; t++)
+        expr = lathe_ew_defined(o, dt, o == LATHE_OP_CONVERT_DTYPE ? (lathe_dtype)t : dt);
+      CHECK(expr == (dom == LATHE_DOMAIN_DEFINED), "%s on %s: expression %d, domain %d", lathe_op_name(o),
+            lathe_dtype_name(dt), expr, (int)dom);
+      CHECK(!!(classes & (1u << lathe_dtype_class_of(dt))) == (dom != LATHE_DOMAIN_NONE), "%s on %s: classes",
+            lathe_op_name(o), lathe_dtype_name(dt));
+    }
+  }
+  const struct {
+    lathe_op op;
+    lathe_dtype dt;
+    lathe_domain want;
+  } facts[] = {
+      {LATHE_OP_ABS, LATHE_DTYPE_BOOL, LATHE_DOMAIN_NONE},
+      {LATHE_OP_NEG, LATHE_DTYPE_UINT8, LATHE_DOMAIN_NONE},
+      {LATHE_OP_LOGICAL_NOT, LATHE_DTYPE_INT32, LATHE_DOMAIN_NONE},
+      {LATHE_OP_BITWISE_AND, LATHE_DTYPE_INT4, LATHE_DOMAIN_DEFINED},
+      {LATHE_OP_SQRT, LATHE_DTYPE_BFLOAT16, LATHE_DOMAIN_DEFINED},
+      {LATHE_OP_CEIL, LATHE_DTYPE_COMPLEX64, LATHE_DOMAIN_UNDEFINED},
+      {LATHE_OP_REM, LATHE_DTYPE_COMPLEX128, LATHE_DOMAIN_UNDEFINED},
+      {LATHE_OP_COMPLEX, LATHE_DTYPE_FLOAT16, LATHE_DOMAIN_NONE},
+      {LATHE_OP_COMPLEX, LATHE_DTYPE_FLOAT64, LATHE_DOMAIN_DEFINED},
+      {LATHE_OP_LESS_THAN, LATHE_DTYPE_COMPLEX64, LATHE_DOMAIN_NONE},
+      {LATHE_OP_WHERE, LATHE_DTYPE_INT32, LATHE_DOMAIN_NONE},
+      {LATHE_OP_WHERE, LATHE_DTYPE_BOOL, LATHE_DOMAIN_DEFINED},
+      {LATHE_OP_BITCAST, LATHE_DTYPE_FLOAT32, LATHE_DOMAIN_NONE},
+  };
+  for (size_t i = 0; i < sizeof facts / sizeof facts[0]; i++)
+    CHECK(lathe_op_domain(facts[i].op, facts[i].dt) == facts[i].want, "%s on %s: domain %d, want %d",
+          lathe_op_name(facts[i].op), lathe_dtype_name(facts[i].dt), (int)lathe_op_domain(facts[i].op, facts[i].dt),
+          (int)facts[i].want);
 }
