@@ -2,7 +2,7 @@
 
 package lathe
 
-// engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
-// include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
+// engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
+// (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "78e6fc2a4aaf41ff45c88af218c45316"
+const engineSourcesHash = "a6c724569a8e8546db1ac9c4532d3d10"
