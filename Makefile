@@ -63,6 +63,18 @@ $(BUILD)/liblathe_gloo.so: src/gloo/lathe_gloo.cpp src/gloo/lathe_gloo.h
 	@mkdir -p $(BUILD)
 	$(CXX) -std=c++17 $(WARN) -O2 -fPIC -shared -Isrc/gloo $< -lgloo -o $@
 
+# Kernel sources (src/<dir>/kernels/*.cuh, CUDA C++ for NVRTC) reach the C as string literals in
+# a generated, committed header (src/<dir>/kernels/zkernels.h) that compute/lathe's generator
+# writes, so cgo builds need no tool; here it is written again when a .cuh is newer, where Go is.
+KERNEL_DIRS := $(foreach d,$(ENGINE_DIRS),$(if $(wildcard src/$(d)/kernels/*.cuh),$(d)))
+define kernel_rules
+$(patsubst src/%.c,$(BUILD)/obj/%.o,$(wildcard src/$(1)/*.c)): src/$(1)/kernels/zkernels.h
+src/$(1)/kernels/zkernels.h: $(wildcard src/$(1)/kernels/*.cuh)
+	@if command -v go >/dev/null 2>&1; then (cd compute/lathe && go generate) && touch $$@; \
+	else echo "warning: $$@ is older than a .cuh and there is no go to run gensrc (go generate ./compute/lathe)" >&2; fi
+endef
+$(foreach d,$(KERNEL_DIRS),$(eval $(call kernel_rules,$(d))))
+
 $(BUILD)/obj/%.o: src/%.c $(HDR) $(MLX_STAMP)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_ALL) -c $< -o $@

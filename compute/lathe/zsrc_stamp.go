@@ -2,7 +2,7 @@
 
 package lathe
 
-// engineSourcesHash is a hash of every C file, header and table of the engine (src/ and
-// include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
+// engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
+// (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "6ddf515d15a37c4ff9013d628460ffe9"
+const engineSourcesHash = "10379e3dc2a0bd424fb749d9e499115b"

@@ -2,6 +2,7 @@
  * predicate is read back only where the host must decide (While's condition, If's branch), and
  * the chosen sub-function's steps are launched on the same stream. Sort is in sort.c. */
 #include "cuda.h"
+#include "kernels/zkernels.h"
 
 lathe_status_t lathe_cuda_run_sort(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out);
 bool lathe_cuda_supports_sort(lathe_dtype dtype);
@@ -89,9 +90,7 @@ void lathe_cuda_sources_control(lathe_cuda_source_fn fn, void *ctx) { lathe_cuda
 void lathe_cuda_sources_barrier(lathe_cuda_source_fn fn, void *ctx) { (void)fn, (void)ctx; }
 
 /* ---- dynamic shapes: the sizes are known on the host once a binding is specialised ---- */
-static const char dynshape_src[] =
-    "struct lt_sizes { int32_t v[LT_MAX_RANK]; };\n"
-    "extern \"C\" __global__ void lt_write_sizes(int32_t *o, const __grid_constant__ lt_sizes s, int n) { if (threadIdx.x < n) o[threadIdx.x] = s.v[threadIdx.x]; }\n";
+static const char dynshape_src[] = LT_CUH_DYNSHAPE;
 
 void lathe_cuda_sources_dynshape(lathe_cuda_source_fn fn, void *ctx) { fn(ctx, "dynshape", dynshape_src); }
 

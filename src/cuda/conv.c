@@ -29,6 +29,7 @@
 #include <stdio.h>
 
 #include "gemm.h"
+#include "kernels/zkernels.h"
 
 enum { MAX_SP = LATHE_MAX_RANK - 2 };
 
@@ -41,71 +42,7 @@ typedef struct conv_args {
       ost[MAX_SP];
 } conv_args;
 
-static const char conv_src[] =
-    "#define LT_SP 14\n"
-    "struct lt_conv {\n"
-    "  int64_t ns, kic, K, S, rc, r0;\n"
-    "  int64_t in_sb, in_sc, cg_off, bg_off;\n"
-    "  int64_t out_sb, out_sc, ocg;\n"
-    "  int64_t osp[LT_SP], ksp[LT_SP], idim[LT_SP], ist[LT_SP], str[LT_SP], kdil[LT_SP], idil[LT_SP], plo[LT_SP], ost[LT_SP];\n"
-    "};\n"
-    "/* col[g][r][kk] = input value under kernel position kk / kic, channel kk % kic, of output row r0 + r */\n"
-    "extern \"C\" __global__ void lt_im2col(const lt_si *in, lt_so *col, int64_t n, const __grid_constant__ lt_conv c) {\n"
-    "  LT_LOOP(e, n) {\n"
-    "    int64_t kk = e % c.K, t = e / c.K, r = t % c.rc, g = t / c.rc;\n"
-    "    int64_t row = c.r0 + r, b = row / c.S, s = row % c.S, ci = kk % c.kic, kp = kk / c.kic;\n"
-    "    int64_t off = g * (c.bg_off + c.cg_off) + b * c.in_sb + ci * c.in_sc;\n"
-    "    bool ok = true;\n"
-    "    for (int d = (int)c.ns - 1; d >= 0; d--) {\n"
-    "      int64_t o = s % c.osp[d], kx = kp % c.ksp[d];\n"
-    "      s /= c.osp[d], kp /= c.ksp[d];\n"
-    "      int64_t pos = o * c.str[d] + kx * c.kdil[d] - c.plo[d];\n"
-    "      if (pos < 0 || pos % c.idil[d] != 0 || pos / c.idil[d] >= c.idim[d]) ok = false;\n"
-    "      else off += pos / c.idil[d] * c.ist[d];\n"
-    "    }\n"
-    "    lt_st(col, e, ok ? lt_cv(lt_ld(in, off)) : (lt_co)0);\n"
-    "  }\n"
-    "}\n"
-    "/* *flag = 1 when w[0, n) has a NaN or an infinity */\n"
-    "extern \"C\" __global__ void lt_conv_nonfinite(const lt_si *w, unsigned *flag, int64_t n) {\n"
-    "  LT_LOOP(i, n) { lt_ci v = lt_ld(w, i); if (v - v != v - v) *flag = 1; }\n"
-    "}\n"
-    "/* under a set flag, each NaN output of the n = G * R * ocg again, summed without the holes */\n"
-    "extern \"C\" __global__ void lt_conv_fix(const lt_si *in, const lt_si *w, lt_so *out, const unsigned *flag,\n"
-    "                                        int64_t n, const __grid_constant__ lt_conv c) {\n"
-    "  if (!*flag) return;\n"
-    "  LT_LOOP(e, n) {\n"
-    "    int64_t o = e % c.ocg, t = e / c.ocg, row = t % c.rc, g = t / c.rc, b = row / c.S, s0 = row % c.S;\n"
-    "    int64_t oo = b * c.out_sb + (g * c.ocg + o) * c.out_sc;\n"
-    "    for (int64_t d = c.ns - 1, s = s0; d >= 0; d--) { oo += s % c.osp[d] * c.ost[d]; s /= c.osp[d]; }\n"
-    "    lt_ci y = lt_ld((const lt_si *)out, oo);\n"
-    "    if (y == y) continue;\n"
-    "    lt_ci acc = 0;\n"
-    "    const lt_si *wr = w + (g * c.ocg + o) * c.K;\n"
-    "    for (int64_t kk = 0; kk < c.K; kk++) {\n"
-    "      int64_t ci = kk % c.kic, kp = kk / c.kic, s = s0, off = g * (c.bg_off + c.cg_off) + b * c.in_sb + ci * c.in_sc;\n"
-    "      bool ok = true;\n"
-    "      for (int d = (int)c.ns - 1; d >= 0; d--) {\n"
-    "        int64_t od = s % c.osp[d], kx = kp % c.ksp[d];\n"
-    "        s /= c.osp[d], kp /= c.ksp[d];\n"
-    "        int64_t pos = od * c.str[d] + kx * c.kdil[d] - c.plo[d];\n"
-    "        if (pos < 0 || pos % c.idil[d] != 0 || pos / c.idil[d] >= c.idim[d]) ok = false;\n"
-    "        else off += pos / c.idil[d] * c.ist[d];\n"
-    "      }\n"
-    "      if (ok) acc += lt_ld(in, off) * lt_ld(wr, kk);\n"
-    "    }\n"
-    "    lt_st(out, oo, acc);\n"
-    "  }\n"
-    "}\n"
-    "/* out[row r0 + r, channel g * ocg + o] = tile[g][r][o] */\n"
-    "extern \"C\" __global__ void lt_conv_scatter(const lt_si *tile, lt_so *out, int64_t n, const __grid_constant__ lt_conv c) {\n"
-    "  LT_LOOP(e, n) {\n"
-    "    int64_t o = e % c.ocg, t = e / c.ocg, r = t % c.rc, g = t / c.rc;\n"
-    "    int64_t row = c.r0 + r, b = row / c.S, s = row % c.S, off = b * c.out_sb + (g * c.ocg + o) * c.out_sc;\n"
-    "    for (int d = (int)c.ns - 1; d >= 0; d--) { off += s % c.osp[d] * c.ost[d]; s /= c.osp[d]; }\n"
-    "    lt_st(out, off, lt_cv(lt_ld(tile, e)));\n"
-    "  }\n"
-    "}\n";
+static const char conv_src[] = LT_CUH_CONV;
 
 static lathe_dtype compute_of(lathe_dtype dt) {
   switch (dt) {

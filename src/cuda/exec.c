@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "exec.h"
+#include "kernels/zkernels.h"
 
 enum { MAX_SPARE_ARENAS = 8 };
 
@@ -401,21 +402,7 @@ static lathe_status_t result_tensor(lathe_cuda_exec *ex, int slot, lathe_tensor 
 }
 
 /* Sub-byte integers: widened to 8 bits around kernels that compute on values, as on the CPU. */
-static const char pack_src[] =
-    "extern \"C\" __global__ void lt_unpack(const uint8_t *p, int8_t *w, int64_t n, int bits, int sign) {\n"
-    "  LT_LOOP(i, n) {\n"
-    "    int64_t bit = i * bits; unsigned v = (p[bit >> 3] >> (bit & 7)) & ((1u << bits) - 1);\n"
-    "    w[i] = sign && (v >> (bits - 1)) ? (int8_t)((int)v - (1 << bits)) : (int8_t)v;\n"
-    "  }\n"
-    "}\n"
-    "extern \"C\" __global__ void lt_pack(uint8_t *p, const int8_t *w, int64_t n, int bits) {\n"
-    "  int per = 8 / bits; int64_t bytes = (n * bits + 7) / 8;\n"
-    "  LT_LOOP(b, bytes) {\n"
-    "    unsigned v = 0;\n"
-    "    for (int k = 0; k < per && b * per + k < n; k++) v |= ((unsigned)(uint8_t)w[b * per + k] & ((1u << bits) - 1)) << (k * bits);\n"
-    "    p[b] = (uint8_t)v;\n"
-    "  }\n"
-    "}\n";
+static const char pack_src[] = LT_CUH_PACK;
 
 lathe_dtype lathe_cuda_widened(lathe_dtype dt) {
   if (!lathe_dtype_is_valid(dt) || !lathe_dtype_is_packed(dt)) return dt;

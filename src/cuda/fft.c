@@ -17,43 +17,10 @@
  * scratch memory, and a mutex makes "set stream, set work area, execute" one step, so one plan
  * serves executions on several streams at once. */
 #include "numeric.h"
+#include "kernels/zkernels.h"
 
 /* ---- kernels: conversions to and from the double work arrays, the Hermitian fix-up ---- */
-static const char fft_src[] =
-    "LT_DEV lt_c128 lt_ld(const float *p, int64_t i) { return lt_c128((double)p[i], 0.0); }\n"
-    "LT_DEV lt_c128 lt_ld(const double *p, int64_t i) { return lt_c128(p[i], 0.0); }\n"
-    "LT_DEV lt_c128 lt_ld(const lt_c64 *p, int64_t i) { return lt_c128((double)p[i].re, (double)p[i].im); }\n"
-    "LT_DEV lt_c128 lt_ld(const lt_c128 *p, int64_t i) { return p[i]; }\n"
-    "LT_DEV void lt_st(float *p, int64_t i, lt_c128 v) { p[i] = (float)v.re; }\n"
-    "LT_DEV void lt_st(double *p, int64_t i, lt_c128 v) { p[i] = v.re; }\n"
-    "LT_DEV void lt_st(lt_c64 *p, int64_t i, lt_c128 v) { p[i] = lt_c64((float)v.re, (float)v.im); }\n"
-    "LT_DEV void lt_st(lt_c128 *p, int64_t i, lt_c128 v) { p[i] = v; }\n"
-    "/* out = in * scale, between any two of the four types (a real output keeps the real part) */\n"
-    "template <typename I, typename O> __device__ void cvt(const I *in, O *out, int64_t n, double scale) {\n"
-    "  LT_LOOP(i, n) { lt_c128 v = lt_ld(in, i); lt_st(out, i, lt_c128(v.re * scale, v.im * scale)); }\n"
-    "}\n"
-    "/* A half spectrum [..., n0, n1, h] (h = nlast/2+1) made Hermitian over the transformed axes,\n"
-    " * scaled: the DC and Nyquist columns become (X[k] + conj(X[-k]))/2, k negated over n0, n1. */\n"
-    "template <typename I> __device__ void herm(const I *in, lt_c128 *out, int64_t n, int64_t h, int64_t nlast,\n"
-    "                                          int64_t n0, int64_t n1, double scale) {\n"
-    "  LT_LOOP(i, n) {\n"
-    "    int64_t c = i % h;\n"
-    "    lt_c128 v = lt_ld(in, i);\n"
-    "    if (c == 0 || 2 * c == nlast) {\n"
-    "      int64_t r = i / h, k1 = r % n1; r /= n1;\n"
-    "      int64_t k0 = r % n0; r /= n0;\n"
-    "      lt_c128 w = lt_ld(in, ((r * n0 + (k0 ? n0 - k0 : 0)) * n1 + (k1 ? n1 - k1 : 0)) * h + c);\n"
-    "      v = lt_c128(0.5 * v.re + 0.5 * w.re, 0.5 * v.im - 0.5 * w.im);\n"
-    "    }\n"
-    "    out[i] = lt_c128(v.re * scale, v.im * scale);\n"
-    "  }\n"
-    "}\n"
-    "#define LT_CVT(a, A, b, B) extern \"C\" __global__ void lt_fft_cvt_##a##_##b(const A *i, B *o, int64_t n, double s) { cvt(i, o, n, s); }\n"
-    "#define LT_CVT4(a, A) LT_CVT(a, A, f32, float) LT_CVT(a, A, f64, double) LT_CVT(a, A, c64, lt_c64) LT_CVT(a, A, c128, lt_c128)\n"
-    "LT_CVT4(f32, float) LT_CVT4(f64, double) LT_CVT4(c64, lt_c64) LT_CVT4(c128, lt_c128)\n"
-    "#define LT_HERM(a, A) extern \"C\" __global__ void lt_fft_herm_##a(const A *i, lt_c128 *o, int64_t n, int64_t h, \\\n"
-    "    int64_t nl, int64_t n0, int64_t n1, double s) { herm(i, o, n, h, nl, n0, n1, s); }\n"
-    "LT_HERM(c64, lt_c64) LT_HERM(c128, lt_c128)\n";
+static const char fft_src[] = LT_CUH_FFT;
 
 void lathe_cuda_sources_fft(lathe_cuda_source_fn fn, void *ctx) { fn(ctx, "fft", fft_src); }
 

@@ -12,6 +12,7 @@
 
 #include "../graph/ew.h"
 #include "gemm.h"
+#include "kernels/zkernels.h"
 
 
 /* ---- dtypes in kernels ---- */
@@ -93,12 +94,7 @@ lathe_status_t lathe_cuda_cvt_source(lt_text *t, const lathe_dtype *path, int n_
   return t->oom ? LATHE_OOM("lathe:cuda: codegen") : NULL;
 }
 
-static const char convert_kernel[] =
-    "extern \"C\" __global__ void lt_convert(const lt_si *in, lt_so *out, int64_t n, const __grid_constant__ lt_dims d, const __grid_constant__ lt_strides s,\n"
-    "                                        int64_t base, int plain) {\n"
-    "  if (plain) { LT_LOOP(i, n) lt_st(out, i, lt_cv(lt_ld(in, base + i))); }\n"
-    "  else { LT_LOOP(i, n) lt_st(out, i, lt_cv(lt_ld(in, base + lt_offset(i, d, s)))); }\n"
-    "}\n";
+static const char convert_kernel[] = LT_CUH_GEMM_CONVERT;
 
 lathe_status_t lathe_cuda_convert(lathe_cuda_exec *ex, lcuDeviceptr in, lcuDeviceptr out, const lathe_dtype *path,
                                   int n_path, int64_t n, const lt_dims_h *dims, const lt_strides_h *strides, int64_t base) {
@@ -155,83 +151,7 @@ void lathe_cuda_row_strides(const lathe_shape *s, int64_t *st) {
 /* ---- lathe's tiled product: 64 x 64 result tiles, 16-deep slices of k through shared memory,
  * 256 threads of 4 x 4 results each; tiles of every batch in one grid-stride loop. Used for
  * integers (wrapping: unsigned arithmetic) and as the fallback of cuBLASLt. ---- */
-static const char tiled_src[] =
-    "struct lt_f16s { uint16_t h; }; struct lt_bf16s { uint16_t h; };\n"
-    "template <typename T> LT_DEV T lt_g(const T *p, int64_t i) { return p[i]; }\n"
-    "LT_DEV float lt_g(const lt_f16s *p, int64_t i) { return lt_f16_to_f32(p[i].h); }\n"
-    "LT_DEV float lt_g(const lt_bf16s *p, int64_t i) { return lt_bf16_to_f32(p[i].h); }\n"
-    "template <typename T, typename A> LT_DEV void lt_s(T *p, int64_t i, A v) { p[i] = v; }\n"
-    "LT_DEV void lt_s(lt_f16s *p, int64_t i, float v) { p[i].h = lt_f32_to_f16(v); }\n"
-    "LT_DEV void lt_s(lt_bf16s *p, int64_t i, float v) { p[i].h = lt_f32_to_bf16(v); }\n"
-    "template <typename A> LT_DEV A lt_mac(A s, A a, A b) { return s + a * b; }\n"
-    "template <typename A> LT_DEV A lt_add(A s, A a) { return s + a; }\n"
-    "LT_DEV lt_c64 lt_mac(lt_c64 s, lt_c64 a, lt_c64 b) {\n"
-    "  return lt_c64(s.re + (a.re * b.re - a.im * b.im), s.im + (a.re * b.im + a.im * b.re));\n"
-    "}\n"
-    "LT_DEV lt_c128 lt_mac(lt_c128 s, lt_c128 a, lt_c128 b) {\n"
-    "  return lt_c128(s.re + (a.re * b.re - a.im * b.im), s.im + (a.re * b.im + a.im * b.re));\n"
-    "}\n"
-    "LT_DEV lt_c64 lt_add(lt_c64 s, lt_c64 a) { return lt_c64(s.re + a.re, s.im + a.im); }\n"
-    "LT_DEV lt_c128 lt_add(lt_c128 s, lt_c128 a) { return lt_c128(s.re + a.re, s.im + a.im); }\n"
-    "template <typename S, typename A, typename D>\n"
-    "__device__ void lt_tiled(const S *pa, const S *pb, D *pd, int64_t batch, int64_t M, int64_t N, int64_t K,\n"
-    "                         int64_t abs_, int64_t ars, int64_t acs, int64_t bbs, int64_t brs, int64_t bcs,\n"
-    "                         int64_t dbs, int64_t drs, int64_t dcs, int accumulate) {\n"
-    "  __shared__ A sa[16][65];\n"
-    "  __shared__ A sb[16][65];\n"
-    "  const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;\n"
-    "  const int64_t tm = (M + 63) / 64, tn = (N + 63) / 64, tiles = batch * tm * tn;\n"
-    "  for (int64_t t = blockIdx.x; t < tiles; t += gridDim.x) {\n"
-    "    int64_t bt = t / (tm * tn), r = t - bt * tm * tn, m0 = r / tn * 64, n0 = r % tn * 64;\n"
-    "    const S *a = pa + bt * abs_, *b = pb + bt * bbs;\n"
-    "    A acc[4][4];\n"
-    "    for (int i = 0; i < 4; i++)\n"
-    "      for (int j = 0; j < 4; j++) acc[i][j] = A(0);\n"
-    "    for (int64_t k0 = 0; k0 < K; k0 += 16) {\n"
-    "      for (int e = tid; e < 1024; e += 256) {\n"
-    "        int i = e >> 4, kk = e & 15, kb = e >> 6, j = e & 63;\n"
-    "        int64_t gm = m0 + i, gk = k0 + kk, gk2 = k0 + kb, gn = n0 + j;\n"
-    "        sa[kk][i] = gm < M && gk < K ? (A)lt_g(a, gm * ars + gk * acs) : A(0);\n"
-    "        sb[kb][j] = gk2 < K && gn < N ? (A)lt_g(b, gk2 * brs + gn * bcs) : A(0);\n"
-    "      }\n"
-    "      __syncthreads();\n"
-    "#pragma unroll 4\n"
-    "      for (int kk = 0; kk < 16; kk++) {\n"
-    "        A av[4], bv[4];\n"
-    "        for (int i = 0; i < 4; i++) av[i] = sa[kk][ty + 16 * i], bv[i] = sb[kk][tx + 16 * i];\n"
-    "        for (int i = 0; i < 4; i++)\n"
-    "          for (int j = 0; j < 4; j++) acc[i][j] = lt_mac(acc[i][j], av[i], bv[j]);\n"
-    "      }\n"
-    "      __syncthreads();\n"
-    "    }\n"
-    "    for (int i = 0; i < 4; i++)\n"
-    "      for (int j = 0; j < 4; j++) {\n"
-    "        int64_t gm = m0 + ty + 16 * i, gn = n0 + tx + 16 * j;\n"
-    "        if (gm >= M || gn >= N) continue;\n"
-    "        int64_t o = bt * dbs + gm * drs + gn * dcs;\n"
-    "        A v = acc[i][j];\n"
-    "        if (accumulate) v = lt_add((A)lt_g((const D *)pd, o), v);\n"
-    "        lt_s(pd, o, v);\n"
-    "      }\n"
-    "  }\n"
-    "}\n"
-    "#define LT_TILED(name, S, A, D)                                                                        \\\n"
-    "  extern \"C\" __global__ void __launch_bounds__(256) lt_gemm_##name(                                \\\n"
-    "      const S *pa, const S *pb, D *pd, int64_t batch, int64_t M, int64_t N, int64_t K, int64_t abs_,  \\\n"
-    "      int64_t ars, int64_t acs, int64_t bbs, int64_t brs, int64_t bcs, int64_t dbs, int64_t drs,      \\\n"
-    "      int64_t dcs, int accumulate) {                                                                   \\\n"
-    "    lt_tiled<S, A, D>(pa, pb, pd, batch, M, N, K, abs_, ars, acs, bbs, brs, bcs, dbs, drs, dcs, accumulate); \\\n"
-    "  }\n"
-    "LT_TILED(u32, uint32_t, uint32_t, uint32_t)\n"
-    "LT_TILED(u64, uint64_t, uint64_t, uint64_t)\n"
-    "LT_TILED(f32, float, float, float)\n"
-    "LT_TILED(f64, double, double, double)\n"
-    "LT_TILED(c64, lt_c64, lt_c64, lt_c64)\n"
-    "LT_TILED(c128, lt_c128, lt_c128, lt_c128)\n"
-    "LT_TILED(f16_f32, lt_f16s, float, float)\n"
-    "LT_TILED(f16_f16, lt_f16s, float, lt_f16s)\n"
-    "LT_TILED(bf16_f32, lt_bf16s, float, float)\n"
-    "LT_TILED(bf16_bf16, lt_bf16s, float, lt_bf16s)\n";
+static const char tiled_src[] = LT_CUH_GEMM_TILED;
 
 static const char *tiled_name(lathe_dtype ab, lathe_dtype d) {
   switch (ab) {
@@ -514,54 +434,11 @@ lathe_status_t lathe_cuda_gemm(lathe_cuda_exec *ex, const lt_gemm *g) {
 }
 
 /* ---- reductions over the threads of a row ---- */
-static const char reduce_src[] =
-    "template <typename T> struct lt_sum_op { __device__ __forceinline__ T operator()(T a, T b) const { return a + b; } };\n"
-    "template <typename T> struct lt_max_op { __device__ __forceinline__ T operator()(T a, T b) const { return (a > b || a != a) ? a : b; } };\n"
-    "template <typename T, typename F> __device__ T lt_row_reduce(T v, int tpr, T *smem, F f) {\n"
-    "  int w = tpr < 32 ? tpr : 32;\n"
-    "  for (int m = w / 2; m > 0; m >>= 1) v = f(v, __shfl_xor_sync(0xffffffffu, v, m));\n"
-    "  if (tpr <= 32) return v;\n"
-    "  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = tpr >> 5;\n"
-    "  __syncthreads();\n"
-    "  if (lane == 0) smem[warp] = v;\n"
-    "  __syncthreads();\n"
-    "  v = smem[0];\n"
-    "  for (int i = 1; i < nw; i++) v = f(v, smem[i]);\n"
-    "  return v;\n"
-    "}\n"
-    "template <typename T> __device__ T lt_row_sum(T v, int tpr, T *smem) { return lt_row_reduce(v, tpr, smem, lt_sum_op<T>()); }\n"
-    "template <typename T> __device__ T lt_row_max(T v, int tpr, T *smem) { return lt_row_reduce(v, tpr, smem, lt_max_op<T>()); }\n"
-    "/* max that skips NaN (NaN only when every value is NaN) */\n"
-    "template <typename T> struct lt_fmax_op { __device__ __forceinline__ T operator()(T a, T b) const { return (a > b || b != b) ? a : b; } };\n"
-    "template <typename T> __device__ T lt_row_fmax(T v, int tpr, T *smem) { return lt_row_reduce(v, tpr, smem, lt_fmax_op<T>()); }\n";
+static const char reduce_src[] = LT_CUH_ROW_REDUCE;
 
 const char *lathe_cuda_reduce_source(void) { return reduce_src; }
 
-static const char access_src[] =
-    "#define INFINITY __int_as_float(0x7f800000)\n"
-    "struct lt_f16s { uint16_t h; }; struct lt_bf16s { uint16_t h; };\n"
-    "template <typename S> struct lt_ct { typedef S T; };\n"
-    "template <> struct lt_ct<lt_f16s> { typedef float T; };\n"
-    "template <> struct lt_ct<lt_bf16s> { typedef float T; };\n"
-    "LT_DEV float lt_g(const float *p, int64_t i) { return p[i]; }\n"
-    "LT_DEV double lt_g(const double *p, int64_t i) { return p[i]; }\n"
-    "LT_DEV float lt_g(const lt_f16s *p, int64_t i) { return lt_f16_to_f32(p[i].h); }\n"
-    "LT_DEV float lt_g(const lt_bf16s *p, int64_t i) { return lt_bf16_to_f32(p[i].h); }\n"
-    "LT_DEV void lt_s(float *p, int64_t i, float v) { p[i] = v; }\n"
-    "LT_DEV void lt_s(double *p, int64_t i, double v) { p[i] = v; }\n"
-    "LT_DEV void lt_s(lt_f16s *p, int64_t i, float v) { p[i].h = lt_f32_to_f16(v); }\n"
-    "LT_DEV void lt_s(lt_bf16s *p, int64_t i, float v) { p[i].h = lt_f32_to_bf16(v); }\n"
-    "LT_DEV float lt_exp(float v) { return expf(v); }\n"
-    "LT_DEV double lt_exp(double v) { return exp(v); }\n"
-    "LT_DEV float lt_log(float v) { return logf(v); }\n"
-    "LT_DEV double lt_log(double v) { return log(v); }\n"
-    "LT_DEV float lt_erf(float v) { return erff(v); }\n"
-    "LT_DEV double lt_erf(double v) { return erf(v); }\n"
-    "LT_DEV float lt_tanh(float v) { return tanhf(v); }\n"
-    "LT_DEV double lt_tanh(double v) { return tanh(v); }\n"
-    "LT_DEV float lt_sqrt(float v) { return sqrtf(v); }\n"
-    "LT_DEV double lt_sqrt(double v) { return sqrt(v); }\n"
-    "template <typename T> LT_DEV T lt_inf() { return (T)INFINITY; }\n";
+static const char access_src[] = LT_CUH_ACCESS;
 
 const char *lathe_cuda_access_source(void) { return access_src; }
 
@@ -581,27 +458,7 @@ void lathe_cuda_row_grid(int64_t rows, int tpr, unsigned *blocks, unsigned *thre
 }
 
 /* ---- activations (FusedDense, FusedQuantizedDense: as lathe:cpu, GELU exact) ---- */
-static const char activation_src[] =
-    "LT_DEV float lt_act(float v, int act) {\n"
-    "  switch (act) {\n"
-    "    case 1: return v * 0.5f * (1.0f + erff(v * 0.70710678118654752440f));\n"
-    "    case 2: return v < 0 ? 0.0f : v;\n"
-    "    case 3: return v / (1.0f + expf(-v));\n"
-    "    case 4: { float s = v * (float)(1.0 / 6.0) + 0.5f; return v * (s < 0 ? 0.0f : s > 1 ? 1.0f : s); }\n"
-    "    case 5: return tanhf(v);\n"
-    "    default: return v;\n"
-    "  }\n"
-    "}\n"
-    "LT_DEV double lt_act(double v, int act) {\n"
-    "  switch (act) {\n"
-    "    case 1: return v * 0.5 * (1.0 + erf(v * 0.70710678118654752440));\n"
-    "    case 2: return v < 0 ? 0.0 : v;\n"
-    "    case 3: return v / (1.0 + exp(-v));\n"
-    "    case 4: { double s = v * (1.0 / 6.0) + 0.5; return v * (s < 0 ? 0.0 : s > 1 ? 1.0 : s); }\n"
-    "    case 5: return tanh(v);\n"
-    "    default: return v;\n"
-    "  }\n"
-    "}\n";
+static const char activation_src[] = LT_CUH_ACTIVATION;
 
 const char *lathe_cuda_activation_source(void) { return activation_src; }
 

@@ -7,65 +7,13 @@
 #include <stdio.h>
 
 #include "cuda.h"
+#include "kernels/zkernels.h"
 
-static const char layout_src[] =
-    "struct lt_w16 { uint64_t a, b; };\n"
-    "template <typename W> __device__ void gather(const W *in, W *out, int64_t n, const lt_dims &d, const lt_strides &s, int64_t base) {\n"
-    "  LT_LOOP(i, n) out[i] = in[base + lt_offset(i, d, s)];\n"
-    "}\n"
-    "template <typename W> __device__ void scatter(const W *in, W *out, int64_t n, const lt_dims &d, const lt_strides &s, int64_t base) {\n"
-    "  LT_LOOP(i, n) out[base + lt_offset(i, d, s)] = in[i];\n"
-    "}\n"
-    "template <typename W> __device__ void pad(const W *in, W *out, const W *fill, int64_t n, const lt_dims &od, const lt_dims &id,\n"
-    "                                        const lt_strides &lo, const lt_strides &interior) {\n"
-    "  LT_LOOP(i, n) {\n"
-    "    int64_t rem = i, src = 0, mult = 1; bool inside = true;\n"
-    "    for (int a = od.rank - 1; a >= 0; a--) {\n"
-    "      int64_t o = rem % od.d[a]; rem /= od.d[a];\n"
-    "      int64_t t = o - lo.s[a], step = interior.s[a] + 1;\n"
-    "      if (t < 0 || t % step != 0 || t / step >= id.d[a]) inside = false;\n"
-    "      else src += (t / step) * mult;\n"
-    "      mult *= id.d[a];\n"
-    "    }\n"
-    "    out[i] = inside ? in[src] : fill[0];\n"
-    "  }\n"
-    "}\n"
-    "#define LT_W(w, W) \\\n"
-    "  extern \"C\" __global__ void lt_gather_##w(const W *in, W *out, int64_t n, const __grid_constant__ lt_dims d, const __grid_constant__ lt_strides s, int64_t b) { gather(in, out, n, d, s, b); } \\\n"
-    "  extern \"C\" __global__ void lt_scatter_##w(const W *in, W *out, int64_t n, const __grid_constant__ lt_dims d, const __grid_constant__ lt_strides s, int64_t b) { scatter(in, out, n, d, s, b); } \\\n"
-    "  extern \"C\" __global__ void lt_pad_##w(const W *in, W *out, const W *f, int64_t n, const __grid_constant__ lt_dims od, const __grid_constant__ lt_dims id, const __grid_constant__ lt_strides lo, const __grid_constant__ lt_strides in_) { pad(in, out, f, n, od, id, lo, in_); }\n"
-    "LT_W(1, uint8_t)\n"
-    "LT_W(2, uint16_t)\n"
-    "LT_W(4, uint32_t)\n"
-    "LT_W(8, uint64_t)\n"
-    "LT_W(16, lt_w16)\n";
+static const char layout_src[] = LT_CUH_LAYOUT;
 
 /* Iota: output element i is its index along the axis, converted to the dtype as ConvertDType
  * would convert an Int64. */
-static const char iota_src[] =
-    "LT_DEV void lt_store(int8_t *p, int64_t i, int64_t v) { p[i] = (int8_t)v; }\n"
-    "LT_DEV void lt_store(int16_t *p, int64_t i, int64_t v) { p[i] = (int16_t)v; }\n"
-    "LT_DEV void lt_store(int32_t *p, int64_t i, int64_t v) { p[i] = (int32_t)v; }\n"
-    "LT_DEV void lt_store(int64_t *p, int64_t i, int64_t v) { p[i] = v; }\n"
-    "LT_DEV void lt_store(uint8_t *p, int64_t i, int64_t v) { p[i] = (uint8_t)v; }\n"
-    "LT_DEV void lt_store(uint16_t *p, int64_t i, int64_t v) { p[i] = (uint16_t)v; }\n"
-    "LT_DEV void lt_store(uint32_t *p, int64_t i, int64_t v) { p[i] = (uint32_t)v; }\n"
-    "LT_DEV void lt_store(uint64_t *p, int64_t i, int64_t v) { p[i] = (uint64_t)v; }\n"
-    "LT_DEV void lt_store(float *p, int64_t i, int64_t v) { p[i] = (float)(double)v; }\n"
-    "LT_DEV void lt_store(double *p, int64_t i, int64_t v) { p[i] = (double)v; }\n"
-    "LT_DEV void lt_store(lt_c64 *p, int64_t i, int64_t v) { p[i].re = (float)(double)v; p[i].im = 0; }\n"
-    "LT_DEV void lt_store(lt_c128 *p, int64_t i, int64_t v) { p[i].re = (double)v; p[i].im = 0; }\n"
-    "struct lt_f16 { uint16_t h; }; struct lt_bf16 { uint16_t h; };\n"
-    "LT_DEV void lt_store(lt_f16 *p, int64_t i, int64_t v) { p[i].h = lt_f32_to_f16((float)(double)v); }\n"
-    "LT_DEV void lt_store(lt_bf16 *p, int64_t i, int64_t v) { p[i].h = lt_f32_to_bf16((float)(double)v); }\n"
-    "template <typename T> __device__ void iota(T *out, int64_t n, int64_t dim, int64_t inner) {\n"
-    "  LT_LOOP(i, n) lt_store(out, i, (i / inner) % dim);\n"
-    "}\n"
-    "#define LT_IOTA(name, T) extern \"C\" __global__ void lt_iota_##name(T *o, int64_t n, int64_t d, int64_t in) { iota(o, n, d, in); }\n"
-    "LT_IOTA(Int8, int8_t) LT_IOTA(Int16, int16_t) LT_IOTA(Int32, int32_t) LT_IOTA(Int64, int64_t)\n"
-    "LT_IOTA(Uint8, uint8_t) LT_IOTA(Uint16, uint16_t) LT_IOTA(Uint32, uint32_t) LT_IOTA(Uint64, uint64_t)\n"
-    "LT_IOTA(Float16, lt_f16) LT_IOTA(BFloat16, lt_bf16) LT_IOTA(Float32, float) LT_IOTA(Float64, double)\n"
-    "LT_IOTA(Complex64, lt_c64) LT_IOTA(Complex128, lt_c128)\n";
+static const char iota_src[] = LT_CUH_IOTA;
 
 void lathe_cuda_sources_layout(lathe_cuda_source_fn fn, void *ctx) {
   fn(ctx, "layout", layout_src);

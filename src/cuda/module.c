@@ -10,66 +10,12 @@
 #include <unistd.h>
 
 #include "cuda.h"
+#include "kernels/zkernels.h"
 
 /* The prelude of every kernel source: fixed-width types (NVRTC has no standard headers), half
  * conversions with the CPU's exact rounding (src/core/dtype.c), complex storage types and the
  * grid-stride loop. */
-static const char prelude[] =
-    "#pragma nv_diag_suppress 177 /* helpers a kernel does not use */\n"
-    "typedef signed char int8_t; typedef short int16_t; typedef int int32_t; typedef long long int64_t;\n"
-    "typedef unsigned char uint8_t; typedef unsigned short uint16_t; typedef unsigned int uint32_t;\n"
-    "typedef unsigned long long uint64_t;\n"
-    "#define LT_DEV static __device__ __forceinline__\n"
-    "/* complex storage and compute types: C99 layout; a real converts with imaginary part +0 */\n"
-    "struct lt_c128;\n"
-    "struct lt_c64 {\n"
-    "  float re, im;\n"
-    "  lt_c64() = default;\n"
-    "  __device__ constexpr lt_c64(float r, float i) : re(r), im(i) {}\n"
-    "  template <typename R> __device__ constexpr lt_c64(R r) : re((float)r), im(0.0f) {}\n"
-    "  __device__ inline explicit lt_c64(const lt_c128 &z);\n"
-    "};\n"
-    "struct lt_c128 {\n"
-    "  double re, im;\n"
-    "  lt_c128() = default;\n"
-    "  __device__ constexpr lt_c128(double r, double i) : re(r), im(i) {}\n"
-    "  template <typename R> __device__ constexpr lt_c128(R r) : re((double)r), im(0.0) {}\n"
-    "  __device__ constexpr lt_c128(const lt_c64 &z) : re(z.re), im(z.im) {}\n"
-    "};\n"
-    "__device__ inline lt_c64::lt_c64(const lt_c128 &z) : re((float)z.re), im((float)z.im) {}\n"
-    "#define LT_LOOP(i, n) for (int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \\\n"
-    "                           i += (int64_t)gridDim.x * blockDim.x)\n"
-    "LT_DEV float lt_f16_to_f32(uint16_t h) {\n"
-    "  uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 0x1f, m = h & 0x3ff;\n"
-    "  if (e == 0x1f) return __uint_as_float(sign | 0x7f800000u | (m << 13));\n"
-    "  if (e == 0) { float v = ldexpf((float)m, -24); return sign ? -v : v; }\n"
-    "  return __uint_as_float(sign | ((e + 112) << 23) | (m << 13));\n"
-    "}\n"
-    "LT_DEV uint16_t lt_f32_to_f16(float f) {\n"
-    "  uint32_t u = __float_as_uint(f), sign = (u >> 16) & 0x8000, a = u & 0x7fffffffu;\n"
-    "  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00 | ((a >> 13) & 0x3ff));\n"
-    "  if (a >= 0x477ff000u) return (uint16_t)(sign | 0x7c00);\n"
-    "  if (a < 0x38800000u) return (uint16_t)(sign | (uint32_t)rintf(__uint_as_float(a) * 16777216.0f));\n"
-    "  uint32_t h = (((a >> 23) - 112) << 10) | ((a >> 13) & 0x3ff), rest = a & 0x1fff;\n"
-    "  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) h++;\n"
-    "  return (uint16_t)(sign | h);\n"
-    "}\n"
-    "LT_DEV float lt_bf16_to_f32(uint16_t h) { return __uint_as_float((uint32_t)h << 16); }\n"
-    "LT_DEV uint16_t lt_f32_to_bf16(float f) {\n"
-    "  uint32_t u = __float_as_uint(f);\n"
-    "  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);\n"
-    "  u += 0x7fff + ((u >> 16) & 1);\n"
-    "  return (uint16_t)(u >> 16);\n"
-    "}\n"
-    "#define LT_MAX_RANK 16\n"
-    "struct lt_dims { int rank; int64_t d[LT_MAX_RANK]; };\n"
-    "struct lt_strides { int64_t s[LT_MAX_RANK]; };\n"
-    "/* offset, through strides, of row-major position i of an index space of dims */\n"
-    "LT_DEV int64_t lt_offset(int64_t i, const lt_dims &dims, const lt_strides &st) {\n"
-    "  int64_t off = 0;\n"
-    "  for (int a = dims.rank - 1; a >= 0; a--) { int64_t n = dims.d[a]; off += (i % n) * st.s[a]; i /= n; }\n"
-    "  return off;\n"
-    "}\n";
+static const char prelude[] = LT_CUH_PRELUDE;
 
 
 static uint64_t fnv(uint64_t h, const void *p, size_t n) {

@@ -1,0 +1,92 @@
+/* softmax of rows of len contiguous elements */
+template <typename S> __device__ void softmax_rows(const S *x, S *y, int64_t rows, int64_t len, int tpr) {
+  typedef typename lt_ct<S>::T T;
+  __shared__ T smem[32];
+  int rpb = blockDim.x / tpr, sub = threadIdx.x / tpr, lane = threadIdx.x % tpr;
+  for (int64_t base = (int64_t)blockIdx.x * rpb; base < rows; base += (int64_t)gridDim.x * rpb) {
+    int64_t row = base + sub;
+    bool ok = row < rows;
+    const S *xr = x + (ok ? row : 0) * len;
+    S *yr = y + (ok ? row : 0) * len;
+    T mx = -lt_inf<T>();
+    for (int64_t i = lane; ok && i < len; i += tpr) { T v = lt_g(xr, i); mx = (v > mx || v != v) ? v : mx; }
+    mx = lt_row_max(mx, tpr, smem);
+    T sum = 0;
+    for (int64_t i = lane; ok && i < len; i += tpr) sum += lt_exp(lt_g(xr, i) - mx);
+    sum = lt_row_sum(sum, tpr, smem);
+    T inv = (T)1 / sum;
+    for (int64_t i = lane; ok && i < len; i += tpr) lt_s(yr, i, lt_exp(lt_g(xr, i) - mx) * inv);
+  }
+}
+/* softmax along an axis of stride inner: a thread per (outer, inner) column */
+template <typename S> __device__ void softmax_cols(const S *x, S *y, int64_t cols, int64_t len, int64_t inner) {
+  typedef typename lt_ct<S>::T T;
+  LT_LOOP(c, cols) {
+    int64_t base = c / inner * len * inner + c % inner;
+    T mx = -lt_inf<T>();
+    for (int64_t i = 0; i < len; i++) { T v = lt_g(x, base + i * inner); mx = (v > mx || v != v) ? v : mx; }
+    T sum = 0;
+    for (int64_t i = 0; i < len; i++) sum += lt_exp(lt_g(x, base + i * inner) - mx);
+    T inv = (T)1 / sum;
+    for (int64_t i = 0; i < len; i++) lt_s(y, base + i * inner, lt_exp(lt_g(x, base + i * inner) - mx) * inv);
+  }
+}
+template <typename S> __device__ void gelu(const S *x, S *y, int64_t n, int exact) {
+  typedef typename lt_ct<S>::T T;
+  LT_LOOP(i, n) {
+    T v = lt_g(x, i);
+    if (exact) lt_s(y, i, v * (T)0.5 * ((T)1 + lt_erf(v * (T)0.70710678118654752440)));
+    else lt_s(y, i, v * (T)0.5 * ((T)1 + lt_tanh((T)0.79788456080286535588 * (v + (T)0.044715 * v * v * v))));
+  }
+}
+/* layer norm of outer rows: row o's elements at lt_offset(o, od, os) + lt_offset(i, nd, ns), i in
+ * gamma's order; mean and variance in double */
+template <typename S> __device__ void layer_norm(const S *x, S *y, const S *gamma, const S *beta, int64_t rows,
+                                               int64_t norm, lt_dims od, lt_strides os, lt_dims nd, lt_strides ns,
+                                               double eps, int tpr) {
+  typedef typename lt_ct<S>::T T;
+  __shared__ double smem[32];
+  int rpb = blockDim.x / tpr, sub = threadIdx.x / tpr, lane = threadIdx.x % tpr;
+  for (int64_t base = (int64_t)blockIdx.x * rpb; base < rows; base += (int64_t)gridDim.x * rpb) {
+    int64_t row = base + sub;
+    bool ok = row < rows;
+    int64_t xo = ok ? lt_offset(row, od, os) : 0;
+    double s = 0;
+    for (int64_t i = lane; ok && i < norm; i += tpr) s += (double)lt_g(x, xo + lt_offset(i, nd, ns));
+    double mean = lt_row_sum(s, tpr, smem) / (double)norm, q = 0;
+    for (int64_t i = lane; ok && i < norm; i += tpr) { double d = (double)lt_g(x, xo + lt_offset(i, nd, ns)) - mean; q += d * d; }
+    q = lt_row_sum(q, tpr, smem);
+    T mu = (T)mean, inv = (T)(1.0 / sqrt(q / (double)norm + eps));
+    for (int64_t i = lane; ok && i < norm; i += tpr) {
+      int64_t off = xo + lt_offset(i, nd, ns);
+      T v = (lt_g(x, off) - mu) * inv;
+      if (gamma) v *= lt_g(gamma, i);
+      if (beta) v += lt_g(beta, i);
+      lt_s(y, off, v);
+    }
+  }
+}
+/* y[r, j] = act(acc[r, j] + bias[j]) */
+template <typename A, typename S> __device__ void dense_epi(const A *acc, S *y, const S *bias, int64_t m, int64_t n, int act) {
+  typedef typename lt_ct<S>::T T;
+  LT_LOOP(e, m * n) {
+    T v = (T)lt_g(acc, e);
+    if (bias) v += lt_g(bias, e % n);
+    lt_s(y, e, lt_act(v, act));
+  }
+}
+#define LT_FUSED(name, S, A)                                                                             \
+  extern "C" __global__ void lt_softmax_rows_##name(const S *x, S *y, int64_t rows, int64_t len, int tpr) { \
+    softmax_rows(x, y, rows, len, tpr); }                                                                  \
+  extern "C" __global__ void lt_softmax_cols_##name(const S *x, S *y, int64_t cols, int64_t len, int64_t in) { \
+    softmax_cols(x, y, cols, len, in); }                                                                   \
+  extern "C" __global__ void lt_gelu_##name(const S *x, S *y, int64_t n, int exact) { gelu(x, y, n, exact); } \
+  extern "C" __global__ void lt_layer_norm_##name(const S *x, S *y, const S *g, const S *b, int64_t rows,   \
+      int64_t norm, const __grid_constant__ lt_dims od, const __grid_constant__ lt_strides os, const __grid_constant__ lt_dims nd, const __grid_constant__ lt_strides ns, double eps, int tpr) {            \
+    layer_norm(x, y, g, b, rows, norm, od, os, nd, ns, eps, tpr); }                                        \
+  extern "C" __global__ void lt_dense_epi_##name(const A *acc, S *y, const S *b, int64_t m, int64_t n, int act) { \
+    dense_epi(acc, y, b, m, n, act); }
+LT_FUSED(Float32, float, float)
+LT_FUSED(Float64, double, double)
+LT_FUSED(Float16, lt_f16s, float)
+LT_FUSED(BFloat16, lt_bf16s, float)
