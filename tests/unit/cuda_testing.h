@@ -18,6 +18,26 @@ static inline lathe_backend_t gpu(void) {
   return b;
 }
 
+/* Compares outputs go (GPU) with co (CPU), each read back (bit-exact for integers, tolerance for
+ * floats); labels name them "<label> output k". */
+static inline void agree_outputs(const char *label, lathe_buffer_t *go, lathe_buffer_t *co, int n_out, double tol) {
+  for (int k = 0; k < n_out && go[k] && co[k]; k++) {
+    lathe_shape s;
+    CHECK_OK(lathe_buffer_shape(co[k], &s));
+    size_t nb = (size_t)lathe_shape_byte_size(&s);
+    void *a = tst_alloc_for(&s), *c = tst_alloc_for(&s);
+    lathe_status_t r = lathe_buffer_to_host(go[k], a, nb);
+    CHECK(!r, "%s: GPU read back: %s", label, lathe_status_message(r));
+    lathe_status_free(r);
+    CHECK_OK(lathe_buffer_to_host(co[k], c, nb));
+    char l2[192];
+    snprintf(l2, sizeof l2, "%s output %d", label, k);
+    tst_expect_close(l2, a, c, s.dtype, lathe_shape_num_elements(&s), tol);
+    free(a);
+    free(c);
+  }
+}
+
 /* Runs b's graph on the GPU and on the CPU with the same inputs (Float32 unless given) and
  * compares every output (bit-exact for integers, tolerance for floats). */
 static inline void agree(const char *label, lathe_builder_t b, const void *const *ins, int n_in, double tol) {
@@ -42,21 +62,7 @@ static inline void agree(const char *label, lathe_builder_t b, const void *const
   CHECK(!st, "%s: GPU run: %s", label, lathe_status_message(st));
   lathe_status_free(st);
   CHECK_OK(lathe_executable_execute(ec, ci, NULL, n_in, 0, co, n_out));
-  for (int k = 0; k < n_out && go[k] && co[k]; k++) {
-    lathe_shape s;
-    CHECK_OK(lathe_buffer_shape(co[k], &s));
-    size_t nb = (size_t)lathe_shape_byte_size(&s);
-    void *a = tst_alloc_for(&s), *c = tst_alloc_for(&s);
-    lathe_status_t r = lathe_buffer_to_host(go[k], a, nb);
-    CHECK(!r, "%s: GPU read back: %s", label, lathe_status_message(r));
-    lathe_status_free(r);
-    CHECK_OK(lathe_buffer_to_host(co[k], c, nb));
-    char l2[128];
-    snprintf(l2, sizeof l2, "%s output %d", label, k);
-    tst_expect_close(l2, a, c, s.dtype, lathe_shape_num_elements(&s), tol);
-    free(a);
-    free(c);
-  }
+  agree_outputs(label, go, co, n_out, tol);
   for (int i = 0; i < 8; i++) {
     lathe_buffer_free(gi[i]);
     lathe_buffer_free(ci[i]);

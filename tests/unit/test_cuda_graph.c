@@ -45,21 +45,9 @@ static void run_both(const char *label, lathe_backend_t g, lathe_executable_t eg
     CHECK(!st, "%s run %d: GPU: %s", label, run, lathe_status_message(st));
     lathe_status_free(st);
     CHECK_OK(lathe_executable_execute(ec, ci, NULL, n_in, 0, co, n_out));
-    for (int k = 0; k < n_out && go[k] && co[k]; k++) {
-      lathe_shape s;
-      CHECK_OK(lathe_buffer_shape(co[k], &s));
-      size_t nb = (size_t)lathe_shape_byte_size(&s);
-      void *a = tst_alloc_for(&s), *c = tst_alloc_for(&s);
-      lathe_status_t r = lathe_buffer_to_host(go[k], a, nb);
-      CHECK(!r, "%s run %d: GPU read back: %s", label, run, lathe_status_message(r));
-      lathe_status_free(r);
-      CHECK_OK(lathe_buffer_to_host(co[k], c, nb));
-      char l2[160];
-      snprintf(l2, sizeof l2, "%s run %d output %d", label, run, k);
-      tst_expect_close(l2, a, c, s.dtype, lathe_shape_num_elements(&s), tol);
-      free(a);
-      free(c);
-    }
+    char lr[160];
+    snprintf(lr, sizeof lr, "%s run %d", label, run);
+    agree_outputs(lr, go, co, n_out, tol);
     if (fed >= 0) carried = go[fed_from], go[fed_from] = NULL;
     for (int i = 0; i < 8; i++) {
       if (!donate[i]) lathe_buffer_free(gi[i]);
