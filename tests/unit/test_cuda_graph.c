@@ -79,7 +79,7 @@ TEST(cuda_graph_replay_step) {
                 bs = TST_SHAPE(LATHE_DTYPE_FLOAT32, 32);
     lathe_value_t x = tst_param(fn, "x", xs), w[3], bias = tst_param(fn, "b", bs), y = x;
     for (int l = 0; l < 3; l++) {
-      char nm[8];
+      char nm[16];
       snprintf(nm, sizeof nm, "w%d", l);
       w[l] = tst_param(fn, nm, ws);
     }
