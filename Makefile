@@ -12,7 +12,7 @@ BUILD ?= build
 
 # The engine's folders under src/, in layer order: C, and the C++ of the MLX device. Kept here
 # only: compute/lathe's generator (internal/gensrc/srclist) reads these two lines.
-ENGINE_DIRS := core graph runtime cpu cuda
+ENGINE_DIRS := core graph runtime exec cpu cuda
 ENGINE_CXX_DIRS := mlx
 SRC := $(foreach d,$(ENGINE_DIRS),$(wildcard src/$(d)/*.c))
 OBJ := $(patsubst src/%.c,$(BUILD)/obj/%.o,$(SRC))

@@ -1,7 +1,7 @@
-/* control.c -- Call, While, If and Sort on the CPU.
+/* control.c -- Sort on the CPU; Call, While and If are the executor's (src/exec/control.c).
  *
  * These kernels run sub-functions through lathe_cpu_exec_call and set each out[k] to a tensor
- * they own a reference to (the interpreter does not pre-allocate results of CONTROL nodes).
+ * they own a reference to (the executor does not pre-allocate results of CONTROL nodes).
  * Sub-byte dtypes arrive packed (CONTROL ops are not widened), so Sort moves elements with the
  * packed helpers of cpu.h.
  *
@@ -18,6 +18,7 @@
 #include <stdatomic.h>
 
 #include "cpu.h"
+#include "exec.h"
 
 bool lathe_cpu_supports_control(lathe_op op, lathe_dtype dtype) {
   switch (op) {
@@ -32,35 +33,6 @@ bool lathe_cpu_supports_control(lathe_op op, lathe_dtype dtype) {
 }
 
 static bool read_bool(const lathe_tensor *t) { return ((const uint8_t *)t->data)[0] != 0; }
-
-/* ---- While: cond, then body, until cond is false; the state is reference counted ---- */
-static lathe_status_t run_while(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
-  int ns = n->n_operands;
-  lathe_tensor **state = calloc(2 * (size_t)ns, sizeof *state);
-  if (!state) return LATHE_OOM("While");
-  lathe_tensor **next = state + ns;
-  for (int i = 0; i < ns; i++) state[i] = lathe_tensor_retain(in[i]);
-  lathe_status_t st = NULL;
-  for (;;) {
-    lathe_tensor *c = NULL;
-    if ((st = lathe_cpu_exec_call(ex, lathe_attr_while_cond(n), state, ns, &c))) break;
-    bool go = read_bool(c);
-    lathe_tensor_release(c);
-    if (!go) break;
-    if ((st = lathe_cpu_exec_call(ex, lathe_attr_while_body(n), state, ns, next))) break;
-    for (int i = 0; i < ns; i++) {
-      lathe_tensor_release(state[i]);
-      state[i] = next[i];
-      next[i] = NULL;
-    }
-  }
-  for (int i = 0; i < ns; i++) {
-    if (st) lathe_tensor_release(state[i]);
-    else out[i] = state[i];
-  }
-  free(state);
-  return st;
-}
 
 /* ---- Sort: shared pieces ---- */
 
@@ -341,17 +313,9 @@ done:
 lathe_status_t lathe_cpu_run_control(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in,
                                      lathe_tensor **out) {
   switch (n->op) {
-    case LATHE_OP_CALL:
-      return lathe_cpu_exec_call(ex, lathe_attr_call_callee(n), in, n->n_operands, out);
-    case LATHE_OP_WHILE:
-      return run_while(ex, n, in, out);
-    case LATHE_OP_IF: {
-      const lathe_function *branch = read_bool(in[0]) ? lathe_attr_if_true_branch(n) : lathe_attr_if_false_branch(n);
-      return lathe_cpu_exec_call(ex, branch, NULL, 0, out);
-    }
     case LATHE_OP_SORT:
       return run_sort(ex, n, in, out);
-    default:
-      return LATHE_UNIMPL("%s: not a control-flow op", lathe_op_name(n->op));
+    default: /* Call, While, If: the executor's */
+      return lathe_exec_control(&ex->x, n, in, out);
   }
 }

@@ -25,7 +25,6 @@ typedef void (*lathe_range_fn)(void *ctx, int64_t begin, int64_t end);
 void lathe_parallel_for(lathe_pool *p, int64_t n, int64_t grain, lathe_range_fn fn, void *ctx);
 
 /* ---- the device context and execution ---- */
-typedef struct cpu_queue cpu_queue; /* device.c: one per ordinal in asynchronous modes */
 
 typedef enum lathe_cpu_async {
   LATHE_CPU_INLINE = 0, /* async=0: work runs on the caller's thread before execute returns */
@@ -41,7 +40,7 @@ typedef struct lathe_cpu {
   bool isa_forced;  /* isa= was given (then the config string names it) */
   int n_devices;    /* ordinals (option devices=N) */
   lathe_cpu_async async;
-  cpu_queue **queues; /* per ordinal; made at once when asynchronous, on the first SPMD run when INLINE */
+  struct lathe_exec_queue **queues; /* per ordinal (src/exec/queue.c); made at once when asynchronous, on the first SPMD run when INLINE */
   void *queues_mu;    /* pthread_mutex_t guarding their creation */
   char **descriptions;
   struct lathe_job *job; /* a reference when this backend is part of a job of several processes */
@@ -74,14 +73,10 @@ lathe_status_t lathe_cpu_run_kernel(lathe_cpu_exec *ex, const lathe_node *n, lat
 /* Plans (exec.c). */
 lathe_status_t lathe_cpu_compile(void *ctx, const lathe_program *program, lathe_plan **out);
 void lathe_cpu_plan_free(void *ctx, lathe_plan *plan);
-/* Runs plan's main function on inputs into outputs (new references). The run takes over the
- * references in inputs once it starts (it then sets them to NULL; they stay the caller's when it
- * fails before), releasing each after its last use: a donated input held by nothing else can be
- * reused in place. shells (may be NULL): the launch's output shells, which results are computed
- * into directly when they can be (then outputs[k] is shells[k]). */
-lathe_status_t lathe_cpu_run_main(lathe_cpu *cpu, lathe_plan *plan, lathe_tensor **inputs, int n_inputs,
-                                  lathe_tensor **outputs, lathe_tensor *const *shells, int replica,
-                                  lathe_collective *group);
+/* Runs launch l now, on this thread (src/exec's lathe_exec_program): waits for pending inputs,
+ * takes over l->inputs (released after their last use: a donated input held by nothing else can
+ * be reused in place), fills l->outputs. l->release is the caller's. */
+lathe_status_t lathe_cpu_run_launch(lathe_cpu *cpu, lathe_plan *plan, const lathe_launch *l);
 
 #define LATHE_CPU_FAMILY(K)                                                                             \
   bool lathe_cpu_supports_##K(lathe_op op, lathe_dtype dtype);                                                  \

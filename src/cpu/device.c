@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cpu.h"
+#include "exec.h"
 #include "kernels.h"
 #include "../runtime/job.h"
 
@@ -80,54 +81,14 @@ lathe_status_t lathe_cpu_run_kernel(lathe_cpu_exec *ex, const lathe_node *n, lat
   }
 }
 
-/* ---- running a launch ---- */
-
-/* Hands each result to its output shell: the memory moves when the result is held by nobody
- * else and is not an arena view; otherwise it is copied (outputs never share memory with
- * inputs, constants or each other, since shared buffers may be written in place). */
-static lathe_status_t fill_outputs(lathe_tensor **results, lathe_tensor **shells, int n) {
-  lathe_status_t st = NULL;
-  for (int k = 0; k < n; k++) {
-    lathe_tensor *r = results[k], *o = shells[k];
-    if (r == o) { /* computed in place */
-      lathe_tensor_release(r);
-      continue;
-    }
-    if (!st && !(r->flags & LATHE_TENSOR_VIEW) && atomic_load(&r->refs) == 1 && r->nbytes == o->nbytes) {
-      o->data = r->data;
-      r->data = NULL;
-    } else if (!st) {
-      o->data = lathe_cpu_mem_alloc(o->nbytes);
-      if (!o->data) st = lathe_status_new(LATHE_STATUS_RESOURCE_EXHAUSTED, "Execute: out of memory allocating %zu bytes", o->nbytes);
-      else if (o->nbytes) memcpy(o->data, r->data, o->nbytes);
-    }
-    lathe_tensor_release(r);
-  }
-  return st;
-}
-
-/* Runs a launch now, on this thread: waits for pending inputs, runs, fills the outputs. */
-static lathe_status_t run_launch(lathe_cpu *cpu, lathe_plan *plan, lathe_tensor **inputs, int n_inputs,
-                                 lathe_tensor **outputs, int n_outputs, int replica, lathe_collective *group) {
-  lathe_status_t st = NULL;
-  for (int i = 0; i < n_inputs && !st; i++) st = lathe_tensor_wait(inputs[i]);
-  enum { STACK = 16 };
-  lathe_tensor *res_s[STACK];
-  lathe_tensor **res = n_outputs <= STACK ? res_s : calloc((size_t)n_outputs, sizeof *res);
-  if (!st && !res) st = LATHE_OOM("Execute");
-  if (!st) st = lathe_cpu_run_main(cpu, plan, inputs, n_inputs, res, outputs, replica, group);
-  for (int i = 0; i < n_inputs; i++) lathe_tensor_release(inputs[i]);
-  if (!st) st = fill_outputs(res, outputs, n_outputs);
-  if (res != res_s) free(res);
-  return st;
-}
-
 /* ---- queues (async=1, async=late): one worker thread per ordinal, jobs in order ---- */
 typedef enum { JOB_RUN, JOB_COPY } job_kind;
 
 typedef struct job {
-  struct job *next;
+  lathe_exec_job q; /* first: the queue's view of the job */
   job_kind kind;
+  bool late; /* async=late, kept here: a copy job must not read cpu, which may be gone */
+  lathe_cpu *cpu;
   lathe_plan *plan;
   lathe_tensor **inputs; /* references */
   int n_inputs;
@@ -140,17 +101,6 @@ typedef struct job {
   lathe_event *done;
 } job;
 
-struct cpu_queue {
-  lathe_cpu *cpu;
-  pthread_t thread;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  job *head, *tail;
-  bool stop, started;
-  bool late;   /* async=late, kept here: a copy job must not read cpu, which may be gone */
-  bool orphan; /* the backend went away from this queue's own thread: the thread frees q */
-};
-
 static void job_free(job *j) {
   for (int i = 0; i < j->n_outputs; i++) lathe_tensor_release(j->outputs[i]);
   lathe_collective_release(j->group);
@@ -160,14 +110,17 @@ static void job_free(job *j) {
   free(j);
 }
 
-static void run_job(cpu_queue *q, job *j) {
-  if (q->late) { /* complete late on purpose: tests see real waiting */
+static void run_job(lathe_exec_job *qj) {
+  job *j = (job *)qj;
+  if (j->late) { /* complete late on purpose: tests see real waiting */
     struct timespec ts = {0, 2 * 1000 * 1000};
     nanosleep(&ts, NULL);
   }
   lathe_status_t st;
   if (j->kind == JOB_RUN) {
-    st = run_launch(q->cpu, j->plan, j->inputs, j->n_inputs, j->outputs, j->n_outputs, j->replica, j->group);
+    lathe_launch l = {.inputs = j->inputs, .n_inputs = j->n_inputs, .outputs = j->outputs, .n_outputs = j->n_outputs,
+                      .replica = j->replica, .group = j->group};
+    st = lathe_cpu_run_launch(j->cpu, j->plan, &l);
     j->release(j->token);
   } else { /* JOB_COPY: inputs[0] -> outputs[0] */
     st = lathe_tensor_wait(j->inputs[0]);
@@ -178,90 +131,19 @@ static void run_job(cpu_queue *q, job *j) {
   job_free(j);
 }
 
-static void *worker(void *arg) {
-  cpu_queue *q = arg;
-  pthread_mutex_lock(&q->mu);
-  for (;;) {
-    while (!q->head && !q->stop) pthread_cond_wait(&q->cv, &q->mu);
-    job *j = q->head;
-    if (!j) break; /* stopping, and every job is done */
-    q->head = j->next;
-    if (!q->head) q->tail = NULL;
-    pthread_mutex_unlock(&q->mu);
-    run_job(q, j);
-    pthread_mutex_lock(&q->mu);
-  }
-  bool orphan = q->orphan;
-  pthread_mutex_unlock(&q->mu);
-  if (orphan) {
-    pthread_cond_destroy(&q->cv);
-    pthread_mutex_destroy(&q->mu);
-    free(q);
-  }
-  return NULL;
-}
-
-static void queue_free(cpu_queue *q) {
-  if (!q) return;
-  if (q->started) {
-    /* The last reference to the backend may drop inside a job this queue runs (a launch's
-     * token): that thread cannot join itself, so it finishes its queue and frees q on exit. */
-    bool self = pthread_equal(q->thread, pthread_self());
-    pthread_mutex_lock(&q->mu);
-    q->stop = true;
-    q->orphan = self;
-    pthread_cond_signal(&q->cv);
-    pthread_mutex_unlock(&q->mu);
-    if (self) {
-      pthread_detach(q->thread);
-      return;
-    }
-    pthread_join(q->thread, NULL);
-  }
-  pthread_cond_destroy(&q->cv);
-  pthread_mutex_destroy(&q->mu);
-  free(q);
-}
-
-static lathe_status_t queue_new(lathe_cpu *cpu, cpu_queue **out) {
-  cpu_queue *q = calloc(1, sizeof *q);
-  if (!q) return LATHE_OOM("lathe:cpu");
-  q->cpu = cpu;
-  q->late = cpu->async == LATHE_CPU_LATE;
-  if (pthread_mutex_init(&q->mu, NULL)) {
-    free(q);
-    return LATHE_OOM("lathe:cpu");
-  }
-  if (pthread_cond_init(&q->cv, NULL)) {
-    pthread_mutex_destroy(&q->mu);
-    free(q);
-    return LATHE_OOM("lathe:cpu");
-  }
-  if (pthread_create(&q->thread, NULL, worker, q)) {
-    queue_free(q);
-    return lathe_status_new(LATHE_STATUS_RESOURCE_EXHAUSTED, "lathe:cpu: cannot start a queue thread");
-  }
-  q->started = true;
-  *out = q;
-  return NULL;
-}
-
 /* Queues job j on ordinal device: its outputs get j's event as their ready event first. */
 static void enqueue(lathe_cpu *cpu, int device, job *j) {
   for (int k = 0; k < j->n_outputs; k++) atomic_store(&j->outputs[k]->ready, lathe_event_retain(j->done));
-  cpu_queue *q = cpu->queues[device];
-  pthread_mutex_lock(&q->mu);
-  if (q->tail) q->tail->next = j;
-  else q->head = j;
-  q->tail = j;
-  pthread_cond_signal(&q->cv);
-  pthread_mutex_unlock(&q->mu);
+  lathe_exec_queue_push(cpu->queues[device], &j->q);
 }
 
-static lathe_status_t job_new(job_kind kind, int n_inputs, int n_outputs, job **out) {
+static lathe_status_t job_new(lathe_cpu *cpu, job_kind kind, int n_inputs, int n_outputs, job **out) {
   job *j = calloc(1, sizeof *j);
   if (!j) return LATHE_OOM("Execute");
+  j->q.run = run_job;
   j->kind = kind;
+  j->late = cpu->async == LATHE_CPU_LATE;
+  j->cpu = cpu;
   j->inputs = calloc((size_t)n_inputs + 1, sizeof(lathe_tensor *));
   j->outputs = calloc((size_t)n_outputs + 1, sizeof(lathe_tensor *));
   lathe_status_t st = (!j->inputs || !j->outputs) ? LATHE_OOM("Execute") : lathe_event_new(&j->done);
@@ -280,11 +162,11 @@ static lathe_status_t queues_ready(lathe_cpu *cpu) {
   pthread_mutex_lock(cpu->queues_mu);
   lathe_status_t st = NULL;
   if (!cpu->queues) {
-    cpu_queue **q = calloc((size_t)cpu->n_devices, sizeof *q);
+    lathe_exec_queue **q = calloc((size_t)cpu->n_devices, sizeof *q);
     if (!q) st = LATHE_OOM("lathe:cpu");
-    for (int i = 0; !st && i < cpu->n_devices; i++) st = queue_new(cpu, &q[i]);
+    for (int i = 0; !st && i < cpu->n_devices; i++) st = lathe_exec_queue_new("lathe:cpu", &q[i]);
     if (st && q)
-      for (int i = 0; i < cpu->n_devices; i++) queue_free(q[i]);
+      for (int i = 0; i < cpu->n_devices; i++) lathe_exec_queue_free(q[i]);
     if (!st) cpu->queues = q;
     else free(q);
   }
@@ -296,13 +178,13 @@ static lathe_status_t execute(void *ctx, lathe_plan *plan, const lathe_launch *l
   lathe_cpu *cpu = ctx;
   lathe_status_t st = NULL;
   if (cpu->async == LATHE_CPU_INLINE && !l->group) {
-    st = run_launch(cpu, plan, l->inputs, l->n_inputs, l->outputs, l->n_outputs, 0, NULL);
+    st = lathe_cpu_run_launch(cpu, plan, l);
     l->release(l->token);
     return st;
   }
   job *j = NULL;
   if (l->group) st = queues_ready(cpu);
-  if (!st) st = job_new(JOB_RUN, l->n_inputs, l->n_outputs, &j);
+  if (!st) st = job_new(cpu, JOB_RUN, l->n_inputs, l->n_outputs, &j);
   if (st) {
     for (int i = 0; i < l->n_inputs; i++) lathe_tensor_release(l->inputs[i]);
     lathe_collective_release(l->group);
@@ -332,7 +214,7 @@ static lathe_status_t copy(void *ctx, lathe_tensor *src, lathe_tensor *dst) {
     return NULL;
   }
   job *j;
-  LATHE_RETURN_IF_ERROR(job_new(JOB_COPY, 1, 1, &j));
+  LATHE_RETURN_IF_ERROR(job_new(cpu, JOB_COPY, 1, 1, &j));
   j->inputs[0] = lathe_tensor_retain(src);
   j->outputs[0] = lathe_tensor_retain(dst);
   j->n_inputs = j->n_outputs = 1;
@@ -363,7 +245,7 @@ static void program_options(void *ctx, lathe_program_options *opt) {
 
 static void destroy(void *ctx) {
   lathe_cpu *c = ctx;
-  for (int i = 0; c->queues && i < c->n_devices; i++) queue_free(c->queues[i]);
+  for (int i = 0; c->queues && i < c->n_devices; i++) lathe_exec_queue_free(c->queues[i]);
   free(c->queues);
   if (c->queues_mu) {
     pthread_mutex_destroy(c->queues_mu);

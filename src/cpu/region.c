@@ -249,9 +249,9 @@ static bool read_after(const lathe_pregion *g, int k, int m) {
 }
 
 /* Runs LOOP region g at step position pos: inputs from vals, escaping members into vals. */
-static lathe_status_t run_loop(lathe_cpu_exec *ex, int pos, const lathe_pregion *g, bool in_place) {
-  frame *fr = ex->cur;
-  const lathe_pfunc *pf = fr->f->pf;
+lathe_status_t lathe_cpu_run_loop(lathe_cpu_exec *ex, int pos, const lathe_pregion *g, bool in_place) {
+  const lathe_pfunc *pf = lathe_exec_pfunc(&ex->x);
+  lathe_tensor **vals = lathe_exec_vals(&ex->x);
   run_ctx c = {.ex = ex, .g = g, .k = lathe_cpu_exec_kernels(ex), .total = lathe_shape_size(&g->shape)};
   enum { STACK = 16 };
   lathe_tensor *in_s[STACK], *full_s[STACK];
@@ -266,7 +266,7 @@ static lathe_status_t run_loop(lathe_cpu_exec *ex, int pos, const lathe_pregion 
     return LATHE_OOM("fused region");
   }
   memset(c.full, 0, sizeof(lathe_tensor *) * (size_t)g->n_members);
-  for (int k = 0; k < g->n_inputs; k++) c.in[k] = fr->vals[g->inputs[k].slot];
+  for (int k = 0; k < g->n_inputs; k++) c.in[k] = vals[g->inputs[k].slot];
   for (int i = 0; i < g->n_members; i++)
     if (g->members[i].out_slot >= 0 &&
         c.total * (int64_t)esz(g->members[i].node->shape.dtype) >= STREAM_MIN)
@@ -290,7 +290,7 @@ static lathe_status_t run_loop(lathe_cpu_exec *ex, int pos, const lathe_pregion 
         for (int j = 0; j < i; j++) taken |= c.full[j] == t;
         if (!taken) c.full[i] = lathe_tensor_retain(t);
       }
-    if (!c.full[i]) st = lathe_cpu_result_tensor(ex, mb->out_slot, &c.full[i]);
+    if (!c.full[i]) st = lathe_exec_result(&ex->x, mb->out_slot, &c.full[i]);
   }
   if (!st && c.total > 0) {
     pthread_mutex_init(&c.mu, NULL);
@@ -302,45 +302,11 @@ static lathe_status_t run_loop(lathe_cpu_exec *ex, int pos, const lathe_pregion 
   for (int i = 0; i < g->n_members; i++) {
     const lathe_pmember *mb = &g->members[i];
     if (!c.full[i]) continue;
-    if (!st && !fr->vals[mb->out_slot]) fr->vals[mb->out_slot] = c.full[i];
+    if (!st && !vals[mb->out_slot]) vals[mb->out_slot] = c.full[i];
     else lathe_tensor_release(c.full[i]);
   }
   if (c.in != in_s) free(c.in);
   if (c.full != full_s) free(c.full);
   if (c.ops != ops_s) free(c.ops);
-  return st;
-}
-
-/* The reduction of a REDUCE region, run as a step of its own on the region's internal slots. */
-static lathe_status_t run_reduce(lathe_cpu_exec *ex, const lathe_pregion *g) {
-  frame *fr = ex->cur;
-  lathe_tensor *in = fr->vals[g->reduce_in], *out = NULL;
-  if (!in) return lathe_status_new(LATHE_STATUS_INTERNAL, "fused reduction: operand not computed");
-  LATHE_RETURN_IF_ERROR(lathe_cpu_result_tensor(ex, g->reduce_out, &out));
-  lathe_status_t st = lathe_cpu_run_kernel(ex, g->reduce, &in, &out);
-  if (st) {
-    lathe_tensor_release(out);
-    return st;
-  }
-  fr->vals[g->reduce_out] = out;
-  return NULL;
-}
-
-lathe_status_t lathe_cpu_run_region(lathe_cpu_exec *ex, int pos, const lathe_pstep *sp) {
-  const lathe_pfunc *pf = ex->cur->f->pf;
-  const lathe_pregion *g = &pf->regions[sp->region];
-  lathe_status_t st;
-  if (g->kind == LATHE_PREGION_LOOP) {
-    st = run_loop(ex, pos, g, true);
-  } else {
-    /* the parts run one after the other, so an operand the prologue lets die may still be
-     * read by the epilogue: no reuse in place inside a REDUCE region */
-    st = g->prologue >= 0 ? run_loop(ex, pos, &pf->regions[g->prologue], false) : NULL;
-    if (!st) st = run_reduce(ex, g);
-    if (!st && g->epilogue >= 0) st = run_loop(ex, pos, &pf->regions[g->epilogue], false);
-  }
-  if (st)
-    st = lathe_status_annotate(st, "executing a fused region ending in %s (node %d of \"%s\")", lathe_op_name(sp->node->op),
-                               sp->node->id, pf->fn->name);
   return st;
 }

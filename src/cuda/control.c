@@ -1,49 +1,11 @@
-/* control.c -- Call, While, If on the GPU, and the barriers. Control flow runs on the host: a
- * predicate is read back only where the host must decide (While's condition, If's branch), and
- * the chosen sub-function's steps are launched on the same stream. Sort is in sort.c. */
-#include "cuda.h"
+/* control.c -- the control family on the GPU: Call, While and If are the executor's
+ * (src/exec/control.c: predicates read back where the host must decide, the chosen
+ * sub-function's steps launched on the same stream); Sort is in sort.c. And the barriers. */
+#include "exec.h"
 #include "kernels/zkernels.h"
 
 lathe_status_t lathe_cuda_run_sort(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out);
 bool lathe_cuda_supports_sort(lathe_dtype dtype);
-
-static lathe_status_t read_bool(lathe_cuda_exec *ex, const lathe_tensor *t, bool *out) {
-  uint8_t b = 0;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_read(ex, t, &b, 1));
-  *out = b != 0;
-  return NULL;
-}
-
-static lathe_status_t run_while(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
-  int ns = n->n_operands;
-  lathe_tensor **state = calloc(2 * (size_t)ns + 1, sizeof *state);
-  if (!state) return LATHE_OOM("While");
-  lathe_tensor **next = state + ns;
-  for (int i = 0; i < ns; i++) state[i] = lathe_tensor_retain(in[i]);
-  lathe_status_t st = NULL;
-  for (;;) {
-    lathe_tensor *c = NULL;
-    if ((st = lathe_cuda_exec_call(ex, lathe_attr_while_cond(n), state, ns, &c))) break;
-    bool go = false;
-    st = read_bool(ex, c, &go);
-    lathe_tensor_release(c);
-    if (st || !go) break;
-    if ((st = lathe_cuda_exec_call(ex, lathe_attr_while_body(n), state, ns, next))) break;
-    /* the previous state may still be read by queued kernels: the execution keeps it until its
-     * stream is done (it holds every tensor made during the run) */
-    for (int i = 0; i < ns; i++) {
-      lathe_tensor_release(state[i]);
-      state[i] = next[i];
-      next[i] = NULL;
-    }
-  }
-  for (int i = 0; i < ns; i++) {
-    if (st) lathe_tensor_release(state[i]);
-    else out[i] = state[i];
-  }
-  free(state);
-  return st;
-}
 
 bool lathe_cuda_supports_control(lathe_op op, lathe_dtype dtype) {
   switch (op) {
@@ -59,21 +21,8 @@ bool lathe_cuda_supports_control(lathe_op op, lathe_dtype dtype) {
 }
 
 lathe_status_t lathe_cuda_run_control(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
-  switch (n->op) {
-    case LATHE_OP_CALL:
-      return lathe_cuda_exec_call(ex, lathe_attr_call_callee(n), in, n->n_operands, out);
-    case LATHE_OP_WHILE:
-      return run_while(ex, n, in, out);
-    case LATHE_OP_IF: {
-      bool pred = false;
-      LATHE_RETURN_IF_ERROR(read_bool(ex, in[0], &pred));
-      return lathe_cuda_exec_call(ex, pred ? lathe_attr_if_true_branch(n) : lathe_attr_if_false_branch(n), NULL, 0, out);
-    }
-    case LATHE_OP_SORT:
-      return lathe_cuda_run_sort(ex, n, in, out);
-    default:
-      return LATHE_UNIMPL("%s: not a control-flow op", lathe_op_name(n->op));
-  }
+  if (n->op == LATHE_OP_SORT) return lathe_cuda_run_sort(ex, n, in, out);
+  return lathe_exec_control(&ex->x, n, in, out); /* Call, While, If */
 }
 
 bool lathe_cuda_supports_barrier(lathe_op op, lathe_dtype dtype) {

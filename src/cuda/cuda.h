@@ -162,9 +162,6 @@ lathe_dtype lathe_cuda_widened(lathe_dtype dt);
 /* Packs wide (Int8/Uint8, one value per byte) into t, a sub-byte integer tensor of the same
  * element count: each value keeps its low bits (the wrap of a conversion to t's width). */
 lathe_status_t lathe_cuda_pack(lathe_cuda_exec *ex, const lathe_tensor *wide, lathe_tensor *t);
-/* Runs sub-function fn of the running control op (as lathe_cpu_exec_call). */
-lathe_status_t lathe_cuda_exec_call(lathe_cuda_exec *ex, const lathe_function *fn, lathe_tensor *const *inputs,
-                                    int n_inputs, lathe_tensor **outputs);
 /* For kernels that find bad input while they run (an index out of range that the op defines as
  * an error): a device word the kernel ORs *out_code into; the execution then fails with
  * INVALID_ARGUMENT and `message` (copied), reported when its outputs are read. */

@@ -1,4 +1,5 @@
-/* exec.c -- CUDA plans and execution. An execution walks the program's steps on the calling
+/* exec.c -- lathe:cuda's side of the executor (src/exec): plans with their kernels bound at
+ * compile, memory, copies and launches. An execution walks the program's steps on the calling
  * thread and launches kernels on one stream of its device (one stream per execution, taken in
  * turn from a pool); it returns once the launches are queued. Its outputs carry an event backed
  * by a CUDA event recorded at the end; the device's completion thread waits for it, then
@@ -13,43 +14,18 @@
 #include "exec.h"
 #include "kernels/zkernels.h"
 
-enum { MAX_SPARE_ARENAS = 8 };
-
-void lathe_cuda_arena_set_free(lathe_plan *p, arena_set *a) {
-  if (!a) return;
-  cuda_dev *d = &p->cu->devs[a->device];
-  for (int f = 0; f < p->n_fns; f++) {
-    if (a->fns[f].mem) lathe_cuda_free(d, a->fns[f].mem, (size_t)p->fns[f].pf->arena_bytes);
-    free(a->fns[f].views);
-  }
-  free(a->fns);
-  free(a);
-}
-
 void lathe_cuda_plan_free(void *ctx, lathe_plan *p) {
   (void)ctx;
   if (!p) return;
   lathe_cuda_replay_free(p);
-  for (int dv = 0; p->consts && dv < p->cu->n_devices; dv++) {
-    for (int64_t k = 0; p->consts[dv] && k < p->n_const_entries; k++) lathe_tensor_release(p->consts[dv][k]);
-    free(p->consts[dv]);
-  }
-  free(p->consts);
-  while (p->spare) {
-    arena_set *a = p->spare;
-    p->spare = a->next;
-    lathe_cuda_arena_set_free(p, a);
-  }
-  for (int i = 0; p->fns && i < p->n_fns; i++) {
-    free(p->fns[i].const_slots);
-    for (int k = 0; p->fns[i].step_k && k < p->fns[i].pf->n_steps; k++) lathe_cuda_ewk_free(p->fns[i].step_k[k]);
-    for (int k = 0; p->fns[i].region_k && k < p->fns[i].pf->n_regions; k++) lathe_cuda_ewk_free(p->fns[i].region_k[k]);
+  for (int i = 0; p->fns && i < p->x.n_fns; i++) {
+    for (int k = 0; p->fns[i].step_k && k < p->x.fns[i].pf->n_steps; k++) lathe_cuda_ewk_free(p->fns[i].step_k[k]);
+    for (int k = 0; p->fns[i].region_k && k < p->x.fns[i].pf->n_regions; k++) lathe_cuda_ewk_free(p->fns[i].region_k[k]);
     free(p->fns[i].step_k);
     free(p->fns[i].region_k);
   }
   free(p->fns);
-  free(p->const_base);
-  pthread_mutex_destroy(&p->mu);
+  lathe_xplan_release(&p->x);
   free(p);
 }
 
@@ -59,20 +35,6 @@ static lathe_status_t check_supported(const lathe_node *n) {
   lathe_dtype dt = n->n_operands ? n->in[0]->shape.dtype : (n->multi ? n->out_shapes[0].dtype : n->shape.dtype);
   if (!lathe_cuda_supports_op(n->op, dt))
     return LATHE_UNIMPL("%s: not implemented on lathe:cuda for %s", lathe_op_name(n->op), lathe_dtype_name(dt));
-  return NULL;
-}
-
-static lathe_status_t check_step(const lathe_pfunc *pf, const lathe_pstep *s) {
-  if (s->region < 0) return check_supported(s->node);
-  const lathe_pregion *g = &pf->regions[s->region];
-  const lathe_pregion *parts[3] = {g, NULL, NULL};
-  if (g->kind == LATHE_PREGION_REDUCE) {
-    LATHE_RETURN_IF_ERROR(check_supported(g->reduce));
-    parts[0] = g->prologue >= 0 ? &pf->regions[g->prologue] : NULL;
-    parts[1] = g->epilogue >= 0 ? &pf->regions[g->epilogue] : NULL;
-  }
-  for (int k = 0; k < 3; k++)
-    for (int m = 0; parts[k] && m < parts[k]->n_members; m++) LATHE_RETURN_IF_ERROR(check_supported(parts[k]->members[m].node));
   return NULL;
 }
 
@@ -113,9 +75,9 @@ static lathe_status_t keep_unimplemented(lathe_status_t st) {
 static lathe_status_t bind_kernels(lathe_cuda *cu, lathe_plan *p) {
   int total = 0;
   lathe_status_t st = NULL;
-  for (int i = 0; !st && i < p->n_fns; i++) {
+  for (int i = 0; !st && i < p->x.n_fns; i++) {
     cuda_fn *f = &p->fns[i];
-    const lathe_pfunc *pf = f->pf;
+    const lathe_pfunc *pf = p->x.fns[i].pf;
     if (pf->dynamic) continue;
     f->step_k = calloc((size_t)pf->n_steps + 1, sizeof *f->step_k);
     f->region_k = calloc((size_t)pf->n_regions + 1, sizeof *f->region_k);
@@ -140,11 +102,11 @@ static lathe_status_t bind_kernels(lathe_cuda *cu, lathe_plan *p) {
   lathe_cuda_ewk **ks = malloc(sizeof *ks * (size_t)total);
   if (!ks) return LATHE_OOM("Compile");
   int n = 0;
-  for (int i = 0; i < p->n_fns; i++) {
+  for (int i = 0; i < p->x.n_fns; i++) {
     cuda_fn *f = &p->fns[i];
-    for (int s = 0; f->step_k && s < f->pf->n_steps; s++)
+    for (int s = 0; f->step_k && s < p->x.fns[i].pf->n_steps; s++)
       if (f->step_k[s]) ks[n++] = f->step_k[s];
-    for (int r = 0; f->region_k && r < f->pf->n_regions; r++)
+    for (int r = 0; f->region_k && r < p->x.fns[i].pf->n_regions; r++)
       if (f->region_k[r]) ks[n++] = f->region_k[r];
   }
   /* identical kernels (a region shape that recurs) compile once: the threads take the first of
@@ -186,32 +148,15 @@ static lathe_status_t bind_kernels(lathe_cuda *cu, lathe_plan *p) {
   return st;
 }
 
+extern const lathe_exec_device lathe_cuda_exec_device;
+
 lathe_status_t lathe_cuda_compile(void *ctx, const lathe_program *prog, lathe_plan **out) {
   lathe_cuda *cu = ctx;
   lathe_plan *p = calloc(1, sizeof *p);
   if (!p) return LATHE_OOM("Compile");
   p->cu = cu;
-  p->prog = prog;
-  p->n_fns = prog->n_fns;
-  p->fns = calloc((size_t)prog->n_fns, sizeof(cuda_fn));
-  p->const_base = calloc((size_t)prog->n_fns + 1, sizeof(int64_t));
-  p->consts = calloc((size_t)cu->n_devices, sizeof(lathe_tensor **));
-  lathe_status_t st = (!p->fns || !p->const_base || !p->consts || pthread_mutex_init(&p->mu, NULL)) ? LATHE_OOM("Compile") : NULL;
-  for (int i = 0; !st && i < prog->n_fns; i++) {
-    const lathe_pfunc *pf = &prog->fns[i];
-    cuda_fn *f = &p->fns[i];
-    f->pf = pf;
-    p->const_base[i] = p->n_const_entries;
-    p->n_const_entries += pf->n_slots;
-    for (int s = 0; !st && s < pf->n_steps; s++) {
-      st = check_step(pf, &pf->steps[s]);
-      if (pf->steps[s].n_in > f->max_in) f->max_in = pf->steps[s].n_in;
-    }
-    f->const_slots = malloc(sizeof(int) * (size_t)(pf->n_slots + 1));
-    if (!st && !f->const_slots) st = LATHE_OOM("Compile");
-    for (int k = 0; !st && k < pf->n_slots; k++)
-      if (pf->slots[k].kind == LATHE_PSLOT_CONST) f->const_slots[f->n_consts++] = k;
-  }
+  lathe_status_t st = lathe_xplan_init(&p->x, &lathe_cuda_exec_device, cu, cu->n_devices, prog, check_supported);
+  if (!st && !(p->fns = calloc((size_t)prog->n_fns + 1, sizeof *p->fns))) st = LATHE_OOM("Compile");
   if (!st) st = bind_kernels(cu, p);
   if (!st) st = lathe_cuda_replay_new(p, &p->replay);
   if (st) {
@@ -222,99 +167,47 @@ lathe_status_t lathe_cuda_compile(void *ctx, const lathe_program *prog, lathe_pl
   return NULL;
 }
 
-/* Constant tensors of function fi on device d (uploaded on first use, then kept by the plan). */
-static lathe_status_t consts_on(lathe_plan *p, cuda_dev *d, int fi, lathe_tensor ***out) {
-  pthread_mutex_lock(&p->mu);
-  lathe_status_t st = NULL;
-  if (!p->consts[d->ordinal]) {
-    p->consts[d->ordinal] = calloc((size_t)p->n_const_entries + 1, sizeof(lathe_tensor *));
-    if (!p->consts[d->ordinal]) st = LATHE_OOM("Execute");
-  }
-  lathe_tensor **c = st ? NULL : p->consts[d->ordinal] + p->const_base[fi];
-  const cuda_fn *f = &p->fns[fi];
-  for (int k = 0; !st && k < f->n_consts; k++) {
-    int slot = f->const_slots[k];
-    if (c[slot]) continue;
-    const lathe_pslot *sl = &f->pf->slots[slot];
-    lathe_tensor *t;
-    st = lathe_cuda_tensor_new(d, &sl->shape, &t);
-    lathe_bytes v = lathe_attr_constant_value(sl->node);
-    if (!st && v.size) st = lathe_cuda_device.upload(p->cu, t, v.data, v.size);
-    if (st) lathe_tensor_release(t);
-    else c[slot] = t;
-  }
-  pthread_mutex_unlock(&p->mu);
-  *out = c;
-  return st;
-}
-
-lathe_status_t lathe_cuda_arenas_take(lathe_plan *p, int device, arena_set **out) {
-  pthread_mutex_lock(&p->mu);
-  arena_set **pp = &p->spare;
-  while (*pp && (*pp)->device != device) pp = &(*pp)->next;
-  arena_set *a = *pp;
-  if (a) {
-    *pp = a->next;
-    p->n_spare--;
-  }
-  pthread_mutex_unlock(&p->mu);
-  if (!a) {
-    a = calloc(1, sizeof *a);
-    if (a) a->fns = calloc((size_t)p->n_fns, sizeof(cuda_arena));
-    if (!a || !a->fns) {
-      free(a);
-      return LATHE_OOM("Execute");
-    }
-    a->device = device;
-  }
-  *out = a;
+/* ---- memory of a plan on GPU `domain` ---- */
+static lathe_status_t arena_alloc(void *dev, int domain, size_t nbytes, void **out) {
+  lathe_cuda *cu = dev;
+  lcuDeviceptr p;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_malloc(&cu->devs[domain], nbytes, &p));
+  *out = (void *)(uintptr_t)p;
   return NULL;
 }
 
-void lathe_cuda_arenas_give_back(lathe_plan *p, arena_set *a) {
-  pthread_mutex_lock(&p->mu);
-  if (p->n_spare < MAX_SPARE_ARENAS) {
-    a->next = p->spare;
-    p->spare = a;
-    p->n_spare++;
-    a = NULL;
-  }
-  pthread_mutex_unlock(&p->mu);
-  lathe_cuda_arena_set_free(p, a);
+static void arena_free(void *dev, int domain, void *mem, size_t nbytes) {
+  lathe_cuda *cu = dev;
+  lathe_cuda_free(&cu->devs[domain], (lcuDeviceptr)(uintptr_t)mem, nbytes);
 }
 
-static lathe_status_t arena_ready(cuda_dev *d, const cuda_fn *f, cuda_arena *a) {
-  const lathe_pfunc *pf = f->pf;
-  if (a->views || !pf->arena_bytes) return NULL;
-  a->views = calloc((size_t)pf->n_slots + 1, sizeof(lathe_tensor));
-  if (!a->views) return LATHE_OOM("Execute");
-  lathe_status_t st = lathe_cuda_malloc(d, (size_t)pf->arena_bytes, &a->mem);
+static void view_init(void *dev, int domain, lathe_tensor *v) {
+  v->device = domain;
+  v->dev = &lathe_cuda_device;
+  v->dev_ctx = dev;
+}
+
+static lathe_status_t const_new(void *dev, int domain, const lathe_pslot *sl, lathe_tensor **out) {
+  lathe_cuda *cu = dev;
+  lathe_tensor *t;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_tensor_new(&cu->devs[domain], &sl->shape, &t));
+  lathe_bytes v = lathe_attr_constant_value(sl->node);
+  lathe_status_t st = v.size ? lathe_cuda_device.upload(cu, t, v.data, v.size) : NULL;
   if (st) {
-    free(a->views);
-    a->views = NULL;
+    lathe_tensor_release(t);
     return st;
   }
-  for (int k = 0; k < pf->n_slots; k++) {
-    const lathe_pslot *sl = &pf->slots[k];
-    if (sl->offset < 0) continue;
-    lathe_tensor *v = &a->views[k];
-    v->flags = LATHE_TENSOR_VIEW;
-    v->shape = sl->shape;
-    for (int i = 0; i < LATHE_MAX_RANK; i++) v->shape.axis_names[i] = NULL;
-    v->nbytes = (size_t)sl->nbytes;
-    v->data = (void *)(uintptr_t)(a->mem + (lcuDeviceptr)sl->offset);
-    v->device = d->ordinal;
-    v->dev = &lathe_cuda_device;
-    v->dev_ctx = d->cu;
-  }
+  *out = t;
   return NULL;
 }
 
 /* ---- execution ---- */
 lathe_collective *lathe_cuda_exec_group(lathe_cuda_exec *ex, int *out_replica) {
-  *out_replica = ex->replica;
-  return ex->group;
+  *out_replica = ex->x.replica;
+  return ex->x.group;
 }
+
+static lathe_cuda_exec *cuda_exec(lathe_exec *x) { return (lathe_cuda_exec *)x; }
 
 cuda_dev *lathe_cuda_exec_dev(lathe_cuda_exec *ex) { return ex->d; }
 lcuStream lathe_cuda_exec_stream(lathe_cuda_exec *ex) { return ex->stream; }
@@ -382,34 +275,43 @@ lathe_status_t lathe_cuda_read(lathe_cuda_exec *ex, const lathe_tensor *t, void 
   return lathe_cuda_error(api, api->cuStreamSynchronize(ex->stream), "lathe:cuda: reading a value back");
 }
 
-/* The tensor for result slot (a reference): an arena view, the output shell, or fresh memory. */
-static lathe_status_t result_tensor(lathe_cuda_exec *ex, int slot, lathe_tensor **out) {
-  frame *f = ex->cur;
-  const lathe_pslot *sl = &f->f->pf->slots[slot];
-  if (sl->offset >= 0 && f->arena->views) {
-    *out = &f->arena->views[slot];
-    return NULL;
-  }
-  lathe_tensor *shell = f->shells ? f->shells[slot] : NULL;
-  if (shell && !shell->data && shell->nbytes == (size_t)sl->nbytes) {
-    lcuDeviceptr p;
-    LATHE_RETURN_IF_ERROR(lathe_cuda_malloc(ex->d, shell->nbytes, &p));
-    shell->data = (void *)(uintptr_t)p;
-    *out = lathe_tensor_retain(shell);
-    return NULL;
-  }
-  return lathe_cuda_tensor_new(ex->d, &sl->shape, out);
+/* A region's results (lathe_cuda_region_loop's callback). */
+static lathe_status_t result_tensor(lathe_cuda_exec *ex, int slot, lathe_tensor **out) { return lathe_exec_result(&ex->x, slot, out); }
+
+static lathe_status_t tensor_new(lathe_exec *x, const lathe_shape *shape, lathe_tensor **out) {
+  return lathe_cuda_tensor_new(cuda_exec(x)->d, shape, out);
+}
+
+static lathe_status_t scratch_new(lathe_exec *x, const lathe_shape *shape, lathe_tensor **out) {
+  return lathe_cuda_exec_tensor(cuda_exec(x), shape, out);
+}
+
+static lathe_status_t shell_fill(lathe_exec *x, lathe_tensor *shell) {
+  lcuDeviceptr p;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_malloc(cuda_exec(x)->d, shell->nbytes, &p));
+  shell->data = (void *)(uintptr_t)p;
+  return NULL;
+}
+
+static lathe_status_t copy(lathe_exec *x, const lathe_tensor *src, lathe_tensor *dst) {
+  lathe_cuda_exec *ex = cuda_exec(x);
+  return lathe_cuda_error(ex->cu->api, ex->cu->api->cuMemcpyDtoDAsync(lathe_cuda_ptr(dst), lathe_cuda_ptr(src), dst->nbytes, ex->stream),
+                          "lathe:cuda: copy");
+}
+
+static void drop(lathe_exec *x, lathe_tensor *t) { bury(cuda_exec(x), t); }
+
+static lathe_status_t read_bytes(lathe_exec *x, const lathe_tensor *t, void *dst, size_t nbytes) {
+  return lathe_cuda_read(cuda_exec(x), t, dst, nbytes);
 }
 
 /* Sub-byte integers: widened to 8 bits around kernels that compute on values, as on the CPU. */
 static const char pack_src[] = LT_CUH_PACK;
 
-lathe_dtype lathe_cuda_widened(lathe_dtype dt) {
-  if (!lathe_dtype_is_valid(dt) || !lathe_dtype_is_packed(dt)) return dt;
-  return lathe_dtype_class_of(dt) == LATHE_CLASS_SINT ? LATHE_DTYPE_INT8 : LATHE_DTYPE_UINT8;
-}
+lathe_dtype lathe_cuda_widened(lathe_dtype dt) { return lathe_exec_widened(dt); }
 
-static lathe_status_t widen(lathe_cuda_exec *ex, lathe_tensor *t, lathe_tensor **out) {
+static lathe_status_t widen(lathe_exec *x, lathe_tensor *t, lathe_tensor **out) {
+  lathe_cuda_exec *ex = cuda_exec(x);
   lathe_shape s = t->shape;
   s.dtype = lathe_cuda_widened(s.dtype);
   LATHE_RETURN_IF_ERROR(lathe_cuda_exec_tensor(ex, &s, out));
@@ -436,214 +338,23 @@ lathe_status_t lathe_cuda_pack(lathe_cuda_exec *ex, const lathe_tensor *wide, la
   return lathe_cuda_launch(ex, f, b, th, 0, args);
 }
 
-/* A copy of t in fresh device memory (for views leaving their arena). */
-static lathe_status_t detach(lathe_cuda_exec *ex, lathe_tensor **t) {
-  lathe_tensor *c;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_tensor_new(ex->d, &(*t)->shape, &c));
-  lathe_status_t st = (*t)->nbytes ? lathe_cuda_error(ex->cu->api,
-                                                      ex->cu->api->cuMemcpyDtoDAsync(lathe_cuda_ptr(c), lathe_cuda_ptr(*t),
-                                                                                     (*t)->nbytes, ex->stream),
-                                                      "lathe:cuda: copy")
-                                   : NULL;
-  if (st) {
-    lathe_tensor_release(c);
-    return st;
-  }
-  *t = c;
-  return NULL;
+static lathe_status_t narrow(lathe_exec *x, const lathe_tensor *wide, lathe_tensor *t) { return lathe_cuda_pack(cuda_exec(x), wide, t); }
+
+/* A step: its kernel bound at compile when it has one, else the family's. */
+static lathe_status_t launch(lathe_exec *x, int fi, int pos, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
+  lathe_cuda_exec *ex = cuda_exec(x);
+  lathe_cuda_ewk *const *sk = ex->plan->fns[fi].step_k;
+  lathe_cuda_ewk *bound = sk && pos >= 0 ? sk[pos] : NULL;
+  return bound ? lathe_cuda_ewk_launch(ex, bound, out, in) : lathe_cuda_run_kernel(ex, n, in, out);
 }
 
-static lathe_status_t run_node(lathe_cuda_exec *ex, frame *f, int pos, const lathe_pstep *sp) {
-  const lathe_pfunc *pf = f->f->pf;
-  const lathe_node *n = sp->node;
-  enum { MAXS = 16 };
-  lathe_tensor *out_s[MAXS], *win_s[MAXS], *wout_s[MAXS];
-  int nin = n->n_operands, nout = sp->n_out;
-  lathe_tensor **in = f->step_in;
-  lathe_tensor **win = nin <= MAXS ? win_s : calloc((size_t)nin, sizeof *win);
-  lathe_tensor **out = nout <= MAXS ? out_s : calloc((size_t)nout, sizeof *out);
-  lathe_tensor **wout = nout <= MAXS ? wout_s : calloc((size_t)nout, sizeof *wout);
-  lathe_status_t st = (!win || !out || !wout) ? LATHE_OOM(lathe_op_name(n->op)) : NULL;
-  if (st) goto done;
-  memset(out, 0, sizeof *out * (size_t)nout);
-  memset(wout, 0, sizeof *wout * (size_t)nout);
-  memset(win, 0, sizeof *win * (size_t)nin);
-  lathe_op_kind kind = lathe_op_kind_of(n->op);
-  bool makes_results = kind == LATHE_KIND_CONTROL || kind == LATHE_KIND_BARRIER;
-  for (int k = 0; k < nout && !makes_results; k++) {
-    const lathe_pslot *sl = &pf->slots[sp->out[k]];
-    if (lathe_op_has(n->op, LATHE_OPF_INPLACE) && sl->offset < 0)
-      for (int i = 0; i < nin; i++) { /* a dying, unshared operand (a donated input) */
-        lathe_tensor *t = in[i];
-        if (pf->slots[sp->in[i]].last_use != pos || (t->flags & LATHE_TENSOR_VIEW) || atomic_load(&t->refs) != 1 ||
-            !lathe_shape_equal(&t->shape, &sl->shape) || lathe_dtype_is_packed(sl->shape.dtype))
-          continue;
-        bool taken = false;
-        for (int j = 0; j < k; j++) taken |= out[j] == t;
-        if (taken) continue;
-        out[k] = lathe_tensor_retain(t);
-        break;
-      }
-    if (!out[k] && (st = result_tensor(ex, sp->out[k], &out[k]))) goto done;
-  }
-  if (makes_results || lathe_op_has(n->op, LATHE_OPF_PACKED)) {
-    st = lathe_cuda_run_kernel(ex, n, in, out);
-  } else {
-    for (int i = 0; i < nin && !st; i++)
-      st = lathe_dtype_is_packed(in[i]->shape.dtype) ? widen(ex, in[i], &win[i]) : (win[i] = lathe_tensor_retain(in[i]), NULL);
-    for (int k = 0; k < nout && !st; k++) {
-      if (lathe_dtype_is_packed(out[k]->shape.dtype)) {
-        lathe_shape ws = out[k]->shape;
-        ws.dtype = lathe_cuda_widened(ws.dtype);
-        st = lathe_cuda_exec_tensor(ex, &ws, &wout[k]);
-      } else {
-        wout[k] = lathe_tensor_retain(out[k]);
-      }
-    }
-    lathe_cuda_ewk *bound = f->f->step_k ? f->f->step_k[pos] : NULL;
-    if (!st) st = bound ? lathe_cuda_ewk_launch(ex, bound, wout, win) : lathe_cuda_run_kernel(ex, n, win, wout);
-    for (int k = 0; k < nout && !st; k++)
-      if (wout[k] != out[k]) st = lathe_cuda_pack(ex, wout[k], out[k]);
-  }
-  for (int k = 0; k < nout && !st && kind == LATHE_KIND_CONTROL; k++)
-    if (out[k] && (out[k]->flags & LATHE_TENSOR_VIEW)) st = detach(ex, &out[k]);
-  if (st) {
-    st = lathe_status_annotate(st, "executing %s (node %d of \"%s\") on lathe:cuda", lathe_op_name(n->op), n->id,
-                               pf->fn->name);
-    goto done;
-  }
-  for (int k = 0; k < nout; k++) f->vals[sp->out[k]] = out[k], out[k] = NULL;
-done:
-  for (int i = 0; win && i < nin; i++) bury(ex, win[i]);
-  for (int k = 0; out && k < nout; k++) bury(ex, out[k]);
-  for (int k = 0; wout && k < nout; k++) bury(ex, wout[k]);
-  if (win != win_s) free(win);
-  if (out != out_s) free(out);
-  if (wout != wout_s) free(wout);
-  return st;
-}
-
-/* A region: one generated kernel for a LOOP; a REDUCE region runs its prologue, the reduction
- * and its epilogue in turn (through the region's internal slots). */
-static lathe_status_t run_region(lathe_cuda_exec *ex, const lathe_pstep *sp) {
-  frame *f = ex->cur;
-  const lathe_pfunc *pf = f->f->pf;
-  const lathe_pregion *g = &pf->regions[sp->region];
-  lathe_status_t st = NULL;
-  lathe_cuda_ewk **rk = f->f->region_k;
-  if (g->kind == LATHE_PREGION_LOOP) {
-    st = lathe_cuda_region_loop(ex, pf, g, rk ? rk[sp->region] : NULL, f->vals, result_tensor);
-  } else {
-    if (g->prologue >= 0)
-      st = lathe_cuda_region_loop(ex, pf, &pf->regions[g->prologue], rk ? rk[g->prologue] : NULL, f->vals, result_tensor);
-    lathe_tensor *in = f->vals[g->reduce_in], *out = NULL;
-    if (!st && !in) st = lathe_status_new(LATHE_STATUS_INTERNAL, "fused reduction: operand not computed");
-    if (!st) st = result_tensor(ex, g->reduce_out, &out);
-    if (!st) st = lathe_cuda_run_kernel(ex, g->reduce, &in, &out);
-    if (!st) f->vals[g->reduce_out] = out;
-    else bury(ex, out);
-    if (!st && g->epilogue >= 0)
-      st = lathe_cuda_region_loop(ex, pf, &pf->regions[g->epilogue], rk ? rk[g->epilogue] : NULL, f->vals, result_tensor);
-  }
-  if (st)
-    st = lathe_status_annotate(st, "executing a fused region ending in %s (node %d of \"%s\") on lathe:cuda",
-                               lathe_op_name(sp->node->op), sp->node->id, pf->fn->name);
-  return st;
-}
-
-static lathe_status_t run_function(lathe_cuda_exec *ex, int fi, lathe_tensor *const *args, int n_args,
-                                   lathe_tensor **outputs, lathe_tensor **shells) {
-  const cuda_fn *cf = &ex->plan->fns[fi];
-  const lathe_pfunc *pf = cf->pf;
-  if (n_args != pf->n_params)
-    return lathe_status_new(LATHE_STATUS_INTERNAL, "function \"%s\" takes %d inputs, got %d", pf->fn->name, pf->n_params, n_args);
-  frame f = {.f = cf, .fi = fi, .arena = &ex->arenas->fns[fi], .shells = shells};
-  f.vals = calloc((size_t)pf->n_slots + 1, sizeof(lathe_tensor *));
-  f.step_in = calloc((size_t)cf->max_in + 1, sizeof(lathe_tensor *));
-  lathe_status_t st = (!f.vals || !f.step_in) ? LATHE_OOM("Execute") : arena_ready(ex->d, cf, f.arena);
-  if (!st) st = consts_on(ex->plan, ex->d, fi, &f.consts);
-  frame *saved = ex->cur;
-  ex->cur = &f;
-  for (int i = 0; !st && i < pf->n_params; i++) f.vals[pf->params[i]] = lathe_tensor_retain(args[i]);
-  for (int k = 0; !st && k < cf->n_consts; k++) f.vals[cf->const_slots[k]] = lathe_tensor_retain(f.consts[cf->const_slots[k]]);
-  for (int pos = 0; !st && pos < pf->n_steps; pos++) {
-    const lathe_pstep *sp = &pf->steps[pos];
-    f.step = sp;
-    for (int i = 0; i < sp->n_in; i++) f.step_in[i] = f.vals[sp->in[i]];
-    st = sp->region >= 0 ? run_region(ex, sp) : run_node(ex, &f, pos, sp);
-    for (int d = 0; d < sp->n_dead; d++) {
-      bury(ex, f.vals[sp->dead[d]]);
-      f.vals[sp->dead[d]] = NULL;
-    }
-  }
-  int made = 0;
-  for (; !st && made < pf->n_outputs; made++) {
-    outputs[made] = lathe_tensor_retain(f.vals[pf->outputs[made]]);
-    if (outputs[made] && (outputs[made]->flags & LATHE_TENSOR_VIEW)) st = detach(ex, &outputs[made]);
-  }
-  if (st)
-    for (int k = 0; k < made; k++) bury(ex, outputs[k]), outputs[k] = NULL;
-  for (int i = 0; f.vals && i < pf->n_slots; i++) bury(ex, f.vals[i]);
-  free(f.vals);
-  free(f.step_in);
-  ex->cur = saved;
-  return st;
-}
-
-lathe_status_t lathe_cuda_exec_call(lathe_cuda_exec *ex, const lathe_function *fn, lathe_tensor *const *inputs,
-                                    int n_inputs, lathe_tensor **outputs) {
-  int fi = lathe_program_fn_index(ex->plan->prog, fn);
-  frame *caller = ex->cur;
-  if (fi < 0 || !caller || !caller->step)
-    return lathe_status_new(LATHE_STATUS_INTERNAL, "function \"%s\" was not compiled", fn->name);
-  const lathe_pfunc *pf = ex->plan->fns[fi].pf;
-  int n_caps = pf->n_params - pf->n_declared, cap = -1;
-  for (int k = 0; k < caller->step->n_sub; k++)
-    if (caller->step->sub_fn[k] == fi) cap = caller->step->sub_cap[k];
-  if (cap < 0 || n_inputs != pf->n_declared)
-    return lathe_status_new(LATHE_STATUS_INTERNAL, "function \"%s\" called with %d inputs from outside its op", fn->name, n_inputs);
-  lathe_tensor **args = malloc(sizeof(lathe_tensor *) * (size_t)(pf->n_params + 1));
-  if (!args) return LATHE_OOM("Call");
-  for (int i = 0; i < n_inputs; i++) args[i] = inputs[i];
-  for (int j = 0; j < n_caps; j++) args[n_inputs + j] = caller->step_in[cap + j];
-  lathe_status_t st = run_function(ex, fi, args, pf->n_params, outputs, NULL);
-  free(args);
-  return st;
-}
-
-lathe_status_t lathe_cuda_exec_walk(lathe_cuda_exec *ex, lathe_tensor *const *inputs, int n_inputs, lathe_tensor **results) {
-  return run_function(ex, 0, inputs, n_inputs, results, NULL);
-}
-
-/* Results into the output shells: moved when unshared, else copied on the stream. */
-static lathe_status_t fill_outputs(lathe_cuda_exec *ex, lathe_tensor **results, lathe_tensor **shells, int n) {
-  lathe_status_t st = NULL;
-  for (int k = 0; k < n; k++) {
-    lathe_tensor *r = results[k], *o = shells[k];
-    if (r == o) {
-      lathe_tensor_release(r);
-      continue;
-    }
-    if (!st && !(r->flags & LATHE_TENSOR_VIEW) && atomic_load(&r->refs) == 1 && r->nbytes == o->nbytes &&
-        r->device == o->device) {
-      o->data = r->data;
-      r->data = NULL;
-      lathe_tensor_release(r);
-      continue;
-    }
-    if (!st) {
-      lcuDeviceptr p;
-      st = lathe_cuda_malloc(ex->d, o->nbytes, &p);
-      if (!st) {
-        o->data = (void *)(uintptr_t)p;
-        if (o->nbytes)
-          st = lathe_cuda_error(ex->cu->api, ex->cu->api->cuMemcpyDtoDAsync(p, lathe_cuda_ptr(r), o->nbytes, ex->stream),
-                                "lathe:cuda: output copy");
-      }
-    }
-    bury(ex, r);
-  }
-  return st;
+/* A LOOP region: one generated kernel (bound at compile when it could be made then). */
+static lathe_status_t launch_loop(lathe_exec *x, int pos, int region, bool in_place) {
+  (void)pos, (void)in_place; /* results never reuse an input's memory on the GPU */
+  lathe_cuda_exec *ex = cuda_exec(x);
+  const lathe_pfunc *pf = lathe_exec_pfunc(x);
+  lathe_cuda_ewk *const *rk = ex->plan->fns[lathe_exec_fn_index(x)].region_k;
+  return lathe_cuda_region_loop(ex, pf, &pf->regions[region], rk ? rk[region] : NULL, lathe_exec_vals(x), result_tensor);
 }
 
 /* The CUDA event behind an execution's lathe_event lives as long as that event: later work on
@@ -703,9 +414,9 @@ static void finish(void *arg, lathe_status_t st) {
   for (int k = 0; k < ex->n_err_msgs; k++) free(ex->err_msgs[k]);
   for (int i = 0; i < ex->n_dead; i++) lathe_tensor_release(ex->dead[i]);
   for (int i = 0; i < ex->n_inputs; i++) lathe_tensor_release(ex->inputs[i]);
-  if (ex->arenas) lathe_cuda_arenas_give_back(ex->plan, ex->arenas);
+  lathe_exec_arenas_give_back(&ex->plan->x, ex->x.arenas);
   if (ex->ev && !ex->ev_owned) ex->cu->api->cuEventDestroy(ex->ev);
-  lathe_collective_release(ex->group);
+  lathe_collective_release(ex->x.group);
   ex->release(ex->token);
   lathe_event_signal(ex->done, st);
   lathe_event_release(ex->done);
@@ -734,31 +445,41 @@ lathe_status_t lathe_cuda_exec_wait_inputs(lathe_cuda_exec *ex, const lathe_laun
   return st;
 }
 
-/* The ordinary execution: the program's steps walked and launched one by one. */
-static lathe_status_t walk_launch(lathe_cuda_exec *ex, const lathe_launch *l) {
-  lathe_plan *plan = ex->plan;
-  /* SPMD runs keep to one stream per device, so that their collectives run in launch order */
+/* Before the walk: a stream (SPMD runs keep to one stream per device, so that their
+ * collectives run in launch order), waiting there for pending inputs. */
+static lathe_status_t begin(lathe_exec *x, const lathe_launch *l) {
+  lathe_cuda_exec *ex = cuda_exec(x);
   ex->stream = l->group ? ex->d->streams[0]
                         : ex->d->streams[atomic_fetch_add(&ex->d->next_stream, 1) % (unsigned)ex->d->n_streams];
-  lathe_status_t st = lathe_cuda_exec_wait_inputs(ex, l);
-  if (!st) st = lathe_cuda_arenas_take(plan, l->device, &ex->arenas);
-  lathe_tensor *res_s[16];
-  lathe_tensor **res = l->n_outputs <= 16 ? res_s : calloc((size_t)l->n_outputs, sizeof *res);
-  lathe_tensor **by_slot = NULL;
-  if (!st && !res) st = LATHE_OOM("Execute");
-  if (!st) {
-    const lathe_pfunc *pf = plan->fns[0].pf;
-    by_slot = calloc((size_t)pf->n_slots + 1, sizeof(lathe_tensor *));
-    if (!by_slot) st = LATHE_OOM("Execute");
-    for (int k = pf->n_outputs - 1; !st && k >= 0; k--)
-      if (pf->slots[pf->outputs[k]].kind == LATHE_PSLOT_VALUE) by_slot[pf->outputs[k]] = l->outputs[k];
-  }
-  if (!st) st = run_function(ex, 0, l->inputs, l->n_inputs, res, by_slot);
-  if (!st) st = fill_outputs(ex, res, l->outputs, l->n_outputs);
-  free(by_slot);
-  if (res != res_s) free(res);
-  return st;
+  return lathe_cuda_exec_wait_inputs(ex, l);
 }
+
+static lathe_status_t launch_program(lathe_exec *x, const lathe_launch *l, bool *handled) {
+  lathe_cuda_exec *ex = cuda_exec(x);
+  *handled = false;
+  return ex->plan->replay && !l->group ? lathe_cuda_replay(ex, l, handled) : NULL;
+}
+
+const lathe_exec_device lathe_cuda_exec_device = {
+    .where = " on lathe:cuda",
+    .keeps_arenas = true, /* until the stream is done (finish) */
+    .arena_alloc = arena_alloc,
+    .arena_free = arena_free,
+    .view_init = view_init,
+    .const_new = const_new,
+    .tensor_new = tensor_new,
+    .scratch_new = scratch_new,
+    .shell_fill = shell_fill,
+    .copy = copy,
+    .drop = drop,
+    .widen = widen,
+    .narrow = narrow,
+    .read = read_bytes,
+    .launch = launch,
+    .launch_loop = launch_loop,
+    .launch_program = launch_program,
+    .begin = begin,
+};
 
 static lathe_status_t copy_status(lathe_status_t st) {
   return st ? lathe_status_new(lathe_status_code_of(st), "%s", lathe_status_message(st)) : NULL;
@@ -775,8 +496,10 @@ lathe_status_t lathe_cuda_execute_now(void *ctx, lathe_plan *plan, const lathe_l
     ex->plan = plan;
     ex->release = l->release;
     ex->token = l->token;
-    ex->replica = l->replica;
-    ex->group = l->group;
+    ex->x.plan = &plan->x;
+    ex->x.domain = l->device;
+    ex->x.replica = l->replica;
+    ex->x.group = l->group;
     ex->done = lathe_event_retain(given);
     ex->n_inputs = l->n_inputs;
     ex->inputs = malloc(sizeof(lathe_tensor *) * (size_t)(l->n_inputs + 1));
@@ -789,9 +512,7 @@ lathe_status_t lathe_cuda_execute_now(void *ctx, lathe_plan *plan, const lathe_l
   }
   if (!st) st = lathe_cuda_use(ex->d);
   if (!st && !ex->done) st = lathe_event_new(&ex->done);
-  bool replayed = false;
-  if (!st && plan->replay && !l->group) st = lathe_cuda_replay(ex, l, &replayed);
-  if (!st && !replayed) st = walk_launch(ex, l);
+  if (!st) st = lathe_exec_program(&ex->x, l);
   if (!st) st = lathe_cuda_error(api, api->cuEventCreate(&ex->ev, LCU_EVENT_DISABLE_TIMING), "Execute: cuEventCreate");
   if (!st) st = lathe_cuda_error(api, api->cuEventRecord(ex->ev, ex->stream), "Execute: cuEventRecord");
   if (st) {

@@ -31,7 +31,7 @@ typedef struct cuda_replay {
   bool off;
   lcuStream stream; /* the graph's: replays are ordered on it */
   lcuGraphExec exec;
-  arena_set *arenas;
+  lathe_xarena_set *arenas;
   lathe_tensor **in, **out; /* the graph's copies of the inputs; the results it leaves */
   int n_in, n_out;
   lathe_tensor **kept; /* references to everything the captured walk made */
@@ -53,7 +53,7 @@ static bool capturable(const lathe_program *prog) {
 
 lathe_status_t lathe_cuda_replay_new(lathe_plan *p, cuda_replay **out) {
   *out = NULL;
-  if (p->cu->graph_after <= 0 || !capturable(p->prog)) return NULL;
+  if (p->cu->graph_after <= 0 || !capturable(p->x.prog)) return NULL;
   cuda_replay *r = calloc((size_t)p->cu->n_devices, sizeof *r);
   if (!r) return LATHE_OOM("Compile");
   for (int d = 0; d < p->cu->n_devices; d++)
@@ -85,7 +85,7 @@ static void drop(lathe_plan *p, cuda_replay *r) {
   r->err_word = NULL;
   for (int k = 0; k < r->n_err_msgs; k++) free(r->err_msgs[k]);
   r->n_err_msgs = 0;
-  lathe_cuda_arena_set_free(p, r->arenas);
+  lathe_exec_arena_set_free(&p->x, r->arenas);
   r->arenas = NULL;
 }
 
@@ -122,17 +122,17 @@ static lathe_status_t capture(lathe_cuda_exec *ex, cuda_replay *r, const lathe_l
       st = lathe_status_new(LATHE_STATUS_INTERNAL, "Execute: input %d has %zu bytes for its shape's %zu", i,
                             l->inputs[i]->nbytes, r->in[i]->nbytes);
   }
-  if (!st) st = lathe_cuda_arenas_take(ex->plan, l->device, &r->arenas);
+  if (!st) st = lathe_exec_arenas_take(&ex->plan->x, l->device, &r->arenas);
   if (!st) st = lathe_cuda_error(api, api->cuStreamBeginCapture(r->stream, LCU_STREAM_CAPTURE_MODE_RELAXED),
                                  "Execute: cuStreamBeginCapture");
   if (!st) {
     ex->stream = r->stream;
-    ex->arenas = r->arenas;
+    ex->x.arenas = r->arenas;
     ex->capturing = true;
-    lathe_status_t walked = lathe_cuda_exec_walk(ex, r->in, l->n_inputs, r->out);
+    lathe_status_t walked = lathe_exec_walk(&ex->x, r->in, l->n_inputs, r->out, NULL);
     if (!walked) r->n_out = l->n_outputs;
     ex->capturing = false;
-    ex->arenas = NULL;
+    ex->x.arenas = NULL;
     lcuGraph g = NULL;
     st = lathe_cuda_error(api, api->cuStreamEndCapture(r->stream, &g), "Execute: cuStreamEndCapture");
     if (walked) {
@@ -185,7 +185,7 @@ lathe_status_t lathe_cuda_replay(lathe_cuda_exec *ex, const lathe_launch *l, boo
     pthread_mutex_unlock(&r->mu);
     return NULL;
   }
-  lathe_status_t st = r->exec ? NULL : not_worth(ex->d, ex->plan->prog, l);
+  lathe_status_t st = r->exec ? NULL : not_worth(ex->d, ex->plan->x.prog, l);
   if (!st && !r->exec) st = capture(ex, r, l);
   if (st) { /* this run takes the ordinary walk; a later one tries again, a few times */
     lathe_status_code c = lathe_status_code_of(st);

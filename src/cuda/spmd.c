@@ -9,10 +9,12 @@
  * stream) and the event is signalled when the stream has done it, with the error if any. Each
  * worker takes its jobs in order, so the replicas of successive executions meet in their
  * collectives in the same order on every GPU. Plain launches still run on the caller's thread. */
+#include "../exec/exec.h"
 #include "cuda.h"
 
 typedef struct spmd_job {
-  struct spmd_job *next;
+  lathe_exec_job q; /* first: the queue's view of the job */
+  lathe_cuda *cu;
   lathe_plan *plan;
   lathe_launch l;          /* inputs and outputs point into the arrays below */
   lathe_tensor **inputs;   /* the launch's references */
@@ -20,17 +22,8 @@ typedef struct spmd_job {
   lathe_event *done;       /* the outputs' ready event */
 } spmd_job;
 
-typedef struct spmd_queue {
-  lathe_cuda *cu;
-  pthread_t thread;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  spmd_job *head, *tail;
-  bool stop, started;
-} spmd_queue;
-
 struct cuda_spmd {
-  spmd_queue *q; /* per device */
+  lathe_exec_queue **q; /* per device (src/exec/queue.c) */
   int n;
 };
 
@@ -48,9 +41,10 @@ static void job_done(void *arg, lathe_status_t st) {
   free(j);
 }
 
-static void run_job(spmd_queue *q, spmd_job *j) {
+static void run_job(lathe_exec_job *qj) {
+  spmd_job *j = (spmd_job *)qj;
   lathe_event *done = j->done;
-  lathe_status_t st = lathe_cuda_execute_now(q->cu, j->plan, &j->l, done); /* signals done */
+  lathe_status_t st = lathe_cuda_execute_now(j->cu, j->plan, &j->l, done); /* signals done */
   lathe_status_free(st);
   /* the outputs' memory stays ours until the stream has written it, even if the caller frees
    * the buffers at once */
@@ -63,28 +57,10 @@ static void run_job(spmd_queue *q, spmd_job *j) {
   lathe_event_release(done);
 }
 
-static void *worker(void *arg) {
-  spmd_queue *q = arg;
-  pthread_mutex_lock(&q->mu);
-  for (;;) {
-    while (!q->head && !q->stop) pthread_cond_wait(&q->cv, &q->mu);
-    spmd_job *j = q->head;
-    if (!j) break; /* stopping, and every job is done */
-    q->head = j->next;
-    if (!q->head) q->tail = NULL;
-    pthread_mutex_unlock(&q->mu);
-    run_job(q, j);
-    pthread_mutex_lock(&q->mu);
-  }
-  pthread_mutex_unlock(&q->mu);
-  return NULL;
-}
-
 bool lathe_cuda_spmd_is_worker(lathe_cuda *cu) {
   pthread_mutex_lock(&make_mu);
   bool self = false;
-  for (int i = 0; cu->spmd && i < cu->spmd->n; i++)
-    self |= cu->spmd->q[i].started && pthread_equal(cu->spmd->q[i].thread, pthread_self());
+  for (int i = 0; cu->spmd && i < cu->spmd->n; i++) self |= lathe_exec_queue_is_worker(cu->spmd->q[i]);
   pthread_mutex_unlock(&make_mu);
   return self;
 }
@@ -93,17 +69,7 @@ bool lathe_cuda_spmd_is_worker(lathe_cuda *cu) {
 void lathe_cuda_spmd_stop(lathe_cuda *cu) {
   struct cuda_spmd *s = cu->spmd;
   if (!s) return;
-  for (int i = 0; i < s->n; i++) {
-    spmd_queue *q = &s->q[i];
-    if (!q->started) continue;
-    pthread_mutex_lock(&q->mu);
-    q->stop = true;
-    pthread_cond_signal(&q->cv);
-    pthread_mutex_unlock(&q->mu);
-    pthread_join(q->thread, NULL);
-    pthread_cond_destroy(&q->cv);
-    pthread_mutex_destroy(&q->mu);
-  }
+  for (int i = 0; i < s->n; i++) lathe_exec_queue_free(s->q[i]);
   free(s->q);
   free(s);
   cu->spmd = NULL;
@@ -121,29 +87,14 @@ static lathe_status_t workers(lathe_cuda *cu, struct cuda_spmd **out) {
       st = LATHE_OOM("lathe:cuda");
     } else {
       s->n = cu->n_devices;
-      for (int i = 0; !st && i < s->n; i++) {
-        spmd_queue *q = &s->q[i];
-        q->cu = cu;
-        if (pthread_mutex_init(&q->mu, NULL)) {
-          st = LATHE_OOM("lathe:cuda");
-        } else if (pthread_cond_init(&q->cv, NULL)) {
-          pthread_mutex_destroy(&q->mu);
-          st = LATHE_OOM("lathe:cuda");
-        } else if (pthread_create(&q->thread, NULL, worker, q)) {
-          pthread_cond_destroy(&q->cv);
-          pthread_mutex_destroy(&q->mu);
-          st = lathe_status_new(LATHE_STATUS_RESOURCE_EXHAUSTED, "lathe:cuda: cannot start an SPMD worker thread");
-        } else {
-          q->started = true;
-        }
-      }
+      for (int i = 0; !st && i < s->n; i++) st = lathe_exec_queue_new("lathe:cuda", &s->q[i]);
       cu->spmd = s; /* also when incomplete: teardown stops the threads that started */
     }
   }
   struct cuda_spmd *s = cu->spmd;
   if (!st && s)
     for (int i = 0; i < s->n; i++)
-      if (!s->q[i].started) st = lathe_status_new(LATHE_STATUS_RESOURCE_EXHAUSTED, "lathe:cuda: no SPMD worker thread");
+      if (!s->q[i]) st = lathe_status_new(LATHE_STATUS_RESOURCE_EXHAUSTED, "lathe:cuda: no SPMD worker thread");
   pthread_mutex_unlock(&make_mu);
   *out = s;
   return st;
@@ -170,6 +121,8 @@ lathe_status_t lathe_cuda_execute(void *ctx, lathe_plan *plan, const lathe_launc
     l->release(l->token);
     return st;
   }
+  j->q.run = run_job;
+  j->cu = cu;
   j->plan = plan;
   j->l = *l;
   j->l.donated = NULL; /* the caller's array goes when this returns; execution does not use it */
@@ -183,12 +136,6 @@ lathe_status_t lathe_cuda_execute(void *ctx, lathe_plan *plan, const lathe_launc
     j->outputs[k] = lathe_tensor_retain(l->outputs[k]);
     atomic_store(&l->outputs[k]->ready, lathe_event_retain(j->done));
   }
-  spmd_queue *q = &s->q[l->device];
-  pthread_mutex_lock(&q->mu);
-  if (q->tail) q->tail->next = j;
-  else q->head = j;
-  q->tail = j;
-  pthread_cond_signal(&q->cv);
-  pthread_mutex_unlock(&q->mu);
+  lathe_exec_queue_push(s->q[l->device], &j->q);
   return NULL;
 }
