@@ -39,20 +39,21 @@ typedef struct att_args {
 
 static const char att_src[] = LT_CUH_ATTENTION;
 
+/* The family's kernel text, made once (kernels are found by its address: lathe_cuda_kernel_lasting). */
+static const char *source;
+static pthread_once_t source_once = PTHREAD_ONCE_INIT;
+static void make_source(void) {
+  lt_text t = {0};
+  lt_put(&t, "%s%s%s", lathe_cuda_access_source(), lathe_cuda_reduce_source(), att_src);
+  if (!t.oom) source = t.s;
+}
+
 static lathe_status_t att_kernel(lathe_cuda_exec *ex, const char *what, bool f64, lcuFunction *f) {
-  static const char *source;
-  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-  pthread_mutex_lock(&mu);
-  if (!source) {
-    lt_text t = {0};
-    lt_put(&t, "%s%s%s", lathe_cuda_access_source(), lathe_cuda_reduce_source(), att_src);
-    if (!t.oom) source = t.s;
-  }
-  pthread_mutex_unlock(&mu);
+  pthread_once(&source_once, make_source);
   if (!source) return LATHE_OOM("lathe:cuda: codegen");
   char name[64];
   snprintf(name, sizeof name, "lt_att_%s_%s", what, f64 ? "Float64" : "Float32");
-  return lathe_cuda_kernel(lathe_cuda_exec_dev(ex), source, name, f);
+  return lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), source, name, f);
 }
 
 void lathe_cuda_sources_attention(lathe_cuda_source_fn fn, void *ctx) {

@@ -97,7 +97,7 @@ static void plan_split(bn_run *r, int64_t outer, int64_t f, int64_t inner) {
 
 static lathe_status_t launch_groups(bn_run *r, const char *name, void **args) {
   lcuFunction fn;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(r->ex), r->src, name, &fn));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(r->ex), r->src, name, &fn));
   int64_t blocks = (r->g.groups * r->gs + 255) / 256;
   if (blocks > INT32_MAX) return LATHE_UNIMPL("BatchNorm: %lld thread blocks are too many for one launch", (long long)blocks);
   return lathe_cuda_launch(r->ex, fn, (unsigned)blocks, 256, 0, args);
@@ -120,7 +120,7 @@ static lathe_status_t finish(bn_run *r, int mode, const lathe_tensor *part, cons
                              const lathe_tensor *v1, const lathe_tensor *v2, lathe_tensor *coef, lathe_tensor *o1,
                              lathe_tensor *o2) {
   lcuFunction fn;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(r->ex), r->src, "lt_bn_finish", &fn));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(r->ex), r->src, "lt_bn_finish", &fn));
   int64_t m = r->count > 0 ? r->g.groups / r->g.cols * r->g.per : 0;
   int two = mode == 2, gsize = m >= 1024 ? 256 : m > 2 ? 32 : 1;
   int64_t per_block = 256 / gsize, blocks = (r->f + per_block - 1) / per_block;

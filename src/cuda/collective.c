@@ -261,7 +261,7 @@ void lathe_cuda_sources_collective(lathe_cuda_source_fn fn, void *ctx) {
 
 static lathe_status_t wide_kernel(lathe_cuda_exec *ex, const char *name, lcuDeviceptr a, lcuDeviceptr b, int64_t n) {
   lcuFunction fn;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), wide_source, name, &fn));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), wide_source, name, &fn));
   unsigned blocks, threads;
   lathe_cuda_grid(n, &blocks, &threads);
   void *args[] = {&a, &b, &n};
@@ -285,7 +285,7 @@ static lathe_status_t nan_kernel(lathe_cuda_exec *ex, const char *kind, lathe_dt
   char name[48];
   snprintf(name, sizeof name, "lt_ar_nan%s_%s", kind, nan_suffix(dt));
   lcuFunction fn;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), nan_source, name, &fn));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), nan_source, name, &fn));
   unsigned blocks, threads;
   lathe_cuda_grid(n, &blocks, &threads);
   void *args[] = {&a, &f, &n};

@@ -90,7 +90,7 @@ lathe_status_t lathe_cuda_run_dynshape(lathe_cuda_exec *ex, const lathe_node *n,
   }
   if (!count) return NULL;
   lcuFunction f;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), dynshape_src, "lt_write_sizes", &f));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), dynshape_src, "lt_write_sizes", &f));
   lcuDeviceptr po = lathe_cuda_ptr(out[0]);
   void *args[] = {&po, &sizes, &count};
   return lathe_cuda_launch(ex, f, 1, 32, 0, args);

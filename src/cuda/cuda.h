@@ -46,10 +46,12 @@ typedef struct cuda_alloc {
 
 /* ---- compiled kernels (module.c) ---- */
 typedef struct cuda_module cuda_module;
+struct lasting_fn;
 typedef struct cuda_modules {
   pthread_mutex_t mu;
   cuda_module **table;
   int cap, n;
+  _Atomic(struct lasting_fn *) *lasting; /* lathe_cuda_kernel_lasting's table (module.c) */
 } cuda_modules;
 
 /* One GPU. */
@@ -131,6 +133,10 @@ lathe_status_t lathe_cuda_compile_source(const char *source, int cc, void **out_
 /* The function `name` of source on device d: compiled once per source (and cached on disk), then
  * looked up. Thread-safe. */
 lathe_status_t lathe_cuda_kernel(cuda_dev *d, const char *source, const char *name, lcuFunction *out);
+/* The same for a source that lives, unchanged, as long as the process (a static array, or text
+ * made once): after the first call the function is found by the text's address and the name,
+ * without reading the text or taking a lock (the launch path of most kernels). */
+lathe_status_t lathe_cuda_kernel_lasting(cuda_dev *d, const char *source, const char *name, lcuFunction *out);
 lathe_status_t lathe_cuda_modules_init(cuda_modules *m);
 /* The on-disk cache's folder (LATHE_CUDA_CACHE_DIR, else $XDG_CACHE_HOME/lathe/cuda, else
  * ~/.cache/lathe/cuda; false when off or unknown), and its best-effort file access: a file read

@@ -316,7 +316,7 @@ static lathe_status_t widen(lathe_exec *x, lathe_tensor *t, lathe_tensor **out) 
   s.dtype = lathe_cuda_widened(s.dtype);
   LATHE_RETURN_IF_ERROR(lathe_cuda_exec_tensor(ex, &s, out));
   lcuFunction f;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(ex->d, pack_src, "lt_unpack", &f));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(ex->d, pack_src, "lt_unpack", &f));
   lcuDeviceptr p = lathe_cuda_ptr(t), w = lathe_cuda_ptr(*out);
   int64_t n = lathe_shape_size(&t->shape);
   int bits = lathe_dtype_bits(t->shape.dtype), sign = lathe_dtype_class_of(t->shape.dtype) == LATHE_CLASS_SINT;
@@ -328,7 +328,7 @@ static lathe_status_t widen(lathe_exec *x, lathe_tensor *t, lathe_tensor **out) 
 
 lathe_status_t lathe_cuda_pack(lathe_cuda_exec *ex, const lathe_tensor *wide, lathe_tensor *t) {
   lcuFunction f;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(ex->d, pack_src, "lt_pack", &f));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(ex->d, pack_src, "lt_pack", &f));
   lcuDeviceptr p = lathe_cuda_ptr(t), w = lathe_cuda_ptr(wide);
   int64_t n = lathe_shape_size(&t->shape);
   int bits = lathe_dtype_bits(t->shape.dtype);

@@ -39,7 +39,7 @@ static lathe_status_t convert(lathe_cuda_exec *ex, const lathe_tensor *src, lath
   char name[40];
   snprintf(name, sizeof name, "lt_fft_cvt_%s_%s", tname(src->shape.dtype), tname(dst->shape.dtype));
   lcuFunction f;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), fft_src, name, &f));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), fft_src, name, &f));
   lcuDeviceptr ps = lathe_cuda_ptr(src), pd = lathe_cuda_ptr(dst);
   void *args[] = {&ps, &pd, &n, &scale};
   unsigned b, t;
@@ -52,7 +52,7 @@ static lathe_status_t hermitian(lathe_cuda_exec *ex, const lathe_tensor *src, la
   char name[40];
   snprintf(name, sizeof name, "lt_fft_herm_%s", tname(src->shape.dtype));
   lcuFunction f;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), fft_src, name, &f));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), fft_src, name, &f));
   lcuDeviceptr ps = lathe_cuda_ptr(src), pd = lathe_cuda_ptr(dst);
   void *args[] = {&ps, &pd, &n, &h, &nlast, &n0, &n1, &scale};
   unsigned b, t;

@@ -26,20 +26,21 @@ static void fused_text(lt_text *t) {
          softmax_warp_src);
 }
 
+/* The family's kernel text, made once (kernels are found by its address: lathe_cuda_kernel_lasting). */
+static const char *source;
+static pthread_once_t source_once = PTHREAD_ONCE_INIT;
+static void make_source(void) {
+  lt_text t = {0};
+  fused_text(&t);
+  if (!t.oom) source = t.s;
+}
+
 static lathe_status_t fused_kernel(lathe_cuda_exec *ex, const char *what, lathe_dtype dt, lcuFunction *f) {
-  static const char *source;
-  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-  pthread_mutex_lock(&mu);
-  if (!source) {
-    lt_text t = {0};
-    fused_text(&t);
-    if (!t.oom) source = t.s;
-  }
-  pthread_mutex_unlock(&mu);
+  pthread_once(&source_once, make_source);
   if (!source) return LATHE_OOM("lathe:cuda: codegen");
   char name[64];
   snprintf(name, sizeof name, "lt_%s_%s", what, lathe_dtype_name(dt));
-  return lathe_cuda_kernel(lathe_cuda_exec_dev(ex), source, name, f);
+  return lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), source, name, f);
 }
 
 bool lathe_cuda_supports_fused(lathe_op op, lathe_dtype dt) {

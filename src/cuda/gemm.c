@@ -173,7 +173,7 @@ static lathe_status_t tiled(lathe_cuda_exec *ex, const lt_gemm *g) {
     return lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: no product of %s operands into %s", lathe_dtype_name(g->ab),
                             lathe_dtype_name(g->d));
   lcuFunction f;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), tiled_src, name, &f));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), tiled_src, name, &f));
   lcuDeviceptr pa = g->a.p, pb = g->b.p, pd = g->c.p;
   int64_t batch = g->batch, m = g->m, n = g->n, k = g->k;
   lt_mat a = g->a, b = g->b, c = g->c;

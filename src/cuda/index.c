@@ -144,7 +144,7 @@ static lathe_status_t move_kernel(lathe_cuda_exec *ex, const char *what, lathe_d
   if (!src) return LATHE_OOM("lathe:cuda: index kernels");
   char name[32];
   snprintf(name, sizeof name, "lt_%s_%d", what, lathe_dtype_bits(dt) / 8);
-  return lathe_cuda_kernel(lathe_cuda_exec_dev(ex), src, name, f);
+  return lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), src, name, f);
 }
 
 typedef struct ggeom_h { /* lt_ggeom */
@@ -250,7 +250,7 @@ static lathe_status_t run_scatter(lathe_cuda_exec *ex, const lathe_node *n, lath
   if (!total || !lathe_shape_size(os)) return NULL;
   const char *name = n->op == LATHE_OP_SCATTER_SUM ? "lt_scatter_sum" : n->op == LATHE_OP_SCATTER_MAX ? "lt_scatter_max" : "lt_scatter_min";
   lcuFunction f;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), src, name, &f));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), src, name, &f));
   lcuDeviceptr py = lathe_cuda_ptr(out[0]), pu = lathe_cuda_ptr(in[2]), pi = lathe_cuda_ptr(in[1]);
   void *args[] = {&py, &pu, &pi, &total, &g};
   unsigned b, t;

@@ -67,7 +67,7 @@ lathe_status_t lathe_cuda_strided(lathe_cuda_exec *ex, bool scatter, const lathe
   char name[32];
   snprintf(name, sizeof name, "lt_%s_%d", scatter ? "scatter" : "gather", w);
   lcuFunction f;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), layout_src, name, &f));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), layout_src, name, &f));
   void *args[] = {&pi, &po, &n, &d, &s, &base};
   unsigned b, t;
   lathe_cuda_grid(n, &b, &t);
@@ -194,7 +194,7 @@ static lathe_status_t run_pad(lathe_cuda_exec *ex, const lathe_node *n, lathe_te
   char name[32];
   snprintf(name, sizeof name, "lt_pad_%d", width_of(x->shape.dtype));
   lcuFunction f;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), layout_src, name, &f));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), layout_src, name, &f));
   lcuDeviceptr pi = lathe_cuda_ptr(x), po = lathe_cuda_ptr(y), pf = lathe_cuda_ptr(fill);
   void *args[] = {&pi, &po, &pf, &total, &od, &id, &l, &it};
   unsigned b, t;
@@ -259,7 +259,7 @@ lathe_status_t lathe_cuda_run_leaf(lathe_cuda_exec *ex, const lathe_node *n, lat
   char name[48];
   snprintf(name, sizeof name, "lt_iota_%s", lathe_dtype_name(w->shape.dtype));
   lcuFunction f;
-  lathe_status_t st = lathe_cuda_kernel(lathe_cuda_exec_dev(ex), iota_src, name, &f);
+  lathe_status_t st = lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), iota_src, name, &f);
   lcuDeviceptr po = lathe_cuda_ptr(w);
   void *args[] = {&po, &total, &dim, &inner};
   unsigned b, t;

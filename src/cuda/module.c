@@ -162,9 +162,25 @@ struct cuda_module {
   int n_fns;
 };
 
+/* Functions of lasting sources, by (text address, name): an open-addressed table whose entries
+ * are published once with a release store and never change or move until the device goes. */
+enum { LASTING_SLOTS = 1024, LASTING_PROBES = 16, LASTING_NAME = 64 };
+typedef struct lasting_fn {
+  const char *source;
+  lcuFunction fn;
+  char name[LASTING_NAME];
+} lasting_fn;
+
 lathe_status_t lathe_cuda_modules_init(cuda_modules *m) {
   memset(m, 0, sizeof *m);
-  return pthread_mutex_init(&m->mu, NULL) ? LATHE_OOM("lathe:cuda") : NULL;
+  m->lasting = calloc(LASTING_SLOTS, sizeof *m->lasting);
+  if (!m->lasting) return LATHE_OOM("lathe:cuda");
+  if (pthread_mutex_init(&m->mu, NULL)) {
+    free(m->lasting);
+    m->lasting = NULL;
+    return LATHE_OOM("lathe:cuda");
+  }
+  return NULL;
 }
 
 void lathe_cuda_modules_destroy(cuda_dev *d) {
@@ -180,6 +196,9 @@ void lathe_cuda_modules_destroy(cuda_dev *d) {
   lathe_status_free(st);
   free(m->table);
   m->table = NULL;
+  for (int i = 0; m->lasting && i < LASTING_SLOTS; i++) free(atomic_load(&m->lasting[i]));
+  free(m->lasting);
+  m->lasting = NULL;
   pthread_mutex_destroy(&m->mu);
 }
 
@@ -303,6 +322,35 @@ lathe_status_t lathe_cuda_kernel(cuda_dev *d, const char *source, const char *na
   }
   pthread_mutex_unlock(&d->modules.mu);
   return st;
+}
+
+lathe_status_t lathe_cuda_kernel_lasting(cuda_dev *d, const char *source, const char *name, lcuFunction *out) {
+  size_t nl = strlen(name);
+  if (nl >= LASTING_NAME) return lathe_cuda_kernel(d, source, name, out);
+  uint64_t h = fnv((uint64_t)(uintptr_t)source * 0x9e3779b97f4a7c15ull, name, nl);
+  _Atomic(lasting_fn *) *tab = d->modules.lasting;
+  for (int p = 0; p < LASTING_PROBES; p++) {
+    lasting_fn *e = atomic_load_explicit(&tab[(h + (uint64_t)p) & (LASTING_SLOTS - 1)], memory_order_acquire);
+    if (!e) break;
+    if (e->source == source && !memcmp(e->name, name, nl + 1)) {
+      *out = e->fn;
+      return NULL;
+    }
+  }
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(d, source, name, out));
+  lasting_fn *e = malloc(sizeof *e);
+  if (!e) return NULL; /* found the slow way: not remembered */
+  e->source = source;
+  e->fn = *out;
+  memcpy(e->name, name, nl + 1);
+  for (int p = 0; p < LASTING_PROBES; p++) { /* the first empty slot, unless a racing thread put it there */
+    _Atomic(lasting_fn *) *slot = &tab[(h + (uint64_t)p) & (LASTING_SLOTS - 1)];
+    lasting_fn *cur = NULL;
+    if (atomic_compare_exchange_strong_explicit(slot, &cur, e, memory_order_release, memory_order_acquire)) return NULL;
+    if (cur->source == source && !memcmp(cur->name, name, nl + 1)) break;
+  }
+  free(e); /* there already, or no room within the probes: found the slow way next time */
+  return NULL;
 }
 
 /* ---- growing kernel sources (cuda.h) ---- */

@@ -22,18 +22,19 @@ typedef struct q_args {
   int64_t bits, sgn, nf4, skind, has_zp, gt, vpb, bpb, act;
 } q_args;
 
+/* The family's kernel text, made once (kernels are found by its address: lathe_cuda_kernel_lasting). */
+static const char *source;
+static pthread_once_t source_once = PTHREAD_ONCE_INIT;
+static void make_source(void) {
+  lt_text t = {0};
+  lt_put(&t, "%s%s", lathe_cuda_activation_source(), quant_src);
+  if (!t.oom) source = t.s;
+}
+
 static lathe_status_t q_kernel(lathe_cuda_exec *ex, const char *name, lcuFunction *f) {
-  static const char *source;
-  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-  pthread_mutex_lock(&mu);
-  if (!source) {
-    lt_text t = {0};
-    lt_put(&t, "%s%s", lathe_cuda_activation_source(), quant_src);
-    if (!t.oom) source = t.s;
-  }
-  pthread_mutex_unlock(&mu);
+  pthread_once(&source_once, make_source);
   if (!source) return LATHE_OOM("lathe:cuda: codegen");
-  return lathe_cuda_kernel(lathe_cuda_exec_dev(ex), source, name, f);
+  return lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), source, name, f);
 }
 
 void lathe_cuda_sources_quantized(lathe_cuda_source_fn fn, void *ctx) {

@@ -185,7 +185,7 @@ static lathe_status_t launch_one(lathe_cuda_exec *ex, const red_launch *L, bool 
   char name[32];
   snprintf(name, sizeof name, "lt_red%s_%s", partial_in ? "p" : "", op_names[L->col]);
   lcuFunction f;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), L->source, name, &f));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), L->source, name, &f));
   lcuDeviceptr pi = (lcuDeviceptr)(uintptr_t)in, po = (lcuDeviceptr)(uintptr_t)out, pp = (lcuDeviceptr)(uintptr_t)part;
   rgeom_h gg = *g;
   /* aligned groups of 4 along a contiguous reduced run: every part and row starts on one */

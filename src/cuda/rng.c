@@ -25,7 +25,7 @@ lathe_status_t lathe_cuda_rng_bit_generator(lathe_cuda_exec *ex, const lathe_nod
   char name[24];
   snprintf(name, sizeof name, "lt_rng_%d", bytes);
   lcuFunction f;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), rng_src, name, &f));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), rng_src, name, &f));
   lcuDeviceptr ps = lathe_cuda_ptr(in[0]), pn = lathe_cuda_ptr(out[0]), pv = lathe_cuda_ptr(out[1]);
   void *args[] = {&ps, &pn, &pv, &count, &blocks};
   unsigned b, t;

@@ -94,7 +94,7 @@ static int64_t cdiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 static lathe_status_t launch(lathe_cuda_exec *ex, const char *src, const char *name, const void *in, void *out,
                              const void *carry, void *part, const sgeom_h *g, int gs, int mode) {
   lcuFunction f;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(lathe_cuda_exec_dev(ex), src, name, &f));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), src, name, &f));
   lcuDeviceptr pi = (lcuDeviceptr)(uintptr_t)in, po = (lcuDeviceptr)(uintptr_t)out;
   lcuDeviceptr pc = (lcuDeviceptr)(uintptr_t)carry, pp = (lcuDeviceptr)(uintptr_t)part;
   sgeom_h gg = *g;

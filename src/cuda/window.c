@@ -204,7 +204,7 @@ lathe_status_t lathe_cuda_run_window(lathe_cuda_exec *ex, const lathe_node *n, l
                      : red == LATHE_OP_REDUCE_MAX ? "max" : "min";
     char name[24];
     snprintf(name, sizeof name, "lt_rw%s_%s", small ? "32" : "", kind);
-    LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(d, src, name, &f));
+    LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(d, src, name, &f));
     acc_arg id = ident_of(red, n->shape.dtype);
     lcuDeviceptr px = lathe_cuda_ptr(in[0]), py = lathe_cuda_ptr(out[0]);
     int ny32 = (int)ny;
@@ -222,7 +222,7 @@ lathe_status_t lathe_cuda_run_window(lathe_cuda_exec *ex, const lathe_node *n, l
     LATHE_CU_TRY(api, cuMemsetD8Async(lathe_cuda_ptr(out[0]), 0, out[0]->nbytes, lathe_cuda_exec_stream(ex)),
                  "lathe:cuda: SelectAndScatter");
     if (!ns) return NULL;
-    LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(d, src, n->op == LATHE_OP_SELECT_AND_SCATTER_MAX ? "lt_sasd_max" : "lt_sasd_min", &f));
+    LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(d, src, n->op == LATHE_OP_SELECT_AND_SCATTER_MAX ? "lt_sasd_max" : "lt_sasd_min", &f));
     lcuDeviceptr px = lathe_cuda_ptr(in[0]), ps = lathe_cuda_ptr(in[1]), py = lathe_cuda_ptr(out[0]);
     int ns32 = (int)ns;
     void *args[] = {&px, &ps, &py, &ns32, &g};
@@ -241,12 +241,12 @@ lathe_status_t lathe_cuda_run_window(lathe_cuda_exec *ex, const lathe_node *n, l
                "lathe:cuda: SelectAndScatter accumulator");
   lcuDeviceptr px = lathe_cuda_ptr(in[0]), ps = lathe_cuda_ptr(in[1]), pa = lathe_cuda_ptr(acc), py = lathe_cuda_ptr(out[0]);
   if (ns) {
-    LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(d, src, n->op == LATHE_OP_SELECT_AND_SCATTER_MAX ? "lt_sas_max" : "lt_sas_min", &f));
+    LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(d, src, n->op == LATHE_OP_SELECT_AND_SCATTER_MAX ? "lt_sas_max" : "lt_sas_min", &f));
     void *args[] = {&px, &ps, &pa, &ns, &g};
     lathe_cuda_grid(ns, &b, &t);
     LATHE_RETURN_IF_ERROR(lathe_cuda_launch(ex, f, b, t, 0, args));
   }
-  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel(d, src, "lt_sas_store", &f));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(d, src, "lt_sas_store", &f));
   void *args[] = {&pa, &py, &nx};
   lathe_cuda_grid(nx, &b, &t);
   return lathe_cuda_launch(ex, f, b, t, 0, args);
