@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "5ecde34d88a42c35edf7783d67de9dfa"
+const engineSourcesHash = "fdb5c7883156a36f84b6432a227075d3"

@@ -1,14 +1,25 @@
 /* hostmem.c -- the CPU device's memory: 64-byte aligned host blocks, with large blocks kept in
  * a cache of size classes when freed, so a step that allocates the same big outputs every run
- * reuses warm pages instead of mapping (and faulting in) fresh ones each time. One cache per
- * process (host memory is one resource), bounded, emptied when the last CPU device goes. */
+ * reuses warm pages instead of mapping (and faulting in) fresh ones each time. Small blocks (up
+ * to SMALL_MAX) are kept too, a few per power of two: glibc's aligned allocation splits a larger
+ * chunk on every call (about 700 instructions for 64 bytes, most of a one-op execution's cost).
+ * One cache per process (host memory is one resource), bounded, emptied when the last CPU
+ * device goes. */
 #include <pthread.h>
 #include <unistd.h>
+#ifdef __APPLE__
+#include <malloc/malloc.h>
+static size_t block_size(void *p) { return malloc_size(p); }
+#else
+#include <malloc.h>
+static size_t block_size(void *p) { return malloc_usable_size(p); }
+#endif
 
 #include "cpu.h"
 
-enum { CACHE_MIN = 256 << 10 };   /* smaller blocks go straight to malloc, which pools them */
+enum { CACHE_MIN = 256 << 10 };   /* blocks between SMALL_MAX and this go straight to malloc */
 #define CLASSES 256
+enum { SMALL_MAX = 4096, SMALL_CLASSES = 7, SMALL_KEEP = 64 }; /* 64 B .. 4 KiB, 64 blocks each */
 
 typedef struct block {
   struct block *next;
@@ -18,6 +29,18 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static block *cached[CLASSES];
 static size_t cached_bytes, cache_limit;
 static int users; /* live CPU devices */
+static block *small[SMALL_CLASSES];
+static int n_small[SMALL_CLASSES];
+
+/* The small class of an n-byte block (-1: not small) and its size. */
+static int small_class_of(size_t n, size_t *size) {
+  if (n > SMALL_MAX) return -1;
+  int c = 0;
+  size_t s = 64;
+  while (s < n) s *= 2, c++;
+  *size = s;
+  return c;
+}
 
 /* Classes: eight steps per power of two from CACHE_MIN up (at most 12.5% slack). */
 static int class_of(size_t n, size_t *size) {
@@ -32,6 +55,14 @@ static int class_of(size_t n, size_t *size) {
 }
 
 static void drain(void) { /* with mu held */
+  for (int c = 0; c < SMALL_CLASSES; c++) {
+    while (small[c]) {
+      block *b = small[c];
+      small[c] = b->next;
+      lathe_aligned_free(b);
+    }
+    n_small[c] = 0;
+  }
   for (int c = 0; c < CLASSES; c++)
     while (cached[c]) {
       block *b = cached[c];
@@ -59,6 +90,17 @@ void lathe_cpu_mem_detach(void) {
 
 void *lathe_cpu_mem_alloc(size_t nbytes) {
   size_t size = nbytes;
+  int sc = small_class_of(nbytes, &size);
+  if (sc >= 0) {
+    pthread_mutex_lock(&mu);
+    block *b = small[sc];
+    if (b) {
+      small[sc] = b->next;
+      n_small[sc]--;
+    }
+    pthread_mutex_unlock(&mu);
+    return b ? (void *)b : lathe_aligned_alloc(size);
+  }
   int c = nbytes >= CACHE_MIN ? class_of(nbytes, &size) : -1;
   if (c >= 0) {
     pthread_mutex_lock(&mu);
@@ -83,6 +125,23 @@ void *lathe_cpu_mem_alloc(size_t nbytes) {
 void lathe_cpu_mem_free(void *p, size_t nbytes) {
   if (!p) return;
   size_t size;
+  int sc = small_class_of(nbytes, &size);
+  if (sc >= 0) {
+    /* kept only when the block holds its class's size: a caller's nbytes is then never trusted
+     * to hand a smaller block out as a larger one */
+    bool fits = block_size(p) >= size;
+    pthread_mutex_lock(&mu);
+    if (fits && users > 0 && n_small[sc] < SMALL_KEEP) {
+      block *b = p;
+      b->next = small[sc];
+      small[sc] = b;
+      n_small[sc]++;
+      p = NULL;
+    }
+    pthread_mutex_unlock(&mu);
+    lathe_aligned_free(p);
+    return;
+  }
   int c = nbytes >= CACHE_MIN ? class_of(nbytes, &size) : -1;
   if (c >= 0) {
     pthread_mutex_lock(&mu);
