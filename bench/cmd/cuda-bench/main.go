@@ -70,6 +70,8 @@ func works(quick bool) []work {
 		{"chain, scalar zero, 2^26", []int{1 << 26}, 8 << 26, chain(scalarRelu), 10},
 		{"softmax 512x1024x1024 (last axis)", []int{512, 1024, 1024}, 8 << 29, func(x *Node) *Node { return Softmax(x, -1) }, 3},
 		{"row sum 8192x8192", []int{8192, 8192}, 4 << 26, func(x *Node) *Node { return ReduceSum(x, -1) }, 10},
+		{"column sum 32768x768 (bias gradient)", []int{32768, 768}, 4 * 32768 * 768, func(x *Node) *Node { return ReduceSum(x, 0) }, 20},
+		{"column sum 401408x32 (conv bias gradient)", []int{401408, 32}, 4 * 401408 * 32, func(x *Node) *Node { return ReduceSum(x, 0) }, 20},
 		{"layer norm 16384x1024", []int{16384, 1024}, 8 << 24, layerNorm, 20},
 		{"floor: x+1 on 4 floats, Call + Value", []int{4}, 0, func(x *Node) *Node { return AddScalar(x, 1) }, 1},
 	}

@@ -20,6 +20,8 @@ def works():
         ("chain 2^26", (1 << 26,), "chain", 10),
         ("softmax 512x1024x1024 (last axis)", s, "softmax", 3),
         ("row sum 8192x8192", (8192, 8192), "rowsum", 10),
+        ("column sum 32768x768 (bias gradient)", (32768, 768), "colsum", 20),
+        ("column sum 401408x32 (conv bias gradient)", (401408, 32), "colsum", 20),
         ("layer norm 16384x1024", (16384, 1024), "layernorm", 20),
         ("floor: x+1 on 4 floats", (4,), "floor", 1),
     ]
@@ -38,6 +40,7 @@ def run_jax():
         "chain": lambda x: jax.nn.relu(1.5 * x + 0.5) * x,
         "softmax": lambda x: jax.nn.softmax(x, axis=-1),
         "rowsum": lambda x: jnp.sum(x, axis=-1),
+        "colsum": lambda x: jnp.sum(x, axis=0),
         "layernorm": lambda x: (x - x.mean(-1, keepdims=True)) * jax.lax.rsqrt(jnp.square(x - x.mean(-1, keepdims=True)).mean(-1, keepdims=True) + 1e-5),
         "floor": lambda x: x + 1,
     }
@@ -74,6 +77,7 @@ def run_torch():
         "chain": lambda x: torch.relu(1.5 * x + 0.5) * x,
         "softmax": lambda x: torch.softmax(x, dim=-1),
         "rowsum": lambda x: x.sum(-1),
+        "colsum": lambda x: x.sum(0),
         "layernorm": lambda x: torch.nn.functional.layer_norm(x, x.shape[-1:], eps=1e-5),
         "floor": lambda x: x + 1,
     }
