@@ -42,18 +42,6 @@ lathe_status_t lathe_cpu_compile(void *ctx, const lathe_program *prog, lathe_pla
 }
 
 /* Host memory is one domain for every ordinal. */
-static lathe_status_t arena_alloc(void *dev, int domain, size_t nbytes, void **out) {
-  (void)dev, (void)domain;
-  if (!(*out = lathe_cpu_mem_alloc(nbytes)))
-    return lathe_status_new(LATHE_STATUS_RESOURCE_EXHAUSTED, "Execute: out of memory allocating a %zu-byte arena", nbytes);
-  return NULL;
-}
-
-static void arena_free(void *dev, int domain, void *mem, size_t nbytes) {
-  (void)dev, (void)domain;
-  lathe_cpu_mem_free(mem, nbytes);
-}
-
 static void view_init(void *dev, int domain, lathe_tensor *v) {
   (void)dev, (void)domain;
   v->dev = &lathe_cpu_device;
@@ -192,8 +180,7 @@ const lathe_exec_device lathe_cpu_exec_device = {
     .where = "",
     .takes_inputs = true,
     .one_memory = true,
-    .arena_alloc = arena_alloc,
-    .arena_free = arena_free,
+    .device = &lathe_cpu_device,
     .view_init = view_init,
     .const_new = const_new,
     .tensor_new = tensor_new,

@@ -168,19 +168,6 @@ lathe_status_t lathe_cuda_compile(void *ctx, const lathe_program *prog, lathe_pl
 }
 
 /* ---- memory of a plan on GPU `domain` ---- */
-static lathe_status_t arena_alloc(void *dev, int domain, size_t nbytes, void **out) {
-  lathe_cuda *cu = dev;
-  lcuDeviceptr p;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_malloc(&cu->devs[domain], nbytes, &p));
-  *out = (void *)(uintptr_t)p;
-  return NULL;
-}
-
-static void arena_free(void *dev, int domain, void *mem, size_t nbytes) {
-  lathe_cuda *cu = dev;
-  lathe_cuda_free(&cu->devs[domain], (lcuDeviceptr)(uintptr_t)mem, nbytes);
-}
-
 static void view_init(void *dev, int domain, lathe_tensor *v) {
   v->device = domain;
   v->dev = &lathe_cuda_device;
@@ -463,8 +450,7 @@ static lathe_status_t launch_program(lathe_exec *x, const lathe_launch *l, bool 
 const lathe_exec_device lathe_cuda_exec_device = {
     .where = " on lathe:cuda",
     .keeps_arenas = true, /* until the stream is done (finish) */
-    .arena_alloc = arena_alloc,
-    .arena_free = arena_free,
+    .device = &lathe_cuda_device,
     .view_init = view_init,
     .const_new = const_new,
     .tensor_new = tensor_new,

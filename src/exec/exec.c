@@ -55,7 +55,7 @@ lathe_status_t lathe_xplan_init(lathe_xplan *p, const lathe_exec_device *dev, vo
 void lathe_exec_arena_set_free(lathe_xplan *p, lathe_xarena_set *a) {
   if (!a || a == &p->none) return;
   for (int f = 0; f < p->n_fns; f++) {
-    if (a->fns[f].mem) p->dev->arena_free(p->dev_ctx, a->domain, a->fns[f].mem, (size_t)p->fns[f].pf->arena_bytes);
+    if (a->fns[f].mem) p->dev->device->mem_free(p->dev_ctx, a->domain, a->fns[f].mem, (size_t)p->fns[f].pf->arena_bytes);
     free(a->fns[f].views);
   }
   free(a->fns);
@@ -160,7 +160,7 @@ static lathe_status_t arena_ready(lathe_xplan *p, int domain, const lathe_xfn *f
   if (a->views || !pf->arena_bytes) return NULL;
   a->views = calloc((size_t)pf->n_slots + 1, sizeof(lathe_tensor));
   if (!a->views) return LATHE_OOM("Execute");
-  lathe_status_t st = p->dev->arena_alloc(p->dev_ctx, domain, (size_t)pf->arena_bytes, &a->mem);
+  lathe_status_t st = p->dev->device->mem_alloc(p->dev_ctx, domain, (size_t)pf->arena_bytes, &a->mem);
   if (st) {
     free(a->views);
     a->views = NULL;

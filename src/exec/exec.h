@@ -33,8 +33,8 @@ typedef struct lathe_exec_device {
   /* Every ordinal's tensors share one memory (the CPU's): a result moves into any ordinal's shell. */
   bool one_memory;
   /* ---- memory of a plan; domain: where the memory lives (a GPU ordinal; the CPU has one) ---- */
-  lathe_status_t (*arena_alloc)(void *dev, int domain, size_t nbytes, void **out);
-  void (*arena_free)(void *dev, int domain, void *mem, size_t nbytes);
+  /* The device's seam table: arenas come from its mem_alloc / mem_free on the domain's ordinal. */
+  const struct lathe_device_i *device;
   /* Sets the device fields (dev, dev_ctx, device) of an arena view. */
   void (*view_init)(void *dev, int domain, lathe_tensor *view);
   /* A constant slot's tensor on domain (a reference for the plan). */
