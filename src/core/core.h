@@ -71,6 +71,12 @@ static inline int lathe_dtype_is_float(lathe_dtype dt) { /* real floating point 
 }
 static inline int lathe_dtype_is_complex(lathe_dtype dt) { return lathe_dtype_class_of(dt) == LATHE_CLASS_COMPLEX; }
 static inline int lathe_dtype_is_packed(lathe_dtype dt) { return lathe_dtype_bits(dt) < 8; }
+/* The 8-bit type a sub-byte integer is computed in (Int8 for signed, Uint8 for unsigned); any
+ * other dtype (an invalid one included) is itself. */
+static inline lathe_dtype lathe_dtype_widened(lathe_dtype dt) {
+  if (!lathe_dtype_is_valid(dt) || !lathe_dtype_is_packed(dt)) return dt;
+  return lathe_dtype_class_of(dt) == LATHE_CLASS_SINT ? LATHE_DTYPE_INT8 : LATHE_DTYPE_UINT8;
+}
 /* The real dtype of a complex one (Complex64 -> Float32); dt itself otherwise. */
 lathe_dtype lathe_dtype_real_of(lathe_dtype dt);
 

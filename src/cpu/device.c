@@ -55,8 +55,7 @@ static bool supports_dtype(void *ctx, lathe_dtype dt) {
 bool lathe_cpu_supports_op(lathe_op op, lathe_dtype dt) {
   if (!lathe_dtype_is_valid(dt)) return false;
   /* sub-byte integers compute widened to 8 bits */
-  if (lathe_dtype_is_packed(dt) && op != LATHE_OP_BITCAST)
-    dt = lathe_dtype_class_of(dt) == LATHE_CLASS_SINT ? LATHE_DTYPE_INT8 : LATHE_DTYPE_UINT8;
+  if (op != LATHE_OP_BITCAST) dt = lathe_dtype_widened(dt);
   switch (lathe_op_kind_of(op)) {
 #define LATHE_KIND(NAME, family) \
   LATHE_KIND_IF_FAMILY(family, case LATHE_KIND_##NAME: return lathe_cpu_supports_##family(op, dt);)

@@ -106,8 +106,7 @@ void lathe_ew_parallel(lathe_cpu_exec *ex, int64_t n, lathe_range_fn fn, void *c
 
 lathe_shape lathe_ew_in_shape(const lathe_node *n, int k) {
   lathe_shape s = n->in[k]->shape;
-  if (lathe_dtype_is_packed(s.dtype))
-    s.dtype = lathe_dtype_class_of(s.dtype) == LATHE_CLASS_SINT ? LATHE_DTYPE_INT8 : LATHE_DTYPE_UINT8;
+  s.dtype = lathe_dtype_widened(s.dtype);
   return s;
 }
 

@@ -146,7 +146,7 @@ static pack_job pack_job_of(const lathe_tensor *packed, const lathe_tensor *wide
 
 static lathe_status_t widen(lathe_exec *x, lathe_tensor *t, lathe_tensor **out) {
   lathe_shape s = t->shape;
-  s.dtype = lathe_exec_widened(s.dtype);
+  s.dtype = lathe_dtype_widened(s.dtype);
   LATHE_RETURN_IF_ERROR(lathe_cpu_tensor_new(&s, out));
   pack_job j = pack_job_of(t, *out);
   lathe_parallel_for(cpu_exec(x)->cpu->pool, (int64_t)t->nbytes, 1 << 14, unpack_bytes, &j);

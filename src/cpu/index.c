@@ -435,11 +435,6 @@ static lathe_status_t run_dynamic_update_slice(lathe_cpu_exec *ex, const lathe_n
 }
 
 /* ---- family entry points ---- */
-static lathe_dtype widened(lathe_dtype dt) {
-  if (!lathe_dtype_is_packed(dt)) return dt;
-  return lathe_dtype_class_of(dt) == LATHE_CLASS_SINT ? LATHE_DTYPE_INT8 : LATHE_DTYPE_UINT8;
-}
-
 bool lathe_cpu_supports_index(lathe_op op, lathe_dtype dtype) {
   if (!lathe_dtype_is_valid(dtype)) return false;
   switch (op) {
@@ -450,7 +445,7 @@ bool lathe_cpu_supports_index(lathe_op op, lathe_dtype dtype) {
     case LATHE_OP_SCATTER_SUM:
     case LATHE_OP_SCATTER_MAX:
     case LATHE_OP_SCATTER_MIN:
-      return combiner(op, widened(dtype)) != NULL;
+      return combiner(op, lathe_dtype_widened(dtype)) != NULL;
     default:
       return false;
   }

@@ -198,7 +198,7 @@ static lathe_status_t own_path(void *ctx) {
   lcuDeviceptr col = 0, tile = 0;
   LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, ct, G * rc * K, &col, NULL));
   if (!direct) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, ct, G * rc * ocg, &tile, NULL));
-  size_t oes = (size_t)lathe_dtype_bits(lathe_cuda_widened(os->dtype)) / 8;
+  size_t oes = (size_t)lathe_dtype_bits(lathe_dtype_widened(os->dtype)) / 8;
   for (int64_t r0 = 0; r0 < R;) {
     int64_t rows = R - r0 < rc ? R - r0 : rc;
     if (direct && !rows_merged) {

@@ -163,8 +163,6 @@ void lathe_cuda_grid(int64_t n, unsigned *blocks, unsigned *threads);
 /* A scratch tensor of the execution, freed (stream-ordered) with it. *out is a new reference of the
  * caller's: release it (the data stays valid until the execution's stream is done). */
 lathe_status_t lathe_cuda_exec_tensor(lathe_cuda_exec *ex, const lathe_shape *shape, lathe_tensor **out);
-/* Sub-byte integers as kernels hold them (Int8/Uint8); other dtypes as they are. */
-lathe_dtype lathe_cuda_widened(lathe_dtype dt);
 /* Packs wide (Int8/Uint8, one value per byte) into t, a sub-byte integer tensor of the same
  * element count: each value keeps its low bits (the wrap of a conversion to t's width). */
 lathe_status_t lathe_cuda_pack(lathe_cuda_exec *ex, const lathe_tensor *wide, lathe_tensor *t);

@@ -4,8 +4,7 @@
 bool lathe_cuda_supports_op(lathe_op op, lathe_dtype dt) {
   if (!lathe_dtype_is_valid(dt)) return false;
   /* sub-byte integers compute widened to 8 bits, as on the CPU */
-  if (lathe_dtype_is_packed(dt) && !lathe_op_has(op, LATHE_OPF_PACKED))
-    dt = lathe_dtype_class_of(dt) == LATHE_CLASS_SINT ? LATHE_DTYPE_INT8 : LATHE_DTYPE_UINT8;
+  if (!lathe_op_has(op, LATHE_OPF_PACKED)) dt = lathe_dtype_widened(dt);
   switch (lathe_op_kind_of(op)) {
 #define LATHE_KIND(NAME, family) \
   LATHE_KIND_IF_FAMILY(family, case LATHE_KIND_##NAME: return lathe_cuda_supports_##family(op, dt);)

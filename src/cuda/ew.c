@@ -38,12 +38,6 @@ static const char *storage_of(lathe_dtype dt) {
   }
 }
 
-/* Sub-byte integers are stored widened to 8 bits around kernels. */
-static lathe_dtype widened(lathe_dtype dt) {
-  if (!lathe_dtype_is_packed(dt)) return dt;
-  return lathe_dtype_class_of(dt) == LATHE_CLASS_SINT ? LATHE_DTYPE_INT8 : LATHE_DTYPE_UINT8;
-}
-
 static const char *compute_of(lathe_dtype dt) {
   return dt == LATHE_DTYPE_FLOAT16 || dt == LATHE_DTYPE_BFLOAT16 ? "float" : storage_of(dt);
 }
@@ -244,7 +238,7 @@ static void gen_members(lt_text *t, const gen_member *m, int n_members, char nam
     if (m[i].out >= 0) {
       snprintf(v, sizeof v, "v%d", i);
       lt_put(t, "%s", ind);
-      lt_put(t, store_fmt, m[i].out, conv_out(c, sizeof c, widened(m[i].node->shape.dtype), v));
+      lt_put(t, store_fmt, m[i].out, conv_out(c, sizeof c, lathe_dtype_widened(m[i].node->shape.dtype), v));
       lt_put(t, "\n");
     }
   }
@@ -292,7 +286,7 @@ static lathe_status_t gen_kernel(lt_text *t, const gen_member *m, int n_members,
   lathe_dtype odt[EW_MAX_VALUES];
   for (int o = 0; o < k->n_outputs; o++) odt[o] = LATHE_DTYPE_INVALID;
   for (int i = 0; i < n_members; i++)
-    if (m[i].out >= 0) odt[m[i].out] = widened(m[i].node->shape.dtype);
+    if (m[i].out >= 0) odt[m[i].out] = lathe_dtype_widened(m[i].node->shape.dtype);
   lt_put(t, "extern \"C\" __global__ void lt_fused(%s n, int vec", ix);
   for (int a = 1; a < k->rank; a++) lt_put(t, k->idx32 ? ", lt_div32 q%d" : ", int64_t d%d", a);
   for (int o = 0; o < k->n_outputs; o++) lt_put(t, ", %s *o%d", storage_of(odt[o]), o);
@@ -359,7 +353,7 @@ static lathe_status_t ewk_new(lathe_cuda *cu, const gen_member *m, int n_members
     k->in_bytes[i] = lathe_dtype_bits(in[i].dtype) / 8;
   }
   for (int i = 0; i < n_members; i++)
-    if (m[i].out >= 0) k->out_bytes[m[i].out] = lathe_dtype_bits(widened(m[i].node->shape.dtype)) / 8;
+    if (m[i].out >= 0) k->out_bytes[m[i].out] = lathe_dtype_bits(lathe_dtype_widened(m[i].node->shape.dtype)) / 8;
   collapse(k, it);
   lt_text t = {0};
   lt_put(&t, "%s", ew_prelude);
@@ -477,7 +471,7 @@ lathe_status_t lathe_cuda_ewk_step(lathe_cuda *cu, const lathe_node *n, const la
   for (int i = 0; i < n->n_operands; i++) {
     const lathe_shape *s = in[i];
     m.in[i] = -(i + 1);
-    gi[i].dtype = widened(s->dtype);
+    gi[i].dtype = lathe_dtype_widened(s->dtype);
     if (s->rank == 0) {
       gi[i].access = LATHE_PACCESS_SCALAR;
     } else if (lathe_shape_size(s) == lathe_shape_size(out) && s->rank == out->rank) {
@@ -532,7 +526,7 @@ lathe_status_t lathe_cuda_ewk_region(lathe_cuda *cu, const lathe_pfunc *pf, cons
   }
   memset(gi, 0, sizeof gi);
   for (int i = 0; i < g->n_inputs; i++) {
-    gi[i].dtype = widened(pf->slots[g->inputs[i].slot].shape.dtype);
+    gi[i].dtype = lathe_dtype_widened(pf->slots[g->inputs[i].slot].shape.dtype);
     gi[i].access = g->inputs[i].access;
     if (gi[i].access == LATHE_PACCESS_FULL) { /* as strides, so that collapsing treats all alike */
       gi[i].access = LATHE_PACCESS_STRIDED;

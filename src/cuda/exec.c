@@ -92,7 +92,7 @@ static lathe_status_t bind_kernels(lathe_cuda *cu, lathe_plan *p) {
       lathe_shape ws[LATHE_PMEMBER_MAX_IN], wo = pf->slots[sp->out[0]].shape;
       for (int k = 0; k < sp->n_in && k < LATHE_PMEMBER_MAX_IN; k++) {
         ws[k] = pf->slots[sp->in[k]].shape;
-        ws[k].dtype = lathe_cuda_widened(ws[k].dtype);
+        ws[k].dtype = lathe_dtype_widened(ws[k].dtype);
         in[k] = &ws[k];
       }
       if (!(st = keep_unimplemented(lathe_cuda_ewk_step(cu, sp->node, in, &wo, &f->step_k[s]))) && f->step_k[s]) total++;
@@ -295,12 +295,11 @@ static lathe_status_t read_bytes(lathe_exec *x, const lathe_tensor *t, void *dst
 /* Sub-byte integers: widened to 8 bits around kernels that compute on values, as on the CPU. */
 static const char pack_src[] = LT_CUH_PACK;
 
-lathe_dtype lathe_cuda_widened(lathe_dtype dt) { return lathe_exec_widened(dt); }
 
 static lathe_status_t widen(lathe_exec *x, lathe_tensor *t, lathe_tensor **out) {
   lathe_cuda_exec *ex = cuda_exec(x);
   lathe_shape s = t->shape;
-  s.dtype = lathe_cuda_widened(s.dtype);
+  s.dtype = lathe_dtype_widened(s.dtype);
   LATHE_RETURN_IF_ERROR(lathe_cuda_exec_tensor(ex, &s, out));
   lcuFunction f;
   LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(ex->d, pack_src, "lt_unpack", &f));

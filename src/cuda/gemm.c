@@ -17,7 +17,7 @@
 
 /* ---- dtypes in kernels ---- */
 const char *lathe_cuda_storage_type(lathe_dtype dt) {
-  switch (lathe_cuda_widened(dt)) {
+  switch (lathe_dtype_widened(dt)) {
     case LATHE_DTYPE_BOOL: return "uint8_t";
     case LATHE_DTYPE_INT8: return "int8_t";
     case LATHE_DTYPE_INT16: return "int16_t";

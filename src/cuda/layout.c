@@ -253,7 +253,7 @@ lathe_status_t lathe_cuda_run_leaf(lathe_cuda_exec *ex, const lathe_node *n, lat
   bool packed = lathe_dtype_is_packed(y->shape.dtype);
   if (packed) { /* sub-byte integers: one byte per value, then packed (keeping the low bits wraps) */
     lathe_shape ws = y->shape;
-    ws.dtype = lathe_cuda_widened(ws.dtype);
+    ws.dtype = lathe_dtype_widened(ws.dtype);
     LATHE_RETURN_IF_ERROR(lathe_cuda_exec_tensor(ex, &ws, &w));
   }
   char name[48];

@@ -448,15 +448,10 @@ static lathe_status_t bitonic(lathe_cuda_exec *ex, const char *src, const char *
   return NULL;
 }
 
-static lathe_dtype widened(lathe_dtype dt) {
-  if (!lathe_dtype_is_packed(dt)) return dt;
-  return lathe_dtype_class_of(dt) == LATHE_CLASS_SINT ? LATHE_DTYPE_INT8 : LATHE_DTYPE_UINT8;
-}
-
 /* Sub-byte tensor t as 8-bit values in scratch (*out). */
 static lathe_status_t unpack(lathe_cuda_exec *ex, const lathe_tensor *t, lathe_tensor **out) {
   int64_t n = lathe_shape_size(&t->shape);
-  LATHE_RETURN_IF_ERROR(scratch(ex, widened(t->shape.dtype), n, out));
+  LATHE_RETURN_IF_ERROR(scratch(ex, lathe_dtype_widened(t->shape.dtype), n, out));
   lcuDeviceptr p = lathe_cuda_ptr(t), w = lathe_cuda_ptr(*out);
   int bits = lathe_dtype_bits(t->shape.dtype), sign = lathe_dtype_class_of(t->shape.dtype) == LATHE_CLASS_SINT;
   void *args[] = {&p, &w, &n, &bits, &sign};
@@ -576,7 +571,7 @@ lathe_status_t lathe_cuda_run_sort(lathe_cuda_exec *ex, const lathe_node *n, lat
     for (int t = 0; t < ni && !st; t++) {
       if (lathe_dtype_is_packed(in[t]->shape.dtype)) {
         st = unpack(ex, in[t], &w_in[t]);
-        if (!st) st = scratch(ex, widened(in[t]->shape.dtype), lathe_shape_size(&in[t]->shape), &w_out[t]);
+        if (!st) st = scratch(ex, lathe_dtype_widened(in[t]->shape.dtype), lathe_shape_size(&in[t]->shape), &w_out[t]);
       } else {
         w_in[t] = in[t];
         w_out[t] = out[t];

@@ -260,7 +260,7 @@ static lathe_status_t run_node(lathe_exec *x, lathe_frame *f, int pos, const lat
     for (int k = 0; k < nout && !st; k++) {
       if (lathe_dtype_is_packed(out[k]->shape.dtype)) {
         lathe_shape ws = out[k]->shape;
-        ws.dtype = lathe_exec_widened(ws.dtype);
+        ws.dtype = lathe_dtype_widened(ws.dtype);
         st = dev->scratch_new(x, &ws, &wout[k]);
       } else {
         wout[k] = lathe_tensor_retain(out[k]);

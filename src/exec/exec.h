@@ -72,12 +72,6 @@ typedef struct lathe_exec_device {
   lathe_status_t (*begin)(lathe_exec *x, const lathe_launch *l);
 } lathe_exec_device;
 
-/* The 8-bit type a sub-byte integer computes in (other types: themselves). */
-static inline lathe_dtype lathe_exec_widened(lathe_dtype dt) {
-  if (!lathe_dtype_is_valid(dt) || !lathe_dtype_is_packed(dt)) return dt;
-  return lathe_dtype_class_of(dt) == LATHE_CLASS_SINT ? LATHE_DTYPE_INT8 : LATHE_DTYPE_UINT8;
-}
-
 /* ---- plans ---- */
 typedef struct lathe_xfn {
   const lathe_pfunc *pf;

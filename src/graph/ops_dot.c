@@ -48,8 +48,7 @@ static lathe_status_t check_pairs(const char *kind, const lathe_shape *l, const 
 /* The dtype an operand dtype accumulates in when none is given. */
 static lathe_dtype default_accumulator(lathe_dtype dt) {
   if (lathe_dtype_class_of(dt) == LATHE_CLASS_HALF) return LATHE_DTYPE_FLOAT32;
-  if (lathe_dtype_is_packed(dt)) return lathe_dtype_class_of(dt) == LATHE_CLASS_SINT ? LATHE_DTYPE_INT8 : LATHE_DTYPE_UINT8;
-  return dt;
+  return lathe_dtype_widened(dt);
 }
 
 static lathe_status_t check_config_dtype(const char *what, lathe_dtype dt) {
