@@ -82,12 +82,9 @@ typedef struct cuda_dev {
   pthread_mutex_t staging_mu;
   void *staging;
   size_t staging_bytes;
-  /* completion: a thread per device waits for each execution's event, then finishes it */
-  pthread_t done_thread;
-  bool done_started, done_stop;
-  pthread_mutex_t done_mu;
-  pthread_cond_t done_cv;
-  struct cuda_pending *done_head, *done_tail;
+  /* completion: a worker per device (src/exec/queue.c) waits for each execution's event, then
+   * finishes it */
+  struct lathe_exec_queue *done_q;
 } cuda_dev;
 
 typedef struct lathe_cuda {

@@ -3,6 +3,7 @@
  * and execution are in exec.c, kernels in the family files. */
 #include <stdio.h>
 
+#include "../exec/exec.h"
 #include "cuda.h"
 
 enum { N_STREAMS = 8, STAGING_BYTES = 32 << 20, LT_WORKSPACE_BYTES = 32 << 20 };
@@ -109,64 +110,36 @@ static void program_options(void *ctx, lathe_program_options *opt) {
   opt->alignment = 256; /* what cuBLASLt and vector loads like */
 }
 
-/* ---- completion threads ---- */
+/* ---- completion: jobs of the device's worker queue, in the order executions were queued ---- */
 typedef struct cuda_pending {
-  struct cuda_pending *next;
+  lathe_exec_job q; /* first: the queue's view of the job */
+  cuda_dev *d;
   lcuEvent ev;
   void (*fn)(void *arg, lathe_status_t st); /* takes st */
   void *arg;
 } cuda_pending;
 
-static void *done_loop(void *arg) {
-  cuda_dev *d = arg;
-  lathe_status_t ctx_st = lathe_cuda_use(d);
-  pthread_mutex_lock(&d->done_mu);
-  for (;;) {
-    while (!d->done_head && !d->done_stop) pthread_cond_wait(&d->done_cv, &d->done_mu);
-    cuda_pending *p = d->done_head;
-    if (!p) break;
-    d->done_head = p->next;
-    if (!d->done_head) d->done_tail = NULL;
-    pthread_mutex_unlock(&d->done_mu);
-    lathe_status_t st = ctx_st ? lathe_status_new(lathe_status_code_of(ctx_st), "%s", lathe_status_message(ctx_st))
-                               : lathe_cuda_error(d->cu->api, d->cu->api->cuEventSynchronize(p->ev), "lathe:cuda: execution");
-    p->fn(p->arg, st);
-    free(p);
-    pthread_mutex_lock(&d->done_mu);
-  }
-  pthread_mutex_unlock(&d->done_mu);
-  lathe_status_free(ctx_st);
-  return NULL;
+static void run_pending(lathe_exec_job *j) {
+  cuda_pending *p = (cuda_pending *)j;
+  lathe_status_t st = lathe_cuda_use(p->d);
+  if (!st) st = lathe_cuda_error(p->d->cu->api, p->d->cu->api->cuEventSynchronize(p->ev), "lathe:cuda: execution");
+  p->fn(p->arg, st);
+  free(p);
 }
 
 lathe_status_t lathe_cuda_when_done(cuda_dev *d, lcuEvent ev, void (*fn)(void *arg, lathe_status_t st), void *arg) {
   cuda_pending *p = malloc(sizeof *p);
   if (!p) return LATHE_OOM("lathe:cuda");
-  p->next = NULL;
-  p->ev = ev;
-  p->fn = fn;
-  p->arg = arg;
-  pthread_mutex_lock(&d->done_mu);
-  if (d->done_tail) d->done_tail->next = p;
-  else d->done_head = p;
-  d->done_tail = p;
-  pthread_cond_signal(&d->done_cv);
-  pthread_mutex_unlock(&d->done_mu);
+  *p = (cuda_pending){.q.run = run_pending, .d = d, .ev = ev, .fn = fn, .arg = arg};
+  lathe_exec_queue_push(d->done_q, &p->q);
   return NULL;
 }
 
 /* ---- setup and teardown ---- */
 static void dev_destroy(cuda_dev *d) {
   const lcu_api *api = d->cu->api;
-  if (d->done_started) {
-    pthread_mutex_lock(&d->done_mu);
-    d->done_stop = true;
-    pthread_cond_signal(&d->done_cv);
-    pthread_mutex_unlock(&d->done_mu);
-    pthread_join(d->done_thread, NULL);
-    pthread_cond_destroy(&d->done_cv);
-    pthread_mutex_destroy(&d->done_mu);
-  }
+  lathe_exec_queue_free(d->done_q); /* finishes what is queued first */
+  d->done_q = NULL;
   if (!d->ctx) return;
   lathe_status_t st = lathe_cuda_use(d);
   if (!st) {
@@ -222,15 +195,7 @@ static lathe_status_t dev_init(lathe_cuda *cu, cuda_dev *d, int ordinal, int gpu
     return lathe_status_new(LATHE_STATUS_UNAVAILABLE, "lathe:cuda: cublasLtCreate failed on device %d", ordinal);
   d->lt_workspace_bytes = LT_WORKSPACE_BYTES;
   LATHE_RETURN_IF_ERROR(lathe_cuda_malloc(d, d->lt_workspace_bytes, &d->lt_workspace));
-  pthread_mutex_init(&d->done_mu, NULL);
-  pthread_cond_init(&d->done_cv, NULL);
-  if (pthread_create(&d->done_thread, NULL, done_loop, d)) {
-    pthread_cond_destroy(&d->done_cv);
-    pthread_mutex_destroy(&d->done_mu);
-    return lathe_status_new(LATHE_STATUS_RESOURCE_EXHAUSTED, "lathe:cuda: cannot start a completion thread");
-  }
-  d->done_started = true;
-  return NULL;
+  return lathe_exec_queue_new("lathe:cuda", &d->done_q);
 }
 
 static void *destroy_now(void *ctx) {
@@ -249,7 +214,7 @@ static void destroy(void *ctx) {
   lathe_cuda *cu = ctx;
   bool on_own_thread = false;
   for (int i = 0; cu->devs && i < cu->n_devices; i++)
-    on_own_thread |= cu->devs[i].done_started && pthread_equal(cu->devs[i].done_thread, pthread_self());
+    on_own_thread |= lathe_exec_queue_is_worker(cu->devs[i].done_q);
   on_own_thread |= lathe_cuda_spmd_is_worker(cu);
   pthread_t t;
   if (on_own_thread) {
