@@ -29,8 +29,9 @@ bool lathe_cuda_attention_op(lathe_op op) {
 /* Kernel arguments (host image of lt_att; 8-byte fields). */
 typedef struct att_args {
   int64_t B, H, S, Skv, D, group;
-  int64_t p0, dp; /* pair of batch entry t: p0 + t * dp = b * H + h */
-  int64_t i0, sq; /* query rows [i0, i0 + sq) */
+  int64_t j0, jn1, jA, jB; /* the launch's first job, and the rule of a job's first pair (jobs) */
+  int64_t nt, t0, dp;      /* pairs t0 .. t0 + nt of each job, dp apart: p = b * H + h */
+  int64_t i0, sq;          /* query rows [i0, i0 + sq) */
   int64_t ms[4], bs[4];
   double scale;
   int64_t causal, has_amask, has_bmask, has_bias, has_lens;
@@ -48,11 +49,13 @@ static void make_source(void) {
   if (!t.oom) source = t.s;
 }
 
-static lathe_status_t att_kernel(lathe_cuda_exec *ex, const char *what, bool f64, lcuFunction *f) {
+/* lt_att_<what>[_warp<per>]_<dtype> */
+static lathe_status_t att_kernel(lathe_cuda_exec *ex, const char *what, int per, bool f64, lcuFunction *f) {
   pthread_once(&source_once, make_source);
   if (!source) return LATHE_OOM("lathe:cuda: codegen");
-  char name[64];
-  snprintf(name, sizeof name, "lt_att_%s_%s", what, f64 ? "Float64" : "Float32");
+  char name[64], warp[16] = "";
+  if (per) snprintf(warp, sizeof warp, "_warp%d", per);
+  snprintf(name, sizeof name, "lt_att_%s%s_%s", what, warp, f64 ? "Float64" : "Float32");
   return lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), source, name, f);
 }
 
@@ -146,49 +149,39 @@ static lathe_status_t geometry(lathe_cuda_exec *ex, att *c, const lathe_node *n,
   return NULL;
 }
 
-/* Batches of (batch, head) pairs p0 + t * dp, t < nt, whose matrices lie at one stride. */
-typedef struct job {
-  int64_t p0, dp, nt;
-} job;
+/* Jobs: sets of nt (batch, head) pairs p = p0(j) + t dp, t < nt, whose matrices lie at one stride
+ * (one strided-batched product each); job j's first pair is p0(j) = (j / jn1) jA + (j % jn1) jB. */
+typedef struct jobs {
+  int64_t n, jn1, jA, jB, nt, dp;
+} jobs;
 
-static int64_t jobs_of(const att *c, job *out, int64_t cap) {
-  int64_t B = c->a.B, H = c->a.H, G = c->a.group, Hkv = c->Hkv, n = 0;
-#define JOB(P0, DP, NT)                         \
-  do {                                          \
-    if (n < cap) out[n] = (job){(P0), (DP), (NT)}; \
-    n++;                                        \
-  } while (0)
-  if (c->bhsd) {
-    if (G == 1) JOB(0, 1, B * H);
-    else
-      for (int64_t hh = 0; hh < G; hh++) JOB(hh, G, B * Hkv);
-  } else if (G == 1) {
-    if (B <= H)
-      for (int64_t b = 0; b < B; b++) JOB(b * H, 1, H);
-    else
-      for (int64_t h = 0; h < H; h++) JOB(h, H, B);
-  } else if (B * G <= H) {
-    for (int64_t b = 0; b < B; b++)
-      for (int64_t hh = 0; hh < G; hh++) JOB(b * H + hh, G, Hkv);
-  } else {
-    for (int64_t h = 0; h < H; h++) JOB(h, H, B);
-  }
-#undef JOB
-  return n;
+static jobs jobs_of(const att *c) {
+  int64_t B = c->a.B, H = c->a.H, G = c->a.group, Hkv = c->Hkv;
+  if (c->bhsd) return G == 1 ? (jobs){1, 1, 0, 0, B * H, 1} : (jobs){G, G, 0, 1, B * Hkv, G};
+  if (G == 1) return B <= H ? (jobs){B, 1, H, 0, H, 1} : (jobs){H, 1, 1, 0, B, H};
+  if (B * G <= H) return (jobs){B * G, G, H, 1, Hkv, G};
+  return (jobs){H, 1, 1, 0, B, H};
 }
+
+static int64_t job_p0(const jobs *jb, int64_t j) { return j / jb->jn1 * jb->jA + j % jb->jn1 * jb->jB; }
 
 enum { SCORE_BUDGET = 256 << 20 };
 
-/* Rows per chunk and pairs per chunk for scores of Skv elements of es bytes (bufs buffers). */
-static void chunking(const att *c, int64_t nt, int bufs, int64_t *sq, int64_t *ntc) {
+/* A chunk: jpc whole jobs at once when a job's scores fit the budget (one row kernel then serves
+ * them all), else ntc pairs of sq query rows of one job; scores of Skv elements of es bytes, bufs
+ * buffers. */
+static void chunking(const att *c, const jobs *jb, int bufs, int64_t *jpc, int64_t *ntc, int64_t *sq) {
   int64_t es = c->f64 ? 8 : 4, per_row = (c->a.Skv > 0 ? c->a.Skv : 1) * es * bufs;
   int64_t rows = SCORE_BUDGET / per_row;
   if (rows < 1) rows = 1;
   *sq = c->a.S < rows ? c->a.S : rows;
   if (*sq < 1) *sq = 1;
   int64_t pairs = rows / *sq;
-  *ntc = nt < pairs ? nt : pairs;
+  *ntc = jb->nt < pairs ? jb->nt : pairs;
   if (*ntc < 1) *ntc = 1;
+  *jpc = *ntc == jb->nt && *sq == c->a.S ? pairs / jb->nt : 1;
+  if (*jpc > jb->n) *jpc = jb->n;
+  if (*jpc < 1) *jpc = 1;
 }
 
 static lathe_status_t launch_rows(lathe_cuda_exec *ex, lcuFunction f, int64_t rows, int tpr, void **args) {
@@ -198,9 +191,51 @@ static lathe_status_t launch_rows(lathe_cuda_exec *ex, lcuFunction f, int64_t ro
 }
 
 /* Strides between consecutive pairs of a job (0 when it has one). */
-static void pair_strides(const att *c, const job *jb, int64_t *qst, int64_t *kst) {
-  *qst = jb->nt > 1 ? q_off(c, jb->p0 + jb->dp) - q_off(c, jb->p0) : 0;
-  *kst = jb->nt > 1 ? k_off(c, jb->p0 + jb->dp) - k_off(c, jb->p0) : 0;
+static void pair_strides(const att *c, const jobs *jb, int64_t *qst, int64_t *kst) {
+  *qst = jb->nt > 1 ? q_off(c, jb->dp) - q_off(c, 0) : 0;
+  *kst = jb->nt > 1 ? k_off(c, jb->dp) - k_off(c, 0) : 0;
+}
+
+/* The kernel arguments of a chunk: jobs j0.., pairs t0 .. t0 + nt, query rows i0 .. i0 + sq. */
+static att_args chunk_args(const att *c, const jobs *jb, int64_t j0, int64_t t0, int64_t nt, int64_t i0, int64_t sq) {
+  att_args aa = c->a;
+  aa.j0 = j0, aa.jn1 = jb->jn1, aa.jA = jb->jA, aa.jB = jb->jB;
+  aa.nt = nt, aa.t0 = t0, aa.dp = jb->dp, aa.i0 = i0, aa.sq = sq;
+  return aa;
+}
+
+/* Rows of up to 1024 keys: a warp each, the row in registers (PER values a lane); 0: the general kernel. */
+static int softmax_per(int64_t skv) {
+  for (int per = 4; per <= 32; per *= 2)
+    if (skv <= 32 * per) return per;
+  return 0;
+}
+
+/* Threads per row of the gradient kernel (no reduction: a warp at most, looping over the row). */
+static int tpr_grad(int64_t skv) {
+  int t = lathe_cuda_row_threads(skv);
+  return t < 32 ? t : 32;
+}
+
+/* The matrices of one VJP product set: job j, pairs from t0, query rows i0 .. i0 + m. */
+enum { M_Q, M_DO, M_DQ, M_KT, M_VT, M_KN, M_DK, M_DV, M_S, M_ST, M_DP, M_DPT, M_COUNT };
+static void vjp_mats(const att *c, const jobs *jb, int64_t j, int64_t t0, int64_t i0, int64_t m, int64_t qst, int64_t kst,
+                     lcuDeviceptr dout, const lcuDeviceptr *grads, lcuDeviceptr sc, lcuDeviceptr dp, lt_mat *mt) {
+  size_t es = c->f64 ? 8 : 4;
+  int64_t p0 = job_p0(jb, j) + t0 * jb->dp, skv = c->a.Skv;
+  size_t qr = (size_t)(q_off(c, p0) + i0 * c->qss) * es, ko = (size_t)k_off(c, p0) * es;
+  mt[M_Q] = (lt_mat){c->q + qr, c->qss, 1, qst};
+  mt[M_DO] = (lt_mat){dout + qr, c->qss, 1, qst};
+  mt[M_DQ] = (lt_mat){grads[0] + qr, c->qss, 1, qst};
+  mt[M_KT] = (lt_mat){c->k + ko, 1, c->kss, kst};
+  mt[M_VT] = (lt_mat){c->v + ko, 1, c->kss, kst};
+  mt[M_KN] = (lt_mat){c->k + ko, c->kss, 1, kst};
+  mt[M_DK] = (lt_mat){grads[1] + ko, c->kss, 1, kst};
+  mt[M_DV] = (lt_mat){grads[2] + ko, c->kss, 1, kst};
+  mt[M_S] = (lt_mat){sc, skv, 1, m * skv};
+  mt[M_ST] = (lt_mat){sc, 1, skv, m * skv};
+  mt[M_DP] = (lt_mat){dp, skv, 1, m * skv};
+  mt[M_DPT] = (lt_mat){dp, 1, skv, m * skv};
 }
 
 static lathe_status_t run_forward(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
@@ -212,49 +247,46 @@ static lathe_status_t run_forward(lathe_cuda_exec *ex, const lathe_node *n, lath
   lcuDeviceptr o = lathe_cuda_ptr(out[0]), lse = lathe_cuda_ptr(out[1]);
   bool half = is_half(out[0]->shape.dtype);
   if (half) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, lathe_shape_size(&out[0]->shape), &o, NULL));
-  int64_t n_jobs = jobs_of(&c, NULL, 0);
-  job *jobs = malloc(sizeof(job) * (size_t)n_jobs);
-  if (!jobs) return LATHE_OOM(lathe_op_name(n->op));
-  jobs_of(&c, jobs, n_jobs);
-  int64_t max_nt = 0;
-  for (int64_t j = 0; j < n_jobs; j++) max_nt = jobs[j].nt > max_nt ? jobs[j].nt : max_nt;
-  int64_t sq, ntc;
-  chunking(&c, max_nt, 1, &sq, &ntc);
+  jobs jb = jobs_of(&c);
+  int64_t jpc, ntc, sq, qst, kst;
+  chunking(&c, &jb, 1, &jpc, &ntc, &sq);
+  pair_strides(&c, &jb, &qst, &kst);
   lcuDeviceptr sc;
-  lathe_status_t st = lathe_cuda_scratch(ex, c.dt, ntc * sq * a->Skv, &sc, NULL);
+  lathe_status_t st = lathe_cuda_scratch(ex, c.dt, jpc * ntc * sq * a->Skv, &sc, NULL);
   lcuFunction fsm = NULL;
-  if (!st) st = att_kernel(ex, "softmax", c.f64, &fsm);
+  int per = softmax_per(a->Skv);
+  if (!st) st = att_kernel(ex, "softmax", per, c.f64, &fsm);
   int tpr = lathe_cuda_row_threads(a->Skv);
-  for (int64_t j = 0; j < n_jobs && !st; j++) {
-    int64_t qst, kst;
-    pair_strides(&c, &jobs[j], &qst, &kst);
-    for (int64_t t0 = 0; t0 < jobs[j].nt && !st; t0 += ntc) {
-      int64_t nt = jobs[j].nt - t0 < ntc ? jobs[j].nt - t0 : ntc, p0 = jobs[j].p0 + t0 * jobs[j].dp;
+  for (int64_t j0 = 0; j0 < jb.n && !st; j0 += jpc) {
+    int64_t nj = jb.n - j0 < jpc ? jb.n - j0 : jpc;
+    for (int64_t t0 = 0; t0 < jb.nt && !st; t0 += ntc) {
+      int64_t nt = jb.nt - t0 < ntc ? jb.nt - t0 : ntc;
       for (int64_t i0 = 0; i0 < a->S && !st; i0 += sq) {
-        int64_t rows = a->S - i0 < sq ? a->S - i0 : sq;
-        lcuDeviceptr qp = c.q + (lcuDeviceptr)((size_t)(q_off(&c, p0) + i0 * c.qss) * es);
-        lcuDeviceptr kp = c.k + (lcuDeviceptr)((size_t)k_off(&c, p0) * es), vp = c.v + (lcuDeviceptr)((size_t)k_off(&c, p0) * es);
-        lt_gemm g1 = {.ab = c.dt, .d = c.dt, .batch = nt, .m = rows, .n = a->Skv, .k = a->D};
-        g1.a = (lt_mat){qp, c.qss, 1, qst};
-        g1.b = (lt_mat){kp, 1, c.kss, kst};
-        g1.c = (lt_mat){sc, a->Skv, 1, rows * a->Skv};
-        st = lathe_cuda_gemm(ex, &g1);
+        int64_t rows = a->S - i0 < sq ? a->S - i0 : sq, block = nt * rows * a->Skv;
+        for (int64_t jj = 0; jj < nj && !st; jj++) { /* scores of each job */
+          int64_t p0 = job_p0(&jb, j0 + jj) + t0 * jb.dp;
+          lt_gemm g1 = {.ab = c.dt, .d = c.dt, .batch = nt, .m = rows, .n = a->Skv, .k = a->D};
+          g1.a = (lt_mat){c.q + (lcuDeviceptr)((size_t)(q_off(&c, p0) + i0 * c.qss) * es), c.qss, 1, qst};
+          g1.b = (lt_mat){c.k + (lcuDeviceptr)((size_t)k_off(&c, p0) * es), 1, c.kss, kst};
+          g1.c = (lt_mat){sc + (lcuDeviceptr)((size_t)(jj * block) * es), a->Skv, 1, rows * a->Skv};
+          st = lathe_cuda_gemm(ex, &g1);
+        }
         if (st) break;
-        att_args aa = *a;
-        aa.p0 = p0, aa.dp = jobs[j].dp, aa.i0 = i0, aa.sq = rows;
-        int64_t n_rows = nt * rows;
+        att_args aa = chunk_args(&c, &jb, j0, t0, nt, i0, rows);
+        int64_t n_rows = nj * nt * rows;
         void *args[] = {&sc, &lse, &c.amask, &c.bmask, &c.bias, &c.qlen, &c.kvlen, &aa, &n_rows, &tpr};
-        st = launch_rows(ex, fsm, n_rows, tpr, args);
-        if (st) break;
-        lt_gemm g2 = {.ab = c.dt, .d = c.dt, .batch = nt, .m = rows, .n = a->D, .k = a->Skv};
-        g2.a = (lt_mat){sc, a->Skv, 1, rows * a->Skv};
-        g2.b = (lt_mat){vp, c.kss, 1, kst};
-        g2.c = (lt_mat){o + (lcuDeviceptr)((size_t)(q_off(&c, p0) + i0 * c.qss) * es), c.qss, 1, qst};
-        st = lathe_cuda_gemm(ex, &g2);
+        st = per ? launch_rows(ex, fsm, n_rows, 32, args) : launch_rows(ex, fsm, n_rows, tpr, args);
+        for (int64_t jj = 0; jj < nj && !st; jj++) { /* probabilities times values, into the output */
+          int64_t p0 = job_p0(&jb, j0 + jj) + t0 * jb.dp;
+          lt_gemm g2 = {.ab = c.dt, .d = c.dt, .batch = nt, .m = rows, .n = a->D, .k = a->Skv};
+          g2.a = (lt_mat){sc + (lcuDeviceptr)((size_t)(jj * block) * es), a->Skv, 1, rows * a->Skv};
+          g2.b = (lt_mat){c.v + (lcuDeviceptr)((size_t)k_off(&c, p0) * es), c.kss, 1, kst};
+          g2.c = (lt_mat){o + (lcuDeviceptr)((size_t)(q_off(&c, p0) + i0 * c.qss) * es), c.qss, 1, qst};
+          st = lathe_cuda_gemm(ex, &g2);
+        }
       }
     }
   }
-  free(jobs);
   if (!st && half) {
     lathe_dtype path[2] = {LATHE_DTYPE_FLOAT32, out[0]->shape.dtype};
     st = lathe_cuda_convert(ex, o, lathe_cuda_ptr(out[0]), path, 2, lathe_shape_size(&out[0]->shape), NULL, NULL, 0);
@@ -282,66 +314,55 @@ static lathe_status_t run_vjp(lathe_cuda_exec *ex, const lathe_node *n, lathe_te
     lcuDeviceptr delta;
     LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, c.dt, rows, &delta, NULL));
     lcuFunction fd, fg;
-    LATHE_RETURN_IF_ERROR(att_kernel(ex, "delta", c.f64, &fd));
-    LATHE_RETURN_IF_ERROR(att_kernel(ex, "grad", c.f64, &fg));
+    LATHE_RETURN_IF_ERROR(att_kernel(ex, "delta", 0, c.f64, &fd));
+    LATHE_RETURN_IF_ERROR(att_kernel(ex, "grad", 0, c.f64, &fg));
     int tpr = lathe_cuda_row_threads(a->D);
     void *dargs[] = {&o, &dout, &delta, a, &rows, &tpr};
     LATHE_RETURN_IF_ERROR(launch_rows(ex, fd, rows, tpr, dargs));
-    int64_t n_jobs = jobs_of(&c, NULL, 0);
-    job *jobs = malloc(sizeof(job) * (size_t)n_jobs);
-    if (!jobs) return LATHE_OOM(lathe_op_name(n->op));
-    jobs_of(&c, jobs, n_jobs);
-    int64_t max_nt = 0;
-    for (int64_t j = 0; j < n_jobs; j++) max_nt = jobs[j].nt > max_nt ? jobs[j].nt : max_nt;
-    int64_t sq, ntc;
-    chunking(&c, max_nt, 2, &sq, &ntc);
+    jobs jb = jobs_of(&c);
+    int64_t jpc, ntc, sq, qst, kst;
+    chunking(&c, &jb, 2, &jpc, &ntc, &sq);
+    pair_strides(&c, &jb, &qst, &kst);
     lcuDeviceptr sc, dp;
-    lathe_status_t st = lathe_cuda_scratch(ex, c.dt, ntc * sq * a->Skv, &sc, NULL);
-    if (!st) st = lathe_cuda_scratch(ex, c.dt, ntc * sq * a->Skv, &dp, NULL);
-    for (int64_t j = 0; j < n_jobs && !st; j++) {
-      int64_t qst, kst;
-      pair_strides(&c, &jobs[j], &qst, &kst);
-      for (int64_t t0 = 0; t0 < jobs[j].nt && !st; t0 += ntc) {
-        int64_t nt = jobs[j].nt - t0 < ntc ? jobs[j].nt - t0 : ntc, p0 = jobs[j].p0 + t0 * jobs[j].dp;
-        size_t qo = (size_t)q_off(&c, p0) * es, ko = (size_t)k_off(&c, p0) * es;
+    lathe_status_t st = lathe_cuda_scratch(ex, c.dt, jpc * ntc * sq * a->Skv, &sc, NULL);
+    if (!st) st = lathe_cuda_scratch(ex, c.dt, jpc * ntc * sq * a->Skv, &dp, NULL);
+    int gtpr = tpr_grad(a->Skv);
+    for (int64_t j0 = 0; j0 < jb.n && !st; j0 += jpc) {
+      int64_t nj = jb.n - j0 < jpc ? jb.n - j0 : jpc;
+      for (int64_t t0 = 0; t0 < jb.nt && !st; t0 += ntc) {
+        int64_t nt = jb.nt - t0 < ntc ? jb.nt - t0 : ntc;
         for (int64_t i0 = 0; i0 < a->S && !st; i0 += sq) {
-          int64_t m = a->S - i0 < sq ? a->S - i0 : sq;
-          size_t qr = qo + (size_t)(i0 * c.qss) * es;
-          lt_mat Q = {c.q + qr, c.qss, 1, qst}, dO = {dout + qr, c.qss, 1, qst}, dQ = {grads[0] + qr, c.qss, 1, qst};
-          lt_mat Kt = {c.k + ko, 1, c.kss, kst}, Vt = {c.v + ko, 1, c.kss, kst}, Kn = {c.k + ko, c.kss, 1, kst};
-          lt_mat dK = {grads[1] + ko, c.kss, 1, kst}, dV = {grads[2] + ko, c.kss, 1, kst};
-          lt_mat S = {sc, a->Skv, 1, m * a->Skv}, St = {sc, 1, a->Skv, m * a->Skv};
-          lt_mat dP = {dp, a->Skv, 1, m * a->Skv}, dPt = {dp, 1, a->Skv, m * a->Skv};
-          lt_gemm g = {.ab = c.dt, .d = c.dt, .batch = nt};
-          /* scores and dP = dO . V^T */
-          g.m = m, g.n = a->Skv, g.k = a->D, g.a = Q, g.b = Kt, g.c = S;
-          st = lathe_cuda_gemm(ex, &g);
-          g.a = dO, g.b = Vt, g.c = dP;
-          if (!st) st = lathe_cuda_gemm(ex, &g);
-          if (st) break;
-          att_args aa = *a;
-          aa.p0 = p0, aa.dp = jobs[j].dp, aa.i0 = i0, aa.sq = m;
-          int64_t cnt = nt * m * a->Skv;
-          if (cnt) {
-            void *args[] = {&sc, &dp, &lse, &delta, &c.amask, &c.bmask, &c.bias, &c.qlen, &c.kvlen, &aa, &cnt};
-            unsigned b, th;
-            lathe_cuda_grid(cnt, &b, &th);
-            st = lathe_cuda_launch(ex, fg, b, th, 0, args);
-            if (st) break;
+          int64_t m = a->S - i0 < sq ? a->S - i0 : sq, block = nt * m * a->Skv;
+          lt_mat mats[M_COUNT];
+          for (int64_t jj = 0; jj < nj && !st; jj++) { /* scores and dP = dO . V^T */
+            vjp_mats(&c, &jb, j0 + jj, t0, i0, m, qst, kst, dout, grads, sc + (lcuDeviceptr)((size_t)(jj * block) * es),
+                     dp + (lcuDeviceptr)((size_t)(jj * block) * es), mats);
+            lt_gemm g = {.ab = c.dt, .d = c.dt, .batch = nt, .m = m, .n = a->Skv, .k = a->D};
+            g.a = mats[M_Q], g.b = mats[M_KT], g.c = mats[M_S];
+            st = lathe_cuda_gemm(ex, &g);
+            g.a = mats[M_DO], g.b = mats[M_VT], g.c = mats[M_DP];
+            if (!st) st = lathe_cuda_gemm(ex, &g);
           }
-          /* dV += P^T dO, dK += dS^T Q, dQ = dS K */
-          g.accumulate = true;
-          g.m = a->Skv, g.n = a->D, g.k = m, g.a = St, g.b = dO, g.c = dV;
-          st = lathe_cuda_gemm(ex, &g);
-          g.a = dPt, g.b = Q, g.c = dK;
-          if (!st) st = lathe_cuda_gemm(ex, &g);
-          g.accumulate = false;
-          g.m = m, g.n = a->D, g.k = a->Skv, g.a = dP, g.b = Kn, g.c = dQ;
-          if (!st) st = lathe_cuda_gemm(ex, &g);
+          if (st) break;
+          att_args aa = chunk_args(&c, &jb, j0, t0, nt, i0, m);
+          int64_t n_rows = nj * nt * m;
+          void *args[] = {&sc, &dp, &lse, &delta, &c.amask, &c.bmask, &c.bias, &c.qlen, &c.kvlen, &aa, &n_rows, &gtpr};
+          st = launch_rows(ex, fg, n_rows, gtpr, args);
+          for (int64_t jj = 0; jj < nj && !st; jj++) { /* dV += P^T dO, dK += dS^T Q, dQ = dS K */
+            vjp_mats(&c, &jb, j0 + jj, t0, i0, m, qst, kst, dout, grads, sc + (lcuDeviceptr)((size_t)(jj * block) * es),
+                     dp + (lcuDeviceptr)((size_t)(jj * block) * es), mats);
+            lt_gemm g = {.ab = c.dt, .d = c.dt, .batch = nt, .accumulate = true};
+            g.m = a->Skv, g.n = a->D, g.k = m, g.a = mats[M_ST], g.b = mats[M_DO], g.c = mats[M_DV];
+            st = lathe_cuda_gemm(ex, &g);
+            g.a = mats[M_DPT], g.b = mats[M_Q], g.c = mats[M_DK];
+            if (!st) st = lathe_cuda_gemm(ex, &g);
+            g.accumulate = false;
+            g.m = m, g.n = a->D, g.k = a->Skv, g.a = mats[M_DP], g.b = mats[M_KN], g.c = mats[M_DQ];
+            if (!st) st = lathe_cuda_gemm(ex, &g);
+          }
         }
       }
     }
-    free(jobs);
     LATHE_RETURN_IF_ERROR(st);
   }
   for (int k = 0; half && k < 3; k++) {

@@ -1,5 +1,5 @@
 struct lt_att {
-  int64_t B, H, S, Skv, D, group, p0, dp, i0, sq, ms[4], bs[4];
+  int64_t B, H, S, Skv, D, group, j0, jn1, jA, jB, nt, t0, dp, i0, sq, ms[4], bs[4];
   double scale;
   int64_t causal, has_amask, has_bmask, has_bias, has_lens, qss, qhs, qbs;
 };
@@ -12,6 +12,13 @@ LT_DEV int64_t lt_kvlim(const lt_att &a, const int32_t *kvlen, int64_t b, int64_
 }
 LT_DEV int64_t lt_qlim(const lt_att &a, const int32_t *qlen, int64_t b) {
   return a.has_lens ? lt_clamp(qlen[b], 0, a.S) : a.S;
+}
+/* (b, h, i) of score row `row`: rows go [job j0 + jj][pair t0 + t of nt][query i0 + r of sq]; job
+ * j's first pair is (j / jn1) jA + (j % jn1) jB, its pairs dp apart (host: jobs_of). */
+LT_DEV void lt_att_row(const lt_att &a, int64_t row, int64_t &b, int64_t &h, int64_t &i) {
+  int64_t ta = row / a.sq, jg = a.j0 + ta / a.nt;
+  int64_t p = jg / a.jn1 * a.jA + jg % a.jn1 * a.jB + (a.t0 + ta % a.nt) * a.dp;
+  i = a.i0 + row % a.sq, b = p / a.H, h = p % a.H;
 }
 /* the logit of raw dot product x for (b, h, i, j) visible by position: scale, bias, mask */
 template <typename T> LT_DEV T lt_logit(const lt_att &a, T x, const T *amask, const uint8_t *bmask, const T *bias,
@@ -32,7 +39,8 @@ template <typename T> __device__ void att_softmax(T *sc, T *lse, const T *amask,
   for (int64_t base = (int64_t)blockIdx.x * rpb; base < rows; base += (int64_t)gridDim.x * rpb) {
     int64_t row = base + sub;
     bool ok = row < rows;
-    int64_t t = row / a.sq, i = a.i0 + row % a.sq, p = a.p0 + t * a.dp, b = p / a.H, h = p % a.H;
+    int64_t b, h, i;
+    lt_att_row(a, ok ? row : 0, b, h, i);
     T *s = sc + (ok ? row : 0) * a.Skv;
     int64_t lim = ok && i < lt_qlim(a, qlen, b) ? lt_kvlim(a, kvlen, b, i) : 0;
     T mx = -lt_inf<T>();
@@ -51,18 +59,56 @@ template <typename T> __device__ void att_softmax(T *sc, T *lse, const T *amask,
     if (ok && lane == 0 && i < a.S) lse[(b * a.H + h) * a.S + i] = !none && l > 0 ? mx + lt_log(l) : -lt_inf<T>();
   }
 }
-/* P = e^(logit - lse) (0 where hidden), dS = P (dP - delta) scale, over [pairs][sq][Skv] */
+/* att_softmax for rows of up to 32 PER keys: a warp per row, the row in registers (one read and
+ * one write of the scores, where the general kernel above passes over them five times). */
+template <typename T, int PER> __device__ void att_softmax_warp(T *sc, T *lse, const T *amask, const uint8_t *bmask,
+                                                                const T *bias, const int32_t *qlen, const int32_t *kvlen,
+                                                                const lt_att &a, int64_t rows) {
+  int lane = threadIdx.x & 31, rpb = blockDim.x >> 5;
+  for (int64_t row = (int64_t)blockIdx.x * rpb + (threadIdx.x >> 5); row < rows; row += (int64_t)gridDim.x * rpb) {
+    int64_t b, h, i;
+    lt_att_row(a, row, b, h, i);
+    T *s = sc + row * a.Skv;
+    int64_t lim = i < lt_qlim(a, qlen, b) ? lt_kvlim(a, kvlen, b, i) : 0;
+    T v[PER], mx = -lt_inf<T>();
+#pragma unroll
+    for (int k = 0; k < PER; k++) {
+      int64_t j = lane + 32 * k;
+      v[k] = j < lim ? lt_logit(a, s[j], amask, bmask, bias, b, h, i, j) : -lt_inf<T>();
+      mx = (v[k] > mx) ? v[k] : mx;
+    }
+    mx = lt_row_fmax(mx, 32, (T *)0);
+    bool none = !(mx > -lt_inf<T>());
+    T l = 0;
+#pragma unroll
+    for (int k = 0; k < PER; k++)
+      if (!none) v[k] = lt_exp(v[k] - mx), l += v[k];
+    l = lt_row_sum(l, 32, (T *)0);
+    T inv = !none && l > 0 ? (T)1 / l : (T)0;
+#pragma unroll
+    for (int k = 0; k < PER; k++)
+      if (lane + 32 * k < a.Skv) s[lane + 32 * k] = none ? (T)0 : v[k] * inv;
+    if (lane == 0 && i < a.S) lse[(b * a.H + h) * a.S + i] = !none && l > 0 ? mx + lt_log(l) : -lt_inf<T>();
+  }
+}
+/* P = e^(logit - lse) (0 where hidden), dS = P (dP - delta) scale, over rows of Skv: tpr threads a
+ * row, so a row's position, limits and statistics are found once, not per element. */
 template <typename T> __device__ void att_grad(T *sc, T *dp, const T *lse, const T *delta, const T *amask,
                                                const uint8_t *bmask, const T *bias, const int32_t *qlen,
-                                               const int32_t *kvlen, const lt_att &a, int64_t n) {
-  LT_LOOP(e, n) {
-    int64_t j = e % a.Skv, row = e / a.Skv, t = row / a.sq, i = a.i0 + row % a.sq;
-    int64_t p = a.p0 + t * a.dp, b = p / a.H, h = p % a.H, r = (b * a.H + h) * a.S + i;
-    T L = lse[r], P = 0;
-    if (i < lt_qlim(a, qlen, b) && j < lt_kvlim(a, kvlen, b, i) && L != -lt_inf<T>())
-      P = lt_exp(lt_logit(a, sc[e], amask, bmask, bias, b, h, i, j) - L);
-    sc[e] = P;
-    dp[e] = P * (dp[e] - delta[r]) * (T)a.scale;
+                                               const int32_t *kvlen, const lt_att &a, int64_t rows, int tpr) {
+  int rpb = blockDim.x / tpr, sub = threadIdx.x / tpr, lane = threadIdx.x % tpr;
+  for (int64_t row = (int64_t)blockIdx.x * rpb + sub; row < rows; row += (int64_t)gridDim.x * rpb) {
+    int64_t b, h, i;
+    lt_att_row(a, row, b, h, i);
+    int64_t r = (b * a.H + h) * a.S + i, lim = i < lt_qlim(a, qlen, b) ? lt_kvlim(a, kvlen, b, i) : 0;
+    T L = lse[r], dl = delta[r], scale = (T)a.scale;
+    if (L == -lt_inf<T>()) lim = 0;
+    T *s = sc + row * a.Skv, *d = dp + row * a.Skv;
+    for (int64_t j = lane; j < a.Skv; j += tpr) {
+      T P = j < lim ? lt_exp(lt_logit(a, s[j], amask, bmask, bias, b, h, i, j) - L) : (T)0;
+      s[j] = P;
+      d[j] = P * (d[j] - dl) * scale;
+    }
   }
 }
 /* delta[b, h, i] = sum_d o * dout, rows B x H x S */
@@ -84,9 +130,20 @@ template <typename T> __device__ void att_delta(const T *o, const T *dout, T *de
       const int32_t *ql, const int32_t *kl, const __grid_constant__ lt_att a, int64_t rows, int tpr) {                             \
     att_softmax(sc, lse, am, bm, bi, ql, kl, a, rows, tpr); }                                              \
   extern "C" __global__ void lt_att_grad_##name(T *sc, T *dp, const T *lse, const T *delta, const T *am,     \
-      const uint8_t *bm, const T *bi, const int32_t *ql, const int32_t *kl, const __grid_constant__ lt_att a, int64_t n) {           \
-    att_grad(sc, dp, lse, delta, am, bm, bi, ql, kl, a, n); }                                              \
+      const uint8_t *bm, const T *bi, const int32_t *ql, const int32_t *kl, const __grid_constant__ lt_att a, int64_t rows, \
+      int tpr) {                                                                                          \
+    att_grad(sc, dp, lse, delta, am, bm, bi, ql, kl, a, rows, tpr); }                                     \
   extern "C" __global__ void lt_att_delta_##name(const T *o, const T *d, T *delta, const __grid_constant__ lt_att a, int64_t rows, int tpr) { \
     att_delta(o, d, delta, a, rows, tpr); }
 LT_ATT(Float32, float)
 LT_ATT(Float64, double)
+/* blocks of 256; launch bounds as the plain warp softmax's (softmax_warp.cuh says why) */
+#define LT_ATT_WARP(name, T, PER, MINB)                                                                          \
+  extern "C" __global__ void __launch_bounds__(256, MINB) lt_att_softmax_warp##PER##_##name(T *sc, T *lse,         \
+      const T *am, const uint8_t *bm, const T *bi, const int32_t *ql, const int32_t *kl, const __grid_constant__ lt_att a, \
+      int64_t rows) {                                                                                             \
+    att_softmax_warp<T, PER>(sc, lse, am, bm, bi, ql, kl, a, rows); }
+#define LT_ATT_WARPS(name, T, MINB) LT_ATT_WARP(name, T, 4, MINB) LT_ATT_WARP(name, T, 8, MINB) \
+  LT_ATT_WARP(name, T, 16, MINB) LT_ATT_WARP(name, T, 32, MINB)
+LT_ATT_WARPS(Float32, float, 4)
+LT_ATT_WARPS(Float64, double, 2)

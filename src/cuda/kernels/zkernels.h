@@ -53,7 +53,7 @@
 
 #define LT_CUH_ATTENTION \
   "struct lt_att {\n" \
-  "  int64_t B, H, S, Skv, D, group, p0, dp, i0, sq, ms[4], bs[4];\n" \
+  "  int64_t B, H, S, Skv, D, group, j0, jn1, jA, jB, nt, t0, dp, i0, sq, ms[4], bs[4];\n" \
   "  double scale;\n" \
   "  int64_t causal, has_amask, has_bmask, has_bias, has_lens, qss, qhs, qbs;\n" \
   "};\n" \
@@ -66,6 +66,13 @@
   "}\n" \
   "LT_DEV int64_t lt_qlim(const lt_att &a, const int32_t *qlen, int64_t b) {\n" \
   "  return a.has_lens \? lt_clamp(qlen[b], 0, a.S) : a.S;\n" \
+  "}\n" \
+  "/* (b, h, i) of score row `row`: rows go [job j0 + jj][pair t0 + t of nt][query i0 + r of sq]; job\n" \
+  " * j's first pair is (j / jn1) jA + (j % jn1) jB, its pairs dp apart (host: jobs_of). */\n" \
+  "LT_DEV void lt_att_row(const lt_att &a, int64_t row, int64_t &b, int64_t &h, int64_t &i) {\n" \
+  "  int64_t ta = row / a.sq, jg = a.j0 + ta / a.nt;\n" \
+  "  int64_t p = jg / a.jn1 * a.jA + jg % a.jn1 * a.jB + (a.t0 + ta % a.nt) * a.dp;\n" \
+  "  i = a.i0 + row % a.sq, b = p / a.H, h = p % a.H;\n" \
   "}\n" \
   "/* the logit of raw dot product x for (b, h, i, j) visible by position: scale, bias, mask */\n" \
   "template <typename T> LT_DEV T lt_logit(const lt_att &a, T x, const T *amask, const uint8_t *bmask, const T *bias,\n" \
@@ -86,7 +93,8 @@
   "  for (int64_t base = (int64_t)blockIdx.x * rpb; base < rows; base += (int64_t)gridDim.x * rpb) {\n" \
   "    int64_t row = base + sub;\n" \
   "    bool ok = row < rows;\n" \
-  "    int64_t t = row / a.sq, i = a.i0 + row % a.sq, p = a.p0 + t * a.dp, b = p / a.H, h = p % a.H;\n" \
+  "    int64_t b, h, i;\n" \
+  "    lt_att_row(a, ok \? row : 0, b, h, i);\n" \
   "    T *s = sc + (ok \? row : 0) * a.Skv;\n" \
   "    int64_t lim = ok && i < lt_qlim(a, qlen, b) \? lt_kvlim(a, kvlen, b, i) : 0;\n" \
   "    T mx = -lt_inf<T>();\n" \
@@ -105,18 +113,56 @@
   "    if (ok && lane == 0 && i < a.S) lse[(b * a.H + h) * a.S + i] = !none && l > 0 \? mx + lt_log(l) : -lt_inf<T>();\n" \
   "  }\n" \
   "}\n" \
-  "/* P = e^(logit - lse) (0 where hidden), dS = P (dP - delta) scale, over [pairs][sq][Skv] */\n" \
+  "/* att_softmax for rows of up to 32 PER keys: a warp per row, the row in registers (one read and\n" \
+  " * one write of the scores, where the general kernel above passes over them five times). */\n" \
+  "template <typename T, int PER> __device__ void att_softmax_warp(T *sc, T *lse, const T *amask, const uint8_t *bmask,\n" \
+  "                                                                const T *bias, const int32_t *qlen, const int32_t *kvlen,\n" \
+  "                                                                const lt_att &a, int64_t rows) {\n" \
+  "  int lane = threadIdx.x & 31, rpb = blockDim.x >> 5;\n" \
+  "  for (int64_t row = (int64_t)blockIdx.x * rpb + (threadIdx.x >> 5); row < rows; row += (int64_t)gridDim.x * rpb) {\n" \
+  "    int64_t b, h, i;\n" \
+  "    lt_att_row(a, row, b, h, i);\n" \
+  "    T *s = sc + row * a.Skv;\n" \
+  "    int64_t lim = i < lt_qlim(a, qlen, b) \? lt_kvlim(a, kvlen, b, i) : 0;\n" \
+  "    T v[PER], mx = -lt_inf<T>();\n" \
+  "#pragma unroll\n" \
+  "    for (int k = 0; k < PER; k++) {\n" \
+  "      int64_t j = lane + 32 * k;\n" \
+  "      v[k] = j < lim \? lt_logit(a, s[j], amask, bmask, bias, b, h, i, j) : -lt_inf<T>();\n" \
+  "      mx = (v[k] > mx) \? v[k] : mx;\n" \
+  "    }\n" \
+  "    mx = lt_row_fmax(mx, 32, (T *)0);\n" \
+  "    bool none = !(mx > -lt_inf<T>());\n" \
+  "    T l = 0;\n" \
+  "#pragma unroll\n" \
+  "    for (int k = 0; k < PER; k++)\n" \
+  "      if (!none) v[k] = lt_exp(v[k] - mx), l += v[k];\n" \
+  "    l = lt_row_sum(l, 32, (T *)0);\n" \
+  "    T inv = !none && l > 0 \? (T)1 / l : (T)0;\n" \
+  "#pragma unroll\n" \
+  "    for (int k = 0; k < PER; k++)\n" \
+  "      if (lane + 32 * k < a.Skv) s[lane + 32 * k] = none \? (T)0 : v[k] * inv;\n" \
+  "    if (lane == 0 && i < a.S) lse[(b * a.H + h) * a.S + i] = !none && l > 0 \? mx + lt_log(l) : -lt_inf<T>();\n" \
+  "  }\n" \
+  "}\n" \
+  "/* P = e^(logit - lse) (0 where hidden), dS = P (dP - delta) scale, over rows of Skv: tpr threads a\n" \
+  " * row, so a row's position, limits and statistics are found once, not per element. */\n" \
   "template <typename T> __device__ void att_grad(T *sc, T *dp, const T *lse, const T *delta, const T *amask,\n" \
   "                                               const uint8_t *bmask, const T *bias, const int32_t *qlen,\n" \
-  "                                               const int32_t *kvlen, const lt_att &a, int64_t n) {\n" \
-  "  LT_LOOP(e, n) {\n" \
-  "    int64_t j = e % a.Skv, row = e / a.Skv, t = row / a.sq, i = a.i0 + row % a.sq;\n" \
-  "    int64_t p = a.p0 + t * a.dp, b = p / a.H, h = p % a.H, r = (b * a.H + h) * a.S + i;\n" \
-  "    T L = lse[r], P = 0;\n" \
-  "    if (i < lt_qlim(a, qlen, b) && j < lt_kvlim(a, kvlen, b, i) && L != -lt_inf<T>())\n" \
-  "      P = lt_exp(lt_logit(a, sc[e], amask, bmask, bias, b, h, i, j) - L);\n" \
-  "    sc[e] = P;\n" \
-  "    dp[e] = P * (dp[e] - delta[r]) * (T)a.scale;\n" \
+  "                                               const int32_t *kvlen, const lt_att &a, int64_t rows, int tpr) {\n" \
+  "  int rpb = blockDim.x / tpr, sub = threadIdx.x / tpr, lane = threadIdx.x % tpr;\n" \
+  "  for (int64_t row = (int64_t)blockIdx.x * rpb + sub; row < rows; row += (int64_t)gridDim.x * rpb) {\n" \
+  "    int64_t b, h, i;\n" \
+  "    lt_att_row(a, row, b, h, i);\n" \
+  "    int64_t r = (b * a.H + h) * a.S + i, lim = i < lt_qlim(a, qlen, b) \? lt_kvlim(a, kvlen, b, i) : 0;\n" \
+  "    T L = lse[r], dl = delta[r], scale = (T)a.scale;\n" \
+  "    if (L == -lt_inf<T>()) lim = 0;\n" \
+  "    T *s = sc + row * a.Skv, *d = dp + row * a.Skv;\n" \
+  "    for (int64_t j = lane; j < a.Skv; j += tpr) {\n" \
+  "      T P = j < lim \? lt_exp(lt_logit(a, s[j], amask, bmask, bias, b, h, i, j) - L) : (T)0;\n" \
+  "      s[j] = P;\n" \
+  "      d[j] = P * (d[j] - dl) * scale;\n" \
+  "    }\n" \
   "  }\n" \
   "}\n" \
   "/* delta[b, h, i] = sum_d o * dout, rows B x H x S */\n" \
@@ -138,12 +184,23 @@
   "      const int32_t *ql, const int32_t *kl, const __grid_constant__ lt_att a, int64_t rows, int tpr) {                             \\\n" \
   "    att_softmax(sc, lse, am, bm, bi, ql, kl, a, rows, tpr); }                                              \\\n" \
   "  extern \"C\" __global__ void lt_att_grad_##name(T *sc, T *dp, const T *lse, const T *delta, const T *am,     \\\n" \
-  "      const uint8_t *bm, const T *bi, const int32_t *ql, const int32_t *kl, const __grid_constant__ lt_att a, int64_t n) {           \\\n" \
-  "    att_grad(sc, dp, lse, delta, am, bm, bi, ql, kl, a, n); }                                              \\\n" \
+  "      const uint8_t *bm, const T *bi, const int32_t *ql, const int32_t *kl, const __grid_constant__ lt_att a, int64_t rows, \\\n" \
+  "      int tpr) {                                                                                          \\\n" \
+  "    att_grad(sc, dp, lse, delta, am, bm, bi, ql, kl, a, rows, tpr); }                                     \\\n" \
   "  extern \"C\" __global__ void lt_att_delta_##name(const T *o, const T *d, T *delta, const __grid_constant__ lt_att a, int64_t rows, int tpr) { \\\n" \
   "    att_delta(o, d, delta, a, rows, tpr); }\n" \
   "LT_ATT(Float32, float)\n" \
-  "LT_ATT(Float64, double)\n"
+  "LT_ATT(Float64, double)\n" \
+  "/* blocks of 256; launch bounds as the plain warp softmax's (softmax_warp.cuh says why) */\n" \
+  "#define LT_ATT_WARP(name, T, PER, MINB)                                                                          \\\n" \
+  "  extern \"C\" __global__ void __launch_bounds__(256, MINB) lt_att_softmax_warp##PER##_##name(T *sc, T *lse,         \\\n" \
+  "      const T *am, const uint8_t *bm, const T *bi, const int32_t *ql, const int32_t *kl, const __grid_constant__ lt_att a, \\\n" \
+  "      int64_t rows) {                                                                                             \\\n" \
+  "    att_softmax_warp<T, PER>(sc, lse, am, bm, bi, ql, kl, a, rows); }\n" \
+  "#define LT_ATT_WARPS(name, T, MINB) LT_ATT_WARP(name, T, 4, MINB) LT_ATT_WARP(name, T, 8, MINB) \\\n" \
+  "  LT_ATT_WARP(name, T, 16, MINB) LT_ATT_WARP(name, T, 32, MINB)\n" \
+  "LT_ATT_WARPS(Float32, float, 4)\n" \
+  "LT_ATT_WARPS(Float64, double, 2)\n"
 
 #define LT_CUH_BATCHNORM \
   "struct lt_bn_geo { int64_t units, groups, cols, per, inner, len; };\n" \
