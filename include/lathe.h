@@ -557,8 +557,9 @@ lathe_status_t lathe_batch_norm_gradient(lathe_function_t fn, lathe_value_t oper
 lathe_status_t lathe_fused_softmax(lathe_function_t fn, lathe_value_t x, int axis, lathe_value_t *out);
 /* GELU: exact (x/2 (1 + erf(x/sqrt 2))) or the tanh approximation. */
 lathe_status_t lathe_fused_gelu(lathe_function_t fn, lathe_value_t x, bool exact, lathe_value_t *out);
-/* Layer normalisation over axes (distinct); gamma and beta (may be NULL) hold one value per
- * element of the normalised axes (dims of x at axes, in the order given). */
+/* Layer normalisation over axes (distinct; a negative axis counts from the end, -1 the last);
+ * gamma and beta (may be NULL) hold one value per element of the normalised axes (dims of x at
+ * axes, in the order given). */
 lathe_status_t lathe_fused_layer_norm(lathe_function_t fn, lathe_value_t x, const int *axes, int n_axes, double epsilon,
                                       lathe_value_t gamma, lathe_value_t beta, lathe_value_t *out);
 typedef enum lathe_activation {

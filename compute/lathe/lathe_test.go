@@ -847,3 +847,25 @@ func TestBufferFromNilFlatData(t *testing.T) {
 		t.Errorf("nil flat data for 2 elements: %v, want a 'must be a slice' error", err)
 	}
 }
+
+// GoMLX's nn.LayerNorm hands the backend the axes as its caller wrote them: -1 is the last.
+func TestFusedLayerNormNegativeAxis(t *testing.T) {
+	x := [][]float32{{1, 2, 3, 6}, {-1, 0, 0, 1}}
+	want := make([][]float32, 2)
+	for i, row := range x {
+		var mean, variance float64
+		for _, v := range row {
+			mean += float64(v) / 4
+		}
+		for _, v := range row {
+			variance += (float64(v) - mean) * (float64(v) - mean) / 4
+		}
+		for _, v := range row {
+			want[i] = append(want[i], float32((float64(v)-mean)/math.Sqrt(variance+1e-5)))
+		}
+	}
+	got := exec1(t, []any{x}, func(f compute.Function, p []compute.Value) (compute.Value, error) {
+		return f.FusedLayerNorm(p[0], []int{-1}, 1e-5, nil, nil)
+	})
+	expectClose(t, "FusedLayerNorm axis -1", want, got, 1e-5)
+}

@@ -40,14 +40,17 @@ lathe_status_t lathe_fused_layer_norm(lathe_function_t fn, lathe_value_t x, cons
   LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_FUSED_LAYER_NORM, operands, n_ops, &n));
   LATHE_RETURN_IF_ERROR(check_float(op, x));
   if (n_axes < 1 || !axes) return LATHE_INVALID("%s: needs at least one axis", op);
+  if (n_axes > x->shape.rank) return LATHE_INVALID("%s: %d axes for rank %d", op, n_axes, x->shape.rank);
   int64_t norm = 1;
+  int ax[LATHE_MAX_RANK]; /* from the end when negative, as GoMLX's nn.LayerNorm passes them */
   bool seen[LATHE_MAX_RANK] = {0}, dyn_norm = false;
   for (int i = 0; i < n_axes; i++) {
-    LATHE_RETURN_IF_ERROR(lathe_check_axis(op, "axis", axes[i], x->shape.rank));
-    if (seen[axes[i]]) return LATHE_INVALID("%s: axis %d given twice", op, axes[i]);
-    seen[axes[i]] = true;
-    norm *= x->shape.dims[axes[i]];
-    dyn_norm |= x->shape.dims[axes[i]] < 0;
+    ax[i] = axes[i] < 0 && axes[i] >= -x->shape.rank ? axes[i] + x->shape.rank : axes[i];
+    LATHE_RETURN_IF_ERROR(lathe_check_axis(op, "axis", ax[i], x->shape.rank));
+    if (seen[ax[i]]) return LATHE_INVALID("%s: axis %d given twice", op, axes[i]);
+    seen[ax[i]] = true;
+    norm *= x->shape.dims[ax[i]];
+    dyn_norm |= x->shape.dims[ax[i]] < 0;
   }
   /* gamma and beta are static: their size cannot follow a dynamic normalised axis */
   if (n_ops > 1 && dyn_norm)
@@ -62,7 +65,7 @@ lathe_status_t lathe_fused_layer_norm(lathe_function_t fn, lathe_value_t x, cons
       return LATHE_INVALID("%s: %s has %lld elements, the normalised axes have %lld", op, what, (long long)lathe_shape_size(s),
                            (long long)norm);
   }
-  LATHE_RETURN_IF_ERROR(lathe_attr_set_fused_layer_norm_axes_int(n, axes, n_axes));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_fused_layer_norm_axes_int(n, ax, n_axes));
   lathe_attr_set_fused_layer_norm_has_gamma(n, gamma != NULL);
   lathe_attr_set_fused_layer_norm_has_beta(n, beta != NULL);
   lathe_attr_set_fused_layer_norm_epsilon(n, epsilon);

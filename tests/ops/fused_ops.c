@@ -84,9 +84,11 @@ TEST(fused_gelu) {
   gelu_case(LATHE_DTYPE_FLOAT32, TST_SHAPE(LATHE_DTYPE_FLOAT32, 100000), false);
 }
 
-static void layer_norm_case(lathe_dtype dt, lathe_shape s, const int *axes, int na, bool with_gamma, bool with_beta) {
+static void layer_norm_case(lathe_dtype dt, lathe_shape s, const int *given, int na, bool with_gamma, bool with_beta) {
   lathe_function_t fn;
   lathe_builder_t b = tst_builder("layernorm", &fn);
+  int axes[LATHE_MAX_RANK];
+  for (int i = 0; i < na; i++) axes[i] = given[i] < 0 ? given[i] + s.rank : given[i];
   int64_t norm = 1;
   for (int i = 0; i < na; i++) norm *= s.dims[axes[i]];
   lathe_shape gs = TST_SHAPE(dt, norm);
@@ -94,7 +96,7 @@ static void layer_norm_case(lathe_dtype dt, lathe_shape s, const int *axes, int 
   x = tst_param(fn, "x", s);
   if (with_gamma) g = tst_param(fn, "gamma", gs);
   if (with_beta) be = tst_param(fn, "beta", gs);
-  CHECK_OK(lathe_fused_layer_norm(fn, x, axes, na, 1e-5, g, be, &y));
+  CHECK_OK(lathe_fused_layer_norm(fn, x, given, na, 1e-5, g, be, &y));
   CHECK_OK(lathe_function_return(fn, &y, 1));
   int64_t n = lathe_shape_num_elements(&s);
   void *xd = tst_alloc_for(&s), *want = tst_alloc_for(&s), *gd = tst_alloc_for(&gs), *bd = tst_alloc_for(&gs), *got[1];
@@ -152,6 +154,12 @@ TEST(fused_layer_norm) {
     layer_norm_case(dt, TST_SHAPE(dt, 0, 6), (int[]){1}, 1, true, true);
   }
   layer_norm_case(LATHE_DTYPE_FLOAT32, TST_SHAPE(LATHE_DTYPE_FLOAT32, 512, 384), (int[]){1}, 1, true, true);
+  /* rows of every width class of the GPU's warp-per-row kernel, and past it; negative axes */
+  for (int d = 0; d < N_FLOAT_DTS; d++) layer_norm_case(float_dts[d], TST_SHAPE(float_dts[d], 5, 200), (int[]){-1}, 1, true, true);
+  layer_norm_case(LATHE_DTYPE_FLOAT32, TST_SHAPE(LATHE_DTYPE_FLOAT32, 7, 1000), (int[]){-1}, 1, true, false);
+  layer_norm_case(LATHE_DTYPE_FLOAT32, TST_SHAPE(LATHE_DTYPE_FLOAT32, 3, 8, 128), (int[]){-2, -1}, 2, false, true);
+  layer_norm_case(LATHE_DTYPE_FLOAT32, TST_SHAPE(LATHE_DTYPE_FLOAT32, 3, 1025), (int[]){1}, 1, true, true);
+  layer_norm_case(LATHE_DTYPE_FLOAT64, TST_SHAPE(LATHE_DTYPE_FLOAT64, 6, 768), (int[]){-1}, 1, true, true);
 }
 
 static void dense_case(lathe_dtype dt, int64_t m, int64_t k, int64_t nf, lathe_activation act, lathe_dense_layout layout,
@@ -217,6 +225,8 @@ TEST(fused_bad_inputs) {
   CHECK_ERR(lathe_fused_layer_norm(fn, x, (int[]){1}, 1, 1e-5, g, NULL, &y), INVALID_ARGUMENT, "FusedLayerNorm");
   CHECK_ERR(lathe_fused_layer_norm(fn, x, (int[]){1, 1}, 2, 1e-5, NULL, NULL, &y), INVALID_ARGUMENT, "FusedLayerNorm");
   CHECK_ERR(lathe_fused_layer_norm(fn, x, (int[]){5}, 1, 1e-5, NULL, NULL, &y), INVALID_ARGUMENT, "FusedLayerNorm");
+  CHECK_ERR(lathe_fused_layer_norm(fn, x, (int[]){-3}, 1, 1e-5, NULL, NULL, &y), INVALID_ARGUMENT, "FusedLayerNorm");
+  CHECK_ERR(lathe_fused_layer_norm(fn, x, (int[]){1, -1}, 2, 1e-5, NULL, NULL, &y), INVALID_ARGUMENT, "FusedLayerNorm");
   CHECK_ERR(lathe_fused_layer_norm(fn, x, NULL, 0, 1e-5, NULL, NULL, &y), INVALID_ARGUMENT, "FusedLayerNorm");
   CHECK_ERR(lathe_fused_dense(fn, x, w, NULL, LATHE_ACTIVATION_NONE, LATHE_DENSE_INPUT_OUTPUTS, &y), INVALID_ARGUMENT, "FusedDense");
   CHECK_ERR(lathe_fused_dense(fn, x, xi, NULL, LATHE_ACTIVATION_NONE, LATHE_DENSE_OUTPUTS_INPUT, &y), INVALID_ARGUMENT, "FusedDense");
