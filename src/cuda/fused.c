@@ -68,6 +68,9 @@ void lathe_cuda_sources_fused(lathe_cuda_source_fn fn, void *ctx) {
   lathe_cuda_sources_quantized(fn, ctx);
 }
 
+/* Values per lane of a warp-per-row kernel for rows of len <= 1024 elements. */
+static int warp_per(int64_t len) { return len <= 128 ? 4 : len <= 256 ? 8 : len <= 512 ? 16 : 32; }
+
 static lathe_status_t run_softmax(lathe_cuda_exec *ex, const lathe_node *n, const lathe_tensor *x, lathe_tensor *y) {
   const lathe_shape *s = &x->shape;
   int axis = (int)lathe_attr_fused_softmax_axis(n);
@@ -77,7 +80,7 @@ static lathe_status_t run_softmax(lathe_cuda_exec *ex, const lathe_node *n, cons
   lcuFunction f;
   if (inner == 1 && len <= 32 * 32) { /* a warp per row (8 rows a block) */
     int64_t rows = total / len;
-    int per = len <= 128 ? 4 : len <= 256 ? 8 : len <= 512 ? 16 : 32, ilen = (int)len;
+    int per = warp_per(len), ilen = (int)len;
     char what[32];
     snprintf(what, sizeof what, "softmax_warp%d", per);
     LATHE_RETURN_IF_ERROR(fused_kernel(ex, what, s->dtype, &f));
@@ -146,8 +149,17 @@ static lathe_status_t run_layer_norm(lathe_cuda_exec *ex, const lathe_node *n, l
   if (lathe_attr_fused_layer_norm_has_gamma(n)) pg = lathe_cuda_ptr(in[k++]);
   if (lathe_attr_fused_layer_norm_has_beta(n)) pb = lathe_cuda_ptr(in[k]);
   double eps = lathe_attr_fused_layer_norm_epsilon(n);
-  int tpr = lathe_cuda_row_threads(norm);
   lcuFunction f;
+  if (trailing && norm <= 32 * 32) { /* a warp per row (8 rows a block) */
+    int per = warp_per(norm), inorm = (int)norm;
+    char what[32];
+    snprintf(what, sizeof what, "layer_norm_warp%d", per);
+    LATHE_RETURN_IF_ERROR(fused_kernel(ex, what, s->dtype, &f));
+    int64_t b = (rows + 7) / 8;
+    void *args[] = {&px, &py, &pg, &pb, &rows, &inorm, &eps};
+    return lathe_cuda_launch(ex, f, (unsigned)(b > 65535 * 8 ? 65535 * 8 : b), 256, 0, args);
+  }
+  int tpr = lathe_cuda_row_threads(norm);
   LATHE_RETURN_IF_ERROR(fused_kernel(ex, "layer_norm", s->dtype, &f));
   void *args[] = {&px, &py, &pg, &pb, &rows, &norm, &od, &os, &nd, &nst, &eps, &tpr};
   unsigned b, th;
@@ -160,9 +172,11 @@ lathe_status_t lathe_cuda_dense_epilogue(lathe_cuda_exec *ex, lathe_dtype out_dt
   if (m * n == 0 || (acc == y && !bias && act == LATHE_ACTIVATION_NONE)) return NULL;
   lcuFunction f;
   LATHE_RETURN_IF_ERROR(fused_kernel(ex, "dense_epi", out_dt, &f));
-  void *args[] = {&acc, &y, &bias, &m, &n, &act};
+  int tpr = lathe_cuda_row_threads(n);
+  tpr = tpr < 256 ? tpr : 256;
+  void *args[] = {&acc, &y, &bias, &m, &n, &act, &tpr};
   unsigned b, th;
-  lathe_cuda_grid(m * n, &b, &th);
+  lathe_cuda_row_grid(m, tpr, &b, &th);
   return lathe_cuda_launch(ex, f, b, th, 0, args);
 }
 

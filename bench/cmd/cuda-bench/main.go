@@ -36,6 +36,7 @@ import (
 	"github.com/gomlx/gomlx/core/tensors"
 	"github.com/gomlx/gomlx/ml/layers/activation"
 	"github.com/gomlx/gomlx/ml/model"
+	"github.com/gomlx/gomlx/ml/nn"
 	"github.com/gomlx/gomlx/ml/train/optimizer"
 
 	"github.com/lathe-dev/lathe/bench/internal/steps"
@@ -73,6 +74,8 @@ func works(quick bool) []work {
 		{"column sum 32768x768 (bias gradient)", []int{32768, 768}, 4 * 32768 * 768, func(x *Node) *Node { return ReduceSum(x, 0) }, 20},
 		{"column sum 401408x32 (conv bias gradient)", []int{401408, 32}, 4 * 401408 * 32, func(x *Node) *Node { return ReduceSum(x, 0) }, 20},
 		{"layer norm 16384x1024", []int{16384, 1024}, 8 << 24, layerNorm, 20},
+		{"layer norm 16384x1024, nn.LayerNorm", []int{16384, 1024}, 8 << 24,
+			func(x *Node) *Node { return nn.LayerNorm(x, []int{-1}, 1e-5, nil, nil, nil) }, 20},
 		{"floor: x+1 on 4 floats, Call + Value", []int{4}, 0, func(x *Node) *Node { return AddScalar(x, 1) }, 1},
 	}
 	if quick {

@@ -66,13 +66,54 @@ template <typename S> __device__ void layer_norm(const S *x, S *y, const S *gamm
     }
   }
 }
-/* y[r, j] = act(acc[r, j] + bias[j]) */
-template <typename A, typename S> __device__ void dense_epi(const A *acc, S *y, const S *bias, int64_t m, int64_t n, int act) {
+/* layer_norm of contiguous rows of up to 32 PER elements: a warp per row, the row in registers
+ * (one read, no block barrier, no index arithmetic per element); sums in double as above */
+template <typename S, int PER> __device__ void layer_norm_warp(const S *x, S *y, const S *gamma, const S *beta, int64_t rows,
+                                                               int norm, double eps) {
   typedef typename lt_ct<S>::T T;
-  LT_LOOP(e, m * n) {
-    T v = (T)lt_g(acc, e);
-    if (bias) v += lt_g(bias, e % n);
-    lt_s(y, e, lt_act(v, act));
+  int lane = threadIdx.x & 31, rpb = blockDim.x >> 5;
+  for (int64_t row = (int64_t)blockIdx.x * rpb + (threadIdx.x >> 5); row < rows; row += (int64_t)gridDim.x * rpb) {
+    const S *xr = x + row * norm;
+    S *yr = y + row * norm;
+    T v[PER];
+    double s = 0, q = 0;
+#pragma unroll
+    for (int k = 0; k < PER; k++) {
+      int i = lane + 32 * k;
+      v[k] = i < norm ? lt_g(xr, i) : (T)0;
+      s += (double)v[k];
+    }
+    double mean = lt_row_sum(s, 32, (double *)0) / (double)norm;
+#pragma unroll
+    for (int k = 0; k < PER; k++)
+      if (lane + 32 * k < norm) { double d = (double)v[k] - mean; q += d * d; }
+    q = lt_row_sum(q, 32, (double *)0);
+    T mu = (T)mean, inv = (T)(1.0 / sqrt(q / (double)norm + eps));
+#pragma unroll
+    for (int k = 0; k < PER; k++) {
+      int i = lane + 32 * k;
+      if (i >= norm) continue;
+      T o = (v[k] - mu) * inv;
+      if (gamma) o *= lt_g(gamma, i);
+      if (beta) o += lt_g(beta, i);
+      lt_s(yr, i, o);
+    }
+  }
+}
+/* y[r, j] = act(acc[r, j] + bias[j]): tpr threads a row, so a column is a loop index, not a
+ * 64-bit remainder per element */
+template <typename A, typename S> __device__ void dense_epi(const A *acc, S *y, const S *bias, int64_t m, int64_t n, int act,
+                                                           int tpr) {
+  typedef typename lt_ct<S>::T T;
+  int rpb = blockDim.x / tpr, sub = threadIdx.x / tpr, lane = threadIdx.x % tpr;
+  for (int64_t r = (int64_t)blockIdx.x * rpb + sub; r < m; r += (int64_t)gridDim.x * rpb) {
+    const A *ar = acc + r * n;
+    S *yr = y + r * n;
+    for (int64_t j = lane; j < n; j += tpr) {
+      T v = (T)lt_g(ar, j);
+      if (bias) v += lt_g(bias, j);
+      lt_s(yr, j, lt_act(v, act));
+    }
   }
 }
 #define LT_FUSED(name, S, A)                                                                             \
@@ -84,9 +125,21 @@ template <typename A, typename S> __device__ void dense_epi(const A *acc, S *y, 
   extern "C" __global__ void lt_layer_norm_##name(const S *x, S *y, const S *g, const S *b, int64_t rows,   \
       int64_t norm, const __grid_constant__ lt_dims od, const __grid_constant__ lt_strides os, const __grid_constant__ lt_dims nd, const __grid_constant__ lt_strides ns, double eps, int tpr) {            \
     layer_norm(x, y, g, b, rows, norm, od, os, nd, ns, eps, tpr); }                                        \
-  extern "C" __global__ void lt_dense_epi_##name(const A *acc, S *y, const S *b, int64_t m, int64_t n, int act) { \
-    dense_epi(acc, y, b, m, n, act); }
+  extern "C" __global__ void lt_dense_epi_##name(const A *acc, S *y, const S *b, int64_t m, int64_t n, int act, \
+      int tpr) { dense_epi(acc, y, b, m, n, act, tpr); }
 LT_FUSED(Float32, float, float)
 LT_FUSED(Float64, double, double)
 LT_FUSED(Float16, lt_f16s, float)
 LT_FUSED(BFloat16, lt_bf16s, float)
+/* blocks of 256; MINB blocks per SM cap the registers (softmax_warp.cuh says why), as high as the
+ * row's values allow without spilling: ptxas spilled 32-value Float32 rows at 4 blocks (64
+ * registers) and 16-value ones at 4 */
+#define LT_LAYER_NORM_WARP(name, S, PER, MINB) \
+  extern "C" __global__ void __launch_bounds__(256, MINB) lt_layer_norm_warp##PER##_##name(const S *x, S *y, const S *g, \
+      const S *b, int64_t rows, int norm, double eps) { layer_norm_warp<S, PER>(x, y, g, b, rows, norm, eps); }
+#define LT_LAYER_NORM_WARPS(name, S, M4, M8, M16, M32) LT_LAYER_NORM_WARP(name, S, 4, M4) \
+  LT_LAYER_NORM_WARP(name, S, 8, M8) LT_LAYER_NORM_WARP(name, S, 16, M16) LT_LAYER_NORM_WARP(name, S, 32, M32)
+LT_LAYER_NORM_WARPS(Float32, float, 4, 4, 3, 2)
+LT_LAYER_NORM_WARPS(Float64, double, 2, 2, 2, 1)
+LT_LAYER_NORM_WARPS(Float16, lt_f16s, 4, 4, 3, 2)
+LT_LAYER_NORM_WARPS(BFloat16, lt_bf16s, 4, 4, 3, 2)

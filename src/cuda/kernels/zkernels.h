@@ -191,16 +191,17 @@
   "    att_delta(o, d, delta, a, rows, tpr); }\n" \
   "LT_ATT(Float32, float)\n" \
   "LT_ATT(Float64, double)\n" \
-  "/* blocks of 256; launch bounds as the plain warp softmax's (softmax_warp.cuh says why) */\n" \
+  "/* blocks of 256; launch bounds as the plain warp softmax's (softmax_warp.cuh says why), lower where\n" \
+  " * ptxas would spill (32-value Float32 rows at 4 blocks) */\n" \
   "#define LT_ATT_WARP(name, T, PER, MINB)                                                                          \\\n" \
   "  extern \"C\" __global__ void __launch_bounds__(256, MINB) lt_att_softmax_warp##PER##_##name(T *sc, T *lse,         \\\n" \
   "      const T *am, const uint8_t *bm, const T *bi, const int32_t *ql, const int32_t *kl, const __grid_constant__ lt_att a, \\\n" \
   "      int64_t rows) {                                                                                             \\\n" \
   "    att_softmax_warp<T, PER>(sc, lse, am, bm, bi, ql, kl, a, rows); }\n" \
-  "#define LT_ATT_WARPS(name, T, MINB) LT_ATT_WARP(name, T, 4, MINB) LT_ATT_WARP(name, T, 8, MINB) \\\n" \
-  "  LT_ATT_WARP(name, T, 16, MINB) LT_ATT_WARP(name, T, 32, MINB)\n" \
-  "LT_ATT_WARPS(Float32, float, 4)\n" \
-  "LT_ATT_WARPS(Float64, double, 2)\n"
+  "#define LT_ATT_WARPS(name, T, M4, M8, M16, M32) LT_ATT_WARP(name, T, 4, M4) LT_ATT_WARP(name, T, 8, M8) \\\n" \
+  "  LT_ATT_WARP(name, T, 16, M16) LT_ATT_WARP(name, T, 32, M32)\n" \
+  "LT_ATT_WARPS(Float32, float, 4, 4, 4, 3)\n" \
+  "LT_ATT_WARPS(Float64, double, 2, 2, 2, 2)\n"
 
 #define LT_CUH_BATCHNORM \
   "struct lt_bn_geo { int64_t units, groups, cols, per, inner, len; };\n" \
@@ -679,13 +680,54 @@
   "    }\n" \
   "  }\n" \
   "}\n" \
-  "/* y[r, j] = act(acc[r, j] + bias[j]) */\n" \
-  "template <typename A, typename S> __device__ void dense_epi(const A *acc, S *y, const S *bias, int64_t m, int64_t n, int act) {\n" \
+  "/* layer_norm of contiguous rows of up to 32 PER elements: a warp per row, the row in registers\n" \
+  " * (one read, no block barrier, no index arithmetic per element); sums in double as above */\n" \
+  "template <typename S, int PER> __device__ void layer_norm_warp(const S *x, S *y, const S *gamma, const S *beta, int64_t rows,\n" \
+  "                                                               int norm, double eps) {\n" \
   "  typedef typename lt_ct<S>::T T;\n" \
-  "  LT_LOOP(e, m * n) {\n" \
-  "    T v = (T)lt_g(acc, e);\n" \
-  "    if (bias) v += lt_g(bias, e % n);\n" \
-  "    lt_s(y, e, lt_act(v, act));\n" \
+  "  int lane = threadIdx.x & 31, rpb = blockDim.x >> 5;\n" \
+  "  for (int64_t row = (int64_t)blockIdx.x * rpb + (threadIdx.x >> 5); row < rows; row += (int64_t)gridDim.x * rpb) {\n" \
+  "    const S *xr = x + row * norm;\n" \
+  "    S *yr = y + row * norm;\n" \
+  "    T v[PER];\n" \
+  "    double s = 0, q = 0;\n" \
+  "#pragma unroll\n" \
+  "    for (int k = 0; k < PER; k++) {\n" \
+  "      int i = lane + 32 * k;\n" \
+  "      v[k] = i < norm \? lt_g(xr, i) : (T)0;\n" \
+  "      s += (double)v[k];\n" \
+  "    }\n" \
+  "    double mean = lt_row_sum(s, 32, (double *)0) / (double)norm;\n" \
+  "#pragma unroll\n" \
+  "    for (int k = 0; k < PER; k++)\n" \
+  "      if (lane + 32 * k < norm) { double d = (double)v[k] - mean; q += d * d; }\n" \
+  "    q = lt_row_sum(q, 32, (double *)0);\n" \
+  "    T mu = (T)mean, inv = (T)(1.0 / sqrt(q / (double)norm + eps));\n" \
+  "#pragma unroll\n" \
+  "    for (int k = 0; k < PER; k++) {\n" \
+  "      int i = lane + 32 * k;\n" \
+  "      if (i >= norm) continue;\n" \
+  "      T o = (v[k] - mu) * inv;\n" \
+  "      if (gamma) o *= lt_g(gamma, i);\n" \
+  "      if (beta) o += lt_g(beta, i);\n" \
+  "      lt_s(yr, i, o);\n" \
+  "    }\n" \
+  "  }\n" \
+  "}\n" \
+  "/* y[r, j] = act(acc[r, j] + bias[j]): tpr threads a row, so a column is a loop index, not a\n" \
+  " * 64-bit remainder per element */\n" \
+  "template <typename A, typename S> __device__ void dense_epi(const A *acc, S *y, const S *bias, int64_t m, int64_t n, int act,\n" \
+  "                                                           int tpr) {\n" \
+  "  typedef typename lt_ct<S>::T T;\n" \
+  "  int rpb = blockDim.x / tpr, sub = threadIdx.x / tpr, lane = threadIdx.x % tpr;\n" \
+  "  for (int64_t r = (int64_t)blockIdx.x * rpb + sub; r < m; r += (int64_t)gridDim.x * rpb) {\n" \
+  "    const A *ar = acc + r * n;\n" \
+  "    S *yr = y + r * n;\n" \
+  "    for (int64_t j = lane; j < n; j += tpr) {\n" \
+  "      T v = (T)lt_g(ar, j);\n" \
+  "      if (bias) v += lt_g(bias, j);\n" \
+  "      lt_s(yr, j, lt_act(v, act));\n" \
+  "    }\n" \
   "  }\n" \
   "}\n" \
   "#define LT_FUSED(name, S, A)                                                                             \\\n" \
@@ -697,12 +739,24 @@
   "  extern \"C\" __global__ void lt_layer_norm_##name(const S *x, S *y, const S *g, const S *b, int64_t rows,   \\\n" \
   "      int64_t norm, const __grid_constant__ lt_dims od, const __grid_constant__ lt_strides os, const __grid_constant__ lt_dims nd, const __grid_constant__ lt_strides ns, double eps, int tpr) {            \\\n" \
   "    layer_norm(x, y, g, b, rows, norm, od, os, nd, ns, eps, tpr); }                                        \\\n" \
-  "  extern \"C\" __global__ void lt_dense_epi_##name(const A *acc, S *y, const S *b, int64_t m, int64_t n, int act) { \\\n" \
-  "    dense_epi(acc, y, b, m, n, act); }\n" \
+  "  extern \"C\" __global__ void lt_dense_epi_##name(const A *acc, S *y, const S *b, int64_t m, int64_t n, int act, \\\n" \
+  "      int tpr) { dense_epi(acc, y, b, m, n, act, tpr); }\n" \
   "LT_FUSED(Float32, float, float)\n" \
   "LT_FUSED(Float64, double, double)\n" \
   "LT_FUSED(Float16, lt_f16s, float)\n" \
-  "LT_FUSED(BFloat16, lt_bf16s, float)\n"
+  "LT_FUSED(BFloat16, lt_bf16s, float)\n" \
+  "/* blocks of 256; MINB blocks per SM cap the registers (softmax_warp.cuh says why), as high as the\n" \
+  " * row's values allow without spilling: ptxas spilled 32-value Float32 rows at 4 blocks (64\n" \
+  " * registers) and 16-value ones at 4 */\n" \
+  "#define LT_LAYER_NORM_WARP(name, S, PER, MINB) \\\n" \
+  "  extern \"C\" __global__ void __launch_bounds__(256, MINB) lt_layer_norm_warp##PER##_##name(const S *x, S *y, const S *g, \\\n" \
+  "      const S *b, int64_t rows, int norm, double eps) { layer_norm_warp<S, PER>(x, y, g, b, rows, norm, eps); }\n" \
+  "#define LT_LAYER_NORM_WARPS(name, S, M4, M8, M16, M32) LT_LAYER_NORM_WARP(name, S, 4, M4) \\\n" \
+  "  LT_LAYER_NORM_WARP(name, S, 8, M8) LT_LAYER_NORM_WARP(name, S, 16, M16) LT_LAYER_NORM_WARP(name, S, 32, M32)\n" \
+  "LT_LAYER_NORM_WARPS(Float32, float, 4, 4, 3, 2)\n" \
+  "LT_LAYER_NORM_WARPS(Float64, double, 2, 2, 2, 1)\n" \
+  "LT_LAYER_NORM_WARPS(Float16, lt_f16s, 4, 4, 3, 2)\n" \
+  "LT_LAYER_NORM_WARPS(BFloat16, lt_bf16s, 4, 4, 3, 2)\n"
 
 #define LT_CUH_GATHER \
   "struct lt_w16 { uint64_t a, b; };\n" \
