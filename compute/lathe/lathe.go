@@ -163,8 +163,8 @@ func (b *Backend) Capabilities() compute.Capabilities {
 // capabilitiesOf asks the engine about every compute.OpType (matched by name) and dtype.
 func capabilitiesOf(cb C.lathe_backend_t) compute.Capabilities {
 	caps := compute.Capabilities{
-		Operations:  map[compute.OpType]bool{},
-		DTypes:      map[dtypes.DType]bool{},
+		Operations: map[compute.OpType]bool{},
+		DTypes:     map[dtypes.DType]bool{},
 		// Native: one plan serves every binding (mlx:dynamic); Recompiling: a specialisation per
 		// binding (lathe:cpu, lathe:cuda, compiled mlx). DynamicAxes (deprecated) follows it.
 		DynamicShapes: compute.DynamicShapesSupport(C.lathe_backend_dynamic_shapes(cb)),
