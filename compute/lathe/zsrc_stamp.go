@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "7fa8548bd28ed7c284c50fab62f51632"
+const engineSourcesHash = "f21dfcbdce9f0ed1ab42fe58691e8d53"

@@ -204,13 +204,6 @@ static att_args chunk_args(const att *c, const jobs *jb, int64_t j0, int64_t t0,
   return aa;
 }
 
-/* Rows of up to 1024 keys: a warp each, the row in registers (PER values a lane); 0: the general kernel. */
-static int softmax_per(int64_t skv) {
-  for (int per = 4; per <= 32; per *= 2)
-    if (skv <= 32 * per) return per;
-  return 0;
-}
-
 /* Threads per row of the gradient kernel (no reduction: a warp at most, looping over the row). */
 static int tpr_grad(int64_t skv) {
   int t = lathe_cuda_row_threads(skv);
@@ -254,7 +247,7 @@ static lathe_status_t run_forward(lathe_cuda_exec *ex, const lathe_node *n, lath
   lcuDeviceptr sc;
   lathe_status_t st = lathe_cuda_scratch(ex, c.dt, jpc * ntc * sq * a->Skv, &sc, NULL);
   lcuFunction fsm = NULL;
-  int per = softmax_per(a->Skv);
+  int per = lathe_cuda_warp_values(a->Skv); /* rows of up to 1024 keys: a warp each */
   if (!st) st = att_kernel(ex, "softmax", per, c.f64, &fsm);
   int tpr = lathe_cuda_row_threads(a->Skv);
   for (int64_t j0 = 0; j0 < jb.n && !st; j0 += jpc) {

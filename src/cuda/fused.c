@@ -68,8 +68,17 @@ void lathe_cuda_sources_fused(lathe_cuda_source_fn fn, void *ctx) {
   lathe_cuda_sources_quantized(fn, ctx);
 }
 
-/* Values per lane of a warp-per-row kernel for rows of len <= 1024 elements. */
-static int warp_per(int64_t len) { return len <= 128 ? 4 : len <= 256 ? 8 : len <= 512 ? 16 : 32; }
+/* A warp-per-row kernel <what>_warp<PER> for rows of len <= 1024, launched 8 rows a block. */
+static lathe_status_t launch_warp_rows(lathe_cuda_exec *ex, const char *what, lathe_dtype dt, int64_t rows, int64_t len,
+                                       void **args) {
+  char name[32];
+  snprintf(name, sizeof name, "%s_warp%d", what, lathe_cuda_warp_values(len));
+  lcuFunction f;
+  LATHE_RETURN_IF_ERROR(fused_kernel(ex, name, dt, &f));
+  unsigned b, th;
+  lathe_cuda_row_grid(rows, 32, &b, &th);
+  return lathe_cuda_launch(ex, f, b, th, 0, args);
+}
 
 static lathe_status_t run_softmax(lathe_cuda_exec *ex, const lathe_node *n, const lathe_tensor *x, lathe_tensor *y) {
   const lathe_shape *s = &x->shape;
@@ -78,15 +87,11 @@ static lathe_status_t run_softmax(lathe_cuda_exec *ex, const lathe_node *n, cons
   if (!total) return NULL;
   lcuDeviceptr px = lathe_cuda_ptr(x), py = lathe_cuda_ptr(y);
   lcuFunction f;
-  if (inner == 1 && len <= 32 * 32) { /* a warp per row (8 rows a block) */
+  if (inner == 1 && lathe_cuda_warp_values(len)) {
     int64_t rows = total / len;
-    int per = warp_per(len), ilen = (int)len;
-    char what[32];
-    snprintf(what, sizeof what, "softmax_warp%d", per);
-    LATHE_RETURN_IF_ERROR(fused_kernel(ex, what, s->dtype, &f));
-    int64_t b = (rows + 7) / 8;
+    int ilen = (int)len;
     void *args[] = {&px, &py, &rows, &ilen};
-    return lathe_cuda_launch(ex, f, (unsigned)(b > 65535 * 8 ? 65535 * 8 : b), 256, 0, args);
+    return launch_warp_rows(ex, "softmax", s->dtype, rows, len, args);
   }
   if (inner == 1) {
     int64_t rows = total / len;
@@ -149,16 +154,12 @@ static lathe_status_t run_layer_norm(lathe_cuda_exec *ex, const lathe_node *n, l
   if (lathe_attr_fused_layer_norm_has_gamma(n)) pg = lathe_cuda_ptr(in[k++]);
   if (lathe_attr_fused_layer_norm_has_beta(n)) pb = lathe_cuda_ptr(in[k]);
   double eps = lathe_attr_fused_layer_norm_epsilon(n);
-  lcuFunction f;
-  if (trailing && norm <= 32 * 32) { /* a warp per row (8 rows a block) */
-    int per = warp_per(norm), inorm = (int)norm;
-    char what[32];
-    snprintf(what, sizeof what, "layer_norm_warp%d", per);
-    LATHE_RETURN_IF_ERROR(fused_kernel(ex, what, s->dtype, &f));
-    int64_t b = (rows + 7) / 8;
+  if (trailing && lathe_cuda_warp_values(norm)) {
+    int inorm = (int)norm;
     void *args[] = {&px, &py, &pg, &pb, &rows, &inorm, &eps};
-    return lathe_cuda_launch(ex, f, (unsigned)(b > 65535 * 8 ? 65535 * 8 : b), 256, 0, args);
+    return launch_warp_rows(ex, "layer_norm", s->dtype, rows, norm, args);
   }
+  lcuFunction f;
   int tpr = lathe_cuda_row_threads(norm);
   LATHE_RETURN_IF_ERROR(fused_kernel(ex, "layer_norm", s->dtype, &f));
   void *args[] = {&px, &py, &pg, &pb, &rows, &norm, &od, &os, &nd, &nst, &eps, &tpr};

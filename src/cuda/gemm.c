@@ -448,6 +448,12 @@ int lathe_cuda_row_threads(int64_t len) {
   return tpr;
 }
 
+int lathe_cuda_warp_values(int64_t len) {
+  for (int per = 4; per <= 32; per *= 2)
+    if (len <= 32 * per) return per;
+  return 0;
+}
+
 void lathe_cuda_row_grid(int64_t rows, int tpr, unsigned *blocks, unsigned *threads) {
   unsigned th = tpr > 32 ? (unsigned)tpr : 256;
   int64_t rpb = th / (unsigned)tpr, b = (rows + rpb - 1) / rpb;

@@ -79,6 +79,9 @@ const char *lathe_cuda_access_source(void);
 /* Threads per row (a power of two, 1..1024) for rows of len elements, and blocks x threads to
  * cover rows with them. */
 int lathe_cuda_row_threads(int64_t len);
+/* Values per lane (4, 8, 16 or 32) of a warp-per-row kernel that keeps a row of len elements in
+ * registers; 0 past 1024, where the row kernels with a thread group per row take it. */
+int lathe_cuda_warp_values(int64_t len);
 void lathe_cuda_row_grid(int64_t rows, int tpr, unsigned *blocks, unsigned *threads);
 
 /* Sources of gemm.c for the NVRTC compile test. */
