@@ -6,7 +6,7 @@
 # under the name go-xla looks for. JAX and the PJRT plugin are told not to take most of the GPU's
 # memory up front, so that every contender can run beside the others.
 # Usage: bench/cuda-bench.sh BIN [micro|steps|all] [ROUNDS]
-#   (steps: LATHE_BENCH_LATHE replaces the lathe configurations; LATHE_BENCH_ONLY picks workloads
+#   (LATHE_BENCH_LATHE replaces the lathe configurations, ";"-separated; LATHE_BENCH_ONLY picks workloads
 #   of either, and then micro leaves out the first calls in fresh processes)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +24,7 @@ else
 fi
 export XLA_PYTHON_CLIENT_PREALLOCATE=false XLA_PYTHON_CLIENT_MEM_FRACTION=.25 JAX_PLATFORMS=cuda
 if [ "$what" = micro ] || [ "$what" = all ]; then
-  "$bin/cuda-bench" -xla "$xla" -python python3 -rounds "$rounds" -only "${LATHE_BENCH_ONLY:-}" \
+  "$bin/cuda-bench" -lathe "${LATHE_BENCH_LATHE:-lathe:cuda}" -xla "$xla" -python python3 -rounds "$rounds" -only "${LATHE_BENCH_ONLY:-}" \
     $([ -z "${LATHE_BENCH_ONLY:-}" ] && echo -first)
 fi
 if [ "$what" = steps ] || [ "$what" = all ]; then

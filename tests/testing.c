@@ -948,3 +948,59 @@ int tst_main(int argc, char **argv) {
  * tensors of valid but unobtainable sizes on purpose, and expect RESOURCE_EXHAUSTED. */
 const char *__asan_default_options(void);
 __attribute__((used)) const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
+
+/* ---- ROWS region graphs (tst_rows_graph) ---- */
+static lathe_value_t rows_reduce(lathe_function_t fn, lathe_op op, lathe_value_t v, int axis, const lathe_shape *kept) {
+  lathe_value_t r = NULL, out = NULL;
+  CHECK_OK(lathe_reduce(fn, op, v, &axis, 1, &r));
+  CHECK_OK(lathe_reshape(fn, r, kept->dims, kept->rank, &out));
+  return out;
+}
+
+static lathe_value_t rows_bcast(lathe_function_t fn, lathe_value_t v, const lathe_shape *to) {
+  int axes[LATHE_MAX_RANK];
+  for (int a = 0; a < to->rank; a++) axes[a] = a;
+  lathe_value_t out = NULL;
+  CHECK_OK(lathe_broadcast_in_dim(fn, v, to, axes, to->rank, &out));
+  return out;
+}
+
+lathe_builder_t tst_rows_graph(lathe_backend_t be, lathe_dtype dt, int which, int64_t n) {
+  lathe_builder_t b = NULL;
+  CHECK_OK(lathe_builder_new(be, "rows", &b));
+  if (!b) return NULL;
+  lathe_function_t fn = lathe_builder_main(b);
+  lathe_value_t y = NULL, t = NULL, e = NULL, c = NULL;
+  if (which == 0) { /* layer norm: y = (x - mean) * rsqrt(var + eps) * gamma */
+    lathe_shape xs = TST_SHAPE(dt, 6, n), ks = TST_SHAPE(dt, 6, 1), gs = TST_SHAPE(dt, n);
+    lathe_value_t x = tst_param(fn, "x", xs), gamma = tst_param(fn, "g", gs), k, mean, var, gb, outs[2];
+    double inv = 1.0 / (double)n, eps = 1e-5;
+    CHECK_OK(lathe_constant(fn, &(lathe_shape){.dtype = LATHE_DTYPE_FLOAT64}, &inv, sizeof inv, &k));
+    CHECK_OK(lathe_convert_dtype(fn, k, dt, &k));
+    CHECK_OK(lathe_mul(fn, rows_reduce(fn, LATHE_OP_REDUCE_SUM, x, 1, &ks), k, &mean));
+    CHECK_OK(lathe_sub(fn, x, rows_bcast(fn, mean, &xs), &c));
+    CHECK_OK(lathe_mul(fn, c, c, &t));
+    CHECK_OK(lathe_mul(fn, rows_reduce(fn, LATHE_OP_REDUCE_SUM, t, 1, &ks), k, &var));
+    CHECK_OK(lathe_constant(fn, &(lathe_shape){.dtype = LATHE_DTYPE_FLOAT64}, &eps, sizeof eps, &e));
+    CHECK_OK(lathe_convert_dtype(fn, e, dt, &e));
+    CHECK_OK(lathe_add(fn, var, e, &var));
+    CHECK_OK(lathe_rsqrt(fn, var, &var));
+    int ax = 1;
+    CHECK_OK(lathe_broadcast_in_dim(fn, gamma, &xs, &ax, 1, &gb));
+    CHECK_OK(lathe_mul(fn, c, rows_bcast(fn, var, &xs), &y));
+    CHECK_OK(lathe_mul(fn, y, gb, &y));
+    outs[0] = y, outs[1] = var;
+    CHECK_OK(lathe_function_return(fn, outs, 2));
+  } else { /* masked softmax over [2, 3, n], the mask [2, 1, n] */
+    lathe_shape ss = TST_SHAPE(dt, 2, 3, n), ms = TST_SHAPE(dt, 2, 1, n), rs = TST_SHAPE(dt, 2, 3, 1);
+    lathe_value_t x = tst_param(fn, "s", ss), mask = tst_param(fn, "m", ms), mb;
+    int axes[3] = {0, 1, 2};
+    CHECK_OK(lathe_broadcast_in_dim(fn, mask, &ss, axes, 3, &mb));
+    CHECK_OK(lathe_add(fn, x, mb, &t));
+    CHECK_OK(lathe_sub(fn, t, rows_bcast(fn, rows_reduce(fn, LATHE_OP_REDUCE_MAX, t, 2, &rs), &ss), &e));
+    CHECK_OK(lathe_exp(fn, e, &e));
+    CHECK_OK(lathe_div(fn, e, rows_bcast(fn, rows_reduce(fn, LATHE_OP_REDUCE_SUM, e, 2, &rs), &ss), &y));
+    CHECK_OK(lathe_function_return(fn, &y, 1));
+  }
+  return b;
+}

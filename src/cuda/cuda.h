@@ -93,6 +93,7 @@ typedef struct lathe_cuda {
   cuda_dev *devs;
   bool tf32; /* Float32 products may use TF32 tensor cores (option tf32=1; off by default) */
   bool fuse;
+  bool rows;  /* ROWS regions (the option rows=0|1) */
   bool cudnn; /* convolutions may use cuDNN (option cudnn=1, the default) */
   int graph_after; /* a plan becomes a CUDA graph at its graph_after-th run on a GPU (option graphs; 0: never) */
   char description[256];
@@ -273,5 +274,29 @@ typedef struct lt_text {
   bool oom;
 } lt_text;
 void lt_put(lt_text *t, const char *fmt, ...) LATHE_PRINTF(2, 3);
+
+/* ew.c's generation helpers, shared with rows.c: storage and compute types of a dtype (NULL when
+ * no kernel holds it), an op's element function (its name into name), and the conversions
+ * between a half's storage and float (other dtypes: the value as it is). */
+const char *lathe_cuda_ew_storage(lathe_dtype dt);
+const char *lathe_cuda_ew_compute(lathe_dtype dt);
+lathe_status_t lathe_cuda_ew_element_fn(lt_text *t, const lathe_node *n, char *name, size_t name_cap);
+const char *lathe_cuda_ew_load(char *buf, size_t cap, lathe_dtype dt, const char *v);
+const char *lathe_cuda_ew_store(char *buf, size_t cap, lathe_dtype dt, const char *v);
+
+/* ---- ROWS regions (rows.c) ----
+ * A ROWS region (src/graph/program.h) as one kernel: a group of G threads per row holds the row
+ * in registers (PER values a thread), folds each reduction with warp shuffles (and shared memory
+ * across a group's warps), and writes only the values that escape. Made at compile from the
+ * region's static shapes; ew.c's kernel object carries it (lathe_cuda_ewk_region). */
+typedef struct lathe_cuda_rowk lathe_cuda_rowk;
+/* Rows of at most this many elements form ROWS regions (the program option rows_max). */
+enum { LATHE_CUDA_ROWS_MAX = 8192 };
+/* The geometry (*out) and kernel source `lt_fused` (*source, malloc'd) of ROWS region g. */
+lathe_status_t lathe_cuda_rowk_new(const lathe_pfunc *pf, const lathe_pregion *g, lathe_cuda_rowk **out, char **source);
+/* Queues k's function f over outputs outs (the escaping members, in order) and inputs ins. */
+lathe_status_t lathe_cuda_rowk_launch(lathe_cuda_exec *ex, const lathe_cuda_rowk *k, lcuFunction f, lathe_tensor **outs,
+                                      lathe_tensor *const *ins);
+void lathe_cuda_rowk_free(lathe_cuda_rowk *k);
 
 #endif

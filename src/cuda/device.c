@@ -106,6 +106,7 @@ static bool supports_dtype(void *ctx, lathe_dtype dt) {
 
 static void program_options(void *ctx, lathe_program_options *opt) {
   opt->fuse = ((lathe_cuda *)ctx)->fuse;
+  opt->rows_max = ((lathe_cuda *)ctx)->fuse && ((lathe_cuda *)ctx)->rows ? LATHE_CUDA_ROWS_MAX : 0;
   opt->plan_memory = true;
   opt->alignment = 256; /* what cuBLASLt and vector loads like */
 }
@@ -247,7 +248,7 @@ const lathe_device_i lathe_cuda_device = {
 };
 
 /* lathe:cuda's options (docs/CUDA.md), parsed by the runtime (runtime/options.c). */
-enum { OPT_DEVICE, OPT_TF32, OPT_FUSE, OPT_CUDNN, OPT_GRAPHS };
+enum { OPT_DEVICE, OPT_TF32, OPT_FUSE, OPT_CUDNN, OPT_GRAPHS, OPT_ROWS };
 const lathe_option_spec lathe_cuda_options[] = {
     [OPT_DEVICE] = {"device", LATHE_OPTION_INT, "N", 0, 1024, false, "every GPU", "GPU N alone (as device 0)"},
     [OPT_TF32] = {"tf32", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
@@ -257,6 +258,8 @@ const lathe_option_spec lathe_cuda_options[] = {
                    "convolutions may use cuDNN where it is installed and measured faster"},
     [OPT_GRAPHS] = {"graphs", LATHE_OPTION_INT, "N", 0, 1000000, false, "2",
                     "a program's launches become one CUDA graph at its N-th run on a GPU, replayed after (0: never)"},
+    [OPT_ROWS] = {"rows", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "1",
+                  "reductions over rows fuse with the work before and after them (softmax, layer norm) into one kernel"},
 };
 const int lathe_cuda_n_options = (int)(sizeof lathe_cuda_options / sizeof lathe_cuda_options[0]);
 
@@ -283,6 +286,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   bool fuse = !opt[OPT_FUSE].set || opt[OPT_FUSE].value == 1;
   bool cudnn = !opt[OPT_CUDNN].set || opt[OPT_CUDNN].value == 1;
   int graph_after = opt[OPT_GRAPHS].set ? (int)opt[OPT_GRAPHS].value : 2;
+  bool rows = !opt[OPT_ROWS].set || opt[OPT_ROWS].value == 1;
   const lcu_api *api;
   int count;
   LATHE_RETURN_IF_ERROR(gpu_count(&api, &count));
@@ -293,6 +297,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   cu->api = api;
   cu->tf32 = tf32;
   cu->fuse = fuse;
+  cu->rows = rows;
   cu->cudnn = cudnn;
   cu->graph_after = graph_after;
   cu->n_devices = only >= 0 ? 1 : count;
@@ -320,6 +325,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   int n = only >= 0 ? snprintf(conf, 64, "cuda,device=%d", only) : snprintf(conf, 64, "cuda");
   if (tf32) n += snprintf(conf + n, (size_t)(64 - n), ",tf32=1");
   if (!fuse) n += snprintf(conf + n, (size_t)(64 - n), ",fuse=0");
+  if (!rows) n += snprintf(conf + n, (size_t)(64 - n), ",rows=0");
   if (!cudnn) n += snprintf(conf + n, (size_t)(64 - n), ",cudnn=0");
   if (graph_after != 2) snprintf(conf + n, (size_t)(64 - n), ",graphs=%d", graph_after);
   *out_dev = &lathe_cuda_device;

@@ -65,6 +65,12 @@ static lathe_status_t element_fn(lt_text *t, const lathe_node *n, char *name, si
   return st;
 }
 
+const char *lathe_cuda_ew_storage(lathe_dtype dt) { return storage_of(dt); }
+const char *lathe_cuda_ew_compute(lathe_dtype dt) { return compute_of(dt); }
+lathe_status_t lathe_cuda_ew_element_fn(lt_text *t, const lathe_node *n, char *name, size_t name_cap) {
+  return element_fn(t, n, name, name_cap);
+}
+
 /* ---- kernels for a step or a region ----
  * Both are a list of members over one iteration space: a single elementwise op is a region of
  * one member whose operands are all inputs. The kernel of a plan's step is built when the plan
@@ -91,6 +97,7 @@ struct lathe_cuda_ewk {
   char *source;
   int n_devices;
   lcuFunction *fns; /* per GPU of the backend, NULL until resolved */
+  lathe_cuda_rowk *rows; /* a ROWS region's kernel: its geometry (the fields below unused) */
   int64_t n;
   int rank;                      /* collapsed iteration axes, >= 1 */
   int64_t dims[LATHE_MAX_RANK];
@@ -211,6 +218,9 @@ static const char *conv_out(char *buf, size_t cap, lathe_dtype dt, const char *v
   else snprintf(buf, cap, "%s", v);
   return buf;
 }
+
+const char *lathe_cuda_ew_load(char *buf, size_t cap, lathe_dtype dt, const char *v) { return conv_in(buf, cap, dt, v); }
+const char *lathe_cuda_ew_store(char *buf, size_t cap, lathe_dtype dt, const char *v) { return conv_out(buf, cap, dt, v); }
 
 /* The members' evaluation over loaded inputs x<k>; each escaping member's value goes to
  * `store` with %d the output index and %s the value (a printf format). */
@@ -371,6 +381,7 @@ static lathe_status_t ewk_new(lathe_cuda *cu, const gen_member *m, int n_members
 
 void lathe_cuda_ewk_free(lathe_cuda_ewk *k) {
   if (!k) return;
+  lathe_cuda_rowk_free(k->rows);
   free(k->source);
   free(k->fns);
   free(k);
@@ -397,9 +408,10 @@ static bool aligned(lcuDeviceptr p, int bytes) {
 }
 
 lathe_status_t lathe_cuda_ewk_launch(lathe_cuda_exec *ex, lathe_cuda_ewk *k, lathe_tensor **outs, lathe_tensor *const *ins) {
-  if (k->n == 0) return NULL;
+  if (k->n == 0 && !k->rows) return NULL;
   cuda_dev *d = lathe_cuda_exec_dev(ex);
   if (!k->fns[d->ordinal]) LATHE_RETURN_IF_ERROR(lathe_cuda_ewk_resolve(d->cu, k, d->ordinal));
+  if (k->rows) return lathe_cuda_rowk_launch(ex, k->rows, k->fns[d->ordinal], outs, ins);
   enum { MAXA = 2 + LATHE_MAX_RANK + EW_MAX_VALUES * (1 + LATHE_MAX_RANK) + EW_MAX_VALUES };
   void *args[MAXA];
   lcuDeviceptr ptrs[2 * EW_MAX_VALUES];
@@ -513,6 +525,19 @@ EW_FAMILY(convert)
 
 /* ---- fusion regions ---- */
 lathe_status_t lathe_cuda_ewk_region(lathe_cuda *cu, const lathe_pfunc *pf, const lathe_pregion *g, lathe_cuda_ewk **k) {
+  if (g->kind == LATHE_PREGION_ROWS) {
+    lathe_cuda_ewk *r = calloc(1, sizeof *r);
+    if (!r) return LATHE_OOM("lathe:cuda: codegen");
+    r->n_devices = cu->n_devices;
+    r->fns = calloc((size_t)r->n_devices + 1, sizeof *r->fns);
+    lathe_status_t st = r->fns ? lathe_cuda_rowk_new(pf, g, &r->rows, &r->source) : LATHE_OOM("lathe:cuda: codegen");
+    if (st) {
+      lathe_cuda_ewk_free(r);
+      return st;
+    }
+    *k = r;
+    return NULL;
+  }
   gen_member m[64];
   gen_input gi[EW_MAX_VALUES];
   if (g->n_members > 64 || g->n_inputs > EW_MAX_VALUES)

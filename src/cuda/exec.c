@@ -83,7 +83,7 @@ static lathe_status_t bind_kernels(lathe_cuda *cu, lathe_plan *p) {
     f->region_k = calloc((size_t)pf->n_regions + 1, sizeof *f->region_k);
     if (!f->step_k || !f->region_k) return LATHE_OOM("Compile");
     for (int r = 0; !st && r < pf->n_regions; r++)
-      if (pf->regions[r].kind == LATHE_PREGION_LOOP)
+      if (pf->regions[r].kind != LATHE_PREGION_REDUCE)
         if (!(st = keep_unimplemented(lathe_cuda_ewk_region(cu, pf, &pf->regions[r], &f->region_k[r]))) && f->region_k[r]) total++;
     for (int s = 0; !st && s < pf->n_steps; s++) {
       const lathe_pstep *sp = &pf->steps[s];
@@ -334,7 +334,7 @@ static lathe_status_t launch(lathe_exec *x, int fi, int pos, const lathe_node *n
   return bound ? lathe_cuda_ewk_launch(ex, bound, out, in) : lathe_cuda_run_kernel(ex, n, in, out);
 }
 
-/* A LOOP region: one generated kernel (bound at compile when it could be made then). */
+/* A LOOP or ROWS region: one generated kernel (bound at compile when it could be made then). */
 static lathe_status_t launch_loop(lathe_exec *x, int pos, int region, bool in_place) {
   (void)pos, (void)in_place; /* results never reuse an input's memory on the GPU */
   lathe_cuda_exec *ex = cuda_exec(x);

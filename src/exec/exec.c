@@ -289,15 +289,15 @@ done:
   return st;
 }
 
-/* A region: one LOOP; or a REDUCE region's prologue, reduction and epilogue in turn (through
- * the region's internal slots). */
+/* A region: one LOOP or ROWS kernel (ROWS results never reuse an input's memory); or a REDUCE
+ * region's prologue, reduction and epilogue in turn (through the region's internal slots). */
 static lathe_status_t run_region(lathe_exec *x, lathe_frame *f, int pos, const lathe_pstep *sp) {
   const lathe_exec_device *dev = x->plan->dev;
   const lathe_pfunc *pf = f->f->pf;
   const lathe_pregion *g = &pf->regions[sp->region];
   lathe_status_t st = NULL;
-  if (g->kind == LATHE_PREGION_LOOP) {
-    st = dev->launch_loop(x, pos, sp->region, true);
+  if (g->kind != LATHE_PREGION_REDUCE) {
+    st = dev->launch_loop(x, pos, sp->region, g->kind == LATHE_PREGION_LOOP);
   } else {
     /* the parts run one after the other, so an operand the prologue lets die may still be read
      * by the epilogue: no reuse in place inside a REDUCE region */

@@ -62,7 +62,8 @@ typedef struct lathe_exec_device {
                            lathe_tensor **out);
   /* LOOP region `region` of the running function at step pos: inputs from lathe_exec_vals, each
    * escaping member's result (lathe_exec_result) stored there. in_place: a dying unshared full
-   * input may hold a result (never inside a REDUCE region, whose parts run one after another). */
+   * input may hold a result (never inside a REDUCE region, whose parts run one after another).
+   * Also a ROWS region, for a device whose program options ask for them (in_place false). */
   lathe_status_t (*launch_loop)(lathe_exec *x, int pos, int region, bool in_place);
   /* Optional: the whole program at once (CUDA: a captured graph). *handled false: the executor
    * walks the steps instead (nothing was done). */

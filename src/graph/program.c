@@ -39,6 +39,7 @@ typedef struct {
   int *slot_of; /* node id -> slot (through CSE's remap); multi-result nodes: their first result */
   /* scratch during region formation, indexed by step */
   int *region_of;
+  int *row_level;           /* per step of a ROWS draft: its RL_* level */
   int *users_start, *users; /* CSR list of the steps reading each slot */
   bool *is_output;          /* per slot: returned by the function */
   const lathe_node **fold;  /* by node id: Transposes of products folded into them (lower_nodes) */
@@ -247,6 +248,8 @@ typedef struct {
   int owner;    /* a LOOP draft that became part of a REDUCE draft: that draft; else -1 */
   int reduce_step, prologue, epilogue; /* REDUCE drafts; -1 otherwise */
   int final;    /* index in the function's region list, or -1 */
+  bool rows;    /* a ROWS draft (members: its steps, at every level) */
+  int row_axes; /* ROWS: leading axes of the reductions' operand that index rows */
 } draft;
 
 typedef struct {
@@ -320,11 +323,11 @@ static lathe_status_t draft_new(drafts *ds, int root, int *out) {
 static lathe_status_t form_loops(lower_ctx *c, drafts *ds) {
   lathe_pfunc *pf = c->pf;
   for (int s = pf->n_steps - 1; s >= 0; s--) {
-    if (!step_fusable(c, s)) continue;
+    if (c->region_of[s] >= 0 || !step_fusable(c, s)) continue;
     int slot = pf->steps[s].out[0], best = -1;
     for (int k = c->users_start[slot]; k < c->users_start[slot + 1]; k++) {
       int r = c->region_of[c->users[k]];
-      if (r < 0 || (best >= 0 && ds->d[r].root >= ds->d[best].root)) continue;
+      if (r < 0 || ds->d[r].rows || (best >= 0 && ds->d[r].root >= ds->d[best].root)) continue;
       if (!same_dims(&pf->steps[ds->d[r].root].node->shape, &pf->steps[s].node->shape)) continue;
       if (uses_after(c, ds, slot, r, -1, ds->d[r].root)) best = r;
     }
@@ -351,12 +354,14 @@ static lathe_status_t form_reduces(lower_ctx *c, drafts *ds) {
   lathe_pfunc *pf = c->pf;
   for (int s = 0; s < pf->n_steps; s++) {
     const lathe_node *n = pf->steps[s].node;
-    if (!fold_op(n->op) || lathe_dtype_is_packed(n->in[0]->shape.dtype) || lathe_dtype_is_packed(n->shape.dtype)) continue;
+    if (c->region_of[s] >= 0 || !fold_op(n->op) || lathe_dtype_is_packed(n->in[0]->shape.dtype) ||
+        lathe_dtype_is_packed(n->shape.dtype))
+      continue;
     int in_slot = pf->steps[s].in[0], out_slot = pf->steps[s].out[0];
     int epi = -1;
     for (int k = c->users_start[out_slot]; k < c->users_start[out_slot + 1]; k++) {
       int r = c->region_of[c->users[k]];
-      if (r < 0 || ds->d[r].owner >= 0 || ds->d[r].reduce_step >= 0) continue;
+      if (r < 0 || ds->d[r].owner >= 0 || ds->d[r].reduce_step >= 0 || ds->d[r].rows) continue;
       if (!same_dims(&pf->steps[ds->d[r].root].node->shape, &n->shape)) continue;
       if (epi < 0 || ds->d[r].root < ds->d[epi].root) epi = r;
     }
@@ -365,7 +370,7 @@ static lathe_status_t form_reduces(lower_ctx *c, drafts *ds) {
     int pro = -1, def = pf->slots[in_slot].def;
     if (def >= 0 && c->region_of[def] >= 0) {
       int r = c->region_of[def];
-      if (ds->d[r].root == def && ds->d[r].owner < 0 && ds->d[r].reduce_step < 0 && r != epi) pro = r;
+      if (ds->d[r].root == def && ds->d[r].owner < 0 && ds->d[r].reduce_step < 0 && !ds->d[r].rows && r != epi) pro = r;
     }
     for (int i = 0; pro >= 0 && i < ds->d[pro].n_members; i++)
       if (!uses_after(c, ds, pf->steps[ds->d[pro].members[i]].out[0], pro, s, pos)) pro = -1;
@@ -397,32 +402,319 @@ static int add_input(lathe_pregion *g, int slot, int access, const int64_t *stri
   return g->n_inputs++;
 }
 
-/* How member reads an operand slot of shape os over the region's iteration dims. */
-static int input_for(lathe_pregion *g, const lathe_node *member, int slot, const lathe_shape *os) {
-  const lathe_shape *it = &g->shape;
-  int64_t strides[LATHE_MAX_RANK] = {0};
+/* The element strides, over iteration dims `it`, at which member reads an operand of shape os
+ * (0 where it broadcasts); *full: the operand is read whole, in order. A rank-0 operand of a
+ * member other than a BroadcastInDim gets no strides (a scalar). */
+static void read_strides(const lathe_node *member, const lathe_shape *os, const lathe_shape *it, int64_t *strides, bool *full) {
+  for (int a = 0; a < LATHE_MAX_RANK; a++) strides[a] = 0;
+  *full = false;
   /* a broadcast member has no computation of its own: even a scalar operand is read as a tile
    * (all strides 0), so that its users see an operand of the iteration's shape */
   if (member->op == LATHE_OP_BROADCAST_IN_DIM) {
     const int64_t *axes = lathe_attr_broadcast_in_dim_axes(member).v;
     int64_t acc = 1;
-    bool full = os->rank == it->rank;
+    bool whole = os->rank == it->rank;
     for (int i = os->rank - 1; i >= 0; i--) {
       int a = (int)axes[i];
       strides[a] = os->dims[i] == 1 && it->dims[a] != 1 ? 0 : acc;
-      full = full && a == i && os->dims[i] == it->dims[a];
+      whole = whole && a == i && os->dims[i] == it->dims[a];
       acc *= os->dims[i];
     }
-    return add_input(g, slot, full ? LATHE_PACCESS_FULL : LATHE_PACCESS_STRIDED, strides, it->rank);
+    *full = whole;
+    return;
   }
-  if (os->rank == 0) return add_input(g, slot, LATHE_PACCESS_SCALAR, strides, 0);
-  if (same_dims(os, it)) return add_input(g, slot, LATHE_PACCESS_FULL, strides, 0);
+  if (os->rank == 0) return;
+  if (same_dims(os, it)) {
+    *full = true;
+    int64_t acc = 1;
+    for (int d = os->rank - 1; d >= 0; d--) strides[d] = acc, acc *= os->dims[d];
+    return;
+  }
   int64_t acc = 1;
   for (int d = os->rank - 1; d >= 0; d--) {
     strides[d] = os->dims[d] == 1 && it->dims[d] != 1 ? 0 : acc;
     acc *= os->dims[d];
   }
-  return add_input(g, slot, LATHE_PACCESS_STRIDED, strides, it->rank);
+}
+
+/* How member reads an operand slot of shape os over the region's iteration dims. */
+static int input_for(lathe_pregion *g, const lathe_node *member, int slot, const lathe_shape *os) {
+  int64_t strides[LATHE_MAX_RANK];
+  bool full;
+  read_strides(member, os, &g->shape, strides, &full);
+  if (full) return add_input(g, slot, LATHE_PACCESS_FULL, strides, 0);
+  if (member->op != LATHE_OP_BROADCAST_IN_DIM && os->rank == 0) return add_input(g, slot, LATHE_PACCESS_SCALAR, strides, 0);
+  return add_input(g, slot, LATHE_PACCESS_STRIDED, strides, g->shape.rank);
+}
+
+/* ---- ROWS regions (formed first, for devices that ask) ----
+ * Each reduction over the trailing axes of its operand (dims F: rows, then the reduced run) seeds
+ * a draft that grows by the producers and users of its members while they are elementwise (or
+ * Reshapes and broadcasts of row values) at one of two levels, over F or over the rows, and
+ * while every use of what moves still comes after the draft runs (as for LOOP drafts). It stays
+ * a region when it does more than a reduction with its prologue and epilogue -- a second
+ * reduction, or values over F computed from row values (softmax, layer norm and their
+ * gradients as GoMLX's graph package writes them); otherwise its steps are left to the LOOP and
+ * REDUCE drafts. Only floating-point Sum, Product, Max and Min join. */
+enum { RL_FULL = 1, RL_ROW, RL_RED, ROWS_MAX_MEMBERS = 48 };
+
+typedef struct {
+  lathe_shape F;
+  int k;        /* leading axes that index rows */
+  int64_t R, N; /* rows, elements per row */
+} rspace;
+
+/* Whether n reduces the trailing axes of its operand, rows of at most rows_max; *sp its space. */
+static bool row_reduction(const lower_ctx *c, const lathe_node *n, rspace *sp) {
+  if (!fold_op(n->op) || n->op == LATHE_OP_REDUCE_BITWISE_AND || n->op == LATHE_OP_REDUCE_BITWISE_OR ||
+      n->op == LATHE_OP_REDUCE_BITWISE_XOR || n->op == LATHE_OP_REDUCE_LOGICAL_AND || n->op == LATHE_OP_REDUCE_LOGICAL_OR ||
+      n->op == LATHE_OP_REDUCE_LOGICAL_XOR)
+    return false;
+  lathe_dtype_class cl = lathe_dtype_class_of(n->shape.dtype);
+  if ((cl != LATHE_CLASS_FLOAT && cl != LATHE_CLASS_HALF) || n->in[0]->shape.dtype != n->shape.dtype) return false;
+  const lathe_shape *F = &n->in[0]->shape;
+  bool red[LATHE_MAX_RANK] = {false};
+  lathe_ilist axes = lathe_attr_reduce_axes(n);
+  for (int i = 0; i < axes.n; i++) red[axes.v[i]] = true;
+  int k = 0;
+  for (int a = 0; a < F->rank; a++) {
+    if (F->dims[a] < 0) return false;
+    if (!red[a] && F->dims[a] != 1) k = a + 1;
+  }
+  int64_t R = 1, N = 1;
+  for (int a = 0; a < F->rank; a++) {
+    if (a < k && red[a] && F->dims[a] != 1) return false;
+    if (a < k) R *= F->dims[a];
+    else N *= F->dims[a];
+  }
+  if (N < 2 || N > c->p->options.rows_max || R < 1) return false;
+  *sp = (rspace){*F, k, R, N};
+  return true;
+}
+
+/* Whether shape s holds one value per row in row order (F's leading dims, size-1 axes aside). */
+static bool row_shaped(const rspace *sp, const lathe_shape *s) {
+  if (lathe_shape_size(s) != sp->R) return false;
+  int a = 0;
+  for (int d = 0; d < s->rank; d++) {
+    if (s->dims[d] == 1) continue;
+    while (a < sp->k && sp->F.dims[a] == 1) a++;
+    if (a >= sp->k || sp->F.dims[a] != s->dims[d]) return false;
+    a++;
+  }
+  return true;
+}
+
+/* Whether strides over F read element r of a row value (row-major over the leading axes, 0 over
+ * the trailing ones). */
+static bool row_pattern(const rspace *sp, const int64_t *strides) {
+  int64_t acc = 1;
+  for (int a = sp->F.rank - 1; a >= 0; a--) {
+    if (sp->F.dims[a] == 1) continue;
+    if (a >= sp->k ? strides[a] != 0 : strides[a] != acc) return false;
+    if (a < sp->k) acc *= sp->F.dims[a];
+  }
+  return true;
+}
+
+/* Whether strides over F walk the trailing axes as one axis (a device reads a row with one
+ * stride). */
+static bool trailing_as_one(const rspace *sp, const int64_t *strides) {
+  int64_t step = -1, acc = 1;
+  for (int a = sp->F.rank - 1; a >= sp->k; a--) {
+    if (sp->F.dims[a] == 1) continue;
+    if (step < 0) step = strides[a];
+    else if (strides[a] != step * acc) return false;
+    acc *= sp->F.dims[a];
+  }
+  return true;
+}
+
+/* Whether strides over shape it read it in row-major order (size-1 axes aside). */
+static bool in_order(const lathe_shape *it, const int64_t *strides) {
+  int64_t acc = 1;
+  for (int a = it->rank - 1; a >= 0; a--) {
+    if (it->dims[a] == 1) continue;
+    if (strides[a] != acc) return false;
+    acc *= it->dims[a];
+  }
+  return true;
+}
+
+/* The level step s would join a ROWS draft over sp at (0: none). */
+static int level_of(const lower_ctx *c, const rspace *sp, int s) {
+  const lathe_pstep *st = &c->pf->steps[s];
+  const lathe_node *n = st->node;
+  if (st->n_out != 1 || n->multi || lathe_dtype_is_packed(n->shape.dtype)) return 0;
+  if (fold_op(n->op)) {
+    rspace t;
+    return row_reduction(c, n, &t) && t.k == sp->k && same_dims(&t.F, &sp->F) ? RL_RED : 0;
+  }
+  if (n->op == LATHE_OP_RESHAPE) return row_shaped(sp, &n->shape) && row_shaped(sp, &n->in[0]->shape) ? RL_ROW : 0;
+  if (!fusable_op(n->op) || st->n_in > LATHE_PMEMBER_MAX_IN) return 0;
+  for (int i = 0; i < st->n_in; i++)
+    if (lathe_dtype_is_packed(c->pf->slots[st->in[i]].shape.dtype)) return 0;
+  if (same_dims(&n->shape, &sp->F)) return RL_FULL;
+  return row_shaped(sp, &n->shape) ? RL_ROW : 0;
+}
+
+/* Whether step s at level lvl may read its operands as members of draft r are (the draft's
+ * members at their levels, the rest as region inputs). */
+static bool operands_ok(const lower_ctx *c, int r, const rspace *sp, int s, int lvl) {
+  const lathe_pstep *st = &c->pf->steps[s];
+  const lathe_node *n = st->node;
+  for (int i = 0; i < st->n_in; i++) {
+    int slot = st->in[i], def = c->pf->slots[slot].def;
+    int ml = def >= 0 && c->region_of[def] == r ? c->row_level[def] : 0;
+    const lathe_shape *os = &c->pf->slots[slot].shape;
+    int64_t str[LATHE_MAX_RANK];
+    bool full;
+    if (lvl == RL_RED) {
+      if (ml == RL_ROW || ml == RL_RED) return false;
+      continue;
+    }
+    if (lvl == RL_ROW) {
+      if (ml == RL_FULL) return false;
+      if (n->op == LATHE_OP_RESHAPE || lathe_shape_size(os) == 1) continue;
+      read_strides(n, os, &n->shape, str, &full);
+      if (n->op == LATHE_OP_BROADCAST_IN_DIM ? !in_order(&n->shape, str) : !same_dims(os, &n->shape)) return false;
+      continue;
+    }
+    if (n->op != LATHE_OP_BROADCAST_IN_DIM && os->rank != 0 && !same_dims(os, &sp->F)) {
+      if (os->rank != sp->F.rank) return false;
+      for (int d = 0; d < os->rank; d++)
+        if (os->dims[d] != sp->F.dims[d] && os->dims[d] != 1) return false;
+    }
+    read_strides(n, os, &sp->F, str, &full);
+    if (ml == RL_FULL ? !full : ml ? !row_pattern(sp, str) : !trailing_as_one(sp, str)) return false;
+  }
+  return true;
+}
+
+/* Whether every member of draft r still reads its operands as its level allows. */
+static bool members_ok(const lower_ctx *c, const drafts *ds, int r, const rspace *sp) {
+  for (int i = 0; i < ds->d[r].n_members; i++) {
+    int m = ds->d[r].members[i];
+    if (!operands_ok(c, r, sp, m, c->row_level[m])) return false;
+  }
+  return true;
+}
+
+static lathe_status_t grow_rows(lower_ctx *c, drafts *ds, int r, const rspace *sp) {
+  lathe_pfunc *pf = c->pf;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (int i = 0; i < ds->d[r].n_members && ds->d[r].n_members < ROWS_MAX_MEMBERS; i++) {
+      const lathe_pstep *st = &pf->steps[ds->d[r].members[i]];
+      /* producers run later, at the draft's root */
+      for (int k = 0; k < st->n_in && ds->d[r].n_members < ROWS_MAX_MEMBERS; k++) {
+        int p = pf->slots[st->in[k]].def, lvl;
+        if (p < 0 || c->region_of[p] >= 0 || !(lvl = level_of(c, sp, p)) || !operands_ok(c, r, sp, p, lvl) ||
+            !uses_after(c, ds, pf->steps[p].out[0], r, -1, ds->d[r].root))
+          continue;
+        LATHE_RETURN_IF_ERROR(draft_add(&ds->d[r], p));
+        c->region_of[p] = r, c->row_level[p] = lvl;
+        if (members_ok(c, ds, r, sp)) {
+          changed = true;
+        } else { /* a member reads it in a way its level does not allow */
+          ds->d[r].n_members--;
+          c->region_of[p] = -1;
+        }
+      }
+      /* users: the draft then runs where the last of them was */
+      int slot = st->out[0];
+      for (int k = c->users_start[slot]; k < c->users_start[slot + 1] && ds->d[r].n_members < ROWS_MAX_MEMBERS; k++) {
+        int u = c->users[k], lvl;
+        if (c->region_of[u] >= 0 || !(lvl = level_of(c, sp, u)) || !operands_ok(c, r, sp, u, lvl)) continue;
+        int root = u > ds->d[r].root ? u : ds->d[r].root;
+        bool ok = uses_after(c, ds, pf->steps[u].out[0], r, -1, root);
+        for (int j = 0; ok && j < ds->d[r].n_members; j++) ok = uses_after(c, ds, pf->steps[ds->d[r].members[j]].out[0], r, u, root);
+        if (!ok) continue;
+        LATHE_RETURN_IF_ERROR(draft_add(&ds->d[r], u));
+        c->region_of[u] = r, c->row_level[u] = lvl;
+        ds->d[r].root = root;
+        changed = true;
+      }
+    }
+  }
+  return NULL;
+}
+
+static lathe_status_t form_rows(lower_ctx *c, drafts *ds) {
+  lathe_pfunc *pf = c->pf;
+  for (int s = 0; s < pf->n_steps; s++) {
+    rspace sp;
+    if (c->region_of[s] >= 0 || pf->steps[s].n_out != 1 || !row_reduction(c, pf->steps[s].node, &sp)) continue;
+    int r;
+    LATHE_RETURN_IF_ERROR(draft_new(ds, s, &r));
+    ds->d[r].rows = true;
+    ds->d[r].row_axes = sp.k;
+    LATHE_RETURN_IF_ERROR(draft_add(&ds->d[r], s));
+    c->region_of[s] = r, c->row_level[s] = RL_RED;
+    LATHE_RETURN_IF_ERROR(grow_rows(c, ds, r, &sp));
+    /* worth a kernel of its own: a second reduction, or row values read back over F */
+    int reds = 0;
+    bool back = false;
+    for (int i = 0; i < ds->d[r].n_members; i++) {
+      const lathe_pstep *st = &pf->steps[ds->d[r].members[i]];
+      reds += c->row_level[ds->d[r].members[i]] == RL_RED;
+      for (int k = 0; c->row_level[ds->d[r].members[i]] == RL_FULL && k < st->n_in; k++) {
+        int def = pf->slots[st->in[k]].def;
+        back |= def >= 0 && c->region_of[def] == r && c->row_level[def] != RL_FULL;
+      }
+    }
+    if (reds >= 2 || back) continue;
+    for (int i = 0; i < ds->d[r].n_members; i++) c->region_of[ds->d[r].members[i]] = -1;
+    ds->d[r].n_members = 0;
+    ds->d[r].rows = false;
+  }
+  return NULL;
+}
+
+/* The ROWS region of draft r: members in order at their levels; inputs of members over F read
+ * as in a LOOP, those of row members in row order (or as a scalar). */
+static lathe_status_t make_rows(lower_ctx *c, draft *d, int r, lathe_pregion *g) {
+  lathe_pfunc *pf = c->pf;
+  qsort(d->members, (size_t)d->n_members, sizeof(int), cmp_int);
+  rspace sp = {0};
+  for (int i = 0; i < d->n_members; i++)
+    if (c->row_level[d->members[i]] == RL_RED && row_reduction(c, pf->steps[d->members[i]].node, &sp)) break;
+  memset(g, 0, sizeof *g);
+  g->kind = LATHE_PREGION_ROWS;
+  g->prologue = g->epilogue = g->reduce_in = g->reduce_out = -1;
+  g->shape = sp.F;
+  g->shape.dtype = pf->steps[d->members[d->n_members - 1]].node->shape.dtype;
+  g->row_axes = sp.k;
+  g->members = arena_array(c->p, (size_t)d->n_members, sizeof(lathe_pmember));
+  g->inputs = arena_array(c->p, (size_t)d->n_members * LATHE_PMEMBER_MAX_IN, sizeof(lathe_pinput));
+  if (!g->members || !g->inputs) return LATHE_OOM("Compile");
+  int64_t rowst[LATHE_MAX_RANK] = {0}, acc = 1, zero[LATHE_MAX_RANK] = {0};
+  for (int a = sp.k - 1; a >= 0; a--) rowst[a] = sp.F.dims[a] == 1 ? 0 : acc, acc *= sp.F.dims[a];
+  for (int i = 0; i < d->n_members; i++) {
+    const lathe_pstep *st = &pf->steps[d->members[i]];
+    int lvl = c->row_level[d->members[i]];
+    lathe_pmember *m = &g->members[g->n_members++];
+    m->node = st->node;
+    m->n_in = st->n_in;
+    m->identity = st->node->op == LATHE_OP_BROADCAST_IN_DIM || st->node->op == LATHE_OP_RESHAPE;
+    m->row = lvl != RL_FULL;
+    for (int k = 0; k < st->n_in; k++) {
+      int slot = st->in[k], def = pf->slots[slot].def, j = -1;
+      for (int q = 0; def >= 0 && q < i; q++)
+        if (d->members[q] == def) j = q;
+      const lathe_shape *os = &pf->slots[slot].shape;
+      if (j >= 0) m->in[k] = j;
+      else if (lvl != RL_ROW) m->in[k] = -(input_for(g, st->node, slot, os) + 1);
+      else if (lathe_shape_size(os) == 1) m->in[k] = -(add_input(g, slot, LATHE_PACCESS_SCALAR, zero, 0) + 1);
+      else m->in[k] = -(add_input(g, slot, LATHE_PACCESS_STRIDED, rowst, g->shape.rank) + 1);
+    }
+    int slot = st->out[0];
+    bool escapes = i == d->n_members - 1 || c->is_output[slot];
+    for (int k = c->users_start[slot]; !escapes && k < c->users_start[slot + 1]; k++)
+      escapes = c->region_of[c->users[k]] != r;
+    m->out_slot = escapes ? slot : -1;
+  }
+  return NULL;
 }
 
 /* The LOOP region of draft r. A member's value escapes (gets its slot written) when it is the
@@ -520,13 +812,17 @@ static lathe_status_t build_regions(lower_ctx *c) {
   if (!c->region_of || !new_index) st = LATHE_OOM("Compile");
   if (!st) st = index_users(c);
   for (int s = 0; !st && s < pf->n_steps; s++) c->region_of[s] = -1;
+  if (!st && c->p->options.rows_max > 0) {
+    c->row_level = calloc((size_t)pf->n_steps + 1, sizeof(int));
+    st = c->row_level ? form_rows(c, &ds) : LATHE_OOM("Compile");
+  }
   if (!st) st = form_loops(c, &ds);
   if (!st) st = form_reduces(c, &ds);
   /* keep REDUCE drafts, their parts, and LOOP drafts worth it; the rest run as plain steps */
   int n_final = 0;
   for (int r = 0; !st && r < ds.n; r++) {
     draft *d = &ds.d[r];
-    if (d->reduce_step >= 0 || d->owner >= 0 || loop_worth(c, d)) {
+    if (d->rows || d->reduce_step >= 0 || d->owner >= 0 || loop_worth(c, d)) {
       d->final = n_final++;
       continue;
     }
@@ -538,7 +834,8 @@ static lathe_status_t build_regions(lower_ctx *c) {
     pf->n_regions = n_final;
   }
   for (int r = 0; !st && r < ds.n; r++)
-    if (ds.d[r].final >= 0 && ds.d[r].reduce_step < 0) st = make_loop(c, &ds.d[r], r, &pf->regions[ds.d[r].final]);
+    if (ds.d[r].final >= 0 && ds.d[r].reduce_step < 0)
+      st = ds.d[r].rows ? make_rows(c, &ds.d[r], r, &pf->regions[ds.d[r].final]) : make_loop(c, &ds.d[r], r, &pf->regions[ds.d[r].final]);
   for (int r = 0; !st && r < ds.n; r++) {
     const draft *d = &ds.d[r];
     if (d->final < 0 || d->reduce_step < 0) continue;
@@ -855,6 +1152,7 @@ static lathe_status_t build_fn(lathe_program *p, lathe_pfunc *pf) {
   lathe_schedule_free(&c.s);
   free(c.slot_of);
   free(c.region_of);
+  free(c.row_level);
   free(c.users_start);
   free(c.users);
   free(c.is_output);
@@ -914,7 +1212,8 @@ void lathe_program_get_stats(const lathe_program *p, lathe_program_stats *out) {
     for (int r = 0; r < pf->n_regions; r++) {
       const lathe_pregion *g = &pf->regions[r];
       if (g->kind == LATHE_PREGION_REDUCE) out->reduce_regions++;
-      out->fused_members += g->kind == LATHE_PREGION_LOOP ? g->n_members : 1;
+      if (g->kind == LATHE_PREGION_ROWS) out->rows_regions++;
+      out->fused_members += g->kind != LATHE_PREGION_REDUCE ? g->n_members : 1;
     }
     for (int s = 0; s < pf->n_steps; s++)
       if (pf->steps[s].region >= 0) {

@@ -45,19 +45,30 @@ typedef struct lathe_pmember {
   /* operand k: >= 0 a member index (earlier in the list), < 0 the region input -(in[k] + 1) */
   int in[LATHE_PMEMBER_MAX_IN];
   int out_slot;  /* >= 0: the member's value escapes the region into this slot */
-  bool identity; /* a BroadcastInDim: its value is its (STRIDED) input, no computation */
+  bool identity; /* a BroadcastInDim (ROWS: or a Reshape): its value is its input, no computation */
+  bool row;      /* ROWS: one value per row (a reduction's result and what is computed from such
+                  * values alone); its slot holds the rows' values in row order */
 } lathe_pmember;
 
-enum { LATHE_PREGION_LOOP = 1, LATHE_PREGION_REDUCE };
+enum { LATHE_PREGION_LOOP = 1, LATHE_PREGION_REDUCE, LATHE_PREGION_ROWS };
 
 /* A fusion region. LOOP: members evaluated element by element over one iteration space, in
  * order (operands before users); members that escape write full-size slots. REDUCE: an optional
  * LOOP prologue producing the reduction's operand, the reduction, and an optional LOOP epilogue
  * over the reduction's result -- a device that cannot fuse a reduction runs the three in turn,
- * through the internal slots reduce_in and reduce_out. */
+ * through the internal slots reduce_in and reduce_out.
+ * ROWS (only for a device that asks: lathe_program_options.rows_max): reductions over the
+ * trailing axes of `shape` with the elementwise work before and after them, at two levels: the
+ * members over `shape` (one value per element) and the `row` members (one value per row, the
+ * rows indexed by the leading row_axes axes), which members over `shape` read broadcast along
+ * the trailing axes. Inputs are read as in a LOOP over `shape`; a row member's inputs are ROW
+ * patterns (strides 0 on every trailing axis) or scalars, and every input's trailing strides
+ * walk the trailing axes as one axis. Members are in order (operands first); no slot is
+ * internal, and results never share an input's memory. A device runs it as one kernel. */
 typedef struct lathe_pregion {
   int kind;
-  lathe_shape shape; /* LOOP: the iteration space (dims; dtype of the root) */
+  lathe_shape shape; /* LOOP, ROWS: the iteration space (dims; dtype of the root) */
+  int row_axes;      /* ROWS: the leading axes of shape that index rows */
   lathe_pmember *members;
   int n_members;
   lathe_pinput *inputs;
@@ -108,6 +119,7 @@ typedef struct lathe_program_options {
   int64_t alignment; /* of arena offsets (a power of two >= 16) */
   bool alias_reshape; /* a Reshape whose operand dies there takes the operand's bytes (the device
                        * then skips the copy when they are the same memory) */
+  int64_t rows_max;   /* > 0: build ROWS regions over rows of up to this many elements */
 } lathe_program_options;
 
 typedef struct lathe_program {
@@ -127,7 +139,7 @@ const lathe_pfunc *lathe_program_main(const lathe_program *p);
 
 /* Statistics for tests and docs: steps, regions and fused members over every function. */
 typedef struct lathe_program_stats {
-  int steps, regions, loop_regions, reduce_regions, fused_members, planned_slots;
+  int steps, regions, loop_regions, reduce_regions, rows_regions, fused_members, planned_slots;
   int64_t arena_bytes;
 } lathe_program_stats;
 void lathe_program_get_stats(const lathe_program *p, lathe_program_stats *out);

@@ -3,6 +3,8 @@
  * fused run, inputs donated so results land in dying operands) over tensors of several tiles,
  * run on lathe:cpu (or -b's backend) and lathe:cpu,fuse=0; the results must be bit-identical. The
  * sizes include tails of odd length and one result large enough to be stored non-temporally. */
+#include <math.h>
+
 #include "testing.h"
 
 static uint32_t seed;
@@ -241,42 +243,127 @@ static void run_structured(lathe_backend_t be, lathe_executable_t e, int64_t B, 
   for (int i = 0; i < 3; i++) lathe_buffer_free(in[i]);
 }
 
+/* Whether got matches want within the reordering of a row's sums (ROWS regions). */
+static bool close_f32(const float *got, const float *want, int64_t n) {
+  for (int64_t i = 0; i < n; i++) {
+    double g = got[i], w = want[i];
+    if (g != g && w != w) continue;
+    if (fabs(g - w) > 2e-5 * (1 + fabs(w))) return false;
+  }
+  return true;
+}
+
 TEST(fusion_regions_match_unfused) {
-  /* the unfused run on the backend under test: fusion must not change a device's bits */
+  /* the unfused run on the backend under test: fusion must not change a device's bits, except
+   * that a device's ROWS regions (rows=0 turns them off) may order a row's sums differently */
   lathe_backend_t unfused = tst_backend_variant("fuse=0");
   if (!unfused) SKIP("the backend under test takes no fuse=0");
-  const int64_t sizes[][2] = {{3, 5000}, {64, 129}, {1, 1}, {5, 4097}, {0, 7}};
-  for (int si = 0; si < 5; si++) {
+  lathe_backend_t norows = strncmp(lathe_backend_config(tst_backend()), "lathe:cuda", 10) == 0 ? tst_backend_variant("rows=0") : NULL;
+  const int64_t sizes[][2] = {{3, 5000}, {64, 129}, {1, 1}, {5, 4097}, {0, 7}, {300, 1024}, {7, 9000}};
+  for (int si = 0; si < 7; si++) {
     int64_t B = sizes[si][0], N = sizes[si][1];
     float *x = malloc(sizeof(float) * (size_t)(B * N + 1)), *g = malloc(sizeof(float) * (size_t)N),
           *p = malloc(sizeof(float) * (size_t)(B + 1));
     tst_fill(x, LATHE_DTYPE_FLOAT32, B * N, 3 + (unsigned)si);
     tst_fill(g, LATHE_DTYPE_FLOAT32, N, 5 + (unsigned)si);
     tst_fill(p, LATHE_DTYPE_FLOAT32, B, 11 + (unsigned)si);
-    for (int which = 0; which < 3; which++) {
-      tst_row_begin();
-      lathe_executable_t ef = build_structured(tst_backend(), B, N, which);
-      lathe_executable_t eu = build_structured(unfused, B, N, which);
-      if (!ef || !eu) {
+    for (int which = 0; which < 3; which++)
+      for (int v = 0; v < (norows ? 2 : 1); v++) {
+        lathe_backend_t be = v ? norows : tst_backend();
+        bool exact = !norows || v == 1;
+        tst_row_begin();
+        lathe_executable_t ef = build_structured(be, B, N, which);
+        lathe_executable_t eu = build_structured(unfused, B, N, which);
+        if (!ef || !eu) {
+          lathe_executable_free(ef);
+          lathe_executable_free(eu);
+          continue;
+        }
+        float *gf[2] = {0}, *gu[2] = {0};
+        int64_t nf[2] = {0}, nu[2] = {0};
+        run_structured(be, ef, B, N, x, g, p, gf, nf);
+        run_structured(unfused, eu, B, N, x, g, p, gu, nu);
+        for (int k = 0; k < lathe_executable_num_outputs(ef); k++) {
+          bool same = gf[k] && gu[k] && nf[k] == nu[k] &&
+                      (exact ? memcmp(gf[k], gu[k], (size_t)nf[k]) == 0 : close_f32(gf[k], gu[k], nf[k] / (int64_t)sizeof(float)));
+          CHECK(same, "graph %d on %lldx%lld (%s): output %d differs from the unfused run", which, (long long)B, (long long)N,
+                lathe_backend_config(be), k);
+          free(gf[k]);
+          free(gu[k]);
+        }
         lathe_executable_free(ef);
         lathe_executable_free(eu);
-        continue;
       }
-      float *gf[2] = {0}, *gu[2] = {0};
-      int64_t nf[2] = {0}, nu[2] = {0};
-      run_structured(tst_backend(), ef, B, N, x, g, p, gf, nf);
-      run_structured(unfused, eu, B, N, x, g, p, gu, nu);
-      for (int k = 0; k < lathe_executable_num_outputs(ef); k++) {
-        CHECK(gf[k] && gu[k] && nf[k] == nu[k] && memcmp(gf[k], gu[k], (size_t)nf[k]) == 0,
-              "graph %d on %lldx%lld: output %d differs from the unfused run", which, (long long)B, (long long)N, k);
-        free(gf[k]);
-        free(gu[k]);
-      }
-      lathe_executable_free(ef);
-      lathe_executable_free(eu);
-    }
     free(x);
     free(g);
     free(p);
   }
+}
+
+/* ROWS regions in every float dtype, rows of 64 to 5000 (groups of 32 to 1024 threads on
+ * lathe:cuda), a layer norm with a gamma broadcast and a masked softmax whose mask is broadcast
+ * over heads (row offsets by axis): against the unfused run within the dtype's tolerance. */
+static bool run_rows(lathe_backend_t be, lathe_dtype dt, int which, int64_t n, void *const *in, void **out, int64_t *bytes) {
+  lathe_builder_t b = tst_rows_graph(be, dt, which, n);
+  lathe_executable_t e = NULL;
+  if (!b) return false;
+  lathe_status_t st = lathe_builder_compile(b, &e);
+  lathe_builder_free(b);
+  if (st) {
+    CHECK(false, "rows graph %d %s n %lld on %s: %s", which, lathe_dtype_name(dt), (long long)n, lathe_backend_config(be),
+          lathe_status_message(st));
+    lathe_status_free(st);
+    return false;
+  }
+  lathe_shape s0 = which ? TST_SHAPE(dt, 2, 3, n) : TST_SHAPE(dt, 6, n), s1 = which ? TST_SHAPE(dt, 2, 1, n) : TST_SHAPE(dt, n);
+  lathe_buffer_t bi[2] = {0}, bo[2] = {0};
+  CHECK_OK(lathe_buffer_from_host(be, 0, &s0, in[0], (size_t)lathe_shape_byte_size(&s0), &bi[0]));
+  CHECK_OK(lathe_buffer_from_host(be, 0, &s1, in[1], (size_t)lathe_shape_byte_size(&s1), &bi[1]));
+  int n_out = lathe_executable_num_outputs(e);
+  bool ok = bi[0] && bi[1];
+  if (ok) CHECK_OK(lathe_executable_execute(e, bi, NULL, 2, 0, bo, n_out));
+  for (int k = 0; k < n_out; k++) {
+    lathe_shape os;
+    out[k] = NULL;
+    if (!bo[k] || lathe_buffer_shape(bo[k], &os)) {
+      ok = false;
+      continue;
+    }
+    bytes[k] = lathe_shape_byte_size(&os);
+    out[k] = malloc((size_t)bytes[k] + 1);
+    CHECK_OK(lathe_buffer_to_host(bo[k], out[k], (size_t)bytes[k]));
+    lathe_buffer_free(bo[k]);
+  }
+  for (int i = 0; i < 2; i++) lathe_buffer_free(bi[i]);
+  lathe_executable_free(e);
+  return ok;
+}
+
+TEST(fusion_rows_dtypes) {
+  lathe_backend_t unfused = tst_backend_variant("fuse=0");
+  if (!unfused) SKIP("the backend under test takes no fuse=0");
+  lathe_dtype dts[] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_FLOAT64};
+  double tols[] = {2e-5, 1e-2, 3e-2, 1e-12};
+  int64_t ns[] = {64, 1000, 5000};
+  for (int d = 0; d < 4; d++)
+    for (int which = 0; which < 2; which++)
+      for (int ni = 0; ni < 3; ni++) {
+        lathe_dtype dt = dts[d];
+        int64_t n = ns[ni], n0 = which ? 6 * n : 6 * n, n1 = which ? 2 * n : n;
+        if (!lathe_backend_supports_op(tst_backend(), LATHE_OP_REDUCE_SUM, dt)) continue;
+        tst_row_begin();
+        void *in[2] = {malloc((size_t)(n0 * 8)), malloc((size_t)(n1 * 8))}, *got[2] = {0}, *want[2] = {0};
+        int64_t gb[2] = {0}, wb[2] = {0};
+        tst_fill(in[0], dt, n0, 17 + (unsigned)(d * 8 + which * 3 + ni));
+        tst_fill(in[1], dt, n1, 29 + (unsigned)(d * 8 + which * 3 + ni));
+        if (run_rows(tst_backend(), dt, which, n, in, got, gb) && run_rows(unfused, dt, which, n, in, want, wb)) {
+          char label[96];
+          for (int k = 0; k < (which ? 1 : 2); k++) {
+            snprintf(label, sizeof label, "rows graph %d %s n %lld output %d", which, lathe_dtype_name(dt), (long long)n, k);
+            CHECK(gb[k] == wb[k], "%s: %lld bytes, want %lld", label, (long long)gb[k], (long long)wb[k]);
+            if (gb[k] == wb[k]) tst_expect_close(label, got[k], want[k], dt, gb[k] * 8 / lathe_dtype_bits(dt), tols[d]);
+          }
+        }
+        for (int k = 0; k < 2; k++) free(got[k]), free(want[k]), free(in[k]);
+      }
 }

@@ -4,6 +4,7 @@
  * error is caught here (LATHE_NVRTC_LIBRARY names libnvrtc.so when it is not on the library
  * path; scripts/test.sh installs it from the nvidia-cuda-nvrtc wheel). */
 #include "cuda/cuda.h"
+#include "graph/program.h"
 #include "cuda_testing.h"
 #include "testing.h"
 
@@ -64,6 +65,54 @@ TEST(cuda_kernels_compile_with_nvrtc) {
   CHECK_ERR(lathe_cuda_compile_source("extern \"C\" __global__ void k() { undefined_thing(); }", 90, &cubin, &size),
             INTERNAL, "undefined_thing");
   free(cubin);
+}
+
+/* ROWS regions (rows.c) made from real programs and compiled by NVRTC: a layer norm with a
+ * gamma broadcast along the rows, a masked softmax whose mask is broadcast over heads (row
+ * offsets by axis), in every float dtype and in rows from 64 to 5000 elements (groups of 32
+ * to 1024 threads). Their values are checked on a GPU by the conformance run (tests/ops). */
+TEST(cuda_rows_kernels_compile) {
+  const lcu_api *api;
+  lathe_status_t st = lathe_cuda_load_nvrtc(&api);
+  bool nvrtc = st == NULL;
+  lathe_status_free(st);
+  lathe_dtype dts[] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_FLOAT64};
+  int64_t ns[] = {64, 1000, 5000};
+  lathe_program_options opt = {.fuse = true, .plan_memory = true, .alignment = 256, .rows_max = LATHE_CUDA_ROWS_MAX};
+  lathe_cuda cu;
+  memset(&cu, 0, sizeof cu);
+  int made = 0, compiled = 0;
+  for (int d = 0; d < 4; d++)
+    for (int which = 0; which < 2; which++)
+      for (int ni = 0; ni < 3; ni++) {
+        lathe_builder_t b = tst_rows_graph(tst_backend(), dts[d], which, ns[ni]);
+        lathe_program *p = NULL;
+        CHECK_OK(lathe_program_build(b, &opt, &p));
+        const lathe_pfunc *pf = p ? lathe_program_main(p) : NULL;
+        int regions = 0;
+        for (int r = 0; pf && r < pf->n_regions; r++) {
+          if (pf->regions[r].kind != LATHE_PREGION_ROWS) continue;
+          regions++;
+          lathe_cuda_ewk *k = NULL;
+          CHECK_OK(lathe_cuda_ewk_region(&cu, pf, &pf->regions[r], &k));
+          if (k && nvrtc) {
+            void *cubin = NULL;
+            size_t size = 0;
+            lathe_status_t cs = lathe_cuda_compile_source(lathe_cuda_ewk_source(k), d % 2 ? 80 : 90, &cubin, &size);
+            CHECK(cs == NULL, "NVRTC: rows kernel %s graph %d n %lld: %s", lathe_dtype_name(dts[d]), which, (long long)ns[ni],
+                  lathe_status_message(cs));
+            compiled += cs == NULL;
+            lathe_status_free(cs);
+            free(cubin);
+          }
+          made += k != NULL;
+          lathe_cuda_ewk_free(k);
+        }
+        CHECK(regions == 1, "%s graph %d n %lld: one ROWS region, got %d", lathe_dtype_name(dts[d]), which, (long long)ns[ni], regions);
+        lathe_program_free(p);
+        lathe_builder_free(b);
+      }
+  printf("note: %d ROWS kernels made, %d compiled by NVRTC%s\n", made, compiled, nvrtc ? "" : " (no NVRTC here)");
 }
 
 /* The multiply-high division that collapsed elementwise kernels use for 31-bit indices: exact

@@ -200,6 +200,116 @@ TEST(program_reduce_region) {
 
 /* Without fusion, a chain of in-place-able ops over one shape lives in one arena block: each
  * result takes its dying operand's memory. Transposes (not in place) alternate two blocks. */
+/* Layer norm as GoMLX writes it (mean and centred variance kept as [B, 1], broadcast back) and
+ * a softmax over a [B, H, N] tensor with a [B, 1, N] mask: with rows_max each is one ROWS region
+ * (two reductions, row values read back over the rows); without, LOOP and REDUCE regions as
+ * before. A lone reduction with a prologue stays a REDUCE region. */
+static const lathe_program_options rows = {.fuse = true, .plan_memory = true, .alignment = 64, .rows_max = 8192};
+
+static lathe_value_t keep_reduce(lathe_function_t fn, lathe_op op, lathe_value_t v, int axis, const lathe_shape *kept) {
+  lathe_value_t r = NULL, out = NULL;
+  CHECK_OK(lathe_reduce(fn, op, v, &axis, 1, &r));
+  CHECK_OK(lathe_reshape(fn, r, kept->dims, kept->rank, &out));
+  return out;
+}
+
+static lathe_value_t bcast_to(lathe_function_t fn, lathe_value_t v, const lathe_shape *to) {
+  int axes[LATHE_MAX_RANK];
+  for (int a = 0; a < to->rank; a++) axes[a] = a;
+  lathe_value_t out = NULL;
+  CHECK_OK(lathe_broadcast_in_dim(fn, v, to, axes, to->rank, &out));
+  return out;
+}
+
+TEST(program_rows_region) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("layer_norm", &fn);
+  lathe_shape xs = TST_SHAPE(LATHE_DTYPE_FLOAT32, 6, 10), ks = TST_SHAPE(LATHE_DTYPE_FLOAT32, 6, 1);
+  lathe_value_t x = tst_param(fn, "x", xs), mean, c, sq, var, inv, y, outs[2];
+  CHECK_OK(lathe_mul(fn, keep_reduce(fn, LATHE_OP_REDUCE_SUM, x, 1, &ks), scalar(fn, 0.1f), &mean));
+  CHECK_OK(lathe_sub(fn, x, bcast_to(fn, mean, &xs), &c));
+  CHECK_OK(lathe_mul(fn, c, c, &sq));
+  CHECK_OK(lathe_mul(fn, keep_reduce(fn, LATHE_OP_REDUCE_SUM, sq, 1, &ks), scalar(fn, 0.1f), &var));
+  CHECK_OK(lathe_add(fn, var, scalar(fn, 1e-5f), &inv));
+  CHECK_OK(lathe_rsqrt(fn, inv, &inv));
+  CHECK_OK(lathe_mul(fn, c, bcast_to(fn, inv, &xs), &y));
+  outs[0] = y, outs[1] = inv; /* a row value escapes too (a gradient would read it) */
+  CHECK_OK(lathe_function_return(fn, outs, 2));
+  lathe_program *p = program_of(b, &rows);
+  if (p) {
+    const lathe_pfunc *pf = lathe_program_main(p);
+    const lathe_pregion *g = pf->n_steps == 1 && pf->steps[0].region >= 0 ? &pf->regions[pf->steps[0].region] : NULL;
+    CHECK(g && g->kind == LATHE_PREGION_ROWS && g->row_axes == 1, "one ROWS step over rows of axis 0 (%d steps)", pf->n_steps);
+    if (g) {
+      int reds = 0, row = 0, out = 0;
+      for (int m = 0; m < g->n_members; m++) {
+        reds += lathe_op_kind_of(g->members[m].node->op) == LATHE_KIND_REDUCE;
+        row += g->members[m].row;
+        out += g->members[m].out_slot >= 0;
+      }
+      CHECK(g->n_members == 13 && reds == 2 && row == 8 && out == 2, "13 members, 2 reductions, 8 per row, 2 results: %d %d %d %d",
+            g->n_members, reds, row, out);
+      CHECK(pf->steps[0].n_in == 1 + 2 && pf->steps[0].n_out == 2, "reads x and 2 scalars, writes 2: %d, %d", pf->steps[0].n_in,
+            pf->steps[0].n_out);
+    }
+    lathe_program_stats st;
+    lathe_program_get_stats(p, &st);
+    CHECK(st.rows_regions == 1 && st.reduce_regions == 0, "stats: %d rows, %d reduce", st.rows_regions, st.reduce_regions);
+  }
+  lathe_program_free(p);
+  p = program_of(b, &fused);
+  if (p) {
+    lathe_program_stats st;
+    lathe_program_get_stats(p, &st);
+    CHECK(st.rows_regions == 0 && st.reduce_regions >= 1, "without rows_max: %d rows, %d reduce", st.rows_regions, st.reduce_regions);
+  }
+  lathe_program_free(p);
+  lathe_builder_free(b);
+
+  /* softmax over the last axis of [B, H, N] with a mask broadcast over H */
+  b = tst_builder("masked_softmax", &fn);
+  lathe_shape ss = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 3, 40), ms = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 1, 40),
+              rs = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 3, 1);
+  lathe_value_t s = tst_param(fn, "s", ss), mask = tst_param(fn, "mask", ms), t, e, sm;
+  int axes[3] = {0, 1, 2};
+  lathe_value_t mb;
+  CHECK_OK(lathe_broadcast_in_dim(fn, mask, &ss, axes, 3, &mb));
+  CHECK_OK(lathe_add(fn, s, mb, &t));
+  CHECK_OK(lathe_sub(fn, t, bcast_to(fn, keep_reduce(fn, LATHE_OP_REDUCE_MAX, t, 2, &rs), &ss), &e));
+  CHECK_OK(lathe_exp(fn, e, &e));
+  CHECK_OK(lathe_div(fn, e, bcast_to(fn, keep_reduce(fn, LATHE_OP_REDUCE_SUM, e, 2, &rs), &ss), &sm));
+  CHECK_OK(lathe_function_return(fn, &sm, 1));
+  p = program_of(b, &rows);
+  if (p) {
+    const lathe_pfunc *pf = lathe_program_main(p);
+    const lathe_pregion *g = pf->n_steps == 1 && pf->steps[0].region >= 0 ? &pf->regions[pf->steps[0].region] : NULL;
+    CHECK(g && g->kind == LATHE_PREGION_ROWS && g->row_axes == 2, "one ROWS step over rows of axes 0-1 (%d steps)", pf->n_steps);
+    for (int i = 0; g && i < g->n_inputs; i++)
+      if (pf->slots[g->inputs[i].slot].shape.dims[1] == 1)
+        CHECK(g->inputs[i].access == LATHE_PACCESS_STRIDED && g->inputs[i].strides[0] == 40 && g->inputs[i].strides[1] == 0 &&
+                  g->inputs[i].strides[2] == 1,
+              "the mask read with H broadcast: strides %lld %lld %lld", (long long)g->inputs[i].strides[0],
+              (long long)g->inputs[i].strides[1], (long long)g->inputs[i].strides[2]);
+  }
+  lathe_program_free(p);
+  lathe_builder_free(b);
+
+  /* sum of squares alone: a REDUCE region still */
+  b = tst_builder("sumsq", &fn);
+  x = tst_param(fn, "x", xs);
+  CHECK_OK(lathe_mul(fn, x, x, &sq));
+  y = keep_reduce(fn, LATHE_OP_REDUCE_SUM, sq, 1, &ks);
+  CHECK_OK(lathe_function_return(fn, &y, 1));
+  p = program_of(b, &rows);
+  if (p) {
+    lathe_program_stats st;
+    lathe_program_get_stats(p, &st);
+    CHECK(st.rows_regions == 0 && st.reduce_regions == 1, "one reduction: %d rows, %d reduce", st.rows_regions, st.reduce_regions);
+  }
+  lathe_program_free(p);
+  lathe_builder_free(b);
+}
+
 TEST(program_memory_plan) {
   lathe_function_t fn;
   lathe_builder_t b = tst_builder("plan", &fn);

@@ -64,12 +64,17 @@ func works(quick bool) []work {
 		v := ReduceAndKeep(Square(c), ReduceMean, -1)
 		return Mul(c, Rsqrt(AddScalar(v, 1e-5)))
 	}
+	softmaxOps := func(x *Node) *Node { // as GoMLX's graph package computes softmax without the fused op
+		e := Exp(Sub(x, StopGradient(ReduceAndKeep(x, ReduceMax, -1))))
+		return Div(e, ReduceAndKeep(e, ReduceSum, -1))
+	}
 	ws := []work{
 		{"chain relu(1.5x+0.5)x, broadcast zero, 2^24", []int{1 << 24}, 8 << 24, chain(activation.Relu), 20},
 		{"chain, scalar zero, 2^24", []int{1 << 24}, 8 << 24, chain(scalarRelu), 20},
 		{"chain relu(1.5x+0.5)x, broadcast zero, 2^26", []int{1 << 26}, 8 << 26, chain(activation.Relu), 10},
 		{"chain, scalar zero, 2^26", []int{1 << 26}, 8 << 26, chain(scalarRelu), 10},
 		{"softmax 512x1024x1024 (last axis)", []int{512, 1024, 1024}, 8 << 29, func(x *Node) *Node { return Softmax(x, -1) }, 3},
+		{"softmax 512x1024x1024 (last axis), GoMLX ops", []int{512, 1024, 1024}, 8 << 29, softmaxOps, 3},
 		{"row sum 8192x8192", []int{8192, 8192}, 4 << 26, func(x *Node) *Node { return ReduceSum(x, -1) }, 10},
 		{"column sum 32768x768 (bias gradient)", []int{32768, 768}, 4 * 32768 * 768, func(x *Node) *Node { return ReduceSum(x, 0) }, 20},
 		{"column sum 401408x32 (conv bias gradient)", []int{401408, 32}, 4 * 401408 * 32, func(x *Node) *Node { return ReduceSum(x, 0) }, 20},

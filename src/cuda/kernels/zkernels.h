@@ -1435,6 +1435,36 @@
   "template <typename T> struct lt_fmax_op { __device__ __forceinline__ T operator()(T a, T b) const { return (a > b || b != b) \? a : b; } };\n" \
   "template <typename T> __device__ T lt_row_fmax(T v, int tpr, T *smem) { return lt_row_reduce(v, tpr, smem, lt_fmax_op<T>()); }\n"
 
+#define LT_CUH_ROWS \
+  "/* ROWS regions (rows.c): the reductions of a row's group of G threads, folded with lathe:cpu's\n" \
+  " * semantics (Max/Min let NaN through; halves accumulate in float). Every thread of the group\n" \
+  " * ends with the row's value. */\n" \
+  "#define LT_RF __device__ __forceinline__\n" \
+  "template <typename A> struct lt_rsum { static LT_RF A id() { return (A)0; } static LT_RF A f(A a, A b) { return a + b; } };\n" \
+  "template <typename A> struct lt_rprod { static LT_RF A id() { return (A)1; } static LT_RF A f(A a, A b) { return a * b; } };\n" \
+  "template <typename A> struct lt_rmax {\n" \
+  "  static LT_RF A id() { return -(A)__int_as_float(0x7f800000); }\n" \
+  "  static LT_RF A f(A a, A b) { return (b > a || b != b) \? b : a; }\n" \
+  "};\n" \
+  "template <typename A> struct lt_rmin {\n" \
+  "  static LT_RF A id() { return (A)__int_as_float(0x7f800000); }\n" \
+  "  static LT_RF A f(A a, A b) { return (b < a || b != b) \? b : a; }\n" \
+  "};\n" \
+  "/* sm: one slot per warp of the block, this reduction's own (so no barrier before writing) */\n" \
+  "template <class Op, int G, typename A> LT_RF A lt_rows_fold(A acc, A *sm) {\n" \
+  "#pragma unroll\n" \
+  "  for (int m = 16; m > 0; m >>= 1) acc = Op::f(acc, __shfl_xor_sync(0xffffffffu, acc, m));\n" \
+  "  if (G > 32) {\n" \
+  "    int w = threadIdx.x >> 5, first = w & ~(G / 32 - 1);\n" \
+  "    if ((threadIdx.x & 31) == 0) sm[w] = acc;\n" \
+  "    __syncthreads();\n" \
+  "    acc = sm[first];\n" \
+  "#pragma unroll\n" \
+  "    for (int i = 1; i < G / 32; i++) acc = Op::f(acc, sm[first + i]);\n" \
+  "  }\n" \
+  "  return acc;\n" \
+  "}\n"
+
 #define LT_CUH_SCAN \
   "#define LT_M __device__ __forceinline__\n" \
   "struct lt_sgeom { int64_t lines, len, post, nch, ch; int excl, rev; };\n" \
