@@ -950,14 +950,14 @@ const char *__asan_default_options(void);
 __attribute__((used)) const char *__asan_default_options(void) { return "allocator_may_return_null=1"; }
 
 /* ---- ROWS region graphs (tst_rows_graph) ---- */
-static lathe_value_t rows_reduce(lathe_function_t fn, lathe_op op, lathe_value_t v, int axis, const lathe_shape *kept) {
+lathe_value_t tst_reduce_keep(lathe_function_t fn, lathe_op op, lathe_value_t v, int axis, const lathe_shape *kept) {
   lathe_value_t r = NULL, out = NULL;
   CHECK_OK(lathe_reduce(fn, op, v, &axis, 1, &r));
   CHECK_OK(lathe_reshape(fn, r, kept->dims, kept->rank, &out));
   return out;
 }
 
-static lathe_value_t rows_bcast(lathe_function_t fn, lathe_value_t v, const lathe_shape *to) {
+lathe_value_t tst_broadcast_same_rank(lathe_function_t fn, lathe_value_t v, const lathe_shape *to) {
   int axes[LATHE_MAX_RANK];
   for (int a = 0; a < to->rank; a++) axes[a] = a;
   lathe_value_t out = NULL;
@@ -977,17 +977,17 @@ lathe_builder_t tst_rows_graph(lathe_backend_t be, lathe_dtype dt, int which, in
     double inv = 1.0 / (double)n, eps = 1e-5;
     CHECK_OK(lathe_constant(fn, &(lathe_shape){.dtype = LATHE_DTYPE_FLOAT64}, &inv, sizeof inv, &k));
     CHECK_OK(lathe_convert_dtype(fn, k, dt, &k));
-    CHECK_OK(lathe_mul(fn, rows_reduce(fn, LATHE_OP_REDUCE_SUM, x, 1, &ks), k, &mean));
-    CHECK_OK(lathe_sub(fn, x, rows_bcast(fn, mean, &xs), &c));
+    CHECK_OK(lathe_mul(fn, tst_reduce_keep(fn, LATHE_OP_REDUCE_SUM, x, 1, &ks), k, &mean));
+    CHECK_OK(lathe_sub(fn, x, tst_broadcast_same_rank(fn, mean, &xs), &c));
     CHECK_OK(lathe_mul(fn, c, c, &t));
-    CHECK_OK(lathe_mul(fn, rows_reduce(fn, LATHE_OP_REDUCE_SUM, t, 1, &ks), k, &var));
+    CHECK_OK(lathe_mul(fn, tst_reduce_keep(fn, LATHE_OP_REDUCE_SUM, t, 1, &ks), k, &var));
     CHECK_OK(lathe_constant(fn, &(lathe_shape){.dtype = LATHE_DTYPE_FLOAT64}, &eps, sizeof eps, &e));
     CHECK_OK(lathe_convert_dtype(fn, e, dt, &e));
     CHECK_OK(lathe_add(fn, var, e, &var));
     CHECK_OK(lathe_rsqrt(fn, var, &var));
     int ax = 1;
     CHECK_OK(lathe_broadcast_in_dim(fn, gamma, &xs, &ax, 1, &gb));
-    CHECK_OK(lathe_mul(fn, c, rows_bcast(fn, var, &xs), &y));
+    CHECK_OK(lathe_mul(fn, c, tst_broadcast_same_rank(fn, var, &xs), &y));
     CHECK_OK(lathe_mul(fn, y, gb, &y));
     outs[0] = y, outs[1] = var;
     CHECK_OK(lathe_function_return(fn, outs, 2));
@@ -997,9 +997,9 @@ lathe_builder_t tst_rows_graph(lathe_backend_t be, lathe_dtype dt, int which, in
     int axes[3] = {0, 1, 2};
     CHECK_OK(lathe_broadcast_in_dim(fn, mask, &ss, axes, 3, &mb));
     CHECK_OK(lathe_add(fn, x, mb, &t));
-    CHECK_OK(lathe_sub(fn, t, rows_bcast(fn, rows_reduce(fn, LATHE_OP_REDUCE_MAX, t, 2, &rs), &ss), &e));
+    CHECK_OK(lathe_sub(fn, t, tst_broadcast_same_rank(fn, tst_reduce_keep(fn, LATHE_OP_REDUCE_MAX, t, 2, &rs), &ss), &e));
     CHECK_OK(lathe_exp(fn, e, &e));
-    CHECK_OK(lathe_div(fn, e, rows_bcast(fn, rows_reduce(fn, LATHE_OP_REDUCE_SUM, e, 2, &rs), &ss), &y));
+    CHECK_OK(lathe_div(fn, e, tst_broadcast_same_rank(fn, tst_reduce_keep(fn, LATHE_OP_REDUCE_SUM, e, 2, &rs), &ss), &y));
     CHECK_OK(lathe_function_return(fn, &y, 1));
   }
   return b;

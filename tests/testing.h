@@ -187,6 +187,12 @@ void tst_expect_shape_and_return(const char *label, lathe_function_t fn, lathe_v
 void tst_run_expect(const char *label, lathe_builder_t b, const void *const *ins, int n_in, const void *want,
                     lathe_dtype dt, int64_t n, double tol);
 
+/* Graph pieces as GoMLX writes them (one CHECK each; NULL on failure): the reduction of v along
+ * axis reshaped to `kept` (ReduceAndKeep), and v broadcast to shape `to` of the same rank (its
+ * size-1 axes repeated). */
+lathe_value_t tst_reduce_keep(lathe_function_t fn, lathe_op op, lathe_value_t v, int axis, const lathe_shape *kept);
+lathe_value_t tst_broadcast_same_rank(lathe_function_t fn, lathe_value_t v, const lathe_shape *to);
+
 /* Graphs that form a ROWS region on devices that fuse rows, on backend be: which 0, a layer norm
  * of x [6, n] times gamma g [n] (results y and the [6, 1] inverse deviation); which 1, a softmax
  * over the last axis of s [2, 3, n] plus a mask m [2, 1, n] broadcast over axis 1. NULL when the

@@ -466,10 +466,9 @@ typedef struct {
 
 /* Whether n reduces the trailing axes of its operand, rows of at most rows_max; *sp its space. */
 static bool row_reduction(const lower_ctx *c, const lathe_node *n, rspace *sp) {
-  if (!fold_op(n->op) || n->op == LATHE_OP_REDUCE_BITWISE_AND || n->op == LATHE_OP_REDUCE_BITWISE_OR ||
-      n->op == LATHE_OP_REDUCE_BITWISE_XOR || n->op == LATHE_OP_REDUCE_LOGICAL_AND || n->op == LATHE_OP_REDUCE_LOGICAL_OR ||
-      n->op == LATHE_OP_REDUCE_LOGICAL_XOR)
-    return false;
+  if (!fold_op(n->op)) return false;
+  /* floats only: that leaves Sum, Product, Max and Min (the bitwise and logical folds are not
+   * defined on them) */
   lathe_dtype_class cl = lathe_dtype_class_of(n->shape.dtype);
   if ((cl != LATHE_CLASS_FLOAT && cl != LATHE_CLASS_HALF) || n->in[0]->shape.dtype != n->shape.dtype) return false;
   const lathe_shape *F = &n->in[0]->shape;
@@ -671,28 +670,20 @@ static lathe_status_t form_rows(lower_ctx *c, drafts *ds) {
   return NULL;
 }
 
-/* The ROWS region of draft r: members in order at their levels; inputs of members over F read
- * as in a LOOP, those of row members in row order (or as a scalar). */
-static lathe_status_t make_rows(lower_ctx *c, draft *d, int r, lathe_pregion *g) {
+/* The members of region g (kind and shape set) from draft r, in order (operands first). A
+ * member's value escapes (gets its slot written) when it is the root, returned, or read outside
+ * the draft; values used only inside stay internal. Inputs are read as input_for says over g's
+ * shape; in a ROWS region (sp given), those of row members in row order or as a scalar. */
+static lathe_status_t fill_members(lower_ctx *c, draft *d, int r, lathe_pregion *g, const rspace *sp) {
   lathe_pfunc *pf = c->pf;
-  qsort(d->members, (size_t)d->n_members, sizeof(int), cmp_int);
-  rspace sp = {0};
-  for (int i = 0; i < d->n_members; i++)
-    if (c->row_level[d->members[i]] == RL_RED && row_reduction(c, pf->steps[d->members[i]].node, &sp)) break;
-  memset(g, 0, sizeof *g);
-  g->kind = LATHE_PREGION_ROWS;
-  g->prologue = g->epilogue = g->reduce_in = g->reduce_out = -1;
-  g->shape = sp.F;
-  g->shape.dtype = pf->steps[d->members[d->n_members - 1]].node->shape.dtype;
-  g->row_axes = sp.k;
   g->members = arena_array(c->p, (size_t)d->n_members, sizeof(lathe_pmember));
   g->inputs = arena_array(c->p, (size_t)d->n_members * LATHE_PMEMBER_MAX_IN, sizeof(lathe_pinput));
   if (!g->members || !g->inputs) return LATHE_OOM("Compile");
   int64_t rowst[LATHE_MAX_RANK] = {0}, acc = 1, zero[LATHE_MAX_RANK] = {0};
-  for (int a = sp.k - 1; a >= 0; a--) rowst[a] = sp.F.dims[a] == 1 ? 0 : acc, acc *= sp.F.dims[a];
+  for (int a = sp ? sp->k - 1 : -1; a >= 0; a--) rowst[a] = sp->F.dims[a] == 1 ? 0 : acc, acc *= sp->F.dims[a];
   for (int i = 0; i < d->n_members; i++) {
     const lathe_pstep *st = &pf->steps[d->members[i]];
-    int lvl = c->row_level[d->members[i]];
+    int lvl = sp ? c->row_level[d->members[i]] : RL_FULL;
     lathe_pmember *m = &g->members[g->n_members++];
     m->node = st->node;
     m->n_in = st->n_in;
@@ -717,8 +708,23 @@ static lathe_status_t make_rows(lower_ctx *c, draft *d, int r, lathe_pregion *g)
   return NULL;
 }
 
-/* The LOOP region of draft r. A member's value escapes (gets its slot written) when it is the
- * root, returned, or read outside the draft; values used only inside stay internal. */
+/* The ROWS region of draft r: its members at their levels over the reductions' operand. */
+static lathe_status_t make_rows(lower_ctx *c, draft *d, int r, lathe_pregion *g) {
+  lathe_pfunc *pf = c->pf;
+  qsort(d->members, (size_t)d->n_members, sizeof(int), cmp_int);
+  rspace sp = {0};
+  for (int i = 0; i < d->n_members; i++)
+    if (c->row_level[d->members[i]] == RL_RED && row_reduction(c, pf->steps[d->members[i]].node, &sp)) break;
+  memset(g, 0, sizeof *g);
+  g->kind = LATHE_PREGION_ROWS;
+  g->prologue = g->epilogue = g->reduce_in = g->reduce_out = -1;
+  g->shape = sp.F;
+  g->shape.dtype = pf->steps[d->members[d->n_members - 1]].node->shape.dtype;
+  g->row_axes = sp.k;
+  return fill_members(c, d, r, g, &sp);
+}
+
+/* The LOOP region of draft r over its root's dims (a Reshape never joins one). */
 static lathe_status_t make_loop(lower_ctx *c, draft *d, int r, lathe_pregion *g) {
   lathe_pfunc *pf = c->pf;
   qsort(d->members, (size_t)d->n_members, sizeof(int), cmp_int);
@@ -726,28 +732,7 @@ static lathe_status_t make_loop(lower_ctx *c, draft *d, int r, lathe_pregion *g)
   g->kind = LATHE_PREGION_LOOP;
   g->prologue = g->epilogue = g->reduce_in = g->reduce_out = -1;
   g->shape = pf->steps[d->members[d->n_members - 1]].node->shape;
-  g->members = arena_array(c->p, (size_t)d->n_members, sizeof(lathe_pmember));
-  g->inputs = arena_array(c->p, (size_t)d->n_members * LATHE_PMEMBER_MAX_IN, sizeof(lathe_pinput));
-  if (!g->members || !g->inputs) return LATHE_OOM("Compile");
-  for (int i = 0; i < d->n_members; i++) {
-    const lathe_pstep *st = &pf->steps[d->members[i]];
-    lathe_pmember *m = &g->members[g->n_members++];
-    m->node = st->node;
-    m->n_in = st->n_in;
-    m->identity = st->node->op == LATHE_OP_BROADCAST_IN_DIM;
-    for (int k = 0; k < st->n_in; k++) {
-      int slot = st->in[k], def = pf->slots[slot].def, j = -1;
-      for (int q = 0; def >= 0 && q < i; q++)
-        if (d->members[q] == def) j = q;
-      m->in[k] = j >= 0 ? j : -(input_for(g, st->node, slot, &pf->slots[slot].shape) + 1);
-    }
-    int slot = st->out[0];
-    bool escapes = i == d->n_members - 1 || c->is_output[slot];
-    for (int k = c->users_start[slot]; !escapes && k < c->users_start[slot + 1]; k++)
-      escapes = c->region_of[c->users[k]] != r;
-    m->out_slot = escapes ? slot : -1;
-  }
-  return NULL;
+  return fill_members(c, d, r, g, NULL);
 }
 
 static void add_unique(int *arr, int *n, int v) {

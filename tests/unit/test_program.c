@@ -206,33 +206,18 @@ TEST(program_reduce_region) {
  * before. A lone reduction with a prologue stays a REDUCE region. */
 static const lathe_program_options rows = {.fuse = true, .plan_memory = true, .alignment = 64, .rows_max = 8192};
 
-static lathe_value_t keep_reduce(lathe_function_t fn, lathe_op op, lathe_value_t v, int axis, const lathe_shape *kept) {
-  lathe_value_t r = NULL, out = NULL;
-  CHECK_OK(lathe_reduce(fn, op, v, &axis, 1, &r));
-  CHECK_OK(lathe_reshape(fn, r, kept->dims, kept->rank, &out));
-  return out;
-}
-
-static lathe_value_t bcast_to(lathe_function_t fn, lathe_value_t v, const lathe_shape *to) {
-  int axes[LATHE_MAX_RANK];
-  for (int a = 0; a < to->rank; a++) axes[a] = a;
-  lathe_value_t out = NULL;
-  CHECK_OK(lathe_broadcast_in_dim(fn, v, to, axes, to->rank, &out));
-  return out;
-}
-
 TEST(program_rows_region) {
   lathe_function_t fn;
   lathe_builder_t b = tst_builder("layer_norm", &fn);
   lathe_shape xs = TST_SHAPE(LATHE_DTYPE_FLOAT32, 6, 10), ks = TST_SHAPE(LATHE_DTYPE_FLOAT32, 6, 1);
   lathe_value_t x = tst_param(fn, "x", xs), mean, c, sq, var, inv, y, outs[2];
-  CHECK_OK(lathe_mul(fn, keep_reduce(fn, LATHE_OP_REDUCE_SUM, x, 1, &ks), scalar(fn, 0.1f), &mean));
-  CHECK_OK(lathe_sub(fn, x, bcast_to(fn, mean, &xs), &c));
+  CHECK_OK(lathe_mul(fn, tst_reduce_keep(fn, LATHE_OP_REDUCE_SUM, x, 1, &ks), scalar(fn, 0.1f), &mean));
+  CHECK_OK(lathe_sub(fn, x, tst_broadcast_same_rank(fn, mean, &xs), &c));
   CHECK_OK(lathe_mul(fn, c, c, &sq));
-  CHECK_OK(lathe_mul(fn, keep_reduce(fn, LATHE_OP_REDUCE_SUM, sq, 1, &ks), scalar(fn, 0.1f), &var));
+  CHECK_OK(lathe_mul(fn, tst_reduce_keep(fn, LATHE_OP_REDUCE_SUM, sq, 1, &ks), scalar(fn, 0.1f), &var));
   CHECK_OK(lathe_add(fn, var, scalar(fn, 1e-5f), &inv));
   CHECK_OK(lathe_rsqrt(fn, inv, &inv));
-  CHECK_OK(lathe_mul(fn, c, bcast_to(fn, inv, &xs), &y));
+  CHECK_OK(lathe_mul(fn, c, tst_broadcast_same_rank(fn, inv, &xs), &y));
   outs[0] = y, outs[1] = inv; /* a row value escapes too (a gradient would read it) */
   CHECK_OK(lathe_function_return(fn, outs, 2));
   lathe_program *p = program_of(b, &rows);
@@ -275,9 +260,9 @@ TEST(program_rows_region) {
   lathe_value_t mb;
   CHECK_OK(lathe_broadcast_in_dim(fn, mask, &ss, axes, 3, &mb));
   CHECK_OK(lathe_add(fn, s, mb, &t));
-  CHECK_OK(lathe_sub(fn, t, bcast_to(fn, keep_reduce(fn, LATHE_OP_REDUCE_MAX, t, 2, &rs), &ss), &e));
+  CHECK_OK(lathe_sub(fn, t, tst_broadcast_same_rank(fn, tst_reduce_keep(fn, LATHE_OP_REDUCE_MAX, t, 2, &rs), &ss), &e));
   CHECK_OK(lathe_exp(fn, e, &e));
-  CHECK_OK(lathe_div(fn, e, bcast_to(fn, keep_reduce(fn, LATHE_OP_REDUCE_SUM, e, 2, &rs), &ss), &sm));
+  CHECK_OK(lathe_div(fn, e, tst_broadcast_same_rank(fn, tst_reduce_keep(fn, LATHE_OP_REDUCE_SUM, e, 2, &rs), &ss), &sm));
   CHECK_OK(lathe_function_return(fn, &sm, 1));
   p = program_of(b, &rows);
   if (p) {
@@ -298,7 +283,7 @@ TEST(program_rows_region) {
   b = tst_builder("sumsq", &fn);
   x = tst_param(fn, "x", xs);
   CHECK_OK(lathe_mul(fn, x, x, &sq));
-  y = keep_reduce(fn, LATHE_OP_REDUCE_SUM, sq, 1, &ks);
+  y = tst_reduce_keep(fn, LATHE_OP_REDUCE_SUM, sq, 1, &ks);
   CHECK_OK(lathe_function_return(fn, &y, 1));
   p = program_of(b, &rows);
   if (p) {
