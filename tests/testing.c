@@ -991,6 +991,19 @@ lathe_builder_t tst_rows_graph(lathe_backend_t be, lathe_dtype dt, int which, in
     CHECK_OK(lathe_mul(fn, y, gb, &y));
     outs[0] = y, outs[1] = var;
     CHECK_OK(lathe_function_return(fn, outs, 2));
+  } else if (which == 2) { /* a lone reduction over 1200 rows: rsqrt(mean((x * g)^2) + eps) */
+    lathe_shape xs = TST_SHAPE(dt, 1200, n), ks = TST_SHAPE(dt, 1200, 1), gs = TST_SHAPE(dt, n);
+    lathe_value_t x = tst_param(fn, "x", xs), gamma = tst_param(fn, "g", gs), gb, k;
+    double inv = 1.0 / (double)n;
+    int ax = 1;
+    CHECK_OK(lathe_broadcast_in_dim(fn, gamma, &xs, &ax, 1, &gb));
+    CHECK_OK(lathe_mul(fn, x, gb, &t));
+    CHECK_OK(lathe_mul(fn, t, t, &t));
+    CHECK_OK(lathe_constant(fn, &(lathe_shape){.dtype = LATHE_DTYPE_FLOAT64}, &inv, sizeof inv, &k));
+    CHECK_OK(lathe_convert_dtype(fn, k, dt, &k));
+    CHECK_OK(lathe_mul(fn, tst_reduce_keep(fn, LATHE_OP_REDUCE_SUM, t, 1, &ks), k, &y));
+    CHECK_OK(lathe_rsqrt(fn, y, &y));
+    CHECK_OK(lathe_function_return(fn, &y, 1));
   } else { /* masked softmax over [2, 3, n], the mask [2, 1, n] */
     lathe_shape ss = TST_SHAPE(dt, 2, 3, n), ms = TST_SHAPE(dt, 2, 1, n), rs = TST_SHAPE(dt, 2, 3, 1);
     lathe_value_t x = tst_param(fn, "s", ss), mask = tst_param(fn, "m", ms), mb;

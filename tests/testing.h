@@ -195,8 +195,9 @@ lathe_value_t tst_broadcast_same_rank(lathe_function_t fn, lathe_value_t v, cons
 
 /* Graphs that form a ROWS region on devices that fuse rows, on backend be: which 0, a layer norm
  * of x [6, n] times gamma g [n] (results y and the [6, 1] inverse deviation); which 1, a softmax
- * over the last axis of s [2, 3, n] plus a mask m [2, 1, n] broadcast over axis 1. NULL when the
- * builder cannot be made (one CHECK). */
+ * over the last axis of s [2, 3, n] plus a mask m [2, 1, n] broadcast over axis 1; which 2, a
+ * lone reduction rsqrt(mean((x g)^2)) of x [1200, n], g [n] (a ROWS region where rows_lone <=
+ * 1200). NULL when the builder cannot be made (one CHECK). */
 lathe_builder_t tst_rows_graph(lathe_backend_t be, lathe_dtype dt, int which, int64_t n);
 
 /* The reference value of activation a at v (in double). */

@@ -105,8 +105,12 @@ static bool supports_dtype(void *ctx, lathe_dtype dt) {
 }
 
 static void program_options(void *ctx, lathe_program_options *opt) {
-  opt->fuse = ((lathe_cuda *)ctx)->fuse;
-  opt->rows_max = ((lathe_cuda *)ctx)->fuse && ((lathe_cuda *)ctx)->rows ? LATHE_CUDA_ROWS_MAX : 0;
+  lathe_cuda *cu = ctx;
+  opt->fuse = cu->fuse;
+  opt->rows_max = cu->fuse && cu->rows ? LATHE_CUDA_ROWS_MAX : 0;
+  /* a lone reduction in a ROWS kernel when its rows give 8 groups per SM (fewer rows: the
+   * reduction kernels split each row across blocks instead) */
+  opt->rows_lone = (int64_t)(cu->n_devices && cu->devs[0].sm_count > 0 ? cu->devs[0].sm_count : 80) * 8;
   opt->plan_memory = true;
   opt->alignment = 256; /* what cuBLASLt and vector loads like */
 }

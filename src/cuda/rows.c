@@ -8,7 +8,9 @@
  * (a reduction's result and what is computed from such values) are one register, the same in
  * every thread of the group. A reduction folds a thread's PER values in order, then the group's
  * threads by a shuffle tree (and across its warps through shared memory): its sums are ordered
- * differently from lathe:cuda's reduction kernels, as between two sizes of those kernels. */
+ * differently from lathe:cuda's reduction kernels, as between two sizes of those kernels. When
+ * every row read whole starts on a multiple of 4 elements, a thread takes groups of 4 in a row
+ * (elements 4(lane + u*G) + q), loaded and stored as one vector where the pointers allow. */
 #include <stdio.h>
 
 #include "cuda.h"
@@ -33,6 +35,7 @@ struct lathe_cuda_rowk {
   int nk;                      /* row axes of size > 1 */
   int64_t kd[LATHE_MAX_RANK];  /* their sizes */
   bool decompose;              /* some input's row offset is not linear */
+  bool vec;                    /* rows in groups of 4 (a thread's values: 4 in a row at a time) */
   int n_inputs, n_outputs;
   row_input in[ROWS_MAX_VALUES];
 };
@@ -146,7 +149,7 @@ static lathe_status_t gen(lt_text *t, const lathe_pregion *g, lathe_cuda_rowk *k
   if (k->n_outputs > ROWS_MAX_VALUES) return LATHE_UNIMPL("lathe:cuda: a fused row region with %d results", k->n_outputs);
 
   /* the signature */
-  lt_put(t, "extern \"C\" __global__ void __launch_bounds__(%d) lt_fused(int64_t R, int N", k->block);
+  lt_put(t, "extern \"C\" __global__ void __launch_bounds__(%d) lt_fused(int64_t R, int N, int vec", k->block);
   for (int x = 1; k->decompose && x < k->nk; x++) lt_put(t, ", int64_t d%d", x);
   for (int i = 0; i < n; i++)
     if (mi[i].out >= 0) lt_put(t, ", %s *o%d", lathe_cuda_ew_storage(mi[i].dt), mi[i].out);
@@ -161,6 +164,9 @@ static lathe_status_t gen(lt_text *t, const lathe_pregion *g, lathe_cuda_rowk *k
   }
   lt_put(t, ") {\n");
   lt_put(t, "  enum { G = %d, PER = %d };\n", k->G, k->PER);
+  /* the row position of a thread's value t */
+  if (k->vec) lt_put(t, "#define LT_J(t) (4 * (lane + ((t) >> 2) * G) + ((t) & 3))\n");
+  else lt_put(t, "#define LT_J(t) (lane + (t) * G)\n");
   lt_put(t, "  const int lane = threadIdx.x %% G;\n");
   lt_put(t, "  const int64_t r = (int64_t)blockIdx.x * (%d / G) + threadIdx.x / G;\n", k->block);
   lt_put(t, "  const bool live = r < R;\n");
@@ -191,7 +197,16 @@ static lathe_status_t gen(lt_text *t, const lathe_pregion *g, lathe_cuda_rowk *k
       lt_put(t, "  const %s x%d = %s;\n", T, i, lathe_cuda_ew_load(c, sizeof c, ri->dtype, a));
       continue;
     }
-    lt_put(t, "  %s x%d[PER];\n#pragma unroll\n  for (int t = 0; t < PER; t++) {\n    const int j = lane + t * G;\n", T, i);
+    lt_put(t, "  %s x%d[PER];\n", T, i);
+    if (k->vec) { /* cs == 1 here: groups of 4 in a row */
+      lt_put(t, "#pragma unroll\n  for (int u = 0; u < PER / 4; u++) {\n    const int j = 4 * (lane + u * G);\n");
+      lt_put(t, "    lt_v4<%s> w;\n    if (live && j < N && vec) w = *(const lt_v4<%s> *)(i%d + ro%d + j);\n", S, S, i, i);
+      lt_put(t, "    else\n#pragma unroll\n      for (int q = 0; q < 4; q++) w.v[q] = live && j < N ? i%d[ro%d + j + q] : (%s)0;\n", i, i, S);
+      lt_put(t, "#pragma unroll\n    for (int q = 0; q < 4; q++) x%d[4 * u + q] = %s;\n  }\n", i,
+             lathe_cuda_ew_load(c, sizeof c, ri->dtype, "w.v[q]"));
+      continue;
+    }
+    lt_put(t, "#pragma unroll\n  for (int t = 0; t < PER; t++) {\n    const int j = lane + t * G;\n");
     if (ri->cs == 1) snprintf(a, sizeof a, "i%d[ro%d + j]", i, i);
     else snprintf(a, sizeof a, "i%d[ro%d + (int64_t)j * c%d]", i, i, i);
     lt_put(t, "    x%d[t] = live && j < N ? %s : (%s)0;\n  }\n", i, lathe_cuda_ew_load(c, sizeof c, ri->dtype, a), T);
@@ -208,7 +223,7 @@ static lathe_status_t gen(lt_text *t, const lathe_pregion *g, lathe_cuda_rowk *k
       operand(ops[0], sizeof ops[0], m->in[0], mi, k);
       lt_put(t, "  __shared__ %s sm%d[%d];\n  %s v%d;\n  {\n    %s acc = %s<%s>::id();\n", A, i, k->block / 32, T, i, A,
              fold_of(m->node->op), A);
-      lt_put(t, "#pragma unroll\n    for (int t = 0; t < PER; t++)\n      if (lane + t * G < N) acc = %s<%s>::f(acc, (%s)%s);\n",
+      lt_put(t, "#pragma unroll\n    for (int t = 0; t < PER; t++)\n      if (LT_J(t) < N) acc = %s<%s>::f(acc, (%s)%s);\n",
              fold_of(m->node->op), A, A, ops[0]);
       lt_put(t, "    acc = lt_rows_fold<%s<%s>, G, %s>(acc, sm%d);\n", fold_of(m->node->op), A, A, i);
       if (half) lt_put(t, "    v%d = lt_%s_to_f32(lt_f32_to_%s(acc));\n  }\n", i, hs, hs);
@@ -235,13 +250,22 @@ static lathe_status_t gen(lt_text *t, const lathe_pregion *g, lathe_cuda_rowk *k
     if (m->row) {
       snprintf(a, sizeof a, "v%d", i);
       lt_put(t, "  if (live && lane == 0) o%d[r] = %s;\n", mi[i].out, lathe_cuda_ew_store(c, sizeof c, mi[i].dt, a));
+    } else if (k->vec) {
+      const char *S = lathe_cuda_ew_storage(mi[i].dt);
+      snprintf(a, sizeof a, mi[i].varying ? "v%d[4 * u + q]" : "v%d", i);
+      lt_put(t, "#pragma unroll\n  for (int u = 0; u < PER / 4; u++) {\n    const int j = 4 * (lane + u * G);\n");
+      lt_put(t, "    lt_v4<%s> w;\n#pragma unroll\n    for (int q = 0; q < 4; q++) w.v[q] = %s;\n", S,
+             lathe_cuda_ew_store(c, sizeof c, mi[i].dt, a));
+      lt_put(t, "    if (live && j < N) {\n      if (vec) *(lt_v4<%s> *)(o%d + r * N + j) = w;\n", S, mi[i].out);
+      lt_put(t, "      else\n#pragma unroll\n        for (int q = 0; q < 4; q++) o%d[r * N + j + q] = w.v[q];\n    }\n  }\n",
+             mi[i].out);
     } else {
       snprintf(a, sizeof a, mi[i].varying ? "v%d[t]" : "v%d", i);
-      lt_put(t, "#pragma unroll\n  for (int t = 0; t < PER; t++)\n    if (live && lane + t * G < N) o%d[r * N + lane + t * G] = %s;\n",
-             mi[i].out, lathe_cuda_ew_store(c, sizeof c, mi[i].dt, a));
+      lt_put(t, "#pragma unroll\n  for (int t = 0; t < PER; t++)\n    if (live && LT_J(t) < N) o%d[r * N + LT_J(t)] = %s;\n", mi[i].out,
+             lathe_cuda_ew_store(c, sizeof c, mi[i].dt, a));
     }
   }
-  lt_put(t, "}\n");
+  lt_put(t, "#undef LT_J\n}\n");
   return t->oom ? LATHE_OOM("lathe:cuda: codegen") : NULL;
 }
 
@@ -268,9 +292,19 @@ lathe_status_t lathe_cuda_rowk_new(const lathe_pfunc *pf, const lathe_pregion *g
   }
   k->PER = (int)((N + k->G - 1) / k->G);
   if (k->PER < 1) k->PER = 1;
-  k->block = k->G >= 128 ? k->G : 128;
   k->n_inputs = g->n_inputs;
   for (int i = 0; i < g->n_inputs; i++) classify(k, pf, g, i);
+  /* groups of 4: rows of a multiple of 4, every row read whole starting on one */
+  k->vec = N % 4 == 0;
+  for (int i = 0; k->vec && i < k->n_inputs; i++) {
+    const row_input *ri = &k->in[i];
+    if (ri->kind != IN_ELEM) continue;
+    if (ri->cs != 1 || (ri->linear && ri->mul % 4)) k->vec = false;
+    for (int x = 0; !ri->linear && x < k->nk; x++)
+      if (ri->rs[x] % 4) k->vec = false;
+  }
+  if (k->vec) k->PER = (k->PER + 3) / 4 * 4;
+  k->block = k->G >= 128 ? k->G : 128;
   lt_text t = {0};
   lathe_status_t st = gen(&t, g, k);
   if (st) {
@@ -292,17 +326,21 @@ lathe_status_t lathe_cuda_rowk_launch(lathe_cuda_exec *ex, const lathe_cuda_rowk
   void *args[MAXA];
   lcuDeviceptr ptrs[2 * ROWS_MAX_VALUES];
   int64_t R = k->R;
-  int N = k->N, a = 0, p = 0;
+  int N = k->N, a = 0, p = 0, vec = k->vec;
   args[a++] = &R;
   args[a++] = &N;
+  args[a++] = &vec;
   for (int x = 1; k->decompose && x < k->nk; x++) args[a++] = (void *)&k->kd[x];
+  /* vector loads and stores where every pointer read or written by rows is 16-byte aligned */
   for (int o = 0; o < k->n_outputs; o++) {
     ptrs[p] = lathe_cuda_ptr(outs[o]);
+    vec &= (ptrs[p] & 15) == 0;
     args[a++] = &ptrs[p++];
   }
   for (int i = 0; i < k->n_inputs; i++) {
     const row_input *ri = &k->in[i];
     ptrs[p] = lathe_cuda_ptr(ins[i]);
+    if (ri->kind == IN_ELEM) vec &= (ptrs[p] & 15) == 0;
     args[a++] = &ptrs[p++];
     if (ri->kind == IN_SCALAR) continue;
     if (ri->linear) args[a++] = (void *)&ri->mul;

@@ -454,7 +454,8 @@ static int input_for(lathe_pregion *g, const lathe_node *member, int slot, const
  * while every use of what moves still comes after the draft runs (as for LOOP drafts). It stays
  * a region when it does more than a reduction with its prologue and epilogue -- a second
  * reduction, or values over F computed from row values (softmax, layer norm and their
- * gradients as GoMLX's graph package writes them); otherwise its steps are left to the LOOP and
+ * gradients as GoMLX's graph package writes them) -- or, with options.rows_lone, when it has
+ * that many rows and work besides its reduction; otherwise its steps are left to the LOOP and
  * REDUCE drafts. Only floating-point Sum, Product, Max and Min join. */
 enum { RL_FULL = 1, RL_ROW, RL_RED, ROWS_MAX_MEMBERS = 48 };
 
@@ -662,7 +663,8 @@ static lathe_status_t form_rows(lower_ctx *c, drafts *ds) {
         back |= def >= 0 && c->region_of[def] == r && c->row_level[def] != RL_FULL;
       }
     }
-    if (reds >= 2 || back) continue;
+    if (reds >= 2 || back || (c->p->options.rows_lone > 0 && sp.R >= c->p->options.rows_lone && ds->d[r].n_members > 1))
+      continue;
     for (int i = 0; i < ds->d[r].n_members; i++) c->region_of[ds->d[r].members[i]] = -1;
     ds->d[r].n_members = 0;
     ds->d[r].rows = false;

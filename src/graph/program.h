@@ -120,6 +120,9 @@ typedef struct lathe_program_options {
   bool alias_reshape; /* a Reshape whose operand dies there takes the operand's bytes (the device
                        * then skips the copy when they are the same memory) */
   int64_t rows_max;   /* > 0: build ROWS regions over rows of up to this many elements */
+  int64_t rows_lone;  /* > 0: a lone reduction with elementwise work before or after it also
+                       * forms a ROWS region when it has at least this many rows (enough to keep
+                       * the device busy a group per row) */
 } lathe_program_options;
 
 typedef struct lathe_program {

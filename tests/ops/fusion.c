@@ -292,8 +292,9 @@ TEST(fusion_regions_match_unfused) {
 }
 
 /* ROWS regions in every float dtype, rows of 64 to 5000 (groups of 32 to 1024 threads on
- * lathe:cuda), a layer norm with a gamma broadcast and a masked softmax whose mask is broadcast
- * over heads (row offsets by axis): against the unfused run within the dtype's tolerance. */
+ * lathe:cuda), a layer norm with a gamma broadcast, a masked softmax whose mask is broadcast
+ * over heads (row offsets by axis) and a lone reduction over 1200 rows: against the unfused run
+ * within the dtype's tolerance. */
 static bool run_rows(lathe_backend_t be, lathe_dtype dt, int which, int64_t n, void *const *in, void **out, int64_t *bytes) {
   lathe_builder_t b = tst_rows_graph(be, dt, which, n);
   lathe_executable_t e = NULL;
@@ -306,7 +307,8 @@ static bool run_rows(lathe_backend_t be, lathe_dtype dt, int which, int64_t n, v
     lathe_status_free(st);
     return false;
   }
-  lathe_shape s0 = which ? TST_SHAPE(dt, 2, 3, n) : TST_SHAPE(dt, 6, n), s1 = which ? TST_SHAPE(dt, 2, 1, n) : TST_SHAPE(dt, n);
+  lathe_shape s0 = which == 1 ? TST_SHAPE(dt, 2, 3, n) : which == 2 ? TST_SHAPE(dt, 1200, n) : TST_SHAPE(dt, 6, n),
+              s1 = which == 1 ? TST_SHAPE(dt, 2, 1, n) : TST_SHAPE(dt, n);
   lathe_buffer_t bi[2] = {0}, bo[2] = {0};
   CHECK_OK(lathe_buffer_from_host(be, 0, &s0, in[0], (size_t)lathe_shape_byte_size(&s0), &bi[0]));
   CHECK_OK(lathe_buffer_from_host(be, 0, &s1, in[1], (size_t)lathe_shape_byte_size(&s1), &bi[1]));
@@ -337,10 +339,10 @@ TEST(fusion_rows_dtypes) {
   double tols[] = {2e-5, 1e-2, 3e-2, 1e-12};
   int64_t ns[] = {64, 1000, 5000};
   for (int d = 0; d < 4; d++)
-    for (int which = 0; which < 2; which++)
+    for (int which = 0; which < 3; which++)
       for (int ni = 0; ni < 3; ni++) {
         lathe_dtype dt = dts[d];
-        int64_t n = ns[ni], n0 = which ? 6 * n : 6 * n, n1 = which ? 2 * n : n;
+        int64_t n = ns[ni], n0 = which == 2 ? 1200 * n : 6 * n, n1 = which == 1 ? 2 * n : n;
         if (!lathe_backend_supports_op(tst_backend(), LATHE_OP_REDUCE_SUM, dt)) continue;
         tst_row_begin();
         void *in[2] = {malloc((size_t)(n0 * 8)), malloc((size_t)(n1 * 8))}, *got[2] = {0}, *want[2] = {0};

@@ -78,12 +78,12 @@ TEST(cuda_rows_kernels_compile) {
   lathe_status_free(st);
   lathe_dtype dts[] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_FLOAT64};
   int64_t ns[] = {64, 1000, 5000};
-  lathe_program_options opt = {.fuse = true, .plan_memory = true, .alignment = 256, .rows_max = LATHE_CUDA_ROWS_MAX};
+  lathe_program_options opt = {.fuse = true, .plan_memory = true, .alignment = 256, .rows_max = LATHE_CUDA_ROWS_MAX, .rows_lone = 1056};
   lathe_cuda cu;
   memset(&cu, 0, sizeof cu);
   int made = 0, compiled = 0;
   for (int d = 0; d < 4; d++)
-    for (int which = 0; which < 2; which++)
+    for (int which = 0; which < 3; which++)
       for (int ni = 0; ni < 3; ni++) {
         lathe_builder_t b = tst_rows_graph(tst_backend(), dts[d], which, ns[ni]);
         lathe_program *p = NULL;

@@ -293,6 +293,27 @@ TEST(program_rows_region) {
   }
   lathe_program_free(p);
   lathe_builder_free(b);
+
+  /* with rows_lone, a lone reduction and its prologue over enough rows: one ROWS region */
+  lathe_program_options lone = rows;
+  lone.rows_lone = 1024;
+  lathe_shape bs = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2048, 10), bk = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2048, 1);
+  for (int big = 0; big < 2; big++) {
+    b = tst_builder("sumsq", &fn);
+    x = tst_param(fn, "x", big ? bs : xs);
+    CHECK_OK(lathe_mul(fn, x, x, &sq));
+    y = tst_reduce_keep(fn, LATHE_OP_REDUCE_SUM, sq, 1, big ? &bk : &ks);
+    CHECK_OK(lathe_function_return(fn, &y, 1));
+    p = program_of(b, &lone);
+    if (p) {
+      lathe_program_stats st;
+      lathe_program_get_stats(p, &st);
+      CHECK(st.rows_regions == big && st.regions == 1, "%s rows: %d rows regions of %d", big ? "2048" : "6", st.rows_regions,
+            st.regions);
+    }
+    lathe_program_free(p);
+    lathe_builder_free(b);
+  }
 }
 
 TEST(program_memory_plan) {
