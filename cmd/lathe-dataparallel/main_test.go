@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lathe-dev/lathe/compute/lathe"
 	"github.com/lathe-dev/lathe/internal/launch"
 )
 
@@ -80,7 +81,25 @@ func runJob(t *testing.T, procs int, spec string, timeout time.Duration, keepGoi
 	return jobRun{res, out.String() + log.String(), time.Since(start)}
 }
 
+// threadsOf reads N from a lathe:cpu description's "(N threads".
+func threadsOf(t *testing.T, desc string) int {
+	t.Helper()
+	i := strings.Index(desc, " threads")
+	j := strings.LastIndex(desc[:max(i, 0)], "(")
+	n, err := strconv.Atoi(desc[j+1 : max(i, j+1)])
+	if i < 0 || j < 0 || err != nil {
+		t.Fatalf("no thread count in %q", desc)
+	}
+	return n
+}
+
 func TestJob(t *testing.T) {
+	alone, err := lathe.NewWithConfig("lathe:cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := threadsOf(t, alone.Description())
+	alone.Finalize()
 	for _, tc := range []struct{ procs, devices int }{{2, 1}, {4, 1}, {2, 2}} {
 		t.Run(fmt.Sprintf("%dx%d", tc.procs, tc.devices), func(t *testing.T) {
 			r := runJob(t, tc.procs, fmt.Sprintf("%d,20", tc.devices), 20*time.Second, false, nil)
@@ -89,6 +108,11 @@ func TestJob(t *testing.T) {
 			}
 			if !strings.Contains(r.out, fmt.Sprintf("%d replicas in all", tc.procs*tc.devices)) {
 				t.Errorf("no process reported %d replicas:\n%s", tc.procs*tc.devices, r.out)
+			}
+			// lathe-launch's processes share this host's cores: each pool takes its share
+			if want := max(1, all/tc.procs); !strings.Contains(r.out, fmt.Sprintf("(%d threads", want)) ||
+				strings.Contains(r.out, fmt.Sprintf("(%d threads", all)) && want != all {
+				t.Errorf("processes of a job of %d on %d threads did not take %d threads each:\n%s", tc.procs, all, want, r.out)
 			}
 		})
 	}

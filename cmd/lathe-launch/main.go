@@ -4,7 +4,7 @@
 //	lathe-launch -n 2 ./lathe-dataparallel -devices 1
 //
 // It prints the coordinator's address and the job's token, gives each process LATHE_COORDINATOR,
-// LATHE_NUM_PROCESSES, LATHE_PROCESS_ID and LATHE_JOB_TOKEN, prefixes each output line with the
+// LATHE_NUM_PROCESSES, LATHE_PROCESS_ID, LATHE_JOB_TOKEN and LATHE_LOCAL_PROCESSES, prefixes each output line with the
 // process's index, and stops every process once one fails (exiting with that one's status).
 package main
 

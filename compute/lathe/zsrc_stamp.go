@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "6423bf469210dbe1429523f5f1e10f5b"
+const engineSourcesHash = "785afafa8768dff6032d750e10ca43f0"

@@ -113,7 +113,8 @@ func Run(o Options, argv []string) (Result, error) {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Env = append(os.Environ(), o.Env...)
 		cmd.Env = append(cmd.Env, "LATHE_COORDINATOR="+o.Coordinator, "LATHE_NUM_PROCESSES="+strconv.Itoa(o.Processes),
-			"LATHE_PROCESS_ID="+strconv.Itoa(p), "LATHE_JOB_TOKEN="+o.Token)
+			"LATHE_PROCESS_ID="+strconv.Itoa(p), "LATHE_JOB_TOKEN="+o.Token,
+			"LATHE_LOCAL_PROCESSES="+strconv.Itoa(o.Processes)) // all on this host: they share its cores
 		if o.Timeout > 0 {
 			cmd.Env = append(cmd.Env, fmt.Sprintf("LATHE_JOB_TIMEOUT=%g", o.Timeout.Seconds()))
 		}

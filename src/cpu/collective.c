@@ -183,11 +183,49 @@ typedef struct {
   lathe_dtype dt;
 } pair_ctx;
 
+/* Float sums and products in 16-byte vectors (GNU vector extensions: SSE on x86-64, NEON on
+ * arm64): Gloo calls this on every chunk it receives, and the scalar loop (which gcc's -O2 does not
+ * vectorise) was the slowest stage of a large AllReduce. Each vector is loaded whole before it is
+ * stored, so c may be a or b. The same expression as RED_FLOAT, a first (same bits). */
+typedef float pair_f4 __attribute__((vector_size(16)));
+typedef double pair_d2 __attribute__((vector_size(16)));
+#define PAIR_VEC(T, V, OPER)                                                                             \
+  do {                                                                                                  \
+    T *z = c;                                                                                           \
+    const T *x = a, *y = b;                                                                             \
+    size_t i = 0;                                                                                       \
+    for (; i + sizeof(V) / sizeof(T) <= n; i += sizeof(V) / sizeof(T)) {                                \
+      V u, v;                                                                                           \
+      memcpy(&u, x + i, sizeof u);                                                                      \
+      memcpy(&v, y + i, sizeof v);                                                                      \
+      u = u OPER v;                                                                                     \
+      memcpy(z + i, &u, sizeof u);                                                                      \
+    }                                                                                                   \
+    for (; i < n; i++) z[i] = x[i] OPER y[i];                                                           \
+    return;                                                                                             \
+  } while (0)
+
+static bool apart(const void *p, const void *q, size_t bytes) {
+  return (const char *)p + bytes <= (const char *)q || (const char *)q + bytes <= (const char *)p;
+}
+
+void lathe_cpu_pair_reduce(lathe_op op, lathe_dtype dt, void *c, const void *a, const void *b, size_t n) {
+  size_t bytes = n * (size_t)lathe_dtype_bits(dt) / 8;
+  if ((c == a || apart(c, a, bytes)) && (c == b || apart(c, b, bytes))) {
+    bool sum = op == LATHE_OP_REDUCE_SUM, prod = op == LATHE_OP_REDUCE_PRODUCT;
+    if (dt == LATHE_DTYPE_FLOAT32 && sum) PAIR_VEC(float, pair_f4, +);
+    if (dt == LATHE_DTYPE_FLOAT32 && prod) PAIR_VEC(float, pair_f4, *);
+    if (dt == LATHE_DTYPE_FLOAT64 && sum) PAIR_VEC(double, pair_d2, +);
+    if (dt == LATHE_DTYPE_FLOAT64 && prod) PAIR_VEC(double, pair_d2, *);
+  }
+  const void *src[2] = {a, b};
+  red_job j = {op, dt, src, 2, c};
+  reduce_range(&j, 0, (int64_t)n);
+}
+
 static void pair_reduce(void *ctx, void *c, const void *a, const void *b, size_t n) {
   const pair_ctx *pc = ctx;
-  const void *src[2] = {a, b};
-  red_job j = {pc->op, pc->dt, src, 2, c};
-  reduce_range(&j, 0, (int64_t)n);
+  lathe_cpu_pair_reduce(pc->op, pc->dt, c, a, b, n);
 }
 
 /* The job part of a collective: the group's leader reduces its local result across the

@@ -58,6 +58,10 @@ typedef struct lathe_cpu_exec lathe_cpu_exec; /* one execution (frames, pool) */
 lathe_pool *lathe_cpu_exec_pool(lathe_cpu_exec *ex);
 /* SPMD: the execution's replicas (NULL for a single-device program) and this run's replica. */
 lathe_collective *lathe_cpu_exec_group(lathe_cpu_exec *ex, int *out_replica);
+/* c = a (op) b over n elements of dt with AllReduce's semantics (op: REDUCE_SUM/PRODUCT/MAX/MIN;
+ * NaN-propagating max and min, wrapping integers): the pairwise step Gloo calls across processes.
+ * c may be a or b. */
+void lathe_cpu_pair_reduce(lathe_op op, lathe_dtype dt, void *c, const void *a, const void *b, size_t n);
 /* Runs sub-function fn of the running op (While, If, Sort, Call) on inputs (borrowed): its own
  * arguments; the values it captures are passed after them from the op's hidden inputs. outputs
  * are owned tensors. */

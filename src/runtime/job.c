@@ -107,6 +107,15 @@ lathe_status_t lathe_job_config_resolve(const char *who, lathe_job_config *cfg, 
     LATHE_RETURN_IF_ERROR(copy_str(who, "LATHE_JOB_TOKEN", v, strlen(v), cfg->token, sizeof cfg->token));
   if (!cfg->timeout_ms && (v = env("LATHE_JOB_TIMEOUT"))) LATHE_RETURN_IF_ERROR(parse_timeout(who, "LATHE_JOB_TIMEOUT", v, &cfg->timeout_ms));
   if (!cfg->timeout_ms) cfg->timeout_ms = LATHE_JOB_DEFAULT_TIMEOUT_MS;
+  /* processes on this host: lathe-launch's, torchrun's, Open MPI's, Slurm's (a plain count only:
+   * Slurm writes "2(x3)" for uneven nodes, which says nothing about this one) */
+  static const char *const l_names[] = {"LATHE_LOCAL_PROCESSES", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                                        "SLURM_NTASKS_PER_NODE", NULL};
+  if (!cfg->local_processes && (v = env_first(l_names, &from))) {
+    char *e;
+    long n = strtol(v, &e, 10);
+    if (*e == 0 && n >= 1 && n <= 65536) cfg->local_processes = (int)n;
+  }
   if (cfg->processes <= 1) {
     if (cfg->process > 0) return LATHE_INVALID("%s: process=%d needs processes > %d", who, cfg->process, cfg->process);
     return NULL; /* one process: no job */

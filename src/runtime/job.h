@@ -21,6 +21,8 @@ typedef struct lathe_job_config {
   char token[256];
   int processes, process; /* 0 and -1 = unset */
   int timeout_ms;         /* 0 = unset */
+  int local_processes;    /* the job's processes on this host, from the environment (0 = not said):
+                           * they share its cores, so lathe:cpu's default thread count divides */
 } lathe_job_config;
 
 void lathe_job_config_init(lathe_job_config *cfg);

@@ -12,7 +12,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <math.h>
+
 #include "core/core.h"
+#include "cpu/cpu.h"
 #include "runtime/job.h"
 #include "testing.h"
 
@@ -94,9 +97,12 @@ TEST(job_parser_round_trip) {
 TEST(job_config) {
   static const char *vars[] = {"LATHE_COORDINATOR", "LATHE_NUM_PROCESSES", "LATHE_PROCESS_ID", "LATHE_JOB_TOKEN",
                                "LATHE_JOB_TIMEOUT", "MASTER_ADDR", "MASTER_PORT", "WORLD_SIZE", "RANK",
-                               "SLURM_NTASKS", "SLURM_PROCID", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK"};
-  char *saved[13];
-  for (int i = 0; i < 13; i++) {
+                               "SLURM_NTASKS", "SLURM_PROCID", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK",
+                               "LATHE_LOCAL_PROCESSES", "LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                               "SLURM_NTASKS_PER_NODE"};
+  enum { NV = sizeof vars / sizeof vars[0] };
+  char *saved[NV];
+  for (int i = 0; i < NV; i++) {
     const char *v = getenv(vars[i]);
     saved[i] = v ? strdup(v) : NULL;
     unsetenv(vars[i]);
@@ -141,6 +147,20 @@ TEST(job_config) {
   CHECK_OK(lathe_job_config_resolve("t", &c, &is_job));
   CHECK(is_job && !strcmp(c.coordinator, "10.0.0.7:29400") && c.processes == 8 && c.process == 5, "torchrun: %s %d of %d",
         c.coordinator, c.process, c.processes);
+  /* processes on this host: lathe-launch's over torchrun's; Slurm's uneven form ignored */
+  CHECK(c.local_processes == 0, "no local count set, got %d", c.local_processes);
+  setenv("SLURM_NTASKS_PER_NODE", "2(x3)", 1);
+  lathe_job_config_init(&c);
+  CHECK_OK(lathe_job_config_resolve("t", &c, &is_job));
+  CHECK(c.local_processes == 0, "Slurm's 2(x3) read as %d", c.local_processes);
+  setenv("LOCAL_WORLD_SIZE", "4", 1);
+  lathe_job_config_init(&c);
+  CHECK_OK(lathe_job_config_resolve("t", &c, &is_job));
+  CHECK(c.local_processes == 4, "LOCAL_WORLD_SIZE 4 read as %d", c.local_processes);
+  setenv("LATHE_LOCAL_PROCESSES", "2", 1);
+  lathe_job_config_init(&c);
+  CHECK_OK(lathe_job_config_resolve("t", &c, &is_job));
+  CHECK(c.local_processes == 2, "LATHE_LOCAL_PROCESSES 2 read as %d", c.local_processes);
   /* lathe's own win over torchrun's; options over both */
   setenv("LATHE_COORDINATOR", "127.0.0.1:1234", 1);
   setenv("LATHE_NUM_PROCESSES", "3", 1);
@@ -151,13 +171,13 @@ TEST(job_config) {
   CHECK(!strcmp(c.coordinator, "127.0.0.1:1234") && c.processes == 3 && c.process == 1, "precedence: %s %d of %d", c.coordinator,
         c.process, c.processes);
   /* Slurm's count only with a coordinator */
-  for (int i = 0; i < 13; i++) unsetenv(vars[i]);
+  for (int i = 0; i < NV; i++) unsetenv(vars[i]);
   setenv("SLURM_NTASKS", "4", 1);
   setenv("SLURM_PROCID", "1", 1);
   lathe_job_config_init(&c);
   CHECK_OK(lathe_job_config_resolve("t", &c, &is_job));
   CHECK(!is_job, "a Slurm task count alone made a job");
-  for (int i = 0; i < 13; i++) {
+  for (int i = 0; i < NV; i++) {
     if (saved[i]) setenv(vars[i], saved[i], 1);
     else unsetenv(vars[i]);
     free(saved[i]);
@@ -348,4 +368,49 @@ TEST(job_backend_alone) {
   CHECK(p == 0 && n == 1, "after a failed join the process is in no job (%d of %d)", p, n);
   CHECK_OK(lathe_backend_new("lathe:cpu", &b));
   lathe_backend_free(b);
+}
+
+/* The pairwise step lathe:cpu gives Gloo: its vector loops (Float32/64 sums and products) and the
+ * generic loop (everything else) against a scalar reference, in place on either side and apart,
+ * lengths around the vector width, with NaN and infinities. */
+TEST(job_pair_reduce) {
+  enum { N = 37 };
+  static const lathe_op ops[4] = {LATHE_OP_REDUCE_SUM, LATHE_OP_REDUCE_PRODUCT, LATHE_OP_REDUCE_MAX, LATHE_OP_REDUCE_MIN};
+  for (int dd = 0; dd < 2; dd++)
+    for (int o = 0; o < 4; o++)
+      for (int where = 0; where < 3; where++)
+        for (size_t n = 0; n <= N; n += n < 9 ? 1 : 7) {
+          double a[N], b[N], want[N], got[N];
+          float af[N], bf[N], gotf[N];
+          for (size_t i = 0; i < n; i++) {
+            a[i] = (double)(int)(next_rand() % 2001 - 1000) / 64.0;
+            b[i] = (double)(int)(next_rand() % 2001 - 1000) / 64.0;
+            if (i % 11 == 3) a[i] = NAN;
+            if (i % 13 == 5) b[i] = -INFINITY;
+            af[i] = (float)a[i], bf[i] = (float)b[i];
+            double x = dd ? a[i] : af[i], y = dd ? b[i] : bf[i];
+            switch (ops[o]) {
+              case LATHE_OP_REDUCE_SUM: want[i] = x + y; break;
+              case LATHE_OP_REDUCE_PRODUCT: want[i] = x * y; break;
+              case LATHE_OP_REDUCE_MAX: want[i] = (x > y || x != x) ? x : y; break;
+              default: want[i] = (x < y || x != x) ? x : y; break;
+            }
+            if (!dd) want[i] = (float)want[i];
+          }
+          lathe_dtype dt = dd ? LATHE_DTYPE_FLOAT64 : LATHE_DTYPE_FLOAT32;
+          void *pa = dd ? (void *)a : (void *)af, *pb = dd ? (void *)b : (void *)bf, *pg = dd ? (void *)got : (void *)gotf;
+          void *c = where == 0 ? pa : where == 1 ? pb : pg;
+          lathe_cpu_pair_reduce(ops[o], dt, c, pa, pb, n);
+          int bad = 0;
+          for (size_t i = 0; i < n; i++) {
+            double g = dd ? ((double *)c)[i] : ((float *)c)[i];
+            bad += !(g == want[i] || (g != g && want[i] != want[i]));
+          }
+          CHECK(bad == 0, "%s op %d, c %s, n %zu: %d wrong", dd ? "Float64" : "Float32", o,
+                where == 0 ? "= a" : where == 1 ? "= b" : "apart", n, bad);
+        }
+  /* Int32 through the generic loop: wrapping sums */
+  int32_t x[3] = {INT32_MAX, -5, 7}, y[3] = {1, 5, -9};
+  lathe_cpu_pair_reduce(LATHE_OP_REDUCE_SUM, LATHE_DTYPE_INT32, x, x, y, 3);
+  CHECK(x[0] == INT32_MIN && x[1] == 0 && x[2] == -2, "Int32 sums %d %d %d", x[0], x[1], x[2]);
 }
