@@ -5,7 +5,8 @@
 # xla:cuda is XLA's CUDA PJRT plugin that the installed JAX carries (../shared/PLATFORM.md), linked
 # under the name go-xla looks for. JAX and the PJRT plugin are told not to take most of the GPU's
 # memory up front, so that every contender can run beside the others.
-# Usage: bench/cuda-bench.sh BIN [micro|steps|all] [ROUNDS]
+# Usage: bench/cuda-bench.sh BIN [micro|steps|first|all] [ROUNDS]
+#   (first: the one-op floor and the first steps in fresh processes only)
 #   (LATHE_BENCH_LATHE replaces the lathe configurations, ";"-separated; LATHE_BENCH_ONLY picks workloads
 #   of either, and then micro leaves out the first calls in fresh processes)
 set -uo pipefail
@@ -26,6 +27,9 @@ export XLA_PYTHON_CLIENT_PREALLOCATE=false XLA_PYTHON_CLIENT_MEM_FRACTION=.25 JA
 if [ "$what" = micro ] || [ "$what" = all ]; then
   "$bin/cuda-bench" -lathe "${LATHE_BENCH_LATHE:-lathe:cuda}" -xla "$xla" -python python3 -rounds "$rounds" -only "${LATHE_BENCH_ONLY:-}" \
     $([ -z "${LATHE_BENCH_ONLY:-}" ] && echo -first)
+fi
+if [ "$what" = first ]; then
+  "$bin/cuda-bench" -lathe "${LATHE_BENCH_LATHE:-lathe:cuda}" -xla "$xla" -python "" -rounds "$rounds" -only floor -first
 fi
 if [ "$what" = steps ] || [ "$what" = all ]; then
   "$bin/gvj" -gpu -lathe "${LATHE_BENCH_LATHE:-lathe:cuda;lathe:cuda,tf32=1}" -only "${LATHE_BENCH_ONLY:-}" \

@@ -8,6 +8,10 @@
 //   - softmax over the last axis of 512×1024×1024, a row sum of 8192², a layer norm of
 //     16384×1024 (mean, centred variance, scale);
 //   - the floor: a one-op graph on 4 floats through GoMLX's Exec.Call and Value();
+//   - the CNN's second convolution (3x3, 32->64 channels, batch 128 of 14x14) and the
+//     transformer's attention (B8 S512 H12 D64, attention.Core: the fused op where the backend
+//     has it), forward and forward with gradients, against PyTorch's conv2d (cuDNN) and
+//     scaled_dot_product_attention, exact Float32 and TF32;
 //   - with -first: the first training step of the MLP, CNN and transformer workloads
 //     (bench/internal/steps) in a fresh process, lathe with an empty and with a warm kernel
 //     cache, xla:cuda with its own.
@@ -31,10 +35,13 @@ import (
 	"time"
 
 	"github.com/gomlx/compute"
+	"github.com/gomlx/compute/dtypes"
+	"github.com/gomlx/compute/shapes"
 	"github.com/gomlx/go-xla/compute/xla"
 	. "github.com/gomlx/gomlx/core/graph"
 	"github.com/gomlx/gomlx/core/tensors"
 	"github.com/gomlx/gomlx/ml/layers/activation"
+	"github.com/gomlx/gomlx/ml/layers/attention"
 	"github.com/gomlx/gomlx/ml/model"
 	"github.com/gomlx/gomlx/ml/nn"
 	"github.com/gomlx/gomlx/ml/train/optimizer"
@@ -54,6 +61,44 @@ type work struct {
 
 func chain(relu func(*Node) *Node) func(*Node) *Node {
 	return func(x *Node) *Node { return Mul(relu(AddScalar(MulScalar(x, 1.5), 0.5)), x) }
+}
+
+// convKernel is a fixed 3x3x32x64 HWIO kernel built in the graph (a few µs of the call).
+func convKernel(g *Graph) *Node {
+	return MulScalar(Sin(Iota(g, shapes.Make(dtypes.Float32, 3*3*32*64), 0)), 0.05)
+}
+
+func convFwd(x *Node) *Node {
+	return Convolve(x, Reshape(convKernel(x.Graph()), 3, 3, 32, 64)).PadSame().Done()
+}
+
+// convGrads: the forward and both gradients of sum(y²)/2 (the output gradient is y itself), the
+// kernel gradient returned beside the input's as one flat output.
+func convGrads(x *Node) *Node {
+	k := Reshape(convKernel(x.Graph()), 3, 3, 32, 64)
+	y := Convolve(x, k).PadSame().Done()
+	g := Gradient(MulScalar(ReduceAllSum(Square(y)), 0.5), x, k)
+	return Concatenate([]*Node{Reshape(g[0], -1), Reshape(g[1], -1)}, 0)
+}
+
+// qkv splits x [3, B, S, H, D] into query, key and value in GoMLX's BSHD layout.
+func qkv(x *Node) (q, k, v *Node) {
+	d := x.Shape().Dimensions[1:]
+	part := func(i int) *Node { return Reshape(Slice(x, AxisElem(i)), d...) }
+	return part(0), part(1), part(2)
+}
+
+func attnFwd(x *Node) *Node {
+	q, k, v := qkv(x)
+	out, _ := attention.Core(q, k, v, attention.LayoutBSHD, attention.CoreOptions{})
+	return out
+}
+
+// attnGrads: the forward and the gradients of sum(out²)/2 with respect to the packed q, k, v.
+func attnGrads(x *Node) *Node {
+	q, k, v := qkv(x)
+	out, _ := attention.Core(q, k, v, attention.LayoutBSHD, attention.CoreOptions{})
+	return Gradient(MulScalar(ReduceAllSum(Square(out)), 0.5), x)[0]
 }
 
 func works(quick bool) []work {
@@ -82,6 +127,11 @@ func works(quick bool) []work {
 		{"layer norm 16384x1024, nn.LayerNorm", []int{16384, 1024}, 8 << 24,
 			func(x *Node) *Node { return nn.LayerNorm(x, []int{-1}, 1e-5, nil, nil, nil) }, 20},
 		{"floor: x+1 on 4 floats, Call + Value", []int{4}, 0, func(x *Node) *Node { return AddScalar(x, 1) }, 1},
+		// the layers' own shapes, against cuDNN (torch's conv2d) and torch's SDPA; latencies, not bandwidths
+		{"conv 3x3 32->64 b128 14x14, forward", []int{128, 14, 14, 32}, 0, convFwd, 20},
+		{"conv 3x3 32->64 b128 14x14, fwd + both grads", []int{128, 14, 14, 32}, 0, convGrads, 20},
+		{"attention B8 S512 H12 D64, forward", []int{3, 8, 512, 12, 64}, 0, attnFwd, 10},
+		{"attention B8 S512 H12 D64, fwd + grads", []int{3, 8, 512, 12, 64}, 0, attnGrads, 10},
 	}
 	if quick {
 		for i := range ws {
@@ -157,7 +207,7 @@ func median(v []time.Duration) time.Duration {
 }
 
 // peers runs peers.py (JAX and PyTorch) and returns its medians by "workload|contender".
-func peers(python string, quick bool) map[string]time.Duration {
+func peers(python string, quick bool, only string) map[string]time.Duration {
 	res := map[string]time.Duration{}
 	if python == "" {
 		return res
@@ -165,6 +215,9 @@ func peers(python string, quick bool) map[string]time.Duration {
 	args := []string{"bench/cmd/cuda-bench/peers.py"}
 	if quick {
 		args = append(args, "quick")
+	}
+	if only != "" {
+		args = append(args, "only="+only)
 	}
 	cmd := exec.Command(python, args...)
 	cmd.Stderr = os.Stderr
@@ -209,6 +262,7 @@ func first(cfg, name string) error {
 	if err != nil {
 		return err
 	}
+	tBackend := time.Since(t0) // context, libraries: what a first step pays before any graph
 	store := model.NewStore()
 	opt := optimizer.StochasticGradientDescent().WithLearningRate(0.001).Done()
 	e, err := model.NewExec(backend, store, func(scope *model.Scope, x, y *Node) *Node {
@@ -223,7 +277,7 @@ func first(cfg, name string) error {
 	if _, err := steps.Run(e, x, y); err != nil {
 		return err
 	}
-	fmt.Printf("%.3f\n", time.Since(t0).Seconds())
+	fmt.Printf("%.3f %.3f\n", tBackend.Seconds(), time.Since(t0).Seconds())
 	return nil
 }
 
@@ -243,7 +297,12 @@ func firstCalls(latheCfg, xlaCfg string) {
 		if err != nil {
 			return "error: " + lines[len(lines)-1]
 		}
-		return lines[len(lines)-1] + " s"
+		// "backend total": the total, then the backend's creation in parentheses
+		f := strings.Fields(lines[len(lines)-1])
+		if len(f) != 2 {
+			return "error: " + lines[len(lines)-1]
+		}
+		return f[1] + " s (" + f[0] + ")"
 	}
 	fmt.Printf("\n%-34s %16s %16s %16s %10s %10s\n", "first step (build+compile+run)", "lathe empty", "lathe warm", "xla:cuda", "empty/xla", "warm/xla")
 	for _, w := range []string{"mlp", "cnn", "transformer"} {
@@ -254,8 +313,8 @@ func firstCalls(latheCfg, xlaCfg string) {
 			x = run(xlaCfg, w)
 		}
 		ratio := func(a string) string {
-			fa, e1 := strconv.ParseFloat(strings.TrimSuffix(a, " s"), 64)
-			fx, e2 := strconv.ParseFloat(strings.TrimSuffix(x, " s"), 64)
+			fa, e1 := strconv.ParseFloat(strings.Fields(a + " -")[0], 64)
+			fx, e2 := strconv.ParseFloat(strings.Fields(x + " -")[0], 64)
 			if e1 != nil || e2 != nil || fx == 0 {
 				return "-"
 			}
@@ -263,6 +322,7 @@ func firstCalls(latheCfg, xlaCfg string) {
 		}
 		fmt.Printf("%-34s %16s %16s %16s %10s %10s\n", w, empty, warm, x, ratio(empty), ratio(warm))
 	}
+	fmt.Println("(in parentheses: seconds of it spent creating the backend: CUDA context, libraries)")
 }
 
 func main() {
@@ -287,7 +347,7 @@ func main() {
 		}
 		return
 	}
-	peer := peers(*python, *quick)
+	peer := peers(*python, *quick, *only)
 	cfgs := strings.Split(*latheCfg, ";")
 	if *xlaCfg != "" {
 		cfgs = append(cfgs, *xlaCfg)
@@ -368,7 +428,8 @@ func main() {
 	}
 	fmt.Println("vs lathe: the contender's median time / lathe's first configuration's (above 1: lathe is faster)")
 	fmt.Println("jax: jit, each call waited for (block_until_ready); jax queued: calls queued, the last waited for;")
-	fmt.Println("torch: CUDA events around the calls; JAX and PyTorch multiply float32 in TF32 by default (no products here)")
+	fmt.Println("torch: CUDA events around the calls; its products as labelled (exact, tf32; PyTorch's own defaults: exact matmuls, TF32 cuDNN convolutions);")
+	fmt.Println("JAX and xla:cuda multiply float32 in TF32 by default; lathe:cuda in exact Float32 unless tf32=1")
 	if *doFirst {
 		firstCalls(cfgs[0], *xlaCfg)
 	}
