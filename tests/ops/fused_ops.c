@@ -45,6 +45,13 @@ TEST(fused_softmax) {
     softmax_case(float_dts[d], TST_SHAPE(float_dts[d], 2, 4, 3), 1);
     softmax_case(float_dts[d], TST_SHAPE(float_dts[d], 0, 4), 1);
     softmax_case(float_dts[d], TST_SHAPE(float_dts[d], 1, 1), 1);
+    /* rows of a multiple of 4 (lathe:cuda's warp rows read in groups of 4), partly filled groups of
+     * lanes, every values-per-lane size */
+    softmax_case(float_dts[d], TST_SHAPE(float_dts[d], 3, 8), 1);
+    softmax_case(float_dts[d], TST_SHAPE(float_dts[d], 33, 100), 1);
+    softmax_case(float_dts[d], TST_SHAPE(float_dts[d], 9, 256), 1);
+    softmax_case(float_dts[d], TST_SHAPE(float_dts[d], 5, 516), 1);
+    softmax_case(float_dts[d], TST_SHAPE(float_dts[d], 4, 1024), 1);
   }
   softmax_case(LATHE_DTYPE_FLOAT32, TST_SHAPE(LATHE_DTYPE_FLOAT32, 300, 257), 1); /* threaded */
 }

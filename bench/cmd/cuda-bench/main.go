@@ -127,11 +127,12 @@ func works(quick bool) []work {
 		{"layer norm 16384x1024, nn.LayerNorm", []int{16384, 1024}, 8 << 24,
 			func(x *Node) *Node { return nn.LayerNorm(x, []int{-1}, 1e-5, nil, nil, nil) }, 20},
 		{"floor: x+1 on 4 floats, Call + Value", []int{4}, 0, func(x *Node) *Node { return AddScalar(x, 1) }, 1},
-		// the layers' own shapes, against cuDNN (torch's conv2d) and torch's SDPA; latencies, not bandwidths
-		{"conv 3x3 32->64 b128 14x14, forward", []int{128, 14, 14, 32}, 0, convFwd, 20},
-		{"conv 3x3 32->64 b128 14x14, fwd + both grads", []int{128, 14, 14, 32}, 0, convGrads, 20},
-		{"attention B8 S512 H12 D64, forward", []int{3, 8, 512, 12, 64}, 0, attnFwd, 10},
-		{"attention B8 S512 H12 D64, fwd + grads", []int{3, 8, 512, 12, 64}, 0, attnGrads, 10},
+		// the layers' own shapes, against cuDNN (torch's conv2d) and torch's SDPA (bytes: input and
+		// results once, so that a sample waits by reading one element rather than the whole result)
+		{"conv 3x3 32->64 b128 14x14, forward", []int{128, 14, 14, 32}, 4 * 128 * 14 * 14 * (32 + 64), convFwd, 20},
+		{"conv 3x3 32->64 b128 14x14, fwd + both grads", []int{128, 14, 14, 32}, 4 * (2*128*14*14*32 + 3*3*32*64), convGrads, 20},
+		{"attention B8 S512 H12 D64, forward", []int{3, 8, 512, 12, 64}, 4 * 4 * 8 * 512 * 12 * 64, attnFwd, 10},
+		{"attention B8 S512 H12 D64, fwd + grads", []int{3, 8, 512, 12, 64}, 4 * 6 * 8 * 512 * 12 * 64, attnGrads, 10},
 	}
 	if quick {
 		for i := range ws {
@@ -417,8 +418,10 @@ func main() {
 		if strings.HasPrefix(w.name, "chain") {
 			key = "chain " + w.name[len(w.name)-4:]
 		}
-		for _, p := range []string{"jax", "jax queued", "torch eager", "torch compiled"} {
-			if m, ok := peer[key+"|"+p]; ok {
+		for _, p := range []string{"jax", "jax queued", "torch eager", "torch compiled", "torch exact", "torch tf32"} {
+			if m, ok := peer[w.name+"|"+p]; ok { // the peers' own name for it, else its family's
+				row(p, m)
+			} else if m, ok := peer[key+"|"+p]; ok {
 				row(p, m)
 			}
 		}

@@ -69,7 +69,7 @@ def run_jax():
     for name, shape, kind, calls in works():
         f = jax.jit(fns[kind])
         x = jax.random.normal(jax.random.PRNGKey(0), shape, jnp.float32)
-        f(x).block_until_ready()
+        jax.block_until_ready(f(x))
         waited, queued = [], []
         for _ in range(ROUNDS + 2):
             t = time.perf_counter()

@@ -1679,38 +1679,67 @@
   "  }\n"
 
 #define LT_CUH_SOFTMAX_WARP \
-  "template <typename S, int PER> __device__ void softmax_warp(const S *x, S *y, int64_t rows, int len) {\n" \
+  "/* Four elements a row apart, loaded and stored as one 16-byte (8 for half types) access. */\n" \
+  "template <typename S> struct alignas(sizeof(S) * 4 > 16 \? 16 : sizeof(S) * 4) lt_sm4 { S v[4]; };\n" \
+  "/* A warp per row. vec (rows of a multiple of 4, both pointers aligned to a group): a lane takes\n" \
+  " * groups of 4 in a row, 4(lane + 32u) + q, instead of lane + 32k -- a quarter of the load and\n" \
+  " * store instructions; each lane then sums other elements, so the row's sum is ordered differently\n" \
+  " * (within rounding, as between two of the reduction kernels). */\n" \
+  "template <typename S, int PER> __device__ void softmax_warp(const S *x, S *y, int64_t rows, int len, int vec) {\n" \
   "  typedef typename lt_ct<S>::T T;\n" \
   "  int lane = threadIdx.x & 31, rpb = blockDim.x >> 5;\n" \
+  "#define LT_SMJ(k) (vec \? 4 * (lane + 32 * ((k) >> 2)) + ((k) & 3) : lane + 32 * (k))\n" \
   "  for (int64_t row = (int64_t)blockIdx.x * rpb + (threadIdx.x >> 5); row < rows; row += (int64_t)gridDim.x * rpb) {\n" \
   "    const S *xr = x + row * len;\n" \
   "    S *yr = y + row * len;\n" \
   "    T v[PER], mx = -lt_inf<T>();\n" \
+  "    if (vec) {\n" \
   "#pragma unroll\n" \
-  "    for (int k = 0; k < PER; k++) {\n" \
-  "      int i = lane + 32 * k;\n" \
-  "      v[k] = i < len \? lt_g(xr, i) : (T)0;\n" \
-  "      if (i < len) mx = (v[k] > mx || v[k] != v[k]) \? v[k] : mx;\n" \
+  "      for (int u = 0; u < PER / 4; u++) {\n" \
+  "        int j = 4 * (lane + 32 * u);\n" \
+  "        lt_sm4<S> w;\n" \
+  "        if (j < len) w = *(const lt_sm4<S> *)(xr + j);\n" \
+  "#pragma unroll\n" \
+  "        for (int q = 0; q < 4; q++) v[4 * u + q] = j < len \? lt_g(w.v, q) : (T)0;\n" \
+  "      }\n" \
+  "    } else {\n" \
+  "#pragma unroll\n" \
+  "      for (int k = 0; k < PER; k++) v[k] = lane + 32 * k < len \? lt_g(xr, lane + 32 * k) : (T)0;\n" \
   "    }\n" \
+  "#pragma unroll\n" \
+  "    for (int k = 0; k < PER; k++)\n" \
+  "      if (LT_SMJ(k) < len) mx = (v[k] > mx || v[k] != v[k]) \? v[k] : mx;\n" \
   "    mx = lt_row_max(mx, 32, (T *)0);\n" \
   "    T sum = 0;\n" \
   "#pragma unroll\n" \
   "    for (int k = 0; k < PER; k++)\n" \
-  "      if (lane + 32 * k < len) v[k] = lt_exp(v[k] - mx), sum += v[k];\n" \
+  "      if (LT_SMJ(k) < len) v[k] = lt_exp(v[k] - mx), sum += v[k];\n" \
   "    sum = lt_row_sum(sum, 32, (T *)0);\n" \
   "    T inv = (T)1 / sum;\n" \
+  "    if (vec) {\n" \
   "#pragma unroll\n" \
-  "    for (int k = 0; k < PER; k++)\n" \
-  "      if (lane + 32 * k < len) lt_s(yr, lane + 32 * k, v[k] * inv);\n" \
+  "      for (int u = 0; u < PER / 4; u++) {\n" \
+  "        int j = 4 * (lane + 32 * u);\n" \
+  "        lt_sm4<S> w;\n" \
+  "#pragma unroll\n" \
+  "        for (int q = 0; q < 4; q++) lt_s(w.v, q, v[4 * u + q] * inv);\n" \
+  "        if (j < len) *(lt_sm4<S> *)(yr + j) = w;\n" \
+  "      }\n" \
+  "    } else {\n" \
+  "#pragma unroll\n" \
+  "      for (int k = 0; k < PER; k++)\n" \
+  "        if (lane + 32 * k < len) lt_s(yr, lane + 32 * k, v[k] * inv);\n" \
+  "    }\n" \
   "  }\n" \
+  "#undef LT_SMJ\n" \
   "}\n" \
   "/* Blocks of 256 (the host's launch); MINB blocks per SM caps the registers: left to itself the\n" \
   " * compiler gave the 32-value Float32 rows 82 registers, 25% occupancy, and the loads too few warps\n" \
   " * to hide their latency (ncu: 68% of issue gaps on L1TEX). 4 blocks: 64 registers, 50%. Float64\n" \
   " * rows hold twice the registers and keep 2. */\n" \
   "#define LT_SOFTMAX_WARP(name, S, PER, MINB) \\\n" \
-  "  extern \"C\" __global__ void __launch_bounds__(256, MINB) lt_softmax_warp##PER##_##name(const S *x, S *y, int64_t rows, int len) { \\\n" \
-  "    softmax_warp<S, PER>(x, y, rows, len); }\n" \
+  "  extern \"C\" __global__ void __launch_bounds__(256, MINB) lt_softmax_warp##PER##_##name(const S *x, S *y, int64_t rows, int len, \\\n" \
+  "      int vec) { softmax_warp<S, PER>(x, y, rows, len, vec); }\n" \
   "#define LT_SOFTMAX_WARPS(name, S, MINB) LT_SOFTMAX_WARP(name, S, 4, MINB) LT_SOFTMAX_WARP(name, S, 8, MINB) \\\n" \
   "  LT_SOFTMAX_WARP(name, S, 16, MINB) LT_SOFTMAX_WARP(name, S, 32, MINB)\n" \
   "LT_SOFTMAX_WARPS(Float32, float, 4)\n" \
