@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "4ea67f7d933c87b5043c02d919500571"
+const engineSourcesHash = "60f2a15f73252a63a7d4aff7d374922b"

@@ -149,18 +149,15 @@ TEST(job_config) {
         c.coordinator, c.process, c.processes);
   /* processes on this host: lathe-launch's over torchrun's; Slurm's uneven form ignored */
   CHECK(c.local_processes == 0, "no local count set, got %d", c.local_processes);
-  setenv("SLURM_NTASKS_PER_NODE", "2(x3)", 1);
-  lathe_job_config_init(&c);
-  CHECK_OK(lathe_job_config_resolve("t", &c, &is_job));
-  CHECK(c.local_processes == 0, "Slurm's 2(x3) read as %d", c.local_processes);
-  setenv("LOCAL_WORLD_SIZE", "4", 1);
-  lathe_job_config_init(&c);
-  CHECK_OK(lathe_job_config_resolve("t", &c, &is_job));
-  CHECK(c.local_processes == 4, "LOCAL_WORLD_SIZE 4 read as %d", c.local_processes);
-  setenv("LATHE_LOCAL_PROCESSES", "2", 1);
-  lathe_job_config_init(&c);
-  CHECK_OK(lathe_job_config_resolve("t", &c, &is_job));
-  CHECK(c.local_processes == 2, "LATHE_LOCAL_PROCESSES 2 read as %d", c.local_processes);
+  static const struct { const char *var, *val; int want; } locals[] = {
+      {"SLURM_NTASKS_PER_NODE", "2(x3)", 0}, {"LOCAL_WORLD_SIZE", "4", 4}, {"LATHE_LOCAL_PROCESSES", "2", 2}};
+  for (int i = 0; i < 3; i++) {
+    setenv(locals[i].var, locals[i].val, 1);
+    lathe_job_config_init(&c);
+    CHECK_OK(lathe_job_config_resolve("t", &c, &is_job));
+    CHECK(c.local_processes == locals[i].want, "%s=%s read as %d local processes", locals[i].var, locals[i].val,
+          c.local_processes);
+  }
   /* lathe's own win over torchrun's; options over both */
   setenv("LATHE_COORDINATOR", "127.0.0.1:1234", 1);
   setenv("LATHE_NUM_PROCESSES", "3", 1);

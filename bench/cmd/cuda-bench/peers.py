@@ -91,6 +91,26 @@ def run_jax():
         del x
 
 
+def timed(f, x, calls):
+    """Median seconds per call of f(x) on the GPU: CUDA events around `calls` calls, after a warm-up
+    call and two warm-up samples."""
+    import torch
+
+    f(x)
+    torch.cuda.synchronize()
+    samples = []
+    for _ in range(ROUNDS + 2):
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record()
+        for _ in range(calls):
+            y = f(x)
+        b.record()
+        b.synchronize()
+        samples.append(a.elapsed_time(b) / 1e3 / calls)
+        del y
+    return statistics.median(samples[2:])
+
+
 def run_torch():
     import torch
 
@@ -132,20 +152,7 @@ def run_torch():
             x = torch.randn(shape, device="cuda", dtype=torch.float32)
             for label, tf32 in (("torch exact", False), ("torch tf32", True)):
                 torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
-                f = fns[kind]
-                f(x)
-                torch.cuda.synchronize()
-                samples = []
-                for _ in range(ROUNDS + 2):
-                    a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    a.record()
-                    for _ in range(calls):
-                        y = f(x)
-                    b.record()
-                    b.synchronize()
-                    samples.append(a.elapsed_time(b) / 1e3 / calls)
-                    del y
-                emit(name, label, statistics.median(samples[2:]))
+                emit(name, label, timed(fns[kind], x, calls))
             torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = False, True  # PyTorch's defaults
             del x
             torch.cuda.empty_cache()
@@ -159,19 +166,7 @@ def run_torch():
                 except Exception as e:  # no compiler: eager only
                     print("note\ttorch\tcompile left out: %s" % str(e).split("\n")[0][:120], flush=True)
                     break
-            f(x)
-            torch.cuda.synchronize()
-            samples = []
-            for _ in range(ROUNDS + 2):
-                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record()
-                for _ in range(calls):
-                    y = f(x)
-                b.record()
-                b.synchronize()
-                samples.append(a.elapsed_time(b) / 1e3 / calls)
-                del y
-            emit(name, label, statistics.median(samples[2:]))
+            emit(name, label, timed(f, x, calls))
         del x
         torch.cuda.empty_cache()
 

@@ -44,6 +44,9 @@ LT_DEV uint16_t lt_f32_to_bf16(float f) {
   u += 0x7fff + ((u >> 16) & 1);
   return (uint16_t)(u >> 16);
 }
+/* 4 elements in a row, one vector access (at most 16 bytes wide): the elementwise, ROWS and warp
+ * softmax kernels' grouped loads and stores */
+template <typename S> struct alignas(sizeof(S) * 4 > 16 ? 16 : sizeof(S) * 4) lt_v4 { S v[4]; };
 #define LT_MAX_RANK 16
 struct lt_dims { int rank; int64_t d[LT_MAX_RANK]; };
 struct lt_strides { int64_t s[LT_MAX_RANK]; };

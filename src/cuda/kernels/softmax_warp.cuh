@@ -1,5 +1,3 @@
-/* Four elements a row apart, loaded and stored as one 16-byte (8 for half types) access. */
-template <typename S> struct alignas(sizeof(S) * 4 > 16 ? 16 : sizeof(S) * 4) lt_sm4 { S v[4]; };
 /* A warp per row. vec (rows of a multiple of 4, both pointers aligned to a group): a lane takes
  * groups of 4 in a row, 4(lane + 32u) + q, instead of lane + 32k -- a quarter of the load and
  * store instructions; each lane then sums other elements, so the row's sum is ordered differently
@@ -16,8 +14,8 @@ template <typename S, int PER> __device__ void softmax_warp(const S *x, S *y, in
 #pragma unroll
       for (int u = 0; u < PER / 4; u++) {
         int j = 4 * (lane + 32 * u);
-        lt_sm4<S> w;
-        if (j < len) w = *(const lt_sm4<S> *)(xr + j);
+        lt_v4<S> w;
+        if (j < len) w = *(const lt_v4<S> *)(xr + j);
 #pragma unroll
         for (int q = 0; q < 4; q++) v[4 * u + q] = j < len ? lt_g(w.v, q) : (T)0;
       }
@@ -39,10 +37,10 @@ template <typename S, int PER> __device__ void softmax_warp(const S *x, S *y, in
 #pragma unroll
       for (int u = 0; u < PER / 4; u++) {
         int j = 4 * (lane + 32 * u);
-        lt_sm4<S> w;
+        lt_v4<S> w;
 #pragma unroll
         for (int q = 0; q < 4; q++) lt_s(w.v, q, v[4 * u + q] * inv);
-        if (j < len) *(lt_sm4<S> *)(yr + j) = w;
+        if (j < len) *(lt_v4<S> *)(yr + j) = w;
       }
     } else {
 #pragma unroll

@@ -569,8 +569,6 @@
   "LT_DEV lt_c128 lt_csign(lt_c128 z) { double a = hypot(z.re, z.im); return a == 0 \? z : lt_c128(z.re / a, z.im / a); }\n" \
   "LT_DEV int lt_cisfinite(lt_c128 z) { return isfinite(z.re) && isfinite(z.im); }\n" \
   "LT_DEV int lt_cisnan(lt_c128 z) { return isnan(z.re) || isnan(z.im); }\n" \
-  "/* EW_VEC elements in a row, one vector access (at most 16 bytes wide each) */\n" \
-  "template <typename S> struct alignas(sizeof(S) * 4 > 16 \? 16 : sizeof(S) * 4) lt_v4 { S v[4]; };\n" \
   "/* n / d for n < 2^31 as a multiply-high and a shift (the host computes m and s) */\n" \
   "struct lt_div32 { uint32_t d, m, s; };\n" \
   "LT_DEV uint32_t lt_udiv(uint32_t n, lt_div32 q) { return (__umulhi(n, q.m) + n) >> q.s; }\n"
@@ -1013,6 +1011,9 @@
   "  u += 0x7fff + ((u >> 16) & 1);\n" \
   "  return (uint16_t)(u >> 16);\n" \
   "}\n" \
+  "/* 4 elements in a row, one vector access (at most 16 bytes wide): the elementwise, ROWS and warp\n" \
+  " * softmax kernels' grouped loads and stores */\n" \
+  "template <typename S> struct alignas(sizeof(S) * 4 > 16 \? 16 : sizeof(S) * 4) lt_v4 { S v[4]; };\n" \
   "#define LT_MAX_RANK 16\n" \
   "struct lt_dims { int rank; int64_t d[LT_MAX_RANK]; };\n" \
   "struct lt_strides { int64_t s[LT_MAX_RANK]; };\n" \
@@ -1679,8 +1680,6 @@
   "  }\n"
 
 #define LT_CUH_SOFTMAX_WARP \
-  "/* Four elements a row apart, loaded and stored as one 16-byte (8 for half types) access. */\n" \
-  "template <typename S> struct alignas(sizeof(S) * 4 > 16 \? 16 : sizeof(S) * 4) lt_sm4 { S v[4]; };\n" \
   "/* A warp per row. vec (rows of a multiple of 4, both pointers aligned to a group): a lane takes\n" \
   " * groups of 4 in a row, 4(lane + 32u) + q, instead of lane + 32k -- a quarter of the load and\n" \
   " * store instructions; each lane then sums other elements, so the row's sum is ordered differently\n" \
@@ -1697,8 +1696,8 @@
   "#pragma unroll\n" \
   "      for (int u = 0; u < PER / 4; u++) {\n" \
   "        int j = 4 * (lane + 32 * u);\n" \
-  "        lt_sm4<S> w;\n" \
-  "        if (j < len) w = *(const lt_sm4<S> *)(xr + j);\n" \
+  "        lt_v4<S> w;\n" \
+  "        if (j < len) w = *(const lt_v4<S> *)(xr + j);\n" \
   "#pragma unroll\n" \
   "        for (int q = 0; q < 4; q++) v[4 * u + q] = j < len \? lt_g(w.v, q) : (T)0;\n" \
   "      }\n" \
@@ -1720,10 +1719,10 @@
   "#pragma unroll\n" \
   "      for (int u = 0; u < PER / 4; u++) {\n" \
   "        int j = 4 * (lane + 32 * u);\n" \
-  "        lt_sm4<S> w;\n" \
+  "        lt_v4<S> w;\n" \
   "#pragma unroll\n" \
   "        for (int q = 0; q < 4; q++) lt_s(w.v, q, v[4 * u + q] * inv);\n" \
-  "        if (j < len) *(lt_sm4<S> *)(yr + j) = w;\n" \
+  "        if (j < len) *(lt_v4<S> *)(yr + j) = w;\n" \
   "      }\n" \
   "    } else {\n" \
   "#pragma unroll\n" \
