@@ -1,6 +1,7 @@
 /* tensor.c -- reference-counted device memory. The last release frees through the device that
- * allocated the memory; work that uses a tensor holds a reference, so memory is never freed
- * under pending work. */
+ * allocated the memory; work that uses a tensor holds a reference, and a tensor released while
+ * the work that writes it is pending is freed when that work is done, so memory is never freed
+ * (and handed to other work) under pending work. */
 #include "device.h"
 
 static lathe_status_t tensor_struct(const lathe_device_i *dev, void *dev_ctx, int device, const lathe_shape *shape,
@@ -44,12 +45,34 @@ lathe_tensor *lathe_tensor_retain(lathe_tensor *t) {
   return t;
 }
 
+static void free_tensor(lathe_tensor *t) {
+  if (t->data) t->dev->mem_free(t->dev_ctx, t->device, t->data, t->nbytes);
+  free(t);
+}
+
+static void free_when_written(void *ctx, lathe_status_t st) {
+  (void)st;
+  free_tensor(ctx);
+}
+
 void lathe_tensor_release(lathe_tensor *t) {
   if (!t || (t->flags & LATHE_TENSOR_VIEW)) return;
   if (atomic_fetch_sub_explicit(&t->refs, 1, memory_order_acq_rel) != 1) return;
-  lathe_event_release(atomic_load_explicit(&t->ready, memory_order_acquire));
-  if (t->data) t->dev->mem_free(t->dev_ctx, t->device, t->data, t->nbytes);
-  free(t);
+  lathe_event *ev = atomic_load_explicit(&t->ready, memory_order_acquire);
+  /* its writer still runs (an output dropped unread, say): the memory goes once it is done, else
+   * the allocator could hand it to other work while the writer writes (and the device may still
+   * set data). The writer holds the event until it signals, so the callback runs. */
+  if (ev && !lathe_event_is_ready(ev)) {
+    lathe_status_t st = lathe_event_on_ready(ev, free_when_written, t);
+    if (!st) {
+      lathe_event_release(ev);
+      return;
+    }
+    lathe_status_free(st);
+    lathe_status_free(lathe_event_wait(ev)); /* no memory for the callback: wait here */
+  }
+  lathe_event_release(ev);
+  free_tensor(t);
 }
 
 lathe_status_t lathe_tensor_wait(lathe_tensor *t) {
@@ -60,6 +83,11 @@ lathe_status_t lathe_tensor_wait(lathe_tensor *t) {
    * failed one stays: every reader of the tensor must see the error. */
   if (!st && atomic_compare_exchange_strong(&t->ready, &ev, NULL)) lathe_event_release(ev);
   return st;
+}
+
+lathe_status_t lathe_tensor_wait_for(const char *op, lathe_tensor *t) {
+  lathe_status_t st = lathe_tensor_wait(t);
+  return st ? lathe_status_annotate(st, "%s: the computation of this buffer failed", op) : NULL;
 }
 
 bool lathe_tensor_is_ready(lathe_tensor *t) {
