@@ -82,6 +82,15 @@ typedef struct cuda_dev {
   pthread_mutex_t staging_mu;
   void *staging;
   size_t staging_bytes;
+  /* transfers have streams of their own, so that they never wait behind an execution they do
+   * not read; a small read goes through its own pinned slot (guarded by small_mu) */
+  lcuStream up_stream, down_stream;
+  pthread_mutex_t small_mu;
+  void *small_slot;
+  /* CUDA events (disable-timing) kept for reuse: executions and uploads take one each */
+  pthread_mutex_t ev_mu;
+  lcuEvent *ev_pool;
+  int n_ev_pool;
   /* completion: a worker per device (src/exec/queue.c) waits for each execution's event, then
    * finishes it */
   struct lathe_exec_queue *done_q;
@@ -111,6 +120,20 @@ void lathe_cuda_fft_release(cuda_dev *d);
 /* Runs fn(arg, status) on d's completion thread once event ev has completed (status: NULL, or
  * the error the stream reported; fn takes it). */
 lathe_status_t lathe_cuda_when_done(cuda_dev *d, lcuEvent ev, void (*fn)(void *arg, lathe_status_t st), void *arg);
+
+/* A CUDA event from d's pool (made when the pool is empty), and back to it. */
+lathe_status_t lathe_cuda_event_get(cuda_dev *d, lcuEvent *out);
+void lathe_cuda_event_put(cuda_dev *d, lcuEvent ev);
+/* Attaches cev (taken from d's pool; the lathe event returns it there when it goes) to ev as its
+ * native handle, so that later work on d waits for it on the GPU. gpu_decides: the work's success
+ * is the stream's alone (no kernel error flags), so readers may wait on cev itself. Returns false
+ * (cev untouched) when there is no memory for it. */
+bool lathe_cuda_event_attach(cuda_dev *d, lathe_event *ev, lcuEvent cev, bool gpu_decides);
+/* Orders stream s after t's pending writer: on the GPU when the writer carries d's CUDA event
+ * (and, with decided_only, when that event alone decides the writer's success), else by waiting
+ * on the host, which returns the writer's status (as lathe_tensor_wait_for(op) words it, when op
+ * is given). */
+lathe_status_t lathe_cuda_stream_wait_tensor(cuda_dev *d, lcuStream s, lathe_tensor *t, bool decided_only, const char *op);
 
 /* Makes dev's context current on this thread. */
 lathe_status_t lathe_cuda_use(cuda_dev *d);

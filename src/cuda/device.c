@@ -6,7 +6,7 @@
 #include "../exec/exec.h"
 #include "cuda.h"
 
-enum { N_STREAMS = 8, STAGING_BYTES = 32 << 20, LT_WORKSPACE_BYTES = 32 << 20 };
+enum { N_STREAMS = 8, STAGING_BYTES = 32 << 20, LT_WORKSPACE_BYTES = 32 << 20, COMPLETION_SPIN_US = 50 };
 
 lathe_status_t lathe_cuda_use(cuda_dev *d) {
   return lathe_cuda_error(d->cu->api, d->cu->api->cuCtxSetCurrent(d->ctx), "lathe:cuda: cuCtxSetCurrent");
@@ -34,11 +34,75 @@ static lcuStream take_stream(cuda_dev *d) {
   return d->streams[atomic_fetch_add(&d->next_stream, 1) % (unsigned)d->n_streams];
 }
 
+/* ---- CUDA events: a pool per device, and the native handle of lathe events ---- */
+enum { EV_POOL_MAX = 256 };
+
+lathe_status_t lathe_cuda_event_get(cuda_dev *d, lcuEvent *out) {
+  pthread_mutex_lock(&d->ev_mu);
+  bool have = d->n_ev_pool > 0;
+  if (have) *out = d->ev_pool[--d->n_ev_pool];
+  pthread_mutex_unlock(&d->ev_mu);
+  if (have) return NULL;
+  return lathe_cuda_error(d->cu->api, d->cu->api->cuEventCreate(out, LCU_EVENT_DISABLE_TIMING), "lathe:cuda: cuEventCreate");
+}
+
+void lathe_cuda_event_put(cuda_dev *d, lcuEvent ev) {
+  pthread_mutex_lock(&d->ev_mu);
+  bool kept = d->ev_pool && d->n_ev_pool < EV_POOL_MAX;
+  if (kept) d->ev_pool[d->n_ev_pool++] = ev;
+  pthread_mutex_unlock(&d->ev_mu);
+  if (!kept) d->cu->api->cuEventDestroy(ev);
+}
+
+/* The CUDA event behind a lathe event lives as long as that event: later work on the same
+ * device waits on it. */
+typedef struct native_event {
+  cuda_dev *d;
+  lcuEvent ev;
+  bool decides;
+} native_event;
+
+static void free_native_event(void *p) {
+  native_event *n = p;
+  lathe_cuda_event_put(n->d, n->ev);
+  free(n);
+}
+
+/* A reader waits on the CUDA event itself rather than for the completion thread. */
+static lathe_status_t wait_native_event(void *p) {
+  native_event *n = p;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_use(n->d));
+  return lathe_cuda_error(n->d->cu->api, n->d->cu->api->cuEventSynchronize(n->ev), "lathe:cuda: execution");
+}
+
+bool lathe_cuda_event_attach(cuda_dev *d, lathe_event *ev, lcuEvent cev, bool gpu_decides) {
+  native_event *n = malloc(sizeof *n);
+  if (!n) return false;
+  *n = (native_event){.d = d, .ev = cev, .decides = gpu_decides};
+  lathe_event_set_native(ev, d, n, free_native_event);
+  if (gpu_decides) lathe_event_set_native_wait(ev, wait_native_event);
+  return true;
+}
+
+lathe_status_t lathe_cuda_stream_wait_tensor(cuda_dev *d, lcuStream s, lathe_tensor *t, bool decided_only, const char *op) {
+  lathe_event *ev = atomic_load(&t->ready);
+  native_event *n = ev && !lathe_event_is_ready(ev) ? lathe_event_native(ev, d) : NULL;
+  if (n && (n->decides || !decided_only))
+    return lathe_cuda_error(d->cu->api, d->cu->api->cuStreamWaitEvent(s, n->ev, 0), "lathe:cuda: cuStreamWaitEvent");
+  return op ? lathe_tensor_wait_for(op, t) : lathe_tensor_wait(t);
+}
+
+/* ---- host transfers ---- */
+/* Up to this size an upload is queued from the caller's memory (the driver stages pageable
+ * memory before the call returns) and a read goes through the small pinned slot, ordered after
+ * its writer on the GPU: a one-op graph's input and result cost one host wait in all, not three. */
+enum { SMALL_COPY = 64 << 10 };
+
 /* Host <-> device through the pinned staging buffer, a chunk at a time. */
 static lathe_status_t transfer(cuda_dev *d, lcuDeviceptr dev, void *host, size_t n, bool to_device) {
   const lcu_api *api = d->cu->api;
   LATHE_RETURN_IF_ERROR(lathe_cuda_use(d));
-  lcuStream s = take_stream(d);
+  lcuStream s = to_device ? d->up_stream : d->down_stream;
   lathe_status_t st = NULL;
   pthread_mutex_lock(&d->staging_mu);
   for (size_t done = 0; done < n && !st; done += d->staging_bytes) {
@@ -56,14 +120,66 @@ static lathe_status_t transfer(cuda_dev *d, lcuDeviceptr dev, void *host, size_t
   return st;
 }
 
-static lathe_status_t upload(void *ctx, lathe_tensor *t, const void *src, size_t nbytes) {
-  lathe_cuda *cu = ctx;
-  return transfer(&cu->devs[t->device], lathe_cuda_ptr(t), (void *)src, nbytes, true);
+static void signal_upload(void *arg, lathe_status_t st) {
+  lathe_event_signal(arg, st);
+  lathe_event_release(arg);
 }
 
+/* A small upload: queued, the tensor's ready event signalled by the completion thread (and
+ * carrying the CUDA event, so that executions wait for it on the GPU). */
+static lathe_status_t upload_queued(cuda_dev *d, lathe_tensor *t, const void *src, size_t n) {
+  const lcu_api *api = d->cu->api;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_use(d));
+  lcuStream s = d->up_stream;
+  lcuEvent cev = NULL;
+  lathe_event *ev = NULL;
+  lathe_status_t st = lathe_cuda_error(api, api->cuMemcpyHtoDAsync(lathe_cuda_ptr(t), src, n, s), "BufferFromHost: cuMemcpyHtoDAsync");
+  if (st) return st;
+  st = lathe_cuda_event_get(d, &cev);
+  if (!st) st = lathe_cuda_error(api, api->cuEventRecord(cev, s), "BufferFromHost: cuEventRecord");
+  if (!st) st = lathe_event_new(&ev);
+  if (!st && !lathe_cuda_event_attach(d, ev, cev, true)) st = LATHE_OOM("BufferFromHost");
+  if (!st) {
+    cev = NULL; /* the lathe event's now */
+    st = lathe_cuda_when_done(d, ((native_event *)lathe_event_native(ev, d))->ev, signal_upload, lathe_event_retain(ev));
+    if (st) lathe_event_release(ev); /* the completion thread's reference */
+  }
+  if (st) { /* nothing waits for the copy: finish it here */
+    lathe_status_free(lathe_cuda_error(api, api->cuStreamSynchronize(s), "lathe:cuda: cuStreamSynchronize"));
+    if (cev) lathe_cuda_event_put(d, cev);
+    lathe_event_release(ev);
+    return st;
+  }
+  atomic_store(&t->ready, ev);
+  return NULL;
+}
+
+static lathe_status_t upload(void *ctx, lathe_tensor *t, const void *src, size_t nbytes) {
+  lathe_cuda *cu = ctx;
+  cuda_dev *d = &cu->devs[t->device];
+  if (nbytes && nbytes <= SMALL_COPY) return upload_queued(d, t, src, nbytes);
+  return transfer(d, lathe_cuda_ptr(t), (void *)src, nbytes, true);
+}
+
+/* The runtime leaves the wait for t's writer to this (LATHE_DEVCAP_ORDERED_DOWNLOAD): a small read
+ * is queued after the writer on the GPU and waited for once. */
 static lathe_status_t download(void *ctx, lathe_tensor *t, void *dst, size_t nbytes) {
   lathe_cuda *cu = ctx;
-  return transfer(&cu->devs[t->device], lathe_cuda_ptr(t), dst, nbytes, false);
+  cuda_dev *d = &cu->devs[t->device];
+  if (nbytes > SMALL_COPY || !nbytes) {
+    LATHE_RETURN_IF_ERROR(lathe_tensor_wait_for("BufferToHost", t));
+    return transfer(d, lathe_cuda_ptr(t), dst, nbytes, false);
+  }
+  const lcu_api *api = cu->api;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_use(d));
+  lcuStream s = d->down_stream;
+  pthread_mutex_lock(&d->small_mu);
+  lathe_status_t st = lathe_cuda_stream_wait_tensor(d, s, t, true, "BufferToHost");
+  if (!st) st = lathe_cuda_error(api, api->cuMemcpyDtoHAsync(d->small_slot, lathe_cuda_ptr(t), nbytes, s), "BufferToHost: cuMemcpyDtoHAsync");
+  if (!st) st = lathe_cuda_error(api, api->cuStreamSynchronize(s), "lathe:cuda: cuStreamSynchronize");
+  if (!st) memcpy(dst, d->small_slot, nbytes);
+  pthread_mutex_unlock(&d->small_mu);
+  return st;
 }
 
 /* CopyToDevice between GPUs: a peer copy on the target's stream once the source is computed. */
@@ -84,7 +200,7 @@ static lathe_status_t copy(void *ctx, lathe_tensor *src, lathe_tensor *dst) {
 /* ---- description and capabilities ---- */
 static uint32_t caps(void *ctx) {
   (void)ctx;
-  return LATHE_DEVCAP_ASYNC;
+  return LATHE_DEVCAP_ASYNC | LATHE_DEVCAP_ORDERED_DOWNLOAD;
 }
 
 static int num_devices(void *ctx) { return ((lathe_cuda *)ctx)->n_devices; }
@@ -151,9 +267,18 @@ static void dev_destroy(cuda_dev *d) {
     lathe_cuda_fft_release(d);
     for (int i = 0; i < d->n_streams; i++)
       if (d->streams[i]) api->cuStreamDestroy(d->streams[i]);
+    if (d->up_stream) api->cuStreamDestroy(d->up_stream);
+    if (d->down_stream) api->cuStreamDestroy(d->down_stream);
     if (d->lt) api->cublasLtDestroy(d->lt);
     if (d->staging) api->cuMemFreeHost(d->staging);
+    if (d->small_slot) api->cuMemFreeHost(d->small_slot);
   }
+  pthread_mutex_lock(&d->ev_mu); /* events released later go straight back to the driver */
+  for (int i = 0; i < d->n_ev_pool; i++) api->cuEventDestroy(d->ev_pool[i]);
+  free(d->ev_pool);
+  d->ev_pool = NULL;
+  d->n_ev_pool = 0;
+  pthread_mutex_unlock(&d->ev_mu);
   lathe_status_free(st);
   lathe_cuda_cudnn_release(d);
   if (d->lt_workspace) lathe_cuda_free(d, d->lt_workspace, d->lt_workspace_bytes);
@@ -162,6 +287,7 @@ static void dev_destroy(cuda_dev *d) {
   free(d->streams);
   pthread_mutex_destroy(&d->lt_mu);
   pthread_mutex_destroy(&d->staging_mu);
+  pthread_mutex_destroy(&d->small_mu);
   api->cuDevicePrimaryCtxRelease(d->dev);
   d->ctx = NULL;
 }
@@ -175,6 +301,9 @@ static lathe_status_t dev_init(lathe_cuda *cu, cuda_dev *d, int ordinal, int gpu
   pthread_mutex_init(&d->lt_mu, NULL);
   pthread_mutex_init(&d->dnn_mu, NULL);
   pthread_mutex_init(&d->staging_mu, NULL);
+  pthread_mutex_init(&d->small_mu, NULL);
+  pthread_mutex_init(&d->ev_mu, NULL);
+  if (!(d->ev_pool = malloc(sizeof(lcuEvent) * EV_POOL_MAX))) return LATHE_OOM("lathe:cuda");
   LATHE_RETURN_IF_ERROR(lathe_cuda_alloc_init(&d->alloc));
   LATHE_RETURN_IF_ERROR(lathe_cuda_modules_init(&d->modules));
   LATHE_RETURN_IF_ERROR(lathe_cuda_use(d));
@@ -196,11 +325,16 @@ static lathe_status_t dev_init(lathe_cuda *cu, cuda_dev *d, int ordinal, int gpu
     LATHE_CU_TRY(api, cuStreamCreate(&d->streams[i], LCU_STREAM_NON_BLOCKING), "lathe:cuda: cuStreamCreate");
   d->staging_bytes = STAGING_BYTES;
   LATHE_CU_TRY(api, cuMemHostAlloc(&d->staging, d->staging_bytes, LCU_MEMHOSTALLOC_PORTABLE), "lathe:cuda: cuMemHostAlloc");
+  LATHE_CU_TRY(api, cuMemHostAlloc(&d->small_slot, SMALL_COPY, LCU_MEMHOSTALLOC_PORTABLE), "lathe:cuda: cuMemHostAlloc");
+  LATHE_CU_TRY(api, cuStreamCreate(&d->up_stream, LCU_STREAM_NON_BLOCKING), "lathe:cuda: cuStreamCreate");
+  LATHE_CU_TRY(api, cuStreamCreate(&d->down_stream, LCU_STREAM_NON_BLOCKING), "lathe:cuda: cuStreamCreate");
   if (api->cublasLtCreate(&d->lt) != LCUBLAS_STATUS_SUCCESS)
     return lathe_status_new(LATHE_STATUS_UNAVAILABLE, "lathe:cuda: cublasLtCreate failed on device %d", ordinal);
   d->lt_workspace_bytes = LT_WORKSPACE_BYTES;
   LATHE_RETURN_IF_ERROR(lathe_cuda_malloc(d, d->lt_workspace_bytes, &d->lt_workspace));
-  return lathe_exec_queue_new("lathe:cuda", &d->done_q);
+  /* a wake-up of a sleeping thread costs microseconds (10 us a round trip on the H200 machine):
+   * the completion thread polls a while for the next execution's job instead */
+  return lathe_exec_queue_new_spinning("lathe:cuda", COMPLETION_SPIN_US, &d->done_q);
 }
 
 static void *destroy_now(void *ctx) {

@@ -343,28 +343,6 @@ static lathe_status_t launch_loop(lathe_exec *x, int pos, int region, bool in_pl
   return lathe_cuda_region_loop(ex, pf, &pf->regions[region], rk ? rk[region] : NULL, lathe_exec_vals(x), result_tensor);
 }
 
-/* The CUDA event behind an execution's lathe_event lives as long as that event: later work on
- * the same device waits on it. */
-typedef struct native_event {
-  const lcu_api *api;
-  cuda_dev *d;
-  lcuEvent ev;
-} native_event;
-
-static void free_native_event(void *p) {
-  native_event *n = p;
-  n->api->cuEventDestroy(n->ev);
-  free(n);
-}
-
-/* A reader of the outputs waits on the CUDA event itself rather than for the completion thread
- * (set only for executions whose success the GPU alone decides: no kernel error flags). */
-static lathe_status_t wait_native_event(void *p) {
-  native_event *n = p;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_use(n->d));
-  return lathe_cuda_error(n->api, n->api->cuEventSynchronize(n->ev), "lathe:cuda: execution");
-}
-
 lathe_status_t lathe_cuda_exec_error_flag(lathe_cuda_exec *ex, const char *message, lcuDeviceptr *out_flag,
                                          uint32_t *out_code) {
   if (ex->n_err_msgs == 8) return lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: too many error kinds in one run");
@@ -401,7 +379,7 @@ static void finish(void *arg, lathe_status_t st) {
   for (int i = 0; i < ex->n_dead; i++) lathe_tensor_release(ex->dead[i]);
   for (int i = 0; i < ex->n_inputs; i++) lathe_tensor_release(ex->inputs[i]);
   lathe_exec_arenas_give_back(&ex->plan->x, ex->x.arenas);
-  if (ex->ev && !ex->ev_owned) ex->cu->api->cuEventDestroy(ex->ev);
+  if (ex->ev && !ex->ev_owned) lathe_cuda_event_put(ex->d, ex->ev);
   lathe_collective_release(ex->x.group);
   ex->release(ex->token);
   lathe_event_signal(ex->done, st);
@@ -412,21 +390,14 @@ static void finish(void *arg, lathe_status_t st) {
 }
 
 lathe_status_t lathe_cuda_exec_wait_inputs(lathe_cuda_exec *ex, const lathe_launch *l) {
-  const lcu_api *api = ex->cu->api;
   lathe_status_t st = NULL;
   /* inputs still being computed: a CUDA event of this device is waited for on the stream; any
    * other (another GPU, the host) on the host */
   for (int i = 0; !st && i < l->n_inputs; i++) {
     lathe_event *ev = atomic_load(&l->inputs[i]->ready);
-    if (!ev || lathe_event_is_ready(ev)) {
-      st = lathe_tensor_wait(l->inputs[i]);
-      continue;
-    }
     /* made by an earlier SPMD launch of this GPU's worker: queued already, on this same stream */
-    if (l->group && lathe_event_native(ev, lathe_cuda_spmd_key(ex->d))) continue;
-    native_event *native = lathe_event_native(ev, ex->d);
-    st = native ? lathe_cuda_error(api, api->cuStreamWaitEvent(ex->stream, native->ev, 0), "Execute: cuStreamWaitEvent")
-                : lathe_tensor_wait(l->inputs[i]);
+    if (l->group && ev && !lathe_event_is_ready(ev) && lathe_event_native(ev, lathe_cuda_spmd_key(ex->d))) continue;
+    st = lathe_cuda_stream_wait_tensor(ex->d, ex->stream, l->inputs[i], false, NULL);
   }
   return st;
 }
@@ -498,7 +469,7 @@ lathe_status_t lathe_cuda_execute_now(void *ctx, lathe_plan *plan, const lathe_l
   if (!st) st = lathe_cuda_use(ex->d);
   if (!st && !ex->done) st = lathe_event_new(&ex->done);
   if (!st) st = lathe_exec_program(&ex->x, l);
-  if (!st) st = lathe_cuda_error(api, api->cuEventCreate(&ex->ev, LCU_EVENT_DISABLE_TIMING), "Execute: cuEventCreate");
+  if (!st) st = lathe_cuda_event_get(ex->d, &ex->ev);
   if (!st) st = lathe_cuda_error(api, api->cuEventRecord(ex->ev, ex->stream), "Execute: cuEventRecord");
   if (st) {
     if (ex && ex->stream) api->cuStreamSynchronize(ex->stream); /* launches already queued must end first */
@@ -519,16 +490,8 @@ lathe_status_t lathe_cuda_execute_now(void *ctx, lathe_plan *plan, const lathe_l
     return st;
   }
   /* the outputs' event: signalled by the completion thread; the CUDA event lets later work on
-   * this device wait on the GPU instead of the host */
-  native_event *nat = given ? NULL : malloc(sizeof *nat); /* `given` is shared already */
-  if (nat) {
-    nat->api = api;
-    nat->d = ex->d;
-    nat->ev = ex->ev;
-    ex->ev_owned = true;
-    lathe_event_set_native(ex->done, ex->d, nat, free_native_event);
-    if (!ex->err_word) lathe_event_set_native_wait(ex->done, wait_native_event);
-  }
+   * this device wait on the GPU instead of the host (`given` is shared already: none) */
+  if (!given) ex->ev_owned = lathe_cuda_event_attach(ex->d, ex->done, ex->ev, !ex->err_word);
   for (int k = 0; k < l->n_outputs && !given; k++) atomic_store(&l->outputs[k]->ready, lathe_event_retain(ex->done));
   return lathe_cuda_when_done(ex->d, ex->ev, finish, ex);
 }

@@ -175,6 +175,9 @@ typedef struct lathe_exec_job {
 
 typedef struct lathe_exec_queue lathe_exec_queue;
 lathe_status_t lathe_exec_queue_new(const char *label, lathe_exec_queue **out);
+/* spin_us > 0: the worker polls that long for the next job before it sleeps, so that a stream of
+ * pushes (one per execution) does not pay a thread wake-up each (a GPU's completion queue) */
+lathe_status_t lathe_exec_queue_new_spinning(const char *label, int spin_us, lathe_exec_queue **out);
 void lathe_exec_queue_push(lathe_exec_queue *q, lathe_exec_job *j);
 /* Whether the calling thread is q's worker. */
 bool lathe_exec_queue_is_worker(const lathe_exec_queue *q);

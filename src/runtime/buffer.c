@@ -94,8 +94,7 @@ static lathe_status_t live(const char *op, lathe_buffer_t buf) {
 /* The buffer's tensor once its contents are computed. */
 static lathe_status_t ready(const char *op, lathe_buffer_t buf) {
   LATHE_RETURN_IF_ERROR(live(op, buf));
-  lathe_status_t st = lathe_tensor_wait(buf->t);
-  return st ? lathe_status_annotate(st, "%s: the computation of this buffer failed", op) : NULL;
+  return lathe_tensor_wait_for(op, buf->t);
 }
 
 lathe_status_t lathe_buffer_to_host(lathe_buffer_t buf, void *dst, size_t nbytes) {
@@ -103,7 +102,7 @@ lathe_status_t lathe_buffer_to_host(lathe_buffer_t buf, void *dst, size_t nbytes
   if (nbytes != buf->t->nbytes)
     return LATHE_INVALID("BufferToHost: got %zu bytes, buffer holds %zu", nbytes, buf->t->nbytes);
   if (nbytes && !dst) return LATHE_INVALID("BufferToHost: dst is NULL");
-  LATHE_RETURN_IF_ERROR(ready("BufferToHost", buf));
+  if (!(buf->backend->caps & LATHE_DEVCAP_ORDERED_DOWNLOAD)) LATHE_RETURN_IF_ERROR(ready("BufferToHost", buf));
   return buf->backend->dev->download(buf->backend->dev_ctx, buf->t, dst, nbytes);
 }
 

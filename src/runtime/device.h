@@ -81,6 +81,9 @@ lathe_tensor *lathe_tensor_retain(lathe_tensor *t);
 void lathe_tensor_release(lathe_tensor *t);
 /* Waits until t's contents are ready; returns the status of the work that wrote them. */
 lathe_status_t lathe_tensor_wait(lathe_tensor *t);
+/* lathe_tensor_wait for op, its failure worded for op's caller ("<op>: the computation of this
+ * buffer failed: ..."). */
+lathe_status_t lathe_tensor_wait_for(const char *op, lathe_tensor *t);
 /* Whether t's contents are ready (the writing work finished, successfully or not). */
 bool lathe_tensor_is_ready(lathe_tensor *t);
 
@@ -134,6 +137,9 @@ enum {
    * then have size 0 on their dynamic axes, and the device sets each output's final shape and
    * nbytes before it returns. */
   LATHE_DEVCAP_DYNAMIC_AXES = 1u << 2,
+  /* download orders itself after the tensor's pending writer (waiting as lathe_tensor_wait_for
+   * does, or on the device), so the runtime hands it tensors still being written */
+  LATHE_DEVCAP_ORDERED_DOWNLOAD = 1u << 3,
 };
 
 typedef struct lathe_device_i {

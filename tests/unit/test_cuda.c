@@ -3,6 +3,8 @@
  * by NVRTC for Hopper (sm_90) and Ampere (sm_80) -- NVRTC needs no GPU, so a code generation
  * error is caught here (LATHE_NVRTC_LIBRARY names libnvrtc.so when it is not on the library
  * path; scripts/test.sh installs it from the nvidia-cuda-nvrtc wheel). */
+#include <math.h>
+
 #include "cuda/cuda.h"
 #include "graph/program.h"
 #include "cuda_testing.h"
@@ -283,4 +285,69 @@ TEST(cuda_leaf_capabilities) {
     CHECK(lathe_cuda_supports_op(LATHE_OP_IOTA, dt) == lathe_backend_supports_op(tst_backend(), LATHE_OP_IOTA, dt),
           "Iota of %s", lathe_dtype_name(dt));
   }
+}
+
+/* Transfers around executions: small uploads are queued and small reads ordered after their
+ * writer on the GPU; an output or input dropped while its writer runs is freed only once the
+ * writer is done, so the next allocation of its size never shares memory with pending work. */
+TEST(cuda_transfers) {
+  if (!gpu()) SKIP("no usable GPU");
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("neg_chain", &fn);
+  enum { N = 1 << 20, SMALL = 256 };
+  lathe_shape big = TST_SHAPE(LATHE_DTYPE_FLOAT32, N), small = TST_SHAPE(LATHE_DTYPE_FLOAT32, SMALL);
+  lathe_value_t x = tst_param(fn, "x", big), y = x;
+  for (int k = 0; k < 8; k++) {
+    CHECK_OK(lathe_tanh(fn, y, &y));
+    CHECK_OK(lathe_neg(fn, y, &y));
+  }
+  CHECK_OK(lathe_neg(fn, y, &y));
+  CHECK_OK(lathe_function_return(fn, &y, 1));
+  lathe_executable_t big_e = NULL, small_e = NULL;
+  CHECK_OK(lathe_builder_compile_for(b, gpu(), &big_e));
+  lathe_builder_free(b);
+  b = tst_builder("neg", &fn);
+  x = tst_param(fn, "x", small);
+  CHECK_OK(lathe_neg(fn, x, &y));
+  CHECK_OK(lathe_function_return(fn, &y, 1));
+  CHECK_OK(lathe_builder_compile_for(b, gpu(), &small_e));
+  lathe_builder_free(b);
+  float *host = malloc(sizeof(float) * N), *back = malloc(sizeof(float) * N);
+  for (int i = 0; i < N; i++) host[i] = (float)(i % 1000) / 1000.0f;
+  for (int round = 0; round < 50 && big_e && small_e; round++) {
+    /* a long execution whose result is dropped unread, then a small upload, run and read */
+    lathe_buffer_t bin = NULL, bout = NULL, sin = NULL, sout = NULL;
+    CHECK_OK(lathe_buffer_from_host(gpu(), 0, &big, host, sizeof(float) * N, &bin));
+    CHECK_OK(lathe_executable_execute(big_e, &bin, NULL, 1, 0, &bout, 1));
+    lathe_buffer_free(bin);
+    lathe_buffer_free(bout);
+    float sv[SMALL], sb[SMALL];
+    for (int i = 0; i < SMALL; i++) sv[i] = (float)(round * SMALL + i);
+    CHECK_OK(lathe_buffer_from_host(gpu(), 0, &small, sv, sizeof sv, &sin));
+    memset(sv, 0, sizeof sv); /* the upload took its own copy */
+    CHECK_OK(lathe_executable_execute(small_e, &sin, NULL, 1, 0, &sout, 1));
+    if (round % 2) { /* the input read back while (maybe) still queued */
+      CHECK_OK(lathe_buffer_to_host(sin, sb, sizeof sb));
+      CHECK(sb[7] == (float)(round * SMALL + 7), "round %d: upload read back %g", round, sb[7]);
+    }
+    lathe_buffer_free(sin);
+    CHECK_OK(lathe_buffer_to_host(sout, sb, sizeof sb));
+    int bad = 0;
+    for (int i = 0; i < SMALL; i++) bad += sb[i] != -(float)(round * SMALL + i);
+    CHECK(!bad, "round %d: %d of %d small results wrong", round, bad, SMALL);
+    lathe_buffer_free(sout);
+    /* the big result again, read this time: memory freed above must not be written under it */
+    CHECK_OK(lathe_buffer_from_host(gpu(), 0, &big, host, sizeof(float) * N, &bin));
+    CHECK_OK(lathe_executable_execute(big_e, &bin, NULL, 1, 0, &bout, 1));
+    lathe_buffer_free(bin);
+    CHECK_OK(lathe_buffer_to_host(bout, back, sizeof(float) * N));
+    float want = host[999];
+    for (int k = 0; k < 8; k++) want = -tanhf(want);
+    CHECK(fabsf(back[999] + want) < 1e-5f, "round %d: big result %g, want %g", round, back[999], -want);
+    lathe_buffer_free(bout);
+  }
+  free(host);
+  free(back);
+  lathe_executable_free(big_e);
+  lathe_executable_free(small_e);
 }
