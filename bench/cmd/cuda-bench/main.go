@@ -7,7 +7,8 @@
 //     builds it (Max against a broadcast zero) and with a scalar zero;
 //   - softmax over the last axis of 512×1024×1024, a row sum of 8192², a layer norm of
 //     16384×1024 (mean, centred variance, scale);
-//   - the floor: a one-op graph on 4 floats through GoMLX's Exec.Call and Value();
+//   - the floor: a one-op graph on 4 floats through GoMLX's Exec.Call and Value(), and through
+//     the compute API's Execute (queued; with ToFlatData);
 //   - the CNN's second convolution (3x3, 32->64 channels, batch 128 of 14x14) and the
 //     transformer's attention (B8 S512 H12 D64, attention.Core: the fused op where the backend
 //     has it), forward and forward with gradients, against PyTorch's conv2d (cuDNN) and
@@ -29,6 +30,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -57,7 +59,18 @@ type work struct {
 	bytes float64 // per call; 0: a latency, not a bandwidth
 	fn    func(x *Node) *Node
 	calls int // per timed sample
+	floor floorMode
 }
+
+// floorMode says how a latency work is timed: through GoMLX's Exec, or through the compute
+// API's Executable.Execute directly (x+1 built with the backend's own builder).
+type floorMode int
+
+const (
+	viaExec        floorMode = iota // Exec.Call, and Value() of each result when bytes is 0
+	executeQueued                   // Execute + Finalize, the last result read
+	executeAndRead                  // Execute + ToFlatData + Finalize
+)
 
 func chain(relu func(*Node) *Node) func(*Node) *Node {
 	return func(x *Node) *Node { return Mul(relu(AddScalar(MulScalar(x, 1.5), 0.5)), x) }
@@ -114,25 +127,27 @@ func works(quick bool) []work {
 		return Div(e, ReduceAndKeep(e, ReduceSum, -1))
 	}
 	ws := []work{
-		{"chain relu(1.5x+0.5)x, broadcast zero, 2^24", []int{1 << 24}, 8 << 24, chain(activation.Relu), 20},
-		{"chain, scalar zero, 2^24", []int{1 << 24}, 8 << 24, chain(scalarRelu), 20},
-		{"chain relu(1.5x+0.5)x, broadcast zero, 2^26", []int{1 << 26}, 8 << 26, chain(activation.Relu), 10},
-		{"chain, scalar zero, 2^26", []int{1 << 26}, 8 << 26, chain(scalarRelu), 10},
-		{"softmax 512x1024x1024 (last axis)", []int{512, 1024, 1024}, 8 << 29, func(x *Node) *Node { return Softmax(x, -1) }, 3},
-		{"softmax 512x1024x1024 (last axis), GoMLX ops", []int{512, 1024, 1024}, 8 << 29, softmaxOps, 3},
-		{"row sum 8192x8192", []int{8192, 8192}, 4 << 26, func(x *Node) *Node { return ReduceSum(x, -1) }, 10},
-		{"column sum 32768x768 (bias gradient)", []int{32768, 768}, 4 * 32768 * 768, func(x *Node) *Node { return ReduceSum(x, 0) }, 20},
-		{"column sum 401408x32 (conv bias gradient)", []int{401408, 32}, 4 * 401408 * 32, func(x *Node) *Node { return ReduceSum(x, 0) }, 20},
-		{"layer norm 16384x1024", []int{16384, 1024}, 8 << 24, layerNorm, 20},
+		{"chain relu(1.5x+0.5)x, broadcast zero, 2^24", []int{1 << 24}, 8 << 24, chain(activation.Relu), 20, viaExec},
+		{"chain, scalar zero, 2^24", []int{1 << 24}, 8 << 24, chain(scalarRelu), 20, viaExec},
+		{"chain relu(1.5x+0.5)x, broadcast zero, 2^26", []int{1 << 26}, 8 << 26, chain(activation.Relu), 10, viaExec},
+		{"chain, scalar zero, 2^26", []int{1 << 26}, 8 << 26, chain(scalarRelu), 10, viaExec},
+		{"softmax 512x1024x1024 (last axis)", []int{512, 1024, 1024}, 8 << 29, func(x *Node) *Node { return Softmax(x, -1) }, 3, viaExec},
+		{"softmax 512x1024x1024 (last axis), GoMLX ops", []int{512, 1024, 1024}, 8 << 29, softmaxOps, 3, viaExec},
+		{"row sum 8192x8192", []int{8192, 8192}, 4 << 26, func(x *Node) *Node { return ReduceSum(x, -1) }, 10, viaExec},
+		{"column sum 32768x768 (bias gradient)", []int{32768, 768}, 4 * 32768 * 768, func(x *Node) *Node { return ReduceSum(x, 0) }, 20, viaExec},
+		{"column sum 401408x32 (conv bias gradient)", []int{401408, 32}, 4 * 401408 * 32, func(x *Node) *Node { return ReduceSum(x, 0) }, 20, viaExec},
+		{"layer norm 16384x1024", []int{16384, 1024}, 8 << 24, layerNorm, 20, viaExec},
 		{"layer norm 16384x1024, nn.LayerNorm", []int{16384, 1024}, 8 << 24,
-			func(x *Node) *Node { return nn.LayerNorm(x, []int{-1}, 1e-5, nil, nil, nil) }, 20},
-		{"floor: x+1 on 4 floats, Call + Value", []int{4}, 0, func(x *Node) *Node { return AddScalar(x, 1) }, 1},
+			func(x *Node) *Node { return nn.LayerNorm(x, []int{-1}, 1e-5, nil, nil, nil) }, 20, viaExec},
+		{"floor: x+1 on 4 floats, Call + Value", []int{4}, 0, func(x *Node) *Node { return AddScalar(x, 1) }, 200, viaExec},
+		{"floor: x+1 on 4 floats, Execute (queued)", []int{4}, 0, nil, 200, executeQueued},
+		{"floor: x+1 on 4 floats, Execute + ToFlatData", []int{4}, 0, nil, 200, executeAndRead},
 		// the layers' own shapes, against cuDNN (torch's conv2d) and torch's SDPA (bytes: input and
 		// results once, so that a sample waits by reading one element rather than the whole result)
-		{"conv 3x3 32->64 b128 14x14, forward", []int{128, 14, 14, 32}, 4 * 128 * 14 * 14 * (32 + 64), convFwd, 20},
-		{"conv 3x3 32->64 b128 14x14, fwd + both grads", []int{128, 14, 14, 32}, 4 * (2*128*14*14*32 + 3*3*32*64), convGrads, 20},
-		{"attention B8 S512 H12 D64, forward", []int{3, 8, 512, 12, 64}, 4 * 4 * 8 * 512 * 12 * 64, attnFwd, 10},
-		{"attention B8 S512 H12 D64, fwd + grads", []int{3, 8, 512, 12, 64}, 4 * 6 * 8 * 512 * 12 * 64, attnGrads, 10},
+		{"conv 3x3 32->64 b128 14x14, forward", []int{128, 14, 14, 32}, 4 * 128 * 14 * 14 * (32 + 64), convFwd, 20, viaExec},
+		{"conv 3x3 32->64 b128 14x14, fwd + both grads", []int{128, 14, 14, 32}, 4 * (2*128*14*14*32 + 3*3*32*64), convGrads, 20, viaExec},
+		{"attention B8 S512 H12 D64, forward", []int{3, 8, 512, 12, 64}, 4 * 4 * 8 * 512 * 12 * 64, attnFwd, 10, viaExec},
+		{"attention B8 S512 H12 D64, fwd + grads", []int{3, 8, 512, 12, 64}, 4 * 6 * 8 * 512 * 12 * 64, attnGrads, 10, viaExec},
 	}
 	if quick {
 		for i := range ws {
@@ -150,12 +165,17 @@ type contender struct {
 	exec *Exec
 	sync *Exec // reads one element of a result: waits for the work before it
 	x    *tensors.Tensor
+	raw  compute.Executable // the floor's x+1 through the compute API
+	in   compute.Buffer
 }
 
 func newContender(cfg string, w work, x *tensors.Tensor) (*contender, error) {
 	backend, err := compute.NewWithConfig(cfg)
 	if err != nil {
 		return nil, err
+	}
+	if w.floor != viaExec {
+		return rawContender(backend, cfg, x)
 	}
 	e, err := NewExec(backend, w.fn)
 	if err != nil {
@@ -170,8 +190,76 @@ func newContender(cfg string, w work, x *tensors.Tensor) (*contender, error) {
 	return &contender{name: cfg, exec: e, sync: s, x: x}, nil
 }
 
-// sample times w.calls calls (their results freed as they come) and waits for the last one.
+// rawContender compiles x+1 with the backend's builder, for the floor through Execute.
+func rawContender(backend compute.Backend, cfg string, x *tensors.Tensor) (*contender, error) {
+	bld := backend.Builder("floor")
+	f := bld.Main()
+	p, err := f.Parameter("x", x.Shape(), nil)
+	if err != nil {
+		return nil, err
+	}
+	one, err := f.Constant([]float32{1}, 1)
+	if err == nil {
+		one, err = f.BroadcastInDim(one, x.Shape(), []int{0})
+	}
+	var y compute.Value
+	if err == nil {
+		y, err = f.Add(p, one)
+	}
+	if err == nil {
+		err = f.Return([]compute.Value{y}, nil)
+	}
+	var e compute.Executable
+	if err == nil {
+		e, err = bld.Compile()
+	}
+	if err != nil {
+		return nil, err
+	}
+	in, err := backend.BufferFromFlatData(0, tensors.MustCopyFlatData[float32](x), x.Shape())
+	if err != nil {
+		return nil, err
+	}
+	return &contender{name: cfg, x: x, raw: e, in: in}, nil
+}
+
+// sampleRaw times the floor through Execute: queued (the last result read, so that the work
+// is done), or each result read back.
+func (c *contender) sampleRaw(w work) (time.Duration, error) {
+	flat := make([]float32, 4)
+	t0 := time.Now()
+	var last compute.Buffer
+	for i := 0; i < w.calls; i++ {
+		out, err := c.raw.Execute([]compute.Buffer{c.in}, nil, 0)
+		if err != nil {
+			return 0, err
+		}
+		if w.floor == executeAndRead {
+			if err := out[0].ToFlatData(flat); err != nil {
+				return 0, err
+			}
+		}
+		if last != nil {
+			_ = last.Finalize()
+		}
+		last = out[0]
+	}
+	if err := last.ToFlatData(flat); err != nil {
+		return 0, err
+	}
+	_ = last.Finalize()
+	if flat[0] != c.x.Value().([]float32)[0]+1 {
+		return 0, fmt.Errorf("floor: got %v", flat)
+	}
+	return time.Since(t0) / time.Duration(w.calls), nil
+}
+
+// sample times w.calls calls (their results freed as they come) and waits for the last one;
+// for a latency (bytes 0) each result is read back.
 func (c *contender) sample(w work) (time.Duration, error) {
+	if c.raw != nil {
+		return c.sampleRaw(w)
+	}
 	t0 := time.Now()
 	var last *tensors.Tensor
 	for i := 0; i < w.calls; i++ {
@@ -183,10 +271,11 @@ func (c *contender) sample(w work) (time.Duration, error) {
 			last.FinalizeAll()
 		}
 		last = out[0]
+		if w.bytes == 0 {
+			_ = last.Value()
+		}
 	}
-	if w.bytes == 0 { // a latency: the value itself is read back
-		_ = last.Value()
-	} else {
+	if w.bytes > 0 {
 		one, err := c.sync.Call(last)
 		if err != nil {
 			return 0, err
@@ -335,7 +424,19 @@ func main() {
 	doFirst := flag.Bool("first", false, "also time first calls in fresh processes")
 	only := flag.String("only", "", "comma-separated substrings of workload names")
 	child := flag.String("child", "", "internal: CONFIG|WORKLOAD, time one first step")
+	cpuProfile := flag.String("cpuprofile", "", "write a Go CPU profile of the timed works to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			fmt.Println("cpuprofile:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	if *xlaCfg != "" {
 		xla.EnableAutoInstall(false)
 		_ = os.Setenv(xla.NoAutoInstallEnv, "1")
@@ -427,6 +528,10 @@ func main() {
 		}
 		for _, c := range cs {
 			c.x.FinalizeAll()
+			if c.raw != nil {
+				_ = c.in.Finalize()
+				c.raw.Finalize()
+			}
 		}
 	}
 	fmt.Println("vs lathe: the contender's median time / lathe's first configuration's (above 1: lathe is faster)")
