@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "6ca51add578441c4861125c46f79bea6"
+const engineSourcesHash = "ee5b1f3462868d0f05f59e5bf2d1684f"

@@ -140,8 +140,9 @@ static lathe_status_t upload_queued(cuda_dev *d, lathe_tensor *t, const void *sr
   if (!st) st = lathe_event_new(&ev);
   if (!st && !lathe_cuda_event_attach(d, ev, cev, true)) st = LATHE_OOM("BufferFromHost");
   if (!st) {
+    lcuEvent recorded = cev;
     cev = NULL; /* the lathe event's now */
-    st = lathe_cuda_when_done(d, ((native_event *)lathe_event_native(ev, d))->ev, signal_upload, lathe_event_retain(ev));
+    st = lathe_cuda_when_done(d, recorded, signal_upload, lathe_event_retain(ev));
     if (st) lathe_event_release(ev); /* the completion thread's reference */
   }
   if (st) { /* nothing waits for the copy: finish it here */
@@ -273,12 +274,11 @@ static void dev_destroy(cuda_dev *d) {
     if (d->staging) api->cuMemFreeHost(d->staging);
     if (d->small_slot) api->cuMemFreeHost(d->small_slot);
   }
-  pthread_mutex_lock(&d->ev_mu); /* events released later go straight back to the driver */
+  /* every event is back: no tensor (nor its ready event) outlives the backend */
   for (int i = 0; i < d->n_ev_pool; i++) api->cuEventDestroy(d->ev_pool[i]);
   free(d->ev_pool);
   d->ev_pool = NULL;
   d->n_ev_pool = 0;
-  pthread_mutex_unlock(&d->ev_mu);
   lathe_status_free(st);
   lathe_cuda_cudnn_release(d);
   if (d->lt_workspace) lathe_cuda_free(d, d->lt_workspace, d->lt_workspace_bytes);
@@ -288,6 +288,7 @@ static void dev_destroy(cuda_dev *d) {
   pthread_mutex_destroy(&d->lt_mu);
   pthread_mutex_destroy(&d->staging_mu);
   pthread_mutex_destroy(&d->small_mu);
+  pthread_mutex_destroy(&d->ev_mu);
   api->cuDevicePrimaryCtxRelease(d->dev);
   d->ctx = NULL;
 }
