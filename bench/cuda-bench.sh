@@ -5,8 +5,11 @@
 # xla:cuda is XLA's CUDA PJRT plugin that the installed JAX carries (../shared/PLATFORM.md), linked
 # under the name go-xla looks for. JAX and the PJRT plugin are told not to take most of the GPU's
 # memory up front, so that every contender can run beside the others.
-# Usage: bench/cuda-bench.sh BIN [micro|steps|first|all] [ROUNDS]
-#   (first: the one-op floor and the first steps in fresh processes only)
+# Usage: bench/cuda-bench.sh BIN [micro|steps|first|floor|all] [ROUNDS]
+#   (first: the one-op floor and the first steps in fresh processes only; floor: the floor phase
+#   by phase through the C API (build/floor_bench, built here) beside PyTorch's (floor_torch.py),
+#   what bare CUDA calls cost on this machine (cuda_costs.cu, with nvcc) and what creating a CUDA
+#   backend costs without lathe (cuda_init_costs.c), three fresh processes)
 #   (LATHE_BENCH_LATHE replaces the lathe configurations, ";"-separated; LATHE_BENCH_ONLY picks workloads
 #   of either, and then micro leaves out the first calls in fresh processes)
 set -uo pipefail
@@ -30,6 +33,14 @@ if [ "$what" = micro ] || [ "$what" = all ]; then
 fi
 if [ "$what" = first ]; then
   "$bin/cuda-bench" -lathe "${LATHE_BENCH_LATHE:-lathe:cuda}" -xla "$xla" -python "" -rounds "$rounds" -only floor -first
+fi
+if [ "$what" = floor ]; then
+  make -s build/floor_bench || exit 1
+  for cfg in lathe:cuda lathe:cuda,graphs=0; do build/floor_bench "$cfg" "$rounds"; done
+  python3 bench/floor_torch.py "$rounds"
+  nvcc -O2 -std=c++17 -arch=sm_90 -o /tmp/lathe_cuda_costs bench/cuda_costs.cu -lcuda && /tmp/lathe_cuda_costs
+  gcc -O2 -o /tmp/lathe_cuda_init_costs bench/cuda_init_costs.c -ldl &&
+    for i in 1 2 3; do /tmp/lathe_cuda_init_costs; build/floor_bench lathe:cuda 3 memcpy | head -1; done
 fi
 if [ "$what" = steps ] || [ "$what" = all ]; then
   "$bin/gvj" -gpu -lathe "${LATHE_BENCH_LATHE:-lathe:cuda;lathe:cuda,tf32=1}" -only "${LATHE_BENCH_ONLY:-}" \
