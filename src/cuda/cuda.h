@@ -146,6 +146,12 @@ void lathe_cuda_alloc_destroy(cuda_dev *d);
 /* A device tensor of shape on d (memory from the allocator). */
 lathe_status_t lathe_cuda_tensor_new(cuda_dev *d, const lathe_shape *shape, lathe_tensor **out);
 static inline lcuDeviceptr lathe_cuda_ptr(const lathe_tensor *t) { return (lcuDeviceptr)(uintptr_t)t->data; }
+/* Whether device address p can be read as the prelude's lt_v4 of elements elem_bytes wide: a
+ * group of 4 elements, aligned to its size but at most 16 bytes. */
+static inline bool lathe_cuda_v4_aligned(uintptr_t p, size_t elem_bytes) {
+  size_t a = 4 * elem_bytes > 16 ? 16 : 4 * elem_bytes;
+  return p % a == 0;
+}
 
 /* ---- kernels ---- */
 /* Compiles source (the prelude is prepended) for architecture sm_<cc> with NVRTC into a cubin;

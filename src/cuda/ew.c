@@ -402,11 +402,6 @@ lathe_status_t lathe_cuda_ewk_resolve(lathe_cuda *cu, lathe_cuda_ewk *k, int dev
   return lathe_cuda_kernel(&cu->devs[device], k->source, "lt_fused", &k->fns[device]);
 }
 
-static bool aligned(lcuDeviceptr p, int bytes) {
-  int a = bytes * EW_VEC > 16 ? 16 : bytes * EW_VEC;
-  return (p & (lcuDeviceptr)(a - 1)) == 0;
-}
-
 lathe_status_t lathe_cuda_ewk_launch(lathe_cuda_exec *ex, lathe_cuda_ewk *k, lathe_tensor **outs, lathe_tensor *const *ins) {
   if (k->n == 0 && !k->rows) return NULL;
   cuda_dev *d = lathe_cuda_exec_dev(ex);
@@ -431,13 +426,13 @@ lathe_status_t lathe_cuda_ewk_launch(lathe_cuda_exec *ex, lathe_cuda_ewk *k, lat
   }
   for (int o = 0; o < k->n_outputs; o++) {
     ptrs[p] = lathe_cuda_ptr(outs[o]);
-    vec &= aligned(ptrs[p], k->out_bytes[o]);
+    vec &= lathe_cuda_v4_aligned(ptrs[p], (size_t)k->out_bytes[o]);
     args[a++] = &ptrs[p++];
   }
   for (int i = 0; i < k->n_inputs; i++) {
     ptrs[p] = lathe_cuda_ptr(ins[i]);
     if (k->in[i].access == LATHE_PACCESS_FULL || k->in[i].access == LATHE_PACCESS_STRIDED)
-      vec &= aligned(ptrs[p], k->in_bytes[i]);
+      vec &= lathe_cuda_v4_aligned(ptrs[p], (size_t)k->in_bytes[i]);
     args[a++] = &ptrs[p++];
     for (int x = 0; k->in[i].access == LATHE_PACCESS_STRIDED && x < k->rank; x++) {
       s32[i][x] = (uint32_t)k->in[i].strides[x];

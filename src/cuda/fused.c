@@ -92,8 +92,8 @@ static lathe_status_t run_softmax(lathe_cuda_exec *ex, const lathe_node *n, cons
     int ilen = (int)len;
     /* rows in groups of 4 elements as single accesses where every row starts on one (the
      * kernel's lt_v4: 4 elements, aligned to at most 16 bytes) */
-    size_t al = (size_t)lathe_dtype_bits(s->dtype) / 2 > 16 ? 16 : (size_t)lathe_dtype_bits(s->dtype) / 2;
-    int vec = len % 4 == 0 && px % al == 0 && py % al == 0;
+    size_t es = (size_t)lathe_dtype_bits(s->dtype) / 8;
+    int vec = len % 4 == 0 && lathe_cuda_v4_aligned(px, es) && lathe_cuda_v4_aligned(py, es);
     void *args[] = {&px, &py, &rows, &ilen, &vec};
     return launch_warp_rows(ex, "softmax", s->dtype, rows, len, args);
   }

@@ -195,7 +195,7 @@ static lathe_status_t launch_one(lathe_cuda_exec *ex, const red_launch *L, bool 
   int64_t chunk = splits > 0 ? (n_red + splits - 1) / splits : n_red;
   int es = acc_size_of_storage(L, partial_in);
   bool vec = !partial_in && es > 0 && g->nr == 1 && g->rs[0] == 1 && group >= 32 && n_red % 4 == 0 && chunk % 4 == 0 &&
-             ((uintptr_t)in % (uintptr_t)(4 * es > 16 ? 16 : 4 * es)) == 0;
+             lathe_cuda_v4_aligned((uintptr_t)in, (size_t)es);
   for (int k = 0; vec && k < g->nk; k++) vec = g->ks[k] % 4 == 0;
   gg.vec = vec;
   int is_min = L->is_min, ow = L->ow;
