@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "416a6ac3d5d2911eae18a1f4db7844bb"
+const engineSourcesHash = "3845b57d4f648e417bdff4fa27766632"

@@ -36,6 +36,7 @@ typedef struct att_args {
   double scale;
   int64_t causal, has_amask, has_bmask, has_bias, has_lens;
   int64_t qss, qhs, qbs; /* query/output strides (delta kernel) */
+  int64_t kss, khs, kbs, vec; /* key/value strides; vec: 16-byte loads (flash kernels) */
 } att_args;
 
 static const char att_src[] = LT_CUH_ATTENTION;
@@ -59,11 +60,32 @@ static lathe_status_t att_kernel(lathe_cuda_exec *ex, const char *what, int per,
   return lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), source, name, f);
 }
 
+/* The streaming kernels (flash.cuh): a text per rounded head size, made once each. */
+static const char flash_src[] = LT_CUH_FLASH;
+enum { N_FLASH = 4 };
+static const int flash_sizes[N_FLASH] = {16, 32, 64, 128};
+static const char *flash_source[N_FLASH];
+static pthread_once_t flash_once = PTHREAD_ONCE_INIT;
+static char *make_flash_text(int dt) {
+  lt_text t = {0};
+  lt_put(&t, "#define LT_FA_D %d\n%s%s%s%s", dt, lathe_cuda_access_source(), lathe_cuda_reduce_source(), att_src, flash_src);
+  if (t.oom) free(t.s);
+  return t.oom ? NULL : t.s;
+}
+static void make_flash_sources(void) {
+  for (int i = 0; i < N_FLASH; i++) flash_source[i] = make_flash_text(flash_sizes[i]);
+}
+
 void lathe_cuda_sources_attention(lathe_cuda_source_fn fn, void *ctx) {
   lt_text t = {0};
   lt_put(&t, "%s%s%s", lathe_cuda_access_source(), lathe_cuda_reduce_source(), att_src);
   if (!t.oom) fn(ctx, "attention", t.s);
   free(t.s);
+  for (int i = 0; i < N_FLASH; i++) {
+    char *f = make_flash_text(flash_sizes[i]);
+    if (f) fn(ctx, "attention (streaming)", f);
+    free(f);
+  }
 }
 
 /* ---- geometry ---- */
@@ -119,6 +141,7 @@ static lathe_status_t geometry(lathe_cuda_exec *ex, att *c, const lathe_node *n,
   c->qss = c->bhsd ? a->D : a->H * a->D, c->qhs = c->bhsd ? a->S * a->D : a->D, c->qbs = a->H * a->S * a->D;
   c->kss = c->bhsd ? a->D : c->Hkv * a->D, c->khs = c->bhsd ? a->Skv * a->D : a->D, c->kbs = c->Hkv * a->Skv * a->D;
   a->qss = c->qss, a->qhs = c->qhs, a->qbs = c->qbs;
+  a->kss = c->kss, a->khs = c->khs, a->kbs = c->kbs;
   a->causal = lathe_attr_sdpa_causal(n);
   double scale = lathe_attr_sdpa_scale(n);
   a->scale = scale != 0 ? scale : a->D ? 1.0 / sqrt((double)a->D) : 1.0;
@@ -231,6 +254,66 @@ static void vjp_mats(const att *c, const jobs *jb, int64_t j, int64_t t0, int64_
   mt[M_DPT] = (lt_mat){dp, 1, skv, m * skv};
 }
 
+/* ---- streaming kernels (flash.cuh) ---- */
+enum { FA_BQ = 64, FA_BK = 64, FA_BQB = 32, FA_PS = 40 }; /* as flash.cuh's LT_FA_* */
+
+/* Which of flash_sizes c's heads take, or -1 where the batched products serve instead: the
+ * streaming kernels multiply in TF32, so Float32 (and widened halves) with tf32=1, on sm_80 and
+ * later (mma.sync), heads of up to 128 values. */
+static int flash_size(lathe_cuda_exec *ex, const att *c) {
+  cuda_dev *d = lathe_cuda_exec_dev(ex);
+  const att_args *a = &c->a;
+  if (c->f64 || !d->cu->tf32 || !d->cu->flash || d->cc < 80 || a->D < 1 || a->Skv < 1) return -1;
+  if (a->B * a->H * ((a->S + FA_BQ - 1) / FA_BQ) > INT32_MAX || a->B * c->Hkv * ((a->Skv + FA_BK - 1) / FA_BK) > INT32_MAX)
+    return -1;
+  for (int i = 0; i < N_FLASH; i++)
+    if (a->D <= flash_sizes[i]) return i;
+  return -1;
+}
+
+static lathe_status_t flash_kernel(lathe_cuda_exec *ex, int size, const char *name, lcuFunction *f) {
+  pthread_once(&flash_once, make_flash_sources);
+  if (!flash_source[size]) return LATHE_OOM("lathe:cuda: codegen");
+  return lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), flash_source[size], name, f);
+}
+
+/* Whether the kernels can move every matrix they read or write by 16-byte groups. */
+static int64_t flash_vec(const att *c, const lcuDeviceptr *p, int n) {
+  if (c->a.D % 4 || c->qss % 4 || c->qhs % 4 || c->qbs % 4 || c->kss % 4 || c->khs % 4 || c->kbs % 4) return 0;
+  for (int i = 0; i < n; i++)
+    if (!lathe_cuda_v4_aligned((uintptr_t)p[i], 4)) return 0;
+  return 1;
+}
+
+static lathe_status_t flash_forward(lathe_cuda_exec *ex, att *c, int size, lcuDeviceptr o, lcuDeviceptr lse) {
+  lcuFunction f;
+  bool masked = c->a.has_amask || c->a.has_bmask || c->a.has_bias;
+  LATHE_RETURN_IF_ERROR(flash_kernel(ex, size, masked ? "lt_att_flash_fwd_masked" : "lt_att_flash_fwd", &f));
+  const lcuDeviceptr mats[] = {c->q, c->k, c->v, o};
+  c->a.vec = flash_vec(c, mats, 4);
+  unsigned blocks = (unsigned)(c->a.B * c->a.H * ((c->a.S + FA_BQ - 1) / FA_BQ));
+  unsigned shared = (unsigned)(2 * FA_BK * (flash_sizes[size] + 4) * 4);
+  void *args[] = {&c->q, &c->k, &c->v, &o, &lse, &c->amask, &c->bmask, &c->bias, &c->qlen, &c->kvlen, &c->a};
+  return lathe_cuda_launch(ex, f, blocks, 128, shared, args);
+}
+
+/* grads[0] (dQuery) must be zero: every key block adds to it; dKey and dValue are written whole. */
+static lathe_status_t flash_backward(lathe_cuda_exec *ex, att *c, int size, lcuDeviceptr dout, lcuDeviceptr lse,
+                                     lcuDeviceptr delta, lcuDeviceptr *grads) {
+  lcuFunction f;
+  bool masked = c->a.has_amask || c->a.has_bmask || c->a.has_bias;
+  LATHE_RETURN_IF_ERROR(flash_kernel(ex, size, masked ? "lt_att_flash_bwd_masked" : "lt_att_flash_bwd", &f));
+  const lcuDeviceptr mats[] = {c->q, c->k, c->v, dout, grads[0], grads[1], grads[2]};
+  c->a.vec = flash_vec(c, mats, 7);
+  unsigned blocks = (unsigned)(c->a.B * c->Hkv * ((c->a.Skv + FA_BK - 1) / FA_BK));
+  int p = flash_sizes[size] + 4;
+  unsigned shared = (unsigned)((2 * FA_BK * p + 2 * FA_BQB * p + FA_BK * FA_PS + 2 * FA_BQB) * 4);
+  void *args[] = {&c->q,    &c->k,     &c->v,     &dout,    &lse,    &delta,   &grads[0], &grads[1],
+                  &grads[2], &c->amask, &c->bmask, &c->bias, &c->qlen, &c->kvlen, &c->a};
+  return lathe_cuda_launch(ex, f, blocks, 128, shared, args);
+}
+
+/* ---- batched products and row kernels ---- */
 static lathe_status_t run_forward(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
   att c;
   LATHE_RETURN_IF_ERROR(geometry(ex, &c, n, in, false));
@@ -240,6 +323,13 @@ static lathe_status_t run_forward(lathe_cuda_exec *ex, const lathe_node *n, lath
   lcuDeviceptr o = lathe_cuda_ptr(out[0]), lse = lathe_cuda_ptr(out[1]);
   bool half = is_half(out[0]->shape.dtype);
   if (half) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, lathe_shape_size(&out[0]->shape), &o, NULL));
+  int fs = flash_size(ex, &c);
+  if (fs >= 0) {
+    LATHE_RETURN_IF_ERROR(flash_forward(ex, &c, fs, o, lse));
+    return half ? lathe_cuda_convert(ex, o, lathe_cuda_ptr(out[0]), (lathe_dtype[2]){LATHE_DTYPE_FLOAT32, out[0]->shape.dtype},
+                                     2, lathe_shape_size(&out[0]->shape), NULL, NULL, 0)
+                : NULL;
+  }
   jobs jb = jobs_of(&c);
   int64_t jpc, ntc, sq, qst, kst;
   chunking(&c, &jb, 1, &jpc, &ntc, &sq);
@@ -287,6 +377,60 @@ static lathe_status_t run_forward(lathe_cuda_exec *ex, const lathe_node *n, lath
   return st;
 }
 
+/* The VJP by batched products: per chunk, scores and dP, the row kernel fg (P and dS), then the
+ * three gradient products; grads zeroed. */
+static lathe_status_t products_vjp(lathe_cuda_exec *ex, const att *c, lcuFunction fg, lcuDeviceptr dout, lcuDeviceptr lse,
+                                   lcuDeviceptr delta, const lcuDeviceptr *grads) {
+  const att_args *a = &c->a;
+  size_t es = c->f64 ? 8 : 4;
+  jobs jb = jobs_of(c);
+  int64_t jpc, ntc, sq, qst, kst;
+  chunking(c, &jb, 2, &jpc, &ntc, &sq);
+  pair_strides(c, &jb, &qst, &kst);
+  lcuDeviceptr sc, dp;
+  lathe_status_t st = lathe_cuda_scratch(ex, c->dt, jpc * ntc * sq * a->Skv, &sc, NULL);
+  if (!st) st = lathe_cuda_scratch(ex, c->dt, jpc * ntc * sq * a->Skv, &dp, NULL);
+  int gtpr = tpr_grad(a->Skv);
+  for (int64_t j0 = 0; j0 < jb.n && !st; j0 += jpc) {
+    int64_t nj = jb.n - j0 < jpc ? jb.n - j0 : jpc;
+    for (int64_t t0 = 0; t0 < jb.nt && !st; t0 += ntc) {
+      int64_t nt = jb.nt - t0 < ntc ? jb.nt - t0 : ntc;
+      for (int64_t i0 = 0; i0 < a->S && !st; i0 += sq) {
+        int64_t m = a->S - i0 < sq ? a->S - i0 : sq, block = nt * m * a->Skv;
+        lt_mat mats[M_COUNT];
+        for (int64_t jj = 0; jj < nj && !st; jj++) { /* scores and dP = dO . V^T */
+          vjp_mats(c, &jb, j0 + jj, t0, i0, m, qst, kst, dout, grads, sc + (lcuDeviceptr)((size_t)(jj * block) * es),
+                   dp + (lcuDeviceptr)((size_t)(jj * block) * es), mats);
+          lt_gemm g = {.ab = c->dt, .d = c->dt, .batch = nt, .m = m, .n = a->Skv, .k = a->D};
+          g.a = mats[M_Q], g.b = mats[M_KT], g.c = mats[M_S];
+          st = lathe_cuda_gemm(ex, &g);
+          g.a = mats[M_DO], g.b = mats[M_VT], g.c = mats[M_DP];
+          if (!st) st = lathe_cuda_gemm(ex, &g);
+        }
+        if (st) break;
+        att_args aa = chunk_args(c, &jb, j0, t0, nt, i0, m);
+        int64_t n_rows = nj * nt * m;
+        void *args[] = {&sc,           &dp,           &lse,          &delta,          (void *)&c->amask, (void *)&c->bmask,
+                        (void *)&c->bias, (void *)&c->qlen, (void *)&c->kvlen, &aa, &n_rows,          &gtpr};
+        st = launch_rows(ex, fg, n_rows, gtpr, args);
+        for (int64_t jj = 0; jj < nj && !st; jj++) { /* dV += P^T dO, dK += dS^T Q, dQ = dS K */
+          vjp_mats(c, &jb, j0 + jj, t0, i0, m, qst, kst, dout, grads, sc + (lcuDeviceptr)((size_t)(jj * block) * es),
+                   dp + (lcuDeviceptr)((size_t)(jj * block) * es), mats);
+          lt_gemm g = {.ab = c->dt, .d = c->dt, .batch = nt, .accumulate = true};
+          g.m = a->Skv, g.n = a->D, g.k = m, g.a = mats[M_ST], g.b = mats[M_DO], g.c = mats[M_DV];
+          st = lathe_cuda_gemm(ex, &g);
+          g.a = mats[M_DPT], g.b = mats[M_Q], g.c = mats[M_DK];
+          if (!st) st = lathe_cuda_gemm(ex, &g);
+          g.accumulate = false;
+          g.m = m, g.n = a->D, g.k = a->Skv, g.a = mats[M_DP], g.b = mats[M_KN], g.c = mats[M_DQ];
+          if (!st) st = lathe_cuda_gemm(ex, &g);
+        }
+      }
+    }
+  }
+  return st;
+}
+
 static lathe_status_t run_vjp(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
   att c;
   LATHE_RETURN_IF_ERROR(geometry(ex, &c, n, in, true));
@@ -294,69 +438,28 @@ static lathe_status_t run_vjp(lathe_cuda_exec *ex, const lathe_node *n, lathe_te
   size_t es = c.f64 ? 8 : 4;
   bool half = is_half(out[0]->shape.dtype);
   lcuDeviceptr grads[3], o, dout, lse = lathe_cuda_ptr(in[4]);
+  bool work = a->B && a->H && a->S;
+  int fs = work ? flash_size(ex, &c) : -1;
   for (int k = 0; k < 3; k++) {
     int64_t cnt = lathe_shape_size(&out[k]->shape);
     grads[k] = lathe_cuda_ptr(out[k]);
     if (half) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, cnt, &grads[k], NULL));
-    LATHE_RETURN_IF_ERROR(lathe_cuda_zero(ex, grads[k], (size_t)cnt * es));
+    if (fs < 0 || k == 0) LATHE_RETURN_IF_ERROR(lathe_cuda_zero(ex, grads[k], (size_t)cnt * es));
   }
-  if (a->B && a->H && a->S) {
+  if (work) {
     LATHE_RETURN_IF_ERROR(as_compute(ex, in[3], &o));
     LATHE_RETURN_IF_ERROR(as_compute(ex, in[5], &dout));
     int64_t rows = a->B * a->H * a->S;
     lcuDeviceptr delta;
     LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, c.dt, rows, &delta, NULL));
-    lcuFunction fd, fg;
+    lcuFunction fd, fg = NULL;
     LATHE_RETURN_IF_ERROR(att_kernel(ex, "delta", 0, c.f64, &fd));
-    LATHE_RETURN_IF_ERROR(att_kernel(ex, "grad", 0, c.f64, &fg));
+    if (fs < 0) LATHE_RETURN_IF_ERROR(att_kernel(ex, "grad", 0, c.f64, &fg));
     int tpr = lathe_cuda_row_threads(a->D);
     void *dargs[] = {&o, &dout, &delta, a, &rows, &tpr};
     LATHE_RETURN_IF_ERROR(launch_rows(ex, fd, rows, tpr, dargs));
-    jobs jb = jobs_of(&c);
-    int64_t jpc, ntc, sq, qst, kst;
-    chunking(&c, &jb, 2, &jpc, &ntc, &sq);
-    pair_strides(&c, &jb, &qst, &kst);
-    lcuDeviceptr sc, dp;
-    lathe_status_t st = lathe_cuda_scratch(ex, c.dt, jpc * ntc * sq * a->Skv, &sc, NULL);
-    if (!st) st = lathe_cuda_scratch(ex, c.dt, jpc * ntc * sq * a->Skv, &dp, NULL);
-    int gtpr = tpr_grad(a->Skv);
-    for (int64_t j0 = 0; j0 < jb.n && !st; j0 += jpc) {
-      int64_t nj = jb.n - j0 < jpc ? jb.n - j0 : jpc;
-      for (int64_t t0 = 0; t0 < jb.nt && !st; t0 += ntc) {
-        int64_t nt = jb.nt - t0 < ntc ? jb.nt - t0 : ntc;
-        for (int64_t i0 = 0; i0 < a->S && !st; i0 += sq) {
-          int64_t m = a->S - i0 < sq ? a->S - i0 : sq, block = nt * m * a->Skv;
-          lt_mat mats[M_COUNT];
-          for (int64_t jj = 0; jj < nj && !st; jj++) { /* scores and dP = dO . V^T */
-            vjp_mats(&c, &jb, j0 + jj, t0, i0, m, qst, kst, dout, grads, sc + (lcuDeviceptr)((size_t)(jj * block) * es),
-                     dp + (lcuDeviceptr)((size_t)(jj * block) * es), mats);
-            lt_gemm g = {.ab = c.dt, .d = c.dt, .batch = nt, .m = m, .n = a->Skv, .k = a->D};
-            g.a = mats[M_Q], g.b = mats[M_KT], g.c = mats[M_S];
-            st = lathe_cuda_gemm(ex, &g);
-            g.a = mats[M_DO], g.b = mats[M_VT], g.c = mats[M_DP];
-            if (!st) st = lathe_cuda_gemm(ex, &g);
-          }
-          if (st) break;
-          att_args aa = chunk_args(&c, &jb, j0, t0, nt, i0, m);
-          int64_t n_rows = nj * nt * m;
-          void *args[] = {&sc, &dp, &lse, &delta, &c.amask, &c.bmask, &c.bias, &c.qlen, &c.kvlen, &aa, &n_rows, &gtpr};
-          st = launch_rows(ex, fg, n_rows, gtpr, args);
-          for (int64_t jj = 0; jj < nj && !st; jj++) { /* dV += P^T dO, dK += dS^T Q, dQ = dS K */
-            vjp_mats(&c, &jb, j0 + jj, t0, i0, m, qst, kst, dout, grads, sc + (lcuDeviceptr)((size_t)(jj * block) * es),
-                     dp + (lcuDeviceptr)((size_t)(jj * block) * es), mats);
-            lt_gemm g = {.ab = c.dt, .d = c.dt, .batch = nt, .accumulate = true};
-            g.m = a->Skv, g.n = a->D, g.k = m, g.a = mats[M_ST], g.b = mats[M_DO], g.c = mats[M_DV];
-            st = lathe_cuda_gemm(ex, &g);
-            g.a = mats[M_DPT], g.b = mats[M_Q], g.c = mats[M_DK];
-            if (!st) st = lathe_cuda_gemm(ex, &g);
-            g.accumulate = false;
-            g.m = m, g.n = a->D, g.k = a->Skv, g.a = mats[M_DP], g.b = mats[M_KN], g.c = mats[M_DQ];
-            if (!st) st = lathe_cuda_gemm(ex, &g);
-          }
-        }
-      }
-    }
-    LATHE_RETURN_IF_ERROR(st);
+    LATHE_RETURN_IF_ERROR(fs >= 0 ? flash_backward(ex, &c, fs, dout, lse, delta, grads)
+                                  : products_vjp(ex, &c, fg, dout, lse, delta, grads));
   }
   for (int k = 0; half && k < 3; k++) {
     lathe_dtype path[2] = {LATHE_DTYPE_FLOAT32, out[k]->shape.dtype};

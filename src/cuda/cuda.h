@@ -103,6 +103,7 @@ typedef struct lathe_cuda {
   bool tf32; /* Float32 products may use TF32 tensor cores (option tf32=1; off by default) */
   bool fuse;
   bool rows;  /* ROWS regions (the option rows=0|1) */
+  bool flash; /* attention by the streaming kernels where they apply (option flash=0|1; attention.c) */
   bool cudnn; /* convolutions may use cuDNN (option cudnn=1, the default) */
   int graph_after; /* a plan becomes a CUDA graph at its graph_after-th run on a GPU (option graphs; 0: never) */
   char description[256];

@@ -386,8 +386,10 @@ const lathe_device_i lathe_cuda_device = {
     .execute = lathe_cuda_execute,
 };
 
-/* lathe:cuda's options (docs/CUDA.md), parsed by the runtime (runtime/options.c). */
-enum { OPT_DEVICE, OPT_TF32, OPT_FUSE, OPT_CUDNN, OPT_GRAPHS, OPT_ROWS };
+/* lathe:cuda's options (docs/CUDA.md), parsed by the runtime (runtime/options.c); CONF_CAP holds
+ * the longest configuration string they make. */
+enum { CONF_CAP = 96 };
+enum { OPT_DEVICE, OPT_TF32, OPT_FUSE, OPT_CUDNN, OPT_GRAPHS, OPT_ROWS, OPT_FLASH };
 const lathe_option_spec lathe_cuda_options[] = {
     [OPT_DEVICE] = {"device", LATHE_OPTION_INT, "N", 0, 1024, false, "every GPU", "GPU N alone (as device 0)"},
     [OPT_TF32] = {"tf32", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
@@ -399,6 +401,8 @@ const lathe_option_spec lathe_cuda_options[] = {
                     "a program's launches become one CUDA graph at its N-th run on a GPU, replayed after (0: never)"},
     [OPT_ROWS] = {"rows", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "1",
                   "reductions over rows fuse with the work before and after them (softmax, layer norm) into one kernel"},
+    [OPT_FLASH] = {"flash", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "1",
+                   "with tf32=1, attention runs as streaming kernels that never write the scores (sm_80 and later)"},
 };
 const int lathe_cuda_n_options = (int)(sizeof lathe_cuda_options / sizeof lathe_cuda_options[0]);
 
@@ -426,6 +430,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   bool cudnn = !opt[OPT_CUDNN].set || opt[OPT_CUDNN].value == 1;
   int graph_after = opt[OPT_GRAPHS].set ? (int)opt[OPT_GRAPHS].value : 2;
   bool rows = !opt[OPT_ROWS].set || opt[OPT_ROWS].value == 1;
+  bool flash = !opt[OPT_FLASH].set || opt[OPT_FLASH].value == 1;
   const lcu_api *api;
   int count;
   LATHE_RETURN_IF_ERROR(gpu_count(&api, &count));
@@ -437,6 +442,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   cu->tf32 = tf32;
   cu->fuse = fuse;
   cu->rows = rows;
+  cu->flash = flash;
   cu->cudnn = cudnn;
   cu->graph_after = graph_after;
   cu->n_devices = only >= 0 ? 1 : count;
@@ -450,7 +456,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
       if (i == j || api->cuDeviceCanAccessPeer(&can, cu->devs[i].dev, cu->devs[j].dev) != LCU_SUCCESS || !can) continue;
       if (!(st = lathe_cuda_use(&cu->devs[i]))) api->cuCtxEnablePeerAccess(cu->devs[j].ctx, 0);
     }
-  char *conf = st ? NULL : malloc(64);
+  char *conf = st ? NULL : malloc(CONF_CAP);
   if (!st && !conf) st = LATHE_OOM("lathe:cuda");
   if (st) {
     destroy(cu);
@@ -461,12 +467,13 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   snprintf(cu->description, sizeof cu->description, "cuda (%d GPU%s: %s%s; driver %d.%d, NVRTC %d.%d%s)", cu->n_devices,
            cu->n_devices == 1 ? "" : "s", cu->devs[0].description + 7, cu->n_devices > 1 ? ", ..." : "", driver / 1000,
            driver % 1000 / 10, nvrtc / 1000, nvrtc % 1000 / 10, tf32 ? ", TF32" : "");
-  int n = only >= 0 ? snprintf(conf, 64, "cuda,device=%d", only) : snprintf(conf, 64, "cuda");
-  if (tf32) n += snprintf(conf + n, (size_t)(64 - n), ",tf32=1");
-  if (!fuse) n += snprintf(conf + n, (size_t)(64 - n), ",fuse=0");
-  if (!rows) n += snprintf(conf + n, (size_t)(64 - n), ",rows=0");
-  if (!cudnn) n += snprintf(conf + n, (size_t)(64 - n), ",cudnn=0");
-  if (graph_after != 2) snprintf(conf + n, (size_t)(64 - n), ",graphs=%d", graph_after);
+  int n = only >= 0 ? snprintf(conf, CONF_CAP, "cuda,device=%d", only) : snprintf(conf, CONF_CAP, "cuda");
+  if (tf32) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",tf32=1");
+  if (!fuse) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",fuse=0");
+  if (!rows) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",rows=0");
+  if (!flash) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",flash=0");
+  if (!cudnn) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",cudnn=0");
+  if (graph_after != 2) snprintf(conf + n, (size_t)(CONF_CAP - n), ",graphs=%d", graph_after);
   *out_dev = &lathe_cuda_device;
   *out_ctx = cu;
   *out_config = conf;

@@ -18,6 +18,18 @@ static inline lathe_backend_t gpu(void) {
   return b;
 }
 
+/* lathe:cuda,tf32=1: Float32 products on TF32 tensor cores (and the kernels only it runs). */
+static inline lathe_backend_t gpu_tf32(void) {
+  static lathe_backend_t b;
+  static bool tried;
+  if (!tried) {
+    tried = true;
+    lathe_status_t st = lathe_backend_new("lathe:cuda,tf32=1", &b);
+    lathe_status_free(st);
+  }
+  return b;
+}
+
 /* Compares outputs go (GPU) with co (CPU), each read back (bit-exact for integers, tolerance for
  * floats); labels name them "<label> output k". */
 static inline void agree_outputs(const char *label, lathe_buffer_t *go, lathe_buffer_t *co, int n_out, double tol) {
@@ -38,11 +50,12 @@ static inline void agree_outputs(const char *label, lathe_buffer_t *go, lathe_bu
   }
 }
 
-/* Runs b's graph on the GPU and on the CPU with the same inputs (Float32 unless given) and
+/* Runs b's graph on GPU backend g and on the CPU with the same inputs (Float32 unless given) and
  * compares every output (bit-exact for integers, tolerance for floats). */
-static inline void agree(const char *label, lathe_builder_t b, const void *const *ins, int n_in, double tol) {
+static inline void agree_on(lathe_backend_t g, const char *label, lathe_builder_t b, const void *const *ins, int n_in,
+                            double tol) {
   lathe_executable_t eg = NULL, ec = NULL;
-  CHECK_OK(lathe_builder_compile_for(b, gpu(), &eg));
+  CHECK_OK(lathe_builder_compile_for(b, g, &eg));
   CHECK_OK(lathe_builder_compile_for(b, tst_backend(), &ec));
   if (!eg || !ec) {
     lathe_executable_free(eg);
@@ -55,7 +68,7 @@ static inline void agree(const char *label, lathe_builder_t b, const void *const
     lathe_shape s;
     CHECK_OK(lathe_executable_input_shape(ec, i, &s));
     size_t nb = (size_t)lathe_shape_byte_size(&s);
-    CHECK_OK(lathe_buffer_from_host(gpu(), 0, &s, ins[i], nb, &gi[i]));
+    CHECK_OK(lathe_buffer_from_host(g, 0, &s, ins[i], nb, &gi[i]));
     CHECK_OK(lathe_buffer_from_host(tst_backend(), 0, &s, ins[i], nb, &ci[i]));
   }
   lathe_status_t st = lathe_executable_execute(eg, gi, NULL, n_in, 0, go, n_out);
@@ -71,6 +84,10 @@ static inline void agree(const char *label, lathe_builder_t b, const void *const
   }
   lathe_executable_free(eg);
   lathe_executable_free(ec);
+}
+
+static inline void agree(const char *label, lathe_builder_t b, const void *const *ins, int n_in, double tol) {
+  agree_on(gpu(), label, b, ins, n_in, tol);
 }
 
 #endif

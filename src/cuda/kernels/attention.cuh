@@ -2,6 +2,7 @@ struct lt_att {
   int64_t B, H, S, Skv, D, group, j0, jn1, jA, jB, nt, t0, dp, i0, sq, ms[4], bs[4];
   double scale;
   int64_t causal, has_amask, has_bmask, has_bias, has_lens, qss, qhs, qbs;
+  int64_t kss, khs, kbs, vec; /* key/value strides; vec: 16-byte loads (flash.cuh) */
 };
 /* visible keys of query row i of batch b: [0, lim) */
 LT_DEV int64_t lt_clamp(int64_t v, int64_t lo, int64_t hi) { return v < lo ? lo : v > hi ? hi : v; }

@@ -1,0 +1,285 @@
+/* Streaming attention (FlashAttention's scheme) for Float32 on TF32 tensor cores (sm_80 and
+ * later; option tf32=1): the scores live in registers, a tile at a time, and never reach global
+ * memory. LT_FA_D, the head size rounded up to 16, 32, 64 or 128, is defined before this text (one
+ * module per size); the geometry, masks and limits are attention.cuh's (lt_att, lt_logit).
+ * Products are mma.sync m16n8k8 (TF32 operands, Float32 accumulation). A product whose A operand
+ * is a warp's accumulator (probabilities, dS) reads it in place: the accumulator holds columns
+ * 2t and 2t+1 where the A fragment wants t and t+4, so the B operand's rows are taken in that
+ * same order and the sum over keys is unchanged. Exponentials are base 2 on logits scaled by
+ * log2(e) (one MUFU instruction each); a kernel's MASKED form applies bias and masks through
+ * lt_logit, the plain form (the common case) only the scale and the position limits. */
+#define LT_LOG2E 1.4426950408889634f
+#define LT_FA_BQ 64       /* forward: query rows of a block, 16 a warp */
+#define LT_FA_BK 64       /* keys of a tile (the backward's block: 16 a warp) */
+#define LT_FA_BQB 32      /* backward: query rows of a step */
+#define LT_FA_P (LT_FA_D + 4) /* shared row pitch in words: fragment reads meet no bank twice */
+#define LT_FA_PS 40       /* pitch of the backward's dS^T rows, for its transposed fragment reads */
+
+LT_DEV uint32_t lt_tf32(float x) {
+  uint32_t u;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(x));
+  return u;
+}
+LT_DEV void lt_mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+LT_DEV float lt_quad_max(float x) {
+  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
+  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
+}
+LT_DEV float lt_quad_sum(float x) {
+  x += __shfl_xor_sync(0xffffffffu, x, 1);
+  return x + __shfl_xor_sync(0xffffffffu, x, 2);
+}
+/* Rows r0 .. r0 + R of a matrix (rows rs apart, D values each) into sh[r LT_FA_P + d] as TF32,
+ * zero past row n and past D; vec: 16-byte loads (D, rs and the address multiples of 4). */
+template <int R> LT_DEV void fa_load(uint32_t *sh, const float *src, int64_t r0, int64_t n, int64_t rs, int64_t D, bool vec) {
+  if (vec) {
+    for (int e = threadIdx.x; e < R * (LT_FA_D / 4); e += blockDim.x) {
+      int r = e / (LT_FA_D / 4), d = e % (LT_FA_D / 4) * 4;
+      float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
+      if (r0 + r < n && d < D) x = *(const float4 *)(src + (r0 + r) * rs + d);
+      *(uint4 *)(sh + r * LT_FA_P + d) = make_uint4(lt_tf32(x.x), lt_tf32(x.y), lt_tf32(x.z), lt_tf32(x.w));
+    }
+  } else {
+    for (int e = threadIdx.x; e < R * LT_FA_D; e += blockDim.x) {
+      int r = e / LT_FA_D, d = e % LT_FA_D;
+      sh[r * LT_FA_P + d] = lt_tf32(r0 + r < n && d < D ? src[(r0 + r) * rs + d] : 0.f);
+    }
+  }
+}
+
+/* Forward: a block per LT_FA_BQ query rows of one (batch, head); output and logsumexp as
+ * att_softmax and the products make them (rows nothing is visible to: 0 and -inf). */
+template <bool MASKED> __device__ void fa_fwd(const float *q, const float *k, const float *v, float *o, float *lse,
+                                              const float *am, const uint8_t *bm, const float *bi, const int32_t *ql,
+                                              const int32_t *kl, const lt_att &a) {
+  extern __shared__ __align__(16) uint32_t fa_sh[];
+  uint32_t *ks = fa_sh, *vs = fa_sh + LT_FA_BK * LT_FA_P;
+  const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  const int64_t tiles = (a.S + LT_FA_BQ - 1) / LT_FA_BQ, pair = blockIdx.x / tiles, qt0 = blockIdx.x % tiles * LT_FA_BQ;
+  const int64_t b = pair / a.H, h = pair % a.H, hk = h / a.group;
+  const float *qp = q + b * a.qbs + h * a.qhs, *kp = k + b * a.kbs + hk * a.khs, *vp = v + b * a.kbs + hk * a.khs;
+  const int64_t r0 = qt0 + w * 16 + g, r1 = r0 + 8, qlim = lt_qlim(a, ql, b);
+  const int64_t lim0 = r0 < qlim ? lt_kvlim(a, kl, b, r0) : 0, lim1 = r1 < qlim ? lt_kvlim(a, kl, b, r1) : 0;
+  /* keys any row of the block sees: the limit grows with the row */
+  const int64_t last = (qt0 + LT_FA_BQ < qlim ? qt0 + LT_FA_BQ : qlim) - 1, kend = qt0 < qlim ? lt_kvlim(a, kl, b, last) : 0;
+  uint32_t qf[LT_FA_D / 8][4];
+#pragma unroll
+  for (int kk = 0; kk < LT_FA_D / 8; kk++) {
+    int d0 = kk * 8 + t, d1 = d0 + 4;
+    qf[kk][0] = lt_tf32(r0 < a.S && d0 < a.D ? qp[r0 * a.qss + d0] : 0.f);
+    qf[kk][1] = lt_tf32(r1 < a.S && d0 < a.D ? qp[r1 * a.qss + d0] : 0.f);
+    qf[kk][2] = lt_tf32(r0 < a.S && d1 < a.D ? qp[r0 * a.qss + d1] : 0.f);
+    qf[kk][3] = lt_tf32(r1 < a.S && d1 < a.D ? qp[r1 * a.qss + d1] : 0.f);
+  }
+  float oa[LT_FA_D / 8][4];
+#pragma unroll
+  for (int dn = 0; dn < LT_FA_D / 8; dn++) oa[dn][0] = oa[dn][1] = oa[dn][2] = oa[dn][3] = 0.f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f; /* running maxima (log2 units) and sums */
+  const float sl2 = (float)a.scale * LT_LOG2E;
+  for (int64_t kt = 0; kt < kend; kt += LT_FA_BK) {
+    __syncthreads();
+    fa_load<LT_FA_BK>(ks, kp, kt, a.Skv, a.kss, a.D, a.vec);
+    fa_load<LT_FA_BK>(vs, vp, kt, a.Skv, a.kss, a.D, a.vec);
+    __syncthreads();
+    float s[LT_FA_BK / 8][4];
+#pragma unroll
+    for (int n = 0; n < LT_FA_BK / 8; n++) {
+      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < LT_FA_D / 8; kk++) {
+        const uint32_t *kr = ks + (n * 8 + g) * LT_FA_P + kk * 8 + t;
+        lt_mma(s[n], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], kr[0], kr[4]);
+      }
+    }
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+    /* the tile's visible keys of each row: columns below v0 and v1 */
+    const int v0 = (int)lt_clamp(lim0 - kt, 0, LT_FA_BK), v1 = (int)lt_clamp(lim1 - kt, 0, LT_FA_BK);
+#pragma unroll
+    for (int n = 0; n < LT_FA_BK / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        int c = n * 8 + 2 * t + (e & 1);
+        float x;
+        if (MASKED) x = c < (e < 2 ? v0 : v1) ? lt_logit(a, s[n][e], am, bm, bi, b, h, e < 2 ? r0 : r1, kt + c) * LT_LOG2E : -INFINITY;
+        else x = c < (e < 2 ? v0 : v1) ? s[n][e] * sl2 : -INFINITY;
+        s[n][e] = x;
+        if (e < 2) mx0 = fmaxf(mx0, x);
+        else mx1 = fmaxf(mx1, x);
+      }
+    const float n0 = fmaxf(m0, lt_quad_max(mx0)), n1 = fmaxf(m1, lt_quad_max(mx1));
+    const float c0 = n0 == -INFINITY ? 1.f : exp2f(m0 - n0), c1 = n1 == -INFINITY ? 1.f : exp2f(m1 - n1);
+    l0 *= c0, l1 *= c1, m0 = n0, m1 = n1;
+#pragma unroll
+    for (int dn = 0; dn < LT_FA_D / 8; dn++) oa[dn][0] *= c0, oa[dn][1] *= c0, oa[dn][2] *= c1, oa[dn][3] *= c1;
+#pragma unroll
+    for (int n = 0; n < LT_FA_BK / 8; n++) {
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        float mm = e < 2 ? n0 : n1, p = mm == -INFINITY ? 0.f : exp2f(s[n][e] - mm);
+        s[n][e] = p;
+        if (e < 2) l0 += p;
+        else l1 += p;
+      }
+      uint32_t a0 = lt_tf32(s[n][0]), a1 = lt_tf32(s[n][2]), a2 = lt_tf32(s[n][1]), a3 = lt_tf32(s[n][3]);
+#pragma unroll
+      for (int dn = 0; dn < LT_FA_D / 8; dn++) {
+        const uint32_t *vr = vs + (n * 8 + 2 * t) * LT_FA_P + dn * 8 + g;
+        lt_mma(oa[dn], a0, a1, a2, a3, vr[0], vr[LT_FA_P]);
+      }
+    }
+  }
+  l0 = lt_quad_sum(l0), l1 = lt_quad_sum(l1);
+  const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
+  float *op = o + b * a.qbs + h * a.qhs;
+#pragma unroll
+  for (int dn = 0; dn < LT_FA_D / 8; dn++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      int64_t r = e < 2 ? r0 : r1, d = dn * 8 + 2 * t + (e & 1);
+      if (r < a.S && d < a.D) op[r * a.qss + d] = oa[dn][e] * (e < 2 ? i0 : i1);
+    }
+  if (t == 0) {
+    float *lp = lse + (b * a.H + h) * a.S;
+    if (r0 < a.S) lp[r0] = m0 > -INFINITY && l0 > 0.f ? m0 / LT_LOG2E + lt_log(l0) : -INFINITY;
+    if (r1 < a.S) lp[r1] = m1 > -INFINITY && l1 > 0.f ? m1 / LT_LOG2E + lt_log(l1) : -INFINITY;
+  }
+}
+#define LT_FA_FWD(suffix, MASKED)                                                                                   \
+  extern "C" __global__ void __launch_bounds__(128, LT_FA_D <= 32 ? 4 : 1) lt_att_flash_fwd##suffix(const float *q, const float *k,        \
+      const float *v, float *o, float *lse, const float *am, const uint8_t *bm, const float *bi, const int32_t *ql, \
+      const int32_t *kl, const __grid_constant__ lt_att a) {                                                        \
+    fa_fwd<MASKED>(q, k, v, o, lse, am, bm, bi, ql, kl, a); }
+LT_FA_FWD(, false)
+LT_FA_FWD(_masked, true)
+
+/* Backward: a block per LT_FA_BK keys of one (batch, kv head), over its query heads and all the
+ * query rows that see them. A warp's 16 keys accumulate dK and dV in registers (written once, no
+ * other block has them); dQ is added into zeroed memory (atomics: every key block adds to it).
+ * P = e^(logit - lse), dS = P (dP - delta) scale, dV += P^T dO, dK += dS^T Q, dQ += dS K. */
+template <bool MASKED> __device__ void fa_bwd(const float *q, const float *k, const float *v, const float *dout,
+                                              const float *lse, const float *delta, float *dq, float *dk, float *dv,
+                                              const float *am, const uint8_t *bm, const float *bi, const int32_t *ql,
+                                              const int32_t *kl, const lt_att &a) {
+  extern __shared__ __align__(16) uint32_t fa_sh[];
+  uint32_t *ks = fa_sh, *vs = ks + LT_FA_BK * LT_FA_P, *qs = vs + LT_FA_BK * LT_FA_P, *dos = qs + LT_FA_BQB * LT_FA_P;
+  uint32_t *dst = dos + LT_FA_BQB * LT_FA_P;
+  float *ls = (float *)(dst + LT_FA_BK * LT_FA_PS), *dls = ls + LT_FA_BQB;
+  const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
+  const int64_t Hkv = a.H / a.group, tiles = (a.Skv + LT_FA_BK - 1) / LT_FA_BK;
+  const int64_t pair = blockIdx.x / tiles, kt0 = blockIdx.x % tiles * LT_FA_BK, b = pair / Hkv, hk = pair % Hkv;
+  const int64_t koff = b * a.kbs + hk * a.khs, j0 = kt0 + w * 16 + g, j1 = j0 + 8;
+  const float scale = (float)a.scale, sl2 = scale * LT_LOG2E;
+  fa_load<LT_FA_BK>(ks, k + koff, kt0, a.Skv, a.kss, a.D, a.vec);
+  fa_load<LT_FA_BK>(vs, v + koff, kt0, a.Skv, a.kss, a.D, a.vec);
+  float dka[LT_FA_D / 8][4], dva[LT_FA_D / 8][4];
+#pragma unroll
+  for (int dn = 0; dn < LT_FA_D / 8; dn++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) dka[dn][e] = dva[dn][e] = 0.f;
+  const int64_t qlim = lt_qlim(a, ql, b), kvmax = a.has_lens ? lt_clamp(kl[b], 0, a.Skv) : a.Skv;
+  /* causal: rows before kt0 see none of the block's keys */
+  const int64_t qstart = kt0 >= kvmax ? qlim : a.causal ? kt0 / LT_FA_BQB * LT_FA_BQB : 0;
+  const uint32_t *kw = ks + (w * 16 + g) * LT_FA_P + t, *vw = vs + (w * 16 + g) * LT_FA_P + t;
+  for (int64_t gi = 0; gi < a.group; gi++) {
+    const int64_t h = hk * a.group + gi, qoff = b * a.qbs + h * a.qhs, roff = (b * a.H + h) * a.S;
+    for (int64_t qt = qstart; qt < qlim; qt += LT_FA_BQB) {
+      __syncthreads();
+      fa_load<LT_FA_BQB>(qs, q + qoff, qt, a.S, a.qss, a.D, a.vec);
+      fa_load<LT_FA_BQB>(dos, dout + qoff, qt, a.S, a.qss, a.D, a.vec);
+      if (threadIdx.x < LT_FA_BQB) { /* the logsumexp in log2 units; +inf (P = 0) where nothing is visible */
+        int64_t i = qt + threadIdx.x;
+        float L = i < qlim ? lse[roff + i] : -INFINITY;
+        ls[threadIdx.x] = L == -INFINITY ? INFINITY : L * LT_LOG2E;
+        dls[threadIdx.x] = i < a.S ? delta[roff + i] : 0.f;
+      }
+      __syncthreads();
+      /* S^T = K Q^T and dP^T = V dO^T: the warp's 16 keys by the step's query rows */
+      float st[LT_FA_BQB / 8][4], dpt[LT_FA_BQB / 8][4];
+#pragma unroll
+      for (int n = 0; n < LT_FA_BQB / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) st[n][e] = dpt[n][e] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < LT_FA_D / 8; kk++) {
+        const uint32_t *kr = kw + kk * 8, *vr = vw + kk * 8;
+        uint32_t k0 = kr[0], k1 = kr[8 * LT_FA_P], k2 = kr[4], k3 = kr[8 * LT_FA_P + 4];
+        uint32_t v0 = vr[0], v1 = vr[8 * LT_FA_P], v2 = vr[4], v3 = vr[8 * LT_FA_P + 4];
+#pragma unroll
+        for (int n = 0; n < LT_FA_BQB / 8; n++) {
+          const uint32_t *qr = qs + (n * 8 + g) * LT_FA_P + kk * 8 + t, *dr = dos + (n * 8 + g) * LT_FA_P + kk * 8 + t;
+          lt_mma(st[n], k0, k1, k2, k3, qr[0], qr[4]);
+          lt_mma(dpt[n], v0, v1, v2, v3, dr[0], dr[4]);
+        }
+      }
+#pragma unroll
+      for (int n = 0; n < LT_FA_BQB / 8; n++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          int c = n * 8 + 2 * t + (e & 1);
+          int64_t i = qt + c, j = e < 2 ? j0 : j1;
+          float x = MASKED ? lt_logit(a, st[n][e], am, bm, bi, b, h, i, j) * LT_LOG2E : st[n][e] * sl2;
+          float P = j < kvmax && (!a.causal || j <= i) ? exp2f(x - ls[c]) : 0.f;
+          st[n][e] = P;
+          dpt[n][e] = P * (dpt[n][e] - dls[c]) * scale;
+          dst[(w * 16 + g + (e >> 1) * 8) * LT_FA_PS + c] = lt_tf32(dpt[n][e]);
+        }
+      /* dV += P^T dO, dK += dS^T Q (the query rows taken in the accumulators' order) */
+#pragma unroll
+      for (int n = 0; n < LT_FA_BQB / 8; n++) {
+        uint32_t p0 = lt_tf32(st[n][0]), p1 = lt_tf32(st[n][2]), p2 = lt_tf32(st[n][1]), p3 = lt_tf32(st[n][3]);
+        uint32_t s0 = lt_tf32(dpt[n][0]), s1 = lt_tf32(dpt[n][2]), s2 = lt_tf32(dpt[n][1]), s3 = lt_tf32(dpt[n][3]);
+#pragma unroll
+        for (int dn = 0; dn < LT_FA_D / 8; dn++) {
+          const uint32_t *dr = dos + (n * 8 + 2 * t) * LT_FA_P + dn * 8 + g, *qr = qs + (n * 8 + 2 * t) * LT_FA_P + dn * 8 + g;
+          lt_mma(dva[dn], p0, p1, p2, p3, dr[0], dr[LT_FA_P]);
+          lt_mma(dka[dn], s0, s1, s2, s3, qr[0], qr[LT_FA_P]);
+        }
+      }
+      __syncthreads();
+      /* dQ += dS K: warp w makes query rows (w & 1) 16.. and half of the head's columns */
+      const int mt = (w & 1) * 16;
+      float dqa[LT_FA_D / 16][4];
+#pragma unroll
+      for (int dn = 0; dn < LT_FA_D / 16; dn++) dqa[dn][0] = dqa[dn][1] = dqa[dn][2] = dqa[dn][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < LT_FA_BK / 8; kk++) {
+        const uint32_t *sr = dst + (kk * 8 + t) * LT_FA_PS + mt + g;
+        uint32_t a0 = sr[0], a1 = sr[8], a2 = sr[4 * LT_FA_PS], a3 = sr[4 * LT_FA_PS + 8];
+#pragma unroll
+        for (int dn = 0; dn < LT_FA_D / 16; dn++) {
+          const uint32_t *kr = ks + (kk * 8 + t) * LT_FA_P + ((w >> 1) * (LT_FA_D / 16) + dn) * 8 + g;
+          lt_mma(dqa[dn], a0, a1, a2, a3, kr[0], kr[4 * LT_FA_P]);
+        }
+      }
+#pragma unroll
+      for (int dn = 0; dn < LT_FA_D / 16; dn++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          int64_t i = qt + mt + g + (e >> 1) * 8, d = ((w >> 1) * (LT_FA_D / 16) + dn) * 8 + 2 * t + (e & 1);
+          if (i < a.S && d < a.D) atomicAdd(dq + qoff + i * a.qss + d, dqa[dn][e]);
+        }
+    }
+  }
+#pragma unroll
+  for (int dn = 0; dn < LT_FA_D / 8; dn++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      int64_t j = e < 2 ? j0 : j1, d = dn * 8 + 2 * t + (e & 1);
+      if (j < a.Skv && d < a.D) {
+        dk[koff + j * a.kss + d] = dka[dn][e];
+        dv[koff + j * a.kss + d] = dva[dn][e];
+      }
+    }
+}
+#define LT_FA_BWD(suffix, MASKED)                                                                                     \
+  extern "C" __global__ void __launch_bounds__(128) lt_att_flash_bwd##suffix(const float *q, const float *k,          \
+      const float *v, const float *dout, const float *lse, const float *delta, float *dq, float *dk, float *dv,       \
+      const float *am, const uint8_t *bm, const float *bi, const int32_t *ql, const int32_t *kl,                      \
+      const __grid_constant__ lt_att a) {                                                                             \
+    fa_bwd<MASKED>(q, k, v, dout, lse, delta, dq, dk, dv, am, bm, bi, ql, kl, a); }
+LT_FA_BWD(, false)
+LT_FA_BWD(_masked, true)
