@@ -60,20 +60,23 @@ static lathe_status_t att_kernel(lathe_cuda_exec *ex, const char *what, int per,
   return lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), source, name, f);
 }
 
-/* The streaming kernels (flash.cuh): a text per rounded head size, made once each. */
+/* The streaming kernels (flash.cuh): a text per rounded head size and form (plain, masked), made
+ * once each and compiled on first use. */
 static const char flash_src[] = LT_CUH_FLASH;
 enum { N_FLASH = 4 };
 static const int flash_sizes[N_FLASH] = {16, 32, 64, 128};
-static const char *flash_source[N_FLASH];
+static const char *flash_source[N_FLASH][2];
 static pthread_once_t flash_once = PTHREAD_ONCE_INIT;
-static char *make_flash_text(int dt) {
+static char *make_flash_text(int dt, int masked) {
   lt_text t = {0};
-  lt_put(&t, "#define LT_FA_D %d\n%s%s%s%s", dt, lathe_cuda_access_source(), lathe_cuda_reduce_source(), att_src, flash_src);
+  lt_put(&t, "#define LT_FA_D %d\n#define LT_FA_MASKED %d\n%s%s%s%s", dt, masked, lathe_cuda_access_source(),
+         lathe_cuda_reduce_source(), att_src, flash_src);
   if (t.oom) free(t.s);
   return t.oom ? NULL : t.s;
 }
 static void make_flash_sources(void) {
-  for (int i = 0; i < N_FLASH; i++) flash_source[i] = make_flash_text(flash_sizes[i]);
+  for (int i = 0; i < N_FLASH; i++)
+    for (int m = 0; m < 2; m++) flash_source[i][m] = make_flash_text(flash_sizes[i], m);
 }
 
 void lathe_cuda_sources_attention(lathe_cuda_source_fn fn, void *ctx) {
@@ -81,11 +84,12 @@ void lathe_cuda_sources_attention(lathe_cuda_source_fn fn, void *ctx) {
   lt_put(&t, "%s%s%s", lathe_cuda_access_source(), lathe_cuda_reduce_source(), att_src);
   if (!t.oom) fn(ctx, "attention", t.s);
   free(t.s);
-  for (int i = 0; i < N_FLASH; i++) {
-    char *f = make_flash_text(flash_sizes[i]);
-    if (f) fn(ctx, "attention (streaming)", f);
-    free(f);
-  }
+  for (int i = 0; i < N_FLASH; i++)
+    for (int m = 0; m < 2; m++) {
+      char *f = make_flash_text(flash_sizes[i], m);
+      if (f) fn(ctx, "attention (streaming)", f);
+      free(f);
+    }
 }
 
 /* ---- geometry ---- */
@@ -271,11 +275,14 @@ static int flash_size(lathe_cuda_exec *ex, const att *c) {
   return -1;
 }
 
-static lathe_status_t flash_kernel(lathe_cuda_exec *ex, int size, const char *name, lcuFunction *f) {
+static lathe_status_t flash_kernel(lathe_cuda_exec *ex, int size, bool masked, const char *name, lcuFunction *f) {
   pthread_once(&flash_once, make_flash_sources);
-  if (!flash_source[size]) return LATHE_OOM("lathe:cuda: codegen");
-  return lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), flash_source[size], name, f);
+  const char *src = flash_source[size][masked];
+  if (!src) return LATHE_OOM("lathe:cuda: codegen");
+  return lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), src, name, f);
 }
+
+static bool flash_masked(const att *c) { return c->a.has_amask || c->a.has_bmask || c->a.has_bias; }
 
 /* Whether the kernels can move every matrix they read or write by 16-byte groups. */
 static int64_t flash_vec(const att *c, const lcuDeviceptr *p, int n) {
@@ -287,8 +294,8 @@ static int64_t flash_vec(const att *c, const lcuDeviceptr *p, int n) {
 
 static lathe_status_t flash_forward(lathe_cuda_exec *ex, att *c, int size, lcuDeviceptr o, lcuDeviceptr lse) {
   lcuFunction f;
-  bool masked = c->a.has_amask || c->a.has_bmask || c->a.has_bias;
-  LATHE_RETURN_IF_ERROR(flash_kernel(ex, size, masked ? "lt_att_flash_fwd_masked" : "lt_att_flash_fwd", &f));
+  bool masked = flash_masked(c);
+  LATHE_RETURN_IF_ERROR(flash_kernel(ex, size, masked, masked ? "lt_att_flash_fwd_masked" : "lt_att_flash_fwd", &f));
   const lcuDeviceptr mats[] = {c->q, c->k, c->v, o};
   c->a.vec = flash_vec(c, mats, 4);
   unsigned blocks = (unsigned)(c->a.B * c->a.H * ((c->a.S + FA_BQ - 1) / FA_BQ));
@@ -301,8 +308,8 @@ static lathe_status_t flash_forward(lathe_cuda_exec *ex, att *c, int size, lcuDe
 static lathe_status_t flash_backward(lathe_cuda_exec *ex, att *c, int size, lcuDeviceptr dout, lcuDeviceptr lse,
                                      lcuDeviceptr delta, lcuDeviceptr *grads) {
   lcuFunction f;
-  bool masked = c->a.has_amask || c->a.has_bmask || c->a.has_bias;
-  LATHE_RETURN_IF_ERROR(flash_kernel(ex, size, masked ? "lt_att_flash_bwd_masked" : "lt_att_flash_bwd", &f));
+  bool masked = flash_masked(c);
+  LATHE_RETURN_IF_ERROR(flash_kernel(ex, size, masked, masked ? "lt_att_flash_bwd_masked" : "lt_att_flash_bwd", &f));
   const lcuDeviceptr mats[] = {c->q, c->k, c->v, dout, grads[0], grads[1], grads[2]};
   c->a.vec = flash_vec(c, mats, 7);
   unsigned blocks = (unsigned)(c->a.B * c->Hkv * ((c->a.Skv + FA_BK - 1) / FA_BK));
@@ -452,8 +459,9 @@ static lathe_status_t run_vjp(lathe_cuda_exec *ex, const lathe_node *n, lathe_te
     int64_t rows = a->B * a->H * a->S;
     lcuDeviceptr delta;
     LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, c.dt, rows, &delta, NULL));
-    lcuFunction fd, fg = NULL;
-    LATHE_RETURN_IF_ERROR(att_kernel(ex, "delta", 0, c.f64, &fd));
+    lcuFunction fd, fg = NULL; /* the streaming path's delta lives in its plain text, so the row kernels' stay uncompiled */
+    if (fs >= 0) LATHE_RETURN_IF_ERROR(flash_kernel(ex, fs, false, "lt_att_flash_delta", &fd));
+    else LATHE_RETURN_IF_ERROR(att_kernel(ex, "delta", 0, c.f64, &fd));
     if (fs < 0) LATHE_RETURN_IF_ERROR(att_kernel(ex, "grad", 0, c.f64, &fg));
     int tpr = lathe_cuda_row_threads(a->D);
     void *dargs[] = {&o, &dout, &delta, a, &rows, &tpr};

@@ -126,6 +126,7 @@ template <typename T> __device__ void att_delta(const T *o, const T *dout, T *de
     if (ok && lane == 0) delta[row] = s;
   }
 }
+#ifndef LT_FA_D /* the streaming kernels' texts (flash.cuh) take the helpers above, not these kernels */
 #define LT_ATT(name, T)                                                                                  \
   extern "C" __global__ void lt_att_softmax_##name(T *sc, T *lse, const T *am, const uint8_t *bm, const T *bi, \
       const int32_t *ql, const int32_t *kl, const __grid_constant__ lt_att a, int64_t rows, int tpr) {                             \
@@ -149,3 +150,4 @@ LT_ATT(Float64, double)
   LT_ATT_WARP(name, T, 16, M16) LT_ATT_WARP(name, T, 32, M32)
 LT_ATT_WARPS(Float32, float, 4, 4, 4, 3)
 LT_ATT_WARPS(Float64, double, 2, 2, 2, 2)
+#endif

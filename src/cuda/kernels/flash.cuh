@@ -7,7 +7,8 @@
  * 2t and 2t+1 where the A fragment wants t and t+4, so the B operand's rows are taken in that
  * same order and the sum over keys is unchanged. Exponentials are base 2 on logits scaled by
  * log2(e) (one MUFU instruction each); a kernel's MASKED form applies bias and masks through
- * lt_logit, the plain form (the common case) only the scale and the position limits. */
+ * lt_logit, the plain form (the common case) only the scale and the position limits. A text
+ * holds one form (LT_FA_MASKED 0 or 1), so a model compiles only the kernels it runs. */
 #define LT_LOG2E 1.4426950408889634f
 #define LT_FA_BQ 64       /* forward: query rows of a block, 16 a warp */
 #define LT_FA_BK 64       /* keys of a tile (the backward's block: 16 a warp) */
@@ -153,8 +154,11 @@ template <bool MASKED> __device__ void fa_fwd(const float *q, const float *k, co
       const float *v, float *o, float *lse, const float *am, const uint8_t *bm, const float *bi, const int32_t *ql, \
       const int32_t *kl, const __grid_constant__ lt_att a) {                                                        \
     fa_fwd<MASKED>(q, k, v, o, lse, am, bm, bi, ql, kl, a); }
-LT_FA_FWD(, false)
+#if LT_FA_MASKED
 LT_FA_FWD(_masked, true)
+#else
+LT_FA_FWD(, false)
+#endif
 
 /* Backward: a block per LT_FA_BK keys of one (batch, kv head), over its query heads and all the
  * query rows that see them. A warp's 16 keys accumulate dK and dV in registers (written once, no
@@ -281,5 +285,13 @@ template <bool MASKED> __device__ void fa_bwd(const float *q, const float *k, co
       const float *am, const uint8_t *bm, const float *bi, const int32_t *ql, const int32_t *kl,                      \
       const __grid_constant__ lt_att a) {                                                                             \
     fa_bwd<MASKED>(q, k, v, dout, lse, delta, dq, dk, dv, am, bm, bi, ql, kl, a); }
-LT_FA_BWD(, false)
+#if LT_FA_MASKED
 LT_FA_BWD(_masked, true)
+#else
+LT_FA_BWD(, false)
+/* delta = rowsum(dOutput * output), the backward's first step (attention.cuh's att_delta) */
+extern "C" __global__ void lt_att_flash_delta(const float *o, const float *d, float *delta, const __grid_constant__ lt_att a,
+                                              int64_t rows, int tpr) {
+  att_delta(o, d, delta, a, rows, tpr);
+}
+#endif

@@ -180,6 +180,7 @@
   "    if (ok && lane == 0) delta[row] = s;\n" \
   "  }\n" \
   "}\n" \
+  "#ifndef LT_FA_D /* the streaming kernels' texts (flash.cuh) take the helpers above, not these kernels */\n" \
   "#define LT_ATT(name, T)                                                                                  \\\n" \
   "  extern \"C\" __global__ void lt_att_softmax_##name(T *sc, T *lse, const T *am, const uint8_t *bm, const T *bi, \\\n" \
   "      const int32_t *ql, const int32_t *kl, const __grid_constant__ lt_att a, int64_t rows, int tpr) {                             \\\n" \
@@ -202,7 +203,8 @@
   "#define LT_ATT_WARPS(name, T, M4, M8, M16, M32) LT_ATT_WARP(name, T, 4, M4) LT_ATT_WARP(name, T, 8, M8) \\\n" \
   "  LT_ATT_WARP(name, T, 16, M16) LT_ATT_WARP(name, T, 32, M32)\n" \
   "LT_ATT_WARPS(Float32, float, 4, 4, 4, 3)\n" \
-  "LT_ATT_WARPS(Float64, double, 2, 2, 2, 2)\n"
+  "LT_ATT_WARPS(Float64, double, 2, 2, 2, 2)\n" \
+  "#endif\n"
 
 #define LT_CUH_BATCHNORM \
   "struct lt_bn_geo { int64_t units, groups, cols, per, inner, len; };\n" \
@@ -620,7 +622,8 @@
   " * 2t and 2t+1 where the A fragment wants t and t+4, so the B operand's rows are taken in that\n" \
   " * same order and the sum over keys is unchanged. Exponentials are base 2 on logits scaled by\n" \
   " * log2(e) (one MUFU instruction each); a kernel's MASKED form applies bias and masks through\n" \
-  " * lt_logit, the plain form (the common case) only the scale and the position limits. */\n" \
+  " * lt_logit, the plain form (the common case) only the scale and the position limits. A text\n" \
+  " * holds one form (LT_FA_MASKED 0 or 1), so a model compiles only the kernels it runs. */\n" \
   "#define LT_LOG2E 1.4426950408889634f\n" \
   "#define LT_FA_BQ 64       /* forward: query rows of a block, 16 a warp */\n" \
   "#define LT_FA_BK 64       /* keys of a tile (the backward's block: 16 a warp) */\n" \
@@ -766,8 +769,11 @@
   "      const float *v, float *o, float *lse, const float *am, const uint8_t *bm, const float *bi, const int32_t *ql, \\\n" \
   "      const int32_t *kl, const __grid_constant__ lt_att a) {                                                        \\\n" \
   "    fa_fwd<MASKED>(q, k, v, o, lse, am, bm, bi, ql, kl, a); }\n" \
-  "LT_FA_FWD(, false)\n" \
+  "#if LT_FA_MASKED\n" \
   "LT_FA_FWD(_masked, true)\n" \
+  "#else\n" \
+  "LT_FA_FWD(, false)\n" \
+  "#endif\n" \
   "\n" \
   "/* Backward: a block per LT_FA_BK keys of one (batch, kv head), over its query heads and all the\n" \
   " * query rows that see them. A warp's 16 keys accumulate dK and dV in registers (written once, no\n" \
@@ -894,8 +900,16 @@
   "      const float *am, const uint8_t *bm, const float *bi, const int32_t *ql, const int32_t *kl,                      \\\n" \
   "      const __grid_constant__ lt_att a) {                                                                             \\\n" \
   "    fa_bwd<MASKED>(q, k, v, dout, lse, delta, dq, dk, dv, am, bm, bi, ql, kl, a); }\n" \
+  "#if LT_FA_MASKED\n" \
+  "LT_FA_BWD(_masked, true)\n" \
+  "#else\n" \
   "LT_FA_BWD(, false)\n" \
-  "LT_FA_BWD(_masked, true)\n"
+  "/* delta = rowsum(dOutput * output), the backward's first step (attention.cuh's att_delta) */\n" \
+  "extern \"C\" __global__ void lt_att_flash_delta(const float *o, const float *d, float *delta, const __grid_constant__ lt_att a,\n" \
+  "                                              int64_t rows, int tpr) {\n" \
+  "  att_delta(o, d, delta, a, rows, tpr);\n" \
+  "}\n" \
+  "#endif\n"
 
 #define LT_CUH_FUSED \
   "/* softmax of rows of len contiguous elements */\n" \
