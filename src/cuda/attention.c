@@ -315,7 +315,7 @@ static lathe_status_t flash_backward(lathe_cuda_exec *ex, att *c, int size, lcuD
   unsigned blocks = (unsigned)(c->a.B * c->Hkv * ((c->a.Skv + FA_BK - 1) / FA_BK));
   int p = flash_sizes[size] + 4;
   unsigned shared = (unsigned)((2 * FA_BK * p + 2 * FA_BQB * p + FA_BK * FA_PS + 2 * FA_BQB) * 4);
-  void *args[] = {&c->q,    &c->k,     &c->v,     &dout,    &lse,    &delta,   &grads[0], &grads[1],
+  void *args[] = {&c->q,     &c->k,     &c->v,     &dout,     &lse,       &delta, &grads[0], &grads[1],
                   &grads[2], &c->amask, &c->bmask, &c->bias, &c->qlen, &c->kvlen, &c->a};
   return lathe_cuda_launch(ex, f, blocks, 128, shared, args);
 }
@@ -417,8 +417,8 @@ static lathe_status_t products_vjp(lathe_cuda_exec *ex, const att *c, lcuFunctio
         if (st) break;
         att_args aa = chunk_args(c, &jb, j0, t0, nt, i0, m);
         int64_t n_rows = nj * nt * m;
-        void *args[] = {&sc,           &dp,           &lse,          &delta,          (void *)&c->amask, (void *)&c->bmask,
-                        (void *)&c->bias, (void *)&c->qlen, (void *)&c->kvlen, &aa, &n_rows,          &gtpr};
+        void *args[] = {&sc, &dp, &lse, &delta, (void *)&c->amask, (void *)&c->bmask, (void *)&c->bias, (void *)&c->qlen,
+                        (void *)&c->kvlen, &aa, &n_rows, &gtpr};
         st = launch_rows(ex, fg, n_rows, gtpr, args);
         for (int64_t jj = 0; jj < nj && !st; jj++) { /* dV += P^T dO, dK += dS^T Q, dQ = dS K */
           vjp_mats(c, &jb, j0 + jj, t0, i0, m, qst, kst, dout, grads, sc + (lcuDeviceptr)((size_t)(jj * block) * es),
@@ -459,8 +459,8 @@ static lathe_status_t run_vjp(lathe_cuda_exec *ex, const lathe_node *n, lathe_te
     int64_t rows = a->B * a->H * a->S;
     lcuDeviceptr delta;
     LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, c.dt, rows, &delta, NULL));
-    lcuFunction fd, fg = NULL; /* the streaming path's delta lives in its plain text, so the row kernels' stay uncompiled */
-    if (fs >= 0) LATHE_RETURN_IF_ERROR(flash_kernel(ex, fs, false, "lt_att_flash_delta", &fd));
+    lcuFunction fd, fg = NULL; /* the streaming texts have their own delta: the row kernels' module stays uncompiled */
+    if (fs >= 0) LATHE_RETURN_IF_ERROR(flash_kernel(ex, fs, flash_masked(&c), "lt_att_flash_delta", &fd));
     else LATHE_RETURN_IF_ERROR(att_kernel(ex, "delta", 0, c.f64, &fd));
     if (fs < 0) LATHE_RETURN_IF_ERROR(att_kernel(ex, "grad", 0, c.f64, &fg));
     int tpr = lathe_cuda_row_threads(a->D);

@@ -289,9 +289,9 @@ template <bool MASKED> __device__ void fa_bwd(const float *q, const float *k, co
 LT_FA_BWD(_masked, true)
 #else
 LT_FA_BWD(, false)
+#endif
 /* delta = rowsum(dOutput * output), the backward's first step (attention.cuh's att_delta) */
 extern "C" __global__ void lt_att_flash_delta(const float *o, const float *d, float *delta, const __grid_constant__ lt_att a,
                                               int64_t rows, int tpr) {
   att_delta(o, d, delta, a, rows, tpr);
 }
-#endif

@@ -904,12 +904,12 @@
   "LT_FA_BWD(_masked, true)\n" \
   "#else\n" \
   "LT_FA_BWD(, false)\n" \
+  "#endif\n" \
   "/* delta = rowsum(dOutput * output), the backward's first step (attention.cuh's att_delta) */\n" \
   "extern \"C\" __global__ void lt_att_flash_delta(const float *o, const float *d, float *delta, const __grid_constant__ lt_att a,\n" \
   "                                              int64_t rows, int tpr) {\n" \
   "  att_delta(o, d, delta, a, rows, tpr);\n" \
-  "}\n" \
-  "#endif\n"
+  "}\n"
 
 #define LT_CUH_FUSED \
   "/* softmax of rows of len contiguous elements */\n" \
