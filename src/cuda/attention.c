@@ -131,6 +131,12 @@ static lathe_status_t as_compute(lathe_cuda_exec *ex, const lathe_tensor *t, lcu
   return lathe_cuda_convert(ex, lathe_cuda_ptr(t), *out, path, 2, n, NULL, NULL, 0);
 }
 
+/* t's data from src, the compute dtype's result: rounded once into t, a half tensor. */
+static lathe_status_t from_compute(lathe_cuda_exec *ex, lcuDeviceptr src, lathe_tensor *t) {
+  lathe_dtype path[2] = {LATHE_DTYPE_FLOAT32, t->shape.dtype};
+  return lathe_cuda_convert(ex, src, lathe_cuda_ptr(t), path, 2, lathe_shape_size(&t->shape), NULL, NULL, 0);
+}
+
 static lathe_status_t geometry(lathe_cuda_exec *ex, att *c, const lathe_node *n, lathe_tensor *const *in, bool vjp) {
   memset(c, 0, sizeof *c);
   const lathe_shape *qs = &in[0]->shape, *ks = &in[1]->shape;
@@ -321,22 +327,12 @@ static lathe_status_t flash_backward(lathe_cuda_exec *ex, att *c, int size, lcuD
 }
 
 /* ---- batched products and row kernels ---- */
-static lathe_status_t run_forward(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
-  att c;
-  LATHE_RETURN_IF_ERROR(geometry(ex, &c, n, in, false));
-  att_args *a = &c.a;
-  if (!a->B || !a->H || !a->S) return NULL;
+/* The forward by batched products: per chunk, scores, the softmax row kernel, then probabilities
+ * times values into o. */
+static lathe_status_t products_forward(lathe_cuda_exec *ex, const att *cp, lcuDeviceptr o, lcuDeviceptr lse) {
+  att c = *cp; /* a copy: the row kernel's arguments take its fields' addresses */
+  const att_args *a = &c.a;
   size_t es = c.f64 ? 8 : 4;
-  lcuDeviceptr o = lathe_cuda_ptr(out[0]), lse = lathe_cuda_ptr(out[1]);
-  bool half = is_half(out[0]->shape.dtype);
-  if (half) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, lathe_shape_size(&out[0]->shape), &o, NULL));
-  int fs = flash_size(ex, &c);
-  if (fs >= 0) {
-    LATHE_RETURN_IF_ERROR(flash_forward(ex, &c, fs, o, lse));
-    return half ? lathe_cuda_convert(ex, o, lathe_cuda_ptr(out[0]), (lathe_dtype[2]){LATHE_DTYPE_FLOAT32, out[0]->shape.dtype},
-                                     2, lathe_shape_size(&out[0]->shape), NULL, NULL, 0)
-                : NULL;
-  }
   jobs jb = jobs_of(&c);
   int64_t jpc, ntc, sq, qst, kst;
   chunking(&c, &jb, 1, &jpc, &ntc, &sq);
@@ -377,11 +373,19 @@ static lathe_status_t run_forward(lathe_cuda_exec *ex, const lathe_node *n, lath
       }
     }
   }
-  if (!st && half) {
-    lathe_dtype path[2] = {LATHE_DTYPE_FLOAT32, out[0]->shape.dtype};
-    st = lathe_cuda_convert(ex, o, lathe_cuda_ptr(out[0]), path, 2, lathe_shape_size(&out[0]->shape), NULL, NULL, 0);
-  }
   return st;
+}
+
+static lathe_status_t run_forward(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
+  att c;
+  LATHE_RETURN_IF_ERROR(geometry(ex, &c, n, in, false));
+  if (!c.a.B || !c.a.H || !c.a.S) return NULL;
+  lcuDeviceptr o = lathe_cuda_ptr(out[0]), lse = lathe_cuda_ptr(out[1]);
+  bool half = is_half(out[0]->shape.dtype);
+  if (half) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, lathe_shape_size(&out[0]->shape), &o, NULL));
+  int fs = flash_size(ex, &c);
+  LATHE_RETURN_IF_ERROR(fs >= 0 ? flash_forward(ex, &c, fs, o, lse) : products_forward(ex, &c, o, lse));
+  return half ? from_compute(ex, o, out[0]) : NULL;
 }
 
 /* The VJP by batched products: per chunk, scores and dP, the row kernel fg (P and dS), then the
@@ -469,11 +473,7 @@ static lathe_status_t run_vjp(lathe_cuda_exec *ex, const lathe_node *n, lathe_te
     LATHE_RETURN_IF_ERROR(fs >= 0 ? flash_backward(ex, &c, fs, dout, lse, delta, grads)
                                   : products_vjp(ex, &c, fg, dout, lse, delta, grads));
   }
-  for (int k = 0; half && k < 3; k++) {
-    lathe_dtype path[2] = {LATHE_DTYPE_FLOAT32, out[k]->shape.dtype};
-    LATHE_RETURN_IF_ERROR(
-        lathe_cuda_convert(ex, grads[k], lathe_cuda_ptr(out[k]), path, 2, lathe_shape_size(&out[k]->shape), NULL, NULL, 0));
-  }
+  for (int k = 0; half && k < 3; k++) LATHE_RETURN_IF_ERROR(from_compute(ex, grads[k], out[k]));
   return NULL;
 }
 

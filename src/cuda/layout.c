@@ -6,7 +6,7 @@
  * dtype, so one compiled kernel serves every dtype of a width. */
 #include <stdio.h>
 
-#include "cuda.h"
+#include "gemm.h"
 #include "kernels/zkernels.h"
 
 static const char layout_src[] = LT_CUH_LAYOUT;
@@ -196,8 +196,8 @@ static lathe_status_t run_pad(lathe_cuda_exec *ex, const lathe_node *n, lathe_te
    * finds each output element's source by divisions over every axis (a Slice's gradient, a
    * [1, ...] block padded into [3, ...], ran at a twelfth of the memory's speed). */
   bool crop = x->shape.rank == 0 || width_of(x->shape.dtype) == 0;
-  int64_t ost[LATHE_MAX_RANK], base = 0, rs = 1;
-  for (int a = y->shape.rank - 1; a >= 0; a--) ost[a] = rs, rs *= y->shape.dims[a];
+  int64_t ost[LATHE_MAX_RANK], base = 0;
+  lathe_cuda_row_strides(&y->shape, ost);
   lt_strides_h sst;
   memset(&sst, 0, sizeof sst);
   for (int a = 0; a < x->shape.rank && !crop; a++) {

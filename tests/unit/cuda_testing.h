@@ -7,27 +7,26 @@
 
 #include "testing.h"
 
+/* *b made from config on the first call (NULL when it cannot be), kept for the process. */
+static inline lathe_backend_t gpu_once(const char *config, lathe_backend_t *b, bool *tried) {
+  if (!*tried) {
+    *tried = true;
+    lathe_status_free(lathe_backend_new(config, b));
+  }
+  return *b;
+}
+
 static inline lathe_backend_t gpu(void) {
   static lathe_backend_t b;
   static bool tried;
-  if (!tried) {
-    tried = true;
-    lathe_status_t st = lathe_backend_new("lathe:cuda", &b);
-    lathe_status_free(st);
-  }
-  return b;
+  return gpu_once("lathe:cuda", &b, &tried);
 }
 
 /* lathe:cuda,tf32=1: Float32 products on TF32 tensor cores (and the kernels only it runs). */
 static inline lathe_backend_t gpu_tf32(void) {
   static lathe_backend_t b;
   static bool tried;
-  if (!tried) {
-    tried = true;
-    lathe_status_t st = lathe_backend_new("lathe:cuda,tf32=1", &b);
-    lathe_status_free(st);
-  }
-  return b;
+  return gpu_once("lathe:cuda,tf32=1", &b, &tried);
 }
 
 /* Compares outputs go (GPU) with co (CPU), each read back (bit-exact for integers, tolerance for
