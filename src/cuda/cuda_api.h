@@ -147,6 +147,7 @@ typedef struct lcudnnContext *lcudnnHandle;
 typedef struct lcudnnTensorStruct *lcudnnTensorDesc;
 typedef struct lcudnnFilterStruct *lcudnnFilterDesc;
 typedef struct lcudnnConvolutionStruct *lcudnnConvDesc;
+typedef void *lcudnnBackendDesc; /* cudnnBackendDescriptor_t */
 typedef struct { /* cudnnConvolutionFwdAlgoPerf_t and cudnnConvolutionBwdFilterAlgoPerf_t */
   int algo;
   lcudnnStatus status;

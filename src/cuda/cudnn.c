@@ -6,12 +6,12 @@
  * and channels swapped, whose "kernel" is the output gradient and whose strides and kernel
  * dilations are the forward dilations and strides): cuDNN's backward-filter algorithms are built
  * for that shape, its forward ones are not. The first time a configuration (dtype, math mode,
- * every size, stride and parameter) runs on a device, cuDNN measures its algorithms for each
- * reading (cudnnFind...Ex, on the execution's stream, with a bounded workspace), lathe's own path
- * is timed with CUDA events, and the fastest is remembered: for the device's lifetime, and on disk
- * beside the kernel cache (one file per cuDNN version and GPU model), so that a later process
- * skips the measuring. Views that
- * cuDNN cannot take as they lie (a tensor neither NCHW- nor NHWC-packed; every GoMLX kernel,
+ * every size, stride and parameter) runs on a device, each reading's engines are timed through
+ * cuDNN's graph API (below; the legacy cudnnFind...Ex only where that offers none), on the
+ * execution's stream with a bounded workspace, lathe's own path is timed with CUDA events, and the
+ * fastest is remembered: for the device's lifetime, and on disk beside the kernel cache (one file
+ * per cuDNN version and GPU model), so that a later process skips the measuring. Views that cuDNN
+ * cannot take as they lie (a tensor neither NCHW- nor NHWC-packed; every GoMLX kernel,
  * which is HWIO) are copied into NHWC-packed scratch first, and a result computed into scratch is
  * copied to the output's layout. Math: Float32 with FMA only (exact products, as lathe's default),
  * TF32 tensor cores with tf32=1; Float16/BFloat16 with Float32 accumulation; Float64 as it is.
@@ -32,9 +32,12 @@ enum { WAY_OWN, WAY_FWD, WAY_BWD_FILTER };
 typedef struct cudnn_choice {
   struct cudnn_choice *next;
   int64_t key[KEYN];
-  int way, algo, math;
+  int way, algo, math; /* math MATH_GRAPH: algo is a place in the graph API's heuristics list */
+  int64_t index;       /* then the engine's global index, */
+  struct dnn_plan *g;  /* and its plan, made on first use */
   size_t ws;
 } cudnn_choice;
+static void plan_free(const lcu_api *api, struct dnn_plan *p);
 
 /* One operand as cuDNN sees it: the tensor's view, where its data is, the packed layout cuDNN is
  * told, and whether it goes through NHWC-packed scratch to have it. */
@@ -60,10 +63,10 @@ static lathe_status_t dnn_error(const lcu_api *api, lcudnnStatus s, const char *
 
 void lathe_cuda_cudnn_release(cuda_dev *d) {
   const lcu_api *api = d->cu->api;
+  for (cudnn_choice *c = d->dnn_choices, *next; c; c = next) next = c->next, plan_free(api, c->g), free(c);
   if (d->dnn_state == 1 && d->dnn) api->cudnnDestroy(d->dnn);
   d->dnn = NULL;
   d->dnn_state = 0;
-  for (cudnn_choice *c = d->dnn_choices, *next; c; c = next) next = c->next, free(c);
   d->dnn_choices = NULL;
   pthread_mutex_destroy(&d->dnn_mu);
 }
@@ -311,22 +314,285 @@ static lathe_status_t run_reading(lathe_cuda_exec *ex, const lt_conv_desc *c, dn
   return st;
 }
 
-/* GPU time of one run of lathe's own path (after an untimed one, which compiles its kernels). */
-static lathe_status_t time_own(lathe_cuda_exec *ex, lathe_status_t (*own)(void *), void *ctx, float *ms) {
+/* GPU time of one run of fn (the mean of reps, after an untimed one, which compiles kernels or
+ * warms cuDNN's engine). */
+static lathe_status_t time_runs(lathe_cuda_exec *ex, lathe_status_t (*fn)(void *), void *ctx, int reps, float *ms) {
   const lcu_api *api = lathe_cuda_exec_api(ex);
   lcuStream s = lathe_cuda_exec_stream(ex);
-  LATHE_RETURN_IF_ERROR(own(ctx));
+  LATHE_RETURN_IF_ERROR(fn(ctx));
   lcuEvent e[2] = {NULL, NULL};
   lathe_status_t st = lathe_cuda_error(api, api->cuEventCreate(&e[0], 0), "ConvGeneral: cuEventCreate");
   if (!st) st = lathe_cuda_error(api, api->cuEventCreate(&e[1], 0), "ConvGeneral: cuEventCreate");
   if (!st) st = lathe_cuda_error(api, api->cuEventRecord(e[0], s), "ConvGeneral: cuEventRecord");
-  if (!st) st = own(ctx);
+  for (int i = 0; i < reps && !st; i++) st = fn(ctx);
   if (!st) st = lathe_cuda_error(api, api->cuEventRecord(e[1], s), "ConvGeneral: cuEventRecord");
   if (!st) st = lathe_cuda_error(api, api->cuEventSynchronize(e[1]), "ConvGeneral: cuEventSynchronize");
   if (!st) st = lathe_cuda_error(api, api->cuEventElapsedTime(ms, e[0], e[1]), "ConvGeneral: cuEventElapsedTime");
+  if (!st) *ms /= (float)reps;
   for (int i = 0; i < 2; i++)
     if (e[i]) api->cuEventDestroy(e[i]);
   return st;
+}
+
+/* ---- cuDNN's graph (backend) API ----
+ * The legacy calls above reach only some of cuDNN 9's engines: on an H200 the CNN's 3x3 forward
+ * (NHWC, 32 -> 64 channels, batch 128 of 14x14) took 97 us with the best legacy algorithm, TF32
+ * allowed or not, and 13 us (TF32) or 49 us (exact) with engines the graph API offers. A reading
+ * becomes an operation graph of one convolution; of the engine configurations cuDNN's heuristics
+ * list, the first GRAPH_TRY acceptable ones are timed and the fastest is kept as a finalized
+ * execution plan. Acceptable: no runtime compilation (seconds of a first step), no inputs
+ * converted down or sums in reduced precision, and for exact Float32 no tensor cores (TF32). On
+ * disk a choice is its place in the heuristics' list (the same for one cuDNN version and GPU) and
+ * the engine's global index, which must match when the plan is made again. */
+/* GRAPH_LIST: the heuristics rank TF32 engines first; the CNN's exact Float32 ones came 29th and 32nd */
+enum { GRAPH_TRY = 8, GRAPH_LIST = 64, MATH_GRAPH = -1 };
+enum { /* cudnn_graph.h's values */
+  G_T_HANDLE = 0, G_T_DATA_TYPE = 1, G_T_INT64 = 3, G_T_FLOAT = 4, G_T_DOUBLE = 5, G_T_VOID_PTR = 6, G_T_CONV_MODE = 7,
+  G_T_HEUR_MODE = 8, G_T_NUMERICAL_NOTE = 11, G_T_DESC = 15, G_T_BEHAVIOR_NOTE = 19,
+  G_CONVOLUTION = 1, G_ENGINE = 2, G_ENGINECFG = 3, G_ENGINEHEUR = 4, G_PLAN = 5, G_OP_FWD = 10, G_OP_BWD_FILTER = 11,
+  G_OPGRAPH = 15, G_VARIANT_PACK = 16, G_TENSOR = 17,
+  A_CONV_COMP_TYPE = 100, A_CONV_MODE = 101, A_CONV_DILATIONS = 102, A_CONV_STRIDES = 103, A_CONV_POST_PAD = 104,
+  A_CONV_PRE_PAD = 105, A_CONV_SPATIAL_DIMS = 106,
+  A_HEUR_MODE = 200, A_HEUR_GRAPH = 201, A_HEUR_RESULTS = 202, A_CFG_ENGINE = 300,
+  A_PLAN_HANDLE = 400, A_PLAN_CFG = 401, A_PLAN_WORKSPACE = 402,
+  A_FWD_ALPHA = 700, A_FWD_BETA = 701, A_FWD_CONV = 702, A_FWD_W = 703, A_FWD_X = 704, A_FWD_Y = 705,
+  A_BWF_ALPHA = 712, A_BWF_BETA = 713, A_BWF_CONV = 714, A_BWF_DW = 715, A_BWF_X = 716, A_BWF_DY = 717,
+  A_GRAPH_HANDLE = 800, A_GRAPH_OPS = 801,
+  A_T_ALIGN = 900, A_T_DATA_TYPE = 901, A_T_DIMS = 902, A_T_STRIDES = 903, A_T_UID = 906,
+  A_VP_UIDS = 1000, A_VP_PTRS = 1001, A_VP_WORKSPACE = 1003,
+  A_ENGINE_INDEX = 1301, A_ENGINE_NUMERICAL = 1303, A_ENGINE_BEHAVIOR = 1305,
+  HEUR_MODE_A = 3, NOTE_TENSOR_CORE = 0, NOTE_DOWN_CONVERT = 1, NOTE_REDUCED_REDUCTION = 2, BEHAVIOR_RUNTIME_COMPILATION = 0,
+};
+enum { GD_T0, GD_T1, GD_T2, GD_CONV, GD_OP, GD_GRAPH, GD_CFG, GD_PLAN, GD_N };
+
+/* A reading's descriptors, its plan last; all kept while the plan lives. */
+typedef struct dnn_plan {
+  lcudnnBackendDesc d[GD_N];
+  int64_t ws;
+} dnn_plan;
+
+static void plan_free(const lcu_api *api, dnn_plan *p) {
+  if (!p) return;
+  for (int i = GD_N - 1; i >= 0; i--)
+    if (p->d[i]) api->cudnnBackendDestroyDescriptor(p->d[i]);
+  free(p);
+}
+
+static lcudnnStatus g_tensor(const lcu_api *api, const dnn_operand *o, int type, int64_t uid, int64_t align,
+                             lcudnnBackendDesc *t) {
+  int dims[ND + 1], st[ND + 1], nd = dnn_dims(o, dims, st);
+  int64_t d64[ND + 1], s64[ND + 1];
+  for (int i = 0; i < nd; i++) d64[i] = dims[i], s64[i] = st[i];
+  lcudnnStatus s = api->cudnnBackendCreateDescriptor(G_TENSOR, t);
+  if (!s) s = api->cudnnBackendSetAttribute(*t, A_T_DATA_TYPE, G_T_DATA_TYPE, 1, &type);
+  if (!s) s = api->cudnnBackendSetAttribute(*t, A_T_DIMS, G_T_INT64, nd, d64);
+  if (!s) s = api->cudnnBackendSetAttribute(*t, A_T_STRIDES, G_T_INT64, nd, s64);
+  if (!s) s = api->cudnnBackendSetAttribute(*t, A_T_UID, G_T_INT64, 1, &uid);
+  if (!s) s = api->cudnnBackendSetAttribute(*t, A_T_ALIGN, G_T_INT64, 1, &align);
+  return s ? s : api->cudnnBackendFinalize(*t);
+}
+
+/* The operation graph of reading r into p (tensors a, b, c are unique ids 1, 2, 3). */
+static lcudnnStatus g_graph(cuda_dev *dv, const dnn_reading *r, int type, int compute, int ns, int64_t align, dnn_plan *p) {
+  const lcu_api *api = dv->cu->api;
+  const dnn_operand *o[3] = {&r->a, &r->b, &r->c};
+  lcudnnStatus s = 0;
+  for (int i = 0; i < 3 && !s; i++) s = g_tensor(api, o[i], type, i + 1, align, &p->d[GD_T0 + i]);
+  int64_t sd = ns < 2 ? 2 : ns, pad[LT_CONV_MAX_SP], str[LT_CONV_MAX_SP], dil[LT_CONV_MAX_SP];
+  for (int i = 0; i < sd; i++)
+    pad[i] = i < ns ? r->pad[i] : 0, str[i] = i < ns ? r->stride[i] : 1, dil[i] = i < ns ? r->dil[i] : 1;
+  int mode = LCUDNN_CROSS_CORRELATION;
+  lcudnnBackendDesc cv = NULL, op = NULL, g = NULL;
+  if (!s) s = api->cudnnBackendCreateDescriptor(G_CONVOLUTION, &p->d[GD_CONV]);
+  if (!s) {
+    cv = p->d[GD_CONV];
+    s = api->cudnnBackendSetAttribute(cv, A_CONV_SPATIAL_DIMS, G_T_INT64, 1, &sd);
+  }
+  if (!s) s = api->cudnnBackendSetAttribute(cv, A_CONV_COMP_TYPE, G_T_DATA_TYPE, 1, &compute);
+  if (!s) s = api->cudnnBackendSetAttribute(cv, A_CONV_MODE, G_T_CONV_MODE, 1, &mode);
+  if (!s) s = api->cudnnBackendSetAttribute(cv, A_CONV_DILATIONS, G_T_INT64, sd, dil);
+  if (!s) s = api->cudnnBackendSetAttribute(cv, A_CONV_STRIDES, G_T_INT64, sd, str);
+  if (!s) s = api->cudnnBackendSetAttribute(cv, A_CONV_PRE_PAD, G_T_INT64, sd, pad);
+  if (!s) s = api->cudnnBackendSetAttribute(cv, A_CONV_POST_PAD, G_T_INT64, sd, pad); /* readings pad symmetrically */
+  if (!s) s = api->cudnnBackendFinalize(cv);
+  bool fwd = r->way == WAY_FWD, dbl = type == LCUDNN_DATA_DOUBLE;
+  float one_f = 1, zero_f = 0;
+  double one_d = 1, zero_d = 0;
+  int st = dbl ? G_T_DOUBLE : G_T_FLOAT;
+  if (!s) s = api->cudnnBackendCreateDescriptor(fwd ? G_OP_FWD : G_OP_BWD_FILTER, &p->d[GD_OP]);
+  if (!s) {
+    op = p->d[GD_OP];
+    s = api->cudnnBackendSetAttribute(op, fwd ? A_FWD_X : A_BWF_X, G_T_DESC, 1, &p->d[GD_T0]);
+  }
+  if (!s) s = api->cudnnBackendSetAttribute(op, fwd ? A_FWD_W : A_BWF_DY, G_T_DESC, 1, &p->d[GD_T1]);
+  if (!s) s = api->cudnnBackendSetAttribute(op, fwd ? A_FWD_Y : A_BWF_DW, G_T_DESC, 1, &p->d[GD_T2]);
+  if (!s) s = api->cudnnBackendSetAttribute(op, fwd ? A_FWD_CONV : A_BWF_CONV, G_T_DESC, 1, &cv);
+  if (!s) s = api->cudnnBackendSetAttribute(op, fwd ? A_FWD_ALPHA : A_BWF_ALPHA, st, 1, dbl ? (void *)&one_d : (void *)&one_f);
+  if (!s) s = api->cudnnBackendSetAttribute(op, fwd ? A_FWD_BETA : A_BWF_BETA, st, 1, dbl ? (void *)&zero_d : (void *)&zero_f);
+  if (!s) s = api->cudnnBackendFinalize(op);
+  if (!s) s = api->cudnnBackendCreateDescriptor(G_OPGRAPH, &p->d[GD_GRAPH]);
+  if (!s) {
+    g = p->d[GD_GRAPH];
+    s = api->cudnnBackendSetAttribute(g, A_GRAPH_OPS, G_T_DESC, 1, &op);
+  }
+  if (!s) s = api->cudnnBackendSetAttribute(g, A_GRAPH_HANDLE, G_T_HANDLE, 1, &dv->dnn);
+  return s ? s : api->cudnnBackendFinalize(g);
+}
+
+/* The heuristics' engine configurations of p's graph, best first: *n of them in cfg (made here). */
+static lcudnnStatus g_configs(const lcu_api *api, const dnn_plan *p, lcudnnBackendDesc *cfg, int64_t *n) {
+  lcudnnBackendDesc h = NULL;
+  int mode = HEUR_MODE_A;
+  *n = 0;
+  lcudnnStatus s = api->cudnnBackendCreateDescriptor(G_ENGINEHEUR, &h);
+  if (!s) s = api->cudnnBackendSetAttribute(h, A_HEUR_GRAPH, G_T_DESC, 1, &p->d[GD_GRAPH]);
+  if (!s) s = api->cudnnBackendSetAttribute(h, A_HEUR_MODE, G_T_HEUR_MODE, 1, &mode);
+  if (!s) s = api->cudnnBackendFinalize(h);
+  for (int i = 0; i < GRAPH_LIST && !s; i++) s = api->cudnnBackendCreateDescriptor(G_ENGINECFG, &cfg[i]);
+  if (!s) s = api->cudnnBackendGetAttribute(h, A_HEUR_RESULTS, G_T_DESC, GRAPH_LIST, n, cfg);
+  if (h) api->cudnnBackendDestroyDescriptor(h);
+  if (s) *n = 0;
+  return s;
+}
+
+/* Whether configuration cfg is acceptable (file comment); its engine's global index in *index. */
+static bool g_acceptable(const lcu_api *api, lcudnnBackendDesc cfg, bool tensor_cores, int64_t *index) {
+  lcudnnBackendDesc e = NULL;
+  int notes[16], behavior[8];
+  int64_t n = 0, nn = 0, nb = 0;
+  lcudnnStatus s = api->cudnnBackendCreateDescriptor(G_ENGINE, &e);
+  if (!s) s = api->cudnnBackendGetAttribute(cfg, A_CFG_ENGINE, G_T_DESC, 1, &n, &e);
+  if (!s) s = api->cudnnBackendGetAttribute(e, A_ENGINE_INDEX, G_T_INT64, 1, &n, index);
+  if (!s) s = api->cudnnBackendGetAttribute(e, A_ENGINE_NUMERICAL, G_T_NUMERICAL_NOTE, 16, &nn, notes);
+  if (!s) s = api->cudnnBackendGetAttribute(e, A_ENGINE_BEHAVIOR, G_T_BEHAVIOR_NOTE, 8, &nb, behavior);
+  if (e) api->cudnnBackendDestroyDescriptor(e);
+  bool ok = !s;
+  for (int64_t i = 0; ok && i < nn && i < 16; i++)
+    ok = notes[i] != NOTE_DOWN_CONVERT && notes[i] != NOTE_REDUCED_REDUCTION && (tensor_cores || notes[i] != NOTE_TENSOR_CORE);
+  for (int64_t i = 0; ok && i < nb && i < 8; i++) ok = behavior[i] != BEHAVIOR_RUNTIME_COMPILATION;
+  return ok;
+}
+
+/* Configuration cfg finalized as p's plan, with its workspace size. */
+static lcudnnStatus g_plan(cuda_dev *dv, dnn_plan *p, lcudnnBackendDesc cfg) {
+  const lcu_api *api = dv->cu->api;
+  lcudnnBackendDesc pl = NULL;
+  int64_t n = 0;
+  lcudnnStatus s = api->cudnnBackendCreateDescriptor(G_PLAN, &pl);
+  if (!s) s = api->cudnnBackendSetAttribute(pl, A_PLAN_HANDLE, G_T_HANDLE, 1, &dv->dnn);
+  if (!s) s = api->cudnnBackendSetAttribute(pl, A_PLAN_CFG, G_T_DESC, 1, &cfg);
+  if (!s) s = api->cudnnBackendFinalize(pl);
+  if (!s) s = api->cudnnBackendGetAttribute(pl, A_PLAN_WORKSPACE, G_T_INT64, 1, &n, &p->ws);
+  if (!s && (p->ws < 0 || (size_t)p->ws > WS_MAX)) s = -1;
+  if (s && pl) api->cudnnBackendDestroyDescriptor(pl);
+  if (!s) p->d[GD_PLAN] = pl;
+  return s;
+}
+
+typedef struct g_run {
+  lathe_cuda_exec *ex;
+  const lt_conv_desc *c;
+  dnn_reading *r;
+  dnn_plan *p;
+} g_run;
+
+/* Runs plan p on reading r: stages its inputs, executes, copies a staged result out. */
+static lathe_status_t g_execute(void *arg) {
+  g_run *g = arg;
+  cuda_dev *dv = lathe_cuda_exec_dev(g->ex);
+  const lcu_api *api = dv->cu->api;
+  lcuDeviceptr a, b, cp = g->r->c.p, ws = 0;
+  LATHE_RETURN_IF_ERROR(stage_in(g->ex, g->c->dt, &g->r->a, &a));
+  LATHE_RETURN_IF_ERROR(stage_in(g->ex, g->c->dt, &g->r->b, &b));
+  if (g->r->c.scratch) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(g->ex, g->c->dt, count(&g->r->c), &cp, NULL));
+  if (g->p->ws) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(g->ex, LATHE_DTYPE_UINT8, g->p->ws, &ws, NULL));
+  void *ptr[3] = {(void *)(uintptr_t)a, (void *)(uintptr_t)b, (void *)(uintptr_t)cp}, *w = (void *)(uintptr_t)ws;
+  int64_t uid[3] = {1, 2, 3};
+  lcudnnBackendDesc vp = NULL;
+  lcudnnStatus s = api->cudnnBackendCreateDescriptor(G_VARIANT_PACK, &vp);
+  if (!s) s = api->cudnnBackendSetAttribute(vp, A_VP_PTRS, G_T_VOID_PTR, 3, ptr);
+  if (!s) s = api->cudnnBackendSetAttribute(vp, A_VP_UIDS, G_T_INT64, 3, uid);
+  if (!s) s = api->cudnnBackendSetAttribute(vp, A_VP_WORKSPACE, G_T_VOID_PTR, 1, &w);
+  if (!s) s = api->cudnnBackendFinalize(vp);
+  if (!s) {
+    pthread_mutex_lock(&dv->dnn_mu);
+    s = api->cudnnSetStream(dv->dnn, lathe_cuda_exec_stream(g->ex));
+    if (!s) s = api->cudnnBackendExecute(dv->dnn, g->p->d[GD_PLAN], vp);
+    pthread_mutex_unlock(&dv->dnn_mu);
+  }
+  if (vp) api->cudnnBackendDestroyDescriptor(vp);
+  LATHE_RETURN_IF_ERROR(dnn_error(api, s, "graph API execution"));
+  return stage_out(g->ex, g->c, &g->r->c, cp);
+}
+
+/* The fastest acceptable engine of reading r (file comment) as *best (NULL when none runs), its
+ * place in the heuristics' list and global index, and its time. */
+static lathe_status_t g_measure(lathe_cuda_exec *ex, const lt_conv_desc *c, dnn_reading *r, int type, int compute,
+                                bool tensor_cores, int64_t align, dnn_plan **best, int *pos, int64_t *index, float *ms) {
+  cuda_dev *dv = lathe_cuda_exec_dev(ex);
+  const lcu_api *api = dv->cu->api;
+  *best = NULL;
+  dnn_plan base = {0};
+  lcudnnBackendDesc cfg[GRAPH_LIST] = {0};
+  int64_t n = 0;
+  lathe_status_t st = NULL;
+  if (!g_graph(dv, r, type, compute, c->ns, align, &base)) g_configs(api, &base, cfg, &n);
+  for (int i = 0, tried = 0; i < n && tried < GRAPH_TRY && !st; i++) {
+    int64_t gi = -1;
+    dnn_plan *p = calloc(1, sizeof *p);
+    if (!p) {
+      st = LATHE_OOM("ConvGeneral");
+      break;
+    }
+    if (!g_acceptable(api, cfg[i], tensor_cores, &gi) || g_plan(dv, p, cfg[i])) {
+      plan_free(api, p);
+      continue;
+    }
+    tried++;
+    float t = 0;
+    g_run run = {ex, c, r, p};
+    lathe_status_t e = time_runs(ex, g_execute, &run, 3, &t);
+    if (e && lathe_status_code_of(e) != LATHE_STATUS_INTERNAL) st = e; /* out of memory, say: not the engine's fault */
+    else if (e) lathe_status_free(e);
+    if (e || (*best && t >= *ms)) {
+      plan_free(api, p);
+      continue;
+    }
+    p->d[GD_CFG] = cfg[i], cfg[i] = NULL; /* the plan keeps its configuration */
+    plan_free(api, *best);
+    *best = p, *pos = i, *index = gi, *ms = t;
+  }
+  for (int i = 0; i < GRAPH_LIST; i++)
+    if (cfg[i]) api->cudnnBackendDestroyDescriptor(cfg[i]);
+  if (*best) /* the plan keeps the graph's descriptors too */
+    for (int i = GD_T0; i <= GD_GRAPH; i++) (*best)->d[i] = base.d[i], base.d[i] = NULL;
+  for (int i = 0; i < GD_N; i++)
+    if (base.d[i]) api->cudnnBackendDestroyDescriptor(base.d[i]);
+  if (st) plan_free(api, *best), *best = NULL;
+  return st;
+}
+
+/* The plan of a remembered choice made again: the configuration at pos, whose engine must be index. */
+static lathe_status_t g_remake(cuda_dev *dv, const lt_conv_desc *c, const dnn_reading *r, int type, int compute,
+                               bool tensor_cores, int64_t align, int pos, int64_t index, dnn_plan **out) {
+  const lcu_api *api = dv->cu->api;
+  dnn_plan *p = calloc(1, sizeof *p);
+  if (!p) return LATHE_OOM("ConvGeneral");
+  lcudnnBackendDesc cfg[GRAPH_LIST] = {0};
+  int64_t n = 0, gi = -1;
+  lcudnnStatus s = g_graph(dv, r, type, compute, c->ns, align, p);
+  if (!s) s = g_configs(api, p, cfg, &n);
+  if (!s) s = pos < n && g_acceptable(api, cfg[pos], tensor_cores, &gi) && gi == index ? g_plan(dv, p, cfg[pos]) : -1;
+  if (!s) p->d[GD_CFG] = cfg[pos], cfg[pos] = NULL;
+  for (int i = 0; i < GRAPH_LIST; i++)
+    if (cfg[i]) api->cudnnBackendDestroyDescriptor(cfg[i]);
+  if (s) {
+    plan_free(api, p);
+    return lathe_status_new(LATHE_STATUS_INTERNAL, "ConvGeneral: cuDNN no longer offers the remembered engine %lld",
+                            (long long)index);
+  }
+  *out = p;
+  return NULL;
 }
 
 /* ---- the choices on disk ----
@@ -335,7 +601,7 @@ static lathe_status_t time_own(lathe_cuda_exec *ex, lathe_status_t (*own)(void *
  * size, or a record that does not make sense, is ignored (then measured again). */
 typedef struct choice_rec {
   int64_t key[KEYN];
-  int32_t way, algo, math, pad;
+  int32_t way, algo, math, index; /* index: a graph-API choice's engine */
   uint64_t ws;
 } choice_rec;
 
@@ -358,7 +624,7 @@ static void choices_load(cuda_dev *d) {
       cudnn_choice *c = malloc(sizeof *c);
       if (!c) break;
       memcpy(c->key, r->key, sizeof c->key);
-      c->way = r->way, c->algo = r->algo, c->math = r->math, c->ws = r->ws;
+      c->way = r->way, c->algo = r->algo, c->math = r->math, c->ws = r->ws, c->index = r->index, c->g = NULL;
       c->next = d->dnn_choices, d->dnn_choices = c;
     }
   free(recs);
@@ -376,6 +642,7 @@ static void choices_save(cuda_dev *d) {
   for (cudnn_choice *c = d->dnn_choices; c; c = c->next, i++) {
     memcpy(recs[i].key, c->key, sizeof recs[i].key);
     recs[i].way = c->way, recs[i].algo = c->algo, recs[i].math = c->math, recs[i].ws = c->ws;
+    recs[i].index = (int32_t)c->index;
   }
   lathe_cuda_write_file(dir, path, recs, n * sizeof *recs);
   free(recs);
@@ -401,6 +668,7 @@ lathe_status_t lathe_cuda_cudnn_conv(lathe_cuda_exec *ex, const lt_conv_desc *c,
                                      void *own_ctx, bool *done) {
   *done = false;
   cuda_dev *d = lathe_cuda_exec_dev(ex);
+  const lcu_api *api = d->cu->api;
   bool tf32 = d->cu->tf32;
   int type, compute = LCUDNN_DATA_FLOAT, math = LCUDNN_DEFAULT_MATH;
   switch (c->dt) {
@@ -410,50 +678,110 @@ lathe_status_t lathe_cuda_cudnn_conv(lathe_cuda_exec *ex, const lt_conv_desc *c,
     case LATHE_DTYPE_FLOAT64: type = compute = LCUDNN_DATA_DOUBLE; break;
     default: return NULL;
   }
+  bool tensor_cores = c->dt != LATHE_DTYPE_FLOAT32 || tf32;
   dnn_reading r[2];
   int nr;
   if (!d->cu->cudnn || !(nr = readings(c, r)) || !have_handle(d)) return NULL;
+  /* the graph API is told the pointers' alignment: part of the key, as a plan assumes it */
+  int64_t align = 16;
+  while (align > 1 && ((c->xp | c->wp | c->yp) & (lcuDeviceptr)(align - 1))) align /= 2;
   int64_t key[KEYN];
   make_key(c, tf32, key);
+  key[1] |= align << 1;
   pthread_mutex_lock(&d->dnn_mu);
   cudnn_choice *ch = d->dnn_choices;
   while (ch && memcmp(ch->key, key, sizeof key) != 0) ch = ch->next;
-  cudnn_choice got = ch ? *ch : (cudnn_choice){0};
   pthread_mutex_unlock(&d->dnn_mu);
   if (!ch && lathe_cuda_exec_capturing(ex)) /* measuring needs the GPU to run: not inside a graph's capture */
     return lathe_status_new(LATHE_STATUS_UNIMPLEMENTED, "ConvGeneral: cuDNN's algorithms are measured outside a CUDA graph");
-  if (!ch) { /* measure every reading, and lathe's own path */
-    got.way = WAY_OWN;
+  if (!ch) { /* measure every reading (the graph API's engines, else the legacy algorithms), and lathe's own path */
+    cudnn_choice got = {.way = WAY_OWN};
     float best_ms = 0;
     for (int i = 0; i < nr; i++) {
+      dnn_plan *gp;
+      int pos = 0;
+      int64_t index = 0;
+      float ms = 0;
+      lathe_status_t st = g_measure(ex, c, &r[i], type, compute, tensor_cores, align, &gp, &pos, &index, &ms);
+      if (st) {
+        plan_free(api, got.g);
+        return st;
+      }
+      if (gp) {
+        if (got.way != WAY_OWN && ms >= best_ms) {
+          plan_free(api, gp);
+          continue;
+        }
+        plan_free(api, got.g);
+        got.way = r[i].way, got.algo = pos, got.math = MATH_GRAPH, got.index = index, got.g = gp;
+        got.ws = (size_t)gp->ws, best_ms = ms;
+        continue;
+      }
       lcudnnAlgoPerf p;
-      LATHE_RETURN_IF_ERROR(run_reading(ex, c, &r[i], type, compute, math, true, 0, 0, &p));
-      if (p.status == LCUDNN_STATUS_SUCCESS && (got.way == WAY_OWN || p.time < best_ms))
-        got.way = r[i].way, got.algo = p.algo, got.math = p.mathType, got.ws = p.memory, best_ms = p.time;
+      st = run_reading(ex, c, &r[i], type, compute, math, true, 0, 0, &p);
+      if (st) {
+        plan_free(api, got.g);
+        return st;
+      }
+      if (p.status == LCUDNN_STATUS_SUCCESS && (got.way == WAY_OWN || p.time < best_ms)) {
+        plan_free(api, got.g);
+        got.way = r[i].way, got.algo = p.algo, got.math = p.mathType, got.ws = p.memory, got.g = NULL, best_ms = p.time;
+      }
     }
     if (got.way != WAY_OWN) {
       float own_ms;
-      LATHE_RETURN_IF_ERROR(time_own(ex, own, own_ctx, &own_ms));
-      if (own_ms < best_ms) got.way = WAY_OWN;
+      lathe_status_t st = time_runs(ex, own, own_ctx, 1, &own_ms);
+      if (st) {
+        plan_free(api, got.g);
+        return st;
+      }
+      if (own_ms < best_ms) plan_free(api, got.g), got.g = NULL, got.way = WAY_OWN;
     }
     cudnn_choice *n = malloc(sizeof *n);
-    if (!n) return LATHE_OOM("ConvGeneral");
+    if (!n) {
+      plan_free(api, got.g);
+      return LATHE_OOM("ConvGeneral");
+    }
     *n = got;
     memcpy(n->key, key, sizeof key);
     pthread_mutex_lock(&d->dnn_mu);
     n->next = d->dnn_choices, d->dnn_choices = n;
     choices_save(d);
     pthread_mutex_unlock(&d->dnn_mu);
+    ch = n;
   }
+  pthread_mutex_lock(&d->dnn_mu);
+  cudnn_choice got = *ch;
+  pthread_mutex_unlock(&d->dnn_mu);
   dnn_reading *use = NULL;
   for (int i = 0; i < nr; i++)
     if (r[i].way == got.way) use = &r[i];
   if (!use) return NULL; /* lathe's own path (or a remembered reading these shapes no longer allow) */
-  /* the algorithm's math mode as measured (FMA stays FMA; tensor-op modes only where allowed) */
-  int m = c->dt == LATHE_DTYPE_FLOAT32 && !tf32 ? LCUDNN_FMA_MATH : got.math;
-  lathe_status_t st = run_reading(ex, c, use, type, compute, m, false, got.algo, got.ws, NULL);
-  if (st && lathe_status_code_of(st) == LATHE_STATUS_INTERNAL && ch) {
-    /* a remembered algorithm cuDNN now refuses (a stale file): lathe's own path from now on */
+  lathe_status_t st;
+  if (got.math == MATH_GRAPH) {
+    st = NULL;
+    if (!got.g) { /* remembered on disk: the plan made again, once */
+      dnn_plan *p = NULL;
+      st = g_remake(d, c, use, type, compute, tensor_cores, align, got.algo, got.index, &p);
+      if (!st) {
+        pthread_mutex_lock(&d->dnn_mu);
+        if (ch->g) plan_free(api, p); /* another thread made it first */
+        else ch->g = p;
+        got.g = ch->g;
+        pthread_mutex_unlock(&d->dnn_mu);
+      }
+    }
+    if (!st) {
+      g_run run = {ex, c, use, got.g};
+      st = g_execute(&run);
+    }
+  } else {
+    /* the algorithm's math mode as measured (FMA stays FMA; tensor-op modes only where allowed) */
+    int m = c->dt == LATHE_DTYPE_FLOAT32 && !tf32 ? LCUDNN_FMA_MATH : got.math;
+    st = run_reading(ex, c, use, type, compute, m, false, got.algo, got.ws, NULL);
+  }
+  if (st && lathe_status_code_of(st) == LATHE_STATUS_INTERNAL) {
+    /* a remembered algorithm or engine cuDNN now refuses (a stale file): lathe's own path from now on */
     lathe_status_free(st);
     pthread_mutex_lock(&d->dnn_mu);
     ch->way = WAY_OWN;
