@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "1e4bca85dff3ab013097f8e23e50393d"
+const engineSourcesHash = "de680fd174f49c1146d6006d6b82cebc"

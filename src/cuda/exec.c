@@ -180,6 +180,10 @@ static lathe_status_t const_new(void *dev, int domain, const lathe_pslot *sl, la
   LATHE_RETURN_IF_ERROR(lathe_cuda_tensor_new(&cu->devs[domain], &sl->shape, &t));
   lathe_bytes v = lathe_attr_constant_value(sl->node);
   lathe_status_t st = v.size ? lathe_cuda_device.upload(cu, t, v.data, v.size) : NULL;
+  /* An execution's stream waits for its parameters, not for its constants: a small upload is
+   * queued on the upload stream, so the first execution, which makes them, waits for them here
+   * (once per plan; a GPU kept busy by other processes once let a product read one unwritten). */
+  if (!st) st = lathe_tensor_wait(t);
   if (st) {
     lathe_tensor_release(t);
     return st;
