@@ -5,11 +5,12 @@
 # xla:cuda is XLA's CUDA PJRT plugin that the installed JAX carries (../shared/PLATFORM.md), linked
 # under the name go-xla looks for. JAX and the PJRT plugin are told not to take most of the GPU's
 # memory up front, so that every contender can run beside the others.
-# Usage: bench/cuda-bench.sh BIN [micro|steps|first|floor|all] [ROUNDS]
+# Usage: bench/cuda-bench.sh BIN [micro|steps|first|floor|cudnn|all] [ROUNDS]
 #   (first: the one-op floor and the first steps in fresh processes only; floor: the floor phase
 #   by phase through the C API (build/floor_bench, built here) beside PyTorch's (floor_torch.py),
 #   what bare CUDA calls cost on this machine (cuda_costs.cu, with nvcc) and what creating a CUDA
-#   backend costs without lathe (cuda_init_costs.c), three fresh processes)
+#   backend costs without lathe (cuda_init_costs.c), three fresh processes; cudnn: cuDNN's legacy
+#   calls against its graph API on the CNN's convolution (cudnn_engines.c; BIN unused))
 #   (LATHE_BENCH_LATHE replaces the lathe configurations, ";"-separated; LATHE_BENCH_ONLY picks workloads
 #   of either, and then micro leaves out the first calls in fresh processes)
 set -uo pipefail
@@ -41,6 +42,9 @@ if [ "$what" = floor ]; then
   nvcc -O2 -std=c++17 -arch=sm_90 -o /tmp/lathe_cuda_costs bench/cuda_costs.cu -lcuda && /tmp/lathe_cuda_costs
   gcc -O2 -o /tmp/lathe_cuda_init_costs bench/cuda_init_costs.c -ldl &&
     for i in 1 2 3; do /tmp/lathe_cuda_init_costs; build/floor_bench lathe:cuda 3 memcpy | head -1; done
+fi
+if [ "$what" = cudnn ]; then
+  gcc -O2 -o /tmp/lathe_cudnn_engines bench/cudnn_engines.c -ldl && /tmp/lathe_cudnn_engines
 fi
 if [ "$what" = steps ] || [ "$what" = all ]; then
   "$bin/gvj" -gpu -lathe "${LATHE_BENCH_LATHE:-lathe:cuda;lathe:cuda,tf32=1}" -only "${LATHE_BENCH_ONLY:-}" \
