@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "de680fd174f49c1146d6006d6b82cebc"
+const engineSourcesHash = "038beebd62bb4b59ecad8d729b431e8c"
