@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "038beebd62bb4b59ecad8d729b431e8c"
+const engineSourcesHash = "ef3d58be877bcdbfe0a20c8b75a8c661"

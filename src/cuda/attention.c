@@ -41,23 +41,28 @@ typedef struct att_args {
 
 static const char att_src[] = LT_CUH_ATTENTION;
 
-/* The family's kernel text, made once (kernels are found by its address: lathe_cuda_kernel_lasting). */
-static const char *source;
-static pthread_once_t source_once = PTHREAD_ONCE_INIT;
-static void make_source(void) {
+/* The row kernels' texts, one per dtype (Float32, Float64), each made once (kernels are found by
+ * its address: lathe_cuda_kernel_lasting) and compiled on first use. */
+static char *att_text(int f64) {
   lt_text t = {0};
-  lt_put(&t, "%s%s%s", lathe_cuda_access_source(), lathe_cuda_reduce_source(), att_src);
-  if (!t.oom) source = t.s;
+  lt_put(&t, "#define LT_AD %d\n%s%s%s", f64, lathe_cuda_access_source(), lathe_cuda_reduce_source(), att_src);
+  if (t.oom) free(t.s);
+  return t.oom ? NULL : t.s;
+}
+static const char *sources[2];
+static pthread_once_t sources_once = PTHREAD_ONCE_INIT;
+static void make_sources(void) {
+  for (int i = 0; i < 2; i++) sources[i] = att_text(i);
 }
 
 /* lt_att_<what>[_warp<per>]_<dtype> */
 static lathe_status_t att_kernel(lathe_cuda_exec *ex, const char *what, int per, bool f64, lcuFunction *f) {
-  pthread_once(&source_once, make_source);
-  if (!source) return LATHE_OOM("lathe:cuda: codegen");
+  pthread_once(&sources_once, make_sources);
+  if (!sources[f64]) return LATHE_OOM("lathe:cuda: codegen");
   char name[64], warp[16] = "";
   if (per) snprintf(warp, sizeof warp, "_warp%d", per);
   snprintf(name, sizeof name, "lt_att_%s%s_%s", what, warp, f64 ? "Float64" : "Float32");
-  return lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), source, name, f);
+  return lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), sources[f64], name, f);
 }
 
 /* The streaming kernels (flash.cuh): a text per rounded head size and form (plain, masked), made
@@ -80,10 +85,11 @@ static void make_flash_sources(void) {
 }
 
 void lathe_cuda_sources_attention(lathe_cuda_source_fn fn, void *ctx) {
-  lt_text t = {0};
-  lt_put(&t, "%s%s%s", lathe_cuda_access_source(), lathe_cuda_reduce_source(), att_src);
-  if (!t.oom) fn(ctx, "attention", t.s);
-  free(t.s);
+  for (int i = 0; i < 2; i++) {
+    char *t = att_text(i);
+    if (t) fn(ctx, i ? "attention Float64" : "attention Float32", t);
+    free(t);
+  }
   for (int i = 0; i < N_FLASH; i++)
     for (int m = 0; m < 2; m++) {
       char *f = make_flash_text(flash_sizes[i], m);

@@ -20,27 +20,39 @@ static const char fused_src[] = LT_CUH_FUSED;
  * row's max and sum are warp shuffles (no block barrier). */
 static const char softmax_warp_src[] = LT_CUH_SOFTMAX_WARP;
 
-/* The fused source: access helpers, reductions, activations, kernels. */
-static void fused_text(lt_text *t) {
-  lt_put(t, "%s%s%s%s%s", lathe_cuda_access_source(), lathe_cuda_reduce_source(), lathe_cuda_activation_source(), fused_src,
-         softmax_warp_src);
-}
+/* Texts by group of kernels and dtype (softmax_warp.cuh's tail instantiates one of each), each
+ * made once and compiled on first use: one text of them all took NVRTC 5.7 s. */
+enum { FG_SOFTMAX, FG_GELU, FG_LAYER_NORM, FG_DENSE, N_FG };
+enum { N_FD = 4 };
+static const lathe_dtype fused_dts[N_FD] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT64, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_BFLOAT16};
 
-/* The family's kernel text, made once (kernels are found by its address: lathe_cuda_kernel_lasting). */
-static const char *source;
-static pthread_once_t source_once = PTHREAD_ONCE_INIT;
-static void make_source(void) {
+/* The text of group g and dtype index d: access helpers, reductions, activations, kernels. */
+static char *fused_text(int g, int d) {
   lt_text t = {0};
-  fused_text(&t);
-  if (!t.oom) source = t.s;
+  lt_put(&t, "#define LT_FG %d\n#define LT_FD %d\n%s%s%s%s%s", g, d, lathe_cuda_access_source(), lathe_cuda_reduce_source(),
+         lathe_cuda_activation_source(), fused_src, softmax_warp_src);
+  if (t.oom) free(t.s);
+  return t.oom ? NULL : t.s;
 }
 
-static lathe_status_t fused_kernel(lathe_cuda_exec *ex, const char *what, lathe_dtype dt, lcuFunction *f) {
-  pthread_once(&source_once, make_source);
-  if (!source) return LATHE_OOM("lathe:cuda: codegen");
+/* Kernels are found by their text's address (lathe_cuda_kernel_lasting), so each is made once. */
+static const char *sources[N_FG][N_FD];
+static pthread_once_t sources_once = PTHREAD_ONCE_INIT;
+static void make_sources(void) {
+  for (int g = 0; g < N_FG; g++)
+    for (int d = 0; d < N_FD; d++) sources[g][d] = fused_text(g, d);
+}
+
+/* lt_<what>_<dtype> of group g */
+static lathe_status_t fused_kernel(lathe_cuda_exec *ex, int g, const char *what, lathe_dtype dt, lcuFunction *f) {
+  pthread_once(&sources_once, make_sources);
+  int d = 0;
+  while (d < N_FD && fused_dts[d] != dt) d++;
+  if (d == N_FD) return LATHE_UNIMPL("lathe:cuda: %s on %s", what, lathe_dtype_name(dt));
+  if (!sources[g][d]) return LATHE_OOM("lathe:cuda: codegen");
   char name[64];
   snprintf(name, sizeof name, "lt_%s_%s", what, lathe_dtype_name(dt));
-  return lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), source, name, f);
+  return lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), sources[g][d], name, f);
 }
 
 bool lathe_cuda_supports_fused(lathe_op op, lathe_dtype dt) {
@@ -60,21 +72,25 @@ bool lathe_cuda_supports_fused(lathe_op op, lathe_dtype dt) {
 }
 
 void lathe_cuda_sources_fused(lathe_cuda_source_fn fn, void *ctx) {
-  lt_text t = {0};
-  fused_text(&t);
-  if (!t.oom) fn(ctx, "fused", t.s);
-  free(t.s);
+  static const char *groups[N_FG] = {"softmax", "GELU", "layer norm", "dense epilogue"};
+  for (int g = 0; g < N_FG; g++)
+    for (int d = 0; d < N_FD; d++) {
+      char *t = fused_text(g, d), label[64];
+      snprintf(label, sizeof label, "fused %s %s", groups[g], lathe_dtype_name(fused_dts[d]));
+      if (t) fn(ctx, label, t);
+      free(t);
+    }
   lathe_cuda_sources_attention(fn, ctx);
   lathe_cuda_sources_quantized(fn, ctx);
 }
 
 /* A warp-per-row kernel <what>_warp<PER> for rows of len <= 1024, launched 8 rows a block. */
-static lathe_status_t launch_warp_rows(lathe_cuda_exec *ex, const char *what, lathe_dtype dt, int64_t rows, int64_t len,
+static lathe_status_t launch_warp_rows(lathe_cuda_exec *ex, int g, const char *what, lathe_dtype dt, int64_t rows, int64_t len,
                                        void **args) {
   char name[32];
   snprintf(name, sizeof name, "%s_warp%d", what, lathe_cuda_warp_values(len));
   lcuFunction f;
-  LATHE_RETURN_IF_ERROR(fused_kernel(ex, name, dt, &f));
+  LATHE_RETURN_IF_ERROR(fused_kernel(ex, g, name, dt, &f));
   unsigned b, th;
   lathe_cuda_row_grid(rows, 32, &b, &th);
   return lathe_cuda_launch(ex, f, b, th, 0, args);
@@ -95,19 +111,19 @@ static lathe_status_t run_softmax(lathe_cuda_exec *ex, const lathe_node *n, cons
     size_t es = (size_t)lathe_dtype_bits(s->dtype) / 8;
     int vec = len % 4 == 0 && lathe_cuda_v4_aligned(px, es) && lathe_cuda_v4_aligned(py, es);
     void *args[] = {&px, &py, &rows, &ilen, &vec};
-    return launch_warp_rows(ex, "softmax", s->dtype, rows, len, args);
+    return launch_warp_rows(ex, FG_SOFTMAX, "softmax", s->dtype, rows, len, args);
   }
   if (inner == 1) {
     int64_t rows = total / len;
     int tpr = lathe_cuda_row_threads(len);
-    LATHE_RETURN_IF_ERROR(fused_kernel(ex, "softmax_rows", s->dtype, &f));
+    LATHE_RETURN_IF_ERROR(fused_kernel(ex, FG_SOFTMAX, "softmax_rows", s->dtype, &f));
     unsigned b, th;
     lathe_cuda_row_grid(rows, tpr, &b, &th);
     void *args[] = {&px, &py, &rows, &len, &tpr};
     return lathe_cuda_launch(ex, f, b, th, 0, args);
   }
   int64_t cols = total / len;
-  LATHE_RETURN_IF_ERROR(fused_kernel(ex, "softmax_cols", s->dtype, &f));
+  LATHE_RETURN_IF_ERROR(fused_kernel(ex, FG_SOFTMAX, "softmax_cols", s->dtype, &f));
   unsigned b, th;
   lathe_cuda_grid(cols, &b, &th);
   void *args[] = {&px, &py, &cols, &len, &inner};
@@ -118,7 +134,7 @@ static lathe_status_t run_gelu(lathe_cuda_exec *ex, const lathe_node *n, const l
   int64_t total = lathe_shape_size(&x->shape);
   if (!total) return NULL;
   lcuFunction f;
-  LATHE_RETURN_IF_ERROR(fused_kernel(ex, "gelu", x->shape.dtype, &f));
+  LATHE_RETURN_IF_ERROR(fused_kernel(ex, FG_GELU, "gelu", x->shape.dtype, &f));
   lcuDeviceptr px = lathe_cuda_ptr(x), py = lathe_cuda_ptr(y);
   int exact = lathe_attr_fused_gelu_exact(n);
   void *args[] = {&px, &py, &total, &exact};
@@ -161,11 +177,11 @@ static lathe_status_t run_layer_norm(lathe_cuda_exec *ex, const lathe_node *n, l
   if (trailing && lathe_cuda_warp_values(norm)) {
     int inorm = (int)norm;
     void *args[] = {&px, &py, &pg, &pb, &rows, &inorm, &eps};
-    return launch_warp_rows(ex, "layer_norm", s->dtype, rows, norm, args);
+    return launch_warp_rows(ex, FG_LAYER_NORM, "layer_norm", s->dtype, rows, norm, args);
   }
   lcuFunction f;
   int tpr = lathe_cuda_row_threads(norm);
-  LATHE_RETURN_IF_ERROR(fused_kernel(ex, "layer_norm", s->dtype, &f));
+  LATHE_RETURN_IF_ERROR(fused_kernel(ex, FG_LAYER_NORM, "layer_norm", s->dtype, &f));
   void *args[] = {&px, &py, &pg, &pb, &rows, &norm, &od, &os, &nd, &nst, &eps, &tpr};
   unsigned b, th;
   lathe_cuda_row_grid(rows, tpr, &b, &th);
@@ -176,7 +192,7 @@ lathe_status_t lathe_cuda_dense_epilogue(lathe_cuda_exec *ex, lathe_dtype out_dt
                                          lcuDeviceptr bias, int64_t m, int64_t n, int act) {
   if (m * n == 0 || (acc == y && !bias && act == LATHE_ACTIVATION_NONE)) return NULL;
   lcuFunction f;
-  LATHE_RETURN_IF_ERROR(fused_kernel(ex, "dense_epi", out_dt, &f));
+  LATHE_RETURN_IF_ERROR(fused_kernel(ex, FG_DENSE, "dense_epi", out_dt, &f));
   int tpr = lathe_cuda_row_threads(n);
   tpr = tpr < 256 ? tpr : 256;
   void *args[] = {&acc, &y, &bias, &m, &n, &act, &tpr};

@@ -15,9 +15,62 @@ static const char layout_src[] = LT_CUH_LAYOUT;
  * would convert an Int64. */
 static const char iota_src[] = LT_CUH_IOTA;
 
+/* Texts per element width (1, 2, 4, 8, 16 bytes) and per Iota dtype, each made once (kernels are
+ * found by its address: lathe_cuda_kernel_lasting) and compiled on first use: a model compiles
+ * the few it runs (all widths in one text took NVRTC 0.7 s, all Iotas 0.4 s). */
+enum { N_WIDTHS = 5 };
+static const struct {
+  lathe_dtype dt;
+  const char *type;
+} iota_types[] = {
+    {LATHE_DTYPE_INT8, "int8_t"},      {LATHE_DTYPE_INT16, "int16_t"},   {LATHE_DTYPE_INT32, "int32_t"},
+    {LATHE_DTYPE_INT64, "int64_t"},    {LATHE_DTYPE_UINT8, "uint8_t"},   {LATHE_DTYPE_UINT16, "uint16_t"},
+    {LATHE_DTYPE_UINT32, "uint32_t"},  {LATHE_DTYPE_UINT64, "uint64_t"}, {LATHE_DTYPE_FLOAT16, "lt_f16"},
+    {LATHE_DTYPE_BFLOAT16, "lt_bf16"}, {LATHE_DTYPE_FLOAT32, "float"},   {LATHE_DTYPE_FLOAT64, "double"},
+    {LATHE_DTYPE_COMPLEX64, "lt_c64"}, {LATHE_DTYPE_COMPLEX128, "lt_c128"},
+};
+enum { N_IOTA = sizeof iota_types / sizeof iota_types[0] };
+static char *width_text(int w) {
+  lt_text t = {0};
+  lt_put(&t, "#define LT_LW %d\n%s", w, layout_src);
+  if (t.oom) free(t.s);
+  return t.oom ? NULL : t.s;
+}
+static char *iota_text(int i) {
+  lt_text t = {0};
+  lt_put(&t, "%s\nLT_IOTA(%s, %s)\n", iota_src, lathe_dtype_name(iota_types[i].dt), iota_types[i].type);
+  if (t.oom) free(t.s);
+  return t.oom ? NULL : t.s;
+}
+static const char *width_sources[N_WIDTHS], *iota_sources[N_IOTA];
+static pthread_once_t sources_once = PTHREAD_ONCE_INIT;
+static void make_sources(void) {
+  for (int i = 0; i < N_WIDTHS; i++) width_sources[i] = width_text(1 << i);
+  for (int i = 0; i < N_IOTA; i++) iota_sources[i] = iota_text(i);
+}
+
+/* The text of the kernels that move elements of w bytes (1 .. 16), or NULL */
+static const char *width_source(int w) {
+  pthread_once(&sources_once, make_sources);
+  for (int i = 0; i < N_WIDTHS; i++)
+    if (w == 1 << i) return width_sources[i];
+  return NULL;
+}
+
 void lathe_cuda_sources_layout(lathe_cuda_source_fn fn, void *ctx) {
-  fn(ctx, "layout", layout_src);
-  fn(ctx, "iota", iota_src);
+  char label[48];
+  for (int i = 0; i < N_WIDTHS; i++) {
+    char *t = width_text(1 << i);
+    snprintf(label, sizeof label, "layout %d bytes", 1 << i);
+    if (t) fn(ctx, label, t);
+    free(t);
+  }
+  for (int i = 0; i < N_IOTA; i++) {
+    char *t = iota_text(i);
+    snprintf(label, sizeof label, "iota %s", lathe_dtype_name(iota_types[i].dt));
+    if (t) fn(ctx, label, t);
+    free(t);
+  }
 }
 
 static int width_of(lathe_dtype dt) { return lathe_dtype_bits(dt) / 8; }
@@ -67,7 +120,9 @@ lathe_status_t lathe_cuda_strided(lathe_cuda_exec *ex, bool scatter, const lathe
   char name[32];
   snprintf(name, sizeof name, "lt_%s_%d", scatter ? "scatter" : "gather", w);
   lcuFunction f;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), layout_src, name, &f));
+  const char *src = width_source(w);
+  if (!src) return LATHE_OOM("lathe:cuda: codegen");
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), src, name, &f));
   void *args[] = {&pi, &po, &n, &d, &s, &base};
   unsigned b, t;
   lathe_cuda_grid(n, &b, &t);
@@ -216,7 +271,9 @@ static lathe_status_t run_pad(lathe_cuda_exec *ex, const lathe_node *n, lathe_te
   char name[32];
   snprintf(name, sizeof name, "lt_pad_%d", width_of(x->shape.dtype));
   lcuFunction f;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), layout_src, name, &f));
+  const char *src = width_source(width_of(x->shape.dtype));
+  if (!src) return LATHE_OOM("lathe:cuda: codegen");
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), src, name, &f));
   lcuDeviceptr pi = lathe_cuda_ptr(x), po = lathe_cuda_ptr(y), pf = lathe_cuda_ptr(fill);
   void *args[] = {&pi, &po, &pf, &total, &od, &id, &l, &it};
   unsigned b, t;
@@ -281,7 +338,12 @@ lathe_status_t lathe_cuda_run_leaf(lathe_cuda_exec *ex, const lathe_node *n, lat
   char name[48];
   snprintf(name, sizeof name, "lt_iota_%s", lathe_dtype_name(w->shape.dtype));
   lcuFunction f;
-  lathe_status_t st = lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), iota_src, name, &f);
+  pthread_once(&sources_once, make_sources);
+  int it = 0;
+  while (it < N_IOTA && iota_types[it].dt != w->shape.dtype) it++;
+  lathe_status_t st = it == N_IOTA ? LATHE_UNIMPL("Iota: %s", lathe_dtype_name(w->shape.dtype))
+                      : !iota_sources[it] ? LATHE_OOM("lathe:cuda: codegen")
+                                          : lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), iota_sources[it], name, &f);
   lcuDeviceptr po = lathe_cuda_ptr(w);
   void *args[] = {&po, &total, &dim, &inner};
   unsigned b, t;

@@ -137,8 +137,11 @@ template <typename T> __device__ void att_delta(const T *o, const T *dout, T *de
     att_grad(sc, dp, lse, delta, am, bm, bi, ql, kl, a, rows, tpr); }                                     \
   extern "C" __global__ void lt_att_delta_##name(const T *o, const T *d, T *delta, const __grid_constant__ lt_att a, int64_t rows, int tpr) { \
     att_delta(o, d, delta, a, rows, tpr); }
+#if LT_AD == 0 /* attention.c makes a text per dtype: both in one took NVRTC 1.7 s */
 LT_ATT(Float32, float)
+#else
 LT_ATT(Float64, double)
+#endif
 /* blocks of 256; launch bounds as the plain warp softmax's (softmax_warp.cuh says why), lower where
  * ptxas would spill (32-value Float32 rows at 4 blocks) */
 #define LT_ATT_WARP(name, T, PER, MINB)                                                                          \
@@ -148,6 +151,9 @@ LT_ATT(Float64, double)
     att_softmax_warp<T, PER>(sc, lse, am, bm, bi, ql, kl, a, rows); }
 #define LT_ATT_WARPS(name, T, M4, M8, M16, M32) LT_ATT_WARP(name, T, 4, M4) LT_ATT_WARP(name, T, 8, M8) \
   LT_ATT_WARP(name, T, 16, M16) LT_ATT_WARP(name, T, 32, M32)
+#if LT_AD == 0
 LT_ATT_WARPS(Float32, float, 4, 4, 4, 3)
+#else
 LT_ATT_WARPS(Float64, double, 2, 2, 2, 2)
+#endif
 #endif

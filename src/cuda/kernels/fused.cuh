@@ -116,21 +116,21 @@ template <typename A, typename S> __device__ void dense_epi(const A *acc, S *y, 
     }
   }
 }
-#define LT_FUSED(name, S, A)                                                                             \
+/* Kernels by group, instantiated by the tail of softmax_warp.cuh (the text's last piece) */
+#define LT_FUSED_SOFTMAX(name, S)                                                                        \
   extern "C" __global__ void lt_softmax_rows_##name(const S *x, S *y, int64_t rows, int64_t len, int tpr) { \
     softmax_rows(x, y, rows, len, tpr); }                                                                  \
   extern "C" __global__ void lt_softmax_cols_##name(const S *x, S *y, int64_t cols, int64_t len, int64_t in) { \
-    softmax_cols(x, y, cols, len, in); }                                                                   \
-  extern "C" __global__ void lt_gelu_##name(const S *x, S *y, int64_t n, int exact) { gelu(x, y, n, exact); } \
+    softmax_cols(x, y, cols, len, in); }
+#define LT_FUSED_GELU(name, S) \
+  extern "C" __global__ void lt_gelu_##name(const S *x, S *y, int64_t n, int exact) { gelu(x, y, n, exact); }
+#define LT_FUSED_LAYER_NORM(name, S)                                                                     \
   extern "C" __global__ void lt_layer_norm_##name(const S *x, S *y, const S *g, const S *b, int64_t rows,   \
       int64_t norm, const __grid_constant__ lt_dims od, const __grid_constant__ lt_strides os, const __grid_constant__ lt_dims nd, const __grid_constant__ lt_strides ns, double eps, int tpr) {            \
-    layer_norm(x, y, g, b, rows, norm, od, os, nd, ns, eps, tpr); }                                        \
+    layer_norm(x, y, g, b, rows, norm, od, os, nd, ns, eps, tpr); }
+#define LT_FUSED_DENSE(name, S, A)                                                                       \
   extern "C" __global__ void lt_dense_epi_##name(const A *acc, S *y, const S *b, int64_t m, int64_t n, int act, \
       int tpr) { dense_epi(acc, y, b, m, n, act, tpr); }
-LT_FUSED(Float32, float, float)
-LT_FUSED(Float64, double, double)
-LT_FUSED(Float16, lt_f16s, float)
-LT_FUSED(BFloat16, lt_bf16s, float)
 /* blocks of 256; MINB blocks per SM cap the registers (softmax_warp.cuh says why), as high as the
  * row's values allow without spilling: ptxas spilled 32-value Float32 rows at 4 blocks (64
  * registers) and 16-value ones at 4 */
@@ -139,7 +139,3 @@ LT_FUSED(BFloat16, lt_bf16s, float)
       const S *b, int64_t rows, int norm, double eps) { layer_norm_warp<S, PER>(x, y, g, b, rows, norm, eps); }
 #define LT_LAYER_NORM_WARPS(name, S, M4, M8, M16, M32) LT_LAYER_NORM_WARP(name, S, 4, M4) \
   LT_LAYER_NORM_WARP(name, S, 8, M8) LT_LAYER_NORM_WARP(name, S, 16, M16) LT_LAYER_NORM_WARP(name, S, 32, M32)
-LT_LAYER_NORM_WARPS(Float32, float, 4, 4, 3, 2)
-LT_LAYER_NORM_WARPS(Float64, double, 2, 2, 2, 1)
-LT_LAYER_NORM_WARPS(Float16, lt_f16s, 4, 4, 3, 2)
-LT_LAYER_NORM_WARPS(BFloat16, lt_bf16s, 4, 4, 3, 2)

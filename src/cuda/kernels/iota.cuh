@@ -17,7 +17,4 @@ template <typename T> __device__ void iota(T *out, int64_t n, int64_t dim, int64
   LT_LOOP(i, n) lt_store(out, i, (i / inner) % dim);
 }
 #define LT_IOTA(name, T) extern "C" __global__ void lt_iota_##name(T *o, int64_t n, int64_t d, int64_t in) { iota(o, n, d, in); }
-LT_IOTA(Int8, int8_t) LT_IOTA(Int16, int16_t) LT_IOTA(Int32, int32_t) LT_IOTA(Int64, int64_t)
-LT_IOTA(Uint8, uint8_t) LT_IOTA(Uint16, uint16_t) LT_IOTA(Uint32, uint32_t) LT_IOTA(Uint64, uint64_t)
-LT_IOTA(Float16, lt_f16) LT_IOTA(BFloat16, lt_bf16) LT_IOTA(Float32, float) LT_IOTA(Float64, double)
-LT_IOTA(Complex64, lt_c64) LT_IOTA(Complex128, lt_c128)
+/* layout.c puts one LT_IOTA(dtype, type) after this text: a text per dtype */

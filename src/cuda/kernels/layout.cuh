@@ -23,8 +23,15 @@ template <typename W> __device__ void pad(const W *in, W *out, const W *fill, in
   extern "C" __global__ void lt_gather_##w(const W *in, W *out, int64_t n, const __grid_constant__ lt_dims d, const __grid_constant__ lt_strides s, int64_t b) { gather(in, out, n, d, s, b); } \
   extern "C" __global__ void lt_scatter_##w(const W *in, W *out, int64_t n, const __grid_constant__ lt_dims d, const __grid_constant__ lt_strides s, int64_t b) { scatter(in, out, n, d, s, b); } \
   extern "C" __global__ void lt_pad_##w(const W *in, W *out, const W *f, int64_t n, const __grid_constant__ lt_dims od, const __grid_constant__ lt_dims id, const __grid_constant__ lt_strides lo, const __grid_constant__ lt_strides in_) { pad(in, out, f, n, od, id, lo, in_); }
+/* layout.c makes a text per width (LT_LW): a model compiles the widths it moves */
+#if LT_LW == 1
 LT_W(1, uint8_t)
+#elif LT_LW == 2
 LT_W(2, uint16_t)
+#elif LT_LW == 4
 LT_W(4, uint32_t)
+#elif LT_LW == 8
 LT_W(8, uint64_t)
+#else
 LT_W(16, lt_w16)
+#endif

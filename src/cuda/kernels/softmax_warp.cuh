@@ -59,7 +59,28 @@ template <typename S, int PER> __device__ void softmax_warp(const S *x, S *y, in
       int vec) { softmax_warp<S, PER>(x, y, rows, len, vec); }
 #define LT_SOFTMAX_WARPS(name, S, MINB) LT_SOFTMAX_WARP(name, S, 4, MINB) LT_SOFTMAX_WARP(name, S, 8, MINB) \
   LT_SOFTMAX_WARP(name, S, 16, MINB) LT_SOFTMAX_WARP(name, S, 32, MINB)
-LT_SOFTMAX_WARPS(Float32, float, 4)
-LT_SOFTMAX_WARPS(Float64, double, 2)
-LT_SOFTMAX_WARPS(Float16, lt_f16s, 4)
-LT_SOFTMAX_WARPS(BFloat16, lt_bf16s, 4)
+
+/* The text's instantiations: fused.c makes one text per group of kernels (LT_FG: 0 softmax, 1
+ * GELU, 2 layer norm, 3 dense epilogue) and dtype (LT_FD: 0 Float32, 1 Float64, 2 Float16, 3
+ * BFloat16), so that a model compiles only what it runs: all of them in one text took NVRTC 5.7 s,
+ * a first step's worth. The arguments after the storage and compute types are the blocks per SM
+ * of the softmax rows and of the layer norm's 4, 8, 16 and 32-value rows. */
+#if LT_FD == 0
+#define LT_FUSED_TYPE(M) M(Float32, float, float, 4, 4, 4, 3, 2)
+#elif LT_FD == 1
+#define LT_FUSED_TYPE(M) M(Float64, double, double, 2, 2, 2, 2, 1)
+#elif LT_FD == 2
+#define LT_FUSED_TYPE(M) M(Float16, lt_f16s, float, 4, 4, 4, 3, 2)
+#else
+#define LT_FUSED_TYPE(M) M(BFloat16, lt_bf16s, float, 4, 4, 4, 3, 2)
+#endif
+#if LT_FG == 0
+#define LT_FUSED_GROUP(name, S, A, SM, L4, L8, L16, L32) LT_FUSED_SOFTMAX(name, S) LT_SOFTMAX_WARPS(name, S, SM)
+#elif LT_FG == 1
+#define LT_FUSED_GROUP(name, S, A, SM, L4, L8, L16, L32) LT_FUSED_GELU(name, S)
+#elif LT_FG == 2
+#define LT_FUSED_GROUP(name, S, A, SM, L4, L8, L16, L32) LT_FUSED_LAYER_NORM(name, S) LT_LAYER_NORM_WARPS(name, S, L4, L8, L16, L32)
+#else
+#define LT_FUSED_GROUP(name, S, A, SM, L4, L8, L16, L32) LT_FUSED_DENSE(name, S, A)
+#endif
+LT_FUSED_TYPE(LT_FUSED_GROUP)

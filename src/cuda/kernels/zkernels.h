@@ -191,8 +191,11 @@
   "    att_grad(sc, dp, lse, delta, am, bm, bi, ql, kl, a, rows, tpr); }                                     \\\n" \
   "  extern \"C\" __global__ void lt_att_delta_##name(const T *o, const T *d, T *delta, const __grid_constant__ lt_att a, int64_t rows, int tpr) { \\\n" \
   "    att_delta(o, d, delta, a, rows, tpr); }\n" \
+  "#if LT_AD == 0 /* attention.c makes a text per dtype: both in one took NVRTC 1.7 s */\n" \
   "LT_ATT(Float32, float)\n" \
+  "#else\n" \
   "LT_ATT(Float64, double)\n" \
+  "#endif\n" \
   "/* blocks of 256; launch bounds as the plain warp softmax's (softmax_warp.cuh says why), lower where\n" \
   " * ptxas would spill (32-value Float32 rows at 4 blocks) */\n" \
   "#define LT_ATT_WARP(name, T, PER, MINB)                                                                          \\\n" \
@@ -202,8 +205,11 @@
   "    att_softmax_warp<T, PER>(sc, lse, am, bm, bi, ql, kl, a, rows); }\n" \
   "#define LT_ATT_WARPS(name, T, M4, M8, M16, M32) LT_ATT_WARP(name, T, 4, M4) LT_ATT_WARP(name, T, 8, M8) \\\n" \
   "  LT_ATT_WARP(name, T, 16, M16) LT_ATT_WARP(name, T, 32, M32)\n" \
+  "#if LT_AD == 0\n" \
   "LT_ATT_WARPS(Float32, float, 4, 4, 4, 3)\n" \
+  "#else\n" \
   "LT_ATT_WARPS(Float64, double, 2, 2, 2, 2)\n" \
+  "#endif\n" \
   "#endif\n"
 
 #define LT_CUH_BATCHNORM \
@@ -1030,21 +1036,21 @@
   "    }\n" \
   "  }\n" \
   "}\n" \
-  "#define LT_FUSED(name, S, A)                                                                             \\\n" \
+  "/* Kernels by group, instantiated by the tail of softmax_warp.cuh (the text's last piece) */\n" \
+  "#define LT_FUSED_SOFTMAX(name, S)                                                                        \\\n" \
   "  extern \"C\" __global__ void lt_softmax_rows_##name(const S *x, S *y, int64_t rows, int64_t len, int tpr) { \\\n" \
   "    softmax_rows(x, y, rows, len, tpr); }                                                                  \\\n" \
   "  extern \"C\" __global__ void lt_softmax_cols_##name(const S *x, S *y, int64_t cols, int64_t len, int64_t in) { \\\n" \
-  "    softmax_cols(x, y, cols, len, in); }                                                                   \\\n" \
-  "  extern \"C\" __global__ void lt_gelu_##name(const S *x, S *y, int64_t n, int exact) { gelu(x, y, n, exact); } \\\n" \
+  "    softmax_cols(x, y, cols, len, in); }\n" \
+  "#define LT_FUSED_GELU(name, S) \\\n" \
+  "  extern \"C\" __global__ void lt_gelu_##name(const S *x, S *y, int64_t n, int exact) { gelu(x, y, n, exact); }\n" \
+  "#define LT_FUSED_LAYER_NORM(name, S)                                                                     \\\n" \
   "  extern \"C\" __global__ void lt_layer_norm_##name(const S *x, S *y, const S *g, const S *b, int64_t rows,   \\\n" \
   "      int64_t norm, const __grid_constant__ lt_dims od, const __grid_constant__ lt_strides os, const __grid_constant__ lt_dims nd, const __grid_constant__ lt_strides ns, double eps, int tpr) {            \\\n" \
-  "    layer_norm(x, y, g, b, rows, norm, od, os, nd, ns, eps, tpr); }                                        \\\n" \
+  "    layer_norm(x, y, g, b, rows, norm, od, os, nd, ns, eps, tpr); }\n" \
+  "#define LT_FUSED_DENSE(name, S, A)                                                                       \\\n" \
   "  extern \"C\" __global__ void lt_dense_epi_##name(const A *acc, S *y, const S *b, int64_t m, int64_t n, int act, \\\n" \
   "      int tpr) { dense_epi(acc, y, b, m, n, act, tpr); }\n" \
-  "LT_FUSED(Float32, float, float)\n" \
-  "LT_FUSED(Float64, double, double)\n" \
-  "LT_FUSED(Float16, lt_f16s, float)\n" \
-  "LT_FUSED(BFloat16, lt_bf16s, float)\n" \
   "/* blocks of 256; MINB blocks per SM cap the registers (softmax_warp.cuh says why), as high as the\n" \
   " * row's values allow without spilling: ptxas spilled 32-value Float32 rows at 4 blocks (64\n" \
   " * registers) and 16-value ones at 4 */\n" \
@@ -1052,11 +1058,7 @@
   "  extern \"C\" __global__ void __launch_bounds__(256, MINB) lt_layer_norm_warp##PER##_##name(const S *x, S *y, const S *g, \\\n" \
   "      const S *b, int64_t rows, int norm, double eps) { layer_norm_warp<S, PER>(x, y, g, b, rows, norm, eps); }\n" \
   "#define LT_LAYER_NORM_WARPS(name, S, M4, M8, M16, M32) LT_LAYER_NORM_WARP(name, S, 4, M4) \\\n" \
-  "  LT_LAYER_NORM_WARP(name, S, 8, M8) LT_LAYER_NORM_WARP(name, S, 16, M16) LT_LAYER_NORM_WARP(name, S, 32, M32)\n" \
-  "LT_LAYER_NORM_WARPS(Float32, float, 4, 4, 3, 2)\n" \
-  "LT_LAYER_NORM_WARPS(Float64, double, 2, 2, 2, 1)\n" \
-  "LT_LAYER_NORM_WARPS(Float16, lt_f16s, 4, 4, 3, 2)\n" \
-  "LT_LAYER_NORM_WARPS(BFloat16, lt_bf16s, 4, 4, 3, 2)\n"
+  "  LT_LAYER_NORM_WARP(name, S, 8, M8) LT_LAYER_NORM_WARP(name, S, 16, M16) LT_LAYER_NORM_WARP(name, S, 32, M32)\n"
 
 #define LT_CUH_GATHER \
   "struct lt_w16 { uint64_t a, b; };\n" \
@@ -1213,10 +1215,7 @@
   "  LT_LOOP(i, n) lt_store(out, i, (i / inner) % dim);\n" \
   "}\n" \
   "#define LT_IOTA(name, T) extern \"C\" __global__ void lt_iota_##name(T *o, int64_t n, int64_t d, int64_t in) { iota(o, n, d, in); }\n" \
-  "LT_IOTA(Int8, int8_t) LT_IOTA(Int16, int16_t) LT_IOTA(Int32, int32_t) LT_IOTA(Int64, int64_t)\n" \
-  "LT_IOTA(Uint8, uint8_t) LT_IOTA(Uint16, uint16_t) LT_IOTA(Uint32, uint32_t) LT_IOTA(Uint64, uint64_t)\n" \
-  "LT_IOTA(Float16, lt_f16) LT_IOTA(BFloat16, lt_bf16) LT_IOTA(Float32, float) LT_IOTA(Float64, double)\n" \
-  "LT_IOTA(Complex64, lt_c64) LT_IOTA(Complex128, lt_c128)\n"
+  "/* layout.c puts one LT_IOTA(dtype, type) after this text: a text per dtype */\n"
 
 #define LT_CUH_LAYOUT \
   "struct lt_w16 { uint64_t a, b; };\n" \
@@ -1244,11 +1243,18 @@
   "  extern \"C\" __global__ void lt_gather_##w(const W *in, W *out, int64_t n, const __grid_constant__ lt_dims d, const __grid_constant__ lt_strides s, int64_t b) { gather(in, out, n, d, s, b); } \\\n" \
   "  extern \"C\" __global__ void lt_scatter_##w(const W *in, W *out, int64_t n, const __grid_constant__ lt_dims d, const __grid_constant__ lt_strides s, int64_t b) { scatter(in, out, n, d, s, b); } \\\n" \
   "  extern \"C\" __global__ void lt_pad_##w(const W *in, W *out, const W *f, int64_t n, const __grid_constant__ lt_dims od, const __grid_constant__ lt_dims id, const __grid_constant__ lt_strides lo, const __grid_constant__ lt_strides in_) { pad(in, out, f, n, od, id, lo, in_); }\n" \
+  "/* layout.c makes a text per width (LT_LW): a model compiles the widths it moves */\n" \
+  "#if LT_LW == 1\n" \
   "LT_W(1, uint8_t)\n" \
+  "#elif LT_LW == 2\n" \
   "LT_W(2, uint16_t)\n" \
+  "#elif LT_LW == 4\n" \
   "LT_W(4, uint32_t)\n" \
+  "#elif LT_LW == 8\n" \
   "LT_W(8, uint64_t)\n" \
-  "LT_W(16, lt_w16)\n"
+  "#else\n" \
+  "LT_W(16, lt_w16)\n" \
+  "#endif\n"
 
 #define LT_CUH_PACK \
   "extern \"C\" __global__ void lt_unpack(const uint8_t *p, int8_t *w, int64_t n, int bits, int sign) {\n" \
@@ -2043,10 +2049,31 @@
   "      int vec) { softmax_warp<S, PER>(x, y, rows, len, vec); }\n" \
   "#define LT_SOFTMAX_WARPS(name, S, MINB) LT_SOFTMAX_WARP(name, S, 4, MINB) LT_SOFTMAX_WARP(name, S, 8, MINB) \\\n" \
   "  LT_SOFTMAX_WARP(name, S, 16, MINB) LT_SOFTMAX_WARP(name, S, 32, MINB)\n" \
-  "LT_SOFTMAX_WARPS(Float32, float, 4)\n" \
-  "LT_SOFTMAX_WARPS(Float64, double, 2)\n" \
-  "LT_SOFTMAX_WARPS(Float16, lt_f16s, 4)\n" \
-  "LT_SOFTMAX_WARPS(BFloat16, lt_bf16s, 4)\n"
+  "\n" \
+  "/* The text's instantiations: fused.c makes one text per group of kernels (LT_FG: 0 softmax, 1\n" \
+  " * GELU, 2 layer norm, 3 dense epilogue) and dtype (LT_FD: 0 Float32, 1 Float64, 2 Float16, 3\n" \
+  " * BFloat16), so that a model compiles only what it runs: all of them in one text took NVRTC 5.7 s,\n" \
+  " * a first step's worth. The arguments after the storage and compute types are the blocks per SM\n" \
+  " * of the softmax rows and of the layer norm's 4, 8, 16 and 32-value rows. */\n" \
+  "#if LT_FD == 0\n" \
+  "#define LT_FUSED_TYPE(M) M(Float32, float, float, 4, 4, 4, 3, 2)\n" \
+  "#elif LT_FD == 1\n" \
+  "#define LT_FUSED_TYPE(M) M(Float64, double, double, 2, 2, 2, 2, 1)\n" \
+  "#elif LT_FD == 2\n" \
+  "#define LT_FUSED_TYPE(M) M(Float16, lt_f16s, float, 4, 4, 4, 3, 2)\n" \
+  "#else\n" \
+  "#define LT_FUSED_TYPE(M) M(BFloat16, lt_bf16s, float, 4, 4, 4, 3, 2)\n" \
+  "#endif\n" \
+  "#if LT_FG == 0\n" \
+  "#define LT_FUSED_GROUP(name, S, A, SM, L4, L8, L16, L32) LT_FUSED_SOFTMAX(name, S) LT_SOFTMAX_WARPS(name, S, SM)\n" \
+  "#elif LT_FG == 1\n" \
+  "#define LT_FUSED_GROUP(name, S, A, SM, L4, L8, L16, L32) LT_FUSED_GELU(name, S)\n" \
+  "#elif LT_FG == 2\n" \
+  "#define LT_FUSED_GROUP(name, S, A, SM, L4, L8, L16, L32) LT_FUSED_LAYER_NORM(name, S) LT_LAYER_NORM_WARPS(name, S, L4, L8, L16, L32)\n" \
+  "#else\n" \
+  "#define LT_FUSED_GROUP(name, S, A, SM, L4, L8, L16, L32) LT_FUSED_DENSE(name, S, A)\n" \
+  "#endif\n" \
+  "LT_FUSED_TYPE(LT_FUSED_GROUP)\n"
 
 #define LT_CUH_SORT_BITONIC \
   "#define LT_M __device__ __forceinline__\n" \
