@@ -1,8 +1,9 @@
 /* attention.c -- FusedScaledDotProductAttention, its VJP and FusedAttentionQKVProjection on the
  * GPU.
  *
- * Design: batched GEMMs + a softmax kernel (not a flash-style kernel), so the products run on
- * cuBLASLt. Work goes by chunks of query rows: for a set of (batch, head) pairs whose query,
+ * Two designs. The streaming kernels (flash.cuh, FlashAttention's scheme) on tensor cores serve
+ * Float16/BFloat16 (sm_80 and later) and Float32 with tf32=1. Otherwise batched GEMMs + a
+ * softmax kernel, so the products run on cuBLASLt (exact Float32, Float64). Work goes by chunks of query rows: for a set of (batch, head) pairs whose query,
  * key and value matrices lie at one stride from each other (all pairs in BHSD; per batch or per
  * head in BSHD; GQA by the query heads' position in their group), one product makes the
  * [pairs, rows, kvLen] scores, a row kernel turns them into probabilities (scale, bias, additive
@@ -14,7 +15,8 @@
  * output)), then dV += P^T dOutput and dKey += dS^T Query accumulate in place (the pairs of one
  * product never share a kv head, and products run in order on the stream), dQuery = dS . Key.
  * Float16/BFloat16 operands are widened to Float32 copies around the Float32 path and results
- * rounded once, as lathe:cpu does; the logsumexp is Float32 (Float64 for Float64). */
+ * rounded once, as lathe:cpu does; the logsumexp is Float32 (Float64 for Float64). The streaming
+ * kernels (flash.cuh) read and write half tensors as they are. */
 #include <math.h>
 #include <stdio.h>
 
@@ -65,23 +67,25 @@ static lathe_status_t att_kernel(lathe_cuda_exec *ex, const char *what, int per,
   return lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), sources[f64], name, f);
 }
 
-/* The streaming kernels (flash.cuh): a text per rounded head size and form (plain, masked), made
- * once each and compiled on first use. */
+/* The streaming kernels (flash.cuh): a text per rounded head size, form (plain, masked) and
+ * storage (Float32, Float16, BFloat16), made once each and compiled on first use. */
 static const char flash_src[] = LT_CUH_FLASH;
-enum { N_FLASH = 4 };
+enum { N_FLASH = 4, N_FLASH_T = 3 };
 static const int flash_sizes[N_FLASH] = {16, 32, 64, 128};
-static const char *flash_source[N_FLASH][2];
+static const lathe_dtype flash_types[N_FLASH_T] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_BFLOAT16};
+static const char *flash_source[N_FLASH][2][N_FLASH_T];
 static pthread_once_t flash_once = PTHREAD_ONCE_INIT;
-static char *make_flash_text(int dt, int masked) {
+static char *make_flash_text(int dt, int masked, int type) {
   lt_text t = {0};
-  lt_put(&t, "#define LT_FA_D %d\n#define LT_FA_MASKED %d\n%s%s%s%s", dt, masked, lathe_cuda_access_source(),
-         lathe_cuda_reduce_source(), att_src, flash_src);
+  lt_put(&t, "#define LT_FA_D %d\n#define LT_FA_MASKED %d\n#define LT_FA_T %d\n%s%s%s%s", dt, masked, type,
+         lathe_cuda_access_source(), lathe_cuda_reduce_source(), att_src, flash_src);
   if (t.oom) free(t.s);
   return t.oom ? NULL : t.s;
 }
 static void make_flash_sources(void) {
   for (int i = 0; i < N_FLASH; i++)
-    for (int m = 0; m < 2; m++) flash_source[i][m] = make_flash_text(flash_sizes[i], m);
+    for (int m = 0; m < 2; m++)
+      for (int y = 0; y < N_FLASH_T; y++) flash_source[i][m][y] = make_flash_text(flash_sizes[i], m, y);
 }
 
 void lathe_cuda_sources_attention(lathe_cuda_source_fn fn, void *ctx) {
@@ -91,19 +95,23 @@ void lathe_cuda_sources_attention(lathe_cuda_source_fn fn, void *ctx) {
     free(t);
   }
   for (int i = 0; i < N_FLASH; i++)
-    for (int m = 0; m < 2; m++) {
-      char *f = make_flash_text(flash_sizes[i], m);
-      if (f) fn(ctx, "attention (streaming)", f);
-      free(f);
-    }
+    for (int m = 0; m < 2; m++)
+      for (int y = 0; y < N_FLASH_T; y++) {
+        char *f = make_flash_text(flash_sizes[i], m, y), label[80];
+        snprintf(label, sizeof label, "attention (streaming) D%d %s %s", flash_sizes[i], m ? "masked" : "plain",
+                 lathe_dtype_name(flash_types[y]));
+        if (f) fn(ctx, label, f);
+        free(f);
+      }
 }
 
 /* ---- geometry ---- */
 typedef struct att {
   att_args a;
   int64_t Hkv, qss, qhs, qbs, kss, khs, kbs;
-  bool f64, bhsd;
-  lathe_dtype dt; /* what the kernels compute in: Float32 or Float64 */
+  bool f64, bhsd, half;
+  lathe_dtype dt;  /* what the kernels compute in: Float32 or Float64 */
+  lathe_dtype sdt; /* the query's (key's, value's) dtype; q, k, v hold it until widen_qkv */
   lcuDeviceptr q, k, v, amask, bmask, bias, qlen, kvlen;
 } att;
 
@@ -149,6 +157,7 @@ static lathe_status_t geometry(lathe_cuda_exec *ex, att *c, const lathe_node *n,
   c->bhsd = lathe_attr_sdpa_layout(n) == LATHE_ATTENTION_LAYOUT_BHSD;
   c->f64 = qs->dtype == LATHE_DTYPE_FLOAT64;
   c->dt = c->f64 ? LATHE_DTYPE_FLOAT64 : LATHE_DTYPE_FLOAT32;
+  c->sdt = qs->dtype, c->half = is_half(qs->dtype);
   int sa = c->bhsd ? 2 : 1, ha = 3 - sa;
   att_args *a = &c->a;
   a->B = qs->dims[0], a->H = qs->dims[ha], a->S = qs->dims[sa], a->D = qs->dims[3];
@@ -161,9 +170,7 @@ static lathe_status_t geometry(lathe_cuda_exec *ex, att *c, const lathe_node *n,
   a->causal = lathe_attr_sdpa_causal(n);
   double scale = lathe_attr_sdpa_scale(n);
   a->scale = scale != 0 ? scale : a->D ? 1.0 / sqrt((double)a->D) : 1.0;
-  LATHE_RETURN_IF_ERROR(as_compute(ex, in[0], &c->q));
-  LATHE_RETURN_IF_ERROR(as_compute(ex, in[1], &c->k));
-  LATHE_RETURN_IF_ERROR(as_compute(ex, in[2], &c->v));
+  c->q = lathe_cuda_ptr(in[0]), c->k = lathe_cuda_ptr(in[1]), c->v = lathe_cuda_ptr(in[2]);
   int next = vjp ? 6 : 3;
   if (lathe_attr_sdpa_has_mask(n)) {
     const lathe_tensor *mk = in[next++];
@@ -185,6 +192,13 @@ static lathe_status_t geometry(lathe_cuda_exec *ex, att *c, const lathe_node *n,
     broadcast_strides(&in[next]->shape, false, a->bs);
     a->has_bias = 1;
   }
+  return NULL;
+}
+
+/* The batched products' operands: widened Float32 copies of half queries, keys and values. */
+static lathe_status_t widen_qkv(lathe_cuda_exec *ex, att *c, lathe_tensor *const *in) {
+  for (int i = 0; i < 3; i++) LATHE_RETURN_IF_ERROR(as_compute(ex, in[i], i == 0 ? &c->q : i == 1 ? &c->k : &c->v));
+  c->sdt = c->dt;
   return NULL;
 }
 
@@ -274,12 +288,12 @@ static void vjp_mats(const att *c, const jobs *jb, int64_t j, int64_t t0, int64_
 enum { FA_BQ = 64, FA_BK = 64, FA_BQB = 32, FA_PS = 40 }; /* as flash.cuh's LT_FA_* */
 
 /* Which of flash_sizes c's heads take, or -1 where the batched products serve instead: the
- * streaming kernels multiply in TF32, so Float32 (and widened halves) with tf32=1, on sm_80 and
- * later (mma.sync), heads of up to 128 values. */
+ * streaming kernels multiply on TF32 tensor cores (mma.sync: sm_80 and later), heads of up to 128
+ * values. Half operands are TF32 values exactly, so halves stream by default; Float32 with tf32=1. */
 static int flash_size(lathe_cuda_exec *ex, const att *c) {
   cuda_dev *d = lathe_cuda_exec_dev(ex);
   const att_args *a = &c->a;
-  if (c->f64 || !d->cu->tf32 || !d->cu->flash || d->cc < 80 || a->D < 1 || a->Skv < 1) return -1;
+  if (c->f64 || (!c->half && !d->cu->tf32) || !d->cu->flash || d->cc < 80 || a->D < 1 || a->Skv < 1) return -1;
   if (a->B * a->H * ((a->S + FA_BQ - 1) / FA_BQ) > INT32_MAX || a->B * c->Hkv * ((a->Skv + FA_BK - 1) / FA_BK) > INT32_MAX)
     return -1;
   for (int i = 0; i < N_FLASH; i++)
@@ -287,43 +301,57 @@ static int flash_size(lathe_cuda_exec *ex, const att *c) {
   return -1;
 }
 
-static lathe_status_t flash_kernel(lathe_cuda_exec *ex, int size, bool masked, const char *name, lcuFunction *f) {
+static lathe_status_t flash_kernel(lathe_cuda_exec *ex, const att *c, int size, bool masked, const char *name,
+                                   lcuFunction *f) {
   pthread_once(&flash_once, make_flash_sources);
-  const char *src = flash_source[size][masked];
+  int y = 0;
+  while (y < N_FLASH_T - 1 && flash_types[y] != c->sdt) y++;
+  const char *src = flash_source[size][masked][y];
   if (!src) return LATHE_OOM("lathe:cuda: codegen");
   return lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), src, name, f);
 }
 
 static bool flash_masked(const att *c) { return c->a.has_amask || c->a.has_bmask || c->a.has_bias; }
 
-/* Whether the kernels can move every matrix they read or write by 16-byte groups. */
+/* How the kernels can move every matrix they read or write (all in the storage dtype): 1 by groups
+ * of 4 values, 2 (halves) by groups of 8, 16-byte copies the half forward makes asynchronously; 0
+ * one value at a time. */
 static int64_t flash_vec(const att *c, const lcuDeviceptr *p, int n) {
-  if (c->a.D % 4 || c->qss % 4 || c->qhs % 4 || c->qbs % 4 || c->kss % 4 || c->khs % 4 || c->kbs % 4) return 0;
-  for (int i = 0; i < n; i++)
-    if (!lathe_cuda_v4_aligned((uintptr_t)p[i], 4)) return 0;
-  return 1;
+  size_t es = (size_t)lathe_dtype_bits(c->sdt) / 8;
+  int64_t best = es == 2 ? 2 : 1;
+  for (int64_t v = best; v >= 1; v--) {
+    int64_t m = 4 * v; /* values a group */
+    bool ok = !(c->a.D % m || c->qss % m || c->qhs % m || c->qbs % m || c->kss % m || c->khs % m || c->kbs % m);
+    for (int i = 0; ok && i < n; i++) ok = (uintptr_t)p[i] % (m * es) == 0;
+    if (ok) return v;
+  }
+  return 0;
 }
 
 static lathe_status_t flash_forward(lathe_cuda_exec *ex, att *c, int size, lcuDeviceptr o, lcuDeviceptr lse) {
   lcuFunction f;
   bool masked = flash_masked(c);
-  LATHE_RETURN_IF_ERROR(flash_kernel(ex, size, masked, masked ? "lt_att_flash_fwd_masked" : "lt_att_flash_fwd", &f));
+  LATHE_RETURN_IF_ERROR(flash_kernel(ex, c, size, masked, masked ? "lt_att_flash_fwd_masked" : "lt_att_flash_fwd", &f));
   const lcuDeviceptr mats[] = {c->q, c->k, c->v, o};
   c->a.vec = flash_vec(c, mats, 4);
   unsigned blocks = (unsigned)(c->a.B * c->a.H * ((c->a.S + FA_BQ - 1) / FA_BQ));
-  unsigned shared = (unsigned)(2 * FA_BK * (flash_sizes[size] + 4) * 4);
+  int dsz = flash_sizes[size];
+  /* Float32: a K and a V tile of TF32 words; halves: two of each, as stored (flash.cuh's pitches) */
+  unsigned shared = c->sdt == LATHE_DTYPE_FLOAT32 ? (unsigned)(2 * FA_BK * (dsz + 4) * 4)
+                                                  : (unsigned)(4 * FA_BK * (dsz / 2 + 4) * 4);
   void *args[] = {&c->q, &c->k, &c->v, &o, &lse, &c->amask, &c->bmask, &c->bias, &c->qlen, &c->kvlen, &c->a};
   return lathe_cuda_launch(ex, f, blocks, 128, shared, args);
 }
 
-/* grads[0] (dQuery) must be zero: every key block adds to it; dKey and dValue are written whole. */
+/* grads[0] (dQuery, Float32) must be zero: every key block adds to it; dKey and dValue (the storage
+ * dtype) are written whole. */
 static lathe_status_t flash_backward(lathe_cuda_exec *ex, att *c, int size, lcuDeviceptr dout, lcuDeviceptr lse,
                                      lcuDeviceptr delta, lcuDeviceptr *grads) {
   lcuFunction f;
   bool masked = flash_masked(c);
-  LATHE_RETURN_IF_ERROR(flash_kernel(ex, size, masked, masked ? "lt_att_flash_bwd_masked" : "lt_att_flash_bwd", &f));
-  const lcuDeviceptr mats[] = {c->q, c->k, c->v, dout, grads[0], grads[1], grads[2]};
-  c->a.vec = flash_vec(c, mats, 7);
+  LATHE_RETURN_IF_ERROR(flash_kernel(ex, c, size, masked, masked ? "lt_att_flash_bwd_masked" : "lt_att_flash_bwd", &f));
+  const lcuDeviceptr mats[] = {c->q, c->k, c->v, dout, grads[1], grads[2]};
+  c->a.vec = flash_vec(c, mats, 6);
   unsigned blocks = (unsigned)(c->a.B * c->Hkv * ((c->a.Skv + FA_BK - 1) / FA_BK));
   int p = flash_sizes[size] + 4;
   unsigned shared = (unsigned)((2 * FA_BK * p + 2 * FA_BQB * p + FA_BK * FA_PS + 2 * FA_BQB) * 4);
@@ -387,11 +415,12 @@ static lathe_status_t run_forward(lathe_cuda_exec *ex, const lathe_node *n, lath
   LATHE_RETURN_IF_ERROR(geometry(ex, &c, n, in, false));
   if (!c.a.B || !c.a.H || !c.a.S) return NULL;
   lcuDeviceptr o = lathe_cuda_ptr(out[0]), lse = lathe_cuda_ptr(out[1]);
-  bool half = is_half(out[0]->shape.dtype);
-  if (half) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, lathe_shape_size(&out[0]->shape), &o, NULL));
   int fs = flash_size(ex, &c);
-  LATHE_RETURN_IF_ERROR(fs >= 0 ? flash_forward(ex, &c, fs, o, lse) : products_forward(ex, &c, o, lse));
-  return half ? from_compute(ex, o, out[0]) : NULL;
+  if (fs >= 0) return flash_forward(ex, &c, fs, o, lse); /* the output in its own dtype */
+  LATHE_RETURN_IF_ERROR(widen_qkv(ex, &c, in));
+  if (c.half) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, lathe_shape_size(&out[0]->shape), &o, NULL));
+  LATHE_RETURN_IF_ERROR(products_forward(ex, &c, o, lse));
+  return c.half ? from_compute(ex, o, out[0]) : NULL;
 }
 
 /* The VJP by batched products: per chunk, scores and dP, the row kernel fg (P and dS), then the
@@ -453,24 +482,30 @@ static lathe_status_t run_vjp(lathe_cuda_exec *ex, const lathe_node *n, lathe_te
   LATHE_RETURN_IF_ERROR(geometry(ex, &c, n, in, true));
   att_args *a = &c.a;
   size_t es = c.f64 ? 8 : 4;
-  bool half = is_half(out[0]->shape.dtype);
-  lcuDeviceptr grads[3], o, dout, lse = lathe_cuda_ptr(in[4]);
+  lcuDeviceptr grads[3], o = lathe_cuda_ptr(in[3]), dout = lathe_cuda_ptr(in[5]), lse = lathe_cuda_ptr(in[4]);
   bool work = a->B && a->H && a->S;
   int fs = work ? flash_size(ex, &c) : -1;
+  /* Float32 gradients the kernels make, rounded into half outputs at the end: all three on the
+   * batched products, dQuery alone (added to by atomics) when streaming */
+  bool wide[3];
   for (int k = 0; k < 3; k++) {
     int64_t cnt = lathe_shape_size(&out[k]->shape);
     grads[k] = lathe_cuda_ptr(out[k]);
-    if (half) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, cnt, &grads[k], NULL));
+    wide[k] = c.half && (fs < 0 || k == 0);
+    if (wide[k]) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, cnt, &grads[k], NULL));
     if (fs < 0 || k == 0) LATHE_RETURN_IF_ERROR(lathe_cuda_zero(ex, grads[k], (size_t)cnt * es));
   }
   if (work) {
-    LATHE_RETURN_IF_ERROR(as_compute(ex, in[3], &o));
-    LATHE_RETURN_IF_ERROR(as_compute(ex, in[5], &dout));
+    if (fs < 0) {
+      LATHE_RETURN_IF_ERROR(widen_qkv(ex, &c, in));
+      LATHE_RETURN_IF_ERROR(as_compute(ex, in[3], &o));
+      LATHE_RETURN_IF_ERROR(as_compute(ex, in[5], &dout));
+    }
     int64_t rows = a->B * a->H * a->S;
     lcuDeviceptr delta;
     LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, c.dt, rows, &delta, NULL));
     lcuFunction fd, fg = NULL; /* the streaming texts have their own delta: the row kernels' module stays uncompiled */
-    if (fs >= 0) LATHE_RETURN_IF_ERROR(flash_kernel(ex, fs, flash_masked(&c), "lt_att_flash_delta", &fd));
+    if (fs >= 0) LATHE_RETURN_IF_ERROR(flash_kernel(ex, &c, fs, flash_masked(&c), "lt_att_flash_delta", &fd));
     else LATHE_RETURN_IF_ERROR(att_kernel(ex, "delta", 0, c.f64, &fd));
     if (fs < 0) LATHE_RETURN_IF_ERROR(att_kernel(ex, "grad", 0, c.f64, &fg));
     int tpr = lathe_cuda_row_threads(a->D);
@@ -479,7 +514,8 @@ static lathe_status_t run_vjp(lathe_cuda_exec *ex, const lathe_node *n, lathe_te
     LATHE_RETURN_IF_ERROR(fs >= 0 ? flash_backward(ex, &c, fs, dout, lse, delta, grads)
                                   : products_vjp(ex, &c, fg, dout, lse, delta, grads));
   }
-  for (int k = 0; half && k < 3; k++) LATHE_RETURN_IF_ERROR(from_compute(ex, grads[k], out[k]));
+  for (int k = 0; k < 3; k++)
+    if (wide[k]) LATHE_RETURN_IF_ERROR(from_compute(ex, grads[k], out[k]));
   return NULL;
 }
 

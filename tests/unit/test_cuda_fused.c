@@ -203,11 +203,11 @@ static void attention_case(const char *name, lathe_dtype dt, const acase *c) {
     int32_t *ql = ins[lens_at], *kl = ins[lens_at + 1];
     for (int64_t i = 0; i < c->B; i++) ql[i] = (int32_t)((i * 3 + 1) % (c->S + 2)), kl[i] = (int32_t)((i * 5 + 2) % (c->Skv + 2));
   }
+  /* halves run the streaming kernels (flash.cuh) where the GPU has them, Float32 the batched products */
   agree(label, b, (const void *const *)ins, n, tol_of(dt) * 20);
-  /* tf32=1: Float32 and the widened halves run the streaming kernels (flash.cuh) where the GPU has
-   * them. Float32 is held to TF32's bound, as the conformance table holds it (tests/testing.c,
-   * with_tf32): the gradients' sums over 77-150 keys of terms that cancel erred by up to 1.5e-2
-   * on the H200 */
+  /* tf32=1: Float32 streams too. It is held to TF32's bound, as the conformance table holds it
+   * (tests/testing.c, with_tf32): the gradients' sums over 77-150 keys of terms that cancel erred
+   * by up to 1.5e-2 on the H200 */
   if (dt != LATHE_DTYPE_FLOAT64 && gpu_tf32()) {
     char l2[192];
     snprintf(l2, sizeof l2, "%s tf32", label);

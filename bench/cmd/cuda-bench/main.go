@@ -114,6 +114,16 @@ func attnGrads(x *Node) *Node {
 	return Gradient(MulScalar(ReduceAllSum(Square(out)), 0.5), x)[0]
 }
 
+// attnBF16 and attnGradsBF16: the same in BFloat16 (the packed input converted in the graph; the
+// loss summed in Float32).
+func attnBF16(x *Node) *Node { return attnFwd(ConvertDType(x, dtypes.BFloat16)) }
+
+func attnGradsBF16(x *Node) *Node {
+	q, k, v := qkv(ConvertDType(x, dtypes.BFloat16))
+	out, _ := attention.Core(q, k, v, attention.LayoutBSHD, attention.CoreOptions{})
+	return Gradient(MulScalar(ReduceAllSum(Square(ConvertDType(out, dtypes.Float32))), 0.5), x)[0]
+}
+
 func works(quick bool) []work {
 	scalarRelu := func(x *Node) *Node { return Max(x, Scalar(x.Graph(), x.DType(), 0)) }
 	layerNorm := func(x *Node) *Node {
@@ -148,6 +158,8 @@ func works(quick bool) []work {
 		{"conv 3x3 32->64 b128 14x14, fwd + both grads", []int{128, 14, 14, 32}, 4 * (2*128*14*14*32 + 3*3*32*64), convGrads, 20, viaExec},
 		{"attention B8 S512 H12 D64, forward", []int{3, 8, 512, 12, 64}, 4 * 4 * 8 * 512 * 12 * 64, attnFwd, 10, viaExec},
 		{"attention B8 S512 H12 D64, fwd + grads", []int{3, 8, 512, 12, 64}, 4 * 6 * 8 * 512 * 12 * 64, attnGrads, 10, viaExec},
+		{"attention BFloat16 B8 S512 H12 D64, forward", []int{3, 8, 512, 12, 64}, 2 * 4 * 8 * 512 * 12 * 64, attnBF16, 10, viaExec},
+		{"attention BFloat16 B8 S512 H12 D64, fwd + grads", []int{3, 8, 512, 12, 64}, 2 * 6 * 8 * 512 * 12 * 64, attnGradsBF16, 10, viaExec},
 	}
 	if quick {
 		for i := range ws {
@@ -519,7 +531,7 @@ func main() {
 		if strings.HasPrefix(w.name, "chain") {
 			key = "chain " + w.name[len(w.name)-4:]
 		}
-		for _, p := range []string{"jax", "jax queued", "torch eager", "torch compiled", "torch exact", "torch tf32"} {
+		for _, p := range []string{"jax", "jax queued", "torch eager", "torch compiled", "torch exact", "torch tf32", "torch bf16"} {
 			if m, ok := peer[w.name+"|"+p]; ok { // the peers' own name for it, else its family's
 				row(p, m)
 			} else if m, ok := peer[key+"|"+p]; ok {

@@ -34,6 +34,8 @@ def all_works(s):
         ("conv 3x3 32->64 b128 14x14, fwd + both grads", (128, 14, 14, 32), "convgrads", 20),
         ("attention B8 S512 H12 D64, forward", (3, 8, 512, 12, 64), "attn", 10),
         ("attention B8 S512 H12 D64, fwd + grads", (3, 8, 512, 12, 64), "attngrads", 10),
+        ("attention BFloat16 B8 S512 H12 D64, forward", (3, 8, 512, 12, 64), "attnbf16", 10),
+        ("attention BFloat16 B8 S512 H12 D64, fwd + grads", (3, 8, 512, 12, 64), "attngradsbf16", 10),
     ]
 
 
@@ -66,6 +68,8 @@ def run_jax():
     fns["convgrads"] = lambda x: jax.grad(lambda x, w: 0.5 * jnp.sum(jnp.square(conv(x, w))), argnums=(0, 1))(x, w)
     fns["attn"] = attn
     fns["attngrads"] = jax.grad(lambda x: 0.5 * jnp.sum(jnp.square(attn(x))))
+    fns["attnbf16"] = lambda x: attn(x.astype(jnp.bfloat16))
+    fns["attngradsbf16"] = jax.grad(lambda x: 0.5 * jnp.sum(jnp.square(attn(x.astype(jnp.bfloat16)).astype(jnp.float32))))
     for name, shape, kind, calls in works():
         f = jax.jit(fns[kind])
         x = jax.random.normal(jax.random.PRNGKey(0), shape, jnp.float32)
@@ -144,9 +148,21 @@ def run_torch():
         o = attn(xr)
         return torch.autograd.grad(0.5 * (o * o).sum(), (xr,))
 
-    fns.update(conv=lambda x: conv(x, w), convgrads=convgrads, attn=attn, attngrads=attngrads)
+    def attngradsbf16(x):
+        xr = x.detach().requires_grad_()
+        o = attn(xr.to(torch.bfloat16)).float()
+        return torch.autograd.grad(0.5 * (o * o).sum(), (xr,))
+
+    fns.update(conv=lambda x: conv(x, w), convgrads=convgrads, attn=attn, attngrads=attngrads,
+               attnbf16=lambda x: attn(x.to(torch.bfloat16)), attngradsbf16=attngradsbf16)
     for name, shape, kind, calls in works():
         if kind == "floor":
+            continue
+        if kind.endswith("bf16"):  # TF32 does not apply: SDPA's BFloat16 kernels
+            x = torch.randn(shape, device="cuda", dtype=torch.float32)
+            emit(name, "torch bf16", timed(fns[kind], x, calls))
+            del x
+            torch.cuda.empty_cache()
             continue
         if kind in PRODUCTS:
             x = torch.randn(shape, device="cuda", dtype=torch.float32)

@@ -113,7 +113,10 @@ template <typename T> __device__ void att_grad(T *sc, T *dp, const T *lse, const
   }
 }
 /* delta[b, h, i] = sum_d o * dout, rows B x H x S */
-template <typename T> __device__ void att_delta(const T *o, const T *dout, T *delta, const lt_att &a, int64_t rows, int tpr) {
+/* delta = rowsum(o * dout) in the compute type (Float32 for half storage) */
+template <typename S> __device__ void att_delta(const S *o, const S *dout, typename lt_ct<S>::T *delta, const lt_att &a,
+                                                int64_t rows, int tpr) {
+  typedef typename lt_ct<S>::T T;
   __shared__ T smem[32];
   int rpb = blockDim.x / tpr, sub = threadIdx.x / tpr, lane = threadIdx.x % tpr;
   for (int64_t base = (int64_t)blockIdx.x * rpb; base < rows; base += (int64_t)gridDim.x * rpb) {
@@ -121,7 +124,7 @@ template <typename T> __device__ void att_delta(const T *o, const T *dout, T *de
     bool ok = row < rows;
     int64_t i = row % a.S, h = row / a.S % a.H, b = row / (a.S * a.H), off = b * a.qbs + h * a.qhs + i * a.qss;
     T s = 0;
-    for (int64_t d = lane; ok && d < a.D; d += tpr) s += o[off + d] * dout[off + d];
+    for (int64_t d = lane; ok && d < a.D; d += tpr) s += (T)lt_g(o, off + d) * (T)lt_g(dout, off + d);
     s = lt_row_sum(s, tpr, smem);
     if (ok && lane == 0) delta[row] = s;
   }

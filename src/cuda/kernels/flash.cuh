@@ -1,7 +1,10 @@
-/* Streaming attention (FlashAttention's scheme) for Float32 on TF32 tensor cores (sm_80 and
- * later; option tf32=1): the scores live in registers, a tile at a time, and never reach global
- * memory. LT_FA_D, the head size rounded up to 16, 32, 64 or 128, is defined before this text (one
- * module per size); the geometry, masks and limits are attention.cuh's (lt_att, lt_logit).
+/* Streaming attention (FlashAttention's scheme) on TF32 tensor cores (sm_80 and later): the
+ * scores live in registers, a tile at a time, and never reach global memory. LT_FA_D, the head
+ * size rounded up to 16, 32, 64 or 128, and LT_FA_T, the storage of the query, key, value, output
+ * and their gradients but dQuery (0 Float32, 1 Float16, 2 BFloat16), are defined before this text
+ * (one module per size, form and storage). Float16 and BFloat16 values are TF32 values exactly, so
+ * for them only the probabilities and dS are rounded to TF32; Float32 operands are rounded too
+ * (option tf32=1). The geometry, masks and limits are attention.cuh's (lt_att, lt_logit).
  * Products are mma.sync m16n8k8 (TF32 operands, Float32 accumulation). A product whose A operand
  * is a warp's accumulator (probabilities, dS) reads it in place: the accumulator holds columns
  * 2t and 2t+1 where the A fragment wants t and t+4, so the B operand's rows are taken in that
@@ -15,6 +18,13 @@
 #define LT_FA_BQB 32      /* backward: query rows of a step */
 #define LT_FA_P (LT_FA_D + 4) /* shared row pitch in words: fragment reads meet no bank twice */
 #define LT_FA_PS 40       /* pitch of the backward's dS^T rows, for its transposed fragment reads */
+#if LT_FA_T == 0
+#define LT_FA_S float
+#elif LT_FA_T == 1
+#define LT_FA_S lt_f16s
+#else
+#define LT_FA_S lt_bf16s
+#endif
 
 LT_DEV uint32_t lt_tf32(float x) {
   uint32_t u;
@@ -35,26 +45,29 @@ LT_DEV float lt_quad_sum(float x) {
   return x + __shfl_xor_sync(0xffffffffu, x, 2);
 }
 /* Rows r0 .. r0 + R of a matrix (rows rs apart, D values each) into sh[r LT_FA_P + d] as TF32,
- * zero past row n and past D; vec: 16-byte loads (D, rs and the address multiples of 4). */
-template <int R> LT_DEV void fa_load(uint32_t *sh, const float *src, int64_t r0, int64_t n, int64_t rs, int64_t D, bool vec) {
+ * zero past row n and past D; vec: loads of 4 values (D, rs and the address multiples of 4). */
+template <int R, typename S> LT_DEV void fa_load(uint32_t *sh, const S *src, int64_t r0, int64_t n, int64_t rs, int64_t D, bool vec) {
   if (vec) {
     for (int e = threadIdx.x; e < R * (LT_FA_D / 4); e += blockDim.x) {
       int r = e / (LT_FA_D / 4), d = e % (LT_FA_D / 4) * 4;
-      float4 x = make_float4(0.f, 0.f, 0.f, 0.f);
-      if (r0 + r < n && d < D) x = *(const float4 *)(src + (r0 + r) * rs + d);
-      *(uint4 *)(sh + r * LT_FA_P + d) = make_uint4(lt_tf32(x.x), lt_tf32(x.y), lt_tf32(x.z), lt_tf32(x.w));
+      float x0 = 0.f, x1 = 0.f, x2 = 0.f, x3 = 0.f;
+      if (r0 + r < n && d < D) {
+        lt_v4<S> x = *(const lt_v4<S> *)(src + (r0 + r) * rs + d);
+        x0 = lt_g(x.v, 0), x1 = lt_g(x.v, 1), x2 = lt_g(x.v, 2), x3 = lt_g(x.v, 3);
+      }
+      *(uint4 *)(sh + r * LT_FA_P + d) = make_uint4(lt_tf32(x0), lt_tf32(x1), lt_tf32(x2), lt_tf32(x3));
     }
   } else {
     for (int e = threadIdx.x; e < R * LT_FA_D; e += blockDim.x) {
       int r = e / LT_FA_D, d = e % LT_FA_D;
-      sh[r * LT_FA_P + d] = lt_tf32(r0 + r < n && d < D ? src[(r0 + r) * rs + d] : 0.f);
+      sh[r * LT_FA_P + d] = lt_tf32(r0 + r < n && d < D ? lt_g(src, (r0 + r) * rs + d) : 0.f);
     }
   }
 }
 
 /* Forward: a block per LT_FA_BQ query rows of one (batch, head); output and logsumexp as
  * att_softmax and the products make them (rows nothing is visible to: 0 and -inf). */
-template <bool MASKED> __device__ void fa_fwd(const float *q, const float *k, const float *v, float *o, float *lse,
+template <bool MASKED, typename S> __device__ void fa_fwd(const S *q, const S *k, const S *v, S *o, float *lse,
                                               const float *am, const uint8_t *bm, const float *bi, const int32_t *ql,
                                               const int32_t *kl, const lt_att &a) {
   extern __shared__ __align__(16) uint32_t fa_sh[];
@@ -62,7 +75,7 @@ template <bool MASKED> __device__ void fa_fwd(const float *q, const float *k, co
   const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
   const int64_t tiles = (a.S + LT_FA_BQ - 1) / LT_FA_BQ, pair = blockIdx.x / tiles, qt0 = blockIdx.x % tiles * LT_FA_BQ;
   const int64_t b = pair / a.H, h = pair % a.H, hk = h / a.group;
-  const float *qp = q + b * a.qbs + h * a.qhs, *kp = k + b * a.kbs + hk * a.khs, *vp = v + b * a.kbs + hk * a.khs;
+  const S *qp = q + b * a.qbs + h * a.qhs, *kp = k + b * a.kbs + hk * a.khs, *vp = v + b * a.kbs + hk * a.khs;
   const int64_t r0 = qt0 + w * 16 + g, r1 = r0 + 8, qlim = lt_qlim(a, ql, b);
   const int64_t lim0 = r0 < qlim ? lt_kvlim(a, kl, b, r0) : 0, lim1 = r1 < qlim ? lt_kvlim(a, kl, b, r1) : 0;
   /* keys any row of the block sees: the limit grows with the row */
@@ -71,10 +84,10 @@ template <bool MASKED> __device__ void fa_fwd(const float *q, const float *k, co
 #pragma unroll
   for (int kk = 0; kk < LT_FA_D / 8; kk++) {
     int d0 = kk * 8 + t, d1 = d0 + 4;
-    qf[kk][0] = lt_tf32(r0 < a.S && d0 < a.D ? qp[r0 * a.qss + d0] : 0.f);
-    qf[kk][1] = lt_tf32(r1 < a.S && d0 < a.D ? qp[r1 * a.qss + d0] : 0.f);
-    qf[kk][2] = lt_tf32(r0 < a.S && d1 < a.D ? qp[r0 * a.qss + d1] : 0.f);
-    qf[kk][3] = lt_tf32(r1 < a.S && d1 < a.D ? qp[r1 * a.qss + d1] : 0.f);
+    qf[kk][0] = lt_tf32(r0 < a.S && d0 < a.D ? lt_g(qp, r0 * a.qss + d0) : 0.f);
+    qf[kk][1] = lt_tf32(r1 < a.S && d0 < a.D ? lt_g(qp, r1 * a.qss + d0) : 0.f);
+    qf[kk][2] = lt_tf32(r0 < a.S && d1 < a.D ? lt_g(qp, r0 * a.qss + d1) : 0.f);
+    qf[kk][3] = lt_tf32(r1 < a.S && d1 < a.D ? lt_g(qp, r1 * a.qss + d1) : 0.f);
   }
   float oa[LT_FA_D / 8][4];
 #pragma unroll
@@ -135,13 +148,13 @@ template <bool MASKED> __device__ void fa_fwd(const float *q, const float *k, co
   }
   l0 = lt_quad_sum(l0), l1 = lt_quad_sum(l1);
   const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
-  float *op = o + b * a.qbs + h * a.qhs;
+  S *op = o + b * a.qbs + h * a.qhs;
 #pragma unroll
   for (int dn = 0; dn < LT_FA_D / 8; dn++)
 #pragma unroll
     for (int e = 0; e < 4; e++) {
       int64_t r = e < 2 ? r0 : r1, d = dn * 8 + 2 * t + (e & 1);
-      if (r < a.S && d < a.D) op[r * a.qss + d] = oa[dn][e] * (e < 2 ? i0 : i1);
+      if (r < a.S && d < a.D) lt_s(op, r * a.qss + d, oa[dn][e] * (e < 2 ? i0 : i1));
     }
   if (t == 0) {
     float *lp = lse + (b * a.H + h) * a.S;
@@ -149,11 +162,193 @@ template <bool MASKED> __device__ void fa_fwd(const float *q, const float *k, co
     if (r1 < a.S) lp[r1] = m1 > -INFINITY && l1 > 0.f ? m1 / LT_LOG2E + lt_log(l1) : -INFINITY;
   }
 }
+#if LT_FA_T != 0
+/* The forward on Float16/BFloat16 tensor cores (mma.sync m16n8k16 of the storage type, Float32
+ * sums): twice TF32's rate and half its shared-memory traffic. Key and value tiles stay as stored
+ * (16-bit rows) in shared memory, two of each: the next tile is copied in (cp.async) while this
+ * one is multiplied -- ncu found a single-buffered version stalled on its loads 57% of the time.
+ * Value fragments are read transposed by ldmatrix. Probabilities go to the P.V product rounded to
+ * the storage type, as FlashAttention does; their sums stay Float32. A score accumulator's
+ * registers are already the P fragment's (no shuffle). */
+#define LT_FA_PH (LT_FA_D / 2 + 4) /* words of a tile row of D halves: fragment reads meet no bank twice */
+#define LT_FA_TILE (LT_FA_BK * LT_FA_PH)
+#if LT_FA_T == 1
+#define LT_FA_MT "f16"
+#else
+#define LT_FA_MT "bf16"
+#endif
+LT_DEV void lt_mma16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." LT_FA_MT "." LT_FA_MT ".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+/* two values rounded to the storage type (nearest, ties to even), lo in the low half */
+LT_DEV uint32_t fh_pack(float lo, float hi) {
+  uint32_t u;
+  asm("cvt.rn." LT_FA_MT "x2.f32 %0, %1, %2;" : "=r"(u) : "f"(hi), "f"(lo));
+  return u;
+}
+/* Q[r][d] and Q[r][d + 1] as stored, zero outside the matrix */
+LT_DEV uint32_t fh_pair(const LT_FA_S *p, int64_t r, int64_t d, const lt_att &a) {
+  uint32_t lo = r < a.S && d < a.D ? p[r * a.qss + d].h : 0, hi = r < a.S && d + 1 < a.D ? p[r * a.qss + d + 1].h : 0;
+  return lo | hi << 16;
+}
+/* Rows r0 .. r0 + LT_FA_BK (rows rs apart, D values each) as stored into sh, LT_FA_PH words a
+ * row, zero past row n and past D. vec 2 (D, rs and the address multiples of 8): 16-byte cp.async
+ * copies, waited for by fh_wait; vec 1 (multiples of 4): 8-byte loads; else one value at a time. */
+LT_DEV void fh_tile(uint32_t *sh, const LT_FA_S *src, int64_t r0, int64_t n, int64_t rs, int64_t D, int64_t vec) {
+  if (vec == 2) {
+    for (int e = threadIdx.x; e < LT_FA_BK * (LT_FA_D / 8); e += blockDim.x) {
+      int r = e / (LT_FA_D / 8), d = e % (LT_FA_D / 8) * 8;
+      bool in = r0 + r < n && d < D;
+      unsigned dst = (unsigned)__cvta_generic_to_shared(sh + r * LT_FA_PH + d / 2);
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(in ? src + (r0 + r) * rs + d : src),
+                   "r"(in ? 16 : 0));
+    }
+  } else if (vec) {
+    for (int e = threadIdx.x; e < LT_FA_BK * (LT_FA_D / 4); e += blockDim.x) {
+      int r = e / (LT_FA_D / 4), d = e % (LT_FA_D / 4) * 4;
+      uint2 x = make_uint2(0u, 0u);
+      if (r0 + r < n && d < D) x = *(const uint2 *)(src + (r0 + r) * rs + d);
+      *(uint2 *)(sh + r * LT_FA_PH + d / 2) = x;
+    }
+  } else {
+    uint16_t *s16 = (uint16_t *)sh;
+    for (int e = threadIdx.x; e < LT_FA_BK * LT_FA_D; e += blockDim.x) {
+      int r = e / LT_FA_D, d = e % LT_FA_D;
+      s16[r * 2 * LT_FA_PH + d] = r0 + r < n && d < D ? src[(r0 + r) * rs + d].h : (uint16_t)0;
+    }
+  }
+}
+LT_DEV void fh_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
+LT_DEV void fh_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); } /* all but the newest group */
+/* four 8x8 matrices of 16-bit values, transposed: lane L names row L % 8 of matrix L / 8 */
+LT_DEV void fh_ldsm4t(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3, const uint32_t *p) {
+  unsigned a = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(a));
+}
+template <bool MASKED> __device__ void fh_fwd(const LT_FA_S *q, const LT_FA_S *k, const LT_FA_S *v, LT_FA_S *o, float *lse,
+                                              const float *am, const uint8_t *bm, const float *bi, const int32_t *ql,
+                                              const int32_t *kl, const lt_att &a) {
+  extern __shared__ __align__(16) uint32_t fa_sh[]; /* key tiles 0, 1, then value tiles 0, 1 */
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int64_t tiles = (a.S + LT_FA_BQ - 1) / LT_FA_BQ, pair = blockIdx.x / tiles, qt0 = blockIdx.x % tiles * LT_FA_BQ;
+  const int64_t b = pair / a.H, h = pair % a.H, hk = h / a.group;
+  const LT_FA_S *qp = q + b * a.qbs + h * a.qhs, *kp = k + b * a.kbs + hk * a.khs, *vp = v + b * a.kbs + hk * a.khs;
+  const int64_t r0 = qt0 + w * 16 + g, r1 = r0 + 8, qlim = lt_qlim(a, ql, b);
+  const int64_t lim0 = r0 < qlim ? lt_kvlim(a, kl, b, r0) : 0, lim1 = r1 < qlim ? lt_kvlim(a, kl, b, r1) : 0;
+  const int64_t last = (qt0 + LT_FA_BQ < qlim ? qt0 + LT_FA_BQ : qlim) - 1, kend = qt0 < qlim ? lt_kvlim(a, kl, b, last) : 0;
+  if (kend > 0) {
+    fh_tile(fa_sh, kp, 0, a.Skv, a.kss, a.D, a.vec);
+    fh_tile(fa_sh + 2 * LT_FA_TILE, vp, 0, a.Skv, a.kss, a.D, a.vec);
+  }
+  fh_commit();
+  uint32_t qf[LT_FA_D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < LT_FA_D / 16; kk++) {
+    int64_t d0 = kk * 16 + 2 * t, d1 = d0 + 8;
+    qf[kk][0] = fh_pair(qp, r0, d0, a), qf[kk][1] = fh_pair(qp, r1, d0, a);
+    qf[kk][2] = fh_pair(qp, r0, d1, a), qf[kk][3] = fh_pair(qp, r1, d1, a);
+  }
+  float oa[LT_FA_D / 8][4];
+#pragma unroll
+  for (int dn = 0; dn < LT_FA_D / 8; dn++) oa[dn][0] = oa[dn][1] = oa[dn][2] = oa[dn][3] = 0.f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+  const float sl2 = (float)a.scale * LT_LOG2E;
+  /* this lane's row of the value matrices ldmatrix reads: key (L / 8 & 1) 8 + L % 8, columns from
+   * (L / 16) 8 */
+  const int vrow = (lane >> 3 & 1) * 8 + (lane & 7), vcol = (lane >> 4) * 4;
+  int buf = 0;
+  for (int64_t kt = 0; kt < kend; kt += LT_FA_BK, buf ^= 1) {
+    __syncthreads(); /* every warp is done with the other buffers: the next tiles go there */
+    if (kt + LT_FA_BK < kend) {
+      fh_tile(fa_sh + (buf ^ 1) * LT_FA_TILE, kp, kt + LT_FA_BK, a.Skv, a.kss, a.D, a.vec);
+      fh_tile(fa_sh + (2 + (buf ^ 1)) * LT_FA_TILE, vp, kt + LT_FA_BK, a.Skv, a.kss, a.D, a.vec);
+    }
+    fh_commit();
+    fh_wait1();
+    __syncthreads();
+    const uint32_t *ks = fa_sh + buf * LT_FA_TILE, *vs = fa_sh + (2 + buf) * LT_FA_TILE;
+    float s[LT_FA_BK / 8][4];
+#pragma unroll
+    for (int n = 0; n < LT_FA_BK / 8; n++) {
+      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < LT_FA_D / 16; kk++) {
+        const uint32_t *kr = ks + (n * 8 + g) * LT_FA_PH + kk * 8 + t;
+        lt_mma16(s[n], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], kr[0], kr[4]);
+      }
+    }
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+    const int v0 = (int)lt_clamp(lim0 - kt, 0, LT_FA_BK), v1 = (int)lt_clamp(lim1 - kt, 0, LT_FA_BK);
+#pragma unroll
+    for (int n = 0; n < LT_FA_BK / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        int c = n * 8 + 2 * t + (e & 1);
+        float x;
+        if (MASKED) x = c < (e < 2 ? v0 : v1) ? lt_logit(a, s[n][e], am, bm, bi, b, h, e < 2 ? r0 : r1, kt + c) * LT_LOG2E : -INFINITY;
+        else x = c < (e < 2 ? v0 : v1) ? s[n][e] * sl2 : -INFINITY;
+        s[n][e] = x;
+        if (e < 2) mx0 = fmaxf(mx0, x);
+        else mx1 = fmaxf(mx1, x);
+      }
+    const float n0 = fmaxf(m0, lt_quad_max(mx0)), n1 = fmaxf(m1, lt_quad_max(mx1));
+    const float c0 = n0 == -INFINITY ? 1.f : exp2f(m0 - n0), c1 = n1 == -INFINITY ? 1.f : exp2f(m1 - n1);
+    l0 *= c0, l1 *= c1, m0 = n0, m1 = n1;
+#pragma unroll
+    for (int dn = 0; dn < LT_FA_D / 8; dn++) oa[dn][0] *= c0, oa[dn][1] *= c0, oa[dn][2] *= c1, oa[dn][3] *= c1;
+#pragma unroll
+    for (int n = 0; n < LT_FA_BK / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        float mm = e < 2 ? n0 : n1, p = mm == -INFINITY ? 0.f : exp2f(s[n][e] - mm);
+        s[n][e] = p;
+        if (e < 2) l0 += p;
+        else l1 += p;
+      }
+    /* P.V, 16 keys a step: score tiles 2j and 2j + 1 are the A fragment's columns 0-7 and 8-15;
+     * one ldmatrix gives the B fragments of two 8-column value tiles */
+#pragma unroll
+    for (int j = 0; j < LT_FA_BK / 16; j++) {
+      uint32_t a0 = fh_pack(s[2 * j][0], s[2 * j][1]), a1 = fh_pack(s[2 * j][2], s[2 * j][3]);
+      uint32_t a2 = fh_pack(s[2 * j + 1][0], s[2 * j + 1][1]), a3 = fh_pack(s[2 * j + 1][2], s[2 * j + 1][3]);
+#pragma unroll
+      for (int dn = 0; dn < LT_FA_D / 8; dn += 2) {
+        uint32_t b0, b1, b2, b3;
+        fh_ldsm4t(b0, b1, b2, b3, vs + (j * 16 + vrow) * LT_FA_PH + dn * 4 + vcol);
+        lt_mma16(oa[dn], a0, a1, a2, a3, b0, b1);
+        lt_mma16(oa[dn + 1], a0, a1, a2, a3, b2, b3);
+      }
+    }
+  }
+  l0 = lt_quad_sum(l0), l1 = lt_quad_sum(l1);
+  const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
+  LT_FA_S *op = o + b * a.qbs + h * a.qhs;
+#pragma unroll
+  for (int dn = 0; dn < LT_FA_D / 8; dn++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      int64_t r = e < 2 ? r0 : r1, d = dn * 8 + 2 * t + (e & 1);
+      if (r < a.S && d < a.D) lt_s(op, r * a.qss + d, oa[dn][e] * (e < 2 ? i0 : i1));
+    }
+  if (t == 0) {
+    float *lp = lse + (b * a.H + h) * a.S;
+    if (r0 < a.S) lp[r0] = m0 > -INFINITY && l0 > 0.f ? m0 / LT_LOG2E + lt_log(l0) : -INFINITY;
+    if (r1 < a.S) lp[r1] = m1 > -INFINITY && l1 > 0.f ? m1 / LT_LOG2E + lt_log(l1) : -INFINITY;
+  }
+}
+#define LT_FA_FWD_BODY fh_fwd
+#else
+#define LT_FA_FWD_BODY fa_fwd
+#endif
 #define LT_FA_FWD(suffix, MASKED)                                                                                   \
-  extern "C" __global__ void __launch_bounds__(128, LT_FA_D <= 32 ? 4 : 1) lt_att_flash_fwd##suffix(const float *q, const float *k,        \
-      const float *v, float *o, float *lse, const float *am, const uint8_t *bm, const float *bi, const int32_t *ql, \
+  extern "C" __global__ void __launch_bounds__(128, LT_FA_D <= 32 ? 4 : 1) lt_att_flash_fwd##suffix(const LT_FA_S *q, \
+      const LT_FA_S *k, const LT_FA_S *v, LT_FA_S *o, float *lse, const float *am, const uint8_t *bm, const float *bi, const int32_t *ql, \
       const int32_t *kl, const __grid_constant__ lt_att a) {                                                        \
-    fa_fwd<MASKED>(q, k, v, o, lse, am, bm, bi, ql, kl, a); }
+    LT_FA_FWD_BODY<MASKED>(q, k, v, o, lse, am, bm, bi, ql, kl, a); }
 #if LT_FA_MASKED
 LT_FA_FWD(_masked, true)
 #else
@@ -162,10 +357,10 @@ LT_FA_FWD(, false)
 
 /* Backward: a block per LT_FA_BK keys of one (batch, kv head), over its query heads and all the
  * query rows that see them. A warp's 16 keys accumulate dK and dV in registers (written once, no
- * other block has them); dQ is added into zeroed memory (atomics: every key block adds to it).
+ * other block has them); dQ is added into zeroed Float32 memory (atomics: every key block adds to it).
  * P = e^(logit - lse), dS = P (dP - delta) scale, dV += P^T dO, dK += dS^T Q, dQ += dS K. */
-template <bool MASKED> __device__ void fa_bwd(const float *q, const float *k, const float *v, const float *dout,
-                                              const float *lse, const float *delta, float *dq, float *dk, float *dv,
+template <bool MASKED, typename S> __device__ void fa_bwd(const S *q, const S *k, const S *v, const S *dout,
+                                              const float *lse, const float *delta, float *dq, S *dk, S *dv,
                                               const float *am, const uint8_t *bm, const float *bi, const int32_t *ql,
                                               const int32_t *kl, const lt_att &a) {
   extern __shared__ __align__(16) uint32_t fa_sh[];
@@ -225,8 +420,14 @@ template <bool MASKED> __device__ void fa_bwd(const float *q, const float *k, co
         for (int e = 0; e < 4; e++) {
           int c = n * 8 + 2 * t + (e & 1);
           int64_t i = qt + c, j = e < 2 ? j0 : j1;
-          float x = MASKED ? lt_logit(a, st[n][e], am, bm, bi, b, h, i, j) * LT_LOG2E : st[n][e] * sl2;
-          float P = j < kvmax && (!a.causal || j <= i) ? exp2f(x - ls[c]) : 0.f;
+          /* the logit only where the row and key exist: lt_logit reads the mask and bias there, and
+           * past them it read memory that could hold a NaN (P = exp2(NaN - inf), and 0 * NaN in
+           * dK and dV) */
+          float P = 0.f;
+          if (i < qlim && j < kvmax && (!a.causal || j <= i)) {
+            float x = MASKED ? lt_logit(a, st[n][e], am, bm, bi, b, h, i, j) * LT_LOG2E : st[n][e] * sl2;
+            P = exp2f(x - ls[c]);
+          }
           st[n][e] = P;
           dpt[n][e] = P * (dpt[n][e] - dls[c]) * scale;
           dst[(w * 16 + g + (e >> 1) * 8) * LT_FA_PS + c] = lt_tf32(dpt[n][e]);
@@ -274,14 +475,14 @@ template <bool MASKED> __device__ void fa_bwd(const float *q, const float *k, co
     for (int e = 0; e < 4; e++) {
       int64_t j = e < 2 ? j0 : j1, d = dn * 8 + 2 * t + (e & 1);
       if (j < a.Skv && d < a.D) {
-        dk[koff + j * a.kss + d] = dka[dn][e];
-        dv[koff + j * a.kss + d] = dva[dn][e];
+        lt_s(dk, koff + j * a.kss + d, dka[dn][e]);
+        lt_s(dv, koff + j * a.kss + d, dva[dn][e]);
       }
     }
 }
 #define LT_FA_BWD(suffix, MASKED)                                                                                     \
-  extern "C" __global__ void __launch_bounds__(128) lt_att_flash_bwd##suffix(const float *q, const float *k,          \
-      const float *v, const float *dout, const float *lse, const float *delta, float *dq, float *dk, float *dv,       \
+  extern "C" __global__ void __launch_bounds__(128) lt_att_flash_bwd##suffix(const LT_FA_S *q, const LT_FA_S *k,      \
+      const LT_FA_S *v, const LT_FA_S *dout, const float *lse, const float *delta, float *dq, LT_FA_S *dk, LT_FA_S *dv, \
       const float *am, const uint8_t *bm, const float *bi, const int32_t *ql, const int32_t *kl,                      \
       const __grid_constant__ lt_att a) {                                                                             \
     fa_bwd<MASKED>(q, k, v, dout, lse, delta, dq, dk, dv, am, bm, bi, ql, kl, a); }
@@ -291,7 +492,7 @@ LT_FA_BWD(_masked, true)
 LT_FA_BWD(, false)
 #endif
 /* delta = rowsum(dOutput * output), the backward's first step (attention.cuh's att_delta) */
-extern "C" __global__ void lt_att_flash_delta(const float *o, const float *d, float *delta, const __grid_constant__ lt_att a,
+extern "C" __global__ void lt_att_flash_delta(const LT_FA_S *o, const LT_FA_S *d, float *delta, const __grid_constant__ lt_att a,
                                               int64_t rows, int tpr) {
   att_delta(o, d, delta, a, rows, tpr);
 }

@@ -167,7 +167,10 @@
   "  }\n" \
   "}\n" \
   "/* delta[b, h, i] = sum_d o * dout, rows B x H x S */\n" \
-  "template <typename T> __device__ void att_delta(const T *o, const T *dout, T *delta, const lt_att &a, int64_t rows, int tpr) {\n" \
+  "/* delta = rowsum(o * dout) in the compute type (Float32 for half storage) */\n" \
+  "template <typename S> __device__ void att_delta(const S *o, const S *dout, typename lt_ct<S>::T *delta, const lt_att &a,\n" \
+  "                                                int64_t rows, int tpr) {\n" \
+  "  typedef typename lt_ct<S>::T T;\n" \
   "  __shared__ T smem[32];\n" \
   "  int rpb = blockDim.x / tpr, sub = threadIdx.x / tpr, lane = threadIdx.x % tpr;\n" \
   "  for (int64_t base = (int64_t)blockIdx.x * rpb; base < rows; base += (int64_t)gridDim.x * rpb) {\n" \
@@ -175,7 +178,7 @@
   "    bool ok = row < rows;\n" \
   "    int64_t i = row % a.S, h = row / a.S % a.H, b = row / (a.S * a.H), off = b * a.qbs + h * a.qhs + i * a.qss;\n" \
   "    T s = 0;\n" \
-  "    for (int64_t d = lane; ok && d < a.D; d += tpr) s += o[off + d] * dout[off + d];\n" \
+  "    for (int64_t d = lane; ok && d < a.D; d += tpr) s += (T)lt_g(o, off + d) * (T)lt_g(dout, off + d);\n" \
   "    s = lt_row_sum(s, tpr, smem);\n" \
   "    if (ok && lane == 0) delta[row] = s;\n" \
   "  }\n" \
@@ -619,10 +622,13 @@
   "LT_HERM(c64, lt_c64) LT_HERM(c128, lt_c128)\n"
 
 #define LT_CUH_FLASH \
-  "/* Streaming attention (FlashAttention's scheme) for Float32 on TF32 tensor cores (sm_80 and\n" \
-  " * later; option tf32=1): the scores live in registers, a tile at a time, and never reach global\n" \
-  " * memory. LT_FA_D, the head size rounded up to 16, 32, 64 or 128, is defined before this text (one\n" \
-  " * module per size); the geometry, masks and limits are attention.cuh's (lt_att, lt_logit).\n" \
+  "/* Streaming attention (FlashAttention's scheme) on TF32 tensor cores (sm_80 and later): the\n" \
+  " * scores live in registers, a tile at a time, and never reach global memory. LT_FA_D, the head\n" \
+  " * size rounded up to 16, 32, 64 or 128, and LT_FA_T, the storage of the query, key, value, output\n" \
+  " * and their gradients but dQuery (0 Float32, 1 Float16, 2 BFloat16), are defined before this text\n" \
+  " * (one module per size, form and storage). Float16 and BFloat16 values are TF32 values exactly, so\n" \
+  " * for them only the probabilities and dS are rounded to TF32; Float32 operands are rounded too\n" \
+  " * (option tf32=1). The geometry, masks and limits are attention.cuh's (lt_att, lt_logit).\n" \
   " * Products are mma.sync m16n8k8 (TF32 operands, Float32 accumulation). A product whose A operand\n" \
   " * is a warp's accumulator (probabilities, dS) reads it in place: the accumulator holds columns\n" \
   " * 2t and 2t+1 where the A fragment wants t and t+4, so the B operand's rows are taken in that\n" \
@@ -636,6 +642,13 @@
   "#define LT_FA_BQB 32      /* backward: query rows of a step */\n" \
   "#define LT_FA_P (LT_FA_D + 4) /* shared row pitch in words: fragment reads meet no bank twice */\n" \
   "#define LT_FA_PS 40       /* pitch of the backward's dS^T rows, for its transposed fragment reads */\n" \
+  "#if LT_FA_T == 0\n" \
+  "#define LT_FA_S float\n" \
+  "#elif LT_FA_T == 1\n" \
+  "#define LT_FA_S lt_f16s\n" \
+  "#else\n" \
+  "#define LT_FA_S lt_bf16s\n" \
+  "#endif\n" \
   "\n" \
   "LT_DEV uint32_t lt_tf32(float x) {\n" \
   "  uint32_t u;\n" \
@@ -656,26 +669,29 @@
   "  return x + __shfl_xor_sync(0xffffffffu, x, 2);\n" \
   "}\n" \
   "/* Rows r0 .. r0 + R of a matrix (rows rs apart, D values each) into sh[r LT_FA_P + d] as TF32,\n" \
-  " * zero past row n and past D; vec: 16-byte loads (D, rs and the address multiples of 4). */\n" \
-  "template <int R> LT_DEV void fa_load(uint32_t *sh, const float *src, int64_t r0, int64_t n, int64_t rs, int64_t D, bool vec) {\n" \
+  " * zero past row n and past D; vec: loads of 4 values (D, rs and the address multiples of 4). */\n" \
+  "template <int R, typename S> LT_DEV void fa_load(uint32_t *sh, const S *src, int64_t r0, int64_t n, int64_t rs, int64_t D, bool vec) {\n" \
   "  if (vec) {\n" \
   "    for (int e = threadIdx.x; e < R * (LT_FA_D / 4); e += blockDim.x) {\n" \
   "      int r = e / (LT_FA_D / 4), d = e % (LT_FA_D / 4) * 4;\n" \
-  "      float4 x = make_float4(0.f, 0.f, 0.f, 0.f);\n" \
-  "      if (r0 + r < n && d < D) x = *(const float4 *)(src + (r0 + r) * rs + d);\n" \
-  "      *(uint4 *)(sh + r * LT_FA_P + d) = make_uint4(lt_tf32(x.x), lt_tf32(x.y), lt_tf32(x.z), lt_tf32(x.w));\n" \
+  "      float x0 = 0.f, x1 = 0.f, x2 = 0.f, x3 = 0.f;\n" \
+  "      if (r0 + r < n && d < D) {\n" \
+  "        lt_v4<S> x = *(const lt_v4<S> *)(src + (r0 + r) * rs + d);\n" \
+  "        x0 = lt_g(x.v, 0), x1 = lt_g(x.v, 1), x2 = lt_g(x.v, 2), x3 = lt_g(x.v, 3);\n" \
+  "      }\n" \
+  "      *(uint4 *)(sh + r * LT_FA_P + d) = make_uint4(lt_tf32(x0), lt_tf32(x1), lt_tf32(x2), lt_tf32(x3));\n" \
   "    }\n" \
   "  } else {\n" \
   "    for (int e = threadIdx.x; e < R * LT_FA_D; e += blockDim.x) {\n" \
   "      int r = e / LT_FA_D, d = e % LT_FA_D;\n" \
-  "      sh[r * LT_FA_P + d] = lt_tf32(r0 + r < n && d < D \? src[(r0 + r) * rs + d] : 0.f);\n" \
+  "      sh[r * LT_FA_P + d] = lt_tf32(r0 + r < n && d < D \? lt_g(src, (r0 + r) * rs + d) : 0.f);\n" \
   "    }\n" \
   "  }\n" \
   "}\n" \
   "\n" \
   "/* Forward: a block per LT_FA_BQ query rows of one (batch, head); output and logsumexp as\n" \
   " * att_softmax and the products make them (rows nothing is visible to: 0 and -inf). */\n" \
-  "template <bool MASKED> __device__ void fa_fwd(const float *q, const float *k, const float *v, float *o, float *lse,\n" \
+  "template <bool MASKED, typename S> __device__ void fa_fwd(const S *q, const S *k, const S *v, S *o, float *lse,\n" \
   "                                              const float *am, const uint8_t *bm, const float *bi, const int32_t *ql,\n" \
   "                                              const int32_t *kl, const lt_att &a) {\n" \
   "  extern __shared__ __align__(16) uint32_t fa_sh[];\n" \
@@ -683,7 +699,7 @@
   "  const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;\n" \
   "  const int64_t tiles = (a.S + LT_FA_BQ - 1) / LT_FA_BQ, pair = blockIdx.x / tiles, qt0 = blockIdx.x % tiles * LT_FA_BQ;\n" \
   "  const int64_t b = pair / a.H, h = pair % a.H, hk = h / a.group;\n" \
-  "  const float *qp = q + b * a.qbs + h * a.qhs, *kp = k + b * a.kbs + hk * a.khs, *vp = v + b * a.kbs + hk * a.khs;\n" \
+  "  const S *qp = q + b * a.qbs + h * a.qhs, *kp = k + b * a.kbs + hk * a.khs, *vp = v + b * a.kbs + hk * a.khs;\n" \
   "  const int64_t r0 = qt0 + w * 16 + g, r1 = r0 + 8, qlim = lt_qlim(a, ql, b);\n" \
   "  const int64_t lim0 = r0 < qlim \? lt_kvlim(a, kl, b, r0) : 0, lim1 = r1 < qlim \? lt_kvlim(a, kl, b, r1) : 0;\n" \
   "  /* keys any row of the block sees: the limit grows with the row */\n" \
@@ -692,10 +708,10 @@
   "#pragma unroll\n" \
   "  for (int kk = 0; kk < LT_FA_D / 8; kk++) {\n" \
   "    int d0 = kk * 8 + t, d1 = d0 + 4;\n" \
-  "    qf[kk][0] = lt_tf32(r0 < a.S && d0 < a.D \? qp[r0 * a.qss + d0] : 0.f);\n" \
-  "    qf[kk][1] = lt_tf32(r1 < a.S && d0 < a.D \? qp[r1 * a.qss + d0] : 0.f);\n" \
-  "    qf[kk][2] = lt_tf32(r0 < a.S && d1 < a.D \? qp[r0 * a.qss + d1] : 0.f);\n" \
-  "    qf[kk][3] = lt_tf32(r1 < a.S && d1 < a.D \? qp[r1 * a.qss + d1] : 0.f);\n" \
+  "    qf[kk][0] = lt_tf32(r0 < a.S && d0 < a.D \? lt_g(qp, r0 * a.qss + d0) : 0.f);\n" \
+  "    qf[kk][1] = lt_tf32(r1 < a.S && d0 < a.D \? lt_g(qp, r1 * a.qss + d0) : 0.f);\n" \
+  "    qf[kk][2] = lt_tf32(r0 < a.S && d1 < a.D \? lt_g(qp, r0 * a.qss + d1) : 0.f);\n" \
+  "    qf[kk][3] = lt_tf32(r1 < a.S && d1 < a.D \? lt_g(qp, r1 * a.qss + d1) : 0.f);\n" \
   "  }\n" \
   "  float oa[LT_FA_D / 8][4];\n" \
   "#pragma unroll\n" \
@@ -756,13 +772,13 @@
   "  }\n" \
   "  l0 = lt_quad_sum(l0), l1 = lt_quad_sum(l1);\n" \
   "  const float i0 = l0 > 0.f \? 1.f / l0 : 0.f, i1 = l1 > 0.f \? 1.f / l1 : 0.f;\n" \
-  "  float *op = o + b * a.qbs + h * a.qhs;\n" \
+  "  S *op = o + b * a.qbs + h * a.qhs;\n" \
   "#pragma unroll\n" \
   "  for (int dn = 0; dn < LT_FA_D / 8; dn++)\n" \
   "#pragma unroll\n" \
   "    for (int e = 0; e < 4; e++) {\n" \
   "      int64_t r = e < 2 \? r0 : r1, d = dn * 8 + 2 * t + (e & 1);\n" \
-  "      if (r < a.S && d < a.D) op[r * a.qss + d] = oa[dn][e] * (e < 2 \? i0 : i1);\n" \
+  "      if (r < a.S && d < a.D) lt_s(op, r * a.qss + d, oa[dn][e] * (e < 2 \? i0 : i1));\n" \
   "    }\n" \
   "  if (t == 0) {\n" \
   "    float *lp = lse + (b * a.H + h) * a.S;\n" \
@@ -770,11 +786,193 @@
   "    if (r1 < a.S) lp[r1] = m1 > -INFINITY && l1 > 0.f \? m1 / LT_LOG2E + lt_log(l1) : -INFINITY;\n" \
   "  }\n" \
   "}\n" \
+  "#if LT_FA_T != 0\n" \
+  "/* The forward on Float16/BFloat16 tensor cores (mma.sync m16n8k16 of the storage type, Float32\n" \
+  " * sums): twice TF32's rate and half its shared-memory traffic. Key and value tiles stay as stored\n" \
+  " * (16-bit rows) in shared memory, two of each: the next tile is copied in (cp.async) while this\n" \
+  " * one is multiplied -- ncu found a single-buffered version stalled on its loads 57% of the time.\n" \
+  " * Value fragments are read transposed by ldmatrix. Probabilities go to the P.V product rounded to\n" \
+  " * the storage type, as FlashAttention does; their sums stay Float32. A score accumulator's\n" \
+  " * registers are already the P fragment's (no shuffle). */\n" \
+  "#define LT_FA_PH (LT_FA_D / 2 + 4) /* words of a tile row of D halves: fragment reads meet no bank twice */\n" \
+  "#define LT_FA_TILE (LT_FA_BK * LT_FA_PH)\n" \
+  "#if LT_FA_T == 1\n" \
+  "#define LT_FA_MT \"f16\"\n" \
+  "#else\n" \
+  "#define LT_FA_MT \"bf16\"\n" \
+  "#endif\n" \
+  "LT_DEV void lt_mma16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {\n" \
+  "  asm volatile(\"mma.sync.aligned.m16n8k16.row.col.f32.\" LT_FA_MT \".\" LT_FA_MT \".f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"\n" \
+  "               : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n" \
+  "               : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0), \"r\"(b1));\n" \
+  "}\n" \
+  "/* two values rounded to the storage type (nearest, ties to even), lo in the low half */\n" \
+  "LT_DEV uint32_t fh_pack(float lo, float hi) {\n" \
+  "  uint32_t u;\n" \
+  "  asm(\"cvt.rn.\" LT_FA_MT \"x2.f32 %0, %1, %2;\" : \"=r\"(u) : \"f\"(hi), \"f\"(lo));\n" \
+  "  return u;\n" \
+  "}\n" \
+  "/* Q[r][d] and Q[r][d + 1] as stored, zero outside the matrix */\n" \
+  "LT_DEV uint32_t fh_pair(const LT_FA_S *p, int64_t r, int64_t d, const lt_att &a) {\n" \
+  "  uint32_t lo = r < a.S && d < a.D \? p[r * a.qss + d].h : 0, hi = r < a.S && d + 1 < a.D \? p[r * a.qss + d + 1].h : 0;\n" \
+  "  return lo | hi << 16;\n" \
+  "}\n" \
+  "/* Rows r0 .. r0 + LT_FA_BK (rows rs apart, D values each) as stored into sh, LT_FA_PH words a\n" \
+  " * row, zero past row n and past D. vec 2 (D, rs and the address multiples of 8): 16-byte cp.async\n" \
+  " * copies, waited for by fh_wait; vec 1 (multiples of 4): 8-byte loads; else one value at a time. */\n" \
+  "LT_DEV void fh_tile(uint32_t *sh, const LT_FA_S *src, int64_t r0, int64_t n, int64_t rs, int64_t D, int64_t vec) {\n" \
+  "  if (vec == 2) {\n" \
+  "    for (int e = threadIdx.x; e < LT_FA_BK * (LT_FA_D / 8); e += blockDim.x) {\n" \
+  "      int r = e / (LT_FA_D / 8), d = e % (LT_FA_D / 8) * 8;\n" \
+  "      bool in = r0 + r < n && d < D;\n" \
+  "      unsigned dst = (unsigned)__cvta_generic_to_shared(sh + r * LT_FA_PH + d / 2);\n" \
+  "      asm volatile(\"cp.async.cg.shared.global [%0], [%1], 16, %2;\" ::\"r\"(dst), \"l\"(in \? src + (r0 + r) * rs + d : src),\n" \
+  "                   \"r\"(in \? 16 : 0));\n" \
+  "    }\n" \
+  "  } else if (vec) {\n" \
+  "    for (int e = threadIdx.x; e < LT_FA_BK * (LT_FA_D / 4); e += blockDim.x) {\n" \
+  "      int r = e / (LT_FA_D / 4), d = e % (LT_FA_D / 4) * 4;\n" \
+  "      uint2 x = make_uint2(0u, 0u);\n" \
+  "      if (r0 + r < n && d < D) x = *(const uint2 *)(src + (r0 + r) * rs + d);\n" \
+  "      *(uint2 *)(sh + r * LT_FA_PH + d / 2) = x;\n" \
+  "    }\n" \
+  "  } else {\n" \
+  "    uint16_t *s16 = (uint16_t *)sh;\n" \
+  "    for (int e = threadIdx.x; e < LT_FA_BK * LT_FA_D; e += blockDim.x) {\n" \
+  "      int r = e / LT_FA_D, d = e % LT_FA_D;\n" \
+  "      s16[r * 2 * LT_FA_PH + d] = r0 + r < n && d < D \? src[(r0 + r) * rs + d].h : (uint16_t)0;\n" \
+  "    }\n" \
+  "  }\n" \
+  "}\n" \
+  "LT_DEV void fh_commit() { asm volatile(\"cp.async.commit_group;\" ::: \"memory\"); }\n" \
+  "LT_DEV void fh_wait1() { asm volatile(\"cp.async.wait_group 1;\" ::: \"memory\"); } /* all but the newest group */\n" \
+  "/* four 8x8 matrices of 16-bit values, transposed: lane L names row L % 8 of matrix L / 8 */\n" \
+  "LT_DEV void fh_ldsm4t(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3, const uint32_t *p) {\n" \
+  "  unsigned a = (unsigned)__cvta_generic_to_shared(p);\n" \
+  "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\"\n" \
+  "               : \"=r\"(r0), \"=r\"(r1), \"=r\"(r2), \"=r\"(r3)\n" \
+  "               : \"r\"(a));\n" \
+  "}\n" \
+  "template <bool MASKED> __device__ void fh_fwd(const LT_FA_S *q, const LT_FA_S *k, const LT_FA_S *v, LT_FA_S *o, float *lse,\n" \
+  "                                              const float *am, const uint8_t *bm, const float *bi, const int32_t *ql,\n" \
+  "                                              const int32_t *kl, const lt_att &a) {\n" \
+  "  extern __shared__ __align__(16) uint32_t fa_sh[]; /* key tiles 0, 1, then value tiles 0, 1 */\n" \
+  "  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;\n" \
+  "  const int64_t tiles = (a.S + LT_FA_BQ - 1) / LT_FA_BQ, pair = blockIdx.x / tiles, qt0 = blockIdx.x % tiles * LT_FA_BQ;\n" \
+  "  const int64_t b = pair / a.H, h = pair % a.H, hk = h / a.group;\n" \
+  "  const LT_FA_S *qp = q + b * a.qbs + h * a.qhs, *kp = k + b * a.kbs + hk * a.khs, *vp = v + b * a.kbs + hk * a.khs;\n" \
+  "  const int64_t r0 = qt0 + w * 16 + g, r1 = r0 + 8, qlim = lt_qlim(a, ql, b);\n" \
+  "  const int64_t lim0 = r0 < qlim \? lt_kvlim(a, kl, b, r0) : 0, lim1 = r1 < qlim \? lt_kvlim(a, kl, b, r1) : 0;\n" \
+  "  const int64_t last = (qt0 + LT_FA_BQ < qlim \? qt0 + LT_FA_BQ : qlim) - 1, kend = qt0 < qlim \? lt_kvlim(a, kl, b, last) : 0;\n" \
+  "  if (kend > 0) {\n" \
+  "    fh_tile(fa_sh, kp, 0, a.Skv, a.kss, a.D, a.vec);\n" \
+  "    fh_tile(fa_sh + 2 * LT_FA_TILE, vp, 0, a.Skv, a.kss, a.D, a.vec);\n" \
+  "  }\n" \
+  "  fh_commit();\n" \
+  "  uint32_t qf[LT_FA_D / 16][4];\n" \
+  "#pragma unroll\n" \
+  "  for (int kk = 0; kk < LT_FA_D / 16; kk++) {\n" \
+  "    int64_t d0 = kk * 16 + 2 * t, d1 = d0 + 8;\n" \
+  "    qf[kk][0] = fh_pair(qp, r0, d0, a), qf[kk][1] = fh_pair(qp, r1, d0, a);\n" \
+  "    qf[kk][2] = fh_pair(qp, r0, d1, a), qf[kk][3] = fh_pair(qp, r1, d1, a);\n" \
+  "  }\n" \
+  "  float oa[LT_FA_D / 8][4];\n" \
+  "#pragma unroll\n" \
+  "  for (int dn = 0; dn < LT_FA_D / 8; dn++) oa[dn][0] = oa[dn][1] = oa[dn][2] = oa[dn][3] = 0.f;\n" \
+  "  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;\n" \
+  "  const float sl2 = (float)a.scale * LT_LOG2E;\n" \
+  "  /* this lane's row of the value matrices ldmatrix reads: key (L / 8 & 1) 8 + L % 8, columns from\n" \
+  "   * (L / 16) 8 */\n" \
+  "  const int vrow = (lane >> 3 & 1) * 8 + (lane & 7), vcol = (lane >> 4) * 4;\n" \
+  "  int buf = 0;\n" \
+  "  for (int64_t kt = 0; kt < kend; kt += LT_FA_BK, buf ^= 1) {\n" \
+  "    __syncthreads(); /* every warp is done with the other buffers: the next tiles go there */\n" \
+  "    if (kt + LT_FA_BK < kend) {\n" \
+  "      fh_tile(fa_sh + (buf ^ 1) * LT_FA_TILE, kp, kt + LT_FA_BK, a.Skv, a.kss, a.D, a.vec);\n" \
+  "      fh_tile(fa_sh + (2 + (buf ^ 1)) * LT_FA_TILE, vp, kt + LT_FA_BK, a.Skv, a.kss, a.D, a.vec);\n" \
+  "    }\n" \
+  "    fh_commit();\n" \
+  "    fh_wait1();\n" \
+  "    __syncthreads();\n" \
+  "    const uint32_t *ks = fa_sh + buf * LT_FA_TILE, *vs = fa_sh + (2 + buf) * LT_FA_TILE;\n" \
+  "    float s[LT_FA_BK / 8][4];\n" \
+  "#pragma unroll\n" \
+  "    for (int n = 0; n < LT_FA_BK / 8; n++) {\n" \
+  "      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;\n" \
+  "#pragma unroll\n" \
+  "      for (int kk = 0; kk < LT_FA_D / 16; kk++) {\n" \
+  "        const uint32_t *kr = ks + (n * 8 + g) * LT_FA_PH + kk * 8 + t;\n" \
+  "        lt_mma16(s[n], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], kr[0], kr[4]);\n" \
+  "      }\n" \
+  "    }\n" \
+  "    float mx0 = -INFINITY, mx1 = -INFINITY;\n" \
+  "    const int v0 = (int)lt_clamp(lim0 - kt, 0, LT_FA_BK), v1 = (int)lt_clamp(lim1 - kt, 0, LT_FA_BK);\n" \
+  "#pragma unroll\n" \
+  "    for (int n = 0; n < LT_FA_BK / 8; n++)\n" \
+  "#pragma unroll\n" \
+  "      for (int e = 0; e < 4; e++) {\n" \
+  "        int c = n * 8 + 2 * t + (e & 1);\n" \
+  "        float x;\n" \
+  "        if (MASKED) x = c < (e < 2 \? v0 : v1) \? lt_logit(a, s[n][e], am, bm, bi, b, h, e < 2 \? r0 : r1, kt + c) * LT_LOG2E : -INFINITY;\n" \
+  "        else x = c < (e < 2 \? v0 : v1) \? s[n][e] * sl2 : -INFINITY;\n" \
+  "        s[n][e] = x;\n" \
+  "        if (e < 2) mx0 = fmaxf(mx0, x);\n" \
+  "        else mx1 = fmaxf(mx1, x);\n" \
+  "      }\n" \
+  "    const float n0 = fmaxf(m0, lt_quad_max(mx0)), n1 = fmaxf(m1, lt_quad_max(mx1));\n" \
+  "    const float c0 = n0 == -INFINITY \? 1.f : exp2f(m0 - n0), c1 = n1 == -INFINITY \? 1.f : exp2f(m1 - n1);\n" \
+  "    l0 *= c0, l1 *= c1, m0 = n0, m1 = n1;\n" \
+  "#pragma unroll\n" \
+  "    for (int dn = 0; dn < LT_FA_D / 8; dn++) oa[dn][0] *= c0, oa[dn][1] *= c0, oa[dn][2] *= c1, oa[dn][3] *= c1;\n" \
+  "#pragma unroll\n" \
+  "    for (int n = 0; n < LT_FA_BK / 8; n++)\n" \
+  "#pragma unroll\n" \
+  "      for (int e = 0; e < 4; e++) {\n" \
+  "        float mm = e < 2 \? n0 : n1, p = mm == -INFINITY \? 0.f : exp2f(s[n][e] - mm);\n" \
+  "        s[n][e] = p;\n" \
+  "        if (e < 2) l0 += p;\n" \
+  "        else l1 += p;\n" \
+  "      }\n" \
+  "    /* P.V, 16 keys a step: score tiles 2j and 2j + 1 are the A fragment's columns 0-7 and 8-15;\n" \
+  "     * one ldmatrix gives the B fragments of two 8-column value tiles */\n" \
+  "#pragma unroll\n" \
+  "    for (int j = 0; j < LT_FA_BK / 16; j++) {\n" \
+  "      uint32_t a0 = fh_pack(s[2 * j][0], s[2 * j][1]), a1 = fh_pack(s[2 * j][2], s[2 * j][3]);\n" \
+  "      uint32_t a2 = fh_pack(s[2 * j + 1][0], s[2 * j + 1][1]), a3 = fh_pack(s[2 * j + 1][2], s[2 * j + 1][3]);\n" \
+  "#pragma unroll\n" \
+  "      for (int dn = 0; dn < LT_FA_D / 8; dn += 2) {\n" \
+  "        uint32_t b0, b1, b2, b3;\n" \
+  "        fh_ldsm4t(b0, b1, b2, b3, vs + (j * 16 + vrow) * LT_FA_PH + dn * 4 + vcol);\n" \
+  "        lt_mma16(oa[dn], a0, a1, a2, a3, b0, b1);\n" \
+  "        lt_mma16(oa[dn + 1], a0, a1, a2, a3, b2, b3);\n" \
+  "      }\n" \
+  "    }\n" \
+  "  }\n" \
+  "  l0 = lt_quad_sum(l0), l1 = lt_quad_sum(l1);\n" \
+  "  const float i0 = l0 > 0.f \? 1.f / l0 : 0.f, i1 = l1 > 0.f \? 1.f / l1 : 0.f;\n" \
+  "  LT_FA_S *op = o + b * a.qbs + h * a.qhs;\n" \
+  "#pragma unroll\n" \
+  "  for (int dn = 0; dn < LT_FA_D / 8; dn++)\n" \
+  "#pragma unroll\n" \
+  "    for (int e = 0; e < 4; e++) {\n" \
+  "      int64_t r = e < 2 \? r0 : r1, d = dn * 8 + 2 * t + (e & 1);\n" \
+  "      if (r < a.S && d < a.D) lt_s(op, r * a.qss + d, oa[dn][e] * (e < 2 \? i0 : i1));\n" \
+  "    }\n" \
+  "  if (t == 0) {\n" \
+  "    float *lp = lse + (b * a.H + h) * a.S;\n" \
+  "    if (r0 < a.S) lp[r0] = m0 > -INFINITY && l0 > 0.f \? m0 / LT_LOG2E + lt_log(l0) : -INFINITY;\n" \
+  "    if (r1 < a.S) lp[r1] = m1 > -INFINITY && l1 > 0.f \? m1 / LT_LOG2E + lt_log(l1) : -INFINITY;\n" \
+  "  }\n" \
+  "}\n" \
+  "#define LT_FA_FWD_BODY fh_fwd\n" \
+  "#else\n" \
+  "#define LT_FA_FWD_BODY fa_fwd\n" \
+  "#endif\n" \
   "#define LT_FA_FWD(suffix, MASKED)                                                                                   \\\n" \
-  "  extern \"C\" __global__ void __launch_bounds__(128, LT_FA_D <= 32 \? 4 : 1) lt_att_flash_fwd##suffix(const float *q, const float *k,        \\\n" \
-  "      const float *v, float *o, float *lse, const float *am, const uint8_t *bm, const float *bi, const int32_t *ql, \\\n" \
+  "  extern \"C\" __global__ void __launch_bounds__(128, LT_FA_D <= 32 \? 4 : 1) lt_att_flash_fwd##suffix(const LT_FA_S *q, \\\n" \
+  "      const LT_FA_S *k, const LT_FA_S *v, LT_FA_S *o, float *lse, const float *am, const uint8_t *bm, const float *bi, const int32_t *ql, \\\n" \
   "      const int32_t *kl, const __grid_constant__ lt_att a) {                                                        \\\n" \
-  "    fa_fwd<MASKED>(q, k, v, o, lse, am, bm, bi, ql, kl, a); }\n" \
+  "    LT_FA_FWD_BODY<MASKED>(q, k, v, o, lse, am, bm, bi, ql, kl, a); }\n" \
   "#if LT_FA_MASKED\n" \
   "LT_FA_FWD(_masked, true)\n" \
   "#else\n" \
@@ -783,10 +981,10 @@
   "\n" \
   "/* Backward: a block per LT_FA_BK keys of one (batch, kv head), over its query heads and all the\n" \
   " * query rows that see them. A warp's 16 keys accumulate dK and dV in registers (written once, no\n" \
-  " * other block has them); dQ is added into zeroed memory (atomics: every key block adds to it).\n" \
+  " * other block has them); dQ is added into zeroed Float32 memory (atomics: every key block adds to it).\n" \
   " * P = e^(logit - lse), dS = P (dP - delta) scale, dV += P^T dO, dK += dS^T Q, dQ += dS K. */\n" \
-  "template <bool MASKED> __device__ void fa_bwd(const float *q, const float *k, const float *v, const float *dout,\n" \
-  "                                              const float *lse, const float *delta, float *dq, float *dk, float *dv,\n" \
+  "template <bool MASKED, typename S> __device__ void fa_bwd(const S *q, const S *k, const S *v, const S *dout,\n" \
+  "                                              const float *lse, const float *delta, float *dq, S *dk, S *dv,\n" \
   "                                              const float *am, const uint8_t *bm, const float *bi, const int32_t *ql,\n" \
   "                                              const int32_t *kl, const lt_att &a) {\n" \
   "  extern __shared__ __align__(16) uint32_t fa_sh[];\n" \
@@ -846,8 +1044,14 @@
   "        for (int e = 0; e < 4; e++) {\n" \
   "          int c = n * 8 + 2 * t + (e & 1);\n" \
   "          int64_t i = qt + c, j = e < 2 \? j0 : j1;\n" \
-  "          float x = MASKED \? lt_logit(a, st[n][e], am, bm, bi, b, h, i, j) * LT_LOG2E : st[n][e] * sl2;\n" \
-  "          float P = j < kvmax && (!a.causal || j <= i) \? exp2f(x - ls[c]) : 0.f;\n" \
+  "          /* the logit only where the row and key exist: lt_logit reads the mask and bias there, and\n" \
+  "           * past them it read memory that could hold a NaN (P = exp2(NaN - inf), and 0 * NaN in\n" \
+  "           * dK and dV) */\n" \
+  "          float P = 0.f;\n" \
+  "          if (i < qlim && j < kvmax && (!a.causal || j <= i)) {\n" \
+  "            float x = MASKED \? lt_logit(a, st[n][e], am, bm, bi, b, h, i, j) * LT_LOG2E : st[n][e] * sl2;\n" \
+  "            P = exp2f(x - ls[c]);\n" \
+  "          }\n" \
   "          st[n][e] = P;\n" \
   "          dpt[n][e] = P * (dpt[n][e] - dls[c]) * scale;\n" \
   "          dst[(w * 16 + g + (e >> 1) * 8) * LT_FA_PS + c] = lt_tf32(dpt[n][e]);\n" \
@@ -895,14 +1099,14 @@
   "    for (int e = 0; e < 4; e++) {\n" \
   "      int64_t j = e < 2 \? j0 : j1, d = dn * 8 + 2 * t + (e & 1);\n" \
   "      if (j < a.Skv && d < a.D) {\n" \
-  "        dk[koff + j * a.kss + d] = dka[dn][e];\n" \
-  "        dv[koff + j * a.kss + d] = dva[dn][e];\n" \
+  "        lt_s(dk, koff + j * a.kss + d, dka[dn][e]);\n" \
+  "        lt_s(dv, koff + j * a.kss + d, dva[dn][e]);\n" \
   "      }\n" \
   "    }\n" \
   "}\n" \
   "#define LT_FA_BWD(suffix, MASKED)                                                                                     \\\n" \
-  "  extern \"C\" __global__ void __launch_bounds__(128) lt_att_flash_bwd##suffix(const float *q, const float *k,          \\\n" \
-  "      const float *v, const float *dout, const float *lse, const float *delta, float *dq, float *dk, float *dv,       \\\n" \
+  "  extern \"C\" __global__ void __launch_bounds__(128) lt_att_flash_bwd##suffix(const LT_FA_S *q, const LT_FA_S *k,      \\\n" \
+  "      const LT_FA_S *v, const LT_FA_S *dout, const float *lse, const float *delta, float *dq, LT_FA_S *dk, LT_FA_S *dv, \\\n" \
   "      const float *am, const uint8_t *bm, const float *bi, const int32_t *ql, const int32_t *kl,                      \\\n" \
   "      const __grid_constant__ lt_att a) {                                                                             \\\n" \
   "    fa_bwd<MASKED>(q, k, v, dout, lse, delta, dq, dk, dv, am, bm, bi, ql, kl, a); }\n" \
@@ -912,7 +1116,7 @@
   "LT_FA_BWD(, false)\n" \
   "#endif\n" \
   "/* delta = rowsum(dOutput * output), the backward's first step (attention.cuh's att_delta) */\n" \
-  "extern \"C\" __global__ void lt_att_flash_delta(const float *o, const float *d, float *delta, const __grid_constant__ lt_att a,\n" \
+  "extern \"C\" __global__ void lt_att_flash_delta(const LT_FA_S *o, const LT_FA_S *d, float *delta, const __grid_constant__ lt_att a,\n" \
   "                                              int64_t rows, int tpr) {\n" \
   "  att_delta(o, d, delta, a, rows, tpr);\n" \
   "}\n"
