@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "0a522a142960e5109575e46f3b736f5b"
+const engineSourcesHash = "70562262099ff798baac2312b5b95fc7"
