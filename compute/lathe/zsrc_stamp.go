@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "70562262099ff798baac2312b5b95fc7"
+const engineSourcesHash = "4080c2367ab7c811801e5314a9cf88fc"
