@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "4080c2367ab7c811801e5314a9cf88fc"
+const engineSourcesHash = "85f6ca773e467f3c9d56a88e2d133f9a"

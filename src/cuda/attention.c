@@ -4,8 +4,9 @@
  * Two designs. The streaming kernels (flash.cuh, FlashAttention's scheme) on tensor cores serve
  * Float16/BFloat16 (sm_80 and later) and Float32 with tf32=1. Otherwise batched GEMMs + a
  * softmax kernel, so the products run on cuBLASLt (exact Float32, Float64). Work goes by chunks
- * of query rows: for a set of (batch, head) pairs whose query, key and value matrices lie at one stride from each other (all pairs in BHSD; per batch or per
- * head in BSHD; GQA by the query heads' position in their group), one product makes the
+ * of query rows: for a set of (batch, head) pairs whose query, key and value matrices lie at one
+ * stride from each other (all pairs in BHSD; per batch or per head in BSHD; GQA by the query
+ * heads' position in their group), one product makes the
  * [pairs, rows, kvLen] scores, a row kernel turns them into probabilities (scale, bias, additive
  * or Bool mask, causality, sequence-length padding, max-subtracted exponentials) and writes the
  * logsumexp, and a second product multiplies them into the values, straight into the output.
