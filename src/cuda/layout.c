@@ -19,34 +19,32 @@ static const char iota_src[] = LT_CUH_IOTA;
  * found by its address: lathe_cuda_kernel_lasting) and compiled on first use: a model compiles
  * the few it runs (all widths in one text took NVRTC 0.7 s, all Iotas 0.4 s). */
 enum { N_WIDTHS = 5 };
-static const struct {
-  lathe_dtype dt;
-  const char *type;
-} iota_types[] = {
-    {LATHE_DTYPE_INT8, "int8_t"},      {LATHE_DTYPE_INT16, "int16_t"},   {LATHE_DTYPE_INT32, "int32_t"},
-    {LATHE_DTYPE_INT64, "int64_t"},    {LATHE_DTYPE_UINT8, "uint8_t"},   {LATHE_DTYPE_UINT16, "uint16_t"},
-    {LATHE_DTYPE_UINT32, "uint32_t"},  {LATHE_DTYPE_UINT64, "uint64_t"}, {LATHE_DTYPE_FLOAT16, "lt_f16"},
-    {LATHE_DTYPE_BFLOAT16, "lt_bf16"}, {LATHE_DTYPE_FLOAT32, "float"},   {LATHE_DTYPE_FLOAT64, "double"},
-    {LATHE_DTYPE_COMPLEX64, "lt_c64"}, {LATHE_DTYPE_COMPLEX128, "lt_c128"},
-};
-enum { N_IOTA = sizeof iota_types / sizeof iota_types[0] };
+/* Iota's element type of dt: the kernels' storage type (iota.cuh's own structs for halves), or
+ * NULL where Iota has no kernel (Bool, sub-byte integers: widened first) */
+static const char *iota_type(lathe_dtype dt) {
+  if (dt == LATHE_DTYPE_BOOL || lathe_dtype_is_packed(dt)) return NULL;
+  if (dt == LATHE_DTYPE_FLOAT16) return "lt_f16";
+  if (dt == LATHE_DTYPE_BFLOAT16) return "lt_bf16";
+  return lathe_cuda_storage_type(dt);
+}
 static char *width_text(int w) {
   lt_text t = {0};
   lt_put(&t, "#define LT_LW %d\n%s", w, layout_src);
   if (t.oom) free(t.s);
   return t.oom ? NULL : t.s;
 }
-static char *iota_text(int i) {
+static char *iota_text(lathe_dtype dt) {
   lt_text t = {0};
-  lt_put(&t, "%s\nLT_IOTA(%s, %s)\n", iota_src, lathe_dtype_name(iota_types[i].dt), iota_types[i].type);
+  lt_put(&t, "%s\nLT_IOTA(%s, %s)\n", iota_src, lathe_dtype_name(dt), iota_type(dt));
   if (t.oom) free(t.s);
   return t.oom ? NULL : t.s;
 }
-static const char *width_sources[N_WIDTHS], *iota_sources[N_IOTA];
+static const char *width_sources[N_WIDTHS], *iota_sources[LATHE_DTYPE_LIMIT];
 static pthread_once_t sources_once = PTHREAD_ONCE_INIT;
 static void make_sources(void) {
   for (int i = 0; i < N_WIDTHS; i++) width_sources[i] = width_text(1 << i);
-  for (int i = 0; i < N_IOTA; i++) iota_sources[i] = iota_text(i);
+  for (int d = 1; d < LATHE_DTYPE_LIMIT; d++)
+    if (lathe_dtype_is_valid((lathe_dtype)d) && iota_type((lathe_dtype)d)) iota_sources[d] = iota_text((lathe_dtype)d);
 }
 
 /* The text of the kernels that move elements of w bytes (1 .. 16), or NULL */
@@ -65,9 +63,10 @@ void lathe_cuda_sources_layout(lathe_cuda_source_fn fn, void *ctx) {
     if (t) fn(ctx, label, t);
     free(t);
   }
-  for (int i = 0; i < N_IOTA; i++) {
-    char *t = iota_text(i);
-    snprintf(label, sizeof label, "iota %s", lathe_dtype_name(iota_types[i].dt));
+  for (int d = 1; d < LATHE_DTYPE_LIMIT; d++) {
+    if (!lathe_dtype_is_valid((lathe_dtype)d) || !iota_type((lathe_dtype)d)) continue;
+    char *t = iota_text((lathe_dtype)d);
+    snprintf(label, sizeof label, "iota %s", lathe_dtype_name((lathe_dtype)d));
     if (t) fn(ctx, label, t);
     free(t);
   }
@@ -339,11 +338,10 @@ lathe_status_t lathe_cuda_run_leaf(lathe_cuda_exec *ex, const lathe_node *n, lat
   snprintf(name, sizeof name, "lt_iota_%s", lathe_dtype_name(w->shape.dtype));
   lcuFunction f;
   pthread_once(&sources_once, make_sources);
-  int it = 0;
-  while (it < N_IOTA && iota_types[it].dt != w->shape.dtype) it++;
-  lathe_status_t st = it == N_IOTA ? LATHE_UNIMPL("Iota: %s", lathe_dtype_name(w->shape.dtype))
-                      : !iota_sources[it] ? LATHE_OOM("lathe:cuda: codegen")
-                                          : lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), iota_sources[it], name, &f);
+  lathe_dtype dt = w->shape.dtype;
+  lathe_status_t st = !iota_type(dt) ? LATHE_UNIMPL("Iota: %s", lathe_dtype_name(dt))
+                      : !iota_sources[dt] ? LATHE_OOM("lathe:cuda: codegen")
+                                          : lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), iota_sources[dt], name, &f);
   lcuDeviceptr po = lathe_cuda_ptr(w);
   void *args[] = {&po, &total, &dim, &inner};
   unsigned b, t;

@@ -65,6 +65,84 @@ template <int R, typename S> LT_DEV void fa_load(uint32_t *sh, const S *src, int
   }
 }
 
+/* A forward block's rows: 64 query rows of one (batch, head); this thread's rows r0 and r1
+ * (= r0 + 8) see keys below lim0 and lim1, and the block walks keys below kend (the limit grows
+ * with the row). */
+struct fa_rows {
+  int64_t b, h, hk, r0, r1, lim0, lim1, kend;
+};
+LT_DEV fa_rows fa_rows_of(const lt_att &a, const int32_t *ql, const int32_t *kl, int w, int g) {
+  fa_rows r;
+  const int64_t tiles = (a.S + LT_FA_BQ - 1) / LT_FA_BQ, pair = blockIdx.x / tiles, qt0 = blockIdx.x % tiles * LT_FA_BQ;
+  r.b = pair / a.H, r.h = pair % a.H, r.hk = r.h / a.group;
+  r.r0 = qt0 + w * 16 + g, r.r1 = r.r0 + 8;
+  const int64_t qlim = lt_qlim(a, ql, r.b);
+  r.lim0 = r.r0 < qlim ? lt_kvlim(a, kl, r.b, r.r0) : 0, r.lim1 = r.r1 < qlim ? lt_kvlim(a, kl, r.b, r.r1) : 0;
+  const int64_t last = (qt0 + LT_FA_BQ < qlim ? qt0 + LT_FA_BQ : qlim) - 1;
+  r.kend = qt0 < qlim ? lt_kvlim(a, kl, r.b, last) : 0;
+  return r;
+}
+/* One key tile of the online softmax: the scores s of keys kt.. (the accumulator layout: row r0
+ * in elements 0-1, r1 in 2-3, columns 2t and 2t + 1 of each 8) become probabilities
+ * e^(logit - running max), in log2 units; the running maxima m, sums l and the output
+ * accumulators oa are rescaled to the new maxima. Keys a row cannot see give 0. */
+template <bool MASKED>
+LT_DEV void fa_softmax_tile(float (&s)[LT_FA_BK / 8][4], float (&oa)[LT_FA_D / 8][4], float &m0, float &m1, float &l0, float &l1,
+                            const fa_rows &r, int64_t kt, int t, const lt_att &a, const float *am, const uint8_t *bm,
+                            const float *bi) {
+  const float sl2 = (float)a.scale * LT_LOG2E;
+  float mx0 = -INFINITY, mx1 = -INFINITY;
+  /* the tile's visible keys of each row: columns below v0 and v1 */
+  const int v0 = (int)lt_clamp(r.lim0 - kt, 0, LT_FA_BK), v1 = (int)lt_clamp(r.lim1 - kt, 0, LT_FA_BK);
+#pragma unroll
+  for (int n = 0; n < LT_FA_BK / 8; n++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      int c = n * 8 + 2 * t + (e & 1);
+      float x;
+      if (MASKED) x = c < (e < 2 ? v0 : v1) ? lt_logit(a, s[n][e], am, bm, bi, r.b, r.h, e < 2 ? r.r0 : r.r1, kt + c) * LT_LOG2E : -INFINITY;
+      else x = c < (e < 2 ? v0 : v1) ? s[n][e] * sl2 : -INFINITY;
+      s[n][e] = x;
+      if (e < 2) mx0 = fmaxf(mx0, x);
+      else mx1 = fmaxf(mx1, x);
+    }
+  const float n0 = fmaxf(m0, lt_quad_max(mx0)), n1 = fmaxf(m1, lt_quad_max(mx1));
+  const float c0 = n0 == -INFINITY ? 1.f : exp2f(m0 - n0), c1 = n1 == -INFINITY ? 1.f : exp2f(m1 - n1);
+  l0 *= c0, l1 *= c1, m0 = n0, m1 = n1;
+#pragma unroll
+  for (int dn = 0; dn < LT_FA_D / 8; dn++) oa[dn][0] *= c0, oa[dn][1] *= c0, oa[dn][2] *= c1, oa[dn][3] *= c1;
+#pragma unroll
+  for (int n = 0; n < LT_FA_BK / 8; n++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      float mm = e < 2 ? n0 : n1, p = mm == -INFINITY ? 0.f : exp2f(s[n][e] - mm);
+      s[n][e] = p;
+      if (e < 2) l0 += p;
+      else l1 += p;
+    }
+}
+/* The block's output rows (the accumulators over the rows' sums) and logsumexp: 0 and -inf for
+ * rows nothing is visible to, as att_softmax and the products make them. */
+template <typename S>
+LT_DEV void fa_finish(S *o, float *lse, float (&oa)[LT_FA_D / 8][4], float m0, float m1, float l0, float l1, const fa_rows &r,
+                      int t, const lt_att &a) {
+  l0 = lt_quad_sum(l0), l1 = lt_quad_sum(l1);
+  const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
+  S *op = o + r.b * a.qbs + r.h * a.qhs;
+#pragma unroll
+  for (int dn = 0; dn < LT_FA_D / 8; dn++)
+#pragma unroll
+    for (int e = 0; e < 4; e++) {
+      int64_t row = e < 2 ? r.r0 : r.r1, d = dn * 8 + 2 * t + (e & 1);
+      if (row < a.S && d < a.D) lt_s(op, row * a.qss + d, oa[dn][e] * (e < 2 ? i0 : i1));
+    }
+  if (t == 0) {
+    float *lp = lse + (r.b * a.H + r.h) * a.S;
+    if (r.r0 < a.S) lp[r.r0] = m0 > -INFINITY && l0 > 0.f ? m0 / LT_LOG2E + lt_log(l0) : -INFINITY;
+    if (r.r1 < a.S) lp[r.r1] = m1 > -INFINITY && l1 > 0.f ? m1 / LT_LOG2E + lt_log(l1) : -INFINITY;
+  }
+}
+
 /* Forward: a block per LT_FA_BQ query rows of one (batch, head); output and logsumexp as
  * att_softmax and the products make them (rows nothing is visible to: 0 and -inf). */
 template <bool MASKED, typename S> __device__ void fa_fwd(const S *q, const S *k, const S *v, S *o, float *lse,
@@ -73,28 +151,22 @@ template <bool MASKED, typename S> __device__ void fa_fwd(const S *q, const S *k
   extern __shared__ __align__(16) uint32_t fa_sh[];
   uint32_t *ks = fa_sh, *vs = fa_sh + LT_FA_BK * LT_FA_P;
   const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;
-  const int64_t tiles = (a.S + LT_FA_BQ - 1) / LT_FA_BQ, pair = blockIdx.x / tiles, qt0 = blockIdx.x % tiles * LT_FA_BQ;
-  const int64_t b = pair / a.H, h = pair % a.H, hk = h / a.group;
-  const S *qp = q + b * a.qbs + h * a.qhs, *kp = k + b * a.kbs + hk * a.khs, *vp = v + b * a.kbs + hk * a.khs;
-  const int64_t r0 = qt0 + w * 16 + g, r1 = r0 + 8, qlim = lt_qlim(a, ql, b);
-  const int64_t lim0 = r0 < qlim ? lt_kvlim(a, kl, b, r0) : 0, lim1 = r1 < qlim ? lt_kvlim(a, kl, b, r1) : 0;
-  /* keys any row of the block sees: the limit grows with the row */
-  const int64_t last = (qt0 + LT_FA_BQ < qlim ? qt0 + LT_FA_BQ : qlim) - 1, kend = qt0 < qlim ? lt_kvlim(a, kl, b, last) : 0;
+  const fa_rows r = fa_rows_of(a, ql, kl, w, g);
+  const S *qp = q + r.b * a.qbs + r.h * a.qhs, *kp = k + r.b * a.kbs + r.hk * a.khs, *vp = v + r.b * a.kbs + r.hk * a.khs;
   uint32_t qf[LT_FA_D / 8][4];
 #pragma unroll
   for (int kk = 0; kk < LT_FA_D / 8; kk++) {
     int d0 = kk * 8 + t, d1 = d0 + 4;
-    qf[kk][0] = lt_tf32(r0 < a.S && d0 < a.D ? lt_g(qp, r0 * a.qss + d0) : 0.f);
-    qf[kk][1] = lt_tf32(r1 < a.S && d0 < a.D ? lt_g(qp, r1 * a.qss + d0) : 0.f);
-    qf[kk][2] = lt_tf32(r0 < a.S && d1 < a.D ? lt_g(qp, r0 * a.qss + d1) : 0.f);
-    qf[kk][3] = lt_tf32(r1 < a.S && d1 < a.D ? lt_g(qp, r1 * a.qss + d1) : 0.f);
+    qf[kk][0] = lt_tf32(r.r0 < a.S && d0 < a.D ? lt_g(qp, r.r0 * a.qss + d0) : 0.f);
+    qf[kk][1] = lt_tf32(r.r1 < a.S && d0 < a.D ? lt_g(qp, r.r1 * a.qss + d0) : 0.f);
+    qf[kk][2] = lt_tf32(r.r0 < a.S && d1 < a.D ? lt_g(qp, r.r0 * a.qss + d1) : 0.f);
+    qf[kk][3] = lt_tf32(r.r1 < a.S && d1 < a.D ? lt_g(qp, r.r1 * a.qss + d1) : 0.f);
   }
   float oa[LT_FA_D / 8][4];
 #pragma unroll
   for (int dn = 0; dn < LT_FA_D / 8; dn++) oa[dn][0] = oa[dn][1] = oa[dn][2] = oa[dn][3] = 0.f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f; /* running maxima (log2 units) and sums */
-  const float sl2 = (float)a.scale * LT_LOG2E;
-  for (int64_t kt = 0; kt < kend; kt += LT_FA_BK) {
+  for (int64_t kt = 0; kt < r.kend; kt += LT_FA_BK) {
     __syncthreads();
     fa_load<LT_FA_BK>(ks, kp, kt, a.Skv, a.kss, a.D, a.vec);
     fa_load<LT_FA_BK>(vs, vp, kt, a.Skv, a.kss, a.D, a.vec);
@@ -109,35 +181,9 @@ template <bool MASKED, typename S> __device__ void fa_fwd(const S *q, const S *k
         lt_mma(s[n], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], kr[0], kr[4]);
       }
     }
-    float mx0 = -INFINITY, mx1 = -INFINITY;
-    /* the tile's visible keys of each row: columns below v0 and v1 */
-    const int v0 = (int)lt_clamp(lim0 - kt, 0, LT_FA_BK), v1 = (int)lt_clamp(lim1 - kt, 0, LT_FA_BK);
-#pragma unroll
-    for (int n = 0; n < LT_FA_BK / 8; n++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        int c = n * 8 + 2 * t + (e & 1);
-        float x;
-        if (MASKED) x = c < (e < 2 ? v0 : v1) ? lt_logit(a, s[n][e], am, bm, bi, b, h, e < 2 ? r0 : r1, kt + c) * LT_LOG2E : -INFINITY;
-        else x = c < (e < 2 ? v0 : v1) ? s[n][e] * sl2 : -INFINITY;
-        s[n][e] = x;
-        if (e < 2) mx0 = fmaxf(mx0, x);
-        else mx1 = fmaxf(mx1, x);
-      }
-    const float n0 = fmaxf(m0, lt_quad_max(mx0)), n1 = fmaxf(m1, lt_quad_max(mx1));
-    const float c0 = n0 == -INFINITY ? 1.f : exp2f(m0 - n0), c1 = n1 == -INFINITY ? 1.f : exp2f(m1 - n1);
-    l0 *= c0, l1 *= c1, m0 = n0, m1 = n1;
-#pragma unroll
-    for (int dn = 0; dn < LT_FA_D / 8; dn++) oa[dn][0] *= c0, oa[dn][1] *= c0, oa[dn][2] *= c1, oa[dn][3] *= c1;
+    fa_softmax_tile<MASKED>(s, oa, m0, m1, l0, l1, r, kt, t, a, am, bm, bi);
 #pragma unroll
     for (int n = 0; n < LT_FA_BK / 8; n++) {
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        float mm = e < 2 ? n0 : n1, p = mm == -INFINITY ? 0.f : exp2f(s[n][e] - mm);
-        s[n][e] = p;
-        if (e < 2) l0 += p;
-        else l1 += p;
-      }
       uint32_t a0 = lt_tf32(s[n][0]), a1 = lt_tf32(s[n][2]), a2 = lt_tf32(s[n][1]), a3 = lt_tf32(s[n][3]);
 #pragma unroll
       for (int dn = 0; dn < LT_FA_D / 8; dn++) {
@@ -146,21 +192,7 @@ template <bool MASKED, typename S> __device__ void fa_fwd(const S *q, const S *k
       }
     }
   }
-  l0 = lt_quad_sum(l0), l1 = lt_quad_sum(l1);
-  const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
-  S *op = o + b * a.qbs + h * a.qhs;
-#pragma unroll
-  for (int dn = 0; dn < LT_FA_D / 8; dn++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      int64_t r = e < 2 ? r0 : r1, d = dn * 8 + 2 * t + (e & 1);
-      if (r < a.S && d < a.D) lt_s(op, r * a.qss + d, oa[dn][e] * (e < 2 ? i0 : i1));
-    }
-  if (t == 0) {
-    float *lp = lse + (b * a.H + h) * a.S;
-    if (r0 < a.S) lp[r0] = m0 > -INFINITY && l0 > 0.f ? m0 / LT_LOG2E + lt_log(l0) : -INFINITY;
-    if (r1 < a.S) lp[r1] = m1 > -INFINITY && l1 > 0.f ? m1 / LT_LOG2E + lt_log(l1) : -INFINITY;
-  }
+  fa_finish(o, lse, oa, m0, m1, l0, l1, r, t, a);
 }
 #if LT_FA_T != 0
 /* The forward on Float16/BFloat16 tensor cores (mma.sync m16n8k16 of the storage type, Float32
@@ -195,7 +227,7 @@ LT_DEV uint32_t fh_pair(const LT_FA_S *p, int64_t r, int64_t d, const lt_att &a)
 }
 /* Rows r0 .. r0 + LT_FA_BK (rows rs apart, D values each) as stored into sh, LT_FA_PH words a
  * row, zero past row n and past D. vec 2 (D, rs and the address multiples of 8): 16-byte cp.async
- * copies, waited for by fh_wait; vec 1 (multiples of 4): 8-byte loads; else one value at a time. */
+ * copies, waited for by fh_wait1; vec 1 (multiples of 4): 8-byte loads; else one value at a time. */
 LT_DEV void fh_tile(uint32_t *sh, const LT_FA_S *src, int64_t r0, int64_t n, int64_t rs, int64_t D, int64_t vec) {
   if (vec == 2) {
     for (int e = threadIdx.x; e < LT_FA_BK * (LT_FA_D / 8); e += blockDim.x) {
@@ -234,13 +266,9 @@ template <bool MASKED> __device__ void fh_fwd(const LT_FA_S *q, const LT_FA_S *k
                                               const int32_t *kl, const lt_att &a) {
   extern __shared__ __align__(16) uint32_t fa_sh[]; /* key tiles 0, 1, then value tiles 0, 1 */
   const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int64_t tiles = (a.S + LT_FA_BQ - 1) / LT_FA_BQ, pair = blockIdx.x / tiles, qt0 = blockIdx.x % tiles * LT_FA_BQ;
-  const int64_t b = pair / a.H, h = pair % a.H, hk = h / a.group;
-  const LT_FA_S *qp = q + b * a.qbs + h * a.qhs, *kp = k + b * a.kbs + hk * a.khs, *vp = v + b * a.kbs + hk * a.khs;
-  const int64_t r0 = qt0 + w * 16 + g, r1 = r0 + 8, qlim = lt_qlim(a, ql, b);
-  const int64_t lim0 = r0 < qlim ? lt_kvlim(a, kl, b, r0) : 0, lim1 = r1 < qlim ? lt_kvlim(a, kl, b, r1) : 0;
-  const int64_t last = (qt0 + LT_FA_BQ < qlim ? qt0 + LT_FA_BQ : qlim) - 1, kend = qt0 < qlim ? lt_kvlim(a, kl, b, last) : 0;
-  if (kend > 0) {
+  const fa_rows r = fa_rows_of(a, ql, kl, w, g);
+  const LT_FA_S *qp = q + r.b * a.qbs + r.h * a.qhs, *kp = k + r.b * a.kbs + r.hk * a.khs, *vp = v + r.b * a.kbs + r.hk * a.khs;
+  if (r.kend > 0) {
     fh_tile(fa_sh, kp, 0, a.Skv, a.kss, a.D, a.vec);
     fh_tile(fa_sh + 2 * LT_FA_TILE, vp, 0, a.Skv, a.kss, a.D, a.vec);
   }
@@ -249,21 +277,20 @@ template <bool MASKED> __device__ void fh_fwd(const LT_FA_S *q, const LT_FA_S *k
 #pragma unroll
   for (int kk = 0; kk < LT_FA_D / 16; kk++) {
     int64_t d0 = kk * 16 + 2 * t, d1 = d0 + 8;
-    qf[kk][0] = fh_pair(qp, r0, d0, a), qf[kk][1] = fh_pair(qp, r1, d0, a);
-    qf[kk][2] = fh_pair(qp, r0, d1, a), qf[kk][3] = fh_pair(qp, r1, d1, a);
+    qf[kk][0] = fh_pair(qp, r.r0, d0, a), qf[kk][1] = fh_pair(qp, r.r1, d0, a);
+    qf[kk][2] = fh_pair(qp, r.r0, d1, a), qf[kk][3] = fh_pair(qp, r.r1, d1, a);
   }
   float oa[LT_FA_D / 8][4];
 #pragma unroll
   for (int dn = 0; dn < LT_FA_D / 8; dn++) oa[dn][0] = oa[dn][1] = oa[dn][2] = oa[dn][3] = 0.f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
-  const float sl2 = (float)a.scale * LT_LOG2E;
   /* this lane's row of the value matrices ldmatrix reads: key (L / 8 & 1) 8 + L % 8, columns from
    * (L / 16) 8 */
   const int vrow = (lane >> 3 & 1) * 8 + (lane & 7), vcol = (lane >> 4) * 4;
   int buf = 0;
-  for (int64_t kt = 0; kt < kend; kt += LT_FA_BK, buf ^= 1) {
+  for (int64_t kt = 0; kt < r.kend; kt += LT_FA_BK, buf ^= 1) {
     __syncthreads(); /* every warp is done with the other buffers: the next tiles go there */
-    if (kt + LT_FA_BK < kend) {
+    if (kt + LT_FA_BK < r.kend) {
       fh_tile(fa_sh + (buf ^ 1) * LT_FA_TILE, kp, kt + LT_FA_BK, a.Skv, a.kss, a.D, a.vec);
       fh_tile(fa_sh + (2 + (buf ^ 1)) * LT_FA_TILE, vp, kt + LT_FA_BK, a.Skv, a.kss, a.D, a.vec);
     }
@@ -281,34 +308,7 @@ template <bool MASKED> __device__ void fh_fwd(const LT_FA_S *q, const LT_FA_S *k
         lt_mma16(s[n], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], kr[0], kr[4]);
       }
     }
-    float mx0 = -INFINITY, mx1 = -INFINITY;
-    const int v0 = (int)lt_clamp(lim0 - kt, 0, LT_FA_BK), v1 = (int)lt_clamp(lim1 - kt, 0, LT_FA_BK);
-#pragma unroll
-    for (int n = 0; n < LT_FA_BK / 8; n++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        int c = n * 8 + 2 * t + (e & 1);
-        float x;
-        if (MASKED) x = c < (e < 2 ? v0 : v1) ? lt_logit(a, s[n][e], am, bm, bi, b, h, e < 2 ? r0 : r1, kt + c) * LT_LOG2E : -INFINITY;
-        else x = c < (e < 2 ? v0 : v1) ? s[n][e] * sl2 : -INFINITY;
-        s[n][e] = x;
-        if (e < 2) mx0 = fmaxf(mx0, x);
-        else mx1 = fmaxf(mx1, x);
-      }
-    const float n0 = fmaxf(m0, lt_quad_max(mx0)), n1 = fmaxf(m1, lt_quad_max(mx1));
-    const float c0 = n0 == -INFINITY ? 1.f : exp2f(m0 - n0), c1 = n1 == -INFINITY ? 1.f : exp2f(m1 - n1);
-    l0 *= c0, l1 *= c1, m0 = n0, m1 = n1;
-#pragma unroll
-    for (int dn = 0; dn < LT_FA_D / 8; dn++) oa[dn][0] *= c0, oa[dn][1] *= c0, oa[dn][2] *= c1, oa[dn][3] *= c1;
-#pragma unroll
-    for (int n = 0; n < LT_FA_BK / 8; n++)
-#pragma unroll
-      for (int e = 0; e < 4; e++) {
-        float mm = e < 2 ? n0 : n1, p = mm == -INFINITY ? 0.f : exp2f(s[n][e] - mm);
-        s[n][e] = p;
-        if (e < 2) l0 += p;
-        else l1 += p;
-      }
+    fa_softmax_tile<MASKED>(s, oa, m0, m1, l0, l1, r, kt, t, a, am, bm, bi);
     /* P.V, 16 keys a step: score tiles 2j and 2j + 1 are the A fragment's columns 0-7 and 8-15;
      * one ldmatrix gives the B fragments of two 8-column value tiles */
 #pragma unroll
@@ -324,21 +324,7 @@ template <bool MASKED> __device__ void fh_fwd(const LT_FA_S *q, const LT_FA_S *k
       }
     }
   }
-  l0 = lt_quad_sum(l0), l1 = lt_quad_sum(l1);
-  const float i0 = l0 > 0.f ? 1.f / l0 : 0.f, i1 = l1 > 0.f ? 1.f / l1 : 0.f;
-  LT_FA_S *op = o + b * a.qbs + h * a.qhs;
-#pragma unroll
-  for (int dn = 0; dn < LT_FA_D / 8; dn++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      int64_t r = e < 2 ? r0 : r1, d = dn * 8 + 2 * t + (e & 1);
-      if (r < a.S && d < a.D) lt_s(op, r * a.qss + d, oa[dn][e] * (e < 2 ? i0 : i1));
-    }
-  if (t == 0) {
-    float *lp = lse + (b * a.H + h) * a.S;
-    if (r0 < a.S) lp[r0] = m0 > -INFINITY && l0 > 0.f ? m0 / LT_LOG2E + lt_log(l0) : -INFINITY;
-    if (r1 < a.S) lp[r1] = m1 > -INFINITY && l1 > 0.f ? m1 / LT_LOG2E + lt_log(l1) : -INFINITY;
-  }
+  fa_finish(o, lse, oa, m0, m1, l0, l1, r, t, a);
 }
 #define LT_FA_FWD_BODY fh_fwd
 #else

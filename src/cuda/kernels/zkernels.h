@@ -689,6 +689,84 @@
   "  }\n" \
   "}\n" \
   "\n" \
+  "/* A forward block's rows: 64 query rows of one (batch, head); this thread's rows r0 and r1\n" \
+  " * (= r0 + 8) see keys below lim0 and lim1, and the block walks keys below kend (the limit grows\n" \
+  " * with the row). */\n" \
+  "struct fa_rows {\n" \
+  "  int64_t b, h, hk, r0, r1, lim0, lim1, kend;\n" \
+  "};\n" \
+  "LT_DEV fa_rows fa_rows_of(const lt_att &a, const int32_t *ql, const int32_t *kl, int w, int g) {\n" \
+  "  fa_rows r;\n" \
+  "  const int64_t tiles = (a.S + LT_FA_BQ - 1) / LT_FA_BQ, pair = blockIdx.x / tiles, qt0 = blockIdx.x % tiles * LT_FA_BQ;\n" \
+  "  r.b = pair / a.H, r.h = pair % a.H, r.hk = r.h / a.group;\n" \
+  "  r.r0 = qt0 + w * 16 + g, r.r1 = r.r0 + 8;\n" \
+  "  const int64_t qlim = lt_qlim(a, ql, r.b);\n" \
+  "  r.lim0 = r.r0 < qlim \? lt_kvlim(a, kl, r.b, r.r0) : 0, r.lim1 = r.r1 < qlim \? lt_kvlim(a, kl, r.b, r.r1) : 0;\n" \
+  "  const int64_t last = (qt0 + LT_FA_BQ < qlim \? qt0 + LT_FA_BQ : qlim) - 1;\n" \
+  "  r.kend = qt0 < qlim \? lt_kvlim(a, kl, r.b, last) : 0;\n" \
+  "  return r;\n" \
+  "}\n" \
+  "/* One key tile of the online softmax: the scores s of keys kt.. (the accumulator layout: row r0\n" \
+  " * in elements 0-1, r1 in 2-3, columns 2t and 2t + 1 of each 8) become probabilities\n" \
+  " * e^(logit - running max), in log2 units; the running maxima m, sums l and the output\n" \
+  " * accumulators oa are rescaled to the new maxima. Keys a row cannot see give 0. */\n" \
+  "template <bool MASKED>\n" \
+  "LT_DEV void fa_softmax_tile(float (&s)[LT_FA_BK / 8][4], float (&oa)[LT_FA_D / 8][4], float &m0, float &m1, float &l0, float &l1,\n" \
+  "                            const fa_rows &r, int64_t kt, int t, const lt_att &a, const float *am, const uint8_t *bm,\n" \
+  "                            const float *bi) {\n" \
+  "  const float sl2 = (float)a.scale * LT_LOG2E;\n" \
+  "  float mx0 = -INFINITY, mx1 = -INFINITY;\n" \
+  "  /* the tile's visible keys of each row: columns below v0 and v1 */\n" \
+  "  const int v0 = (int)lt_clamp(r.lim0 - kt, 0, LT_FA_BK), v1 = (int)lt_clamp(r.lim1 - kt, 0, LT_FA_BK);\n" \
+  "#pragma unroll\n" \
+  "  for (int n = 0; n < LT_FA_BK / 8; n++)\n" \
+  "#pragma unroll\n" \
+  "    for (int e = 0; e < 4; e++) {\n" \
+  "      int c = n * 8 + 2 * t + (e & 1);\n" \
+  "      float x;\n" \
+  "      if (MASKED) x = c < (e < 2 \? v0 : v1) \? lt_logit(a, s[n][e], am, bm, bi, r.b, r.h, e < 2 \? r.r0 : r.r1, kt + c) * LT_LOG2E : -INFINITY;\n" \
+  "      else x = c < (e < 2 \? v0 : v1) \? s[n][e] * sl2 : -INFINITY;\n" \
+  "      s[n][e] = x;\n" \
+  "      if (e < 2) mx0 = fmaxf(mx0, x);\n" \
+  "      else mx1 = fmaxf(mx1, x);\n" \
+  "    }\n" \
+  "  const float n0 = fmaxf(m0, lt_quad_max(mx0)), n1 = fmaxf(m1, lt_quad_max(mx1));\n" \
+  "  const float c0 = n0 == -INFINITY \? 1.f : exp2f(m0 - n0), c1 = n1 == -INFINITY \? 1.f : exp2f(m1 - n1);\n" \
+  "  l0 *= c0, l1 *= c1, m0 = n0, m1 = n1;\n" \
+  "#pragma unroll\n" \
+  "  for (int dn = 0; dn < LT_FA_D / 8; dn++) oa[dn][0] *= c0, oa[dn][1] *= c0, oa[dn][2] *= c1, oa[dn][3] *= c1;\n" \
+  "#pragma unroll\n" \
+  "  for (int n = 0; n < LT_FA_BK / 8; n++)\n" \
+  "#pragma unroll\n" \
+  "    for (int e = 0; e < 4; e++) {\n" \
+  "      float mm = e < 2 \? n0 : n1, p = mm == -INFINITY \? 0.f : exp2f(s[n][e] - mm);\n" \
+  "      s[n][e] = p;\n" \
+  "      if (e < 2) l0 += p;\n" \
+  "      else l1 += p;\n" \
+  "    }\n" \
+  "}\n" \
+  "/* The block's output rows (the accumulators over the rows' sums) and logsumexp: 0 and -inf for\n" \
+  " * rows nothing is visible to, as att_softmax and the products make them. */\n" \
+  "template <typename S>\n" \
+  "LT_DEV void fa_finish(S *o, float *lse, float (&oa)[LT_FA_D / 8][4], float m0, float m1, float l0, float l1, const fa_rows &r,\n" \
+  "                      int t, const lt_att &a) {\n" \
+  "  l0 = lt_quad_sum(l0), l1 = lt_quad_sum(l1);\n" \
+  "  const float i0 = l0 > 0.f \? 1.f / l0 : 0.f, i1 = l1 > 0.f \? 1.f / l1 : 0.f;\n" \
+  "  S *op = o + r.b * a.qbs + r.h * a.qhs;\n" \
+  "#pragma unroll\n" \
+  "  for (int dn = 0; dn < LT_FA_D / 8; dn++)\n" \
+  "#pragma unroll\n" \
+  "    for (int e = 0; e < 4; e++) {\n" \
+  "      int64_t row = e < 2 \? r.r0 : r.r1, d = dn * 8 + 2 * t + (e & 1);\n" \
+  "      if (row < a.S && d < a.D) lt_s(op, row * a.qss + d, oa[dn][e] * (e < 2 \? i0 : i1));\n" \
+  "    }\n" \
+  "  if (t == 0) {\n" \
+  "    float *lp = lse + (r.b * a.H + r.h) * a.S;\n" \
+  "    if (r.r0 < a.S) lp[r.r0] = m0 > -INFINITY && l0 > 0.f \? m0 / LT_LOG2E + lt_log(l0) : -INFINITY;\n" \
+  "    if (r.r1 < a.S) lp[r.r1] = m1 > -INFINITY && l1 > 0.f \? m1 / LT_LOG2E + lt_log(l1) : -INFINITY;\n" \
+  "  }\n" \
+  "}\n" \
+  "\n" \
   "/* Forward: a block per LT_FA_BQ query rows of one (batch, head); output and logsumexp as\n" \
   " * att_softmax and the products make them (rows nothing is visible to: 0 and -inf). */\n" \
   "template <bool MASKED, typename S> __device__ void fa_fwd(const S *q, const S *k, const S *v, S *o, float *lse,\n" \
@@ -697,28 +775,22 @@
   "  extern __shared__ __align__(16) uint32_t fa_sh[];\n" \
   "  uint32_t *ks = fa_sh, *vs = fa_sh + LT_FA_BK * LT_FA_P;\n" \
   "  const int w = threadIdx.x >> 5, g = (threadIdx.x & 31) >> 2, t = threadIdx.x & 3;\n" \
-  "  const int64_t tiles = (a.S + LT_FA_BQ - 1) / LT_FA_BQ, pair = blockIdx.x / tiles, qt0 = blockIdx.x % tiles * LT_FA_BQ;\n" \
-  "  const int64_t b = pair / a.H, h = pair % a.H, hk = h / a.group;\n" \
-  "  const S *qp = q + b * a.qbs + h * a.qhs, *kp = k + b * a.kbs + hk * a.khs, *vp = v + b * a.kbs + hk * a.khs;\n" \
-  "  const int64_t r0 = qt0 + w * 16 + g, r1 = r0 + 8, qlim = lt_qlim(a, ql, b);\n" \
-  "  const int64_t lim0 = r0 < qlim \? lt_kvlim(a, kl, b, r0) : 0, lim1 = r1 < qlim \? lt_kvlim(a, kl, b, r1) : 0;\n" \
-  "  /* keys any row of the block sees: the limit grows with the row */\n" \
-  "  const int64_t last = (qt0 + LT_FA_BQ < qlim \? qt0 + LT_FA_BQ : qlim) - 1, kend = qt0 < qlim \? lt_kvlim(a, kl, b, last) : 0;\n" \
+  "  const fa_rows r = fa_rows_of(a, ql, kl, w, g);\n" \
+  "  const S *qp = q + r.b * a.qbs + r.h * a.qhs, *kp = k + r.b * a.kbs + r.hk * a.khs, *vp = v + r.b * a.kbs + r.hk * a.khs;\n" \
   "  uint32_t qf[LT_FA_D / 8][4];\n" \
   "#pragma unroll\n" \
   "  for (int kk = 0; kk < LT_FA_D / 8; kk++) {\n" \
   "    int d0 = kk * 8 + t, d1 = d0 + 4;\n" \
-  "    qf[kk][0] = lt_tf32(r0 < a.S && d0 < a.D \? lt_g(qp, r0 * a.qss + d0) : 0.f);\n" \
-  "    qf[kk][1] = lt_tf32(r1 < a.S && d0 < a.D \? lt_g(qp, r1 * a.qss + d0) : 0.f);\n" \
-  "    qf[kk][2] = lt_tf32(r0 < a.S && d1 < a.D \? lt_g(qp, r0 * a.qss + d1) : 0.f);\n" \
-  "    qf[kk][3] = lt_tf32(r1 < a.S && d1 < a.D \? lt_g(qp, r1 * a.qss + d1) : 0.f);\n" \
+  "    qf[kk][0] = lt_tf32(r.r0 < a.S && d0 < a.D \? lt_g(qp, r.r0 * a.qss + d0) : 0.f);\n" \
+  "    qf[kk][1] = lt_tf32(r.r1 < a.S && d0 < a.D \? lt_g(qp, r.r1 * a.qss + d0) : 0.f);\n" \
+  "    qf[kk][2] = lt_tf32(r.r0 < a.S && d1 < a.D \? lt_g(qp, r.r0 * a.qss + d1) : 0.f);\n" \
+  "    qf[kk][3] = lt_tf32(r.r1 < a.S && d1 < a.D \? lt_g(qp, r.r1 * a.qss + d1) : 0.f);\n" \
   "  }\n" \
   "  float oa[LT_FA_D / 8][4];\n" \
   "#pragma unroll\n" \
   "  for (int dn = 0; dn < LT_FA_D / 8; dn++) oa[dn][0] = oa[dn][1] = oa[dn][2] = oa[dn][3] = 0.f;\n" \
   "  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f; /* running maxima (log2 units) and sums */\n" \
-  "  const float sl2 = (float)a.scale * LT_LOG2E;\n" \
-  "  for (int64_t kt = 0; kt < kend; kt += LT_FA_BK) {\n" \
+  "  for (int64_t kt = 0; kt < r.kend; kt += LT_FA_BK) {\n" \
   "    __syncthreads();\n" \
   "    fa_load<LT_FA_BK>(ks, kp, kt, a.Skv, a.kss, a.D, a.vec);\n" \
   "    fa_load<LT_FA_BK>(vs, vp, kt, a.Skv, a.kss, a.D, a.vec);\n" \
@@ -733,35 +805,9 @@
   "        lt_mma(s[n], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], kr[0], kr[4]);\n" \
   "      }\n" \
   "    }\n" \
-  "    float mx0 = -INFINITY, mx1 = -INFINITY;\n" \
-  "    /* the tile's visible keys of each row: columns below v0 and v1 */\n" \
-  "    const int v0 = (int)lt_clamp(lim0 - kt, 0, LT_FA_BK), v1 = (int)lt_clamp(lim1 - kt, 0, LT_FA_BK);\n" \
-  "#pragma unroll\n" \
-  "    for (int n = 0; n < LT_FA_BK / 8; n++)\n" \
-  "#pragma unroll\n" \
-  "      for (int e = 0; e < 4; e++) {\n" \
-  "        int c = n * 8 + 2 * t + (e & 1);\n" \
-  "        float x;\n" \
-  "        if (MASKED) x = c < (e < 2 \? v0 : v1) \? lt_logit(a, s[n][e], am, bm, bi, b, h, e < 2 \? r0 : r1, kt + c) * LT_LOG2E : -INFINITY;\n" \
-  "        else x = c < (e < 2 \? v0 : v1) \? s[n][e] * sl2 : -INFINITY;\n" \
-  "        s[n][e] = x;\n" \
-  "        if (e < 2) mx0 = fmaxf(mx0, x);\n" \
-  "        else mx1 = fmaxf(mx1, x);\n" \
-  "      }\n" \
-  "    const float n0 = fmaxf(m0, lt_quad_max(mx0)), n1 = fmaxf(m1, lt_quad_max(mx1));\n" \
-  "    const float c0 = n0 == -INFINITY \? 1.f : exp2f(m0 - n0), c1 = n1 == -INFINITY \? 1.f : exp2f(m1 - n1);\n" \
-  "    l0 *= c0, l1 *= c1, m0 = n0, m1 = n1;\n" \
-  "#pragma unroll\n" \
-  "    for (int dn = 0; dn < LT_FA_D / 8; dn++) oa[dn][0] *= c0, oa[dn][1] *= c0, oa[dn][2] *= c1, oa[dn][3] *= c1;\n" \
+  "    fa_softmax_tile<MASKED>(s, oa, m0, m1, l0, l1, r, kt, t, a, am, bm, bi);\n" \
   "#pragma unroll\n" \
   "    for (int n = 0; n < LT_FA_BK / 8; n++) {\n" \
-  "#pragma unroll\n" \
-  "      for (int e = 0; e < 4; e++) {\n" \
-  "        float mm = e < 2 \? n0 : n1, p = mm == -INFINITY \? 0.f : exp2f(s[n][e] - mm);\n" \
-  "        s[n][e] = p;\n" \
-  "        if (e < 2) l0 += p;\n" \
-  "        else l1 += p;\n" \
-  "      }\n" \
   "      uint32_t a0 = lt_tf32(s[n][0]), a1 = lt_tf32(s[n][2]), a2 = lt_tf32(s[n][1]), a3 = lt_tf32(s[n][3]);\n" \
   "#pragma unroll\n" \
   "      for (int dn = 0; dn < LT_FA_D / 8; dn++) {\n" \
@@ -770,21 +816,7 @@
   "      }\n" \
   "    }\n" \
   "  }\n" \
-  "  l0 = lt_quad_sum(l0), l1 = lt_quad_sum(l1);\n" \
-  "  const float i0 = l0 > 0.f \? 1.f / l0 : 0.f, i1 = l1 > 0.f \? 1.f / l1 : 0.f;\n" \
-  "  S *op = o + b * a.qbs + h * a.qhs;\n" \
-  "#pragma unroll\n" \
-  "  for (int dn = 0; dn < LT_FA_D / 8; dn++)\n" \
-  "#pragma unroll\n" \
-  "    for (int e = 0; e < 4; e++) {\n" \
-  "      int64_t r = e < 2 \? r0 : r1, d = dn * 8 + 2 * t + (e & 1);\n" \
-  "      if (r < a.S && d < a.D) lt_s(op, r * a.qss + d, oa[dn][e] * (e < 2 \? i0 : i1));\n" \
-  "    }\n" \
-  "  if (t == 0) {\n" \
-  "    float *lp = lse + (b * a.H + h) * a.S;\n" \
-  "    if (r0 < a.S) lp[r0] = m0 > -INFINITY && l0 > 0.f \? m0 / LT_LOG2E + lt_log(l0) : -INFINITY;\n" \
-  "    if (r1 < a.S) lp[r1] = m1 > -INFINITY && l1 > 0.f \? m1 / LT_LOG2E + lt_log(l1) : -INFINITY;\n" \
-  "  }\n" \
+  "  fa_finish(o, lse, oa, m0, m1, l0, l1, r, t, a);\n" \
   "}\n" \
   "#if LT_FA_T != 0\n" \
   "/* The forward on Float16/BFloat16 tensor cores (mma.sync m16n8k16 of the storage type, Float32\n" \
@@ -819,7 +851,7 @@
   "}\n" \
   "/* Rows r0 .. r0 + LT_FA_BK (rows rs apart, D values each) as stored into sh, LT_FA_PH words a\n" \
   " * row, zero past row n and past D. vec 2 (D, rs and the address multiples of 8): 16-byte cp.async\n" \
-  " * copies, waited for by fh_wait; vec 1 (multiples of 4): 8-byte loads; else one value at a time. */\n" \
+  " * copies, waited for by fh_wait1; vec 1 (multiples of 4): 8-byte loads; else one value at a time. */\n" \
   "LT_DEV void fh_tile(uint32_t *sh, const LT_FA_S *src, int64_t r0, int64_t n, int64_t rs, int64_t D, int64_t vec) {\n" \
   "  if (vec == 2) {\n" \
   "    for (int e = threadIdx.x; e < LT_FA_BK * (LT_FA_D / 8); e += blockDim.x) {\n" \
@@ -858,13 +890,9 @@
   "                                              const int32_t *kl, const lt_att &a) {\n" \
   "  extern __shared__ __align__(16) uint32_t fa_sh[]; /* key tiles 0, 1, then value tiles 0, 1 */\n" \
   "  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;\n" \
-  "  const int64_t tiles = (a.S + LT_FA_BQ - 1) / LT_FA_BQ, pair = blockIdx.x / tiles, qt0 = blockIdx.x % tiles * LT_FA_BQ;\n" \
-  "  const int64_t b = pair / a.H, h = pair % a.H, hk = h / a.group;\n" \
-  "  const LT_FA_S *qp = q + b * a.qbs + h * a.qhs, *kp = k + b * a.kbs + hk * a.khs, *vp = v + b * a.kbs + hk * a.khs;\n" \
-  "  const int64_t r0 = qt0 + w * 16 + g, r1 = r0 + 8, qlim = lt_qlim(a, ql, b);\n" \
-  "  const int64_t lim0 = r0 < qlim \? lt_kvlim(a, kl, b, r0) : 0, lim1 = r1 < qlim \? lt_kvlim(a, kl, b, r1) : 0;\n" \
-  "  const int64_t last = (qt0 + LT_FA_BQ < qlim \? qt0 + LT_FA_BQ : qlim) - 1, kend = qt0 < qlim \? lt_kvlim(a, kl, b, last) : 0;\n" \
-  "  if (kend > 0) {\n" \
+  "  const fa_rows r = fa_rows_of(a, ql, kl, w, g);\n" \
+  "  const LT_FA_S *qp = q + r.b * a.qbs + r.h * a.qhs, *kp = k + r.b * a.kbs + r.hk * a.khs, *vp = v + r.b * a.kbs + r.hk * a.khs;\n" \
+  "  if (r.kend > 0) {\n" \
   "    fh_tile(fa_sh, kp, 0, a.Skv, a.kss, a.D, a.vec);\n" \
   "    fh_tile(fa_sh + 2 * LT_FA_TILE, vp, 0, a.Skv, a.kss, a.D, a.vec);\n" \
   "  }\n" \
@@ -873,21 +901,20 @@
   "#pragma unroll\n" \
   "  for (int kk = 0; kk < LT_FA_D / 16; kk++) {\n" \
   "    int64_t d0 = kk * 16 + 2 * t, d1 = d0 + 8;\n" \
-  "    qf[kk][0] = fh_pair(qp, r0, d0, a), qf[kk][1] = fh_pair(qp, r1, d0, a);\n" \
-  "    qf[kk][2] = fh_pair(qp, r0, d1, a), qf[kk][3] = fh_pair(qp, r1, d1, a);\n" \
+  "    qf[kk][0] = fh_pair(qp, r.r0, d0, a), qf[kk][1] = fh_pair(qp, r.r1, d0, a);\n" \
+  "    qf[kk][2] = fh_pair(qp, r.r0, d1, a), qf[kk][3] = fh_pair(qp, r.r1, d1, a);\n" \
   "  }\n" \
   "  float oa[LT_FA_D / 8][4];\n" \
   "#pragma unroll\n" \
   "  for (int dn = 0; dn < LT_FA_D / 8; dn++) oa[dn][0] = oa[dn][1] = oa[dn][2] = oa[dn][3] = 0.f;\n" \
   "  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;\n" \
-  "  const float sl2 = (float)a.scale * LT_LOG2E;\n" \
   "  /* this lane's row of the value matrices ldmatrix reads: key (L / 8 & 1) 8 + L % 8, columns from\n" \
   "   * (L / 16) 8 */\n" \
   "  const int vrow = (lane >> 3 & 1) * 8 + (lane & 7), vcol = (lane >> 4) * 4;\n" \
   "  int buf = 0;\n" \
-  "  for (int64_t kt = 0; kt < kend; kt += LT_FA_BK, buf ^= 1) {\n" \
+  "  for (int64_t kt = 0; kt < r.kend; kt += LT_FA_BK, buf ^= 1) {\n" \
   "    __syncthreads(); /* every warp is done with the other buffers: the next tiles go there */\n" \
-  "    if (kt + LT_FA_BK < kend) {\n" \
+  "    if (kt + LT_FA_BK < r.kend) {\n" \
   "      fh_tile(fa_sh + (buf ^ 1) * LT_FA_TILE, kp, kt + LT_FA_BK, a.Skv, a.kss, a.D, a.vec);\n" \
   "      fh_tile(fa_sh + (2 + (buf ^ 1)) * LT_FA_TILE, vp, kt + LT_FA_BK, a.Skv, a.kss, a.D, a.vec);\n" \
   "    }\n" \
@@ -905,34 +932,7 @@
   "        lt_mma16(s[n], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], kr[0], kr[4]);\n" \
   "      }\n" \
   "    }\n" \
-  "    float mx0 = -INFINITY, mx1 = -INFINITY;\n" \
-  "    const int v0 = (int)lt_clamp(lim0 - kt, 0, LT_FA_BK), v1 = (int)lt_clamp(lim1 - kt, 0, LT_FA_BK);\n" \
-  "#pragma unroll\n" \
-  "    for (int n = 0; n < LT_FA_BK / 8; n++)\n" \
-  "#pragma unroll\n" \
-  "      for (int e = 0; e < 4; e++) {\n" \
-  "        int c = n * 8 + 2 * t + (e & 1);\n" \
-  "        float x;\n" \
-  "        if (MASKED) x = c < (e < 2 \? v0 : v1) \? lt_logit(a, s[n][e], am, bm, bi, b, h, e < 2 \? r0 : r1, kt + c) * LT_LOG2E : -INFINITY;\n" \
-  "        else x = c < (e < 2 \? v0 : v1) \? s[n][e] * sl2 : -INFINITY;\n" \
-  "        s[n][e] = x;\n" \
-  "        if (e < 2) mx0 = fmaxf(mx0, x);\n" \
-  "        else mx1 = fmaxf(mx1, x);\n" \
-  "      }\n" \
-  "    const float n0 = fmaxf(m0, lt_quad_max(mx0)), n1 = fmaxf(m1, lt_quad_max(mx1));\n" \
-  "    const float c0 = n0 == -INFINITY \? 1.f : exp2f(m0 - n0), c1 = n1 == -INFINITY \? 1.f : exp2f(m1 - n1);\n" \
-  "    l0 *= c0, l1 *= c1, m0 = n0, m1 = n1;\n" \
-  "#pragma unroll\n" \
-  "    for (int dn = 0; dn < LT_FA_D / 8; dn++) oa[dn][0] *= c0, oa[dn][1] *= c0, oa[dn][2] *= c1, oa[dn][3] *= c1;\n" \
-  "#pragma unroll\n" \
-  "    for (int n = 0; n < LT_FA_BK / 8; n++)\n" \
-  "#pragma unroll\n" \
-  "      for (int e = 0; e < 4; e++) {\n" \
-  "        float mm = e < 2 \? n0 : n1, p = mm == -INFINITY \? 0.f : exp2f(s[n][e] - mm);\n" \
-  "        s[n][e] = p;\n" \
-  "        if (e < 2) l0 += p;\n" \
-  "        else l1 += p;\n" \
-  "      }\n" \
+  "    fa_softmax_tile<MASKED>(s, oa, m0, m1, l0, l1, r, kt, t, a, am, bm, bi);\n" \
   "    /* P.V, 16 keys a step: score tiles 2j and 2j + 1 are the A fragment's columns 0-7 and 8-15;\n" \
   "     * one ldmatrix gives the B fragments of two 8-column value tiles */\n" \
   "#pragma unroll\n" \
@@ -948,21 +948,7 @@
   "      }\n" \
   "    }\n" \
   "  }\n" \
-  "  l0 = lt_quad_sum(l0), l1 = lt_quad_sum(l1);\n" \
-  "  const float i0 = l0 > 0.f \? 1.f / l0 : 0.f, i1 = l1 > 0.f \? 1.f / l1 : 0.f;\n" \
-  "  LT_FA_S *op = o + b * a.qbs + h * a.qhs;\n" \
-  "#pragma unroll\n" \
-  "  for (int dn = 0; dn < LT_FA_D / 8; dn++)\n" \
-  "#pragma unroll\n" \
-  "    for (int e = 0; e < 4; e++) {\n" \
-  "      int64_t r = e < 2 \? r0 : r1, d = dn * 8 + 2 * t + (e & 1);\n" \
-  "      if (r < a.S && d < a.D) lt_s(op, r * a.qss + d, oa[dn][e] * (e < 2 \? i0 : i1));\n" \
-  "    }\n" \
-  "  if (t == 0) {\n" \
-  "    float *lp = lse + (b * a.H + h) * a.S;\n" \
-  "    if (r0 < a.S) lp[r0] = m0 > -INFINITY && l0 > 0.f \? m0 / LT_LOG2E + lt_log(l0) : -INFINITY;\n" \
-  "    if (r1 < a.S) lp[r1] = m1 > -INFINITY && l1 > 0.f \? m1 / LT_LOG2E + lt_log(l1) : -INFINITY;\n" \
-  "  }\n" \
+  "  fa_finish(o, lse, oa, m0, m1, l0, l1, r, t, a);\n" \
   "}\n" \
   "#define LT_FA_FWD_BODY fh_fwd\n" \
   "#else\n" \
