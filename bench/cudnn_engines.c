@@ -7,11 +7,14 @@
  * reduced-precision sums, no tensor cores for exact Float32). NHWC tensors, KRSC kernel, padding
  * on both sides. No CUDA headers needed:
  *   gcc -O2 -o /tmp/cudnn_engines bench/cudnn_engines.c -ldl && /tmp/cudnn_engines [N H W C K R S PAD]
- * (default: the CNN's second convolution, 128 14 14 32 64 3 3 1) */
+ * (default: the CNN's second convolution, 128 14 14 32 64 3 3 1)
+ *   /tmp/cudnn_engines -exact [N H W C K R S PAD]: each legacy algorithm and each listed engine's
+ *   error on random operands against a host reference, with the engine's numerical notes */
 #include <dlfcn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 typedef void *desc;
 typedef struct { /* cudnnConvolutionFwdAlgoPerf_t, cudnnConvolutionBwdFilterAlgoPerf_t */
@@ -43,6 +46,7 @@ static struct {
   int (*b_exec)(desc, desc, desc);
   size_t (*version)(void);
   int (*ev_create)(desc *, unsigned), (*ev_record)(desc, desc), (*ev_sync)(desc), (*ev_ms)(float *, desc, desc);
+  int (*h2d)(unsigned long long, const void *, size_t), (*d2h)(void *, unsigned long long, size_t), (*sync)(void);
 } A;
 
 static desc dnn;
@@ -75,8 +79,11 @@ static int load(void) {
   A.ev_record = (int (*)(desc, desc))dlsym(cu, "cuEventRecord");
   A.ev_sync = (int (*)(desc))dlsym(cu, "cuEventSynchronize");
   A.ev_ms = (int (*)(float *, desc, desc))dlsym(cu, "cuEventElapsedTime");
+  A.h2d = (int (*)(unsigned long long, const void *, size_t))dlsym(cu, "cuMemcpyHtoD_v2");
+  A.d2h = (int (*)(void *, unsigned long long, size_t))dlsym(cu, "cuMemcpyDtoH_v2");
+  A.sync = (int (*)(void))dlsym(cu, "cuCtxSynchronize");
   desc ctx;
-  if (!init || !retain || !set_ctx || !alloc || !A.ev_create || init(0) || retain(&ctx, 0) || set_ctx(ctx))
+  if (!init || !retain || !set_ctx || !alloc || !A.ev_create || !A.h2d || !A.d2h || !A.sync || init(0) || retain(&ctx, 0) || set_ctx(ctx))
     return printf("cudnn_engines: no CUDA device\n"), -1;
   unsigned long long p[4];
   size_t bytes[4] = {(size_t)(n_ * h_ * w_ * c_ * 4), (size_t)(k_ * r_ * s_ * c_ * 4), (size_t)(n_ * oh_ * ow_ * k_ * 4), WS};
@@ -117,15 +124,21 @@ static int legacy_run(void *arg) {
                 : A.fwd(dnn, &one, l->x, px, l->w, pw, l->conv, l->algo, pws, WS, &zero, l->y, py);
 }
 
-static float legacy_best(int bwf, int math, int *algo) {
-  legacy l = {.bwf = bwf};
+static int legacy_make(int bwf, int math, legacy *l) {
   int xd[4] = {(int)n_, (int)c_, (int)h_, (int)w_}, yd[4] = {(int)n_, (int)k_, (int)oh_, (int)ow_};
   int xs[4] = {(int)(h_ * w_ * c_), 1, (int)(w_ * c_), (int)c_}, ys[4] = {(int)(oh_ * ow_ * k_), 1, (int)(ow_ * k_), (int)k_};
-  int wd[4] = {(int)k_, (int)c_, (int)r_, (int)s_}, pad[2] = {(int)pad_, (int)pad_}, one[2] = {1, 1}, got = 0;
-  if (A.tensor_create(&l.x) || A.tensor_create(&l.y) || A.filter_create(&l.w) || A.conv_create(&l.conv) ||
-      A.tensor_set(l.x, FLOAT, 4, xd, xs) || A.tensor_set(l.y, FLOAT, 4, yd, ys) || A.filter_set(l.w, FLOAT, NHWC, 4, wd) ||
-      A.conv_set(l.conv, 2, pad, one, one, CROSS_CORRELATION, FLOAT) || A.conv_math(l.conv, math))
-    return -1;
+  int wd[4] = {(int)k_, (int)c_, (int)r_, (int)s_}, pad[2] = {(int)pad_, (int)pad_}, one[2] = {1, 1};
+  l->bwf = bwf;
+  return A.tensor_create(&l->x) || A.tensor_create(&l->y) || A.filter_create(&l->w) || A.conv_create(&l->conv) ||
+         A.tensor_set(l->x, FLOAT, 4, xd, xs) || A.tensor_set(l->y, FLOAT, 4, yd, ys) ||
+         A.filter_set(l->w, FLOAT, NHWC, 4, wd) || A.conv_set(l->conv, 2, pad, one, one, CROSS_CORRELATION, FLOAT) ||
+         A.conv_math(l->conv, math);
+}
+
+static float legacy_best(int bwf, int math, int *algo) {
+  legacy l;
+  int got = 0;
+  if (legacy_make(bwf, math, &l)) return -1;
   perf p[16];
   int s = bwf ? A.find_bwf(dnn, l.x, px, l.y, py, l.conv, l.w, pw, 16, &got, p, pws, WS)
               : A.find_fwd(dnn, l.x, px, l.w, pw, l.conv, l.y, py, 16, &got, p, pws, WS);
@@ -172,8 +185,9 @@ static desc op_graph(int bwf) {
 }
 
 /* lathe's rule (src/cuda/cudnn.c): notes 0 tensor core, 1 down-converted inputs, 2 reduced-precision
- * reduction; behavior 0 runtime compilation */
-static int acceptable(desc cfg, int tensor_cores, int64_t *index) {
+ * reduction; behavior 0 runtime compilation; for exact Float32 not the kernel gradient's engine 17
+ * (inexact_f32 there) */
+static int acceptable(desc cfg, int bwf, int tensor_cores, int64_t *index) {
   desc e;
   int notes[16], behavior[8];
   int64_t n, nn = 0, nb = 0;
@@ -185,7 +199,7 @@ static int acceptable(desc cfg, int tensor_cores, int64_t *index) {
     if (notes[i] == 1 || notes[i] == 2 || (notes[i] == 0 && !tensor_cores)) return 0;
   for (int64_t i = 0; i < nb && i < 8; i++)
     if (behavior[i] == 0) return 0;
-  return 1;
+  return tensor_cores || !bwf || *index != 17;
 }
 
 typedef struct { desc plan, pack; } graph_run;
@@ -211,7 +225,7 @@ static float graph_best(int bwf, int tensor_cores, int64_t *engine, int *place) 
   for (int i = 0, tried = 0; i < n && tried < 8; i++) {
     int64_t index = -1, ws = 0, k;
     graph_run run;
-    if (!acceptable(cfg[i], tensor_cores, &index) || A.b_create(D_PLAN, &run.plan) ||
+    if (!acceptable(cfg[i], bwf, tensor_cores, &index) || A.b_create(D_PLAN, &run.plan) ||
         A.b_set(run.plan, 400, T_HANDLE, 1, &dnn) || A.b_set(run.plan, 401, T_DESC, 1, &cfg[i]) || A.b_fin(run.plan) ||
         A.b_get(run.plan, 402, T_INT64, 1, &k, &ws) || ws < 0 || (size_t)ws > WS)
       continue;
@@ -225,13 +239,146 @@ static float graph_best(int bwf, int tensor_cores, int64_t *engine, int *place) 
   return best;
 }
 
+/* ---- exactness: each legacy algorithm (FMA math) and each configuration the heuristics list,
+ * run once on random operands, against a host reference in double: the largest error over the
+ * largest reference value. Exact Float32 sums stay near 1e-7 of it; TF32 products or a result
+ * rounded through 16 bits come to 1e-4 and more. */
+static float *hin[2], *hout;
+static double *ref;
+
+static void random_fill(float *p, size_t n, uint64_t *st) {
+  for (size_t i = 0; i < n; i++) {
+    *st ^= *st << 13, *st ^= *st >> 7, *st ^= *st << 17;
+    p[i] = (float)((double)(*st >> 11) / 9007199254740992.0 * 2 - 1);
+  }
+}
+
+/* out = conv(x, w) (forward) or the kernel gradient of x and dy (in[1]) */
+static void reference(int bwf) {
+  size_t nw = (size_t)(k_ * r_ * s_ * c_), ny = (size_t)(n_ * oh_ * ow_ * k_);
+  for (size_t i = 0; i < (bwf ? nw : ny); i++) ref[i] = 0;
+  for (int64_t n = 0; n < n_; n++)
+    for (int64_t oy = 0; oy < oh_; oy++)
+      for (int64_t ox = 0; ox < ow_; ox++)
+        for (int64_t k = 0; k < k_; k++)
+          for (int64_t r = 0; r < r_; r++)
+            for (int64_t s = 0; s < s_; s++) {
+              int64_t iy = oy + r - pad_, ix = ox + s - pad_;
+              if (iy < 0 || iy >= h_ || ix < 0 || ix >= w_) continue;
+              for (int64_t c = 0; c < c_; c++) {
+                double xv = hin[0][((n * h_ + iy) * w_ + ix) * c_ + c];
+                size_t wi = (size_t)(((k * r_ + r) * s_ + s) * c_ + c), yi = (size_t)(((n * oh_ + oy) * ow_ + ox) * k_ + k);
+                if (bwf) ref[wi] += xv * hin[1][yi];
+                else ref[yi] += xv * hin[1][wi];
+              }
+            }
+}
+
+/* the output's error against the reference, -1 when the run failed */
+static double out_error(int bwf, int failed) {
+  size_t n = (size_t)(bwf ? k_ * r_ * s_ * c_ : n_ * oh_ * ow_ * k_);
+  if (failed || A.sync() || A.d2h(hout, (unsigned long long)(uintptr_t)(bwf ? pw : py), n * 4)) return -1;
+  double e = 0, m = 0;
+  for (size_t i = 0; i < n; i++) {
+    double d = hout[i] != hout[i] ? 1e30 : hout[i] - ref[i];
+    e = d < 0 ? (-d > e ? -d : e) : (d > e ? d : e);
+    m = ref[i] < 0 ? (-ref[i] > m ? -ref[i] : m) : (ref[i] > m ? ref[i] : m);
+  }
+  return m > 0 ? e / m : e;
+}
+
+static int clear_out(int bwf) {
+  size_t n = (size_t)(bwf ? k_ * r_ * s_ * c_ : n_ * oh_ * ow_ * k_);
+  for (size_t i = 0; i < n; i++) hout[i] = 0.f / 0.f;
+  return A.h2d((unsigned long long)(uintptr_t)(bwf ? pw : py), hout, n * 4);
+}
+
+static void exactness(void) {
+  size_t nx = (size_t)(n_ * h_ * w_ * c_), nw = (size_t)(k_ * r_ * s_ * c_), ny = (size_t)(n_ * oh_ * ow_ * k_);
+  size_t big = nw > ny ? nw : ny;
+  hin[0] = malloc(nx * 4), hin[1] = malloc(big * 4), hout = malloc(big * 4), ref = malloc(big * 8);
+  if (!hin[0] || !hin[1] || !hout || !ref) return (void)printf("cudnn_engines: out of memory\n");
+  static const char *note_names[] = {"tensor_core", "down_convert", "reduced_reduction", "fft", "nondeterministic",
+                                     "winograd", "winograd_4x4", "winograd_6x6", "winograd_13x13", "strict_nan"};
+  for (int bwf = 0; bwf < 2; bwf++) {
+    uint64_t st = 0x9e3779b97f4a7c15ull;
+    random_fill(hin[0], nx, &st);
+    random_fill(hin[1], bwf ? ny : nw, &st);
+    reference(bwf);
+    if (A.h2d((unsigned long long)(uintptr_t)px, hin[0], nx * 4) ||
+        A.h2d((unsigned long long)(uintptr_t)(bwf ? py : pw), hin[1], (bwf ? ny : nw) * 4))
+      return (void)printf("cudnn_engines: upload failed\n");
+    printf("\n%s, Float32: error / max |reference|\n", bwf ? "kernel gradient" : "forward");
+    for (int algo = 0; algo < 8; algo++) {
+      legacy l;
+      if (legacy_make(bwf, FMA_MATH, &l)) break;
+      l.algo = algo;
+      clear_out(bwf);
+      double e = out_error(bwf, legacy_run(&l));
+      if (e >= 0) printf("  legacy algorithm %d (FMA math): %.2e\n", algo, e);
+      else printf("  legacy algorithm %d (FMA math): refused\n", algo);
+    }
+    desc g = op_graph(bwf), h, cfg[64];
+    int mode = HEUR_A;
+    int64_t n = 0;
+    if (!g || A.b_create(D_HEUR, &h) || A.b_set(h, 201, T_DESC, 1, &g) || A.b_set(h, 200, T_HEUR_MODE, 1, &mode) ||
+        A.b_fin(h))
+      continue;
+    for (int i = 0; i < 64; i++)
+      if (A.b_create(D_CFG, &cfg[i])) return;
+    if (A.b_get(h, 202, T_DESC, 64, &n, cfg)) continue;
+    void *ptr[3] = {px, pw, py}; /* uids 1, 2, 3: input, kernel (or its gradient), output (or its gradient) */
+    int64_t uid[3] = {1, 2, 3};
+    for (int i = 0; i < n; i++) {
+      desc e, plan, pack;
+      int notes[16], behavior[8];
+      int64_t k, index = -1, nn = 0, nb = 0, ws = 0;
+      if (A.b_create(D_ENGINE, &e) || A.b_get(cfg[i], 300, T_DESC, 1, &k, &e) || A.b_get(e, 1301, T_INT64, 1, &k, &index) ||
+          A.b_get(e, 1303, T_NOTE, 16, &nn, notes) || A.b_get(e, 1305, T_BEHAVIOR, 8, &nb, behavior))
+        continue;
+      char ns[160] = "";
+      size_t o = 0;
+      for (int64_t j = 0; j < nn && j < 16 && o < sizeof ns - 24; j++)
+        o += (size_t)snprintf(ns + o, sizeof ns - o, "%s%s", j ? "," : "",
+                              notes[j] >= 0 && notes[j] < 10 ? note_names[notes[j]] : "other");
+      for (int64_t j = 0; j < nb && j < 8 && o < sizeof ns - 24; j++)
+        o += (size_t)snprintf(ns + o, sizeof ns - o, "%s%s", o ? "," : "", behavior[j] == 0 ? "runtime_compiled" : "behavior");
+      if (behavior[0] == 0 && nb > 0) {
+        printf("  place %2d engine %3lld [%s]: not run\n", i, (long long)index, ns);
+        continue;
+      }
+      if (A.b_create(D_PLAN, &plan) || A.b_set(plan, 400, T_HANDLE, 1, &dnn) || A.b_set(plan, 401, T_DESC, 1, &cfg[i]) ||
+          A.b_fin(plan) || A.b_get(plan, 402, T_INT64, 1, &k, &ws) || ws < 0 || (size_t)ws > WS) {
+        printf("  place %2d engine %3lld [%s]: no plan\n", i, (long long)index, ns);
+        continue;
+      }
+      if (A.b_create(D_PACK, &pack) || A.b_set(pack, 1001, T_VOID_PTR, 3, ptr) || A.b_set(pack, 1000, T_INT64, 3, uid) ||
+          A.b_set(pack, 1003, T_VOID_PTR, 1, &pws) || A.b_fin(pack))
+        continue;
+      clear_out(bwf);
+      double err = out_error(bwf, A.b_exec(dnn, plan, pack));
+      printf("  place %2d engine %3lld [%s]: %.2e\n", i, (long long)index, ns, err);
+      A.b_destroy(pack);
+      A.b_destroy(plan);
+    }
+  }
+}
+
 int main(int argc, char **argv) {
   int64_t v[8] = {128, 14, 14, 32, 64, 3, 3, 1};
-  for (int i = 1; i < argc && i <= 8; i++) v[i - 1] = atoll(argv[i]);
+  int exact = argc > 1 && !strcmp(argv[1], "-exact");
+  for (int i = 1 + exact; i < argc && i - exact <= 8; i++) v[i - 1 - exact] = atoll(argv[i]);
   n_ = v[0], h_ = v[1], w_ = v[2], c_ = v[3], k_ = v[4], r_ = v[5], s_ = v[6], pad_ = v[7];
   oh_ = h_ + 2 * pad_ - r_ + 1, ow_ = w_ + 2 * pad_ - s_ + 1;
   if (oh_ < 1 || ow_ < 1) return printf("cudnn_engines: the kernel is larger than the padded input\n"), 1;
   if (load()) return 1;
+  if (exact) {
+    printf("cuDNN %zu: exactness, NHWC input [%lld, %lld, %lld, %lld], KRSC kernel %lldx%lld %lld -> %lld, padding %lld\n",
+           A.version(), (long long)n_, (long long)h_, (long long)w_, (long long)c_, (long long)r_, (long long)s_,
+           (long long)c_, (long long)k_, (long long)pad_);
+    exactness();
+    return 0;
+  }
   printf("cuDNN %zu: Float32 convolution, NHWC input [%lld, %lld, %lld, %lld], KRSC kernel %lldx%lld %lld -> %lld, padding %lld\n",
          A.version(), (long long)n_, (long long)h_, (long long)w_, (long long)c_, (long long)r_, (long long)s_,
          (long long)c_, (long long)k_, (long long)pad_);

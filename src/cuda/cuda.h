@@ -263,6 +263,17 @@ typedef struct lt_dims_h {
 typedef struct lt_strides_h {
   int64_t s[16];
 } lt_strides_h;
+/* The multiplier and shift that divide a 31-bit index by d (the prelude's lt_div32, lt_udiv). */
+typedef struct {
+  uint32_t d, m, s;
+} lt_div32_h;
+lt_div32_h lathe_cuda_div32(uint32_t d);
+/* Host image of the prelude's lt_dims32 (sizes as divisors, 32-bit strides). */
+typedef struct lt_dims32_h {
+  int rank;
+  lt_div32_h q[16];
+  int32_t s[16];
+} lt_dims32_h;
 /* n elements (of in's dtype width) moved by one strided kernel: gather: out[i] = in[base +
  * offset(i)]; scatter: out[base + offset(i)] = in[i]; offset(i) = sum over axes of i's index
  * in dims times strides. */

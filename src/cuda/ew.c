@@ -187,12 +187,7 @@ static void collapse(lathe_cuda_ewk *k, const lathe_shape *it) {
   }
 }
 
-/* The multiplier and shift that divide a 31-bit index by d (lt_udiv in the prelude). */
-typedef struct {
-  uint32_t d, m, s;
-} lt_div32_h;
-
-static lt_div32_h div32(uint32_t d) {
+lt_div32_h lathe_cuda_div32(uint32_t d) {
   uint32_t s = 0;
   while (((uint64_t)1 << s) < d) s++;
   lt_div32_h q = {d, (uint32_t)((((uint64_t)1 << 32) * (((uint64_t)1 << s) - d)) / d + 1), s};
@@ -200,7 +195,7 @@ static lt_div32_h div32(uint32_t d) {
 }
 
 uint32_t lathe_cuda_udiv_host(uint32_t n, uint32_t d) { /* the device's arithmetic, for tests */
-  lt_div32_h q = div32(d);
+  lt_div32_h q = lathe_cuda_div32(d);
   uint32_t t = (uint32_t)(((uint64_t)n * q.m) >> 32);
   return (t + n) >> q.s;
 }
@@ -418,7 +413,7 @@ lathe_status_t lathe_cuda_ewk_launch(lathe_cuda_exec *ex, lathe_cuda_ewk *k, lat
   args[a++] = &vec;
   for (int x = 1; x < k->rank; x++) {
     if (k->idx32) {
-      q[x] = div32((uint32_t)k->dims[x]);
+      q[x] = lathe_cuda_div32((uint32_t)k->dims[x]);
       args[a++] = &q[x];
     } else {
       args[a++] = &k->dims[x];

@@ -116,14 +116,36 @@ lathe_status_t lathe_cuda_strided(lathe_cuda_exec *ex, bool scatter, const lathe
   int w0 = w;
   lathe_cuda_strided_simplify(&d, &s, n, &base, &w, scatter ? po : pi, scatter ? pi : po);
   if (w != w0) n /= w / w0;
-  char name[32];
-  snprintf(name, sizeof name, "lt_%s_%d", scatter ? "scatter" : "gather", w);
-  lcuFunction f;
   const char *src = width_source(w);
   if (!src) return LATHE_OOM("lathe:cuda: codegen");
-  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), src, name, &f));
-  void *args[] = {&pi, &po, &n, &d, &s, &base};
+  cuda_dev *dv = lathe_cuda_exec_dev(ex);
+  char name[32];
+  lcuFunction f;
   unsigned b, t;
+  if (!scatter && d.rank == 1 && s.s[0] == 0) { /* one element everywhere (a fill, a scalar broadcast) */
+    snprintf(name, sizeof name, "lt_fill_%d", w);
+    LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(dv, src, name, &f));
+    lcuDeviceptr v = pi + (lcuDeviceptr)(base * w);
+    void *args[] = {&v, &po, &n};
+    lathe_cuda_grid(n / (16 / w) + 1, &b, &t);
+    return lathe_cuda_launch(ex, f, b, t, 0, args);
+  }
+  /* 32-bit index arithmetic where the index and the strided tensor stay below 2^31 elements */
+  int64_t strided_n = (int64_t)((scatter ? out : in)->nbytes / (size_t)w);
+  if (n <= INT32_MAX && strided_n <= INT32_MAX) {
+    lt_dims32_h g = {.rank = d.rank};
+    for (int a = 0; a < d.rank; a++) g.q[a] = lathe_cuda_div32((uint32_t)d.d[a]), g.s[a] = (int32_t)s.s[a];
+    uint32_t n32 = (uint32_t)n;
+    int32_t b32 = (int32_t)base;
+    snprintf(name, sizeof name, "lt_%s32_%d", scatter ? "scatter" : "gather", w);
+    LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(dv, src, name, &f));
+    void *args[] = {&pi, &po, &n32, &g, &b32};
+    lathe_cuda_grid(n, &b, &t);
+    return lathe_cuda_launch(ex, f, b, t, 0, args);
+  }
+  snprintf(name, sizeof name, "lt_%s_%d", scatter ? "scatter" : "gather", w);
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(dv, src, name, &f));
+  void *args[] = {&pi, &po, &n, &d, &s, &base};
   lathe_cuda_grid(n, &b, &t);
   return lathe_cuda_launch(ex, f, b, t, 0, args);
 }

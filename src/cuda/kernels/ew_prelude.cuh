@@ -139,6 +139,4 @@ LT_DEV lt_c128 lt_clog1p(lt_c128 z) {
 LT_DEV lt_c128 lt_csign(lt_c128 z) { double a = hypot(z.re, z.im); return a == 0 ? z : lt_c128(z.re / a, z.im / a); }
 LT_DEV int lt_cisfinite(lt_c128 z) { return isfinite(z.re) && isfinite(z.im); }
 LT_DEV int lt_cisnan(lt_c128 z) { return isnan(z.re) || isnan(z.im); }
-/* n / d for n < 2^31 as a multiply-high and a shift (the host computes m and s) */
-struct lt_div32 { uint32_t d, m, s; };
-LT_DEV uint32_t lt_udiv(uint32_t n, lt_div32 q) { return (__umulhi(n, q.m) + n) >> q.s; }
+/* lt_div32 and lt_udiv: the prelude */

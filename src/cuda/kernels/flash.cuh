@@ -86,6 +86,12 @@ LT_DEV fa_rows fa_rows_of(const lt_att &a, const int32_t *ql, const int32_t *kl,
  * in elements 0-1, r1 in 2-3, columns 2t and 2t + 1 of each 8) become probabilities
  * e^(logit - running max), in log2 units; the running maxima m, sums l and the output
  * accumulators oa are rescaled to the new maxima. Keys a row cannot see give 0. */
+/* 2^x on the MUFU unit, subnormal results flushed to zero (probabilities below 1e-38) */
+LT_DEV float lt_ex2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
 template <bool MASKED>
 LT_DEV void fa_softmax_tile(float (&s)[LT_FA_BK / 8][4], float (&oa)[LT_FA_D / 8][4], float &m0, float &m1, float &l0, float &l1,
                             const fa_rows &r, int64_t kt, int t, const lt_att &a, const float *am, const uint8_t *bm,
@@ -94,32 +100,39 @@ LT_DEV void fa_softmax_tile(float (&s)[LT_FA_BK / 8][4], float (&oa)[LT_FA_D / 8
   float mx0 = -INFINITY, mx1 = -INFINITY;
   /* the tile's visible keys of each row: columns below v0 and v1 */
   const int v0 = (int)lt_clamp(r.lim0 - kt, 0, LT_FA_BK), v1 = (int)lt_clamp(r.lim1 - kt, 0, LT_FA_BK);
+  if (!MASKED && v0 == LT_FA_BK && v1 == LT_FA_BK) { /* every key visible to both rows: no tests */
 #pragma unroll
-  for (int n = 0; n < LT_FA_BK / 8; n++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      int c = n * 8 + 2 * t + (e & 1);
-      float x;
-      if (MASKED) x = c < (e < 2 ? v0 : v1) ? lt_logit(a, s[n][e], am, bm, bi, r.b, r.h, e < 2 ? r.r0 : r.r1, kt + c) * LT_LOG2E : -INFINITY;
-      else x = c < (e < 2 ? v0 : v1) ? s[n][e] * sl2 : -INFINITY;
-      s[n][e] = x;
-      if (e < 2) mx0 = fmaxf(mx0, x);
-      else mx1 = fmaxf(mx1, x);
+    for (int n = 0; n < LT_FA_BK / 8; n++) {
+      s[n][0] *= sl2, s[n][1] *= sl2, s[n][2] *= sl2, s[n][3] *= sl2;
+      mx0 = fmaxf(mx0, fmaxf(s[n][0], s[n][1])), mx1 = fmaxf(mx1, fmaxf(s[n][2], s[n][3]));
     }
+  } else {
+#pragma unroll
+    for (int n = 0; n < LT_FA_BK / 8; n++)
+#pragma unroll
+      for (int e = 0; e < 4; e++) {
+        int c = n * 8 + 2 * t + (e & 1);
+        float x;
+        if (MASKED) x = c < (e < 2 ? v0 : v1) ? lt_logit(a, s[n][e], am, bm, bi, r.b, r.h, e < 2 ? r.r0 : r.r1, kt + c) * LT_LOG2E : -INFINITY;
+        else x = c < (e < 2 ? v0 : v1) ? s[n][e] * sl2 : -INFINITY;
+        s[n][e] = x;
+        if (e < 2) mx0 = fmaxf(mx0, x);
+        else mx1 = fmaxf(mx1, x);
+      }
+  }
   const float n0 = fmaxf(m0, lt_quad_max(mx0)), n1 = fmaxf(m1, lt_quad_max(mx1));
-  const float c0 = n0 == -INFINITY ? 1.f : exp2f(m0 - n0), c1 = n1 == -INFINITY ? 1.f : exp2f(m1 - n1);
+  const float c0 = n0 == -INFINITY ? 1.f : lt_ex2(m0 - n0), c1 = n1 == -INFINITY ? 1.f : lt_ex2(m1 - n1);
   l0 *= c0, l1 *= c1, m0 = n0, m1 = n1;
 #pragma unroll
   for (int dn = 0; dn < LT_FA_D / 8; dn++) oa[dn][0] *= c0, oa[dn][1] *= c0, oa[dn][2] *= c1, oa[dn][3] *= c1;
+  /* a row with nothing visible yet has every score -inf: 2^(-inf - 0) = 0 */
+  const float z0 = n0 == -INFINITY ? 0.f : n0, z1 = n1 == -INFINITY ? 0.f : n1;
 #pragma unroll
-  for (int n = 0; n < LT_FA_BK / 8; n++)
-#pragma unroll
-    for (int e = 0; e < 4; e++) {
-      float mm = e < 2 ? n0 : n1, p = mm == -INFINITY ? 0.f : exp2f(s[n][e] - mm);
-      s[n][e] = p;
-      if (e < 2) l0 += p;
-      else l1 += p;
-    }
+  for (int n = 0; n < LT_FA_BK / 8; n++) {
+    s[n][0] = lt_ex2(s[n][0] - z0), s[n][1] = lt_ex2(s[n][1] - z0);
+    s[n][2] = lt_ex2(s[n][2] - z1), s[n][3] = lt_ex2(s[n][3] - z1);
+    l0 += s[n][0] + s[n][1], l1 += s[n][2] + s[n][3];
+  }
 }
 /* The block's output rows (the accumulators over the rows' sums) and logsumexp: 0 and -inf for
  * rows nothing is visible to, as att_softmax and the products make them. */
@@ -254,7 +267,12 @@ LT_DEV void fh_tile(uint32_t *sh, const LT_FA_S *src, int64_t r0, int64_t n, int
 }
 LT_DEV void fh_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 LT_DEV void fh_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); } /* all but the newest group */
-/* four 8x8 matrices of 16-bit values, transposed: lane L names row L % 8 of matrix L / 8 */
+/* four 8x8 matrices of 16-bit values (lane L names row L % 8 of matrix L / 8): as stored (a thread
+ * gets row g, columns 2t and 2t + 1 of each: the B fragment of keys by rows), or transposed */
+LT_DEV void fh_ldsm4(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3, const uint32_t *p) {
+  unsigned a = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(a));
+}
 LT_DEV void fh_ldsm4t(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3, const uint32_t *p) {
   unsigned a = (unsigned)__cvta_generic_to_shared(p);
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
@@ -302,11 +320,19 @@ template <bool MASKED> __device__ void fh_fwd(const LT_FA_S *q, const LT_FA_S *k
 #pragma unroll
     for (int n = 0; n < LT_FA_BK / 8; n++) {
       s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#if LT_FA_D >= 32
+      /* one ldmatrix: the B fragments of two 16-wide steps over the head */
 #pragma unroll
-      for (int kk = 0; kk < LT_FA_D / 16; kk++) {
-        const uint32_t *kr = ks + (n * 8 + g) * LT_FA_PH + kk * 8 + t;
-        lt_mma16(s[n], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], kr[0], kr[4]);
+      for (int kk = 0; kk < LT_FA_D / 16; kk += 2) {
+        uint32_t b0, b1, b2, b3;
+        fh_ldsm4(b0, b1, b2, b3, ks + (n * 8 + (lane & 7)) * LT_FA_PH + kk * 8 + (lane >> 3) * 4);
+        lt_mma16(s[n], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b0, b1);
+        lt_mma16(s[n], qf[kk + 1][0], qf[kk + 1][1], qf[kk + 1][2], qf[kk + 1][3], b2, b3);
       }
+#else
+      const uint32_t *kr = ks + (n * 8 + g) * LT_FA_PH + t;
+      lt_mma16(s[n], qf[0][0], qf[0][1], qf[0][2], qf[0][3], kr[0], kr[4]);
+#endif
     }
     fa_softmax_tile<MASKED>(s, oa, m0, m1, l0, l1, r, kt, t, a, am, bm, bi);
     /* P.V, 16 keys a step: score tiles 2j and 2j + 1 are the A fragment's columns 0-7 and 8-15;

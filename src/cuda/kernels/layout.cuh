@@ -5,6 +5,29 @@ template <typename W> __device__ void gather(const W *in, W *out, int64_t n, con
 template <typename W> __device__ void scatter(const W *in, W *out, int64_t n, const lt_dims &d, const lt_strides &s, int64_t base) {
   LT_LOOP(i, n) out[base + lt_offset(i, d, s)] = in[i];
 }
+/* the same moves for sizes below 2^31 (lt_offset32) */
+#define LT_LOOP32(i, n) for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += gridDim.x * blockDim.x)
+template <typename W> __device__ void gather32(const W *in, W *out, uint32_t n, const lt_dims32 &g, int32_t base) {
+  LT_LOOP32(i, n) out[i] = in[base + lt_offset32(i, g)];
+}
+template <typename W> __device__ void scatter32(const W *in, W *out, uint32_t n, const lt_dims32 &g, int32_t base) {
+  LT_LOOP32(i, n) out[base + lt_offset32(i, g)] = in[i];
+}
+/* n copies of *v (a broadcast of one element: every stride 0), in 16-byte stores between an
+ * unaligned head and tail */
+template <typename W> __device__ void fill(const W *v, W *out, int64_t n) {
+  constexpr int K = 16 / sizeof(W);
+  union { W w[K]; uint4 u; } pat;
+  const W x = *v;
+  for (int k = 0; k < K; k++) pat.w[k] = x;
+  int64_t head = (int64_t)(((16 - ((uint64_t)out & 15)) & 15) / sizeof(W));
+  if (head > n) head = n;
+  const int64_t body = (n - head) / K, done = head + body * K;
+  uint4 *ob = (uint4 *)(out + head);
+  LT_LOOP(i, body) ob[i] = pat.u;
+  LT_LOOP(i, head) out[i] = x;
+  LT_LOOP(i, n - done) out[done + i] = x;
+}
 template <typename W> __device__ void pad(const W *in, W *out, const W *fill, int64_t n, const lt_dims &od, const lt_dims &id,
                                         const lt_strides &lo, const lt_strides &interior) {
   LT_LOOP(i, n) {
@@ -22,6 +45,9 @@ template <typename W> __device__ void pad(const W *in, W *out, const W *fill, in
 #define LT_W(w, W) \
   extern "C" __global__ void lt_gather_##w(const W *in, W *out, int64_t n, const __grid_constant__ lt_dims d, const __grid_constant__ lt_strides s, int64_t b) { gather(in, out, n, d, s, b); } \
   extern "C" __global__ void lt_scatter_##w(const W *in, W *out, int64_t n, const __grid_constant__ lt_dims d, const __grid_constant__ lt_strides s, int64_t b) { scatter(in, out, n, d, s, b); } \
+  extern "C" __global__ void lt_gather32_##w(const W *in, W *out, uint32_t n, const __grid_constant__ lt_dims32 g, int32_t b) { gather32(in, out, n, g, b); } \
+  extern "C" __global__ void lt_scatter32_##w(const W *in, W *out, uint32_t n, const __grid_constant__ lt_dims32 g, int32_t b) { scatter32(in, out, n, g, b); } \
+  extern "C" __global__ void lt_fill_##w(const W *v, W *out, int64_t n) { fill(v, out, n); } \
   extern "C" __global__ void lt_pad_##w(const W *in, W *out, const W *f, int64_t n, const __grid_constant__ lt_dims od, const __grid_constant__ lt_dims id, const __grid_constant__ lt_strides lo, const __grid_constant__ lt_strides in_) { pad(in, out, f, n, od, id, lo, in_); }
 /* layout.c makes a text per width (LT_LW): a model compiles the widths it moves */
 #if LT_LW == 1

@@ -56,3 +56,18 @@ LT_DEV int64_t lt_offset(int64_t i, const lt_dims &dims, const lt_strides &st) {
   for (int a = dims.rank - 1; a >= 0; a--) { int64_t n = dims.d[a]; off += (i % n) * st.s[a]; i /= n; }
   return off;
 }
+/* n / d for n < 2^31 as a multiply-high and a shift (the host computes m and s) */
+struct lt_div32 { uint32_t d, m, s; };
+LT_DEV uint32_t lt_udiv(uint32_t n, lt_div32 q) { return (__umulhi(n, q.m) + n) >> q.s; }
+/* lt_offset for an index and a tensor below 2^31 elements: each axis' size as its divisor, strides
+ * of 32 bits (a 64-bit division is a long subroutine; this is a multiply-high and a shift) */
+struct lt_dims32 { int rank; lt_div32 q[LT_MAX_RANK]; int32_t s[LT_MAX_RANK]; };
+LT_DEV int32_t lt_offset32(uint32_t i, const lt_dims32 &g) {
+  int32_t off = 0;
+  for (int a = g.rank - 1; a > 0; a--) {
+    uint32_t q = lt_udiv(i, g.q[a]);
+    off += (int32_t)(i - q * g.q[a].d) * g.s[a];
+    i = q;
+  }
+  return off + (int32_t)i * g.s[0];
+}

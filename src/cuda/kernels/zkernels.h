@@ -581,9 +581,7 @@
   "LT_DEV lt_c128 lt_csign(lt_c128 z) { double a = hypot(z.re, z.im); return a == 0 \? z : lt_c128(z.re / a, z.im / a); }\n" \
   "LT_DEV int lt_cisfinite(lt_c128 z) { return isfinite(z.re) && isfinite(z.im); }\n" \
   "LT_DEV int lt_cisnan(lt_c128 z) { return isnan(z.re) || isnan(z.im); }\n" \
-  "/* n / d for n < 2^31 as a multiply-high and a shift (the host computes m and s) */\n" \
-  "struct lt_div32 { uint32_t d, m, s; };\n" \
-  "LT_DEV uint32_t lt_udiv(uint32_t n, lt_div32 q) { return (__umulhi(n, q.m) + n) >> q.s; }\n"
+  "/* lt_div32 and lt_udiv: the prelude */\n"
 
 #define LT_CUH_FFT \
   "LT_DEV lt_c128 lt_ld(const float *p, int64_t i) { return lt_c128((double)p[i], 0.0); }\n" \
@@ -710,6 +708,12 @@
   " * in elements 0-1, r1 in 2-3, columns 2t and 2t + 1 of each 8) become probabilities\n" \
   " * e^(logit - running max), in log2 units; the running maxima m, sums l and the output\n" \
   " * accumulators oa are rescaled to the new maxima. Keys a row cannot see give 0. */\n" \
+  "/* 2^x on the MUFU unit, subnormal results flushed to zero (probabilities below 1e-38) */\n" \
+  "LT_DEV float lt_ex2(float x) {\n" \
+  "  float y;\n" \
+  "  asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : \"f\"(x));\n" \
+  "  return y;\n" \
+  "}\n" \
   "template <bool MASKED>\n" \
   "LT_DEV void fa_softmax_tile(float (&s)[LT_FA_BK / 8][4], float (&oa)[LT_FA_D / 8][4], float &m0, float &m1, float &l0, float &l1,\n" \
   "                            const fa_rows &r, int64_t kt, int t, const lt_att &a, const float *am, const uint8_t *bm,\n" \
@@ -718,32 +722,39 @@
   "  float mx0 = -INFINITY, mx1 = -INFINITY;\n" \
   "  /* the tile's visible keys of each row: columns below v0 and v1 */\n" \
   "  const int v0 = (int)lt_clamp(r.lim0 - kt, 0, LT_FA_BK), v1 = (int)lt_clamp(r.lim1 - kt, 0, LT_FA_BK);\n" \
+  "  if (!MASKED && v0 == LT_FA_BK && v1 == LT_FA_BK) { /* every key visible to both rows: no tests */\n" \
   "#pragma unroll\n" \
-  "  for (int n = 0; n < LT_FA_BK / 8; n++)\n" \
-  "#pragma unroll\n" \
-  "    for (int e = 0; e < 4; e++) {\n" \
-  "      int c = n * 8 + 2 * t + (e & 1);\n" \
-  "      float x;\n" \
-  "      if (MASKED) x = c < (e < 2 \? v0 : v1) \? lt_logit(a, s[n][e], am, bm, bi, r.b, r.h, e < 2 \? r.r0 : r.r1, kt + c) * LT_LOG2E : -INFINITY;\n" \
-  "      else x = c < (e < 2 \? v0 : v1) \? s[n][e] * sl2 : -INFINITY;\n" \
-  "      s[n][e] = x;\n" \
-  "      if (e < 2) mx0 = fmaxf(mx0, x);\n" \
-  "      else mx1 = fmaxf(mx1, x);\n" \
+  "    for (int n = 0; n < LT_FA_BK / 8; n++) {\n" \
+  "      s[n][0] *= sl2, s[n][1] *= sl2, s[n][2] *= sl2, s[n][3] *= sl2;\n" \
+  "      mx0 = fmaxf(mx0, fmaxf(s[n][0], s[n][1])), mx1 = fmaxf(mx1, fmaxf(s[n][2], s[n][3]));\n" \
   "    }\n" \
+  "  } else {\n" \
+  "#pragma unroll\n" \
+  "    for (int n = 0; n < LT_FA_BK / 8; n++)\n" \
+  "#pragma unroll\n" \
+  "      for (int e = 0; e < 4; e++) {\n" \
+  "        int c = n * 8 + 2 * t + (e & 1);\n" \
+  "        float x;\n" \
+  "        if (MASKED) x = c < (e < 2 \? v0 : v1) \? lt_logit(a, s[n][e], am, bm, bi, r.b, r.h, e < 2 \? r.r0 : r.r1, kt + c) * LT_LOG2E : -INFINITY;\n" \
+  "        else x = c < (e < 2 \? v0 : v1) \? s[n][e] * sl2 : -INFINITY;\n" \
+  "        s[n][e] = x;\n" \
+  "        if (e < 2) mx0 = fmaxf(mx0, x);\n" \
+  "        else mx1 = fmaxf(mx1, x);\n" \
+  "      }\n" \
+  "  }\n" \
   "  const float n0 = fmaxf(m0, lt_quad_max(mx0)), n1 = fmaxf(m1, lt_quad_max(mx1));\n" \
-  "  const float c0 = n0 == -INFINITY \? 1.f : exp2f(m0 - n0), c1 = n1 == -INFINITY \? 1.f : exp2f(m1 - n1);\n" \
+  "  const float c0 = n0 == -INFINITY \? 1.f : lt_ex2(m0 - n0), c1 = n1 == -INFINITY \? 1.f : lt_ex2(m1 - n1);\n" \
   "  l0 *= c0, l1 *= c1, m0 = n0, m1 = n1;\n" \
   "#pragma unroll\n" \
   "  for (int dn = 0; dn < LT_FA_D / 8; dn++) oa[dn][0] *= c0, oa[dn][1] *= c0, oa[dn][2] *= c1, oa[dn][3] *= c1;\n" \
+  "  /* a row with nothing visible yet has every score -inf: 2^(-inf - 0) = 0 */\n" \
+  "  const float z0 = n0 == -INFINITY \? 0.f : n0, z1 = n1 == -INFINITY \? 0.f : n1;\n" \
   "#pragma unroll\n" \
-  "  for (int n = 0; n < LT_FA_BK / 8; n++)\n" \
-  "#pragma unroll\n" \
-  "    for (int e = 0; e < 4; e++) {\n" \
-  "      float mm = e < 2 \? n0 : n1, p = mm == -INFINITY \? 0.f : exp2f(s[n][e] - mm);\n" \
-  "      s[n][e] = p;\n" \
-  "      if (e < 2) l0 += p;\n" \
-  "      else l1 += p;\n" \
-  "    }\n" \
+  "  for (int n = 0; n < LT_FA_BK / 8; n++) {\n" \
+  "    s[n][0] = lt_ex2(s[n][0] - z0), s[n][1] = lt_ex2(s[n][1] - z0);\n" \
+  "    s[n][2] = lt_ex2(s[n][2] - z1), s[n][3] = lt_ex2(s[n][3] - z1);\n" \
+  "    l0 += s[n][0] + s[n][1], l1 += s[n][2] + s[n][3];\n" \
+  "  }\n" \
   "}\n" \
   "/* The block's output rows (the accumulators over the rows' sums) and logsumexp: 0 and -inf for\n" \
   " * rows nothing is visible to, as att_softmax and the products make them. */\n" \
@@ -878,7 +889,12 @@
   "}\n" \
   "LT_DEV void fh_commit() { asm volatile(\"cp.async.commit_group;\" ::: \"memory\"); }\n" \
   "LT_DEV void fh_wait1() { asm volatile(\"cp.async.wait_group 1;\" ::: \"memory\"); } /* all but the newest group */\n" \
-  "/* four 8x8 matrices of 16-bit values, transposed: lane L names row L % 8 of matrix L / 8 */\n" \
+  "/* four 8x8 matrices of 16-bit values (lane L names row L % 8 of matrix L / 8): as stored (a thread\n" \
+  " * gets row g, columns 2t and 2t + 1 of each: the B fragment of keys by rows), or transposed */\n" \
+  "LT_DEV void fh_ldsm4(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3, const uint32_t *p) {\n" \
+  "  unsigned a = (unsigned)__cvta_generic_to_shared(p);\n" \
+  "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\" : \"=r\"(r0), \"=r\"(r1), \"=r\"(r2), \"=r\"(r3) : \"r\"(a));\n" \
+  "}\n" \
   "LT_DEV void fh_ldsm4t(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3, const uint32_t *p) {\n" \
   "  unsigned a = (unsigned)__cvta_generic_to_shared(p);\n" \
   "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\"\n" \
@@ -926,11 +942,19 @@
   "#pragma unroll\n" \
   "    for (int n = 0; n < LT_FA_BK / 8; n++) {\n" \
   "      s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;\n" \
+  "#if LT_FA_D >= 32\n" \
+  "      /* one ldmatrix: the B fragments of two 16-wide steps over the head */\n" \
   "#pragma unroll\n" \
-  "      for (int kk = 0; kk < LT_FA_D / 16; kk++) {\n" \
-  "        const uint32_t *kr = ks + (n * 8 + g) * LT_FA_PH + kk * 8 + t;\n" \
-  "        lt_mma16(s[n], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], kr[0], kr[4]);\n" \
+  "      for (int kk = 0; kk < LT_FA_D / 16; kk += 2) {\n" \
+  "        uint32_t b0, b1, b2, b3;\n" \
+  "        fh_ldsm4(b0, b1, b2, b3, ks + (n * 8 + (lane & 7)) * LT_FA_PH + kk * 8 + (lane >> 3) * 4);\n" \
+  "        lt_mma16(s[n], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b0, b1);\n" \
+  "        lt_mma16(s[n], qf[kk + 1][0], qf[kk + 1][1], qf[kk + 1][2], qf[kk + 1][3], b2, b3);\n" \
   "      }\n" \
+  "#else\n" \
+  "      const uint32_t *kr = ks + (n * 8 + g) * LT_FA_PH + t;\n" \
+  "      lt_mma16(s[n], qf[0][0], qf[0][1], qf[0][2], qf[0][3], kr[0], kr[4]);\n" \
+  "#endif\n" \
   "    }\n" \
   "    fa_softmax_tile<MASKED>(s, oa, m0, m1, l0, l1, r, kt, t, a, am, bm, bi);\n" \
   "    /* P.V, 16 keys a step: score tiles 2j and 2j + 1 are the A fragment's columns 0-7 and 8-15;\n" \
@@ -1415,6 +1439,29 @@
   "template <typename W> __device__ void scatter(const W *in, W *out, int64_t n, const lt_dims &d, const lt_strides &s, int64_t base) {\n" \
   "  LT_LOOP(i, n) out[base + lt_offset(i, d, s)] = in[i];\n" \
   "}\n" \
+  "/* the same moves for sizes below 2^31 (lt_offset32) */\n" \
+  "#define LT_LOOP32(i, n) for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += gridDim.x * blockDim.x)\n" \
+  "template <typename W> __device__ void gather32(const W *in, W *out, uint32_t n, const lt_dims32 &g, int32_t base) {\n" \
+  "  LT_LOOP32(i, n) out[i] = in[base + lt_offset32(i, g)];\n" \
+  "}\n" \
+  "template <typename W> __device__ void scatter32(const W *in, W *out, uint32_t n, const lt_dims32 &g, int32_t base) {\n" \
+  "  LT_LOOP32(i, n) out[base + lt_offset32(i, g)] = in[i];\n" \
+  "}\n" \
+  "/* n copies of *v (a broadcast of one element: every stride 0), in 16-byte stores between an\n" \
+  " * unaligned head and tail */\n" \
+  "template <typename W> __device__ void fill(const W *v, W *out, int64_t n) {\n" \
+  "  constexpr int K = 16 / sizeof(W);\n" \
+  "  union { W w[K]; uint4 u; } pat;\n" \
+  "  const W x = *v;\n" \
+  "  for (int k = 0; k < K; k++) pat.w[k] = x;\n" \
+  "  int64_t head = (int64_t)(((16 - ((uint64_t)out & 15)) & 15) / sizeof(W));\n" \
+  "  if (head > n) head = n;\n" \
+  "  const int64_t body = (n - head) / K, done = head + body * K;\n" \
+  "  uint4 *ob = (uint4 *)(out + head);\n" \
+  "  LT_LOOP(i, body) ob[i] = pat.u;\n" \
+  "  LT_LOOP(i, head) out[i] = x;\n" \
+  "  LT_LOOP(i, n - done) out[done + i] = x;\n" \
+  "}\n" \
   "template <typename W> __device__ void pad(const W *in, W *out, const W *fill, int64_t n, const lt_dims &od, const lt_dims &id,\n" \
   "                                        const lt_strides &lo, const lt_strides &interior) {\n" \
   "  LT_LOOP(i, n) {\n" \
@@ -1432,6 +1479,9 @@
   "#define LT_W(w, W) \\\n" \
   "  extern \"C\" __global__ void lt_gather_##w(const W *in, W *out, int64_t n, const __grid_constant__ lt_dims d, const __grid_constant__ lt_strides s, int64_t b) { gather(in, out, n, d, s, b); } \\\n" \
   "  extern \"C\" __global__ void lt_scatter_##w(const W *in, W *out, int64_t n, const __grid_constant__ lt_dims d, const __grid_constant__ lt_strides s, int64_t b) { scatter(in, out, n, d, s, b); } \\\n" \
+  "  extern \"C\" __global__ void lt_gather32_##w(const W *in, W *out, uint32_t n, const __grid_constant__ lt_dims32 g, int32_t b) { gather32(in, out, n, g, b); } \\\n" \
+  "  extern \"C\" __global__ void lt_scatter32_##w(const W *in, W *out, uint32_t n, const __grid_constant__ lt_dims32 g, int32_t b) { scatter32(in, out, n, g, b); } \\\n" \
+  "  extern \"C\" __global__ void lt_fill_##w(const W *v, W *out, int64_t n) { fill(v, out, n); } \\\n" \
   "  extern \"C\" __global__ void lt_pad_##w(const W *in, W *out, const W *f, int64_t n, const __grid_constant__ lt_dims od, const __grid_constant__ lt_dims id, const __grid_constant__ lt_strides lo, const __grid_constant__ lt_strides in_) { pad(in, out, f, n, od, id, lo, in_); }\n" \
   "/* layout.c makes a text per width (LT_LW): a model compiles the widths it moves */\n" \
   "#if LT_LW == 1\n" \
@@ -1520,6 +1570,21 @@
   "  int64_t off = 0;\n" \
   "  for (int a = dims.rank - 1; a >= 0; a--) { int64_t n = dims.d[a]; off += (i % n) * st.s[a]; i /= n; }\n" \
   "  return off;\n" \
+  "}\n" \
+  "/* n / d for n < 2^31 as a multiply-high and a shift (the host computes m and s) */\n" \
+  "struct lt_div32 { uint32_t d, m, s; };\n" \
+  "LT_DEV uint32_t lt_udiv(uint32_t n, lt_div32 q) { return (__umulhi(n, q.m) + n) >> q.s; }\n" \
+  "/* lt_offset for an index and a tensor below 2^31 elements: each axis' size as its divisor, strides\n" \
+  " * of 32 bits (a 64-bit division is a long subroutine; this is a multiply-high and a shift) */\n" \
+  "struct lt_dims32 { int rank; lt_div32 q[LT_MAX_RANK]; int32_t s[LT_MAX_RANK]; };\n" \
+  "LT_DEV int32_t lt_offset32(uint32_t i, const lt_dims32 &g) {\n" \
+  "  int32_t off = 0;\n" \
+  "  for (int a = g.rank - 1; a > 0; a--) {\n" \
+  "    uint32_t q = lt_udiv(i, g.q[a]);\n" \
+  "    off += (int32_t)(i - q * g.q[a].d) * g.s[a];\n" \
+  "    i = q;\n" \
+  "  }\n" \
+  "  return off + (int32_t)i * g.s[0];\n" \
   "}\n"
 
 #define LT_CUH_QUANTIZED \
