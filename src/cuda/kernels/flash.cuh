@@ -36,6 +36,13 @@ LT_DEV void lt_mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+/* four 8x8 matrices of 16-bit values, lane L naming row L % 8 of matrix L / 8; a thread gets row g,
+ * columns 2t and 2t + 1 of each. On 32-bit values: a matrix is 8 rows of 4, and a thread gets
+ * row g, value t -- a TF32 fragment's layout. */
+LT_DEV void lt_ldsm4(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3, const uint32_t *p) {
+  unsigned a = (unsigned)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(a));
+}
 LT_DEV float lt_quad_max(float x) {
   x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));
   return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));
@@ -267,12 +274,7 @@ LT_DEV void fh_tile(uint32_t *sh, const LT_FA_S *src, int64_t r0, int64_t n, int
 }
 LT_DEV void fh_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
 LT_DEV void fh_wait1() { asm volatile("cp.async.wait_group 1;" ::: "memory"); } /* all but the newest group */
-/* four 8x8 matrices of 16-bit values (lane L names row L % 8 of matrix L / 8): as stored (a thread
- * gets row g, columns 2t and 2t + 1 of each: the B fragment of keys by rows), or transposed */
-LT_DEV void fh_ldsm4(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3, const uint32_t *p) {
-  unsigned a = (unsigned)__cvta_generic_to_shared(p);
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];" : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3) : "r"(a));
-}
+/* lt_ldsm4 transposed: a thread gets column g, rows 2t and 2t + 1 of each matrix */
 LT_DEV void fh_ldsm4t(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3, const uint32_t *p) {
   unsigned a = (unsigned)__cvta_generic_to_shared(p);
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];"
@@ -325,7 +327,7 @@ template <bool MASKED> __device__ void fh_fwd(const LT_FA_S *q, const LT_FA_S *k
 #pragma unroll
       for (int kk = 0; kk < LT_FA_D / 16; kk += 2) {
         uint32_t b0, b1, b2, b3;
-        fh_ldsm4(b0, b1, b2, b3, ks + (n * 8 + (lane & 7)) * LT_FA_PH + kk * 8 + (lane >> 3) * 4);
+        lt_ldsm4(b0, b1, b2, b3, ks + (n * 8 + (lane & 7)) * LT_FA_PH + kk * 8 + (lane >> 3) * 4);
         lt_mma16(s[n], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b0, b1);
         lt_mma16(s[n], qf[kk + 1][0], qf[kk + 1][1], qf[kk + 1][2], qf[kk + 1][3], b2, b3);
       }
@@ -394,6 +396,8 @@ template <bool MASKED, typename S> __device__ void fa_bwd(const S *q, const S *k
   const int64_t qlim = lt_qlim(a, ql, b), kvmax = a.has_lens ? lt_clamp(kl[b], 0, a.Skv) : a.Skv;
   /* causal: rows before kt0 see none of the block's keys */
   const int64_t qstart = kt0 >= kvmax ? qlim : a.causal ? kt0 / LT_FA_BQB * LT_FA_BQB : 0;
+  /* (an ldmatrix form of the S^T and dP^T fragment reads took 178 registers and 2 blocks an SM
+   * instead of 168 and 3, and ran 386 us against 300 on the H200: the plain reads stay) */
   const uint32_t *kw = ks + (w * 16 + g) * LT_FA_P + t, *vw = vs + (w * 16 + g) * LT_FA_P + t;
   for (int64_t gi = 0; gi < a.group; gi++) {
     const int64_t h = hk * a.group + gi, qoff = b * a.qbs + h * a.qhs, roff = (b * a.H + h) * a.S;
@@ -438,7 +442,7 @@ template <bool MASKED, typename S> __device__ void fa_bwd(const S *q, const S *k
           float P = 0.f;
           if (i < qlim && j < kvmax && (!a.causal || j <= i)) {
             float x = MASKED ? lt_logit(a, st[n][e], am, bm, bi, b, h, i, j) * LT_LOG2E : st[n][e] * sl2;
-            P = exp2f(x - ls[c]);
+            P = lt_ex2(x - ls[c]);
           }
           st[n][e] = P;
           dpt[n][e] = P * (dpt[n][e] - dls[c]) * scale;

@@ -658,6 +658,13 @@
   "               : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n" \
   "               : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0), \"r\"(b1));\n" \
   "}\n" \
+  "/* four 8x8 matrices of 16-bit values, lane L naming row L % 8 of matrix L / 8; a thread gets row g,\n" \
+  " * columns 2t and 2t + 1 of each. On 32-bit values: a matrix is 8 rows of 4, and a thread gets\n" \
+  " * row g, value t -- a TF32 fragment's layout. */\n" \
+  "LT_DEV void lt_ldsm4(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3, const uint32_t *p) {\n" \
+  "  unsigned a = (unsigned)__cvta_generic_to_shared(p);\n" \
+  "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\" : \"=r\"(r0), \"=r\"(r1), \"=r\"(r2), \"=r\"(r3) : \"r\"(a));\n" \
+  "}\n" \
   "LT_DEV float lt_quad_max(float x) {\n" \
   "  x = fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 1));\n" \
   "  return fmaxf(x, __shfl_xor_sync(0xffffffffu, x, 2));\n" \
@@ -889,12 +896,7 @@
   "}\n" \
   "LT_DEV void fh_commit() { asm volatile(\"cp.async.commit_group;\" ::: \"memory\"); }\n" \
   "LT_DEV void fh_wait1() { asm volatile(\"cp.async.wait_group 1;\" ::: \"memory\"); } /* all but the newest group */\n" \
-  "/* four 8x8 matrices of 16-bit values (lane L names row L % 8 of matrix L / 8): as stored (a thread\n" \
-  " * gets row g, columns 2t and 2t + 1 of each: the B fragment of keys by rows), or transposed */\n" \
-  "LT_DEV void fh_ldsm4(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3, const uint32_t *p) {\n" \
-  "  unsigned a = (unsigned)__cvta_generic_to_shared(p);\n" \
-  "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\" : \"=r\"(r0), \"=r\"(r1), \"=r\"(r2), \"=r\"(r3) : \"r\"(a));\n" \
-  "}\n" \
+  "/* lt_ldsm4 transposed: a thread gets column g, rows 2t and 2t + 1 of each matrix */\n" \
   "LT_DEV void fh_ldsm4t(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3, const uint32_t *p) {\n" \
   "  unsigned a = (unsigned)__cvta_generic_to_shared(p);\n" \
   "  asm volatile(\"ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\"\n" \
@@ -947,7 +949,7 @@
   "#pragma unroll\n" \
   "      for (int kk = 0; kk < LT_FA_D / 16; kk += 2) {\n" \
   "        uint32_t b0, b1, b2, b3;\n" \
-  "        fh_ldsm4(b0, b1, b2, b3, ks + (n * 8 + (lane & 7)) * LT_FA_PH + kk * 8 + (lane >> 3) * 4);\n" \
+  "        lt_ldsm4(b0, b1, b2, b3, ks + (n * 8 + (lane & 7)) * LT_FA_PH + kk * 8 + (lane >> 3) * 4);\n" \
   "        lt_mma16(s[n], qf[kk][0], qf[kk][1], qf[kk][2], qf[kk][3], b0, b1);\n" \
   "        lt_mma16(s[n], qf[kk + 1][0], qf[kk + 1][1], qf[kk + 1][2], qf[kk + 1][3], b2, b3);\n" \
   "      }\n" \
@@ -1016,6 +1018,8 @@
   "  const int64_t qlim = lt_qlim(a, ql, b), kvmax = a.has_lens \? lt_clamp(kl[b], 0, a.Skv) : a.Skv;\n" \
   "  /* causal: rows before kt0 see none of the block's keys */\n" \
   "  const int64_t qstart = kt0 >= kvmax \? qlim : a.causal \? kt0 / LT_FA_BQB * LT_FA_BQB : 0;\n" \
+  "  /* (an ldmatrix form of the S^T and dP^T fragment reads took 178 registers and 2 blocks an SM\n" \
+  "   * instead of 168 and 3, and ran 386 us against 300 on the H200: the plain reads stay) */\n" \
   "  const uint32_t *kw = ks + (w * 16 + g) * LT_FA_P + t, *vw = vs + (w * 16 + g) * LT_FA_P + t;\n" \
   "  for (int64_t gi = 0; gi < a.group; gi++) {\n" \
   "    const int64_t h = hk * a.group + gi, qoff = b * a.qbs + h * a.qhs, roff = (b * a.H + h) * a.S;\n" \
@@ -1060,7 +1064,7 @@
   "          float P = 0.f;\n" \
   "          if (i < qlim && j < kvmax && (!a.causal || j <= i)) {\n" \
   "            float x = MASKED \? lt_logit(a, st[n][e], am, bm, bi, b, h, i, j) * LT_LOG2E : st[n][e] * sl2;\n" \
-  "            P = exp2f(x - ls[c]);\n" \
+  "            P = lt_ex2(x - ls[c]);\n" \
   "          }\n" \
   "          st[n][e] = P;\n" \
   "          dpt[n][e] = P * (dpt[n][e] - dls[c]) * scale;\n" \
