@@ -711,16 +711,16 @@
   "  r.kend = qt0 < qlim \? lt_kvlim(a, kl, r.b, last) : 0;\n" \
   "  return r;\n" \
   "}\n" \
-  "/* One key tile of the online softmax: the scores s of keys kt.. (the accumulator layout: row r0\n" \
-  " * in elements 0-1, r1 in 2-3, columns 2t and 2t + 1 of each 8) become probabilities\n" \
-  " * e^(logit - running max), in log2 units; the running maxima m, sums l and the output\n" \
-  " * accumulators oa are rescaled to the new maxima. Keys a row cannot see give 0. */\n" \
   "/* 2^x on the MUFU unit, subnormal results flushed to zero (probabilities below 1e-38) */\n" \
   "LT_DEV float lt_ex2(float x) {\n" \
   "  float y;\n" \
   "  asm(\"ex2.approx.ftz.f32 %0, %1;\" : \"=f\"(y) : \"f\"(x));\n" \
   "  return y;\n" \
   "}\n" \
+  "/* One key tile of the online softmax: the scores s of keys kt.. (the accumulator layout: row r0\n" \
+  " * in elements 0-1, r1 in 2-3, columns 2t and 2t + 1 of each 8) become probabilities\n" \
+  " * e^(logit - running max), in log2 units; the running maxima m, sums l and the output\n" \
+  " * accumulators oa are rescaled to the new maxima. Keys a row cannot see give 0. */\n" \
   "template <bool MASKED>\n" \
   "LT_DEV void fa_softmax_tile(float (&s)[LT_FA_BK / 8][4], float (&oa)[LT_FA_D / 8][4], float &m0, float &m1, float &l0, float &l1,\n" \
   "                            const fa_rows &r, int64_t kt, int t, const lt_att &a, const float *am, const uint8_t *bm,\n" \
