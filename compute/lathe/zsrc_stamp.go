@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "b86dea49de33d5bc22ba850724459190"
+const engineSourcesHash = "cd030ba77bdecbe8fb78756e6841c57c"

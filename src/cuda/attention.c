@@ -152,9 +152,9 @@ static lathe_status_t from_compute(lathe_cuda_exec *ex, lcuDeviceptr src, lathe_
   return lathe_cuda_convert(ex, src, lathe_cuda_ptr(t), path, 2, lathe_shape_size(&t->shape), NULL, NULL, 0);
 }
 
-static lathe_status_t geometry(lathe_cuda_exec *ex, att *c, const lathe_node *n, lathe_tensor *const *in, bool vjp) {
+/* What the shapes and attributes say (no pointers, no masks). */
+static void shape_geometry(att *c, const lathe_node *n, const lathe_shape *qs, const lathe_shape *ks) {
   memset(c, 0, sizeof *c);
-  const lathe_shape *qs = &in[0]->shape, *ks = &in[1]->shape;
   c->bhsd = lathe_attr_sdpa_layout(n) == LATHE_ATTENTION_LAYOUT_BHSD;
   c->f64 = qs->dtype == LATHE_DTYPE_FLOAT64;
   c->dt = c->f64 ? LATHE_DTYPE_FLOAT64 : LATHE_DTYPE_FLOAT32;
@@ -171,6 +171,11 @@ static lathe_status_t geometry(lathe_cuda_exec *ex, att *c, const lathe_node *n,
   a->causal = lathe_attr_sdpa_causal(n);
   double scale = lathe_attr_sdpa_scale(n);
   a->scale = scale != 0 ? scale : a->D ? 1.0 / sqrt((double)a->D) : 1.0;
+}
+
+static lathe_status_t geometry(lathe_cuda_exec *ex, att *c, const lathe_node *n, lathe_tensor *const *in, bool vjp) {
+  shape_geometry(c, n, &in[0]->shape, &in[1]->shape);
+  att_args *a = &c->a;
   c->q = lathe_cuda_ptr(in[0]), c->k = lathe_cuda_ptr(in[1]), c->v = lathe_cuda_ptr(in[2]);
   int next = vjp ? 6 : 3;
   if (lathe_attr_sdpa_has_mask(n)) {
@@ -291,8 +296,7 @@ enum { FA_BQ = 64, FA_BK = 64, FA_BQB = 32, FA_PS = 40 }; /* as flash.cuh's LT_F
 /* Which of flash_sizes c's heads take, or -1 where the batched products serve instead: the
  * streaming kernels multiply on TF32 tensor cores (mma.sync: sm_80 and later), heads of up to 128
  * values. Half operands are TF32 values exactly, so halves stream by default; Float32 with tf32=1. */
-static int flash_size(lathe_cuda_exec *ex, const att *c) {
-  cuda_dev *d = lathe_cuda_exec_dev(ex);
+static int flash_size(const cuda_dev *d, const att *c) {
   const att_args *a = &c->a;
   if (c->f64 || (!c->half && !d->cu->tf32) || !d->cu->flash || d->cc < 80 || a->D < 1 || a->Skv < 1) return -1;
   if (a->B * a->H * ((a->S + FA_BQ - 1) / FA_BQ) > INT32_MAX || a->B * c->Hkv * ((a->Skv + FA_BK - 1) / FA_BK) > INT32_MAX)
@@ -416,7 +420,7 @@ static lathe_status_t run_forward(lathe_cuda_exec *ex, const lathe_node *n, lath
   LATHE_RETURN_IF_ERROR(geometry(ex, &c, n, in, false));
   if (!c.a.B || !c.a.H || !c.a.S) return NULL;
   lcuDeviceptr o = lathe_cuda_ptr(out[0]), lse = lathe_cuda_ptr(out[1]);
-  int fs = flash_size(ex, &c);
+  int fs = flash_size(lathe_cuda_exec_dev(ex), &c);
   if (fs >= 0) return flash_forward(ex, &c, fs, o, lse); /* the output in its own dtype */
   LATHE_RETURN_IF_ERROR(widen_qkv(ex, &c, in));
   if (c.half) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, lathe_shape_size(&out[0]->shape), &o, NULL));
@@ -485,7 +489,7 @@ static lathe_status_t run_vjp(lathe_cuda_exec *ex, const lathe_node *n, lathe_te
   size_t es = c.f64 ? 8 : 4;
   lcuDeviceptr grads[3], o = lathe_cuda_ptr(in[3]), dout = lathe_cuda_ptr(in[5]), lse = lathe_cuda_ptr(in[4]);
   bool work = a->B && a->H && a->S;
-  int fs = work ? flash_size(ex, &c) : -1;
+  int fs = work ? flash_size(lathe_cuda_exec_dev(ex), &c) : -1;
   /* Float32 gradients the kernels make, rounded into half outputs at the end: all three on the
    * batched products, dQuery alone (added to by atomics) when streaming */
   bool wide[3];
@@ -558,4 +562,38 @@ lathe_status_t lathe_cuda_run_attention(lathe_cuda_exec *ex, const lathe_node *n
     case LATHE_OP_FUSED_ATTENTION_QKV_PROJECTION: return run_qkv(ex, n, in, out);
     default: return LATHE_UNIMPL("%s: not an attention op", lathe_op_name(n->op));
   }
+}
+
+/* Attention's texts (lathe_cuda_texts_of): the streaming text of the head size, form and storage,
+ * or the row kernels' text; half tensors' conversions; the QKV projection's dense epilogue. */
+void lathe_cuda_texts_attention(const cuda_dev *d, const lathe_node *n, lathe_cuda_text_fn fn, void *ctx) {
+  if (n->n_operands < 2) return;
+  lathe_dtype dt = n->in[0]->shape.dtype;
+  if (n->op == LATHE_OP_FUSED_ATTENTION_QKV_PROJECTION) {
+    const char *t = lathe_cuda_dense_epilogue_text(dt);
+    if (t) fn(ctx, t);
+    return;
+  }
+  att c;
+  shape_geometry(&c, n, &n->in[0]->shape, &n->in[1]->shape);
+  if (!c.a.B || !c.a.H || !c.a.S) return;
+  int fs = flash_size(d, &c);
+  lathe_dtype wide[2] = {dt, LATHE_DTYPE_FLOAT32}, narrow[2] = {LATHE_DTYPE_FLOAT32, dt};
+  if (fs >= 0) {
+    pthread_once(&flash_once, make_flash_sources);
+    int y = 0;
+    while (y < N_FLASH_T - 1 && flash_types[y] != c.sdt) y++;
+    const char *t = flash_source[fs][lathe_attr_sdpa_has_mask(n) || lathe_attr_sdpa_has_bias(n)][y];
+    if (t) fn(ctx, t);
+    if (c.half && (lathe_attr_sdpa_has_mask(n) || lathe_attr_sdpa_has_bias(n)) && (t = lathe_cuda_convert_text(wide, 2)))
+      fn(ctx, t); /* an additive mask or bias read as Float32 */
+    if (c.half && n->op == LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION_VJP && (t = lathe_cuda_convert_text(narrow, 2)))
+      fn(ctx, t); /* dQuery, summed in Float32 */
+    return;
+  }
+  pthread_once(&sources_once, make_sources);
+  if (sources[c.f64]) fn(ctx, sources[c.f64]);
+  const char *t;
+  if (c.half && (t = lathe_cuda_convert_text(wide, 2))) fn(ctx, t);
+  if (c.half && (t = lathe_cuda_convert_text(narrow, 2))) fn(ctx, t);
 }

@@ -50,6 +50,8 @@ static const char *source_of(lathe_dtype dt) {
   }
 }
 
+const char *lathe_cuda_batch_norm_text(lathe_dtype dt) { return source_of(dt); }
+
 /* The kernels' lt_bn_geo. */
 typedef struct bn_geo {
   int64_t units, groups, cols, per, inner, len;

@@ -259,6 +259,11 @@ void lathe_cuda_sources_collective(lathe_cuda_source_fn fn, void *ctx) {
   fn(ctx, "AllReduce 16-bit integers", wide_source);
 }
 
+/* AllReduce's helper kernels run only for NaN-aware or 16-bit reductions: compiled when first met */
+void lathe_cuda_texts_collective(const cuda_dev *d, const lathe_node *n, lathe_cuda_text_fn fn, void *ctx) {
+  (void)d, (void)n, (void)fn, (void)ctx;
+}
+
 static lathe_status_t wide_kernel(lathe_cuda_exec *ex, const char *name, lcuDeviceptr a, lcuDeviceptr b, int64_t n) {
   lcuFunction fn;
   LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), wide_source, name, &fn));

@@ -37,11 +37,22 @@ lathe_status_t lathe_cuda_run_barrier(lathe_cuda_exec *ex, const lathe_node *n, 
 
 void lathe_cuda_sources_control(lathe_cuda_source_fn fn, void *ctx) { lathe_cuda_sources_sort(fn, ctx); }
 void lathe_cuda_sources_barrier(lathe_cuda_source_fn fn, void *ctx) { (void)fn, (void)ctx; }
+/* Sort's comparators are generated per launch; Call, While and If launch their sub-functions' steps */
+void lathe_cuda_texts_control(const cuda_dev *d, const lathe_node *n, lathe_cuda_text_fn fn, void *ctx) {
+  (void)d, (void)n, (void)fn, (void)ctx;
+}
+void lathe_cuda_texts_barrier(const cuda_dev *d, const lathe_node *n, lathe_cuda_text_fn fn, void *ctx) {
+  (void)d, (void)n, (void)fn, (void)ctx;
+}
 
 /* ---- dynamic shapes: the sizes are known on the host once a binding is specialised ---- */
 static const char dynshape_src[] = LT_CUH_DYNSHAPE;
 
 void lathe_cuda_sources_dynshape(lathe_cuda_source_fn fn, void *ctx) { fn(ctx, "dynshape", dynshape_src); }
+void lathe_cuda_texts_dynshape(const cuda_dev *d, const lathe_node *n, lathe_cuda_text_fn fn, void *ctx) {
+  (void)d, (void)n;
+  fn(ctx, dynshape_src);
+}
 
 bool lathe_cuda_supports_dynshape(lathe_op op, lathe_dtype dtype) {
   return (op == LATHE_OP_DYNAMIC_SHAPE || op == LATHE_OP_DYNAMIC_DIMENSION_SIZE || op == LATHE_OP_DYNAMIC_RESHAPE) &&

@@ -66,15 +66,29 @@ bool lathe_cuda_supports_conv(lathe_op op, lathe_dtype dtype) {
   return op == LATHE_OP_CONV_GENERAL && compute_of(dtype) != LATHE_DTYPE_INVALID;
 }
 
+/* The conv module converting key[0] -> key[1], made once per pair. */
+static char *conv_text(const void *key, size_t n) {
+  (void)n;
+  lt_text t = {0};
+  lathe_status_t st = lathe_cuda_cvt_source(&t, key, 2);
+  lt_put(&t, "%s", conv_src);
+  if (st || t.oom) {
+    lathe_status_free(st);
+    free(t.s);
+    return NULL;
+  }
+  return t.s;
+}
+static const char *conv_source(lathe_dtype from, lathe_dtype to) {
+  lathe_dtype path[2] = {from, to};
+  return lathe_cuda_memo_text(conv_text, path, sizeof path);
+}
+
 /* Function `kernel` of the conv module converting from -> to. */
 static lathe_status_t conv_kernel(lathe_cuda_exec *ex, const char *kernel, lathe_dtype from, lathe_dtype to, lcuFunction *f) {
-  lathe_dtype path[2] = {from, to};
-  lt_text t = {0};
-  lathe_status_t st = lathe_cuda_cvt_source(&t, path, 2);
-  lt_put(&t, "%s", conv_src);
-  if (!st) st = t.oom ? LATHE_OOM("ConvGeneral") : lathe_cuda_kernel(lathe_cuda_exec_dev(ex), t.s, kernel, f);
-  free(t.s);
-  return st;
+  const char *src = conv_source(from, to);
+  if (!src) return LATHE_OOM("ConvGeneral: codegen");
+  return lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), src, kernel, f);
 }
 
 static lathe_status_t launch_conv(lathe_cuda_exec *ex, const char *kernel, lathe_dtype from, lathe_dtype to,
@@ -125,6 +139,33 @@ void lathe_cuda_sources_conv(lathe_cuda_source_fn fn, void *ctx) {
     free(t.s);
   }
   lathe_cuda_sources_gemm(fn, ctx);
+}
+
+/* The conv module's texts a convolution may launch: the pair of its im2col (operand to compute
+ * type), of its scatter (compute to output type) and of the hole check and fix-up, where lathe's
+ * own path or holes are expected (cuDNN is chosen by measurement at run time: a float
+ * convolution without holes that then takes the own path compiles at that launch); the kernel's
+ * packing (a move or a conversion); the tiled product of integers. */
+void lathe_cuda_texts_conv(const cuda_dev *d, const lathe_node *n, lathe_cuda_text_fn fn, void *ctx) {
+  if (n->op != LATHE_OP_CONV_GENERAL || n->n_operands < 2) return;
+  lathe_dtype dt = n->in[0]->shape.dtype, ct = compute_of(dt), odt = n->shape.dtype;
+  if (ct == LATHE_DTYPE_INVALID || !lathe_shape_size(&n->shape)) return;
+  lathe_ilist pads = lathe_attr_conv_general_paddings(n), idil = lathe_attr_conv_general_input_dilations(n),
+              isp = lathe_attr_conv_general_input_spatial(n);
+  bool holes = false;
+  for (int k = 0; k < isp.n; k++)
+    holes |= pads.v[2 * k] > 0 || pads.v[2 * k + 1] > 0 || (idil.v[k] > 1 && n->in[0]->shape.dims[isp.v[k]] > 1);
+  bool fl = lathe_dtype_is_float(dt), own = !fl || !d->cu->cudnn || isp.n > LT_CONV_MAX_SP;
+  const char *t;
+  if ((own || (holes && fl)) && (t = conv_source(dt, ct))) fn(ctx, t);
+  if (own && ct != odt && (t = conv_source(ct, odt))) fn(ctx, t);
+  lathe_dtype path[2] = {dt, ct};
+  if (dt == ct) lathe_cuda_move_texts(lathe_dtype_bits(dt) / 8, fn, ctx); /* the kernel packed, cuDNN's staging */
+  else if ((t = lathe_cuda_convert_text(path, 2))) fn(ctx, t);
+  if (own && !fl) { /* integers multiply on the tiled kernel */
+    lt_gemm g = {.ab = ct, .d = ct, .batch = 1, .m = 1, .n = 1, .k = 1};
+    lathe_cuda_gemm_texts(&g, fn, ctx);
+  }
 }
 
 /* Scratch budget for one chunk's patch matrix. */

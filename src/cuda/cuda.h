@@ -165,6 +165,15 @@ lathe_status_t lathe_cuda_kernel(cuda_dev *d, const char *source, const char *na
  * made once): after the first call the function is found by the text's address and the name,
  * without reading the text or taking a lock (the launch path of most kernels). */
 lathe_status_t lathe_cuda_kernel_lasting(cuda_dev *d, const char *source, const char *name, lcuFunction *out);
+/* Compiles (or finds in the caches) and loads source's module on d now, so that its first launch
+ * only looks the function up: plans do it for the texts their steps will use, on several threads. */
+lathe_status_t lathe_cuda_module_prepare(cuda_dev *d, const char *source);
+/* A lasting text for a small key (a dtype path, say): made by make(key, n) the first time a key is
+ * asked for, then the same text for the life of the process, so that a launch finds its kernel
+ * by address (lathe_cuda_kernel_lasting) instead of generating and hashing the text each time.
+ * make returns malloc'd text or NULL; keys of different makers never meet. NULL on out of memory. */
+typedef char *(*lathe_cuda_text_maker)(const void *key, size_t n);
+const char *lathe_cuda_memo_text(lathe_cuda_text_maker make, const void *key, size_t n);
 lathe_status_t lathe_cuda_modules_init(cuda_modules *m);
 /* The on-disk cache's folder (LATHE_CUDA_CACHE_DIR, else $XDG_CACHE_HOME/lathe/cuda, else
  * ~/.cache/lathe/cuda; false when off or unknown), and its best-effort file access: a file read
@@ -279,6 +288,12 @@ typedef struct lt_dims32_h {
  * in dims times strides. */
 lathe_status_t lathe_cuda_strided(lathe_cuda_exec *ex, bool scatter, const lathe_tensor *in, lathe_tensor *out,
                                   int64_t n, const lt_dims_h *dims, const lt_strides_h *strides, int64_t base);
+/* *g: dims and strides for lt_offset32, when n and every offset base + offset(i) lie in
+ * [0, 2^31); else false. */
+bool lathe_cuda_dims32(const lt_dims_h *d, const lt_strides_h *s, int64_t n, int64_t base, lt_dims32_h *g);
+/* The same move between device pointers, of elements of w bytes (1, 2, 4, 8 or 16). */
+lathe_status_t lathe_cuda_move(lathe_cuda_exec *ex, bool scatter, lcuDeviceptr in, lcuDeviceptr out, int w, int64_t n,
+                               const lt_dims_h *dims, const lt_strides_h *strides, int64_t base);
 /* The index of such a move simplified as lathe_cuda_strided launches it (layout.c; exposed for
  * tests): n elements of *w bytes, `strided_p` the strided side's pointer, `plain_p` the other's;
  * afterwards n / (new *w / old *w) elements of the new *w bytes move the same bytes. */
@@ -296,12 +311,25 @@ bool lathe_cuda_supports_sort(lathe_dtype dtype);
 lathe_status_t lathe_cuda_run_sort(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out);
 void lathe_cuda_sources_sort(lathe_cuda_source_fn fn, void *ctx);
 
+/* ---- the lasting texts a step will launch ----
+ * lathe_cuda_texts_of(d, n, fn, ctx) calls fn with each lasting text (see
+ * lathe_cuda_kernel_lasting) that running n on d is expected to launch, decided from n's op,
+ * attributes, shapes and d's configuration, as the family's launch decides it; a plan compiles
+ * them all on several threads when it is made. A text left out is compiled at its first launch
+ * (slower, never wrong); one listed but not launched costs only its compile. */
+typedef void (*lathe_cuda_text_fn)(void *ctx, const char *source);
+void lathe_cuda_texts_of(const cuda_dev *d, const lathe_node *n, lathe_cuda_text_fn fn, void *ctx);
+/* The texts a move of elements of w bytes may launch (layout.c): w's, and 16 bytes' where
+ * lathe_cuda_move can widen its elements. */
+void lathe_cuda_move_texts(int w, lathe_cuda_text_fn fn, void *ctx);
+
 /* ---- kernel families ---- */
 #define LATHE_CUDA_FAMILY(K)                                                                          \
   bool lathe_cuda_supports_##K(lathe_op op, lathe_dtype dtype);                                       \
   lathe_status_t lathe_cuda_run_##K(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, \
                                     lathe_tensor **out);                                              \
-  void lathe_cuda_sources_##K(lathe_cuda_source_fn fn, void *ctx);
+  void lathe_cuda_sources_##K(lathe_cuda_source_fn fn, void *ctx);                                    \
+  void lathe_cuda_texts_##K(const cuda_dev *d, const lathe_node *n, lathe_cuda_text_fn fn, void *ctx);
 #define LATHE_KIND(NAME, family) LATHE_KIND_IF_FAMILY(family, LATHE_CUDA_FAMILY(family))
 #include "../graph/kinds.def"
 #undef LATHE_KIND

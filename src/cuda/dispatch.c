@@ -29,3 +29,13 @@ void lathe_cuda_each_source(lathe_cuda_source_fn fn, void *ctx) {
 #include "../graph/kinds.def"
 #undef LATHE_KIND
 }
+
+void lathe_cuda_texts_of(const cuda_dev *d, const lathe_node *n, lathe_cuda_text_fn fn, void *ctx) {
+  switch (lathe_op_kind_of(n->op)) {
+#define LATHE_KIND(NAME, family) \
+  LATHE_KIND_IF_FAMILY(family, case LATHE_KIND_##NAME: lathe_cuda_texts_##family(d, n, fn, ctx); break;)
+#include "../graph/kinds.def"
+#undef LATHE_KIND
+    default: break;
+  }
+}

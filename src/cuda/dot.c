@@ -52,12 +52,10 @@ static bool group_merge(const int64_t *dims, const int64_t *strides, int n, int6
   return true;
 }
 
-static void opnd_init(opnd *o, const lathe_tensor *t, lathe_ilist contr, lathe_ilist batch) {
-  const lathe_shape *s = &t->shape;
+static void opnd_init(opnd *o, const lathe_shape *s, lathe_ilist contr, lathe_ilist batch) {
   int64_t st[LATHE_MAX_RANK];
   lathe_cuda_row_strides(s, st);
   memset(o, 0, sizeof *o);
-  o->t = t;
   bool used[LATHE_MAX_RANK] = {0};
   int64_t gd[3][LATHE_MAX_RANK], gs[3][LATHE_MAX_RANK];
   int gn[3] = {0, 0, 0};
@@ -106,51 +104,84 @@ static bool same_bits(lathe_dtype dt, lathe_dtype ct) {
   return lathe_dtype_is_int(dt) && !lathe_dtype_is_packed(dt) && lathe_dtype_bits(dt) == lathe_dtype_bits(ct);
 }
 
-lathe_status_t lathe_cuda_run_dot(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
-  lathe_tensor *o = out[0];
-  lathe_dtype dt = in[0]->shape.dtype, acc = lathe_attr_dot_general_accumulator(n), odt = n->shape.dtype;
+/* How a product runs, from the shapes alone: each operand read in place or packed along a
+ * conversion path, the product's dtypes, and the result's way to the output dtype. */
+typedef struct dot_plan {
   opnd l, r;
-  opnd_init(&l, in[0], lathe_attr_dot_general_lhs_contracting(n), lathe_attr_dot_general_lhs_batch(n));
-  opnd_init(&r, in[1], lathe_attr_dot_general_rhs_contracting(n), lathe_attr_dot_general_rhs_batch(n));
-  int64_t B = l.B, M = l.R, N = r.R, K = l.K, total = B * M * N;
-  if (total == 0) return NULL;
-  if (K == 0) return lathe_cuda_zero(ex, lathe_cuda_ptr(o), o->nbytes); /* empty sums: zero bits in every dtype */
-  lt_gemm g = {.batch = B, .m = M, .n = N, .k = K};
-  lathe_dtype path_out[3];
-  int n_out;
-  bool direct;
+  int64_t B, M, N, K;
+  bool pack[2];
+  lathe_dtype path_in[3], path_out[3];
+  int n_in, n_out;
+  bool direct; /* the product writes the output */
+  lt_gemm g;   /* dtypes and sizes; matrices set at run time */
+} dot_plan;
+
+static void plan_dot(const lathe_node *n, const lathe_shape *ls, const lathe_shape *rs, dot_plan *P) {
+  memset(P, 0, sizeof *P);
+  lathe_dtype dt = ls->dtype, acc = lathe_attr_dot_general_accumulator(n), odt = n->shape.dtype;
+  opnd_init(&P->l, ls, lathe_attr_dot_general_lhs_contracting(n), lathe_attr_dot_general_lhs_batch(n));
+  opnd_init(&P->r, rs, lathe_attr_dot_general_rhs_contracting(n), lathe_attr_dot_general_rhs_batch(n));
+  P->B = P->l.B, P->M = P->l.R, P->N = P->r.R, P->K = P->l.K;
+  opnd *ops[2] = {&P->l, &P->r};
   if (lathe_dtype_is_int(acc)) {
-    lathe_dtype ct = int_ctype(acc), path_in[3] = {dt, acc, ct};
-    opnd *ops[2] = {&l, &r};
-    for (int i = 0; i < 2; i++) {
-      if (dt == acc && same_bits(dt, ct) && ops[i]->merged) use_in_place(ops[i]);
-      else LATHE_RETURN_IF_ERROR(pack(ex, ops[i], path_in, 3));
-    }
-    g.ab = g.d = ct;
-    path_out[0] = ct, path_out[1] = acc, path_out[2] = odt, n_out = 3;
-    direct = odt == acc && same_bits(acc, ct);
+    lathe_dtype ct = int_ctype(acc);
+    P->path_in[0] = dt, P->path_in[1] = acc, P->path_in[2] = ct, P->n_in = 3;
+    for (int i = 0; i < 2; i++) P->pack[i] = !(dt == acc && same_bits(dt, ct) && ops[i]->merged);
+    P->g.ab = P->g.d = ct;
+    P->path_out[0] = ct, P->path_out[1] = acc, P->path_out[2] = odt, P->n_out = 3;
+    P->direct = odt == acc && same_bits(acc, ct);
   } else {
     /* halves with a Float32 accumulator multiply as they are; everything else in the accumulator */
     bool half = dt == LATHE_DTYPE_FLOAT16 || dt == LATHE_DTYPE_BFLOAT16;
-    lathe_dtype p = acc == LATHE_DTYPE_FLOAT32 && half ? dt : acc, path_in[2] = {dt, p};
-    opnd *ops[2] = {&l, &r};
-    for (int i = 0; i < 2; i++) {
-      if (dt == p && ops[i]->merged && lathe_cuda_gemm_viewable(ops[i]->R, ops[i]->K, ops[i]->rs, ops[i]->ks))
-        use_in_place(ops[i]);
-      else LATHE_RETURN_IF_ERROR(pack(ex, ops[i], path_in, 2)); /* raw when dt == p */
-    }
+    lathe_dtype p = acc == LATHE_DTYPE_FLOAT32 && half ? dt : acc;
+    P->path_in[0] = dt, P->path_in[1] = p, P->n_in = 2; /* a raw copy when dt == p */
+    for (int i = 0; i < 2; i++)
+      P->pack[i] = !(dt == p && ops[i]->merged && lathe_cuda_gemm_viewable(ops[i]->R, ops[i]->K, ops[i]->rs, ops[i]->ks));
     lathe_dtype d = p;
     if (p != acc) d = odt == p ? p : LATHE_DTYPE_FLOAT32; /* half operands, f32 accumulator */
-    g.ab = p, g.d = d;
-    path_out[0] = d, path_out[1] = odt, n_out = 2;
-    direct = d == odt;
+    P->g.ab = p, P->g.d = d;
+    P->path_out[0] = d, P->path_out[1] = odt, P->n_out = 2;
+    P->direct = d == odt;
   }
-  g.a = (lt_mat){l.p, l.urs, l.uks, l.ubs};
-  g.b = (lt_mat){r.p, r.uks, r.urs, r.ubs}; /* [K, N]: rhs's contracting index is the row */
+  P->g.batch = P->B, P->g.m = P->M, P->g.n = P->N, P->g.k = P->K;
+}
+
+void lathe_cuda_texts_dot(const cuda_dev *d, const lathe_node *n, lathe_cuda_text_fn fn, void *ctx) {
+  (void)d;
+  if (n->n_operands < 2) return;
+  dot_plan P;
+  plan_dot(n, &n->in[0]->shape, &n->in[1]->shape, &P);
+  if (!P.B || !P.M || !P.N || !P.K) return;
+  if (P.pack[0] || P.pack[1]) {
+    bool raw = true;
+    for (int k = 1; k < P.n_in; k++) raw &= P.path_in[k] == P.path_in[0];
+    if (raw) lathe_cuda_move_texts(lathe_dtype_bits(P.path_in[0]) / 8, fn, ctx);
+    else if (lathe_cuda_convert_text(P.path_in, P.n_in)) fn(ctx, lathe_cuda_convert_text(P.path_in, P.n_in));
+  }
+  lathe_cuda_gemm_texts(&P.g, fn, ctx);
+  if (!P.direct && lathe_cuda_convert_text(P.path_out, P.n_out)) fn(ctx, lathe_cuda_convert_text(P.path_out, P.n_out));
+}
+
+lathe_status_t lathe_cuda_run_dot(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
+  lathe_tensor *o = out[0];
+  dot_plan P;
+  plan_dot(n, &in[0]->shape, &in[1]->shape, &P);
+  opnd *ops[2] = {&P.l, &P.r};
+  int64_t total = P.B * P.M * P.N;
+  if (total == 0) return NULL;
+  if (P.K == 0) return lathe_cuda_zero(ex, lathe_cuda_ptr(o), o->nbytes); /* empty sums: zero bits in every dtype */
+  for (int i = 0; i < 2; i++) {
+    ops[i]->t = in[i];
+    if (P.pack[i]) LATHE_RETURN_IF_ERROR(pack(ex, ops[i], P.path_in, P.n_in));
+    else use_in_place(ops[i]);
+  }
+  lt_gemm g = P.g;
+  g.a = (lt_mat){P.l.p, P.l.urs, P.l.uks, P.l.ubs};
+  g.b = (lt_mat){P.r.p, P.r.uks, P.r.urs, P.r.ubs}; /* [K, N]: rhs's contracting index is the row */
   lcuDeviceptr res = lathe_cuda_ptr(o);
-  if (!direct) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, g.d, total, &res, NULL));
-  g.c = (lt_mat){res, N, 1, M * N};
+  if (!P.direct) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, g.d, total, &res, NULL));
+  g.c = (lt_mat){res, P.N, 1, P.M * P.N};
   LATHE_RETURN_IF_ERROR(lathe_cuda_gemm(ex, &g));
-  if (direct) return NULL;
-  return lathe_cuda_convert(ex, res, lathe_cuda_ptr(o), path_out, n_out, total, NULL, NULL, 0);
+  if (P.direct) return NULL;
+  return lathe_cuda_convert(ex, res, lathe_cuda_ptr(o), P.path_out, P.n_out, total, NULL, NULL, 0);
 }

@@ -662,6 +662,16 @@ static void each_ew_source(lathe_cuda_source_fn fn, void *ctx, lathe_op_kind kin
   }
 }
 
+/* Elementwise steps and regions get their kernels bound when the plan is made (exec.c) */
+#define LATHE_EW_NO_TEXTS(K) \
+  void lathe_cuda_texts_##K(const cuda_dev *d, const lathe_node *n, lathe_cuda_text_fn fn, void *ctx) { \
+    (void)d, (void)n, (void)fn, (void)ctx;                                                                \
+  }
+LATHE_EW_NO_TEXTS(unary)
+LATHE_EW_NO_TEXTS(binary)
+LATHE_EW_NO_TEXTS(compare)
+LATHE_EW_NO_TEXTS(select)
+LATHE_EW_NO_TEXTS(convert)
 void lathe_cuda_sources_unary(lathe_cuda_source_fn fn, void *ctx) { each_ew_source(fn, ctx, LATHE_KIND_UNARY); }
 void lathe_cuda_sources_binary(lathe_cuda_source_fn fn, void *ctx) { each_ew_source(fn, ctx, LATHE_KIND_BINARY); }
 void lathe_cuda_sources_compare(lathe_cuda_source_fn fn, void *ctx) { each_ew_source(fn, ctx, LATHE_KIND_COMPARE); }

@@ -41,11 +41,17 @@ static lathe_status_t check_supported(const lathe_node *n) {
 /* ---- kernels bound at compile ----
  * Every elementwise step and LOOP region gets its kernel now: sources made, then compiled (or
  * found in the caches) by several threads at once, then loaded on every GPU. A kernel that
- * cannot be made (UNIMPLEMENTED) stays unbound: its step then fails as it runs, as before. */
+ * cannot be made (UNIMPLEMENTED) stays unbound: its step then fails as it runs, as before. The
+ * lasting texts the other steps will launch (lathe_cuda_texts_of) are compiled and loaded by the
+ * same threads, so that a first execution finds them ready instead of compiling each at its
+ * first launch, one after the other. */
 typedef struct bind_job {
   lathe_cuda *cu;
   lathe_cuda_ewk **ks;
-  int n;
+  int n;              /* kernels: the jobs after the texts */
+  const char **texts; /* texts, per device: jobs 0 .. n_text_jobs - 1 (taken first: the long compiles) */
+  int n_texts, n_text_jobs;
+  int total;
   atomic_int next;
   lathe_status_t st; /* the first error */
   pthread_mutex_t mu;
@@ -53,8 +59,12 @@ typedef struct bind_job {
 
 static void *bind_worker(void *arg) {
   bind_job *j = arg;
-  for (int i; (i = atomic_fetch_add(&j->next, 1)) < j->n;) {
-    lathe_status_t st = lathe_cuda_ewk_resolve(j->cu, j->ks[i], 0);
+  for (int i; (i = atomic_fetch_add(&j->next, 1)) < j->total;) {
+    if (i < j->n_text_jobs) { /* best effort: a text that fails here fails again, with its error, at its launch */
+      lathe_status_free(lathe_cuda_module_prepare(&j->cu->devs[i / j->n_texts], j->texts[i % j->n_texts]));
+      continue;
+    }
+    lathe_status_t st = lathe_cuda_ewk_resolve(j->cu, j->ks[i - j->n_text_jobs], 0);
     if (!st) continue;
     pthread_mutex_lock(&j->mu);
     if (!j->st) j->st = st;
@@ -72,16 +82,50 @@ static lathe_status_t keep_unimplemented(lathe_status_t st) {
   return st;
 }
 
+/* The distinct texts of a plan's steps, gathered by add_text. */
+typedef struct text_set {
+  const char **v;
+  int n, cap;
+  bool oom;
+} text_set;
+
+static void add_text(void *ctx, const char *source) {
+  text_set *t = ctx;
+  if (!source || t->oom) return;
+  for (int i = 0; i < t->n; i++)
+    if (t->v[i] == source) return;
+  if (t->n == t->cap) {
+    int cap = t->cap ? 2 * t->cap : 16;
+    const char **v = realloc(t->v, sizeof *v * (size_t)cap);
+    if (!v) {
+      t->oom = true;
+      return;
+    }
+    t->v = v, t->cap = cap;
+  }
+  t->v[t->n++] = source;
+}
+
+static void plan_texts(const cuda_dev *d, const lathe_pfunc *pf, text_set *ts) {
+  for (int r = 0; r < pf->n_regions; r++)
+    if (pf->regions[r].kind == LATHE_PREGION_REDUCE) lathe_cuda_texts_of(d, pf->regions[r].reduce, add_text, ts);
+  for (int s = 0; s < pf->n_steps; s++) {
+    const lathe_pstep *sp = &pf->steps[s];
+    if (sp->region < 0 && !lathe_cuda_ewk_step_kind(sp->node)) lathe_cuda_texts_of(d, sp->node, add_text, ts);
+  }
+}
+
 static lathe_status_t bind_kernels(lathe_cuda *cu, lathe_plan *p) {
   int total = 0;
   lathe_status_t st = NULL;
+  text_set ts = {0};
   for (int i = 0; !st && i < p->x.n_fns; i++) {
     cuda_fn *f = &p->fns[i];
     const lathe_pfunc *pf = p->x.fns[i].pf;
     if (pf->dynamic) continue;
     f->step_k = calloc((size_t)pf->n_steps + 1, sizeof *f->step_k);
     f->region_k = calloc((size_t)pf->n_regions + 1, sizeof *f->region_k);
-    if (!f->step_k || !f->region_k) return LATHE_OOM("Compile");
+    if (!f->step_k || !f->region_k) st = LATHE_OOM("Compile");
     for (int r = 0; !st && r < pf->n_regions; r++)
       if (pf->regions[r].kind != LATHE_PREGION_REDUCE)
         if (!(st = keep_unimplemented(lathe_cuda_ewk_region(cu, pf, &pf->regions[r], &f->region_k[r]))) && f->region_k[r]) total++;
@@ -97,10 +141,22 @@ static lathe_status_t bind_kernels(lathe_cuda *cu, lathe_plan *p) {
       }
       if (!(st = keep_unimplemented(lathe_cuda_ewk_step(cu, sp->node, in, &wo, &f->step_k[s]))) && f->step_k[s]) total++;
     }
+    if (!st && cu->n_devices) plan_texts(&cu->devs[0], pf, &ts);
   }
-  if (st || !total || !cu->n_devices) return st;
-  lathe_cuda_ewk **ks = malloc(sizeof *ks * (size_t)total);
-  if (!ks) return LATHE_OOM("Compile");
+  if (st || (!total && !ts.n) || !cu->n_devices) {
+    free(ts.v);
+    return st;
+  }
+  lathe_cuda_ewk **ks = malloc(sizeof *ks * (size_t)(total + 1));
+  lathe_cuda_ewk **uniq = malloc(sizeof *uniq * (size_t)(total + 1));
+  size_t *len = malloc(sizeof *len * (size_t)(total + 1));
+  if (!ks || !uniq || !len) {
+    free(uniq);
+    free(len);
+    free(ks);
+    free(ts.v);
+    return LATHE_OOM("Compile");
+  }
   int n = 0;
   for (int i = 0; i < p->x.n_fns; i++) {
     cuda_fn *f = &p->fns[i];
@@ -111,14 +167,6 @@ static lathe_status_t bind_kernels(lathe_cuda *cu, lathe_plan *p) {
   }
   /* identical kernels (a region shape that recurs) compile once: the threads take the first of
    * each, the rest then find it in the module table */
-  lathe_cuda_ewk **uniq = malloc(sizeof *uniq * (size_t)n);
-  size_t *len = malloc(sizeof *len * (size_t)n);
-  if (!uniq || !len) {
-    free(uniq);
-    free(len);
-    free(ks);
-    return LATHE_OOM("Compile");
-  }
   int nu = 0;
   for (int i = 0; i < n; i++) {
     len[i] = strlen(lathe_cuda_ewk_source(ks[i]));
@@ -128,13 +176,14 @@ static lathe_status_t bind_kernels(lathe_cuda *cu, lathe_plan *p) {
     if (!seen) uniq[nu++] = ks[i];
   }
   free(len);
-  bind_job j = {.cu = cu, .ks = uniq, .n = nu};
+  bind_job j = {.cu = cu, .ks = uniq, .n = nu, .texts = ts.v, .n_texts = ts.n, .n_text_jobs = ts.n * cu->n_devices};
+  j.total = j.n_text_jobs + nu;
   pthread_mutex_init(&j.mu, NULL);
   enum { MAX_BINDERS = 8 };
   pthread_t tid[MAX_BINDERS];
   long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  int nt = nu < 4 ? 1 : (int)(cpus < 2 ? 1 : cpus > MAX_BINDERS ? MAX_BINDERS : cpus), started = 0;
-  if (nt > nu) nt = nu;
+  int nt = j.total < 4 ? 1 : (int)(cpus < 2 ? 1 : cpus > MAX_BINDERS ? MAX_BINDERS : cpus), started = 0;
+  if (nt > j.total) nt = j.total;
   for (int t = 1; t < nt; t++)
     if (pthread_create(&tid[started], NULL, bind_worker, &j) == 0) started++;
   bind_worker(&j);
@@ -145,6 +194,7 @@ static lathe_status_t bind_kernels(lathe_cuda *cu, lathe_plan *p) {
   pthread_mutex_destroy(&j.mu);
   free(uniq);
   free(ks);
+  free(ts.v);
   return st;
 }
 

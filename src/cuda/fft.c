@@ -23,6 +23,7 @@
 static const char fft_src[] = LT_CUH_FFT;
 
 void lathe_cuda_sources_fft(lathe_cuda_source_fn fn, void *ctx) { fn(ctx, "fft", fft_src); }
+const char *lathe_cuda_fft_text(void) { return fft_src; }
 
 static const char *tname(lathe_dtype dt) {
   switch (dt) {

@@ -55,6 +55,32 @@ static lathe_status_t fused_kernel(lathe_cuda_exec *ex, int g, const char *what,
   return lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), sources[g][d], name, f);
 }
 
+/* The lasting text of group g and dtype dt, or NULL. */
+static const char *fused_source(int g, lathe_dtype dt) {
+  pthread_once(&sources_once, make_sources);
+  for (int d = 0; d < N_FD; d++)
+    if (fused_dts[d] == dt) return sources[g][d];
+  return NULL;
+}
+
+const char *lathe_cuda_dense_epilogue_text(lathe_dtype dt) { return fused_source(FG_DENSE, dt); }
+
+void lathe_cuda_texts_fused(const cuda_dev *d, const lathe_node *n, lathe_cuda_text_fn fn, void *ctx) {
+  if (!n->n_operands) return;
+  lathe_dtype dt = n->in[0]->shape.dtype;
+  int g = n->op == LATHE_OP_FUSED_SOFTMAX      ? FG_SOFTMAX
+          : n->op == LATHE_OP_FUSED_GELU       ? FG_GELU
+          : n->op == LATHE_OP_FUSED_LAYER_NORM ? FG_LAYER_NORM
+          : n->op == LATHE_OP_FUSED_DENSE      ? FG_DENSE
+                                               : -1;
+  const char *t = g >= 0 ? fused_source(g, dt) : NULL;
+  if (t) fn(ctx, t);
+  if (lathe_cuda_attention_op(n->op)) lathe_cuda_texts_attention(d, n, fn, ctx);
+  if (n->op == LATHE_OP_FUSED_QUANTIZED_DENSE || n->op == LATHE_OP_QUANTIZED_EMBEDDING_LOOKUP) {
+    if ((t = lathe_cuda_quantized_text())) fn(ctx, t);
+  }
+}
+
 bool lathe_cuda_supports_fused(lathe_op op, lathe_dtype dt) {
   bool fl = dt == LATHE_DTYPE_FLOAT16 || dt == LATHE_DTYPE_BFLOAT16 || dt == LATHE_DTYPE_FLOAT32 || dt == LATHE_DTYPE_FLOAT64;
   switch (op) {

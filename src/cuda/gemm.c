@@ -96,26 +96,59 @@ lathe_status_t lathe_cuda_cvt_source(lt_text *t, const lathe_dtype *path, int n_
 
 static const char convert_kernel[] = LT_CUH_GEMM_CONVERT;
 
+/* The conversion text of a path (a key of n / sizeof(lathe_dtype) dtypes), made once per path. */
+static char *convert_text(const void *key, size_t n) {
+  lt_text t = {0};
+  lathe_status_t st = lathe_cuda_cvt_source(&t, key, (int)(n / sizeof(lathe_dtype)));
+  lt_put(&t, "%s", convert_kernel);
+  if (st || t.oom) {
+    lathe_status_free(st);
+    free(t.s);
+    return NULL;
+  }
+  return t.s;
+}
+
+const char *lathe_cuda_convert_text(const lathe_dtype *path, int n_path) {
+  return n_path > 0 && n_path <= 8 ? lathe_cuda_memo_text(convert_text, path, sizeof *path * (size_t)n_path) : NULL;
+}
+
 lathe_status_t lathe_cuda_convert(lathe_cuda_exec *ex, lcuDeviceptr in, lcuDeviceptr out, const lathe_dtype *path,
                                   int n_path, int64_t n, const lt_dims_h *dims, const lt_strides_h *strides, int64_t base) {
   if (n <= 0) return NULL;
-  lt_text t = {0};
-  lathe_status_t st = lathe_cuda_cvt_source(&t, path, n_path);
-  lt_put(&t, "%s", convert_kernel);
-  lcuFunction f;
-  if (!st) st = t.oom ? LATHE_OOM("lathe:cuda: codegen") : lathe_cuda_kernel(lathe_cuda_exec_dev(ex), t.s, "lt_convert", &f);
-  free(t.s);
-  if (st) return st;
+  bool same = n_path >= 1 && !lathe_dtype_is_packed(path[0]) && lathe_cuda_storage_type(path[0]);
+  for (int k = 1; same && k < n_path; k++) same = path[k] == path[0];
   lt_dims_h d;
   lt_strides_h s;
   memset(&d, 0, sizeof d);
   memset(&s, 0, sizeof s);
-  int plain = !dims;
   if (dims) d = *dims, s = *strides;
   else d.rank = 1, d.d[0] = n, s.s[0] = 1;
-  void *args[] = {&in, &out, &n, &d, &s, &base, &plain};
+  if (same) return lathe_cuda_move(ex, false, in, out, lathe_dtype_bits(path[0]) / 8, n, &d, &s, base); /* a copy */
+  const char *src = lathe_cuda_convert_text(path, n_path);
+  if (!src) { /* the generator's own reason, else memory */
+    lt_text t = {0};
+    lathe_status_t st = lathe_cuda_cvt_source(&t, path, n_path);
+    free(t.s);
+    return st ? st : LATHE_OOM("lathe:cuda: codegen");
+  }
+  cuda_dev *dv = lathe_cuda_exec_dev(ex);
+  lcuFunction f;
   unsigned b, th;
   lathe_cuda_grid(n, &b, &th);
+  int w = 0;
+  lathe_cuda_strided_simplify(&d, &s, n, &base, &w, 0, 0); /* axes merged (w 0: never widened) */
+  int plain = d.rank == 1 && s.s[0] == 1;
+  lt_dims32_h g;
+  if (!plain && lathe_cuda_dims32(&d, &s, n, base, &g)) {
+    LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(dv, src, "lt_convert32", &f));
+    uint32_t n32 = (uint32_t)n;
+    int32_t b32 = (int32_t)base;
+    void *args[] = {&in, &out, &n32, &g, &b32};
+    return lathe_cuda_launch(ex, f, b, th, 0, args);
+  }
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(dv, src, "lt_convert", &f));
+  void *args[] = {&in, &out, &n, &d, &s, &base, &plain};
   return lathe_cuda_launch(ex, f, b, th, 0, args);
 }
 
@@ -406,6 +439,14 @@ static lathe_status_t lt_matmul(lathe_cuda_exec *ex, const lt_gemm *g, bool *don
   if (ld) api->cublasLtMatrixLayoutDestroy(ld);
   if (desc) api->cublasLtMatmulDescDestroy(desc);
   return st;
+}
+
+void lathe_cuda_gemm_texts(const lt_gemm *g, lathe_cuda_text_fn fn, void *ctx) {
+  if (g->batch <= 0 || g->m <= 0 || g->n <= 0 || !tiled_name(g->ab, g->d)) return;
+  /* as lathe_cuda_gemm decides (cuBLASLt may still decline a problem: its tiled fallback then
+   * compiles at that launch) */
+  if (g->k <= 0 ? !g->accumulate : !lt_pair(g->ab, g->d) || (double)g->batch * (double)g->m * (double)g->n * (double)g->k <= 65536.0)
+    fn(ctx, tiled_src);
 }
 
 lathe_status_t lathe_cuda_gemm(lathe_cuda_exec *ex, const lt_gemm *g) {

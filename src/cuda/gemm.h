@@ -26,6 +26,8 @@ const char *lathe_cuda_compute_type(lathe_dtype dt);
  *   void lt_st(lt_so *p, int64_t i, lt_co v);
  * Sub-byte destinations keep their true width (the value wraps to it). */
 lathe_status_t lathe_cuda_cvt_source(lt_text *t, const lathe_dtype *path, int n_path);
+/* lathe_cuda_convert's text of a path (lasting: made once per path), or NULL. */
+const char *lathe_cuda_convert_text(const lathe_dtype *path, int n_path);
 
 /* Scratch device memory of n elements of dt for the running execution (freed when its stream is
  * done); *out_t (may be NULL) receives the tensor, borrowed: valid while the execution runs. */
@@ -62,6 +64,9 @@ typedef struct lt_gemm {
   bool accumulate;
 } lt_gemm;
 lathe_status_t lathe_cuda_gemm(lathe_cuda_exec *ex, const lt_gemm *g);
+/* Passes fn the lasting text lathe_cuda_gemm will launch for g's dtypes and sizes (its tiled
+ * kernel), if any. */
+void lathe_cuda_gemm_texts(const lt_gemm *g, lathe_cuda_text_fn fn, void *ctx);
 /* Whether cuBLASLt reads a rows x cols matrix of strides rs, cs in place (one of them unit). */
 bool lathe_cuda_gemm_viewable(int64_t rows, int64_t cols, int64_t rs, int64_t cs);
 
@@ -119,6 +124,10 @@ bool lathe_cuda_attention_op(lathe_op op);
 lathe_status_t lathe_cuda_run_attention(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in,
                                         lathe_tensor **out);
 void lathe_cuda_sources_attention(lathe_cuda_source_fn fn, void *ctx);
+void lathe_cuda_texts_attention(const cuda_dev *d, const lathe_node *n, lathe_cuda_text_fn fn, void *ctx);
+/* The lasting texts of the quantized ops (quantized.c) and of the dense epilogue for dt (fused.c). */
+const char *lathe_cuda_quantized_text(void);
+const char *lathe_cuda_dense_epilogue_text(lathe_dtype dt);
 lathe_status_t lathe_cuda_run_quantized(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in,
                                         lathe_tensor **out);
 void lathe_cuda_sources_quantized(lathe_cuda_source_fn fn, void *ctx);

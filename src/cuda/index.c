@@ -109,6 +109,21 @@ void lathe_cuda_sources_index(lathe_cuda_source_fn fn, void *ctx) {
   }
 }
 
+void lathe_cuda_texts_index(const cuda_dev *d, const lathe_node *n, lathe_cuda_text_fn fn, void *ctx) {
+  (void)d;
+  const char *s = NULL;
+  switch (n->op) {
+    case LATHE_OP_GATHER: s = move_src_get(0); break;
+    case LATHE_OP_DYNAMIC_SLICE:
+    case LATHE_OP_DYNAMIC_UPDATE_SLICE: s = move_src_get(1); break;
+    case LATHE_OP_SCATTER_SUM:
+    case LATHE_OP_SCATTER_MAX:
+    case LATHE_OP_SCATTER_MIN: s = scatter_src_get(n->shape.dtype); break;
+    default: break;
+  }
+  if (s) fn(ctx, s);
+}
+
 bool lathe_cuda_supports_index(lathe_op op, lathe_dtype dtype) {
   if (!lathe_dtype_is_valid(dtype)) return false;
   switch (op) {

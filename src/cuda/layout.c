@@ -106,11 +106,22 @@ void lathe_cuda_strided_simplify(lt_dims_h *d, lt_strides_h *s, int64_t n, int64
   }
 }
 
-lathe_status_t lathe_cuda_strided(lathe_cuda_exec *ex, bool scatter, const lathe_tensor *in, lathe_tensor *out,
-                                  int64_t n, const lt_dims_h *dims, const lt_strides_h *strides, int64_t base) {
+bool lathe_cuda_dims32(const lt_dims_h *d, const lt_strides_h *s, int64_t n, int64_t base, lt_dims32_h *g) {
+  int64_t lo = base, hi = base;
+  for (int a = 0; a < d->rank; a++) {
+    int64_t span = (d->d[a] - 1) * s->s[a];
+    if (span < 0) lo += span;
+    else hi += span;
+  }
+  if (n > INT32_MAX || lo < 0 || hi > INT32_MAX) return false;
+  g->rank = d->rank;
+  for (int a = 0; a < d->rank; a++) g->q[a] = lathe_cuda_div32((uint32_t)d->d[a]), g->s[a] = (int32_t)s->s[a];
+  return true;
+}
+
+lathe_status_t lathe_cuda_move(lathe_cuda_exec *ex, bool scatter, lcuDeviceptr pi, lcuDeviceptr po, int w, int64_t n,
+                               const lt_dims_h *dims, const lt_strides_h *strides, int64_t base) {
   if (n == 0) return NULL;
-  int w = width_of(in->shape.dtype);
-  lcuDeviceptr pi = lathe_cuda_ptr(in), po = lathe_cuda_ptr(out);
   lt_dims_h d = *dims;
   lt_strides_h s = *strides;
   int w0 = w;
@@ -130,11 +141,8 @@ lathe_status_t lathe_cuda_strided(lathe_cuda_exec *ex, bool scatter, const lathe
     lathe_cuda_grid(n / (16 / w) + 1, &b, &t);
     return lathe_cuda_launch(ex, f, b, t, 0, args);
   }
-  /* 32-bit index arithmetic where the index and the strided tensor stay below 2^31 elements */
-  int64_t strided_n = (int64_t)((scatter ? out : in)->nbytes / (size_t)w);
-  if (n <= INT32_MAX && strided_n <= INT32_MAX) {
-    lt_dims32_h g = {.rank = d.rank};
-    for (int a = 0; a < d.rank; a++) g.q[a] = lathe_cuda_div32((uint32_t)d.d[a]), g.s[a] = (int32_t)s.s[a];
+  lt_dims32_h g;
+  if (lathe_cuda_dims32(&d, &s, n, base, &g)) {
     uint32_t n32 = (uint32_t)n;
     int32_t b32 = (int32_t)base;
     snprintf(name, sizeof name, "lt_%s32_%d", scatter ? "scatter" : "gather", w);
@@ -148,6 +156,12 @@ lathe_status_t lathe_cuda_strided(lathe_cuda_exec *ex, bool scatter, const lathe
   void *args[] = {&pi, &po, &n, &d, &s, &base};
   lathe_cuda_grid(n, &b, &t);
   return lathe_cuda_launch(ex, f, b, t, 0, args);
+}
+
+lathe_status_t lathe_cuda_strided(lathe_cuda_exec *ex, bool scatter, const lathe_tensor *in, lathe_tensor *out,
+                                  int64_t n, const lt_dims_h *dims, const lt_strides_h *strides, int64_t base) {
+  return lathe_cuda_move(ex, scatter, lathe_cuda_ptr(in), lathe_cuda_ptr(out), width_of(in->shape.dtype), n, dims, strides,
+                         base);
 }
 
 /* Row-major element strides of a shape. */
@@ -317,6 +331,17 @@ bool lathe_cuda_supports_layout(lathe_op op, lathe_dtype dtype) {
   }
 }
 
+void lathe_cuda_move_texts(int w, lathe_cuda_text_fn fn, void *ctx) {
+  const char *a = width_source(w), *b = w < 16 ? width_source(16) : NULL;
+  if (a) fn(ctx, a);
+  if (b) fn(ctx, b);
+}
+
+void lathe_cuda_texts_layout(const cuda_dev *d, const lathe_node *n, lathe_cuda_text_fn fn, void *ctx) {
+  (void)d;
+  if (n->op != LATHE_OP_RESHAPE && n->n_operands) lathe_cuda_move_texts(width_of(n->in[0]->shape.dtype), fn, ctx);
+}
+
 lathe_status_t lathe_cuda_run_layout(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
   switch (n->op) {
     case LATHE_OP_RESHAPE: return lathe_cuda_copy(ex, in[0], out[0]);
@@ -340,6 +365,14 @@ bool lathe_cuda_supports_leaf(lathe_op op, lathe_dtype dtype) {
 
 void lathe_cuda_sources_leaf(lathe_cuda_source_fn fn, void *ctx) {
   (void)fn, (void)ctx; /* iota's source is listed with the layout family */
+}
+
+void lathe_cuda_texts_leaf(const cuda_dev *d, const lathe_node *n, lathe_cuda_text_fn fn, void *ctx) {
+  (void)d;
+  if (n->op != LATHE_OP_IOTA) return;
+  pthread_once(&sources_once, make_sources);
+  lathe_dtype dt = lathe_dtype_widened(n->shape.dtype);
+  if (lathe_dtype_is_valid(dt) && iota_sources[dt]) fn(ctx, iota_sources[dt]);
 }
 
 lathe_status_t lathe_cuda_run_leaf(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {

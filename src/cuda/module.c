@@ -353,6 +353,61 @@ lathe_status_t lathe_cuda_kernel_lasting(cuda_dev *d, const char *source, const 
   return NULL;
 }
 
+lathe_status_t lathe_cuda_module_prepare(cuda_dev *d, const char *source) {
+  cuda_module *e;
+  return module_of(d, source, &e);
+}
+
+/* ---- memoized texts (cuda.h): an open-addressed table under a lock, never shrunk; entries live
+ * as long as the process ---- */
+enum { MEMO_KEY = 32 };
+typedef struct memo_entry {
+  lathe_cuda_text_maker make;
+  size_t n;
+  unsigned char key[MEMO_KEY];
+  char *text;
+} memo_entry;
+static pthread_mutex_t memo_mu = PTHREAD_MUTEX_INITIALIZER;
+static memo_entry *memo;
+static size_t memo_cap, memo_n;
+
+static memo_entry *memo_slot(memo_entry *t, size_t cap, lathe_cuda_text_maker make, const void *key, size_t n) {
+  uint64_t h = fnv(fnv(1469598103934665603ull, &make, sizeof make), key, n);
+  for (size_t i = h & (cap - 1);; i = (i + 1) & (cap - 1))
+    if (!t[i].text || (t[i].make == make && t[i].n == n && !memcmp(t[i].key, key, n))) return &t[i];
+}
+
+const char *lathe_cuda_memo_text(lathe_cuda_text_maker make, const void *key, size_t n) {
+  if (n > MEMO_KEY) return NULL;
+  pthread_mutex_lock(&memo_mu);
+  memo_entry *e = memo_cap ? memo_slot(memo, memo_cap, make, key, n) : NULL;
+  if (e && e->text) {
+    pthread_mutex_unlock(&memo_mu);
+    return e->text;
+  }
+  if (2 * (memo_n + 1) > memo_cap) { /* grow, then find the slot again */
+    size_t cap = memo_cap ? 2 * memo_cap : 64;
+    memo_entry *t = calloc(cap, sizeof *t);
+    if (!t) {
+      pthread_mutex_unlock(&memo_mu);
+      return NULL;
+    }
+    for (size_t i = 0; i < memo_cap; i++)
+      if (memo[i].text) *memo_slot(t, cap, memo[i].make, memo[i].key, memo[i].n) = memo[i];
+    free(memo);
+    memo = t, memo_cap = cap;
+    e = memo_slot(memo, memo_cap, make, key, n);
+  }
+  char *text = make(key, n); /* under the lock: a text is made once, and this happens once per key */
+  if (text) {
+    e->make = make, e->n = n, e->text = text;
+    memcpy(e->key, key, n);
+    memo_n++;
+  }
+  pthread_mutex_unlock(&memo_mu);
+  return text;
+}
+
 /* ---- growing kernel sources (cuda.h) ---- */
 void lt_put(lt_text *t, const char *fmt, ...) {
   if (t->oom) return;

@@ -39,6 +39,20 @@ void lathe_cuda_sources_numeric(lathe_cuda_source_fn fn, void *ctx) {
   lathe_cuda_sources_batch_norm(fn, ctx);
 }
 
+void lathe_cuda_texts_numeric(const cuda_dev *d, const lathe_node *n, lathe_cuda_text_fn fn, void *ctx) {
+  (void)d;
+  switch (n->op) {
+    case LATHE_OP_RNG_BIT_GENERATOR: fn(ctx, lathe_cuda_rng_text()); break;
+    case LATHE_OP_FFT: fn(ctx, lathe_cuda_fft_text()); break;
+    case LATHE_OP_BATCH_NORM_FOR_INFERENCE:
+    case LATHE_OP_BATCH_NORM_FOR_TRAINING:
+    case LATHE_OP_BATCH_NORM_GRADIENT:
+      if (n->n_operands) fn(ctx, lathe_cuda_batch_norm_text(n->in[0]->shape.dtype));
+      break;
+    default: break;
+  }
+}
+
 lathe_status_t lathe_cuda_numeric_scratch(lathe_cuda_exec *ex, lathe_dtype dtype, int64_t n, lathe_tensor **out) {
   lathe_shape s;
   memset(&s, 0, sizeof s);

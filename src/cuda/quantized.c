@@ -31,6 +31,11 @@ static void make_source(void) {
   if (!t.oom) source = t.s;
 }
 
+const char *lathe_cuda_quantized_text(void) {
+  pthread_once(&source_once, make_source);
+  return source;
+}
+
 static lathe_status_t q_kernel(lathe_cuda_exec *ex, const char *name, lcuFunction *f) {
   pthread_once(&source_once, make_source);
   if (!source) return LATHE_OOM("lathe:cuda: codegen");

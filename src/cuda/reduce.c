@@ -144,6 +144,13 @@ void lathe_cuda_sources_reduce(lathe_cuda_source_fn fn, void *ctx) {
     }
 }
 
+void lathe_cuda_texts_reduce(const cuda_dev *d, const lathe_node *n, lathe_cuda_text_fn fn, void *ctx) {
+  (void)d;
+  if (!n->n_operands) return;
+  const char *s = source_of(n->in[0]->shape.dtype, column_of(n->op));
+  if (s) fn(ctx, s);
+}
+
 bool lathe_cuda_supports_reduce(lathe_op op, lathe_dtype dtype) { return source_of(dtype, column_of(op)) != NULL; }
 
 /* ---- host side ---- */

@@ -13,6 +13,7 @@
 static const char rng_src[] = LT_CUH_RNG;
 
 void lathe_cuda_sources_rng(lathe_cuda_source_fn fn, void *ctx) { fn(ctx, "rng", rng_src); }
+const char *lathe_cuda_rng_text(void) { return rng_src; }
 
 lathe_status_t lathe_cuda_rng_bit_generator(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in,
                                             lathe_tensor **out) {

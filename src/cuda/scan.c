@@ -79,6 +79,12 @@ void lathe_cuda_sources_scan(lathe_cuda_source_fn fn, void *ctx) {
   }
 }
 
+void lathe_cuda_texts_scan(const cuda_dev *d, const lathe_node *n, lathe_cuda_text_fn fn, void *ctx) {
+  (void)d;
+  const char *s = n->op == LATHE_OP_CUM_SUM && n->n_operands ? source_of(n->in[0]->shape.dtype) : NULL;
+  if (s) fn(ctx, s);
+}
+
 bool lathe_cuda_supports_scan(lathe_op op, lathe_dtype dtype) { return op == LATHE_OP_CUM_SUM && source_of(dtype); }
 
 /* ---- host side ---- */

@@ -100,6 +100,12 @@ void lathe_cuda_sources_window(lathe_cuda_source_fn fn, void *ctx) {
   }
 }
 
+void lathe_cuda_texts_window(const cuda_dev *d, const lathe_node *n, lathe_cuda_text_fn fn, void *ctx) {
+  (void)d;
+  const char *s = n->n_operands ? source_of(n->in[0]->shape.dtype) : NULL;
+  if (s) fn(ctx, s);
+}
+
 bool lathe_cuda_supports_window(lathe_op op, lathe_dtype dtype) {
   if (dtype == LATHE_DTYPE_BOOL) return op == LATHE_OP_REDUCE_WINDOW && source_of(dtype) != NULL; /* as lathe:cpu */
   return (op == LATHE_OP_REDUCE_WINDOW || op == LATHE_OP_SELECT_AND_SCATTER_MAX || op == LATHE_OP_SELECT_AND_SCATTER_MIN) &&

@@ -201,6 +201,143 @@ TEST(cuda_strided_simplify) {
   CHECK(widened > 1000 && merged > 1000, "only %d widened and %d merged layouts were tried", widened, merged);
 }
 
+/* lathe_cuda_dims32 (no GPU needed): where it accepts a layout, every offset stays in [0, 2^31)
+ * and the multiply-high divisions give the 64-bit index's offsets; large spans fall back. */
+static int64_t offset32(uint32_t i, const lt_dims32_h *g) {
+  int64_t off = 0;
+  for (int a = g->rank - 1; a > 0; a--) {
+    uint32_t q = (uint32_t)(((uint64_t)i * g->q[a].m >> 32) + i) >> g->q[a].s;
+    off += (int64_t)(i - q * g->q[a].d) * g->s[a];
+    i = q;
+  }
+  return off + (int64_t)i * g->s[0];
+}
+
+TEST(cuda_dims32) {
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  int accepted = 0, refused = 0;
+  for (int t = 0; t < 4000; t++) {
+    lt_dims_h d;
+    lt_strides_h s;
+    memset(&d, 0, sizeof d), memset(&s, 0, sizeof s);
+    d.rank = 1 + (int)(next_random(&x) % 4);
+    int64_t n = 1, base = 0;
+    for (int a = 0; a < d.rank; a++) {
+      d.d[a] = 1 + (int64_t)(next_random(&x) % 7);
+      s.s[a] = (int64_t)(next_random(&x) % 9) - 3;
+      if (next_random(&x) % 8 == 0) s.s[a] *= (int64_t)1 << 28; /* spans past 2^31 */
+      n *= d.d[a];
+      if (s.s[a] < 0) base -= (d.d[a] - 1) * s.s[a];
+    }
+    lt_dims32_h g;
+    if (!lathe_cuda_dims32(&d, &s, n, base, &g)) {
+      refused++;
+      continue;
+    }
+    accepted++;
+    for (int64_t i = 0; i < n; i++) {
+      int64_t want = base + strided_offset(i, &d, &s), got = base + offset32((uint32_t)i, &g);
+      if (want != got || want < 0 || want > INT32_MAX) {
+        CHECK(false, "layout %d, index %lld: offset %lld, 32-bit %lld", t, (long long)i, (long long)want, (long long)got);
+        return;
+      }
+    }
+  }
+  CHECK(accepted > 1000 && refused > 100, "%d accepted and %d refused layouts", accepted, refused);
+}
+
+/* lathe_cuda_texts_of (no GPU needed): the texts a plan compiles ahead for a step are the ones
+ * its family's launch takes, found by content among the labelled texts of
+ * lathe_cuda_each_source. */
+typedef struct {
+  const char *texts[16];
+  char labels[16][96];
+  int n;
+} texts_ctx;
+
+static void add_expected(void *vctx, const char *source) {
+  texts_ctx *c = vctx;
+  for (int i = 0; i < c->n; i++)
+    if (c->texts[i] == source) return;
+  if (c->n < 16) c->texts[c->n++] = source;
+}
+
+static void label_texts(void *vctx, const char *label, const char *source) {
+  texts_ctx *c = vctx;
+  for (int i = 0; i < c->n; i++)
+    if (!c->labels[i][0] && !strcmp(c->texts[i], source)) snprintf(c->labels[i], sizeof c->labels[i], "%s", label);
+}
+
+/* The labels of n's texts on a device of capability cc, joined by "; " into buf. */
+static const char *texts_of(lathe_value_t n, int cc, bool tf32, char *buf, size_t cap) {
+  lathe_cuda cu;
+  cuda_dev d;
+  memset(&cu, 0, sizeof cu), memset(&d, 0, sizeof d);
+  cu.tf32 = tf32, cu.flash = true, cu.cudnn = true;
+  d.cu = &cu, d.cc = cc;
+  texts_ctx c;
+  memset(&c, 0, sizeof c);
+  if (n->op == LATHE_OP_TUPLE_ELEMENT) n = n->in[0]; /* a result of a multi-result op */
+  lathe_cuda_texts_of(&d, n, add_expected, &c);
+  lathe_cuda_each_source(label_texts, &c);
+  buf[0] = 0;
+  for (int i = 0; i < c.n; i++) {
+    size_t k = strlen(buf);
+    snprintf(buf + k, cap - k, "%s%s", i ? "; " : "", c.labels[i][0] ? c.labels[i] : "(a text of no family)");
+  }
+  return buf;
+}
+
+TEST(cuda_plan_texts) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("plan texts", &fn);
+  lathe_value_t x = tst_param(fn, "x", TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 8, 8, 3));
+  lathe_value_t q = tst_param(fn, "q", TST_SHAPE(LATHE_DTYPE_BFLOAT16, 2, 64, 4, 64));
+  lathe_value_t k = tst_param(fn, "k", TST_SHAPE(LATHE_DTYPE_FLOAT32, 3, 3, 3, 5));
+  lathe_value_t m = tst_param(fn, "m", TST_SHAPE(LATHE_DTYPE_INT32, 6, 7));
+  lathe_value_t rw, att[2], ln, tr, sum, conv, dot, io;
+  int64_t win[] = {1, 2, 2, 1};
+  lathe_window_params wp = {.window_dims = win, .n_window_dims = 4};
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MAX, x, &wp, &rw));
+  lathe_attention_config ac = {.causal = true};
+  CHECK_OK(lathe_fused_scaled_dot_product_attention(fn, q, q, q, LATHE_ATTENTION_LAYOUT_BSHD, &ac, att));
+  int last = 3, perm[] = {0, 3, 1, 2}, sp[] = {1, 2}, ksp[] = {0, 1}, red[] = {1, 2}, con[] = {1}, none[] = {0};
+  CHECK_OK(lathe_fused_layer_norm(fn, x, &last, 1, 1e-5, NULL, NULL, &ln));
+  CHECK_OK(lathe_transpose(fn, x, perm, 4, &tr));
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_SUM, x, red, 2, &sum));
+  lathe_conv_axes ca = {0, 3, sp, 2, 2, 3, ksp, 2, 0, 3, sp, 2};
+  lathe_padding pad[] = {{1, 1}, {1, 1}};
+  lathe_conv_params cp = {.paddings = pad, .n_paddings = 2};
+  CHECK_OK(lathe_conv_general(fn, x, k, &ca, &cp, &conv));
+  CHECK_OK(lathe_dot_general(fn, m, con, 1, none, 0, m, con, 1, none, 0, NULL, &dot));
+  lathe_shape is = TST_SHAPE(LATHE_DTYPE_INT64, 4, 5);
+  CHECK_OK(lathe_iota(fn, &is, 1, &io));
+  char buf[1024];
+  struct {
+    lathe_value_t v;
+    int cc;
+    bool tf32;
+    const char *want;
+  } rows[] = {
+      {rw, 90, false, "window Float32"},
+      {att[0], 90, false, "attention (streaming) D64 plain BFloat16"},
+      {att[0], 75, false, "attention Float32"}, /* no mma.sync: the row kernels, on widened copies */
+      {ln, 90, false, "fused layer norm Float32"},
+      {tr, 90, false, "layout 4 bytes; layout 16 bytes"},
+      {sum, 90, false, "reduce sum Float32"},
+      {conv, 90, false, "conv Float32 -> Float32; layout 4 bytes; layout 16 bytes"},
+      {dot, 90, false, "gemm tiled"},
+      {io, 90, false, "iota Int64"},
+      {x, 90, false, ""},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    const char *got = texts_of(rows[i].v, rows[i].cc, rows[i].tf32, buf, sizeof buf);
+    bool ok = !strncmp(got, rows[i].want, strlen(rows[i].want)) && (rows[i].want[0] || !got[0]);
+    CHECK(ok, "row %zu (sm_%d): texts \"%s\", want \"%s\" first", i, rows[i].cc, got, rows[i].want);
+  }
+  lathe_builder_free(b);
+}
+
 /* How an elementwise kernel reads its inputs after collapsing (no GPU needed): a broadcast
  * zero is a scalar, a row broadcast two axes in vector groups, a size-1 axis gone. */
 static void geometry(const int64_t *xd, int xr, const int64_t *yd, int yr, const int64_t *od, int orank, int *rank,

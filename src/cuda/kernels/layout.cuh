@@ -6,7 +6,6 @@ template <typename W> __device__ void scatter(const W *in, W *out, int64_t n, co
   LT_LOOP(i, n) out[base + lt_offset(i, d, s)] = in[i];
 }
 /* the same moves for sizes below 2^31 (lt_offset32) */
-#define LT_LOOP32(i, n) for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += gridDim.x * blockDim.x)
 template <typename W> __device__ void gather32(const W *in, W *out, uint32_t n, const lt_dims32 &g, int32_t base) {
   LT_LOOP32(i, n) out[i] = in[base + lt_offset32(i, g)];
 }

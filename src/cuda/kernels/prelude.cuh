@@ -71,3 +71,5 @@ LT_DEV int32_t lt_offset32(uint32_t i, const lt_dims32 &g) {
   }
   return off + (int32_t)i * g.s[0];
 }
+/* a grid-stride loop over n < 2^31 elements with a 32-bit index (with lt_offset32) */
+#define LT_LOOP32(i, n) for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += gridDim.x * blockDim.x)

@@ -1319,6 +1319,10 @@
   "                                        int64_t base, int plain) {\n" \
   "  if (plain) { LT_LOOP(i, n) lt_st(out, i, lt_cv(lt_ld(in, base + i))); }\n" \
   "  else { LT_LOOP(i, n) lt_st(out, i, lt_cv(lt_ld(in, base + lt_offset(i, d, s)))); }\n" \
+  "}\n" \
+  "/* the strided form where the index and every offset fit in 31 bits (lt_offset32) */\n" \
+  "extern \"C\" __global__ void lt_convert32(const lt_si *in, lt_so *out, uint32_t n, const __grid_constant__ lt_dims32 g, int32_t base) {\n" \
+  "  LT_LOOP32(i, n) lt_st(out, i, lt_cv(lt_ld(in, base + lt_offset32(i, g))));\n" \
   "}\n"
 
 #define LT_CUH_GEMM_TILED \
@@ -1444,7 +1448,6 @@
   "  LT_LOOP(i, n) out[base + lt_offset(i, d, s)] = in[i];\n" \
   "}\n" \
   "/* the same moves for sizes below 2^31 (lt_offset32) */\n" \
-  "#define LT_LOOP32(i, n) for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += gridDim.x * blockDim.x)\n" \
   "template <typename W> __device__ void gather32(const W *in, W *out, uint32_t n, const lt_dims32 &g, int32_t base) {\n" \
   "  LT_LOOP32(i, n) out[i] = in[base + lt_offset32(i, g)];\n" \
   "}\n" \
@@ -1589,7 +1592,9 @@
   "    i = q;\n" \
   "  }\n" \
   "  return off + (int32_t)i * g.s[0];\n" \
-  "}\n"
+  "}\n" \
+  "/* a grid-stride loop over n < 2^31 elements with a 32-bit index (with lt_offset32) */\n" \
+  "#define LT_LOOP32(i, n) for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += gridDim.x * blockDim.x)\n"
 
 #define LT_CUH_QUANTIZED \
   "__device__ const float lt_nf4[16] = {\n" \
