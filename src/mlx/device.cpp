@@ -82,7 +82,7 @@ lathe_status_t download(void *ctx, lathe_tensor *t, void *dst, size_t nbytes) {
       a = mx::contiguous(a, false, stream_for(*static_cast<Context *>(ctx), a.dtype()));
       b->a = a;
     }
-    mx::eval(a);
+    eval_arrays({a}, static_cast<Context *>(ctx)->cpu_stream);
     if (a.nbytes() != nbytes)
       return lathe_status_new(LATHE_STATUS_INTERNAL, "mlx: BufferToHost: the array has %zu bytes, the buffer %zu",
                               a.nbytes(), nbytes);
@@ -129,12 +129,12 @@ lathe_status_t execute(void *vctx, lathe_plan *plan, const lathe_launch *l) {
       }
       Binding bind;
       Arrays outs = plan_run(reinterpret_cast<Plan *>(plan), args, bind);
-      mx::eval(outs);
+      eval_arrays(outs, c.cpu_stream);
       if (!c.opt.lazy_contiguous) { /* views made row-major now (most outputs already are) */
         Arrays views;
         for (auto &o : outs)
           if (!o.flags().row_contiguous) o = mx::contiguous(o, false, stream_for(c, o.dtype())), views.push_back(o);
-        if (!views.empty()) mx::eval(views);
+        if (!views.empty()) eval_arrays(views, c.cpu_stream);
       }
       for (int k = 0; k < l->n_outputs; k++) {
         lathe_tensor *t = l->outputs[k];

@@ -68,6 +68,12 @@ struct Context {
 /* The stream for work on an array of dtype dt: the CPU stream for Float64 on a GPU device, else
  * the context's (the default). */
 mx::StreamOrDevice stream_for(const Context &c, mx::Dtype dt);
+/* mx::eval of arrays, the Float64 ones apart under cpu_stream (where there is one: a GPU
+ * device). MLX's eval joins the arrays it is given as inputs of one array on the stream of the
+ * first not yet scheduled one, or on the default stream (the GPU) when none is; a GPU array
+ * cannot have a Float64 input, so a Float64 array that is already computed, or that comes after
+ * a GPU one, made eval throw. */
+void eval_arrays(const std::vector<mx::array> &a, const std::optional<mx::Stream> &cpu_stream);
 
 /* The memory of a tensor of this device (lathe_tensor.data): one MLX array, absent until uploaded
  * or computed. Its dtype and shape are the tensor's; it may be a strided view (lazy_contiguous). */

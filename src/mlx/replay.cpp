@@ -101,8 +101,23 @@ Arrays sort(const lathe_node *n, const Arrays &in) {
   return out;
 }
 
-/* Runs step i of function fi in frame f. */
+void run_step_(Run &r, int fi, Frame &f, int i);
+
+/* Runs step i of function fi in frame f; what MLX rejects names the step. */
 void run_step(Run &r, int fi, Frame &f, int i) {
+  try {
+    run_step_(r, fi, f, i);
+  } catch (const std::invalid_argument &e) {
+    const FnPlan &fp = r.p.fns[(size_t)fi];
+    const lathe_node *n = fp.pf->steps[i].node;
+    std::string ins;
+    for (int k = 0; k < n->n_operands; k++) ins += std::string(k ? ", " : "") + lathe_dtype_name(n->in[k]->shape.dtype);
+    throw std::invalid_argument(std::string(lathe_op_name(n->op)) + " (node " + std::to_string(n->id) + ", operands " +
+                                ins + (fp.on_cpu[(size_t)i] ? ", on the CPU stream" : "") + "): " + e.what());
+  }
+}
+
+void run_step_(Run &r, int fi, Frame &f, int i) {
   const FnPlan &fp = r.p.fns[(size_t)fi];
   const lathe_pstep &s = fp.pf->steps[i];
   const lathe_node *n = s.node;
@@ -119,7 +134,7 @@ void run_step(Run &r, int fi, Frame &f, int i) {
         Arrays c = call_fn(r, s.sub_fn[0], concat(state, cc));
         Arrays all = state;
         all.push_back(mx::astype(c[0], mx::bool_));
-        mx::eval(all); /* the state too, so the lazy graph does not grow with the iterations */
+        eval_arrays(all, r.p.cpu_stream); /* the state too, so the lazy graph does not grow with the iterations */
         if (!all.back().item<bool>()) break;
         state = call_fn(r, s.sub_fn[1], concat(state, bc));
       }

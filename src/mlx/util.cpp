@@ -33,6 +33,20 @@ lathe_status_t status_of_exception(const char *where) {
   }
 }
 
+void eval_arrays(const std::vector<mx::array> &a, const std::optional<mx::Stream> &cpu_stream) {
+  if (!cpu_stream) {
+    mx::eval(a);
+    return;
+  }
+  std::vector<mx::array> f64, rest;
+  for (const auto &x : a) (x.dtype() == mx::float64 ? f64 : rest).push_back(x);
+  if (!rest.empty()) mx::eval(rest);
+  if (!f64.empty()) {
+    mx::StreamContext on(*cpu_stream);
+    mx::eval(f64);
+  }
+}
+
 std::recursive_mutex &mlx_lock() {
   static std::recursive_mutex mu;
   return mu;

@@ -44,7 +44,7 @@ typedef struct walk {
   int n;
   lathe_shape ps[MAXP]; /* parameters of main */
   int np;
-  char ops[600];        /* the ops used, for the report */
+  char ops[2400];       /* the ops used and their results, for the report */
   double cur_tol;       /* the largest tol of the current op's operands */
   lathe_dtype dts[32];  /* dtypes the backend claims */
   int ndt;
@@ -73,7 +73,12 @@ static bool add(walk *w, lathe_function_t fn, lathe_value_t v, bool exact, const
   if (!exact) x.tol = fmax(w->cur_tol, tol_of(x.s.dtype));
   if (w->n < POOL) w->pool[w->n++] = x;
   else w->pool[rin(0, POOL - 1)] = x;
-  note(w, op);
+  char what[96];
+  int k = snprintf(what, sizeof what, "%s:%s[", op, lathe_dtype_name(x.s.dtype));
+  for (int a = 0; a < x.s.rank && k > 0 && k < (int)sizeof what - 24; a++)
+    k += snprintf(what + k, sizeof what - (size_t)k, "%s%lld", a ? "," : "", (long long)x.s.dims[a]);
+  if (k > 0 && k < (int)sizeof what - 2) snprintf(what + k, sizeof what - (size_t)k, "]");
+  note(w, what);
   return true;
 }
 
