@@ -306,12 +306,17 @@ static int flash_size(const cuda_dev *d, const att *c) {
   return -1;
 }
 
-static lathe_status_t flash_kernel(lathe_cuda_exec *ex, const att *c, int size, bool masked, const char *name,
-                                   lcuFunction *f) {
+/* The streaming text of flash_sizes[size], a form and c's storage dtype (NULL: out of memory). */
+static const char *flash_text(const att *c, int size, bool masked) {
   pthread_once(&flash_once, make_flash_sources);
   int y = 0;
   while (y < N_FLASH_T - 1 && flash_types[y] != c->sdt) y++;
-  const char *src = flash_source[size][masked][y];
+  return flash_source[size][masked][y];
+}
+
+static lathe_status_t flash_kernel(lathe_cuda_exec *ex, const att *c, int size, bool masked, const char *name,
+                                   lcuFunction *f) {
+  const char *src = flash_text(c, size, masked);
   if (!src) return LATHE_OOM("lathe:cuda: codegen");
   return lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), src, name, f);
 }
@@ -579,13 +584,11 @@ void lathe_cuda_texts_attention(const cuda_dev *d, const lathe_node *n, lathe_cu
   if (!c.a.B || !c.a.H || !c.a.S) return;
   int fs = flash_size(d, &c);
   lathe_dtype wide[2] = {dt, LATHE_DTYPE_FLOAT32}, narrow[2] = {LATHE_DTYPE_FLOAT32, dt};
+  bool masked = lathe_attr_sdpa_has_mask(n) || lathe_attr_sdpa_has_bias(n);
   if (fs >= 0) {
-    pthread_once(&flash_once, make_flash_sources);
-    int y = 0;
-    while (y < N_FLASH_T - 1 && flash_types[y] != c.sdt) y++;
-    const char *t = flash_source[fs][lathe_attr_sdpa_has_mask(n) || lathe_attr_sdpa_has_bias(n)][y];
+    const char *t = flash_text(&c, fs, masked);
     if (t) fn(ctx, t);
-    if (c.half && (lathe_attr_sdpa_has_mask(n) || lathe_attr_sdpa_has_bias(n)) && (t = lathe_cuda_convert_text(wide, 2)))
+    if (c.half && masked && (t = lathe_cuda_convert_text(wide, 2)))
       fn(ctx, t); /* an additive mask or bias read as Float32 */
     if (c.half && n->op == LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION_VJP && (t = lathe_cuda_convert_text(narrow, 2)))
       fn(ctx, t); /* dQuery, summed in Float32 */

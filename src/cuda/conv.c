@@ -69,15 +69,7 @@ bool lathe_cuda_supports_conv(lathe_op op, lathe_dtype dtype) {
 /* The conv module converting key[0] -> key[1], made once per pair. */
 static char *conv_text(const void *key, size_t n) {
   (void)n;
-  lt_text t = {0};
-  lathe_status_t st = lathe_cuda_cvt_source(&t, key, 2);
-  lt_put(&t, "%s", conv_src);
-  if (st || t.oom) {
-    lathe_status_free(st);
-    free(t.s);
-    return NULL;
-  }
-  return t.s;
+  return lathe_cuda_cvt_text(key, 2, conv_src);
 }
 static const char *conv_source(lathe_dtype from, lathe_dtype to) {
   lathe_dtype path[2] = {from, to};
@@ -129,14 +121,10 @@ void lathe_cuda_sources_conv(lathe_cuda_source_fn fn, void *ctx) {
       {LATHE_DTYPE_UINT16, LATHE_DTYPE_UINT32}, {LATHE_DTYPE_UINT32, LATHE_DTYPE_INT16},
   };
   for (size_t i = 0; i < sizeof pairs / sizeof pairs[0]; i++) {
-    lt_text t = {0};
-    lathe_status_t st = lathe_cuda_cvt_source(&t, pairs[i], 2);
-    lt_put(&t, "%s", conv_src);
+    const char *t = conv_source(pairs[i][0], pairs[i][1]);
     char label[64];
     snprintf(label, sizeof label, "conv %s -> %s", lathe_dtype_name(pairs[i][0]), lathe_dtype_name(pairs[i][1]));
-    if (!st && !t.oom) fn(ctx, label, t.s);
-    lathe_status_free(st);
-    free(t.s);
+    if (t) fn(ctx, label, t);
   }
   lathe_cuda_sources_gemm(fn, ctx);
 }

@@ -152,14 +152,15 @@ void lathe_cuda_texts_dot(const cuda_dev *d, const lathe_node *n, lathe_cuda_tex
   dot_plan P;
   plan_dot(n, &n->in[0]->shape, &n->in[1]->shape, &P);
   if (!P.B || !P.M || !P.N || !P.K) return;
+  const char *t;
   if (P.pack[0] || P.pack[1]) {
     bool raw = true;
     for (int k = 1; k < P.n_in; k++) raw &= P.path_in[k] == P.path_in[0];
     if (raw) lathe_cuda_move_texts(lathe_dtype_bits(P.path_in[0]) / 8, fn, ctx);
-    else if (lathe_cuda_convert_text(P.path_in, P.n_in)) fn(ctx, lathe_cuda_convert_text(P.path_in, P.n_in));
+    else if ((t = lathe_cuda_convert_text(P.path_in, P.n_in))) fn(ctx, t);
   }
   lathe_cuda_gemm_texts(&P.g, fn, ctx);
-  if (!P.direct && lathe_cuda_convert_text(P.path_out, P.n_out)) fn(ctx, lathe_cuda_convert_text(P.path_out, P.n_out));
+  if (!P.direct && (t = lathe_cuda_convert_text(P.path_out, P.n_out))) fn(ctx, t);
 }
 
 lathe_status_t lathe_cuda_run_dot(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {

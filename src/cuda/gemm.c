@@ -96,17 +96,21 @@ lathe_status_t lathe_cuda_cvt_source(lt_text *t, const lathe_dtype *path, int n_
 
 static const char convert_kernel[] = LT_CUH_GEMM_CONVERT;
 
-/* The conversion text of a path (a key of n / sizeof(lathe_dtype) dtypes), made once per path. */
-static char *convert_text(const void *key, size_t n) {
+char *lathe_cuda_cvt_text(const lathe_dtype *path, int n_path, const char *kernels) {
   lt_text t = {0};
-  lathe_status_t st = lathe_cuda_cvt_source(&t, key, (int)(n / sizeof(lathe_dtype)));
-  lt_put(&t, "%s", convert_kernel);
+  lathe_status_t st = lathe_cuda_cvt_source(&t, path, n_path);
+  lt_put(&t, "%s", kernels);
   if (st || t.oom) {
     lathe_status_free(st);
     free(t.s);
     return NULL;
   }
   return t.s;
+}
+
+/* The conversion text of a path (a key of n / sizeof(lathe_dtype) dtypes), made once per path. */
+static char *convert_text(const void *key, size_t n) {
+  return lathe_cuda_cvt_text(key, (int)(n / sizeof(lathe_dtype)), convert_kernel);
 }
 
 const char *lathe_cuda_convert_text(const lathe_dtype *path, int n_path) {
@@ -530,14 +534,10 @@ void lathe_cuda_sources_gemm(lathe_cuda_source_fn fn, void *ctx) {
       {LATHE_DTYPE_UINT8, LATHE_DTYPE_UINT8, LATHE_DTYPE_UINT8},
   };
   for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
-    lt_text t = {0};
-    lathe_status_t st = lathe_cuda_cvt_source(&t, paths[i], 3);
-    lt_put(&t, "%s", convert_kernel);
+    const char *t = lathe_cuda_convert_text(paths[i], 3);
     char label[96];
     snprintf(label, sizeof label, "convert %s -> %s -> %s", lathe_dtype_name(paths[i][0]), lathe_dtype_name(paths[i][1]),
              lathe_dtype_name(paths[i][2]));
-    if (!st && !t.oom) fn(ctx, label, t.s);
-    lathe_status_free(st);
-    free(t.s);
+    if (t) fn(ctx, label, t);
   }
 }

@@ -26,6 +26,9 @@ const char *lathe_cuda_compute_type(lathe_dtype dt);
  *   void lt_st(lt_so *p, int64_t i, lt_co v);
  * Sub-byte destinations keep their true width (the value wraps to it). */
 lathe_status_t lathe_cuda_cvt_source(lt_text *t, const lathe_dtype *path, int n_path);
+/* A new text (malloc'd; NULL when a dtype has no kernel type or memory runs out): the conversion
+ * along path, then `kernels`, which use it. */
+char *lathe_cuda_cvt_text(const lathe_dtype *path, int n_path, const char *kernels);
 /* lathe_cuda_convert's text of a path (lasting: made once per path), or NULL. */
 const char *lathe_cuda_convert_text(const lathe_dtype *path, int n_path);
 
