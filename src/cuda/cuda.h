@@ -168,6 +168,16 @@ lathe_status_t lathe_cuda_kernel_lasting(cuda_dev *d, const char *source, const 
 /* Compiles (or finds in the caches) and loads source's module on d now, so that its first launch
  * only looks the function up: plans do it for the texts their steps will use, on several threads. */
 lathe_status_t lathe_cuda_module_prepare(cuda_dev *d, const char *source);
+/* Functions names[i] of sources[i] on d (i < n): those found in neither the table nor the disk
+ * cache are compiled as one NVRTC program (NVRTC's cost per program paid once), the others found.
+ * Every source starts with the same `prefix` bytes (kept once in the program) and its kernel's name
+ * is its own among them. A failed batch is compiled member by member, so an error names its
+ * kernel. Thread-safe; out[i] NULL where an error stopped it. */
+lathe_status_t lathe_cuda_kernels_batch(cuda_dev *d, int n, const char *const *sources, const char *const *names,
+                                        size_t prefix, lcuFunction *out);
+/* The program of such a batch: the prefix, then each source's rest in a namespace. malloc'd; NULL
+ * on out of memory. */
+char *lathe_cuda_batch_text(int n, const char *const *sources, size_t prefix);
 /* A lasting text for a small key (a dtype path, say): made by make(key, n) the first time a key is
  * asked for, then the same text for the life of the process, so that a launch finds its kernel
  * by address (lathe_cuda_kernel_lasting) instead of generating and hashing the text each time.
@@ -223,7 +233,12 @@ lathe_status_t lathe_cuda_ewk_step(lathe_cuda *cu, const lathe_node *n, const la
 lathe_status_t lathe_cuda_ewk_region(lathe_cuda *cu, const lathe_pfunc *pf, const lathe_pregion *g, lathe_cuda_ewk **k);
 /* Compiles (or finds) k's function on GPU `device`. Not concurrently for the same k and device. */
 lathe_status_t lathe_cuda_ewk_resolve(lathe_cuda *cu, lathe_cuda_ewk *k, int device);
+/* The same for ks[0..n) at once: those not found compiled as one program (lathe_cuda_kernels_batch). */
+lathe_status_t lathe_cuda_ewk_resolve_batch(lathe_cuda *cu, lathe_cuda_ewk *const *ks, int n, int device);
+/* The name generators give a kernel (ew.c, rows.c); replaced by lt_fused_<hash of the text>. */
+#define LATHE_CUDA_EWK_ANON "lt_fused_0000000000000000"
 const char *lathe_cuda_ewk_source(const lathe_cuda_ewk *k);
+const char *lathe_cuda_ewk_name(const lathe_cuda_ewk *k);
 /* k's collapsed geometry (tests): rank and dims, index width, vector groups, per input access. */
 void lathe_cuda_ewk_describe(const lathe_cuda_ewk *k, int *rank, int64_t *dims, bool *idx32, bool *vec, int *access);
 /* Queues k over outputs outs and inputs ins on the execution's stream. */

@@ -95,6 +95,7 @@ typedef struct {
 
 struct lathe_cuda_ewk {
   char *source;
+  char name[32]; /* its kernel's (name_kernel) */
   int n_devices;
   lcuFunction *fns; /* per GPU of the backend, NULL until resolved */
   lathe_cuda_rowk *rows; /* a ROWS region's kernel: its geometry (the fields below unused) */
@@ -268,10 +269,10 @@ static void gen_offsets(lt_text *t, const lathe_cuda_ewk *k, const char *ix, con
   }
 }
 
-/* Generates the kernel `lt_fused` computing members over the inputs, writing the outputs.
+/* Generates the kernel `name` computing members over the inputs, writing the outputs.
  * Arguments: (IX n, int vec, divisors of axes 1.. (lt_div32, or int64_t sizes), S *out..,
  * then per input const S *in and, when strided, its strides IX s<k>_<axis>...). */
-static lathe_status_t gen_kernel(lt_text *t, const gen_member *m, int n_members, const lathe_cuda_ewk *k) {
+static lathe_status_t gen_kernel(lt_text *t, const gen_member *m, int n_members, const lathe_cuda_ewk *k, const char *name) {
   char names[64][96];
   if (n_members > 64) return LATHE_UNIMPL("lathe:cuda: a fused region of %d members", n_members);
   for (int i = 0; i < n_members; i++) {
@@ -292,7 +293,7 @@ static lathe_status_t gen_kernel(lt_text *t, const gen_member *m, int n_members,
   for (int o = 0; o < k->n_outputs; o++) odt[o] = LATHE_DTYPE_INVALID;
   for (int i = 0; i < n_members; i++)
     if (m[i].out >= 0) odt[m[i].out] = lathe_dtype_widened(m[i].node->shape.dtype);
-  lt_put(t, "extern \"C\" __global__ void lt_fused(%s n, int vec", ix);
+  lt_put(t, "extern \"C\" __global__ void %s(%s n, int vec", name, ix);
   for (int a = 1; a < k->rank; a++) lt_put(t, k->idx32 ? ", lt_div32 q%d" : ", int64_t d%d", a);
   for (int o = 0; o < k->n_outputs; o++) lt_put(t, ", %s *o%d", storage_of(odt[o]), o);
   for (int i = 0; i < k->n_inputs; i++) {
@@ -341,6 +342,19 @@ static lathe_status_t gen_kernel(lt_text *t, const gen_member *m, int n_members,
   return t->oom ? LATHE_OOM("lathe:cuda: codegen") : NULL;
 }
 
+/* A generated kernel's name: lt_fused_ and a hash of its text, written over the text's
+ * LATHE_CUDA_EWK_ANON (the hash taken with it there), so that kernels batched into one program
+ * (lathe_cuda_kernels_batch) never share a name and a text always has the same one. */
+static lathe_status_t name_kernel(lathe_cuda_ewk *k) {
+  char *at = strstr(k->source, LATHE_CUDA_EWK_ANON);
+  if (!at) return lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: a generated kernel without its name");
+  uint64_t h = 1469598103934665603ull;
+  for (const unsigned char *c = (const unsigned char *)k->source; *c; c++) h = (h ^ *c) * 1099511628211ull;
+  snprintf(k->name, sizeof k->name, "lt_fused_%016llx", (unsigned long long)h);
+  memcpy(at, k->name, strlen(LATHE_CUDA_EWK_ANON));
+  return NULL;
+}
+
 /* The kernel of members over inputs (dtype, access, strides over `it`), its source made, its
  * functions not yet resolved. */
 static lathe_status_t ewk_new(lathe_cuda *cu, const gen_member *m, int n_members, const gen_input *in, int n_inputs,
@@ -362,10 +376,11 @@ static lathe_status_t ewk_new(lathe_cuda *cu, const gen_member *m, int n_members
   collapse(k, it);
   lt_text t = {0};
   lt_put(&t, "%s", ew_prelude);
-  lathe_status_t st = gen_kernel(&t, m, n_members, k);
+  lathe_status_t st = gen_kernel(&t, m, n_members, k, LATHE_CUDA_EWK_ANON);
   k->source = t.s;
   k->fns = calloc((size_t)k->n_devices + 1, sizeof *k->fns);
   if (!st && !k->fns) st = LATHE_OOM("lathe:cuda: codegen");
+  if (!st) st = name_kernel(k);
   if (st) {
     lathe_cuda_ewk_free(k);
     return st;
@@ -383,6 +398,7 @@ void lathe_cuda_ewk_free(lathe_cuda_ewk *k) {
 }
 
 const char *lathe_cuda_ewk_source(const lathe_cuda_ewk *k) { return k->source; }
+const char *lathe_cuda_ewk_name(const lathe_cuda_ewk *k) { return k->name; }
 
 void lathe_cuda_ewk_describe(const lathe_cuda_ewk *k, int *rank, int64_t *dims, bool *idx32, bool *vec, int *access) {
   *rank = k->rank;
@@ -394,7 +410,29 @@ void lathe_cuda_ewk_describe(const lathe_cuda_ewk *k, int *rank, int64_t *dims, 
 
 lathe_status_t lathe_cuda_ewk_resolve(lathe_cuda *cu, lathe_cuda_ewk *k, int device) {
   if (k->fns[device]) return NULL;
-  return lathe_cuda_kernel(&cu->devs[device], k->source, "lt_fused", &k->fns[device]);
+  return lathe_cuda_kernel(&cu->devs[device], k->source, k->name, &k->fns[device]);
+}
+
+lathe_status_t lathe_cuda_ewk_resolve_batch(lathe_cuda *cu, lathe_cuda_ewk *const *ks, int n, int device) {
+  const char **src = malloc(sizeof *src * (size_t)(n + 1)), **names = malloc(sizeof *names * (size_t)(n + 1));
+  lcuFunction *fns = malloc(sizeof *fns * (size_t)(n + 1));
+  lathe_cuda_ewk **todo = malloc(sizeof *todo * (size_t)(n + 1));
+  lathe_status_t st = src && names && fns && todo ? NULL : LATHE_OOM("lathe:cuda: compile");
+  int m = 0;
+  for (int i = 0; !st && i < n; i++)
+    if (!ks[i]->fns[device]) {
+      todo[m] = ks[i];
+      src[m] = ks[i]->source;
+      names[m++] = ks[i]->name;
+    }
+  /* every generated kernel, a ROWS one too, starts with ew_prelude: kept once in the program */
+  if (!st && m) st = lathe_cuda_kernels_batch(&cu->devs[device], m, src, names, strlen(ew_prelude), fns);
+  for (int i = 0; !st && i < m; i++) todo[i]->fns[device] = fns[i];
+  free(src);
+  free(names);
+  free(fns);
+  free(todo);
+  return st;
 }
 
 lathe_status_t lathe_cuda_ewk_launch(lathe_cuda_exec *ex, lathe_cuda_ewk *k, lathe_tensor **outs, lathe_tensor *const *ins) {
@@ -521,6 +559,7 @@ lathe_status_t lathe_cuda_ewk_region(lathe_cuda *cu, const lathe_pfunc *pf, cons
     r->n_devices = cu->n_devices;
     r->fns = calloc((size_t)r->n_devices + 1, sizeof *r->fns);
     lathe_status_t st = r->fns ? lathe_cuda_rowk_new(pf, g, &r->rows, &r->source) : LATHE_OOM("lathe:cuda: codegen");
+    if (!st) st = name_kernel(r);
     if (st) {
       lathe_cuda_ewk_free(r);
       return st;
@@ -633,30 +672,19 @@ static void each_ew_source(lathe_cuda_source_fn fn, void *ctx, lathe_op_kind kin
         k.in[0] = (gen_input){.dtype = ins[0]->shape.dtype, .access = LATHE_PACCESS_FULL};
         k.in[1] = (gen_input){.dtype = dt, .access = LATHE_PACCESS_STRIDED, .strides = {0, 1}};
         k.in[2] = (gen_input){.dtype = dt, .access = LATHE_PACCESS_SCALAR};
+        char name[32];
+        snprintf(name, sizeof name, "lt_fused_%d", count);
         lt_put(&t, "namespace n%d {\n", count);
-        lathe_status_t st = gen_kernel(&t, &m, 1, &k);
+        lathe_status_t st = gen_kernel(&t, &m, 1, &k, name);
         lt_put(&t, "}\n");
         lathe_status_free(st);
         count++;
       }
     }
     if (count && t.s && !t.oom) {
-      /* every namespace declares extern "C" lt_fused: give each its own name */
-      lt_text u = {0};
-      int ns = 0;
-      for (const char *p = t.s; *p;) {
-        const char *hit = strstr(p, "void lt_fused(");
-        if (!hit) {
-          lt_put(&u, "%s", p);
-          break;
-        }
-        lt_put(&u, "%.*svoid lt_fused_%d(", (int)(hit - p), p, ns++);
-        p = hit + strlen("void lt_fused(");
-      }
       char label[64];
       snprintf(label, sizeof label, "elementwise %s", lathe_op_name((lathe_op)op));
-      if (!u.oom) fn(ctx, label, u.s);
-      free(u.s);
+      fn(ctx, label, t.s);
     }
     free(t.s);
   }

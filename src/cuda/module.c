@@ -156,6 +156,7 @@ struct cuda_module {
   char *source; /* to tell hash collisions apart */
   size_t len;
   lcuModule module;
+  bool owner; /* unloads module when the device goes (the modules of batches are shared) */
   /* functions looked up so far (a module has a few kernels), so a launch skips cuModuleGetFunction */
   char *fn_names[MODULE_FNS];
   lcuFunction fns[MODULE_FNS];
@@ -188,7 +189,7 @@ void lathe_cuda_modules_destroy(cuda_dev *d) {
   lathe_status_t st = lathe_cuda_use(d);
   for (int i = 0; i < m->cap; i++)
     if (m->table && m->table[i]) {
-      if (!st) d->cu->api->cuModuleUnload(m->table[i]->module);
+      if (!st && m->table[i]->owner) d->cu->api->cuModuleUnload(m->table[i]->module);
       free(m->table[i]->source);
       for (int k = 0; k < m->table[i]->n_fns; k++) free(m->table[i]->fn_names[k]);
       free(m->table[i]);
@@ -222,19 +223,25 @@ static lathe_status_t grow(cuda_modules *m) {
   return NULL;
 }
 
-/* The cubin of source for d: from the disk cache, else NVRTC (and then written there). Without
- * the table's lock, so that several threads compile at once. */
-static lathe_status_t cubin_of(cuda_dev *d, const char *source, uint64_t key, bool fresh, void **cubin, size_t *size,
-                               bool *from_disk) {
+/* The disk cache's file for a source of key on d (false: no cache). */
+static bool cache_path(const cuda_dev *d, uint64_t key, char *dir, size_t dir_cap, char *path, size_t cap) {
   int driver, nvrtc;
   lathe_cuda_versions(&driver, &nvrtc);
   uint64_t file_key = fnv(key, &d->cc, sizeof d->cc);
   file_key = fnv(file_key, &driver, sizeof driver);
   file_key = fnv(file_key, &nvrtc, sizeof nvrtc);
   file_key = fnv(file_key, prelude, sizeof prelude);
+  if (!lathe_cuda_cache_dir(dir, dir_cap)) return false;
+  snprintf(path, cap, "%s/%016llx-sm%d.cubin", dir, (unsigned long long)file_key, d->cc);
+  return true;
+}
+
+/* The cubin of source for d: from the disk cache, else NVRTC (and then written there). Without
+ * the table's lock, so that several threads compile at once. */
+static lathe_status_t cubin_of(cuda_dev *d, const char *source, uint64_t key, bool fresh, void **cubin, size_t *size,
+                               bool *from_disk) {
   char dir[512], path[600];
-  bool cached = lathe_cuda_cache_dir(dir, sizeof dir);
-  if (cached) snprintf(path, sizeof path, "%s/%016llx-sm%d.cubin", dir, (unsigned long long)file_key, d->cc);
+  bool cached = cache_path(d, key, dir, sizeof dir, path, sizeof path);
   *cubin = cached && !fresh ? lathe_cuda_read_file(path, size) : NULL;
   *from_disk = *cubin != NULL;
   if (*cubin) return NULL;
@@ -284,6 +291,7 @@ static lathe_status_t module_of(cuda_dev *d, const char *source, cuda_module **o
     e->source = src;
     e->len = len;
     e->module = mod;
+    e->owner = true;
     *slot = e;
     m->n++;
     *out = e;
@@ -356,6 +364,169 @@ lathe_status_t lathe_cuda_kernel_lasting(cuda_dev *d, const char *source, const 
 lathe_status_t lathe_cuda_module_prepare(cuda_dev *d, const char *source) {
   cuda_module *e;
   return module_of(d, source, &e);
+}
+
+/* ---- batches: several generated kernels in one NVRTC program ----
+ * NVRTC pays a fixed cost per program (its start, the ~9 KB preludes parsed, a cubin emitted:
+ * about a third of an elementwise kernel's compile), and on some machines it compiles one
+ * program at a time per process, however many threads ask. A plan's generated kernels are
+ * therefore compiled in batches: each source's own part in a namespace of its own, the shared
+ * prefix once ahead of them. The batch's cubin is cached on disk under the batch's key and
+ * linked under each member's key, so a member is found on disk wherever it recurs; a module
+ * loaded from a batch is shared by its members' table entries. */
+char *lathe_cuda_batch_text(int n, const char *const *sources, size_t prefix) {
+  lt_text t = {0};
+  if (n > 0) lt_put(&t, "%.*s", (int)prefix, sources[0]);
+  for (int i = 0; i < n; i++) lt_put(&t, "namespace lt_batch%d {\n%s\n}\n", i, sources[i] + prefix);
+  if (t.oom) {
+    free(t.s);
+    return NULL;
+  }
+  return t.s;
+}
+
+/* Enters source (of key) into the table with module mod and its function fn; false when it is
+ * there already (another thread, an earlier batch) or memory ran out. */
+static bool adopt(cuda_modules *m, const char *source, uint64_t key, lcuModule mod, bool owner, const char *name,
+                  lcuFunction fn) {
+  size_t len = strlen(source);
+  cuda_module *e = calloc(1, sizeof *e);
+  char *src = malloc(len + 1), *nm = malloc(strlen(name) + 1);
+  bool done = false;
+  pthread_mutex_lock(&m->mu);
+  bool room = e && src && nm;
+  if (room && (m->cap == 0 || 2 * (m->n + 1) > m->cap)) {
+    lathe_status_t st = grow(m);
+    room = st == NULL;
+    lathe_status_free(st);
+  }
+  cuda_module **slot = room ? slot_for(m, key, source, len) : NULL;
+  if (slot && !*slot) {
+    memcpy(src, source, len + 1);
+    strcpy(nm, name);
+    *e = (cuda_module){.key = key, .source = src, .len = len, .module = mod, .owner = owner, .n_fns = 1};
+    e->fn_names[0] = nm;
+    e->fns[0] = fn;
+    *slot = e;
+    m->n++;
+    done = true;
+  }
+  pthread_mutex_unlock(&m->mu);
+  if (!done) {
+    free(e);
+    free(src);
+    free(nm);
+  }
+  return done;
+}
+
+/* A module loaded for a batch's members, and the file it came from (a member whose file is a link
+ * to one already loaded shares it). */
+typedef struct batch_module {
+  lcuModule mod;
+  dev_t dev;
+  ino_t ino;
+  bool owned;
+} batch_module;
+
+/* Member source takes its function from b's module: *out set when it was entered now; false when
+ * the module lacks the function (then compiled). */
+static bool take(cuda_dev *d, batch_module *b, const char *source, uint64_t key, const char *name, lcuFunction *out) {
+  lcuFunction fn = NULL;
+  if (d->cu->api->cuModuleGetFunction(&fn, b->mod, name) != LCU_SUCCESS) return false;
+  if (adopt(&d->modules, source, key, b->mod, !b->owned, name, fn)) {
+    b->owned = true;
+    *out = fn;
+  }
+  return true; /* entered now, or there already (found by lathe_cuda_kernel below) */
+}
+
+static void link_member(const char *batch_path, const char *path) {
+  char tmp[700];
+  if (snprintf(tmp, sizeof tmp, "%s.%d.lnk", path, (int)getpid()) >= (int)sizeof tmp) return;
+  remove(tmp);
+  if (link(batch_path, tmp) == 0 && rename(tmp, path) != 0) remove(tmp);
+}
+
+lathe_status_t lathe_cuda_kernels_batch(cuda_dev *d, int n, const char *const *sources, const char *const *names,
+                                        size_t prefix, lcuFunction *out) {
+  if (n <= 0) return NULL;
+  cuda_modules *m = &d->modules;
+  int *todo = malloc(sizeof *todo * (size_t)n);
+  uint64_t *keys = malloc(sizeof *keys * (size_t)n);
+  batch_module *mods = calloc((size_t)n + 1, sizeof *mods);
+  const char **v = malloc(sizeof *v * (size_t)n);
+  lathe_status_t st = todo && keys && mods && v ? lathe_cuda_use(d) : LATHE_OOM("lathe:cuda: compile");
+  int nt = 0, nm = 0;
+  for (int i = 0; i < n; i++) out[i] = NULL;
+  for (int i = 0; !st && i < n; i++) { /* those not in the table, in the batch's form (the others: alone, below) */
+    size_t len = strlen(sources[i]);
+    keys[i] = source_key(sources[i], len);
+    pthread_mutex_lock(&m->mu);
+    bool known = m->cap && *slot_for(m, keys[i], sources[i], len);
+    pthread_mutex_unlock(&m->mu);
+    if (!known && len >= prefix && !memcmp(sources[i], sources[0], prefix)) todo[nt++] = i;
+  }
+  char dir[512], path[600], bpath[600];
+  int left = 0;
+  for (int t = 0; !st && t < nt; t++) { /* on disk: each file (a batch's, linked) loaded once */
+    int i = todo[t];
+    struct stat sb;
+    batch_module *b = NULL;
+    if (cache_path(d, keys[i], dir, sizeof dir, path, sizeof path) && stat(path, &sb) == 0) {
+      for (int f = 0; f < nm && !b; f++)
+        if (mods[f].dev == sb.st_dev && mods[f].ino == sb.st_ino) b = &mods[f];
+      if (!b) {
+        size_t size = 0;
+        void *cubin = lathe_cuda_read_file(path, &size);
+        lcuModule mod = NULL;
+        if (cubin && d->cu->api->cuModuleLoadData(&mod, cubin) == LCU_SUCCESS) {
+          mods[nm] = (batch_module){.mod = mod, .dev = sb.st_dev, .ino = sb.st_ino};
+          b = &mods[nm++];
+        }
+        free(cubin); /* unreadable or damaged: compiled below */
+      }
+    }
+    if (!b || !take(d, b, sources[i], keys[i], names[i], &out[i])) todo[left++] = i;
+  }
+  if (!st && left >= 2) { /* the rest as one program (one alone is compiled as itself, below) */
+    for (int t = 0; t < left; t++) v[t] = sources[todo[t]];
+    char *text = lathe_cuda_batch_text(left, v, prefix);
+    void *cubin = NULL;
+    size_t size = 0;
+    bool from_disk = false;
+    uint64_t bkey = text ? source_key(text, strlen(text)) : 0;
+    lathe_status_t cs = text ? cubin_of(d, text, bkey, false, &cubin, &size, &from_disk) : LATHE_OOM("lathe:cuda: compile");
+    lcuModule mod = NULL;
+    if (!cs && d->cu->api->cuModuleLoadData(&mod, cubin) != LCU_SUCCESS && from_disk) { /* damaged: afresh */
+      free(cubin);
+      cubin = NULL;
+      cs = cubin_of(d, text, bkey, true, &cubin, &size, &from_disk);
+      if (!cs && d->cu->api->cuModuleLoadData(&mod, cubin) != LCU_SUCCESS) mod = NULL;
+    }
+    lathe_status_free(cs); /* a batch that fails is compiled member by member below, each with its own error */
+    if (mod) {
+      mods[nm] = (batch_module){.mod = mod};
+      batch_module *b = &mods[nm++];
+      bool linked = cache_path(d, bkey, dir, sizeof dir, bpath, sizeof bpath);
+      for (int t = 0; t < left; t++) {
+        int i = todo[t];
+        if (linked && cache_path(d, keys[i], dir, sizeof dir, path, sizeof path)) link_member(bpath, path);
+        take(d, b, sources[i], keys[i], names[i], &out[i]);
+      }
+    }
+    free(cubin);
+    free(text);
+  }
+  for (int f = 0; f < nm; f++) /* modules no member entered (all there already) */
+    if (!mods[f].owned) d->cu->api->cuModuleUnload(mods[f].mod);
+  for (int i = 0; !st && i < n; i++) /* the rest: in the table by now, or compiled alone */
+    if (!out[i]) st = lathe_cuda_kernel(d, sources[i], names[i], &out[i]);
+  free(todo);
+  free(keys);
+  free(mods);
+  free(v);
+  return st;
 }
 
 /* ---- memoized texts (cuda.h): an open-addressed table under a lock, never shrunk; entries live

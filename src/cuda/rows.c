@@ -149,7 +149,7 @@ static lathe_status_t gen(lt_text *t, const lathe_pregion *g, lathe_cuda_rowk *k
   if (k->n_outputs > ROWS_MAX_VALUES) return LATHE_UNIMPL("lathe:cuda: a fused row region with %d results", k->n_outputs);
 
   /* the signature */
-  lt_put(t, "extern \"C\" __global__ void __launch_bounds__(%d) lt_fused(int64_t R, int N, int vec", k->block);
+  lt_put(t, "extern \"C\" __global__ void __launch_bounds__(%d) %s(int64_t R, int N, int vec", k->block, LATHE_CUDA_EWK_ANON);
   for (int x = 1; k->decompose && x < k->nk; x++) lt_put(t, ", int64_t d%d", x);
   for (int i = 0; i < n; i++)
     if (mi[i].out >= 0) lt_put(t, ", %s *o%d", lathe_cuda_ew_storage(mi[i].dt), mi[i].out);

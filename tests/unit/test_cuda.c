@@ -3,6 +3,7 @@
  * by NVRTC for Hopper (sm_90) and Ampere (sm_80) -- NVRTC needs no GPU, so a code generation
  * error is caught here (LATHE_NVRTC_LIBRARY names libnvrtc.so when it is not on the library
  * path; scripts/test.sh installs it from the nvidia-cuda-nvrtc wheel). */
+#include <elf.h>
 #include <math.h>
 
 #include "cuda/cuda.h"
@@ -115,6 +116,131 @@ TEST(cuda_rows_kernels_compile) {
         lathe_builder_free(b);
       }
   printf("note: %d ROWS kernels made, %d compiled by NVRTC%s\n", made, compiled, nvrtc ? "" : " (no NVRTC here)");
+}
+
+/* The symbol names of an ELF file (a cubin), one per line into buf. */
+static void elf_symbols(const void *elf, size_t size, char *buf, size_t cap) {
+  buf[0] = 0;
+  const Elf64_Ehdr *eh = elf;
+  if (size < sizeof *eh || memcmp(eh->e_ident, ELFMAG, SELFMAG) || eh->e_shoff + (uint64_t)eh->e_shnum * sizeof(Elf64_Shdr) > size) return;
+  const Elf64_Shdr *sh = (const Elf64_Shdr *)((const char *)elf + eh->e_shoff);
+  size_t n = 0;
+  for (int i = 0; i < eh->e_shnum; i++) {
+    if (sh[i].sh_type != SHT_SYMTAB || sh[i].sh_link >= eh->e_shnum) continue;
+    const Elf64_Sym *sym = (const Elf64_Sym *)((const char *)elf + sh[i].sh_offset);
+    const char *str = (const char *)elf + sh[sh[i].sh_link].sh_offset;
+    for (size_t k = 0; k < sh[i].sh_size / sizeof *sym; k++)
+      if (sym[k].st_name) n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "%s\n", str + sym[k].st_name);
+  }
+}
+
+/* A plan's generated kernels compiled as one NVRTC program (lathe_cuda_kernels_batch): each
+ * kernel named lt_fused_<hash of its text>, the same for the same text and different for
+ * different ones, and the batch's cubin holding every name as a symbol (what the driver looks
+ * up). LOOP regions with broadcasts and ROWS regions, in three float dtypes. */
+TEST(cuda_kernels_batch) {
+  lathe_program_options opt = {.fuse = true, .plan_memory = true, .alignment = 256, .rows_max = LATHE_CUDA_ROWS_MAX, .rows_lone = 1056};
+  lathe_cuda cu;
+  memset(&cu, 0, sizeof cu);
+  lathe_dtype dts[] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_FLOAT16};
+  enum { MAXK = 64 };
+  lathe_cuda_ewk *ks[MAXK];
+  int nk = 0;
+  for (int d = 0; d < 3; d++)
+    for (int which = 0; which < 5; which++) {
+      lathe_builder_t b = NULL;
+      if (which < 3) {
+        b = tst_rows_graph(tst_backend(), dts[d], which, 1000);
+      } else { /* LOOP: y = max(x * x + bias, 0) and tanh(y) - x; which 4 with x transposed */
+        lathe_function_t fn;
+        b = tst_builder("batch loop", &fn);
+        lathe_shape xs = TST_SHAPE(dts[d], 64, 1000), bs = TST_SHAPE(dts[d], 1000);
+        lathe_value_t x = tst_param(fn, "x", which == 3 ? xs : TST_SHAPE(dts[d], 1000, 64)), bias = tst_param(fn, "b", bs);
+        lathe_value_t bb, sq, y, z, zero, zb, outs[2];
+        int ax = 1, perm[] = {1, 0};
+        float zf = 0;
+        if (which == 4) CHECK_OK(lathe_transpose(fn, x, perm, 2, &x));
+        CHECK_OK(lathe_broadcast_in_dim(fn, bias, &xs, &ax, 1, &bb));
+        CHECK_OK(lathe_constant(fn, &(lathe_shape){.dtype = LATHE_DTYPE_FLOAT32}, &zf, sizeof zf, &zero));
+        CHECK_OK(lathe_convert_dtype(fn, zero, dts[d], &zero));
+        CHECK_OK(lathe_mul(fn, x, x, &sq));
+        CHECK_OK(lathe_add(fn, sq, bb, &y));
+        CHECK_OK(lathe_broadcast_in_dim(fn, zero, &xs, NULL, 0, &zb)); /* GoMLX's Relu: Max against a broadcast zero */
+        CHECK_OK(lathe_max(fn, y, zb, &y));
+        CHECK_OK(lathe_tanh(fn, y, &z));
+        CHECK_OK(lathe_sub(fn, z, x, &z));
+        outs[0] = y, outs[1] = z;
+        CHECK_OK(lathe_function_return(fn, outs, 2));
+      }
+      lathe_program *p = NULL;
+      CHECK_OK(lathe_program_build(b, &opt, &p));
+      const lathe_pfunc *pf = p ? lathe_program_main(p) : NULL;
+      for (int r = 0; pf && r < pf->n_regions && nk < MAXK; r++) {
+        if (pf->regions[r].kind == LATHE_PREGION_REDUCE) continue;
+        lathe_cuda_ewk *k = NULL, *again = NULL;
+        CHECK_OK(lathe_cuda_ewk_region(&cu, pf, &pf->regions[r], &k));
+        CHECK_OK(lathe_cuda_ewk_region(&cu, pf, &pf->regions[r], &again));
+        if (!k || !again) {
+          lathe_cuda_ewk_free(k);
+          lathe_cuda_ewk_free(again);
+          continue;
+        }
+        const char *nm = lathe_cuda_ewk_name(k);
+        CHECK(strlen(nm) == 25 && !strncmp(nm, "lt_fused_", 9) && strspn(nm + 9, "0123456789abcdef") == 16, "name %s", nm);
+        CHECK(!strcmp(nm, lathe_cuda_ewk_name(again)) && !strcmp(lathe_cuda_ewk_source(k), lathe_cuda_ewk_source(again)),
+              "the same region, the same text and name");
+        CHECK(strstr(lathe_cuda_ewk_source(k), nm) && !strstr(lathe_cuda_ewk_source(k), LATHE_CUDA_EWK_ANON), "the name in the text");
+        lathe_cuda_ewk_free(again);
+        ks[nk++] = k;
+      }
+      lathe_program_free(p);
+      lathe_builder_free(b);
+    }
+  CHECK(nk >= 15, "kernels made: %d", nk);
+  int distinct = 0;
+  for (int i = 0; i < nk; i++) {
+    bool seen = false;
+    for (int j = 0; j < i && !seen; j++) {
+      bool same_text = !strcmp(lathe_cuda_ewk_source(ks[i]), lathe_cuda_ewk_source(ks[j]));
+      bool same_name = !strcmp(lathe_cuda_ewk_name(ks[i]), lathe_cuda_ewk_name(ks[j]));
+      CHECK(same_text == same_name, "kernels %d and %d: one name for one text", i, j);
+      seen = same_text;
+    }
+    distinct += !seen;
+  }
+  const lcu_api *api;
+  lathe_status_t st = lathe_cuda_load_nvrtc(&api);
+  if (st) {
+    lathe_status_free(st);
+    for (int i = 0; i < nk; i++) lathe_cuda_ewk_free(ks[i]);
+    SKIP("no NVRTC: %d kernels named, %d distinct", nk, distinct);
+  }
+  const char *src[MAXK];
+  int nb = 0;
+  for (int i = 0; i < nk; i++) {
+    bool seen = false;
+    for (int j = 0; j < nb && !seen; j++) seen = src[j] == lathe_cuda_ewk_source(ks[i]) || !strcmp(src[j], lathe_cuda_ewk_source(ks[i]));
+    if (!seen) src[nb++] = lathe_cuda_ewk_source(ks[i]);
+  }
+  char *text = lathe_cuda_batch_text(nb, src, strlen(lathe_cuda_ew_prelude()));
+  CHECK(text != NULL, "batch text");
+  void *cubin = NULL;
+  size_t size = 0;
+  CHECK_OK(lathe_cuda_compile_source(text ? text : "", 90, &cubin, &size));
+  char *syms = malloc(1 << 20);
+  if (cubin && syms) {
+    elf_symbols(cubin, size, syms, 1 << 20);
+    for (int i = 0; i < nk; i++) {
+      char line[40];
+      snprintf(line, sizeof line, "\n%s\n", lathe_cuda_ewk_name(ks[i]));
+      CHECK(strstr(syms, line) != NULL, "kernel %d's %s among the batch cubin's symbols", i, lathe_cuda_ewk_name(ks[i]));
+    }
+  }
+  printf("note: %d kernels (%d distinct) compiled as one program: %zu bytes of cubin\n", nk, nb, size);
+  free(syms);
+  free(cubin);
+  free(text);
+  for (int i = 0; i < nk; i++) lathe_cuda_ewk_free(ks[i]);
 }
 
 /* The multiply-high division that collapsed elementwise kernels use for 31-bit indices: exact
