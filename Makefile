@@ -125,7 +125,7 @@ $(BUILD)/mlp_train: examples/mlp_train.c $(BUILD)/liblathe.a
 examples: $(EXAMPLES)
 
 $(BUILD)/%_bench: bench/%_bench.c bench/bench.h $(BUILD)/liblathe.a
-	$(CC) $(CFLAGS_ALL) $< $(BUILD)/liblathe.a $(LIBS) $(LDFLAGS) -o $@
+	$(CC) $(CFLAGS_ALL) -Isrc $< $(BUILD)/liblathe.a $(LIBS) $(LDFLAGS) -o $@
 
 bench: $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*_bench.c))
 

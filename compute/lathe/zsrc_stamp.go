@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "4937aa76e31b72a608a13916a37f8973"
+const engineSourcesHash = "f623b62e597a8abd3a8b87e54fcb1918"

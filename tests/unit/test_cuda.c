@@ -3,7 +3,10 @@
  * by NVRTC for Hopper (sm_90) and Ampere (sm_80) -- NVRTC needs no GPU, so a code generation
  * error is caught here (LATHE_NVRTC_LIBRARY names libnvrtc.so when it is not on the library
  * path; scripts/test.sh installs it from the nvidia-cuda-nvrtc wheel). */
+#include <dirent.h>
 #include <elf.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <math.h>
 
 #include "cuda/cuda.h"
@@ -134,17 +137,13 @@ static void elf_symbols(const void *elf, size_t size, char *buf, size_t cap) {
   }
 }
 
-/* A plan's generated kernels compiled as one NVRTC program (lathe_cuda_kernels_batch): each
- * kernel named lt_fused_<hash of its text>, the same for the same text and different for
- * different ones, and the batch's cubin holding every name as a symbol (what the driver looks
- * up). LOOP regions with broadcasts and ROWS regions, in three float dtypes. */
-TEST(cuda_kernels_batch) {
+/* Generated kernels of LOOP regions with broadcasts and ROWS regions, in three float dtypes,
+ * made twice to check that a text and its name are the same each time. */
+static int batch_kernels(lathe_cuda_ewk **ks, int max) {
   lathe_program_options opt = {.fuse = true, .plan_memory = true, .alignment = 256, .rows_max = LATHE_CUDA_ROWS_MAX, .rows_lone = 1056};
   lathe_cuda cu;
   memset(&cu, 0, sizeof cu);
   lathe_dtype dts[] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_FLOAT16};
-  enum { MAXK = 64 };
-  lathe_cuda_ewk *ks[MAXK];
   int nk = 0;
   for (int d = 0; d < 3; d++)
     for (int which = 0; which < 5; which++) {
@@ -175,7 +174,7 @@ TEST(cuda_kernels_batch) {
       lathe_program *p = NULL;
       CHECK_OK(lathe_program_build(b, &opt, &p));
       const lathe_pfunc *pf = p ? lathe_program_main(p) : NULL;
-      for (int r = 0; pf && r < pf->n_regions && nk < MAXK; r++) {
+      for (int r = 0; pf && r < pf->n_regions && nk < max; r++) {
         if (pf->regions[r].kind == LATHE_PREGION_REDUCE) continue;
         lathe_cuda_ewk *k = NULL, *again = NULL;
         CHECK_OK(lathe_cuda_ewk_region(&cu, pf, &pf->regions[r], &k));
@@ -196,6 +195,17 @@ TEST(cuda_kernels_batch) {
       lathe_program_free(p);
       lathe_builder_free(b);
     }
+  return nk;
+}
+
+/* A plan's generated kernels compiled as one NVRTC program (lathe_cuda_kernels_batch): each
+ * kernel named lt_fused_<hash of its text>, the same for the same text and different for
+ * different ones, and the batch's cubin holding every name as a symbol (what the driver looks
+ * up). */
+TEST(cuda_kernels_batch) {
+  enum { MAXK = 64 };
+  lathe_cuda_ewk *ks[MAXK];
+  int nk = batch_kernels(ks, MAXK);
   CHECK(nk >= 15, "kernels made: %d", nk);
   int distinct = 0;
   for (int i = 0; i < nk; i++) {
@@ -240,6 +250,192 @@ TEST(cuda_kernels_batch) {
   free(syms);
   free(cubin);
   free(text);
+  for (int i = 0; i < nk; i++) lathe_cuda_ewk_free(ks[i]);
+}
+
+/* ---- a driver of symbols alone: a module is its cubin's symbol names, a function the place of
+ * its name there (the batch and disk-cache logic tested without a GPU) ---- */
+static int fake_loads, fake_live;
+static lcuResult fake_ok_ctx(lcuContext c) {
+  (void)c;
+  return LCU_SUCCESS;
+}
+static lcuResult fake_error_string(lcuResult r, const char **s) {
+  (void)r;
+  *s = "fake driver error";
+  return LCU_SUCCESS;
+}
+static lcuResult fake_load(lcuModule *m, const void *image) {
+  char *syms = malloc(1 << 20);
+  if (!syms) return 2;
+  syms[0] = '\n';
+  elf_symbols(image, 1 << 30, syms + 1, (1 << 20) - 1);
+  if (!syms[1]) { /* not an ELF cubin: what the driver says of a damaged image */
+    free(syms);
+    return 200;
+  }
+  fake_loads++, fake_live++;
+  *m = (lcuModule)syms;
+  return LCU_SUCCESS;
+}
+static lcuResult fake_unload(lcuModule m) {
+  free(m);
+  fake_live--;
+  return LCU_SUCCESS;
+}
+static lcuResult fake_function(lcuFunction *f, lcuModule m, const char *name) {
+  char line[64];
+  snprintf(line, sizeof line, "\n%s\n", name);
+  const char *at = strstr((const char *)m, line);
+  if (!at) return 500; /* not found */
+  *f = (lcuFunction)(at + 1);
+  return LCU_SUCCESS;
+}
+
+/* The cache directory's files: how many, and how many distinct inodes among them. */
+static void cache_files(const char *dir, int *files, int *inodes) {
+  ino_t seen[256];
+  *files = *inodes = 0;
+  DIR *dp = opendir(dir);
+  for (struct dirent *e; dp && (e = readdir(dp));) {
+    char path[600];
+    struct stat sb;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (stat(path, &sb) || !S_ISREG(sb.st_mode)) continue;
+    (*files)++;
+    bool dup = false;
+    for (int i = 0; i < *inodes && !dup; i++) dup = seen[i] == sb.st_ino;
+    if (!dup && *inodes < 256) seen[(*inodes)++] = sb.st_ino;
+  }
+  if (dp) closedir(dp);
+}
+
+/* lathe_cuda_kernels_batch over a driver of symbols and a real disk cache: the missing members
+ * compiled as one program whose cubin is cached once and linked under each member; a fresh
+ * table loading a shared file once; a damaged batch compiled afresh; a batch that NVRTC refuses
+ * compiled member by member, the error naming the broken one; every module unloaded once. */
+TEST(cuda_kernels_batch_cache) {
+  const lcu_api *nv;
+  lathe_status_t st = lathe_cuda_load_nvrtc(&nv);
+  if (st) {
+    lathe_status_free(st);
+    SKIP("no NVRTC");
+  }
+  enum { MAXK = 64 };
+  lathe_cuda_ewk *ks[MAXK];
+  int nk = batch_kernels(ks, MAXK), nb = 0;
+  const char *src[MAXK], *names[MAXK];
+  for (int i = 0; i < nk; i++) {
+    bool seen = false;
+    for (int j = 0; j < nb && !seen; j++) seen = !strcmp(src[j], lathe_cuda_ewk_source(ks[i]));
+    if (!seen) src[nb] = lathe_cuda_ewk_source(ks[i]), names[nb++] = lathe_cuda_ewk_name(ks[i]);
+  }
+  CHECK(nb >= 8, "distinct kernels: %d", nb);
+  char dir[] = "/tmp/lathe_batch_XXXXXX";
+  const char *old = getenv("LATHE_CUDA_CACHE_DIR");
+  char *saved = old ? strdup(old) : NULL;
+  if (nb < 8 || !mkdtemp(dir)) goto done;
+  setenv("LATHE_CUDA_CACHE_DIR", dir, 1);
+  lcu_api api;
+  memset(&api, 0, sizeof api);
+  api.cuCtxSetCurrent = fake_ok_ctx;
+  api.cuGetErrorString = fake_error_string;
+  api.cuModuleLoadData = fake_load;
+  api.cuModuleUnload = fake_unload;
+  api.cuModuleGetFunction = fake_function;
+  lathe_cuda cu;
+  cuda_dev dev;
+  memset(&cu, 0, sizeof cu);
+  memset(&dev, 0, sizeof dev);
+  cu.api = &api, cu.n_devices = 1, cu.devs = &dev;
+  dev.cu = &cu, dev.cc = 90;
+  size_t prefix = strlen(lathe_cuda_ew_prelude());
+  lcuFunction out[MAXK];
+  int files, inodes, half = nb / 2;
+#define ALL_FOUND(n)                                                                          \
+  for (int i = 0; i < (n); i++)                                                               \
+    CHECK(out[i] && !strncmp((const char *)out[i], names[i], 25), "member %d's function", i);
+
+  /* 1: the first half compiled as one program, cached once, linked under each member */
+  CHECK_OK(lathe_cuda_modules_init(&dev.modules));
+  CHECK_OK(lathe_cuda_kernels_batch(&dev, half, src, names, prefix, out));
+  ALL_FOUND(half);
+  cache_files(dir, &files, &inodes);
+  CHECK(fake_loads == 1 && files == half + 1 && inodes == 1, "one batch: %d loads, %d files, %d inodes", fake_loads, files, inodes);
+  CHECK_OK(lathe_cuda_kernels_batch(&dev, half, src, names, prefix, out)); /* in the table now */
+  ALL_FOUND(half);
+  CHECK(fake_loads == 1, "found in the table: %d loads", fake_loads);
+  lathe_cuda_modules_destroy(&dev);
+  CHECK(fake_live == 0, "the shared module unloaded once: %d live", fake_live);
+
+  /* 2: a fresh table: the first half from disk (one file, loaded once), the rest compiled */
+  CHECK_OK(lathe_cuda_modules_init(&dev.modules));
+  CHECK_OK(lathe_cuda_kernels_batch(&dev, nb, src, names, prefix, out));
+  ALL_FOUND(nb);
+  cache_files(dir, &files, &inodes);
+  CHECK(fake_loads == 3 && files == nb + 2 && inodes == 2, "disk and a second batch: %d loads, %d files, %d inodes", fake_loads,
+        files, inodes);
+  lathe_cuda_modules_destroy(&dev);
+  CHECK(fake_live == 0, "%d live", fake_live);
+
+  /* 3: one file damaged (and so every link to it: one batch): that batch compiled afresh */
+  {
+    char path[600] = "";
+    DIR *dp = opendir(dir);
+    for (struct dirent *e; dp && (e = readdir(dp)) && !path[0];)
+      if (e->d_name[0] != '.') snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (dp) closedir(dp);
+    FILE *f = path[0] ? fopen(path, "r+b") : NULL;
+    CHECK(f != NULL, "a cache file to damage");
+    if (f) {
+      fputs("not a cubin", f);
+      fclose(f);
+    }
+  }
+  CHECK_OK(lathe_cuda_modules_init(&dev.modules));
+  CHECK_OK(lathe_cuda_kernels_batch(&dev, nb, src, names, prefix, out));
+  ALL_FOUND(nb);
+  cache_files(dir, &files, &inodes);
+  CHECK(fake_loads == 5 && files == nb + 2 && inodes == 2, "damaged batch recompiled: %d loads, %d files, %d inodes", fake_loads,
+        files, inodes);
+  lathe_cuda_modules_destroy(&dev);
+  CHECK(fake_live == 0, "%d live", fake_live);
+
+  /* 4: NVRTC refuses the batch: the good member compiled alone, the error from the broken one */
+  {
+    size_t n0 = strlen(src[0]);
+    char *good = malloc(n0 + 32), *bad = malloc(n0 + 64);
+    if (good && bad) {
+      snprintf(good, n0 + 32, "%s\n// another text\n", src[0]);
+      snprintf(bad, n0 + 64, "%.*snamespace { undefined_thing_here x; }\n", (int)prefix, src[0]);
+      const char *bs[2] = {good, bad}, *bn[2] = {names[0], "lt_nothing"};
+      CHECK_OK(lathe_cuda_modules_init(&dev.modules));
+      st = lathe_cuda_kernels_batch(&dev, 2, bs, bn, prefix, out);
+      CHECK(st && strstr(lathe_status_message(st), "undefined_thing_here"), "the broken member's error: %s",
+            st ? lathe_status_message(st) : "none");
+      lathe_status_free(st);
+      CHECK(out[0] != NULL, "the good member compiled alone");
+      lathe_cuda_modules_destroy(&dev);
+      CHECK(fake_live == 0, "%d live", fake_live);
+    }
+    free(good);
+    free(bad);
+  }
+#undef ALL_FOUND
+  { /* the cache directory goes */
+    DIR *dp = opendir(dir);
+    for (struct dirent *e; dp && (e = readdir(dp));) {
+      char path[600];
+      snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+      if (e->d_name[0] != '.') remove(path);
+    }
+    if (dp) closedir(dp);
+    rmdir(dir);
+  }
+done:
+  if (saved) setenv("LATHE_CUDA_CACHE_DIR", saved, 1);
+  else unsetenv("LATHE_CUDA_CACHE_DIR");
+  free(saved);
   for (int i = 0; i < nk; i++) lathe_cuda_ewk_free(ks[i]);
 }
 
