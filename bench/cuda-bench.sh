@@ -9,7 +9,8 @@
 #   (first: the one-op floor and the first steps in fresh processes only; floor: the floor phase
 #   by phase through the C API (build/floor_bench, built here) beside PyTorch's (floor_torch.py),
 #   what bare CUDA calls cost on this machine (cuda_costs.cu, with nvcc) and what creating a CUDA
-#   backend costs without lathe (cuda_init_costs.c), three fresh processes; cudnn: cuDNN's legacy
+#   backend costs without lathe (cuda_init_costs.c, in sequence and with the libraries opened
+#   beside cuInit), three fresh processes; cudnn: cuDNN's legacy
 #   calls against its graph API on the CNN's convolution (cudnn_engines.c; BIN unused))
 #   (LATHE_BENCH_LATHE replaces the lathe configurations, ";"-separated; LATHE_BENCH_ONLY picks workloads
 #   of either, and then micro leaves out the first calls in fresh processes)
@@ -40,8 +41,10 @@ if [ "$what" = floor ]; then
   for cfg in lathe:cuda lathe:cuda,graphs=0; do build/floor_bench "$cfg" "$rounds"; done
   python3 bench/floor_torch.py "$rounds"
   nvcc -O2 -std=c++17 -arch=sm_90 -o /tmp/lathe_cuda_costs bench/cuda_costs.cu -lcuda && /tmp/lathe_cuda_costs
-  gcc -O2 -o /tmp/lathe_cuda_init_costs bench/cuda_init_costs.c -ldl &&
-    for i in 1 2 3; do /tmp/lathe_cuda_init_costs; build/floor_bench lathe:cuda 3 memcpy | head -1; done
+  gcc -O2 -o /tmp/lathe_cuda_init_costs bench/cuda_init_costs.c -ldl -lpthread &&
+    for i in 1 2 3; do
+      /tmp/lathe_cuda_init_costs; /tmp/lathe_cuda_init_costs overlap; build/floor_bench lathe:cuda 3 memcpy | head -1
+    done
 fi
 if [ "$what" = cudnn ]; then
   gcc -O2 -o /tmp/lathe_cudnn_engines bench/cudnn_engines.c -ldl && /tmp/lathe_cudnn_engines

@@ -2,11 +2,17 @@
  * lathe:cuda's creation takes (dlopen of the driver, cuInit, the primary context, streams, pinned
  * staging, device memory, NVRTC, cuBLASLt and its handle, cuDNN), timed once in a fresh process.
  * Run it a few times (the first pays a cold page cache) beside build/floor_bench, which prints
- * lathe's own creation time: bench/cuda-bench.sh BIN floor. No CUDA headers needed:
- *   gcc -O2 -o /tmp/cuda_init_costs bench/cuda_init_costs.c -ldl && /tmp/cuda_init_costs */
+ * lathe's own creation time: bench/cuda-bench.sh BIN floor. With `overlap` it instead opens NVRTC
+ * and cuBLASLt on a second thread while the first runs cuInit and makes the primary context, and
+ * prints that phase's time: alternate fresh processes of both forms to see whether the loader
+ * would gain by opening them in parallel (glibc's dlopen and cuInit may serialize). No CUDA
+ * headers needed:
+ *   gcc -O2 -o /tmp/cuda_init_costs bench/cuda_init_costs.c -ldl -lpthread && /tmp/cuda_init_costs [overlap] */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 static double now(void) { /* ms */
@@ -34,7 +40,46 @@ static void *sym(void *lib, const char *name) {
   return f;
 }
 
-int main(void) {
+static void *open_libs(void *arg) {
+  double *t = arg;
+  double a = now();
+  t[0] = dlopen("libnvrtc.so.13", RTLD_NOW | RTLD_LOCAL) != NULL;
+  t[1] = dlopen("libcublasLt.so.13", RTLD_NOW | RTLD_LOCAL) != NULL;
+  t[2] = now() - a;
+  return NULL;
+}
+
+/* cuInit and the primary context on this thread, NVRTC and cuBLASLt opened on another. */
+static int overlap(void) {
+  double t0 = now(), libs[3] = {0, 0, 0};
+  void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!cu) {
+    printf("cuda_init_costs: no libcuda.so.1 (%s)\n", dlerror());
+    return 1;
+  }
+  double t1 = now();
+  pthread_t th;
+  int threaded = pthread_create(&th, NULL, open_libs, libs) == 0;
+  if (((f_i)sym(cu, "cuInit"))(0)) {
+    printf("cuda_init_costs: cuInit failed (no usable GPU)\n");
+    return 1;
+  }
+  int dev;
+  void *ctx;
+  ((f_get)sym(cu, "cuDeviceGet"))(&dev, 0);
+  ((f_ret)sym(cu, "cuDevicePrimaryCtxRetain"))(&ctx, dev);
+  double t2 = now();
+  if (threaded) pthread_join(th, NULL);
+  else open_libs(libs);
+  double t3 = now();
+  printf("overlap: dlopen libcuda %.1f ms; cuInit + primary context %.1f ms beside dlopen NVRTC + cuBLASLt %.1f ms%s; "
+         "the phase %.1f ms\n",
+         t1 - t0, t2 - t1, libs[2], libs[0] && libs[1] ? "" : " (a library missing)", t3 - t1);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "overlap")) return overlap();
   double t0 = now();
   void *cu = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!cu) {
