@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "f623b62e597a8abd3a8b87e54fcb1918"
+const engineSourcesHash = "f283e815565bd7a903b75a15eb3c0659"

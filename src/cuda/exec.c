@@ -46,9 +46,10 @@ static lathe_status_t check_supported(const lathe_node *n) {
  * lasting texts the other steps will launch (lathe_cuda_texts_of) are compiled and loaded by the
  * same threads, so that a first execution finds them ready instead of compiling each at its
  * first launch, one after the other.
- * Batches of 8: on the 2-core machine NVRTC 13 compiled 8 elementwise kernels in one program in
- * half the time of 8 programs (its fixed cost per program is gone by then), and several batches
- * keep threads busy where NVRTC compiles programs in parallel (it did not on the H200's). */
+ * Batches of 8: build/nvrtc_bench compiled a plan's kernels in 0.65-0.72x the time of one program
+ * each on the 2-core machine, about as fast as all in one program (NVRTC's fixed cost per program
+ * is gone by then), and several batches keep threads busy where NVRTC compiles programs in
+ * parallel (it did not on the H200's). */
 enum { BIND_BATCH = 8 };
 typedef struct bind_job {
   lathe_cuda *cu;
