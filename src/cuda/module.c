@@ -254,6 +254,66 @@ static lathe_status_t cubin_of(cuda_dev *d, const char *source, uint64_t key, bo
   return NULL;
 }
 
+/* The module of source (of key) loaded on d: its cubin from the disk cache or NVRTC, compiled
+ * afresh when the cached file does not load (stale or damaged). */
+static lathe_status_t load_module(cuda_dev *d, const char *source, uint64_t key, lcuModule *mod) {
+  void *cubin = NULL;
+  size_t size = 0;
+  bool from_disk = false;
+  LATHE_RETURN_IF_ERROR(cubin_of(d, source, key, false, &cubin, &size, &from_disk));
+  lathe_status_t st = lathe_cuda_use(d);
+  if (!st) st = lathe_cuda_error(d->cu->api, d->cu->api->cuModuleLoadData(mod, cubin), "lathe:cuda: cuModuleLoadData");
+  if (st && from_disk) {
+    lathe_status_free(st);
+    free(cubin);
+    cubin = NULL;
+    st = cubin_of(d, source, key, true, &cubin, &size, &from_disk);
+    if (!st) st = lathe_cuda_error(d->cu->api, d->cu->api->cuModuleLoadData(mod, cubin), "lathe:cuda: cuModuleLoadData");
+  }
+  free(cubin);
+  return st;
+}
+
+/* The table's entry for source (of key), entered with module mod (and, when name is given, its
+ * function fn already looked up) unless another thread or an earlier batch entered it first;
+ * *entered says which. NULL when memory ran out. */
+static cuda_module *adopt(cuda_modules *m, const char *source, uint64_t key, lcuModule mod, bool owner, const char *name,
+                          lcuFunction fn, bool *entered) {
+  size_t len = strlen(source);
+  cuda_module *e = calloc(1, sizeof *e), *found = NULL;
+  char *src = malloc(len + 1), *nm = name ? malloc(strlen(name) + 1) : NULL;
+  *entered = false;
+  pthread_mutex_lock(&m->mu);
+  bool room = e && src && (nm || !name);
+  if (room && (m->cap == 0 || 2 * (m->n + 1) > m->cap)) {
+    lathe_status_t st = grow(m);
+    room = st == NULL;
+    lathe_status_free(st);
+  }
+  cuda_module **slot = room ? slot_for(m, key, source, len) : NULL;
+  if (slot && !*slot) {
+    memcpy(src, source, len + 1);
+    *e = (cuda_module){.key = key, .source = src, .len = len, .module = mod, .owner = owner};
+    if (name) {
+      strcpy(nm, name);
+      e->fn_names[0] = nm;
+      e->fns[0] = fn;
+      e->n_fns = 1;
+    }
+    *slot = e;
+    m->n++;
+    *entered = true;
+  }
+  if (slot) found = *slot;
+  pthread_mutex_unlock(&m->mu);
+  if (!*entered) {
+    free(e);
+    free(src);
+    free(nm);
+  }
+  return found;
+}
+
 /* The module of source on d: from the table, the disk cache, or NVRTC. Takes and drops mu;
  * entries are never removed before the device goes, so *out stays valid. */
 static lathe_status_t module_of(cuda_dev *d, const char *source, cuda_module **out) {
@@ -266,48 +326,12 @@ static lathe_status_t module_of(cuda_dev *d, const char *source, cuda_module **o
   if (slot && *slot) *out = *slot;
   pthread_mutex_unlock(&m->mu);
   if (st || (slot && *slot)) return st;
-  void *cubin = NULL;
-  size_t size = 0;
-  bool from_disk = false;
-  LATHE_RETURN_IF_ERROR(cubin_of(d, source, key, false, &cubin, &size, &from_disk));
   lcuModule mod = NULL;
-  st = lathe_cuda_use(d);
-  if (!st) st = lathe_cuda_error(d->cu->api, d->cu->api->cuModuleLoadData(&mod, cubin), "lathe:cuda: cuModuleLoadData");
-  if (st && from_disk) { /* a stale or damaged cache file: compile afresh */
-    lathe_status_free(st);
-    free(cubin);
-    cubin = NULL;
-    st = cubin_of(d, source, key, true, &cubin, &size, &from_disk);
-    if (!st) st = lathe_cuda_error(d->cu->api, d->cu->api->cuModuleLoadData(&mod, cubin), "lathe:cuda: cuModuleLoadData");
-  }
-  free(cubin);
-  if (st) return st;
-  cuda_module *e = calloc(1, sizeof *e);
-  char *src = malloc(len + 1);
-  pthread_mutex_lock(&m->mu);
-  st = (!e || !src) ? LATHE_OOM("lathe:cuda") : (m->cap == 0 || 2 * (m->n + 1) > m->cap) ? grow(m) : NULL;
-  slot = st ? NULL : slot_for(m, key, source, len);
-  if (slot && *slot) { /* another thread loaded it meanwhile: keep theirs */
-    *out = *slot;
-  } else if (slot) {
-    memcpy(src, source, len + 1);
-    e->key = key;
-    e->source = src;
-    e->len = len;
-    e->module = mod;
-    e->owner = true;
-    *slot = e;
-    m->n++;
-    *out = e;
-    e = NULL;
-    src = NULL;
-    mod = NULL;
-  }
-  pthread_mutex_unlock(&m->mu);
-  if (mod) d->cu->api->cuModuleUnload(mod);
-  free(e);
-  free(src);
-  return st;
+  LATHE_RETURN_IF_ERROR(load_module(d, source, key, &mod));
+  bool entered;
+  *out = adopt(m, source, key, mod, true, NULL, NULL, &entered);
+  if (!entered) d->cu->api->cuModuleUnload(mod); /* another thread loaded it meanwhile: theirs is kept */
+  return *out ? NULL : LATHE_OOM("lathe:cuda");
 }
 
 lathe_status_t lathe_cuda_kernel(cuda_dev *d, const char *source, const char *name, lcuFunction *out) {
@@ -389,41 +413,6 @@ char *lathe_cuda_batch_text(int n, const char *const *sources, size_t prefix) {
   return t.s;
 }
 
-/* Enters source (of key) into the table with module mod and its function fn; false when it is
- * there already (another thread, an earlier batch) or memory ran out. */
-static bool adopt(cuda_modules *m, const char *source, uint64_t key, lcuModule mod, bool owner, const char *name,
-                  lcuFunction fn) {
-  size_t len = strlen(source);
-  cuda_module *e = calloc(1, sizeof *e);
-  char *src = malloc(len + 1), *nm = malloc(strlen(name) + 1);
-  bool done = false;
-  pthread_mutex_lock(&m->mu);
-  bool room = e && src && nm;
-  if (room && (m->cap == 0 || 2 * (m->n + 1) > m->cap)) {
-    lathe_status_t st = grow(m);
-    room = st == NULL;
-    lathe_status_free(st);
-  }
-  cuda_module **slot = room ? slot_for(m, key, source, len) : NULL;
-  if (slot && !*slot) {
-    memcpy(src, source, len + 1);
-    strcpy(nm, name);
-    *e = (cuda_module){.key = key, .source = src, .len = len, .module = mod, .owner = owner, .n_fns = 1};
-    e->fn_names[0] = nm;
-    e->fns[0] = fn;
-    *slot = e;
-    m->n++;
-    done = true;
-  }
-  pthread_mutex_unlock(&m->mu);
-  if (!done) {
-    free(e);
-    free(src);
-    free(nm);
-  }
-  return done;
-}
-
 /* A module loaded for a batch's members, and the file it came from (a member whose file is a link
  * to one already loaded shares it). */
 typedef struct batch_module {
@@ -437,8 +426,10 @@ typedef struct batch_module {
  * the module lacks the function (then compiled). */
 static bool take(cuda_dev *d, batch_module *b, const char *source, uint64_t key, const char *name, lcuFunction *out) {
   lcuFunction fn = NULL;
+  bool entered;
   if (d->cu->api->cuModuleGetFunction(&fn, b->mod, name) != LCU_SUCCESS) return false;
-  if (adopt(&d->modules, source, key, b->mod, !b->owned, name, fn)) {
+  adopt(&d->modules, source, key, b->mod, !b->owned, name, fn, &entered);
+  if (entered) {
     b->owned = true;
     *out = fn;
   }
@@ -496,18 +487,10 @@ lathe_status_t lathe_cuda_kernels_batch(cuda_dev *d, int n, const char *const *s
   if (!st && left >= 2) { /* the rest as one program (one alone is compiled as itself, below) */
     for (int t = 0; t < left; t++) v[t] = sources[todo[t]];
     char *text = lathe_cuda_batch_text(left, v, prefix);
-    void *cubin = NULL;
-    size_t size = 0;
-    bool from_disk = false;
     uint64_t bkey = text ? source_key(text, strlen(text)) : 0;
-    lathe_status_t cs = text ? cubin_of(d, text, bkey, false, &cubin, &size, &from_disk) : LATHE_OOM("lathe:cuda: compile");
     lcuModule mod = NULL;
-    if (!cs && d->cu->api->cuModuleLoadData(&mod, cubin) != LCU_SUCCESS && from_disk) { /* damaged: afresh */
-      free(cubin);
-      cubin = NULL;
-      cs = cubin_of(d, text, bkey, true, &cubin, &size, &from_disk);
-      if (!cs && d->cu->api->cuModuleLoadData(&mod, cubin) != LCU_SUCCESS) mod = NULL;
-    }
+    lathe_status_t cs = text ? load_module(d, text, bkey, &mod) : LATHE_OOM("lathe:cuda: compile");
+    if (cs) mod = NULL;
     lathe_status_free(cs); /* a batch that fails is compiled member by member below, each with its own error */
     if (mod) {
       mods[nm] = (batch_module){.mod = mod};
@@ -519,7 +502,6 @@ lathe_status_t lathe_cuda_kernels_batch(cuda_dev *d, int n, const char *const *s
         take(d, b, sources[i], keys[i], names[i], &out[i]);
       }
     }
-    free(cubin);
     free(text);
   }
   for (int f = 0; f < nm; f++) /* modules no member entered (all there already) */

@@ -310,6 +310,26 @@ static void cache_files(const char *dir, int *files, int *inodes) {
   if (dp) closedir(dp);
 }
 
+/* One round of lathe_cuda_kernels_batch over n members on a fresh table of dev (twice when `again`:
+ * the second call finds them in the table): every member's function found, then the loads so far
+ * and the cache directory's files and inodes as wanted, and every module unloaded with the table. */
+static void batch_round(cuda_dev *dev, const char *dir, int n, const char *const *src, const char *const *names, size_t prefix,
+                        bool again, int loads, int files, int inodes, const char *what) {
+  lcuFunction out[64];
+  int nf, ni;
+  CHECK_OK(lathe_cuda_modules_init(&dev->modules));
+  for (int round = 0; round < (again ? 2 : 1); round++) {
+    CHECK_OK(lathe_cuda_kernels_batch(dev, n, src, names, prefix, out));
+    for (int i = 0; i < n; i++)
+      CHECK(out[i] && !strncmp((const char *)out[i], names[i], 25), "%s: member %d's function", what, i);
+  }
+  cache_files(dir, &nf, &ni);
+  CHECK(fake_loads == loads && nf == files && ni == inodes, "%s: %d loads, %d files, %d inodes (want %d, %d, %d)", what,
+        fake_loads, nf, ni, loads, files, inodes);
+  lathe_cuda_modules_destroy(dev);
+  CHECK(fake_live == 0, "%s: every module unloaded once: %d live", what, fake_live);
+}
+
 /* lathe_cuda_kernels_batch over a driver of symbols and a real disk cache: the missing members
  * compiled as one program whose cubin is cached once and linked under each member; a fresh
  * table loading a shared file once; a damaged batch compiled afresh; a batch that NVRTC refuses
@@ -351,33 +371,12 @@ TEST(cuda_kernels_batch_cache) {
   dev.cu = &cu, dev.cc = 90;
   size_t prefix = strlen(lathe_cuda_ew_prelude());
   lcuFunction out[MAXK];
-  int files, inodes, half = nb / 2;
-#define ALL_FOUND(n)                                                                          \
-  for (int i = 0; i < (n); i++)                                                               \
-    CHECK(out[i] && !strncmp((const char *)out[i], names[i], 25), "member %d's function", i);
-
-  /* 1: the first half compiled as one program, cached once, linked under each member */
-  CHECK_OK(lathe_cuda_modules_init(&dev.modules));
-  CHECK_OK(lathe_cuda_kernels_batch(&dev, half, src, names, prefix, out));
-  ALL_FOUND(half);
-  cache_files(dir, &files, &inodes);
-  CHECK(fake_loads == 1 && files == half + 1 && inodes == 1, "one batch: %d loads, %d files, %d inodes", fake_loads, files, inodes);
-  CHECK_OK(lathe_cuda_kernels_batch(&dev, half, src, names, prefix, out)); /* in the table now */
-  ALL_FOUND(half);
-  CHECK(fake_loads == 1, "found in the table: %d loads", fake_loads);
-  lathe_cuda_modules_destroy(&dev);
-  CHECK(fake_live == 0, "the shared module unloaded once: %d live", fake_live);
-
+  int half = nb / 2;
+  /* 1: the first half compiled as one program, cached once, linked under each member; a second
+   * call finds them in the table */
+  batch_round(&dev, dir, half, src, names, prefix, true, 1, half + 1, 1, "one batch");
   /* 2: a fresh table: the first half from disk (one file, loaded once), the rest compiled */
-  CHECK_OK(lathe_cuda_modules_init(&dev.modules));
-  CHECK_OK(lathe_cuda_kernels_batch(&dev, nb, src, names, prefix, out));
-  ALL_FOUND(nb);
-  cache_files(dir, &files, &inodes);
-  CHECK(fake_loads == 3 && files == nb + 2 && inodes == 2, "disk and a second batch: %d loads, %d files, %d inodes", fake_loads,
-        files, inodes);
-  lathe_cuda_modules_destroy(&dev);
-  CHECK(fake_live == 0, "%d live", fake_live);
-
+  batch_round(&dev, dir, nb, src, names, prefix, false, 3, nb + 2, 2, "disk and a second batch");
   /* 3: one file damaged (and so every link to it: one batch): that batch compiled afresh */
   {
     char path[600] = "";
@@ -392,14 +391,7 @@ TEST(cuda_kernels_batch_cache) {
       fclose(f);
     }
   }
-  CHECK_OK(lathe_cuda_modules_init(&dev.modules));
-  CHECK_OK(lathe_cuda_kernels_batch(&dev, nb, src, names, prefix, out));
-  ALL_FOUND(nb);
-  cache_files(dir, &files, &inodes);
-  CHECK(fake_loads == 5 && files == nb + 2 && inodes == 2, "damaged batch recompiled: %d loads, %d files, %d inodes", fake_loads,
-        files, inodes);
-  lathe_cuda_modules_destroy(&dev);
-  CHECK(fake_live == 0, "%d live", fake_live);
+  batch_round(&dev, dir, nb, src, names, prefix, false, 5, nb + 2, 2, "damaged batch recompiled");
 
   /* 4: NVRTC refuses the batch: the good member compiled alone, the error from the broken one */
   {
@@ -421,7 +413,6 @@ TEST(cuda_kernels_batch_cache) {
     free(good);
     free(bad);
   }
-#undef ALL_FOUND
   { /* the cache directory goes */
     DIR *dp = opendir(dir);
     for (struct dirent *e; dp && (e = readdir(dp));) {
