@@ -15,6 +15,7 @@
 #   (LATHE_BENCH_LATHE replaces the lathe configurations, ";"-separated; LATHE_BENCH_ONLY picks workloads
 #   of either, and then micro leaves out the first calls in fresh processes)
 set -uo pipefail
+export GOTOOLCHAIN=go1.27.3 # go.mod needs Go 1.27: the go command fetches this toolchain once
 cd "$(dirname "$0")/.."
 bin=$1 what=${2:-all} rounds=${3:-9}
 plugin=$(python3 -c 'import jax_plugins.xla_cuda13 as m, os; print(os.path.join(os.path.dirname(m.__file__), "xla_cuda_plugin.so"))' 2>/dev/null)

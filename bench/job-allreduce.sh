@@ -9,6 +9,7 @@
 #
 # PYTHON names a Python with torch (default python3).
 set -eu
+export GOTOOLCHAIN=go1.27.3 # go.mod needs Go 1.27: the go command fetches this toolchain once
 ROUNDS=${1:-3}
 PS=${2:-2 4}
 BUILD=${BUILD:-build}

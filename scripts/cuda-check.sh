@@ -9,6 +9,7 @@
 # unpacked: GOMLX_SUITE_LOGS=<logs>/suite scripts/gomlx-suite.sh lathe:cuda counts the suites.
 # Usage: scripts/cuda-check.sh DIR [JOBS]      (LATHE_CHECK_CONFIG overrides lathe:cuda)
 set -uo pipefail
+export GOTOOLCHAIN=go1.27.3 # go.mod needs Go 1.27: the go command fetches this toolchain once
 cd "$(dirname "$0")/.."
 dir=$1 jobs=${2:-$(nproc)} config=${LATHE_CHECK_CONFIG:-lathe:cuda}
 logs=${LOGS:-$dir/logs}

@@ -6,6 +6,7 @@
 # GOMLX_SUITE_PKGS picks the GoMLX packages (default: the nine that docs/CUDA.md reports).
 # Usage: scripts/cuda-pack.sh DIR
 set -euo pipefail
+export GOTOOLCHAIN=go1.27.3 # go.mod needs Go 1.27: the go command fetches this toolchain once
 repo=$(cd "$(dirname "$0")/.." && pwd)
 dir=$(mkdir -p "$1" && cd "$1" && pwd)
 tmp=$(mktemp -d)

@@ -7,6 +7,7 @@
 #   BIN holds gvj (bench/cmd/gomlx-vs-jax); WORKLOAD is a -only substring (mlp, cnn, transformer);
 #   CONTENDER is a lathe configuration (lathe:cuda,tf32=1) or xla:cuda.
 set -uo pipefail
+export GOTOOLCHAIN=go1.27.3 # go.mod needs Go 1.27: the go command fetches this toolchain once
 cd "$(dirname "$0")/.."
 bin=$1 workload=$2 who=$3 rounds=${4:-4} top=${5:-25}
 ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)

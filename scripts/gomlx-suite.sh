@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs GoMLX v0.28.7's own test suites (core/..., ml/...) on a backend: lathe:cpu by default, or
+# Runs GoMLX's own test suites (the version of go.mod) (core/..., ml/...) on a backend: lathe:cpu by default, or
 # the one named by the first argument (`go` for GoMLX's own Go backend, to compare; `mlx:...`
 # for the MLX device, built with the tag mlx).
 #
@@ -20,9 +20,10 @@
 # binary into DIR (core_graph.test, ..., with the package's data files in core_graph.data) and runs nothing; there, scripts/gomlx-suite-bin.sh runs
 # them and writes their logs; back here, GOMLX_SUITE_LOGS=DIR counts those logs as above.
 set -euo pipefail
+export GOTOOLCHAIN=go1.27.3 # go.mod needs Go 1.27: the go command fetches this toolchain once
 repo=$(cd "$(dirname "$0")/.." && pwd)
 backend=${1:-lathe:cpu}
-version=v0.28.7
+version=$(cd "$repo" && go list -m -f '{{.Version}}' github.com/gomlx/gomlx) # go.mod's
 scratch=${GOMLX_SUITE_DIR:-$repo/build/gomlx-suite}
 pkgs=${GOMLX_SUITE_PKGS:-./core/... ./ml/...}
 

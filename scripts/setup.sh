@@ -11,6 +11,7 @@
 #    the mlx wheel (its Python API, for the benchmark).
 # scripts/test.sh installs both; scripts/demo.sh neither (the demo needs OpenBLAS and Go modules).
 set -euo pipefail
+export GOTOOLCHAIN=go1.27.3 # go.mod needs Go 1.27: the go command fetches this toolchain once
 cd "$(dirname "$0")/.."
 need=()
 command -v cc >/dev/null 2>&1 || need+=(gcc)

@@ -7,6 +7,7 @@
 # (scripts/install-check.sh) and that the examples' config errors are one line naming the fix
 # (scripts/config-errors-check.sh).
 set -euo pipefail
+export GOTOOLCHAIN=go1.27.3 # go.mod needs Go 1.27: the go command fetches this toolchain once
 cd "$(dirname "$0")/.."
 LATHE_WITH_CLANG=1 LATHE_WITH_GLOO=1 ./scripts/setup.sh
 jobs=$(nproc 2>/dev/null || echo 2)

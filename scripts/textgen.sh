@@ -5,6 +5,7 @@
 # Extra arguments go to the program, e.g. -steps 2000 or -backend lathe:cpu,threads=2 (GoMLX's go
 # backend, -backend go, stalls on this model: docs/GO.md). Set-up as for the demo: no wheels.
 set -euo pipefail
+export GOTOOLCHAIN=go1.27.3 # go.mod needs Go 1.27: the go command fetches this toolchain once
 cd "$(dirname "$0")/.."
 LATHE_NVRTC=0 LATHE_MLX=0 ./scripts/setup.sh
 gomlx=$(go list -m -f '{{.Dir}}' github.com/gomlx/gomlx)

@@ -168,6 +168,8 @@ func capabilitiesOf(cb C.lathe_backend_t) compute.Capabilities {
 		// Native: one plan serves every binding (mlx:dynamic); Recompiling: a specialisation per
 		// binding (lathe:cpu, lathe:cuda, compiled mlx). DynamicAxes (deprecated) follows it.
 		DynamicShapes: compute.DynamicShapesSupport(C.lathe_backend_dynamic_shapes(cb)),
+		// DynamicShape and DynamicDimensionSize give Int64 sizes on every device.
+		DynamicDimDType: dtypes.Int64,
 	}
 	caps.DynamicAxes = caps.DynamicShapes != compute.DynamicShapesNone
 	var supported []C.lathe_dtype

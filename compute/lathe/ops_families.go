@@ -197,9 +197,13 @@ func (f *Function) RNGBitGenerator(state compute.Value, shape shapes.Shape) (com
 
 // FFT over the innermost len(fftLength) axes.
 func (f *Function) FFT(operand compute.Value, fftType compute.FFTType, fftLength []int) (compute.Value, error) {
+	ft, err := enumOf("FFT", "FFT type", fftTypes, fftType)
+	if err != nil {
+		return nil, err
+	}
 	fl := cInt64s(fftLength)
 	return f.op1("FFT", []compute.Value{operand}, func(cs []C.lathe_value_t, out *C.lathe_value_t) C.lathe_status_t {
-		return C.lathe_fft(f.c, cs[0], C.lathe_fft_type(fftType), ptr(fl), C.int(len(fl)), out)
+		return C.lathe_fft(f.c, cs[0], ft, ptr(fl), C.int(len(fl)), out)
 	})
 }
 
@@ -238,14 +242,14 @@ func (f *Function) BatchNormGradient(operand, scale, mean, variance, gradOutput 
 
 // Dynamic shapes.
 
-// DynamicShape returns x's dims at run time as Int32[rank].
+// DynamicShape returns x's dims at run time as Int64[rank] (Capabilities.DynamicDimDType).
 func (f *Function) DynamicShape(operand compute.Value) (compute.Value, error) {
 	return f.op1("DynamicShape", []compute.Value{operand}, func(cs []C.lathe_value_t, out *C.lathe_value_t) C.lathe_status_t {
 		return C.lathe_dynamic_shape(f.c, cs[0], out)
 	})
 }
 
-// DynamicDimensionSize returns the size of an axis at run time as an Int32 scalar.
+// DynamicDimensionSize returns the size of an axis at run time as an Int64 scalar.
 func (f *Function) DynamicDimensionSize(operand compute.Value, axis int) (compute.Value, error) {
 	return f.op1("DynamicDimensionSize", []compute.Value{operand}, func(cs []C.lathe_value_t, out *C.lathe_value_t) C.lathe_status_t {
 		return C.lathe_dynamic_dimension_size(f.c, cs[0], C.int(axis), out)

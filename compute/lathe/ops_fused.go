@@ -10,7 +10,8 @@ import (
 	"github.com/pkg/errors"
 )
 
-// The fused ops (FusedSoftmax, FusedGelu, FusedLayerNorm, FusedDense and the attention ops).
+// The fused ops (FusedSoftmax, FusedActivation, FusedLayerNorm, FusedDense and the attention ops,
+// with the VJPs GoMLX asks for).
 // An error wrapping compute.ErrNotImplemented makes GoMLX decompose instead. Optional operands
 // (nil in Go) are NULL in C.
 
@@ -21,11 +22,34 @@ func (f *Function) FusedSoftmax(x compute.Value, axis int) (compute.Value, error
 	})
 }
 
-// FusedGelu is GELU, exact or tanh-approximated.
-func (f *Function) FusedGelu(x compute.Value, exact bool) (compute.Value, error) {
-	return f.op1("FusedGelu", []compute.Value{x}, func(cs []C.lathe_value_t, out *C.lathe_value_t) C.lathe_status_t {
-		return C.lathe_fused_gelu(f.c, cs[0], C.bool(exact), out)
+// FusedActivation applies cfg's activation (SwiGLU halves the last axis).
+func (f *Function) FusedActivation(x compute.Value, cfg compute.ActivationConfig) (compute.Value, error) {
+	act, err := activationOf("FusedActivation", cfg.Type)
+	if err != nil {
+		return nil, err
+	}
+	return f.op1("FusedActivation", []compute.Value{x}, func(cs []C.lathe_value_t, out *C.lathe_value_t) C.lathe_status_t {
+		return C.lathe_fused_activation(f.c, cs[0], act, out)
 	})
+}
+
+// FusedActivationVJP is dOutput times the activation's derivative, from y or, where the
+// activation needs it, from x (either may be nil where the other serves).
+func (f *Function) FusedActivationVJP(y, x, dOutput compute.Value, cfg compute.ActivationConfig) (compute.Value, error) {
+	const op = "FusedActivationVJP"
+	act, err := activationOf(op, cfg.Type)
+	if err != nil {
+		return nil, err
+	}
+	cs, err := f.optValues(op, y, x, dOutput)
+	if err != nil {
+		return nil, err
+	}
+	var out C.lathe_value_t
+	if err := toError(C.lathe_fused_activation_vjp(f.c, cs[0], cs[1], cs[2], act, &out)); err != nil {
+		return nil, err
+	}
+	return f.wrap(out), nil
 }
 
 // FusedLayerNorm normalises over axes, with optional gamma and beta (nil).
@@ -54,6 +78,14 @@ func (f *Function) FusedLayerNorm(x compute.Value, axes []int, epsilon float64, 
 
 // FusedDense is activation(x @ weight + bias); bias may be nil.
 func (f *Function) FusedDense(x, weight, bias compute.Value, options compute.DenseConfig) (compute.Value, error) {
+	act, err := activationOf("FusedDense", options.Activation.Type)
+	if err != nil {
+		return nil, err
+	}
+	layout, err := enumOf("FusedDense", "weight layout", denseLayouts, options.WeightLayout)
+	if err != nil {
+		return nil, err
+	}
 	ops := []compute.Value{x, weight}
 	if bias != nil {
 		ops = append(ops, bias)
@@ -63,9 +95,35 @@ func (f *Function) FusedDense(x, weight, bias compute.Value, options compute.Den
 		if len(cs) == 3 {
 			b = cs[2]
 		}
-		return C.lathe_fused_dense(f.c, cs[0], cs[1], b, C.lathe_activation(options.Activation),
-			C.lathe_dense_layout(options.WeightLayout), out)
+		return C.lathe_fused_dense(f.c, cs[0], cs[1], b, act, layout, out)
 	})
+}
+
+// FusedDenseVJP returns the gradients of FusedDense's x, weight and bias (nil when bias is nil).
+func (f *Function) FusedDenseVJP(x, weight, bias, y, dOutput compute.Value, options compute.DenseConfig) (dx, dWeight, dBias compute.Value, err error) {
+	const op = "FusedDenseVJP"
+	act, err := activationOf(op, options.Activation.Type)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	layout, err := enumOf(op, "weight layout", denseLayouts, options.WeightLayout)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cs, err := f.optValues(op, x, weight, bias, y, dOutput)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var out [3]C.lathe_value_t
+	if err := toError(C.lathe_fused_dense_vjp(f.c, cs[0], cs[1], cs[2], cs[3], cs[4], act,
+		layout, &out[0])); err != nil {
+		return nil, nil, nil, err
+	}
+	dx, dWeight = f.wrap(out[0]), f.wrap(out[1])
+	if out[2] != nil {
+		dBias = f.wrap(out[2])
+	}
+	return dx, dWeight, dBias, nil
 }
 
 // optValues converts operands that may be nil; nil stays NULL.
@@ -114,8 +172,12 @@ func (f *Function) FusedScaledDotProductAttention(query, key, value compute.Valu
 	if err != nil {
 		return nil, nil, err
 	}
+	cl, err := enumOf("FusedScaledDotProductAttention", "axes layout", attentionLayouts, layout)
+	if err != nil {
+		return nil, nil, err
+	}
 	var out [2]C.lathe_value_t
-	if err := toError(C.lathe_fused_scaled_dot_product_attention(f.c, cs[0], cs[1], cs[2], C.lathe_attention_layout(layout), &cfg, &out[0])); err != nil {
+	if err := toError(C.lathe_fused_scaled_dot_product_attention(f.c, cs[0], cs[1], cs[2], cl, &cfg, &out[0])); err != nil {
 		return nil, nil, err
 	}
 	return f.wrap(out[0]), []compute.Value{f.wrap(out[1])}, nil
@@ -137,8 +199,12 @@ func (f *Function) FusedScaledDotProductAttentionVJP(query, key, value compute.V
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	cl, err := enumOf(op, "axes layout", attentionLayouts, layout)
+	if err != nil {
+		return nil, nil, nil, err
+	}
 	var out [3]C.lathe_value_t
-	if err := toError(C.lathe_fused_scaled_dot_product_attention_vjp(f.c, cs[0], cs[1], cs[2], C.lathe_attention_layout(layout), &cfg,
+	if err := toError(C.lathe_fused_scaled_dot_product_attention_vjp(f.c, cs[0], cs[1], cs[2], cl, &cfg,
 		cs[3], ptr(states), C.int(len(states)), cs[4], &out[0])); err != nil {
 		return nil, nil, nil, err
 	}
