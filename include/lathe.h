@@ -562,14 +562,33 @@ lathe_status_t lathe_fused_gelu(lathe_function_t fn, lathe_value_t x, bool exact
  * axes, in the order given). */
 lathe_status_t lathe_fused_layer_norm(lathe_function_t fn, lathe_value_t x, const int *axes, int n_axes, double epsilon,
                                       lathe_value_t gamma, lathe_value_t beta, lathe_value_t *out);
+/* Activations of the fused ops. The numbering is lathe's own, kept stable across releases; it is
+ * not GoMLX's compute.ActivationType (which renumbers between releases: the Go layer maps by name).
+ * Their formulas and derivatives are the rows of src/graph/ew.def (LATHE_ACT), as GoMLX's Go
+ * backend computes them. */
 typedef enum lathe_activation {
   LATHE_ACTIVATION_NONE = 0,
-  LATHE_ACTIVATION_GELU = 1, /* exact (erf), as GoMLX's FusedDense */
+  LATHE_ACTIVATION_GELU = 1, /* exact (erf) */
   LATHE_ACTIVATION_RELU = 2,
   LATHE_ACTIVATION_SILU = 3,
   LATHE_ACTIVATION_HARD_SWISH = 4,
   LATHE_ACTIVATION_TANH = 5,
+  LATHE_ACTIVATION_SIGMOID = 6,
+  LATHE_ACTIVATION_HARD_SIGMOID = 7,     /* max(0, min(1, 0.2x + 0.5)) */
+  LATHE_ACTIVATION_LEAKY_RELU = 8,       /* slope 0.3 below 0 */
+  LATHE_ACTIVATION_SELU = 9,             /* scale 1.0507..., alpha 1.6733... */
+  LATHE_ACTIVATION_GELU_APPROXIMATE = 10, /* the tanh form */
+  LATHE_ACTIVATION_SWIGLU = 11, /* silu(gate) * value, gate the first half of the last axis; not for the dense ops */
 } lathe_activation;
+/* y = activation(x), the shape of x; SwiGLU halves the last axis (static and even). */
+lathe_status_t lathe_fused_activation(lathe_function_t fn, lathe_value_t x, lathe_activation activation, lathe_value_t *out);
+/* dx = d_output * activation'(...), the shape of x (or of y when x is NULL). y or x may be NULL as
+ * the activation allows (NULL where needed is INVALID_ARGUMENT naming it): the activations whose
+ * derivative follows from y (None, ReLU, Sigmoid, HardSigmoid, LeakyReLU, SELU, Tanh) take y or x
+ * and use y when both are given; the others (GELU, GELU approximate, SiLU, HardSwish, SwiGLU)
+ * need x and ignore y. d_output has y's shape. */
+lathe_status_t lathe_fused_activation_vjp(lathe_function_t fn, lathe_value_t y, lathe_value_t x, lathe_value_t d_output,
+                                          lathe_activation activation, lathe_value_t *out);
 typedef enum lathe_dense_layout {
   LATHE_DENSE_INPUT_OUTPUTS = 0, /* weight [in, out...] */
   LATHE_DENSE_OUTPUTS_INPUT = 1, /* weight [out..., in] */
@@ -577,6 +596,13 @@ typedef enum lathe_dense_layout {
 /* activation(x @ weight + bias): x [batch..., in]; bias [out...] or NULL; result [batch..., out...]. */
 lathe_status_t lathe_fused_dense(lathe_function_t fn, lathe_value_t x, lathe_value_t weight, lathe_value_t bias,
                                  lathe_activation activation, lathe_dense_layout layout, lathe_value_t *out);
+/* The gradients of lathe_fused_dense from its result y (the activation's derivative must follow
+ * from y: not GELU, GELU approximate, SiLU, HardSwish, SwiGLU) and d_output (y's shape). out
+ * (caller's array of 3) receives out[0] = dx (x's shape), out[1] = d_weight (weight's shape),
+ * out[2] = d_bias (bias's shape; NULL when bias is NULL). */
+lathe_status_t lathe_fused_dense_vjp(lathe_function_t fn, lathe_value_t x, lathe_value_t weight, lathe_value_t bias,
+                                     lathe_value_t y, lathe_value_t d_output, lathe_activation activation,
+                                     lathe_dense_layout layout, lathe_value_t out[3]);
 /* ---- Dynamic shapes ---- */
 /* Dynamic shapes: parameters may have dynamic axes (size -1 with a name); an executable binds
  * the names from its inputs' shapes and keeps one specialisation per binding. */

@@ -826,16 +826,31 @@ void tst_run_expect(const char *label, lathe_builder_t b, const void *const *ins
   tst_free_output(got);
 }
 
-double tst_activation_ref(double v, lathe_activation a) {
-  switch (a) {
-    case LATHE_ACTIVATION_GELU: return 0.5 * v * (1 + erf(v / sqrt(2.0)));
-    case LATHE_ACTIVATION_RELU: return v < 0 ? 0 : v;
-    case LATHE_ACTIVATION_SILU: return v / (1 + exp(-v));
-    case LATHE_ACTIVATION_HARD_SWISH: return v * fmin(fmax(v / 6 + 0.5, 0), 1);
-    case LATHE_ACTIVATION_TANH: return tanh(v);
-    default: return v;
+/* ew.def's LATHE_ACT rows in double: the references of the activation rows. */
+#define LATHE_EW(OP, KIND, CLASS, RULE, EXPR)
+double tst_activation_ref(double x, lathe_activation a) {
+  typedef double T;
+  switch ((int)a) {
+#define LATHE_ACT(E, NUM, FORM, FWD, VJP_X, VJP_Y) \
+  case NUM: return (T)(FWD);
+#include "graph/ew.def"
+#undef LATHE_ACT
+    default: return x;
   }
 }
+double tst_activation_vjp_ref(double v, double g, lathe_activation a, bool from_y) {
+  typedef double T;
+  double x = v, y = v;
+  (void)x, (void)y;
+  switch ((int)a) {
+#define LATHE_ACT(E, NUM, FORM, FWD, VJP_X, VJP_Y) \
+  case NUM: return from_y ? (T)(VJP_Y) : (T)(VJP_X);
+#include "graph/ew.def"
+#undef LATHE_ACT
+    default: return g;
+  }
+}
+#undef LATHE_EW
 
 const lathe_dtype tst_all_dtypes[] = {
 #define LATHE_DTYPE(ENUM, GoName, id, bits, compute_t, CLASS) LATHE_DTYPE_##ENUM,

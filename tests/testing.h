@@ -202,6 +202,8 @@ lathe_builder_t tst_rows_graph(lathe_backend_t be, lathe_dtype dt, int which, in
 
 /* The reference value of activation a at v (in double). */
 double tst_activation_ref(double v, lathe_activation a);
+/* dx of the activation from x (from_y false) or y (true; Y-form activations) and g, in double. */
+double tst_activation_vjp_ref(double v, double g, lathe_activation a, bool from_y);
 
 /* Every dtype lathe knows, for loops over dtypes. */
 extern const lathe_dtype tst_all_dtypes[];

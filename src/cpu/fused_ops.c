@@ -1,11 +1,13 @@
 /* fused_ops.c -- the CPU family of the FUSED kind: the fused ops of the op table (not fusion
  * regions, which are src/graph/program.c and region.c). FusedSoftmax, FusedGelu, FusedLayerNorm
- * and FusedDense are computed here, each reading and writing memory once per pass where the
+ * and FusedDense are computed here (activations: activation.c, which also runs FusedActivation,
+ * its VJP and FusedDenseVJP), each reading and writing memory once per pass where the
  * decomposition materialises several temporaries; Float32 and Float64 compute natively,
  * Float16/BFloat16 are widened to Float32 around the Float32 kernel. The attention ops go to
  * attention.c and the quantized ops to quantized.c. */
 #include <math.h>
 
+#include "activation.h"
 #include "attention.h"
 #include "blas.h"
 #include "cpu.h"
@@ -23,6 +25,10 @@ bool lathe_cpu_supports_fused(lathe_op op, lathe_dtype dt) {
     case LATHE_OP_FUSED_QUANTIZED_DENSE:
     case LATHE_OP_QUANTIZED_EMBEDDING_LOOKUP:
       return lathe_cpu_supports_quantized(op, dt);
+    case LATHE_OP_FUSED_ACTIVATION:
+    case LATHE_OP_FUSED_ACTIVATION_VJP:
+    case LATHE_OP_FUSED_DENSE_VJP:
+      return lathe_cpu_supports_activation(op, dt);
     case LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION:
     case LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION_VJP:
     case LATHE_OP_FUSED_ATTENTION_QKV_PROJECTION:
@@ -97,19 +103,6 @@ typedef struct {
       }                                                                                          \
     }                                                                                            \
   }                                                                                              \
-  static inline T act_##SUF(T v, int64_t act) {                                                  \
-    switch (act) {                                                                               \
-      case LATHE_ACTIVATION_GELU: return gelu1_##SUF(v, true);                                   \
-      case LATHE_ACTIVATION_RELU: return v < 0 ? 0 : v;                                          \
-      case LATHE_ACTIVATION_SILU: return v / ((T)1 + EXP(-v));                                   \
-      case LATHE_ACTIVATION_HARD_SWISH: {                                                        \
-        T s = v * (T)(1.0 / 6.0) + (T)0.5;                                                       \
-        return v * (s < 0 ? 0 : s > 1 ? 1 : s);                                                  \
-      }                                                                                          \
-      case LATHE_ACTIVATION_TANH: return TANH(v);                                                \
-      default: return v;                                                                         \
-    }                                                                                            \
-  }                                                                                              \
   /* rows [b, e) of the product, then bias and activation while the rows are in cache */         \
   static void dense_##SUF(void *vc, int64_t b, int64_t e) {                                      \
     fctx *c = vc;                                                                                \
@@ -121,11 +114,12 @@ typedef struct {
     const T *bias = lathe_attr_fused_dense_has_bias(c->n) ? c->in[2]->data : NULL;               \
     int64_t act = lathe_attr_fused_dense_activation(c->n);                                       \
     if (!bias && act == LATHE_ACTIVATION_NONE) return;                                           \
-    for (int64_t r = b; r < e; r++)                                                              \
-      for (int64_t j = 0; j < c->nn; j++) {                                                      \
-        T v = y[r * c->nn + j] + (bias ? bias[j] : 0);                                           \
-        y[r * c->nn + j] = act_##SUF(v, act);                                                    \
-      }                                                                                          \
+    for (int64_t r = b; r < e; r++) {                                                            \
+      T *yr = y + r * c->nn;                                                                     \
+      if (bias)                                                                                  \
+        for (int64_t j = 0; j < c->nn; j++) yr[j] += bias[j];                                    \
+      lathe_cpu_act_##SUF((int)act, yr, yr, c->nn);                                              \
+    }                                                                                            \
   }
 
 DEFINE_FUSED(float, f32, expf, erff, tanhf, sqrtf)
@@ -190,11 +184,12 @@ static void dense_ep_f32(void *vc, float *y, int64_t ldy, int64_t i0, int64_t j0
     for (int64_t r = 0; r < rows; r++) bias_relu_row(y + r * ldy, bias, cols, act == LATHE_ACTIVATION_RELU);
     return;
   }
-  for (int64_t r = 0; r < rows; r++)
-    for (int64_t j = 0; j < cols; j++) {
-      float v = y[r * ldy + j] + (bias ? bias[j] : 0);
-      y[r * ldy + j] = act_f32(v, act);
-    }
+  for (int64_t r = 0; r < rows; r++) {
+    float *yr = y + r * ldy;
+    if (bias)
+      for (int64_t j = 0; j < cols; j++) yr[j] += bias[j];
+    lathe_cpu_act_f32((int)act, yr, yr, cols);
+  }
 }
 
 /* ---- geometry ---- */
@@ -290,6 +285,7 @@ static lathe_status_t run_typed(lathe_cpu_exec *ex, fctx *c, bool f64) {
 }
 
 lathe_status_t lathe_cpu_run_fused(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
+  if (lathe_cpu_supports_activation(n->op, in[0]->shape.dtype)) return lathe_cpu_run_activation(ex, n, in, out);
   if (n->op == LATHE_OP_FUSED_QUANTIZED_DENSE || n->op == LATHE_OP_QUANTIZED_EMBEDDING_LOOKUP)
     return lathe_cpu_run_quantized(ex, n, in, out);
   if (lathe_cpu_attention_op(n->op)) return lathe_cpu_run_attention(ex, n, in, out);

@@ -14,6 +14,7 @@
 
 #include "blas.h"
 #include "dtype_dispatch.h"
+#include "activation.h"
 #include "quantized.h"
 
 bool lathe_cpu_supports_quantized(lathe_op op, lathe_dtype dt) {
@@ -159,26 +160,14 @@ typedef struct qctx {
   atomic_int oom;
 } qctx;
 
-static inline float activate(float v, int act) {
-  switch (act) {
-    case LATHE_ACTIVATION_GELU: return v * 0.5f * (1.0f + erff(v * 0.70710678118654752f));
-    case LATHE_ACTIVATION_RELU: return v < 0 ? 0 : v;
-    case LATHE_ACTIVATION_SILU: return v / (1.0f + expf(-v));
-    case LATHE_ACTIVATION_HARD_SWISH: {
-      float s = v * (1.0f / 6.0f) + 0.5f;
-      return v * (s < 0 ? 0 : s > 1 ? 1 : s);
-    }
-    case LATHE_ACTIVATION_TANH: return tanhf(v);
-    default: return v;
-  }
-}
-
 /* Bias and activation over rows [m0, m1), outputs [j0, j1) of y. */
 static void finish(const qctx *c, int64_t m0, int64_t m1, int64_t j0, int64_t j1) {
   if (!c->bias && c->act == LATHE_ACTIVATION_NONE) return;
   for (int64_t r = m0; r < m1; r++) {
     float *y = c->y + r * c->nn;
-    for (int64_t j = j0; j < j1; j++) y[j] = activate(y[j] + (c->bias ? c->bias[j] : 0), c->act);
+    if (c->bias)
+      for (int64_t j = j0; j < j1; j++) y[j] += c->bias[j];
+    lathe_cpu_act_f32(c->act, y + j0, y + j0, j1 - j0);
   }
 }
 

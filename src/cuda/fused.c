@@ -1,5 +1,6 @@
-/* fused.c -- the FUSED family on the GPU: FusedSoftmax, FusedGelu, FusedLayerNorm and
- * FusedDense here; the attention ops in attention.c, the quantized ones in quantized.c.
+/* fused.c -- the FUSED family on the GPU: FusedSoftmax, FusedGelu, FusedLayerNorm, FusedDense,
+ * FusedDenseVJP (the y derivative, two cuBLASLt products and column sums), FusedActivation and
+ * its VJP (kernels over the activations generated from src/graph/ew.def) here; the attention ops in attention.c, the quantized ones in quantized.c.
  *
  * Semantics are lathe:cpu's (src/cpu/fused.c): Float32 and Float64 compute natively,
  * Float16/BFloat16 compute in f32 and round once when stored. Row ops (softmax over its axis,
@@ -10,10 +11,12 @@
  * are, f32 sums) followed by one pass for the bias and the activation. */
 #include <stdio.h>
 
+#include "../graph/ew.h"
 #include "gemm.h"
 #include "kernels/zkernels.h"
 
 static const char fused_src[] = LT_CUH_FUSED;
+static const char act_src[] = LT_CUH_ACTIVATION;
 
 /* Softmax of rows of at most 32 * PER elements, a warp per row: each lane keeps its elements and
  * their exponentials in registers, so the row is read once and exp runs once per element, and the
@@ -22,15 +25,15 @@ static const char softmax_warp_src[] = LT_CUH_SOFTMAX_WARP;
 
 /* Texts by group of kernels and dtype (softmax_warp.cuh's tail instantiates one of each), each
  * made once and compiled on first use: one text of them all took NVRTC 5.7 s. */
-enum { FG_SOFTMAX, FG_GELU, FG_LAYER_NORM, FG_DENSE, N_FG };
+enum { FG_SOFTMAX, FG_GELU, FG_LAYER_NORM, FG_DENSE, FG_ACT, N_FG };
 enum { N_FD = 4 };
 static const lathe_dtype fused_dts[N_FD] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT64, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_BFLOAT16};
 
 /* The text of group g and dtype index d: access helpers, reductions, activations, kernels. */
 static char *fused_text(int g, int d) {
   lt_text t = {0};
-  lt_put(&t, "#define LT_FG %d\n#define LT_FD %d\n%s%s%s%s%s", g, d, lathe_cuda_access_source(), lathe_cuda_reduce_source(),
-         lathe_cuda_activation_source(), fused_src, softmax_warp_src);
+  lt_put(&t, "#define LT_FG %d\n#define LT_FD %d\n%s%s%s%s%s%s", g, d, lathe_cuda_access_source(), lathe_cuda_reduce_source(),
+         lathe_cuda_activation_source(), fused_src, act_src, softmax_warp_src);
   if (t.oom) free(t.s);
   return t.oom ? NULL : t.s;
 }
@@ -73,8 +76,11 @@ void lathe_cuda_texts_fused(const cuda_dev *d, const lathe_node *n, lathe_cuda_t
           : n->op == LATHE_OP_FUSED_LAYER_NORM ? FG_LAYER_NORM
           : n->op == LATHE_OP_FUSED_DENSE      ? FG_DENSE
                                                : -1;
+  if (n->op == LATHE_OP_FUSED_ACTIVATION || n->op == LATHE_OP_FUSED_ACTIVATION_VJP || n->op == LATHE_OP_FUSED_DENSE_VJP)
+    g = FG_ACT;
   const char *t = g >= 0 ? fused_source(g, dt) : NULL;
   if (t) fn(ctx, t);
+  if (n->op == LATHE_OP_FUSED_DENSE_VJP && (t = fused_source(FG_DENSE, dt))) fn(ctx, t); /* halves' conversions */
   if (lathe_cuda_attention_op(n->op)) lathe_cuda_texts_attention(d, n, fn, ctx);
   if (n->op == LATHE_OP_FUSED_QUANTIZED_DENSE || n->op == LATHE_OP_QUANTIZED_EMBEDDING_LOOKUP) {
     if ((t = lathe_cuda_quantized_text())) fn(ctx, t);
@@ -88,6 +94,9 @@ bool lathe_cuda_supports_fused(lathe_op op, lathe_dtype dt) {
     case LATHE_OP_FUSED_GELU:
     case LATHE_OP_FUSED_LAYER_NORM:
     case LATHE_OP_FUSED_DENSE:
+    case LATHE_OP_FUSED_DENSE_VJP:
+    case LATHE_OP_FUSED_ACTIVATION:
+    case LATHE_OP_FUSED_ACTIVATION_VJP:
     case LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION:
     case LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION_VJP:
     case LATHE_OP_FUSED_ATTENTION_QKV_PROJECTION: return fl;
@@ -98,7 +107,7 @@ bool lathe_cuda_supports_fused(lathe_op op, lathe_dtype dt) {
 }
 
 void lathe_cuda_sources_fused(lathe_cuda_source_fn fn, void *ctx) {
-  static const char *groups[N_FG] = {"softmax", "GELU", "layer norm", "dense epilogue"};
+  static const char *groups[N_FG] = {"softmax", "GELU", "layer norm", "dense epilogue", "activations"};
   for (int g = 0; g < N_FG; g++)
     for (int d = 0; d < N_FD; d++) {
       char *t = fused_text(g, d), label[64];
@@ -246,12 +255,99 @@ static lathe_status_t run_dense(lathe_cuda_exec *ex, const lathe_node *n, lathe_
   return lathe_cuda_dense_epilogue(ex, dt, acc, lathe_cuda_ptr(y), bias, m, nn, (int)lathe_attr_fused_dense_activation(n));
 }
 
+/* A grid-stride kernel of group FG_ACT over n elements (n > 0). */
+static lathe_status_t launch_act(lathe_cuda_exec *ex, const char *what, lathe_dtype dt, int64_t n, void **args) {
+  lcuFunction f;
+  LATHE_RETURN_IF_ERROR(fused_kernel(ex, FG_ACT, what, dt, &f));
+  unsigned b, th;
+  lathe_cuda_grid(n, &b, &th);
+  return lathe_cuda_launch(ex, f, b, th, 0, args);
+}
+
+static lathe_status_t run_activation(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor *out) {
+  bool vjp = n->op == LATHE_OP_FUSED_ACTIVATION_VJP;
+  int act = (int)(vjp ? lathe_attr_fused_activation_vjp_activation(n) : lathe_attr_fused_activation_activation(n));
+  lathe_dtype dt = out->shape.dtype;
+  int64_t total = lathe_shape_size(&out->shape);
+  if (!total) return NULL;
+  lcuDeviceptr po = lathe_cuda_ptr(out);
+  bool glu = lathe_act_form_of((lathe_activation)act) == LATHE_ACT_FORM_GLU;
+  if (!vjp) {
+    lcuDeviceptr px = lathe_cuda_ptr(in[0]);
+    if (glu) {
+      int64_t h = out->shape.dims[out->shape.rank - 1], rows = total / h;
+      void *args[] = {&px, &po, &rows, &h, &act};
+      return launch_act(ex, "act_glu", dt, total, args);
+    }
+    void *args[] = {&px, &po, &total, &act};
+    return launch_act(ex, "act_fwd", dt, total, args);
+  }
+  bool has_y = lathe_attr_fused_activation_vjp_has_y(n), has_x = lathe_attr_fused_activation_vjp_has_x(n);
+  int from_y = has_y && lathe_act_form_of((lathe_activation)act) == LATHE_ACT_FORM_Y; /* as lathe:cpu */
+  lcuDeviceptr pa = lathe_cuda_ptr(in[from_y || !has_y ? 0 : 1]), pg = lathe_cuda_ptr(in[(has_y ? 1 : 0) + (has_x ? 1 : 0)]);
+  if (glu) {
+    int64_t h = out->shape.dims[out->shape.rank - 1] / 2, rows = total / (2 * h);
+    void *args[] = {&pa, &pg, &po, &rows, &h, &act};
+    return launch_act(ex, "act_glu_vjp", dt, rows * h, args);
+  }
+  void *args[] = {&pa, &pg, &po, &total, &act, &from_y};
+  return launch_act(ex, "act_vjp", dt, total, args);
+}
+
+/* c [rows x cols] = a . b (inner dimension kk), rounded into dt's storage once (halves go through
+ * an f32 scratch and the dense epilogue's conversion). */
+static lathe_status_t vjp_product(lathe_cuda_exec *ex, lathe_dtype dt, int64_t rows, int64_t cols, int64_t kk, lt_mat a,
+                                  lt_mat b, lcuDeviceptr c) {
+  bool half = dt == LATHE_DTYPE_FLOAT16 || dt == LATHE_DTYPE_BFLOAT16;
+  lt_gemm g = {.ab = dt, .d = half ? LATHE_DTYPE_FLOAT32 : dt, .batch = 1, .m = rows, .n = cols, .k = kk, .a = a, .b = b};
+  lcuDeviceptr acc = c;
+  if (half) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, rows * cols, &acc, NULL));
+  g.c = (lt_mat){acc, cols, 1, 0};
+  LATHE_RETURN_IF_ERROR(lathe_cuda_gemm(ex, &g));
+  return half ? lathe_cuda_dense_epilogue(ex, dt, acc, c, 0, rows, cols, LATHE_ACTIVATION_NONE) : NULL;
+}
+
+/* dz = act'(y) g (in the operands' dtype), dx = dz . weight', dWeight = x' . dz (io) or dz' . x
+ * (oi), dBias = the column sums of dz. */
+static lathe_status_t run_dense_vjp(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
+  bool hb = lathe_attr_fused_dense_vjp_has_bias(n), io = lathe_attr_fused_dense_vjp_layout(n) == LATHE_DENSE_INPUT_OUTPUTS;
+  int act = (int)lathe_attr_fused_dense_vjp_activation(n), from_y = 1;
+  const lathe_shape *xs = &in[0]->shape, *ys = &in[hb ? 3 : 2]->shape;
+  lathe_dtype dt = xs->dtype;
+  int64_t k = xs->dims[xs->rank - 1], m = lathe_dims_product(xs->dims, 0, xs->rank - 1);
+  int64_t nn = lathe_dims_product(ys->dims, xs->rank - 1, ys->rank);
+  for (int i = 0; i < n->n_out; i++)
+    if (out[i]->nbytes) LATHE_RETURN_IF_ERROR(lathe_cuda_zero(ex, lathe_cuda_ptr(out[i]), out[i]->nbytes));
+  if (!m || !nn) return NULL; /* empty sums */
+  lcuDeviceptr px = lathe_cuda_ptr(in[0]), pw = lathe_cuda_ptr(in[1]), py = lathe_cuda_ptr(in[hb ? 3 : 2]);
+  lcuDeviceptr pg = lathe_cuda_ptr(in[hb ? 4 : 3]), dz;
+  int64_t total = m * nn;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, dt, total, &dz, NULL));
+  void *args[] = {&py, &pg, &dz, &total, &act, &from_y};
+  LATHE_RETURN_IF_ERROR(launch_act(ex, "act_vjp", dt, total, args));
+  if (k) {
+    lt_mat wt = io ? (lt_mat){pw, 1, nn, 0} : (lt_mat){pw, k, 1, 0}; /* weight as [nn, k] */
+    LATHE_RETURN_IF_ERROR(vjp_product(ex, dt, m, k, nn, (lt_mat){dz, nn, 1, 0}, wt, lathe_cuda_ptr(out[0])));
+    if (io)
+      LATHE_RETURN_IF_ERROR(vjp_product(ex, dt, k, nn, m, (lt_mat){px, 1, k, 0}, (lt_mat){dz, nn, 1, 0}, lathe_cuda_ptr(out[1])));
+    else
+      LATHE_RETURN_IF_ERROR(vjp_product(ex, dt, nn, k, m, (lt_mat){dz, 1, nn, 0}, (lt_mat){px, k, 1, 0}, lathe_cuda_ptr(out[1])));
+  }
+  if (!hb) return NULL;
+  lcuDeviceptr pb = lathe_cuda_ptr(out[2]);
+  void *sargs[] = {&dz, &pb, &m, &nn};
+  return launch_act(ex, "col_sum", dt, nn, sargs);
+}
+
 lathe_status_t lathe_cuda_run_fused(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
   switch (n->op) {
     case LATHE_OP_FUSED_SOFTMAX: return run_softmax(ex, n, in[0], out[0]);
     case LATHE_OP_FUSED_GELU: return run_gelu(ex, n, in[0], out[0]);
     case LATHE_OP_FUSED_LAYER_NORM: return run_layer_norm(ex, n, in, out[0]);
     case LATHE_OP_FUSED_DENSE: return run_dense(ex, n, in, out[0]);
+    case LATHE_OP_FUSED_DENSE_VJP: return run_dense_vjp(ex, n, in, out);
+    case LATHE_OP_FUSED_ACTIVATION:
+    case LATHE_OP_FUSED_ACTIVATION_VJP: return run_activation(ex, n, in, out[0]);
     case LATHE_OP_FUSED_QUANTIZED_DENSE:
     case LATHE_OP_QUANTIZED_EMBEDDING_LOOKUP: return lathe_cuda_run_quantized(ex, n, in, out);
     default:

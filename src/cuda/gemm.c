@@ -508,10 +508,8 @@ void lathe_cuda_row_grid(int64_t rows, int tpr, unsigned *blocks, unsigned *thre
   *threads = th;
 }
 
-/* ---- activations (FusedDense, FusedQuantizedDense: as lathe:cpu, GELU exact) ---- */
-static const char activation_src[] = LT_CUH_ACTIVATION;
-
-const char *lathe_cuda_activation_source(void) { return activation_src; }
+/* ---- activations (FusedDense, FusedQuantizedDense, the activation ops): ew.def's LATHE_ACT rows as text ---- */
+const char *lathe_cuda_activation_source(void) { return lathe_act_source_cuda(); }
 
 /* ---- sources for the NVRTC test ---- */
 void lathe_cuda_sources_gemm(lathe_cuda_source_fn fn, void *ctx) {

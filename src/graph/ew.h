@@ -88,6 +88,27 @@ bool lathe_ew_defined(lathe_op op, lathe_dtype dt, lathe_dtype to);
  * the source does not fit in cap bytes. */
 lathe_status_t lathe_ew_source(lathe_op op, lathe_dtype dt, lathe_dtype to, char *buf, size_t cap, size_t *out_len);
 
+/* ---- activations: ew.def's LATHE_ACT rows (activation.c) ---- */
+typedef enum lathe_act_form { LATHE_ACT_FORM_Y, LATHE_ACT_FORM_X, LATHE_ACT_FORM_GLU } lathe_act_form;
+enum {
+  LATHE_ACT_COUNT = 0
+#define LATHE_EW(OP, KIND, CLASS, RULE, EXPR)
+#define LATHE_ACT(ENUM, NUM, FORM, FWD, VJP_X, VJP_Y) +1
+#include "ew.def"
+#undef LATHE_ACT
+#undef LATHE_EW
+};
+/* Whether act is a row of the table; its form (Y: the derivative follows from y; X: it needs x;
+ * GLU: gated, halves the last axis) and its name (the row's ENUM). */
+bool lathe_act_valid(int act);
+lathe_act_form lathe_act_form_of(lathe_activation act);
+const char *lathe_act_name(lathe_activation act);
+/* INVALID_ARGUMENT naming op for an unknown activation, or (dense) a GLU one. */
+lathe_status_t lathe_act_check(const char *op, lathe_activation act, bool dense);
+/* CUDA C++ text of lt_act(x, act), lt_act_vjp_x(x, g, act) and lt_act_vjp_y(y, g, act), templates
+ * over T (float, double) after the device prelude (static storage). */
+const char *lathe_act_source_cuda(void);
+
 /* The C helper prelude: includes, the complex types, the C spellings of the generic helpers
  * and the text of ew_helpers.h's helper functions (static storage). */
 const char *lathe_ew_prelude_c(void);

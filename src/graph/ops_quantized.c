@@ -4,6 +4,7 @@
  * Attributes (both ops): op_attrs.def, group quantized.
  * Operands: FusedQuantizedDense (x, weights, [scale], [zero_point], [bias]);
  * QuantizedEmbeddingLookup (data, indices). */
+#include "ew.h"
 #include "graph.h"
 
 const float lathe_nf4_table[16] = {
@@ -82,8 +83,7 @@ lathe_status_t lathe_fused_quantized_dense(lathe_function_t fn, lathe_value_t x,
   if (xs->rank < 1) return LATHE_INVALID("%s: x must have rank >= 1 ([batch..., K]), got a scalar", op);
   int64_t k = xs->dims[xs->rank - 1], nf, wk;
   if (k < 0) return LATHE_INVALID("%s: x's last axis (K) must be static", op);
-  if ((int)activation < LATHE_ACTIVATION_NONE || activation > LATHE_ACTIVATION_TANH)
-    return LATHE_INVALID("%s: unknown activation %d", op, (int)activation);
+  LATHE_RETURN_IF_ERROR(lathe_act_check(op, activation, true));
   LATHE_RETURN_IF_ERROR(check_static(op, "weights", ws));
   switch (quant->scheme) {
     case LATHE_QUANT_LINEAR:

@@ -1,5 +1,5 @@
 /* fused.cpp -- the fused ops as MLX expressions (mx::compile fuses their elementwise parts):
- * Softmax, Gelu, LayerNorm, Dense, the attention QKV projection, and scaled dot-product
+ * Softmax, Gelu, LayerNorm, Dense and its VJP, Activation and its VJP, the attention QKV projection, and scaled dot-product
  * attention with its VJP, with lathe:cpu's semantics: halves compute in Float32, LayerNorm's
  * statistics in Float64 on the CPU, attention rows that see no key give zeros and a logsumexp of
  * -inf, query rows past query_seq_len give zeros, grouped-query heads share kv heads. The
@@ -24,20 +24,136 @@ mx::array gelu(const mx::array &v, bool exact) {
   return mx::multiply(mx::multiply(v, half), mx::add(one, mx::tanh(inner)));
 }
 
+/* The activations of src/graph/ew.def's LATHE_ACT rows, written again over arrays (the rows are C
+ * expressions with ?:, which arrays cannot take): every row has a case in the three switches, and
+ * the count below fails the build when a row is added. */
+static_assert(LATHE_ACT_COUNT == 12, "a LATHE_ACT row was added to ew.def: add it to fused.cpp's switches");
+constexpr double kSeluScale = 1.0507009873554804934, kSeluScaleAlpha = 1.7580993408473768599;
+
+mx::array sigmoid_(const mx::array &v) {
+  mx::Dtype t = v.dtype();
+  return mx::divide(scalar_f(1, t), mx::add(scalar_f(1, t), exp_(mx::negative(v))));
+}
+
+/* f(v); a GLU activation gives its gate's function */
 mx::array activation(const mx::array &v, lathe_activation a) {
   mx::Dtype t = v.dtype();
+  auto c = [&](double x) { return scalar_f(x, t); };
   switch (a) {
+    case LATHE_ACTIVATION_NONE: return v;
     case LATHE_ACTIVATION_GELU: return gelu(v, true);
-    case LATHE_ACTIVATION_RELU: return mx::where(mx::less(v, scalar_f(0, t)), scalar_f(0, t), v);
-    case LATHE_ACTIVATION_SILU: return mx::divide(v, mx::add(scalar_f(1, t), exp_(mx::negative(v))));
+    case LATHE_ACTIVATION_RELU: return mx::where(mx::less(v, c(0)), c(0), v);
+    case LATHE_ACTIVATION_SWIGLU:
+    case LATHE_ACTIVATION_SILU: return mx::divide(v, mx::add(c(1), exp_(mx::negative(v))));
     case LATHE_ACTIVATION_HARD_SWISH: {
-      mx::array s = mx::add(mx::multiply(v, scalar_f(1.0 / 6.0, t)), scalar_f(0.5, t));
-      s = mx::where(mx::less(s, scalar_f(0, t)), scalar_f(0, t), mx::where(mx::greater(s, scalar_f(1, t)), scalar_f(1, t), s));
+      mx::array s = mx::add(mx::multiply(v, c(1.0 / 6.0)), c(0.5));
+      s = mx::where(mx::less(s, c(0)), c(0), mx::where(mx::greater(s, c(1)), c(1), s));
       return mx::multiply(v, s);
     }
     case LATHE_ACTIVATION_TANH: return mx::tanh(v);
-    default: return v;
+    case LATHE_ACTIVATION_SIGMOID: return sigmoid_(v);
+    case LATHE_ACTIVATION_HARD_SIGMOID: {
+      mx::array s = mx::add(mx::multiply(v, c(0.2)), c(0.5));
+      return mx::where(mx::less(s, c(0)), c(0), mx::where(mx::greater(s, c(1)), c(1), s));
+    }
+    case LATHE_ACTIVATION_LEAKY_RELU: return mx::where(mx::greater_equal(v, c(0)), v, mx::multiply(c(0.3), v));
+    case LATHE_ACTIVATION_SELU:
+      return mx::where(mx::greater(v, c(0)), mx::multiply(c(kSeluScale), v), mx::multiply(c(kSeluScaleAlpha), mx::expm1(v)));
+    case LATHE_ACTIVATION_GELU_APPROXIMATE: return gelu(v, false);
   }
+  MLX_UNIMPL("activation %d: not implemented on mlx", (int)a);
+}
+
+/* dx from x and g (a GLU activation: its gate's derivative) */
+mx::array activation_vjp_x(const mx::array &x, const mx::array &g, lathe_activation a) {
+  mx::Dtype t = x.dtype();
+  auto c = [&](double v) { return scalar_f(v, t); };
+  switch (a) {
+    case LATHE_ACTIVATION_NONE: return g;
+    case LATHE_ACTIVATION_GELU: {
+      mx::array cdf = mx::multiply(c(0.5), mx::add(c(1), erf_(mx::multiply(x, c(0.70710678118654752440)))));
+      mx::array pdf = mx::multiply(c(0.39894228040143267794), exp_(mx::multiply(c(-0.5), mx::multiply(x, x))));
+      return mx::multiply(g, mx::add(cdf, mx::multiply(x, pdf)));
+    }
+    case LATHE_ACTIVATION_RELU: return mx::where(mx::greater(x, c(0)), g, c(0));
+    case LATHE_ACTIVATION_SWIGLU:
+    case LATHE_ACTIVATION_SILU: {
+      mx::array s = sigmoid_(x);
+      return mx::multiply(g, mx::multiply(s, mx::add(c(1), mx::multiply(x, mx::subtract(c(1), s)))));
+    }
+    case LATHE_ACTIVATION_HARD_SWISH:
+      return mx::where(mx::less_equal(x, c(-3)), c(0),
+                       mx::where(mx::greater_equal(x, c(3)), g, mx::multiply(g, mx::add(mx::multiply(x, c(1.0 / 3.0)), c(0.5)))));
+    case LATHE_ACTIVATION_TANH: {
+      mx::array th = mx::tanh(x);
+      return mx::multiply(g, mx::subtract(c(1), mx::multiply(th, th)));
+    }
+    case LATHE_ACTIVATION_SIGMOID: {
+      mx::array s = sigmoid_(x);
+      return mx::multiply(mx::multiply(g, s), mx::subtract(c(1), s));
+    }
+    case LATHE_ACTIVATION_HARD_SIGMOID:
+      return mx::where(mx::logical_and(mx::greater(x, c(-2.5)), mx::less(x, c(2.5))), mx::multiply(g, c(0.2)), c(0));
+    case LATHE_ACTIVATION_LEAKY_RELU: return mx::where(mx::greater_equal(x, c(0)), g, mx::multiply(g, c(0.3)));
+    case LATHE_ACTIVATION_SELU:
+      return mx::where(mx::greater(x, c(0)), mx::multiply(g, c(kSeluScale)), mx::multiply(mx::multiply(g, c(kSeluScaleAlpha)), exp_(x)));
+    case LATHE_ACTIVATION_GELU_APPROXIMATE: {
+      mx::array x2 = mx::multiply(x, x);
+      mx::array th = mx::tanh(mx::multiply(c(0.79788456080286535588), mx::add(x, mx::multiply(c(0.044715), mx::multiply(x, x2)))));
+      mx::array up = mx::multiply(c(0.79788456080286535588), mx::add(c(1), mx::multiply(c(0.134145), x2)));
+      mx::array d = mx::add(mx::multiply(c(0.5), mx::add(c(1), th)),
+                            mx::multiply(mx::multiply(mx::multiply(c(0.5), x), mx::subtract(c(1), mx::multiply(th, th))), up));
+      return mx::multiply(g, d);
+    }
+  }
+  MLX_UNIMPL("activation %d: not implemented on mlx", (int)a);
+}
+
+/* dx from y and g (activations whose derivative follows from y) */
+mx::array activation_vjp_y(const mx::array &y, const mx::array &g, lathe_activation a) {
+  mx::Dtype t = y.dtype();
+  auto c = [&](double v) { return scalar_f(v, t); };
+  switch (a) {
+    case LATHE_ACTIVATION_NONE: return g;
+    case LATHE_ACTIVATION_RELU: return mx::where(mx::greater(y, c(0)), g, c(0));
+    case LATHE_ACTIVATION_TANH: return mx::multiply(g, mx::subtract(c(1), mx::multiply(y, y)));
+    case LATHE_ACTIVATION_SIGMOID: return mx::multiply(mx::multiply(g, y), mx::subtract(c(1), y));
+    case LATHE_ACTIVATION_HARD_SIGMOID:
+      return mx::where(mx::logical_and(mx::greater(y, c(0)), mx::less(y, c(1))), mx::multiply(g, c(0.2)), c(0));
+    case LATHE_ACTIVATION_LEAKY_RELU: return mx::where(mx::greater_equal(y, c(0)), g, mx::multiply(g, c(0.3)));
+    case LATHE_ACTIVATION_SELU:
+      return mx::where(mx::greater(y, c(0)), mx::multiply(g, c(kSeluScale)), mx::multiply(g, mx::add(y, c(kSeluScaleAlpha))));
+    case LATHE_ACTIVATION_GELU:
+    case LATHE_ACTIVATION_SILU:
+    case LATHE_ACTIVATION_HARD_SWISH:
+    case LATHE_ACTIVATION_GELU_APPROXIMATE:
+    case LATHE_ACTIVATION_SWIGLU: break; /* builders never ask */
+  }
+  MLX_UNIMPL("activation %d: no derivative from y", (int)a);
+}
+
+mx::array fused_activation(const lathe_node *n, const Arrays &in) {
+  lathe_activation a = lathe_attr_fused_activation_activation(n);
+  mx::Dtype dt = in[0].dtype();
+  mx::array x = mx::astype(in[0], compute_t(dt));
+  if (lathe_act_form_of(a) != LATHE_ACT_FORM_GLU) return mx::astype(activation(x, a), dt);
+  std::vector<mx::array> gv = mx::split(x, 2, -1);
+  return mx::astype(mx::multiply(activation(gv[0], a), gv[1]), dt);
+}
+
+mx::array fused_activation_vjp(const lathe_node *n, const Arrays &in) {
+  lathe_activation a = lathe_attr_fused_activation_vjp_activation(n);
+  bool has_y = lathe_attr_fused_activation_vjp_has_y(n), has_x = lathe_attr_fused_activation_vjp_has_x(n);
+  mx::Dtype dt = in.back().dtype(), ct = compute_t(dt);
+  mx::array g = mx::astype(in.back(), ct);
+  lathe_act_form form = lathe_act_form_of(a);
+  if (has_y && form == LATHE_ACT_FORM_Y) return mx::astype(activation_vjp_y(mx::astype(in[0], ct), g, a), dt); /* as lathe:cpu */
+  mx::array x = mx::astype(in[has_y ? 1 : 0], ct);
+  (void)has_x;
+  if (form != LATHE_ACT_FORM_GLU) return mx::astype(activation_vjp_x(x, g, a), dt);
+  std::vector<mx::array> gv = mx::split(x, 2, -1);
+  mx::array dgate = activation_vjp_x(gv[0], mx::multiply(g, gv[1]), a), dval = mx::multiply(g, activation(gv[0], a));
+  return mx::astype(mx::concatenate({dgate, dval}, -1), dt);
 }
 
 mx::array fused_softmax(const mx::array &x0, int axis) {
@@ -89,6 +205,25 @@ mx::array dense(const lathe_node *n, const Arrays &in) {
   mx::Shape s(x0.shape().begin(), x0.shape().end() - 1);
   s.insert(s.end(), outs.begin(), outs.end());
   return mx::astype(mx::reshape(y, s), dt);
+}
+
+/* dz = act'(y) g; dx = dz . w', dWeight = x' . dz (as weight's layout), dBias = the sums of dz's rows */
+Arrays dense_vjp(const lathe_node *n, const Arrays &in) {
+  bool hb = lathe_attr_fused_dense_vjp_has_bias(n), oi = lathe_attr_fused_dense_vjp_layout(n) == LATHE_DENSE_OUTPUTS_INPUT;
+  const mx::array &x0 = in[0], &w0 = in[1], &y0 = in[hb ? 3 : 2], &g0 = in[hb ? 4 : 3];
+  mx::Dtype dt = x0.dtype(), ct = compute_t(dt);
+  int K = x0.shape(-1), M = 1, N = 1;
+  for (int i = 0; i < (int)x0.ndim() - 1; i++) M *= x0.shape(i);
+  for (int i = (int)x0.ndim() - 1; i < (int)y0.ndim(); i++) N *= y0.shape(i);
+  mx::array dz = activation_vjp_y(mx::reshape(mx::astype(y0, ct), {M, N}), mx::reshape(mx::astype(g0, ct), {M, N}),
+                                  lathe_attr_fused_dense_vjp_activation(n));
+  mx::array x = mx::reshape(mx::astype(x0, ct), {M, K});
+  mx::array w = oi ? mx::reshape(mx::astype(w0, ct), {N, K}) : mx::transpose(mx::reshape(mx::astype(w0, ct), {K, N})); /* [N, K] */
+  mx::array dx = mx::matmul(dz, w);
+  mx::array dw = oi ? mx::matmul(mx::transpose(dz), x) : mx::matmul(mx::transpose(x), dz);
+  Arrays out = {mx::astype(mx::reshape(dx, x0.shape()), dt), mx::astype(mx::reshape(dw, w0.shape()), dt)};
+  if (hb) out.push_back(mx::astype(mx::reshape(mx::sum(dz, 0), in[2].shape()), dt));
+  return out;
 }
 
 Arrays qkv_projection(const lathe_node *n, const Arrays &in) {
@@ -236,6 +371,9 @@ Arrays lower_fused(Env &env, const lathe_node *n, const Arrays &in) {
     }
     case LATHE_OP_FUSED_LAYER_NORM: return {layer_norm(env, n, in)};
     case LATHE_OP_FUSED_DENSE: return {dense(n, in)};
+    case LATHE_OP_FUSED_DENSE_VJP: return dense_vjp(n, in);
+    case LATHE_OP_FUSED_ACTIVATION: return {fused_activation(n, in)};
+    case LATHE_OP_FUSED_ACTIVATION_VJP: return {fused_activation_vjp(n, in)};
     case LATHE_OP_FUSED_ATTENTION_QKV_PROJECTION: return qkv_projection(n, in);
     case LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION: return attention(n, in);
     case LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION_VJP: return attention_vjp(n, in);

@@ -24,6 +24,7 @@
 typedef std::atomic<int> atomic_int;
 #define _Atomic(T) std::atomic<T>
 extern "C" {
+#include "../graph/ew.h"
 #include "../graph/program.h"
 #include "../runtime/runtime.h"
 /* src/cpu/device.c: the reference implementation's capabilities (cpu.h is C-only). */

@@ -321,8 +321,13 @@ static void fused(walk *w, val *x) {
   lathe_dtype dt = x->s.dtype;
   lathe_value_t y;
   if (!is_float(dt)) return;
-  if (rin(0, 1) && x->s.rank > 0 && lathe_backend_supports_op(w->be, LATHE_OP_FUSED_SOFTMAX, dt)) {
+  int which = rin(0, 2);
+  if (which == 0 && x->s.rank > 0 && lathe_backend_supports_op(w->be, LATHE_OP_FUSED_SOFTMAX, dt)) {
     if (ok(lathe_fused_softmax(w->fn, x->v, rin(0, x->s.rank - 1), &y))) add(w, w->fn, y, false, "FusedSoftmax");
+  } else if (which == 1 && lathe_backend_supports_op(w->be, LATHE_OP_FUSED_ACTIVATION, dt)) {
+    /* every activation (SwiGLU builds where the last axis is even); the forward functions are continuous */
+    if (ok(lathe_fused_activation(w->fn, x->v, (lathe_activation)rin(0, LATHE_ACTIVATION_SWIGLU), &y)))
+      add(w, w->fn, y, false, "FusedActivation");
   } else if (lathe_backend_supports_op(w->be, LATHE_OP_FUSED_GELU, dt)) {
     if (ok(lathe_fused_gelu(w->fn, x->v, rin(0, 1), &y))) add(w, w->fn, y, false, "FusedGelu");
   }

@@ -554,8 +554,21 @@ static void act_fused(world *w, input *in, lathe_function_t fn) {
   double work = shape_of(x, &xs) ? elems(&xs) : 1;
   shape_of(y, &ys);
   int axes[LATHE_MAX_RANK + 1], n = any_axes(in, axes, xs.rank);
-  switch (u8(in) % 10) {
+  switch (u8(in) % 13) {
     case 0: BUILT1(lathe_fused_softmax(fn, x, in_range(in, -1, xs.rank), &out), work * 4); break;
+    case 10: BUILT1(lathe_fused_activation(fn, x, (lathe_activation)in_range(in, -1, 12), &out), work * 4); break;
+    case 11:
+      BUILT1(lathe_fused_activation_vjp(fn, coin(in) ? NULL : x, coin(in) ? NULL : y, z,
+                                        (lathe_activation)in_range(in, -1, 12), &out),
+             work * 4);
+      break;
+    case 12: {
+      lathe_value_t bias = coin(in) ? NULL : pick(w, in);
+      BUILTN(lathe_fused_dense_vjp(fn, x, y, bias, z, pick(w, in), (lathe_activation)in_range(in, -1, 12),
+                                   (lathe_dense_layout)in_range(in, -1, 2), outs),
+             bias ? 3 : 2, 3 * work * elems(&ys) + 1);
+      break;
+    }
     case 1: BUILT1(lathe_fused_gelu(fn, x, coin(in), &out), work * 4); break;
     case 2:
       BUILT1(lathe_fused_layer_norm(fn, x, n < 0 ? NULL : axes, n < 0 ? 1 : n, u8(in) > 240 ? -1.0 : 1e-5,
@@ -563,7 +576,7 @@ static void act_fused(world *w, input *in, lathe_function_t fn) {
              work * 6);
       break;
     case 3:
-      BUILT1(lathe_fused_dense(fn, x, y, coin(in) ? NULL : z, (lathe_activation)in_range(in, -1, 6),
+      BUILT1(lathe_fused_dense(fn, x, y, coin(in) ? NULL : z, (lathe_activation)in_range(in, -1, 12),
                                (lathe_dense_layout)in_range(in, -1, 2), &out),
              work * elems(&ys) + 1);
       break;
@@ -572,7 +585,7 @@ static void act_fused(world *w, input *in, lathe_function_t fn) {
                               in_range(in, 0, 2), any_dim(in)};
       lathe_value_t s = pick(w, in), zp = coin(in) ? NULL : pick(w, in), bias = coin(in) ? NULL : pick(w, in);
       BUILT1(lathe_fused_quantized_dense(fn, x, y, u8(in) == 255 ? NULL : &q, s, zp, bias,
-                                         (lathe_activation)in_range(in, -1, 6), &out),
+                                         (lathe_activation)in_range(in, -1, 12), &out),
              work * elems(&ys) + 1);
       break;
     }

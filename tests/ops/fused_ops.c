@@ -205,7 +205,7 @@ static void dense_case(lathe_dtype dt, int64_t m, int64_t k, int64_t nf, lathe_a
 
 TEST(fused_dense) {
   for (int d = 0; d < N_FLOAT_DTS; d++)
-    for (int a = LATHE_ACTIVATION_NONE; a <= LATHE_ACTIVATION_TANH; a++) {
+    for (int a = LATHE_ACTIVATION_NONE; a <= LATHE_ACTIVATION_GELU_APPROXIMATE; a++) { /* all but SwiGLU */
       dense_case(float_dts[d], 3, 5, 4, (lathe_activation)a, LATHE_DENSE_INPUT_OUTPUTS, true);
       dense_case(float_dts[d], 3, 5, 4, (lathe_activation)a, LATHE_DENSE_OUTPUTS_INPUT, a % 2);
     }
@@ -238,6 +238,7 @@ TEST(fused_bad_inputs) {
   CHECK_ERR(lathe_fused_dense(fn, x, w, NULL, LATHE_ACTIVATION_NONE, LATHE_DENSE_INPUT_OUTPUTS, &y), INVALID_ARGUMENT, "FusedDense");
   CHECK_ERR(lathe_fused_dense(fn, x, xi, NULL, LATHE_ACTIVATION_NONE, LATHE_DENSE_OUTPUTS_INPUT, &y), INVALID_ARGUMENT, "FusedDense");
   CHECK_ERR(lathe_fused_dense(fn, x, w, x, LATHE_ACTIVATION_NONE, LATHE_DENSE_OUTPUTS_INPUT, &y), INVALID_ARGUMENT, "FusedDense");
-  CHECK_ERR(lathe_fused_dense(fn, x, w, NULL, (lathe_activation)9, LATHE_DENSE_OUTPUTS_INPUT, &y), INVALID_ARGUMENT, "FusedDense");
+  CHECK_ERR(lathe_fused_dense(fn, x, w, NULL, (lathe_activation)99, LATHE_DENSE_OUTPUTS_INPUT, &y), INVALID_ARGUMENT, "FusedDense");
+  CHECK_ERR(lathe_fused_dense(fn, x, w, NULL, LATHE_ACTIVATION_SWIGLU, LATHE_DENSE_OUTPUTS_INPUT, &y), INVALID_ARGUMENT, "FusedDense");
   lathe_builder_free(b);
 }

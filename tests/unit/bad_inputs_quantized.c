@@ -31,8 +31,10 @@ TEST(bad_fused_quantized_dense) {
             "FusedQuantizedDense: x must be Float32, got Float64");
   CHECK_ERR(lathe_fused_quantized_dense(m, xs, w, &lin, s, NULL, NULL, none, &out), INVALID_ARGUMENT,
             "FusedQuantizedDense: x must have rank >= 1");
-  CHECK_ERR(lathe_fused_quantized_dense(m, x, w, &lin, s, NULL, NULL, (lathe_activation)9, &out), INVALID_ARGUMENT,
-            "FusedQuantizedDense: unknown activation 9");
+  CHECK_ERR(lathe_fused_quantized_dense(m, x, w, &lin, s, NULL, NULL, (lathe_activation)99, &out), INVALID_ARGUMENT,
+            "FusedQuantizedDense: unknown activation 99");
+  CHECK_ERR(lathe_fused_quantized_dense(m, x, w, &lin, s, NULL, NULL, LATHE_ACTIVATION_SWIGLU, &out), INVALID_ARGUMENT,
+            "FusedQuantizedDense: activation SWIGLU (11) changes the output's last axis");
   CHECK_ERR(lathe_fused_quantized_dense(m, x, w, &(lathe_quantization){.scheme = (lathe_quant_scheme)5}, s, NULL, NULL,
                                         none, &out),
             INVALID_ARGUMENT, "FusedQuantizedDense: unknown quantization scheme 5");

@@ -1,20 +1,52 @@
-LT_DEV float lt_act(float v, int act) {
-  switch (act) {
-    case 1: return v * 0.5f * (1.0f + erff(v * 0.70710678118654752440f));
-    case 2: return v < 0 ? 0.0f : v;
-    case 3: return v / (1.0f + expf(-v));
-    case 4: { float s = v * (float)(1.0 / 6.0) + 0.5f; return v * (s < 0 ? 0.0f : s > 1 ? 1.0f : s); }
-    case 5: return tanhf(v);
-    default: return v;
+/* activation.cuh -- FusedActivation, FusedActivationVJP and FusedDenseVJP's pieces over lt_act,
+ * lt_act_vjp_x and lt_act_vjp_y, whose text is generated from src/graph/ew.def's LATHE_ACT rows
+ * (lathe_act_source_cuda): elementwise passes, the gated (GLU) rows, and column sums. Halves
+ * compute in f32 and round once, as on lathe:cpu. */
+template <typename S> __device__ void act_fwd(const S *x, S *y, int64_t n, int act) {
+  typedef typename lt_ct<S>::T T;
+  LT_LOOP(i, n) lt_s(y, i, lt_act((T)lt_g(x, i), act));
+}
+/* a: y (from_y) or x */
+template <typename S> __device__ void act_vjp(const S *a, const S *g, S *d, int64_t n, int act, int from_y) {
+  typedef typename lt_ct<S>::T T;
+  LT_LOOP(i, n) {
+    T v = lt_g(a, i), gv = lt_g(g, i);
+    lt_s(d, i, from_y ? lt_act_vjp_y(v, gv, act) : lt_act_vjp_x(v, gv, act));
   }
 }
-LT_DEV double lt_act(double v, int act) {
-  switch (act) {
-    case 1: return v * 0.5 * (1.0 + erf(v * 0.70710678118654752440));
-    case 2: return v < 0 ? 0.0 : v;
-    case 3: return v / (1.0 + exp(-v));
-    case 4: { double s = v * (1.0 / 6.0) + 0.5; return v * (s < 0 ? 0.0 : s > 1 ? 1.0 : s); }
-    case 5: return tanh(v);
-    default: return v;
+/* x rows [gate | value] of 2h: y = act(gate) * value */
+template <typename S> __device__ void act_glu(const S *x, S *y, int64_t rows, int64_t h, int act) {
+  typedef typename lt_ct<S>::T T;
+  LT_LOOP(i, rows * h) {
+    int64_t xo = (i / h) * 2 * h + i % h;
+    lt_s(y, i, lt_act((T)lt_g(x, xo), act) * (T)lt_g(x, xo + h));
   }
 }
+/* dgate = g value act'(gate), dvalue = g act(gate) */
+template <typename S> __device__ void act_glu_vjp(const S *x, const S *g, S *d, int64_t rows, int64_t h, int act) {
+  typedef typename lt_ct<S>::T T;
+  LT_LOOP(i, rows * h) {
+    int64_t xo = (i / h) * 2 * h + i % h;
+    T gate = lt_g(x, xo), val = lt_g(x, xo + h), gv = lt_g(g, i);
+    lt_s(d, xo, lt_act_vjp_x(gate, gv * val, act));
+    lt_s(d, xo + h, gv * lt_act(gate, act));
+  }
+}
+/* out[j] = sum over r < m of z[r, j], in row order (FusedDenseVJP's dBias) */
+template <typename S> __device__ void col_sum(const S *z, S *out, int64_t m, int64_t n) {
+  typedef typename lt_ct<S>::T T;
+  LT_LOOP(j, n) {
+    T s = 0;
+    for (int64_t r = 0; r < m; r++) s += lt_g(z, r * n + j);
+    lt_s(out, j, s);
+  }
+}
+#define LT_FUSED_ACT(name, S)                                                                               \
+  extern "C" __global__ void lt_act_fwd_##name(const S *x, S *y, int64_t n, int act) { act_fwd(x, y, n, act); } \
+  extern "C" __global__ void lt_act_vjp_##name(const S *a, const S *g, S *d, int64_t n, int act, int from_y) { \
+    act_vjp(a, g, d, n, act, from_y); }                                                                     \
+  extern "C" __global__ void lt_act_glu_##name(const S *x, S *y, int64_t rows, int64_t h, int act) {         \
+    act_glu(x, y, rows, h, act); }                                                                          \
+  extern "C" __global__ void lt_act_glu_vjp_##name(const S *x, const S *g, S *d, int64_t rows, int64_t h, int act) { \
+    act_glu_vjp(x, g, d, rows, h, act); }                                                                   \
+  extern "C" __global__ void lt_col_sum_##name(const S *z, S *out, int64_t m, int64_t n) { col_sum(z, out, m, n); }

@@ -61,7 +61,7 @@ template <typename S, int PER> __device__ void softmax_warp(const S *x, S *y, in
   LT_SOFTMAX_WARP(name, S, 16, MINB) LT_SOFTMAX_WARP(name, S, 32, MINB)
 
 /* The text's instantiations: fused.c makes one text per group of kernels (LT_FG: 0 softmax, 1
- * GELU, 2 layer norm, 3 dense epilogue) and dtype (LT_FD: 0 Float32, 1 Float64, 2 Float16, 3
+ * GELU, 2 layer norm, 3 dense epilogue, 4 activations) and dtype (LT_FD: 0 Float32, 1 Float64, 2 Float16, 3
  * BFloat16), so that a model compiles only what it runs: all of them in one text took NVRTC 5.7 s,
  * a first step's worth. The arguments after the storage and compute types are the blocks per SM
  * of the softmax rows and of the layer norm's 4, 8, 16 and 32-value rows. */
@@ -80,7 +80,9 @@ template <typename S, int PER> __device__ void softmax_warp(const S *x, S *y, in
 #define LT_FUSED_GROUP(name, S, A, SM, L4, L8, L16, L32) LT_FUSED_GELU(name, S)
 #elif LT_FG == 2
 #define LT_FUSED_GROUP(name, S, A, SM, L4, L8, L16, L32) LT_FUSED_LAYER_NORM(name, S) LT_LAYER_NORM_WARPS(name, S, L4, L8, L16, L32)
-#else
+#elif LT_FG == 3
 #define LT_FUSED_GROUP(name, S, A, SM, L4, L8, L16, L32) LT_FUSED_DENSE(name, S, A)
+#else
+#define LT_FUSED_GROUP(name, S, A, SM, L4, L8, L16, L32) LT_FUSED_ACT(name, S)
 #endif
 LT_FUSED_TYPE(LT_FUSED_GROUP)

@@ -30,26 +30,58 @@
   "template <typename T> LT_DEV T lt_inf() { return (T)INFINITY; }\n"
 
 #define LT_CUH_ACTIVATION \
-  "LT_DEV float lt_act(float v, int act) {\n" \
-  "  switch (act) {\n" \
-  "    case 1: return v * 0.5f * (1.0f + erff(v * 0.70710678118654752440f));\n" \
-  "    case 2: return v < 0 \? 0.0f : v;\n" \
-  "    case 3: return v / (1.0f + expf(-v));\n" \
-  "    case 4: { float s = v * (float)(1.0 / 6.0) + 0.5f; return v * (s < 0 \? 0.0f : s > 1 \? 1.0f : s); }\n" \
-  "    case 5: return tanhf(v);\n" \
-  "    default: return v;\n" \
+  "/* activation.cuh -- FusedActivation, FusedActivationVJP and FusedDenseVJP's pieces over lt_act,\n" \
+  " * lt_act_vjp_x and lt_act_vjp_y, whose text is generated from src/graph/ew.def's LATHE_ACT rows\n" \
+  " * (lathe_act_source_cuda): elementwise passes, the gated (GLU) rows, and column sums. Halves\n" \
+  " * compute in f32 and round once, as on lathe:cpu. */\n" \
+  "template <typename S> __device__ void act_fwd(const S *x, S *y, int64_t n, int act) {\n" \
+  "  typedef typename lt_ct<S>::T T;\n" \
+  "  LT_LOOP(i, n) lt_s(y, i, lt_act((T)lt_g(x, i), act));\n" \
+  "}\n" \
+  "/* a: y (from_y) or x */\n" \
+  "template <typename S> __device__ void act_vjp(const S *a, const S *g, S *d, int64_t n, int act, int from_y) {\n" \
+  "  typedef typename lt_ct<S>::T T;\n" \
+  "  LT_LOOP(i, n) {\n" \
+  "    T v = lt_g(a, i), gv = lt_g(g, i);\n" \
+  "    lt_s(d, i, from_y \? lt_act_vjp_y(v, gv, act) : lt_act_vjp_x(v, gv, act));\n" \
   "  }\n" \
   "}\n" \
-  "LT_DEV double lt_act(double v, int act) {\n" \
-  "  switch (act) {\n" \
-  "    case 1: return v * 0.5 * (1.0 + erf(v * 0.70710678118654752440));\n" \
-  "    case 2: return v < 0 \? 0.0 : v;\n" \
-  "    case 3: return v / (1.0 + exp(-v));\n" \
-  "    case 4: { double s = v * (1.0 / 6.0) + 0.5; return v * (s < 0 \? 0.0 : s > 1 \? 1.0 : s); }\n" \
-  "    case 5: return tanh(v);\n" \
-  "    default: return v;\n" \
+  "/* x rows [gate | value] of 2h: y = act(gate) * value */\n" \
+  "template <typename S> __device__ void act_glu(const S *x, S *y, int64_t rows, int64_t h, int act) {\n" \
+  "  typedef typename lt_ct<S>::T T;\n" \
+  "  LT_LOOP(i, rows * h) {\n" \
+  "    int64_t xo = (i / h) * 2 * h + i % h;\n" \
+  "    lt_s(y, i, lt_act((T)lt_g(x, xo), act) * (T)lt_g(x, xo + h));\n" \
   "  }\n" \
-  "}\n"
+  "}\n" \
+  "/* dgate = g value act'(gate), dvalue = g act(gate) */\n" \
+  "template <typename S> __device__ void act_glu_vjp(const S *x, const S *g, S *d, int64_t rows, int64_t h, int act) {\n" \
+  "  typedef typename lt_ct<S>::T T;\n" \
+  "  LT_LOOP(i, rows * h) {\n" \
+  "    int64_t xo = (i / h) * 2 * h + i % h;\n" \
+  "    T gate = lt_g(x, xo), val = lt_g(x, xo + h), gv = lt_g(g, i);\n" \
+  "    lt_s(d, xo, lt_act_vjp_x(gate, gv * val, act));\n" \
+  "    lt_s(d, xo + h, gv * lt_act(gate, act));\n" \
+  "  }\n" \
+  "}\n" \
+  "/* out[j] = sum over r < m of z[r, j], in row order (FusedDenseVJP's dBias) */\n" \
+  "template <typename S> __device__ void col_sum(const S *z, S *out, int64_t m, int64_t n) {\n" \
+  "  typedef typename lt_ct<S>::T T;\n" \
+  "  LT_LOOP(j, n) {\n" \
+  "    T s = 0;\n" \
+  "    for (int64_t r = 0; r < m; r++) s += lt_g(z, r * n + j);\n" \
+  "    lt_s(out, j, s);\n" \
+  "  }\n" \
+  "}\n" \
+  "#define LT_FUSED_ACT(name, S)                                                                               \\\n" \
+  "  extern \"C\" __global__ void lt_act_fwd_##name(const S *x, S *y, int64_t n, int act) { act_fwd(x, y, n, act); } \\\n" \
+  "  extern \"C\" __global__ void lt_act_vjp_##name(const S *a, const S *g, S *d, int64_t n, int act, int from_y) { \\\n" \
+  "    act_vjp(a, g, d, n, act, from_y); }                                                                     \\\n" \
+  "  extern \"C\" __global__ void lt_act_glu_##name(const S *x, S *y, int64_t rows, int64_t h, int act) {         \\\n" \
+  "    act_glu(x, y, rows, h, act); }                                                                          \\\n" \
+  "  extern \"C\" __global__ void lt_act_glu_vjp_##name(const S *x, const S *g, S *d, int64_t rows, int64_t h, int act) { \\\n" \
+  "    act_glu_vjp(x, g, d, rows, h, act); }                                                                   \\\n" \
+  "  extern \"C\" __global__ void lt_col_sum_##name(const S *z, S *out, int64_t m, int64_t n) { col_sum(z, out, m, n); }\n"
 
 #define LT_CUH_ATTENTION \
   "struct lt_att {\n" \
@@ -2315,7 +2347,7 @@
   "  LT_SOFTMAX_WARP(name, S, 16, MINB) LT_SOFTMAX_WARP(name, S, 32, MINB)\n" \
   "\n" \
   "/* The text's instantiations: fused.c makes one text per group of kernels (LT_FG: 0 softmax, 1\n" \
-  " * GELU, 2 layer norm, 3 dense epilogue) and dtype (LT_FD: 0 Float32, 1 Float64, 2 Float16, 3\n" \
+  " * GELU, 2 layer norm, 3 dense epilogue, 4 activations) and dtype (LT_FD: 0 Float32, 1 Float64, 2 Float16, 3\n" \
   " * BFloat16), so that a model compiles only what it runs: all of them in one text took NVRTC 5.7 s,\n" \
   " * a first step's worth. The arguments after the storage and compute types are the blocks per SM\n" \
   " * of the softmax rows and of the layer norm's 4, 8, 16 and 32-value rows. */\n" \
@@ -2334,8 +2366,10 @@
   "#define LT_FUSED_GROUP(name, S, A, SM, L4, L8, L16, L32) LT_FUSED_GELU(name, S)\n" \
   "#elif LT_FG == 2\n" \
   "#define LT_FUSED_GROUP(name, S, A, SM, L4, L8, L16, L32) LT_FUSED_LAYER_NORM(name, S) LT_LAYER_NORM_WARPS(name, S, L4, L8, L16, L32)\n" \
-  "#else\n" \
+  "#elif LT_FG == 3\n" \
   "#define LT_FUSED_GROUP(name, S, A, SM, L4, L8, L16, L32) LT_FUSED_DENSE(name, S, A)\n" \
+  "#else\n" \
+  "#define LT_FUSED_GROUP(name, S, A, SM, L4, L8, L16, L32) LT_FUSED_ACT(name, S)\n" \
   "#endif\n" \
   "LT_FUSED_TYPE(LT_FUSED_GROUP)\n"
 
