@@ -446,3 +446,59 @@ TEST(dynamic_size_values_rounds) {
     CHECK(stt.compiles == 1 + 2 * 3, "%lld compiles, %lld hits", (long long)stt.compiles, (long long)stt.hits);
   tst_exec_free(ex);
 }
+
+/* Where broadcasting against dynamic axes: a static 1 broadcasts along a dynamic axis (sized at
+ * specialisation, or at run time on mlx:dynamic). main(x[batch, 5], keep[1, 5], pick[batch, 1],
+ * y[1, 5]) = (Where(keep, x, -1), Where(pick, y, x)), run at three batch sizes. */
+TEST(dynamic_where_broadcast) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("dyn_where", &fn);
+  if (!b) return;
+  lathe_shape xs = TST_SHAPE(LATHE_DTYPE_FLOAT32, -1, 5), ps = TST_SHAPE(LATHE_DTYPE_BOOL, -1, 1);
+  xs.axis_names[0] = ps.axis_names[0] = "batch";
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  lathe_value_t x = tst_param(fn, "x", xs), keep = tst_param(fn, "keep", TST_SHAPE(LATHE_DTYPE_BOOL, 1, 5));
+  lathe_value_t pick = tst_param(fn, "pick", ps), y = tst_param(fn, "y", TST_SHAPE(LATHE_DTYPE_FLOAT32, 1, 5));
+  lathe_value_t fill, r[2] = {0};
+  float fv = -1;
+  CHECK_OK(lathe_constant(fn, &s0, &fv, sizeof fv, &fill));
+  CHECK_OK(lathe_where(fn, keep, x, fill, &r[0]));
+  CHECK_OK(lathe_where(fn, pick, y, x, &r[1]));
+  for (int k = 0; k < 2; k++) {
+    lathe_shape rs = {0};
+    if (r[k]) CHECK_OK(lathe_value_shape(r[k], &rs));
+    CHECK(rs.rank == 2 && rs.dims[0] == -1 && rs.dims[1] == 5 && rs.axis_names[0] && strcmp(rs.axis_names[0], "batch") == 0,
+          "Where %d keeps the dynamic axis \"batch\"", k);
+  }
+  CHECK_OK(lathe_function_return(fn, r, 2));
+  tst_exec *ex = NULL;
+  CHECK_OK(tst_compile(b, &ex));
+  lathe_builder_free(b);
+  if (!ex) return;
+  const int64_t batches[] = {3, 1, 0};
+  float xd[15], yd[5] = {10, 11, 12, 13, 14};
+  uint8_t kd[5] = {1, 0, 1, 1, 0}, pd[3] = {0, 1, 1};
+  for (int i = 0; i < 15; i++) xd[i] = (float)i;
+  for (int t = 0; t < 3; t++) {
+    int64_t n = batches[t];
+    lathe_shape in_s[4] = {TST_SHAPE(LATHE_DTYPE_FLOAT32, n, 5), TST_SHAPE(LATHE_DTYPE_BOOL, 1, 5),
+                           TST_SHAPE(LATHE_DTYPE_BOOL, n, 1), TST_SHAPE(LATHE_DTYPE_FLOAT32, 1, 5)};
+    const void *ins[4] = {xd, kd, pd, yd};
+    lathe_buffer_t o[2] = {0};
+    CHECK_OK(tst_exec_run(ex, in_s, ins, 4, o, 2));
+    float got[2][15];
+    for (int k = 0; k < 2; k++) {
+      lathe_shape os = {0};
+      if (o[k]) CHECK_OK(lathe_buffer_shape(o[k], &os));
+      CHECK(os.rank == 2 && os.dims[0] == n && os.dims[1] == 5, "batch %lld: output %d's shape", (long long)n, k);
+      if (o[k] && n) CHECK_OK(lathe_buffer_to_host(o[k], got[k], sizeof(float) * (size_t)(n * 5)));
+      lathe_buffer_free(o[k]);
+    }
+    for (int64_t i = 0; i < n * 5; i++) {
+      float w0 = kd[i % 5] ? xd[i] : -1, w1 = pd[i / 5] ? yd[i % 5] : xd[i];
+      CHECK(got[0][i] == w0 && got[1][i] == w1, "batch %lld element %lld: got %g, %g; want %g, %g", (long long)n,
+            (long long)i, got[0][i], got[1][i], w0, w1);
+    }
+  }
+  tst_exec_free(ex);
+}
