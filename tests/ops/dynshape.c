@@ -70,11 +70,19 @@ TEST(dynamic_axes_specialisations) {
     CHECK(st == NULL, "run %lldx%lld: %s", (long long)r, (long long)c, lathe_status_message(st));
     lathe_status_free(st);
     if (!o[0]) continue;
-    int32_t dims[2], sq, sums[8], flatv[32];
+    int64_t dims[2], sq; /* sizes are Int64 */
+    int32_t sums[8], flatv[32];
+    lathe_shape ds, qs;
+    CHECK_OK(lathe_buffer_shape(o[0], &ds));
+    CHECK_OK(lathe_buffer_shape(o[1], &qs));
+    CHECK(ds.dtype == LATHE_DTYPE_INT64 && ds.rank == 1 && ds.dims[0] == 2 && qs.dtype == LATHE_DTYPE_INT64 && qs.rank == 0,
+          "DynamicShape Int64[2] and DynamicDimensionSize Int64: got %s[%lld], %s", lathe_dtype_name(ds.dtype),
+          (long long)ds.dims[0], lathe_dtype_name(qs.dtype));
     CHECK_OK(lathe_buffer_to_host(o[0], dims, sizeof dims));
-    CHECK(dims[0] == r && dims[1] == c, "DynamicShape %lldx%lld: got %d,%d", (long long)r, (long long)c, dims[0], dims[1]);
+    CHECK(dims[0] == r && dims[1] == c, "DynamicShape %lldx%lld: got %lld,%lld", (long long)r, (long long)c, (long long)dims[0],
+          (long long)dims[1]);
     CHECK_OK(lathe_buffer_to_host(o[1], &sq, sizeof sq));
-    CHECK(sq == c, "DynamicDimensionSize: got %d want %lld", sq, (long long)c);
+    CHECK(sq == c, "DynamicDimensionSize: got %lld want %lld", (long long)sq, (long long)c);
     CHECK_OK(lathe_buffer_to_host(o[2], sums, sizeof(int32_t) * (size_t)r));
     for (int64_t i = 0; i < r; i++) {
       int32_t want = 0;
@@ -157,6 +165,14 @@ static lathe_value_t i32c(lathe_function_t fn, int32_t v) {
   return c;
 }
 
+/* Sizes from DynamicDimensionSize are Int64: arithmetic on them takes Int64 constants. */
+static lathe_value_t i64c(lathe_function_t fn, int64_t v) {
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_INT64);
+  lathe_value_t c = NULL;
+  CHECK_OK(lathe_constant(fn, &s0, &v, sizeof v, &c));
+  return c;
+}
+
 static void stats_of(tst_exec *x, lathe_executable_stats *st) {
   memset(st, 0, sizeof *st);
   lathe_executable_t e = tst_exec_executable(x);
@@ -179,8 +195,8 @@ TEST(dynamic_size_values_folded) {
   CHECK_OK(lathe_constant(fn, &cs, cv, sizeof cv, &c));
   lathe_dim_spec bdims[2] = {{0, "batch", batch}, {3, NULL, NULL}};
   CHECK_OK(lathe_dynamic_broadcast_in_dim(fn, c, (const int[]){0, 1}, 2, bdims, 2, &bc));
-  CHECK_OK(lathe_mul(fn, batch, i32c(fn, 2), &t));
-  CHECK_OK(lathe_add(fn, t, i32c(fn, 1), &n2));
+  CHECK_OK(lathe_mul(fn, batch, i64c(fn, 2), &t));
+  CHECK_OK(lathe_add(fn, t, i64c(fn, 1), &n2));
   lathe_dim_spec idims[2] = {{0, "?", n2}, {0, "seq", NULL}};
   CHECK_OK(lathe_dynamic_iota(fn, LATHE_DTYPE_INT32, 1, idims, 2, &io));
   lathe_dynamic_pad_axis pa[2] = {{0, 1, 0, NULL, NULL, NULL, NULL}, {0, 0, 1, seq, NULL, NULL, "padded"}};
@@ -335,7 +351,7 @@ TEST(dynamic_size_values_dtypes) {
     ps.axis_names[0] = "batch";
     lathe_value_t x = tst_param(fn, "x", ps), batch, bc, pd, io = NULL, one, fill;
     CHECK_OK(lathe_dynamic_dimension_size(fn, x, 0, &batch));
-    CHECK_OK(lathe_add(fn, batch, i32c(fn, 1), &one));
+    CHECK_OK(lathe_add(fn, batch, i64c(fn, 1), &one));
     lathe_shape s0 = tst_shape0(dt);
     void *fv = tst_alloc_for(&s0);
     tst_set(fv, dt, 0, 1);
@@ -412,7 +428,7 @@ TEST(dynamic_size_values_rounds) {
   lathe_dim_spec d2[1] = {{0, NULL, sum}};
   CHECK_OK(lathe_dynamic_iota(fn, LATHE_DTYPE_INT32, 0, d2, 1, &io2));
   CHECK_OK(lathe_dynamic_dimension_size(fn, io, 0, &len));
-  CHECK_OK(lathe_mul(fn, len, i32c(fn, 2), &twice));
+  CHECK_OK(lathe_mul(fn, len, i64c(fn, 2), &twice));
   lathe_dim_spec d3[1] = {{0, "twice", twice}};
   CHECK_OK(lathe_dynamic_broadcast_in_dim(fn, i32c(fn, 7), NULL, 0, d3, 1, &bc));
   lathe_value_t outs[2] = {io2, bc};
