@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "0f41ff132a0ad58a96e397398566f874"
+const engineSourcesHash = "5057dea0e094cb4ab25048c84277c17d"
