@@ -606,9 +606,10 @@ lathe_status_t lathe_fused_dense_vjp(lathe_function_t fn, lathe_value_t x, lathe
 /* ---- Dynamic shapes ---- */
 /* Dynamic shapes: parameters may have dynamic axes (size -1 with a name); an executable binds
  * the names from its inputs' shapes and keeps one specialisation per binding. */
-/* The dims of x at run time, as Int32[rank]. */
+/* The dims of x at run time, as Int64[rank] (every size lathe produces is Int64: GoMLX's
+ * Capabilities.DynamicDimDType left unset; size operands below take any integer dtype). */
 lathe_status_t lathe_dynamic_shape(lathe_function_t fn, lathe_value_t x, lathe_value_t *out);
-/* The size of x's axis at run time, as an Int32 scalar. */
+/* The size of x's axis at run time, as an Int64 scalar. */
 lathe_status_t lathe_dynamic_dimension_size(lathe_function_t fn, lathe_value_t x, int axis, lathe_value_t *out);
 /* One target axis of lathe_dynamic_reshape: static (name NULL, static_size >= 0), named with a
  * value (name and an integer scalar value giving its size), or named and inferred (name, value

@@ -89,15 +89,15 @@ lathe_status_t lathe_cuda_run_dynshape(lathe_cuda_exec *ex, const lathe_node *n,
     return lathe_cuda_copy(ex, in[0], out[0]);
   }
   struct {
-    int32_t v[16];
+    int64_t v[LATHE_MAX_RANK]; /* lt_sizes of dynshape.cuh: Int64 sizes */
   } sizes;
   memset(&sizes, 0, sizeof sizes);
   int count = 1;
   if (n->op == LATHE_OP_DYNAMIC_SHAPE) {
     count = in[0]->shape.rank;
-    for (int i = 0; i < count; i++) sizes.v[i] = (int32_t)in[0]->shape.dims[i];
+    for (int i = 0; i < count; i++) sizes.v[i] = in[0]->shape.dims[i];
   } else {
-    sizes.v[0] = (int32_t)in[0]->shape.dims[lathe_attr_dynamic_dimension_size_axis(n)];
+    sizes.v[0] = in[0]->shape.dims[lathe_attr_dynamic_dimension_size_axis(n)];
   }
   if (!count) return NULL;
   lcuFunction f;

@@ -190,6 +190,10 @@ bool lathe_sort_comparator_order(const lathe_node *n, bool *desc, bool *total);
 
 /* Shape rules shared by the families. */
 lathe_status_t lathe_infer_broadcast(const char *op, const lathe_shape *a, const lathe_shape *b, lathe_shape *out);
+/* The same rule over n operands (Where's three); what[k] labels operand k in messages (NULL:
+ * none). The result has s[0]'s dtype. */
+lathe_status_t lathe_infer_broadcast_n(const char *op, const char *const *what, const lathe_shape *const *s, int n,
+                                       lathe_shape *out);
 lathe_status_t lathe_check_axis(const char *op, const char *what, int64_t axis, int rank);
 /* Whether axis i of a and axis j of b have one size under every binding of the dynamic axes:
  * equal static sizes, or both dynamic with the same name. Kernels rely on it where sizes pair. */

@@ -1,11 +1,13 @@
-/* ops_dynshape.c -- DynamicShape, DynamicDimensionSize, DynamicReshape. */
+/* ops_dynshape.c -- DynamicShape, DynamicDimensionSize, DynamicReshape. Sizes lathe produces are
+ * Int64 (compute v0.1.12's Capabilities.DynamicDimDType, unset, means Int64, as GoMLX's Go
+ * backend makes them); size operands of the dynamic-size ops take any integer dtype. */
 #include "graph.h"
 
 lathe_status_t lathe_dynamic_shape(lathe_function_t fn, lathe_value_t x, lathe_value_t *out) {
   lathe_node *n;
   LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_DYNAMIC_SHAPE, &x, 1, &n));
   int64_t rank = x->shape.rank;
-  LATHE_RETURN_IF_ERROR(lathe_shape_make(LATHE_DTYPE_INT32, 1, &rank, &n->shape));
+  LATHE_RETURN_IF_ERROR(lathe_shape_make(LATHE_DTYPE_INT64, 1, &rank, &n->shape));
   return lathe_node_commit(n, out);
 }
 
@@ -14,7 +16,7 @@ lathe_status_t lathe_dynamic_dimension_size(lathe_function_t fn, lathe_value_t x
   LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_DYNAMIC_DIMENSION_SIZE, &x, 1, &n));
   LATHE_RETURN_IF_ERROR(lathe_check_axis("DynamicDimensionSize", "axis", axis, x->shape.rank));
   lathe_attr_set_dynamic_dimension_size_axis(n, axis);
-  LATHE_RETURN_IF_ERROR(lathe_shape_make(LATHE_DTYPE_INT32, 0, NULL, &n->shape));
+  LATHE_RETURN_IF_ERROR(lathe_shape_make(LATHE_DTYPE_INT64, 0, NULL, &n->shape));
   return lathe_node_commit(n, out);
 }
 

@@ -152,6 +152,10 @@ static bool same_dims(const lathe_shape *a, const lathe_shape *b) {
   return true;
 }
 
+/* compute v0.1.11+: the three operands broadcast together (GoMLX leaves it to the backend;
+ * masked attention's Bool[1,h,1,k] mask against Float32[b,h,q,k] scores). The node keeps its
+ * operands as they are: every device reads size-1 axes and scalars with stride 0, as for the
+ * binary ops, so nothing is materialised. */
 lathe_status_t lathe_where(lathe_function_t fn, lathe_value_t cond, lathe_value_t on_true, lathe_value_t on_false,
                            lathe_value_t *out) {
   lathe_value_t ops[3] = {cond, on_true, on_false};
@@ -159,24 +163,16 @@ lathe_status_t lathe_where(lathe_function_t fn, lathe_value_t cond, lathe_value_
   if (!out) return LATHE_INVALID("Where: out is NULL");
   LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_WHERE, ops, 3, &n));
   const lathe_shape *c = &n->in[0]->shape, *t = &n->in[1]->shape, *f = &n->in[2]->shape;
-  char b1[LATHE_SHAPE_STR_MAX], b2[LATHE_SHAPE_STR_MAX], b3[LATHE_SHAPE_STR_MAX];
+  char b1[LATHE_SHAPE_STR_MAX], b2[LATHE_SHAPE_STR_MAX];
   if (!lathe_op_accepts_dtype(LATHE_OP_WHERE, c->dtype))
     return LATHE_INVALID("Where: condition must be Bool, got %s", lathe_shape_str(c, b1, sizeof b1));
   if (t->dtype != f->dtype)
     return LATHE_INVALID("Where: on_true and on_false must have the same dtype, got %s and %s",
                          lathe_shape_str(t, b1, sizeof b1), lathe_shape_str(f, b2, sizeof b2));
-  if (t->rank && f->rank && !same_dims(t, f))
-    return LATHE_INVALID("Where: on_true %s and on_false %s must have the same shape or be scalars",
-                         lathe_shape_str(t, b1, sizeof b1), lathe_shape_str(f, b2, sizeof b2));
-  n->shape = t->rank ? *t : *f;
-  if (n->shape.rank == 0 && c->rank) {
-    n->shape = *c;
-    n->shape.dtype = t->dtype;
-  }
-  if (c->rank && !same_dims(c, &n->shape))
-    return LATHE_INVALID("Where: condition %s must be a scalar or match the shape of the values (on_true %s, on_false %s)",
-                         lathe_shape_str(c, b1, sizeof b1), lathe_shape_str(t, b2, sizeof b2),
-                         lathe_shape_str(f, b3, sizeof b3));
+  static const char *const what[3] = {"condition", "on_true", "on_false"};
+  const lathe_shape *s[3] = {c, t, f};
+  LATHE_RETURN_IF_ERROR(lathe_infer_broadcast_n("Where", what, s, 3, &n->shape));
+  n->shape.dtype = t->dtype;
   return lathe_node_commit(n, out);
 }
 

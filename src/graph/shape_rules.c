@@ -9,53 +9,80 @@ static bool name_eq(const char *a, const char *b) {
 
 static const char *name_or(const char *a, const char *b) { return a && *a ? a : b; }
 
-/* GoMLX's BinaryOp rule: equal dtypes; a scalar operand takes the other's shape; otherwise
- * equal ranks where each axis matches or one side is 1. A dynamic axis (-1) broadcasts with
- * 1, or matches another dynamic axis of the same name. Axis names are unified. */
+/* The operands' shapes for an error message: "A and B", or with labels
+ * "condition A, on_true B and on_false C". */
+static const char *shapes_str(const char *const *what, const lathe_shape *const *s, int n, char *buf, size_t cap) {
+  size_t k = 0;
+  buf[0] = 0;
+  for (int i = 0; i < n && k < cap; i++) {
+    char one[LATHE_SHAPE_STR_MAX];
+    const char *sep = i == 0 ? "" : i == n - 1 ? " and " : ", ";
+    int w = snprintf(buf + k, cap - k, "%s%s%s%s", sep, what ? what[i] : "", what ? " " : "",
+                     lathe_shape_str(s[i], one, sizeof one));
+    if (w < 0) break;
+    k += (size_t)w;
+  }
+  return buf;
+}
+
+/* GoMLX's implicit broadcasting (BinaryOp, Where): scalars take the others' shape; the other
+ * operands have equal ranks, and on each axis every size is equal or 1. A dynamic axis (-1)
+ * broadcasts with 1 (specialisation makes it static before a kernel runs, and mlx:dynamic's
+ * operations broadcast at run time), or matches another dynamic axis of the same name; never a
+ * static size other than 1, which the binding might contradict. Axis names are unified. The
+ * result takes the first operand's dtype; the callers check dtypes. */
+lathe_status_t lathe_infer_broadcast_n(const char *op, const char *const *what, const lathe_shape *const *s, int n,
+                                       lathe_shape *out) {
+  char all[4 * LATHE_SHAPE_STR_MAX];
+  int first = -1;
+  for (int k = 0; k < n; k++)
+    if (s[k]->rank) {
+      if (first < 0) first = k;
+      else if (s[k]->rank != s[first]->rank)
+        return LATHE_INVALID("%s: operands must have the same rank or be scalars, got %s", op,
+                             shapes_str(what, s, n, all, sizeof all));
+    }
+  lathe_shape o = *s[first < 0 ? 0 : first];
+  o.dtype = s[0]->dtype;
+  for (int k = first + 1; first >= 0 && k < n; k++) {
+    const lathe_shape *b = s[k];
+    if (!b->rank) continue;
+    for (int i = 0; i < o.rank; i++) {
+      int64_t x = o.dims[i], y = b->dims[i];
+      const char *nx = o.axis_names[i], *ny = b->axis_names[i];
+      if (x == 1 && y != 1) {
+        o.dims[i] = y;
+        o.axis_names[i] = ny;
+        continue;
+      }
+      if (y == 1 || x == y) {
+        if (x == -1 && y == -1 && !name_eq(nx, ny))
+          return LATHE_INVALID("%s: axis %d is dynamic in two operands but named \"%s\" and \"%s\": %s", op, i, nx, ny,
+                               shapes_str(what, s, n, all, sizeof all));
+        if (x != 1 && y != 1 && !name_eq(nx, ny))
+          return LATHE_INVALID("%s: axis %d has conflicting names \"%s\" and \"%s\": %s", op, i, nx, ny,
+                               shapes_str(what, s, n, all, sizeof all));
+        o.axis_names[i] = y == 1 && x != 1 ? nx : name_or(nx, ny);
+        continue;
+      }
+      if (x == -1 || y == -1)
+        return LATHE_INVALID("%s: axis %d is dynamic in one operand and %lld in another, which cannot broadcast: %s", op,
+                             i, (long long)(x == -1 ? y : x), shapes_str(what, s, n, all, sizeof all));
+      return LATHE_INVALID("%s: axis %d has sizes %lld and %lld, which cannot broadcast: %s", op, i, (long long)x,
+                           (long long)y, shapes_str(what, s, n, all, sizeof all));
+    }
+  }
+  *out = o;
+  return NULL;
+}
+
 lathe_status_t lathe_infer_broadcast(const char *op, const lathe_shape *a, const lathe_shape *b, lathe_shape *out) {
   char sa[LATHE_SHAPE_STR_MAX], sb[LATHE_SHAPE_STR_MAX];
   if (a->dtype != b->dtype)
     return LATHE_INVALID("%s: operands must have the same dtype, got %s and %s", op, lathe_shape_str(a, sa, sizeof sa),
                          lathe_shape_str(b, sb, sizeof sb));
-  if (a->rank == 0) {
-    *out = *b;
-    return NULL;
-  }
-  if (b->rank == 0) {
-    *out = *a;
-    return NULL;
-  }
-  if (a->rank != b->rank)
-    return LATHE_INVALID("%s: operands must have the same rank or be scalars, got %s and %s", op,
-                         lathe_shape_str(a, sa, sizeof sa), lathe_shape_str(b, sb, sizeof sb));
-  lathe_shape o = *a;
-  for (int i = 0; i < a->rank; i++) {
-    int64_t x = a->dims[i], y = b->dims[i];
-    const char *nx = a->axis_names[i], *ny = b->axis_names[i];
-    if (x == 1 && y != 1) {
-      o.dims[i] = y;
-      o.axis_names[i] = ny;
-      continue;
-    }
-    if (y == 1 || x == y) {
-      if (x == -1 && y == -1 && !name_eq(nx, ny))
-        return LATHE_INVALID("%s: axis %d is dynamic in both operands but named \"%s\" and \"%s\": %s and %s", op, i,
-                             nx, ny, lathe_shape_str(a, sa, sizeof sa), lathe_shape_str(b, sb, sizeof sb));
-      if (x != 1 && y != 1 && !name_eq(nx, ny))
-        return LATHE_INVALID("%s: axis %d has conflicting names \"%s\" and \"%s\": %s and %s", op, i, nx, ny,
-                             lathe_shape_str(a, sa, sizeof sa), lathe_shape_str(b, sb, sizeof sb));
-      o.axis_names[i] = y == 1 && x != 1 ? nx : name_or(nx, ny);
-      continue;
-    }
-    if (x == -1 || y == -1)
-      return LATHE_INVALID("%s: axis %d is dynamic in one operand and %lld in the other, which cannot broadcast: %s and %s",
-                           op, i, (long long)(x == -1 ? y : x), lathe_shape_str(a, sa, sizeof sa),
-                           lathe_shape_str(b, sb, sizeof sb));
-    return LATHE_INVALID("%s: axis %d has sizes %lld and %lld, which cannot broadcast: %s and %s", op, i, (long long)x,
-                         (long long)y, lathe_shape_str(a, sa, sizeof sa), lathe_shape_str(b, sb, sizeof sb));
-  }
-  *out = o;
-  return NULL;
+  const lathe_shape *s[2] = {a, b};
+  return lathe_infer_broadcast_n(op, NULL, s, 2, out);
 }
 
 bool lathe_same_axis(const lathe_shape *a, int i, const lathe_shape *b, int j) {

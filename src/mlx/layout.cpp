@@ -79,11 +79,11 @@ mx::array dynshape(Env &env, const lathe_node *n, const Arrays &in) {
   const mx::array &x = in[0];
   switch (n->op) {
     case LATHE_OP_DYNAMIC_SHAPE: {
-      std::vector<int32_t> d(x.shape().begin(), x.shape().end());
-      return mx::array(d.begin(), mx::Shape{(int)d.size()}, mx::int32);
+      std::vector<int64_t> d(x.shape().begin(), x.shape().end()); /* sizes are Int64 */
+      return mx::array(d.begin(), mx::Shape{(int)d.size()}, mx::int64);
     }
     case LATHE_OP_DYNAMIC_DIMENSION_SIZE:
-      return mx::array((int32_t)x.shape((int)lathe_attr_dynamic_dimension_size_axis(n)), mx::int32);
+      return mx::array((int64_t)x.shape((int)lathe_attr_dynamic_dimension_size_axis(n)), mx::int64);
     default: { /* DynamicReshape: static and bound sizes, the inferred axis from the element count */
       const lathe_shape &s = n->shape;
       int inferred = (int)lathe_attr_dynamic_reshape_inferred(n);

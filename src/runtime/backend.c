@@ -124,6 +124,9 @@ static bool is(const char *s, const char *name, size_t len) { return strlen(s) =
 lathe_status_t lathe_backend_new(const char *config, lathe_backend_t *out_backend) {
   if (!out_backend) return LATHE_INVALID("Backend: out_backend is NULL");
   if (!config) config = "";
+  /* messages quote the config with its secrets (token=) redacted */
+  char shown[512], span[320];
+  lathe_config_redact(config, strlen(config), shown, sizeof shown);
   /* "<backend>[:rest]"; a bare "" is the first backend ("lathe") */
   const char *colon = strchr(config, ':');
   size_t blen = colon ? (size_t)(colon - config) : strlen(config);
@@ -133,15 +136,15 @@ lathe_status_t lathe_backend_new(const char *config, lathe_backend_t *out_backen
   char known[256];
   if (!backend) {
     known_backends(known, sizeof known);
-    return LATHE_INVALID("Backend: unknown backend \"%s\"; known: %s", config, known);
+    return LATHE_INVALID("Backend: unknown backend \"%s\"; known: %s", shown, known);
   }
   const char *rest = colon ? colon + 1 : "";
   /* a backend with one device ("mlx"): the rest is its options */
   for (int i = 0; i < N_DEVICES; i++) {
     const device_entry *d = &devices[i];
     if (strcmp(d->backend, backend) != 0 || d->device) continue;
-    if (!d->ctor) return lathe_status_new(LATHE_STATUS_UNAVAILABLE, "Backend \"%s\": %s", config, d->unlinked);
-    return lathe_status_annotate(open_entry(d, rest, out_backend), "Backend \"%s\"", config);
+    if (!d->ctor) return lathe_status_new(LATHE_STATUS_UNAVAILABLE, "Backend \"%s\": %s", shown, d->unlinked);
+    return lathe_status_annotate(open_entry(d, rest, out_backend), "Backend \"%s\"", shown);
   }
   /* "lathe:<device>[,options]", or "lathe[:options]" for the best usable device */
   size_t tlen = strcspn(rest, ",");
@@ -156,18 +159,19 @@ lathe_status_t lathe_backend_new(const char *config, lathe_backend_t *out_backen
       /* "lathe:cpu threads=2": the device, then something that is not ",options" */
       char opts[512];
       lathe_options_known(d->options, *d->n_options, opts, sizeof opts);
-      return LATHE_INVALID("Backend \"%s\": %s: malformed option \"%.*s\" after the device name (options follow it "
+      return LATHE_INVALID("Backend \"%s\": %s: malformed option \"%s\" after the device name (options follow it "
                            "after commas, without spaces: \"%s,%s=...\"); known options: %s",
-                           config, d->label, (int)(tlen - dl), rest + dl, d->label, d->options[0].name, opts);
+                           shown, d->label, lathe_config_redact(rest + dl, tlen - dl, span, sizeof span), d->label,
+                           d->options[0].name, opts);
     }
   }
   if (named) {
     const char *options = rest[tlen] == ',' ? rest + tlen + 1 : "";
-    return lathe_status_annotate(open_entry(named, options, out_backend), "Backend \"%s\"", config);
+    return lathe_status_annotate(open_entry(named, options, out_backend), "Backend \"%s\"", shown);
   }
   if (tlen && !memchr(rest, '=', tlen))
-    return LATHE_INVALID("Backend: unknown device \"%.*s\" in \"%s\"; known: %s (or options alone, name=value, "
-                         "for the best usable device)", (int)tlen, rest, config, known);
+    return LATHE_INVALID("Backend: unknown device \"%s\" in \"%s\"; known: %s (or options alone, name=value, "
+                         "for the best usable device)", lathe_config_redact(rest, tlen, span, sizeof span), shown, known);
   /* plain "lathe": the first usable device in the table's order; then its options */
   lathe_status_t why = NULL; /* why the devices before it were passed over */
   for (int i = 0; i < N_DEVICES; i++) {
@@ -190,10 +194,10 @@ lathe_status_t lathe_backend_new(const char *config, lathe_backend_t *out_backen
     st = why ? lathe_status_annotate(st, "\"%s\" picked %s (%s)", backend, d->label, lathe_status_message(why))
              : lathe_status_annotate(st, "\"%s\" picked %s (the first choice, usable here)", backend, d->label);
     lathe_status_free(why);
-    return lathe_status_annotate(st, "Backend \"%s\"", config);
+    return lathe_status_annotate(st, "Backend \"%s\"", shown);
   }
-  if (why) return lathe_status_annotate(why, "Backend \"%s\": no usable device", config);
-  return LATHE_INVALID("Backend \"%s\": no device linked", config);
+  if (why) return lathe_status_annotate(why, "Backend \"%s\": no usable device", shown);
+  return LATHE_INVALID("Backend \"%s\": no device linked", shown);
 }
 
 bool lathe_backend_option(int i, lathe_option_info *out) {

@@ -388,6 +388,7 @@ static void *conn_main(void *arg) {
   bool ok = !st && m.type == LATHE_COORD_HELLO && m.a_len == strlen(s->token) && !memcmp(m.a, s->token, m.a_len);
   if (!ok) {
     if (r == 0) send_err(c->fd, "job: connection refused: %s", st ? lathe_status_message(st) : "wrong job token");
+    else if (r == -2) send_err(c->fd, "job: connection refused: bad message length");
     pthread_mutex_lock(&s->mu);
     s->refused++;
     pthread_mutex_unlock(&s->mu);
@@ -422,6 +423,11 @@ static void *conn_main(void *arg) {
     pthread_mutex_unlock(&s->mu);
   }
   pthread_mutex_lock(&s->mu);
+  /* closed now, not when the next connection is accepted: a client turned away (bad length,
+   * no HELLO in time, wrong token) or gone sees its connection end at once. Under the lock, so
+   * nothing shuts down an fd number that another socket has since been given. */
+  close(c->fd);
+  c->fd = -1;
   c->done = true;
   pthread_cond_broadcast(&s->cv);
   pthread_mutex_unlock(&s->mu);
@@ -469,8 +475,7 @@ static void *accept_main(void *arg) {
       conn *d = *pp;
       if (d->done && d != c) {
         *pp = d->next;
-        pthread_join(d->thread, NULL);
-        close(d->fd);
+        pthread_join(d->thread, NULL); /* its thread closed its fd */
         free(d);
       } else {
         pp = &d->next;
@@ -550,7 +555,8 @@ void lathe_coord_server_free(lathe_coord_server *s, int timeout_ms) {
   }
   s->stopping = true;
   pthread_cond_broadcast(&s->cv);
-  for (conn *c = s->conns; c; c = c->next) shutdown(c->fd, SHUT_RDWR);
+  for (conn *c = s->conns; c; c = c->next)
+    if (c->fd >= 0) shutdown(c->fd, SHUT_RDWR);
   pthread_mutex_unlock(&s->mu);
   shutdown(s->fd, SHUT_RDWR);
   pthread_join(s->accept_thread, NULL);
@@ -558,8 +564,7 @@ void lathe_coord_server_free(lathe_coord_server *s, int timeout_ms) {
   while (s->conns) {
     conn *c = s->conns;
     s->conns = c->next;
-    pthread_join(c->thread, NULL);
-    close(c->fd);
+    pthread_join(c->thread, NULL); /* its thread closed its fd */
     free(c);
   }
   while (s->kvs) {

@@ -212,6 +212,11 @@ lathe_status_t lathe_options_parse(const char *label, const lathe_option_spec *s
                                    lathe_option_value *out);
 /* "threads=N, devices=N, fuse=0|1" into buf (always terminated). */
 void lathe_options_known(const lathe_option_spec *spec, int n, char *buf, size_t cap);
+/* Config or option text (len bytes) as messages may quote it: the value of every secret option
+ * (token=, the job's) replaced by "<redacted>" wherever it stands -- after ':', ',' or a space,
+ * misspelt configs included. Into buf (always terminated, truncated to cap); returns buf. Every
+ * message that echoes a config or an option goes through it. */
+const char *lathe_config_redact(const char *text, size_t len, char *buf, size_t cap);
 
 /* Checks a device table before use (version, size, mandatory slots). */
 lathe_status_t lathe_device_check(const lathe_device_i *dev);

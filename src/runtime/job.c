@@ -6,6 +6,7 @@
 #include <pthread.h>
 
 #include "../gloo/lathe_gloo.h"
+#include "device.h"
 #include "job.h"
 
 /* ---- configuration ---- */
@@ -65,7 +66,8 @@ lathe_status_t lathe_job_option(const char *who, const char *p, size_t len, lath
     if (k == 2) return parse_int(who, "process", buf, 0, 65535, &cfg->process);
     return parse_timeout(who, "timeout", buf, &cfg->timeout_ms);
   }
-  return LATHE_INVALID("%s: \"%.*s\" is not a job option", who, (int)len, p);
+  char shown[320];
+  return LATHE_INVALID("%s: \"%s\" is not a job option", who, lathe_config_redact(p, len, shown, sizeof shown));
 }
 
 static const char *env(const char *name) {

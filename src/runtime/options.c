@@ -17,6 +17,31 @@ void lathe_options_known(const lathe_option_spec *spec, int n, char *buf, size_t
   }
 }
 
+/* Options whose values are secrets: never in a message. */
+static const char *const secret_options[] = {"token"};
+
+const char *lathe_config_redact(const char *text, size_t len, char *buf, size_t cap) {
+  size_t at = 0;
+  if (!cap) return buf;
+  for (size_t i = 0; i < len && text[i] && at + 1 < cap;) {
+    size_t kl = 0;
+    if (i == 0 || strchr(":, \t", text[i - 1]))
+      for (size_t k = 0; k < sizeof secret_options / sizeof secret_options[0] && !kl; k++) {
+        size_t l = strlen(secret_options[k]);
+        if (len - i > l && !strncmp(text + i, secret_options[k], l) && text[i + l] == '=') kl = l + 1;
+      }
+    if (kl) { /* the key, then the value up to the next option */
+      int w = snprintf(buf + at, cap - at, "%.*s<redacted>", (int)kl, text + i);
+      at = w < 0 ? at : at + (size_t)w < cap ? at + (size_t)w : cap - 1;
+      for (i += kl; i < len && text[i] && text[i] != ','; i++) {}
+    } else {
+      buf[at++] = text[i++];
+    }
+  }
+  buf[at] = 0;
+  return buf;
+}
+
 /* The index of v (len bytes) among the '|'-separated values, or -1. */
 static long choice_of(const char *values, const char *v, size_t len) {
   long idx = 0;
@@ -56,9 +81,10 @@ lathe_status_t lathe_options_parse(const char *label, const lathe_option_spec *s
       if (strlen(spec[i].name) == klen && strncmp(spec[i].name, p, klen) == 0) hit = i;
       else if (!eq && spec[i].bare && (choice = choice_of(spec[i].values, p, len)) >= 0) hit = i, v = p, vlen = len;
     }
-    char what[512];
+    char what[512], shown[320]; /* the option as quoted: secrets redacted */
+    lathe_config_redact(p, len, shown, sizeof shown);
     if (len && hit < 0) {
-      snprintf(what, sizeof what, "unknown option \"%.*s\"", (int)len, p);
+      snprintf(what, sizeof what, "unknown option \"%s\"", shown);
       return bad(label, spec, n, p, len, what);
     }
     if (hit >= 0) {
@@ -66,12 +92,13 @@ lathe_status_t lathe_options_parse(const char *label, const lathe_option_spec *s
       lathe_option_value *o = &out[hit];
       if (s->type == LATHE_OPTION_FLAG) {
         if (eq) {
-          snprintf(what, sizeof what, "%s takes no value, got \"%.*s\"", s->name, (int)len, p);
+          snprintf(what, sizeof what, "%s takes no value, got \"%s\"", s->name, shown);
           return bad(label, spec, n, p, len, what);
         }
         o->value = 1;
       } else if (!v || vlen == 0 || vlen >= sizeof o->text) {
-        snprintf(what, sizeof what, "%s needs a value (%s=%s), got \"%.*s\"", s->name, s->name, s->values, (int)len, p);
+        snprintf(what, sizeof what, "%s needs a value (%s=%s, at most %zu characters), got \"%s\"", s->name, s->name,
+                 s->values, sizeof o->text - 1, shown);
         return bad(label, spec, n, p, len, what);
       } else if (s->type == LATHE_OPTION_TEXT) {
         o->value = (long)vlen;

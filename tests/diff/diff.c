@@ -179,10 +179,21 @@ static void convert(walk *w, val *x) {
   if (ok(lathe_convert_dtype(w->fn, x->v, to, &y))) add(w, w->fn, y, exact, "ConvertDType");
 }
 
+/* A partner, or a parameter of x's shape with 1s on some axes: Where broadcasts all three. */
+static val bcast_partner(walk *w, const val *x, lathe_dtype dt) {
+  if (!x->s.rank || rin(0, 2)) return partner(w, x, dt);
+  lathe_shape s = x->s;
+  s.dtype = dt;
+  for (int a = 0; a < s.rank; a++)
+    if (rin(0, 1)) s.dims[a] = 1;
+  val *p = param(w, s);
+  return p ? *p : (val){0};
+}
+
 static void where(walk *w, val *x) {
-  val c = partner(w, x, LATHE_DTYPE_BOOL);
+  val c = bcast_partner(w, x, LATHE_DTYPE_BOOL);
   if (!c.v || !c.exact || !lathe_backend_supports_op(w->be, LATHE_OP_WHERE, x->s.dtype)) return;
-  val y = partner(w, x, x->s.dtype);
+  val y = bcast_partner(w, x, x->s.dtype);
   if (!y.v) return;
   lathe_value_t z;
   if (ok(lathe_where(w->fn, c.v, x->v, y.v, &z))) add(w, w->fn, z, x->exact && y.exact, "Where");

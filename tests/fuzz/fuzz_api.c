@@ -295,7 +295,23 @@ static void act_elementwise(world *w, input *in, lathe_function_t fn) {
     case 1: BUILT1(lathe_binary(fn, op, a, b, &out), 2 * work); break;
     case 2: BUILT1(lathe_convert_dtype(fn, a, any_dtype(in), &out), work); break;
     case 3: BUILT1(lathe_bitcast(fn, a, any_dtype(in), &out), work); break;
-    case 4: BUILT1(lathe_where(fn, a, b, c, &out), 3 * work); break;
+    case 4:
+      if (s.rank && coin(in)) { /* operands that broadcast with a: its shape with 1s, new parameters */
+        lathe_shape cs = s, fs = s;
+        uint8_t m = u8(in);
+        cs.dtype = LATHE_DTYPE_BOOL;
+        for (int i = 0; i < s.rank; i++) {
+          if (m >> (i % 4) & 1) cs.dims[i] = 1, cs.axis_names[i] = NULL;
+          if (m >> (4 + i % 4) & 1) fs.dims[i] = 1, fs.axis_names[i] = NULL;
+        }
+        if (!BUILT1(lathe_parameter(fn, NULL, &cs, &out), 0)) break;
+        b = out;
+        if (coin(in) && BUILT1(lathe_parameter(fn, NULL, &fs, &out), 0)) c = out;
+        BUILT1(lathe_where(fn, b, a, c, &out), 3 * work);
+        break;
+      }
+      BUILT1(lathe_where(fn, a, b, c, &out), 3 * work);
+      break;
     case 5: BUILT1(lathe_clamp(fn, a, b, c, &out), 3 * work); break;
     case 6: BUILT1(lathe_add(fn, a, b, &out), 2 * work); break;
     default: BUILT1(lathe_neg(fn, a, &out), work); break;

@@ -146,14 +146,14 @@ TEST(mlx_dynamic_axes_without_recompiling) {
       CHECK_OK(lathe_buffer_from_host(be, 0, &xs, xd, sizeof(float) * (size_t)(n * 3), &in));
       CHECK_OK(lathe_executable_execute(e, &in, NULL, 1, 0, out, 2));
       float got[4] = {0};
-      int32_t dims[2] = {0};
+      int64_t dims[2] = {0}; /* sizes are Int64 */
       lathe_shape os;
       CHECK_OK(lathe_buffer_shape(out[0], &os));
       CHECK(os.rank == 1 && os.dims[0] == n, "%s: output shape [%lld]", configs[c], (long long)n);
       CHECK_OK(lathe_buffer_to_host(out[0], got, sizeof(float) * (size_t)n));
       CHECK_OK(lathe_buffer_to_host(out[1], dims, sizeof dims));
       for (int r = 0; r < n; r++) CHECK(got[r] == 2 * (3 * (3 * r) + 3), "%s: row %d: %g", configs[c], r, got[r]);
-      CHECK(dims[0] == n && dims[1] == 3, "%s: DynamicShape [%d, %d]", configs[c], dims[0], dims[1]);
+      CHECK(dims[0] == n && dims[1] == 3, "%s: DynamicShape [%lld, %lld]", configs[c], (long long)dims[0], (long long)dims[1]);
       lathe_buffer_free(in), lathe_buffer_free(out[0]), lathe_buffer_free(out[1]);
     }
     lathe_executable_stats stats;

@@ -70,11 +70,19 @@ TEST(dynamic_axes_specialisations) {
     CHECK(st == NULL, "run %lldx%lld: %s", (long long)r, (long long)c, lathe_status_message(st));
     lathe_status_free(st);
     if (!o[0]) continue;
-    int32_t dims[2], sq, sums[8], flatv[32];
+    int64_t dims[2], sq; /* sizes are Int64 */
+    int32_t sums[8], flatv[32];
+    lathe_shape ds, qs;
+    CHECK_OK(lathe_buffer_shape(o[0], &ds));
+    CHECK_OK(lathe_buffer_shape(o[1], &qs));
+    CHECK(ds.dtype == LATHE_DTYPE_INT64 && ds.rank == 1 && ds.dims[0] == 2 && qs.dtype == LATHE_DTYPE_INT64 && qs.rank == 0,
+          "DynamicShape Int64[2] and DynamicDimensionSize Int64: got %s[%lld], %s", lathe_dtype_name(ds.dtype),
+          (long long)ds.dims[0], lathe_dtype_name(qs.dtype));
     CHECK_OK(lathe_buffer_to_host(o[0], dims, sizeof dims));
-    CHECK(dims[0] == r && dims[1] == c, "DynamicShape %lldx%lld: got %d,%d", (long long)r, (long long)c, dims[0], dims[1]);
+    CHECK(dims[0] == r && dims[1] == c, "DynamicShape %lldx%lld: got %lld,%lld", (long long)r, (long long)c, (long long)dims[0],
+          (long long)dims[1]);
     CHECK_OK(lathe_buffer_to_host(o[1], &sq, sizeof sq));
-    CHECK(sq == c, "DynamicDimensionSize: got %d want %lld", sq, (long long)c);
+    CHECK(sq == c, "DynamicDimensionSize: got %lld want %lld", (long long)sq, (long long)c);
     CHECK_OK(lathe_buffer_to_host(o[2], sums, sizeof(int32_t) * (size_t)r));
     for (int64_t i = 0; i < r; i++) {
       int32_t want = 0;
@@ -157,6 +165,14 @@ static lathe_value_t i32c(lathe_function_t fn, int32_t v) {
   return c;
 }
 
+/* Sizes from DynamicDimensionSize are Int64: arithmetic on them takes Int64 constants. */
+static lathe_value_t i64c(lathe_function_t fn, int64_t v) {
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_INT64);
+  lathe_value_t c = NULL;
+  CHECK_OK(lathe_constant(fn, &s0, &v, sizeof v, &c));
+  return c;
+}
+
 static void stats_of(tst_exec *x, lathe_executable_stats *st) {
   memset(st, 0, sizeof *st);
   lathe_executable_t e = tst_exec_executable(x);
@@ -179,8 +195,8 @@ TEST(dynamic_size_values_folded) {
   CHECK_OK(lathe_constant(fn, &cs, cv, sizeof cv, &c));
   lathe_dim_spec bdims[2] = {{0, "batch", batch}, {3, NULL, NULL}};
   CHECK_OK(lathe_dynamic_broadcast_in_dim(fn, c, (const int[]){0, 1}, 2, bdims, 2, &bc));
-  CHECK_OK(lathe_mul(fn, batch, i32c(fn, 2), &t));
-  CHECK_OK(lathe_add(fn, t, i32c(fn, 1), &n2));
+  CHECK_OK(lathe_mul(fn, batch, i64c(fn, 2), &t));
+  CHECK_OK(lathe_add(fn, t, i64c(fn, 1), &n2));
   lathe_dim_spec idims[2] = {{0, "?", n2}, {0, "seq", NULL}};
   CHECK_OK(lathe_dynamic_iota(fn, LATHE_DTYPE_INT32, 1, idims, 2, &io));
   lathe_dynamic_pad_axis pa[2] = {{0, 1, 0, NULL, NULL, NULL, NULL}, {0, 0, 1, seq, NULL, NULL, "padded"}};
@@ -335,7 +351,7 @@ TEST(dynamic_size_values_dtypes) {
     ps.axis_names[0] = "batch";
     lathe_value_t x = tst_param(fn, "x", ps), batch, bc, pd, io = NULL, one, fill;
     CHECK_OK(lathe_dynamic_dimension_size(fn, x, 0, &batch));
-    CHECK_OK(lathe_add(fn, batch, i32c(fn, 1), &one));
+    CHECK_OK(lathe_add(fn, batch, i64c(fn, 1), &one));
     lathe_shape s0 = tst_shape0(dt);
     void *fv = tst_alloc_for(&s0);
     tst_set(fv, dt, 0, 1);
@@ -412,7 +428,7 @@ TEST(dynamic_size_values_rounds) {
   lathe_dim_spec d2[1] = {{0, NULL, sum}};
   CHECK_OK(lathe_dynamic_iota(fn, LATHE_DTYPE_INT32, 0, d2, 1, &io2));
   CHECK_OK(lathe_dynamic_dimension_size(fn, io, 0, &len));
-  CHECK_OK(lathe_mul(fn, len, i32c(fn, 2), &twice));
+  CHECK_OK(lathe_mul(fn, len, i64c(fn, 2), &twice));
   lathe_dim_spec d3[1] = {{0, "twice", twice}};
   CHECK_OK(lathe_dynamic_broadcast_in_dim(fn, i32c(fn, 7), NULL, 0, d3, 1, &bc));
   lathe_value_t outs[2] = {io2, bc};
@@ -444,5 +460,61 @@ TEST(dynamic_size_values_rounds) {
   /* the first run (reads n); per distinct n (4, 0, 6) a second run (the sum) and the program */
   if (tst_exec_executable(ex))
     CHECK(stt.compiles == 1 + 2 * 3, "%lld compiles, %lld hits", (long long)stt.compiles, (long long)stt.hits);
+  tst_exec_free(ex);
+}
+
+/* Where broadcasting against dynamic axes: a static 1 broadcasts along a dynamic axis (sized at
+ * specialisation, or at run time on mlx:dynamic). main(x[batch, 5], keep[1, 5], pick[batch, 1],
+ * y[1, 5]) = (Where(keep, x, -1), Where(pick, y, x)), run at three batch sizes. */
+TEST(dynamic_where_broadcast) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("dyn_where", &fn);
+  if (!b) return;
+  lathe_shape xs = TST_SHAPE(LATHE_DTYPE_FLOAT32, -1, 5), ps = TST_SHAPE(LATHE_DTYPE_BOOL, -1, 1);
+  xs.axis_names[0] = ps.axis_names[0] = "batch";
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  lathe_value_t x = tst_param(fn, "x", xs), keep = tst_param(fn, "keep", TST_SHAPE(LATHE_DTYPE_BOOL, 1, 5));
+  lathe_value_t pick = tst_param(fn, "pick", ps), y = tst_param(fn, "y", TST_SHAPE(LATHE_DTYPE_FLOAT32, 1, 5));
+  lathe_value_t fill, r[2] = {0};
+  float fv = -1;
+  CHECK_OK(lathe_constant(fn, &s0, &fv, sizeof fv, &fill));
+  CHECK_OK(lathe_where(fn, keep, x, fill, &r[0]));
+  CHECK_OK(lathe_where(fn, pick, y, x, &r[1]));
+  for (int k = 0; k < 2; k++) {
+    lathe_shape rs = {0};
+    if (r[k]) CHECK_OK(lathe_value_shape(r[k], &rs));
+    CHECK(rs.rank == 2 && rs.dims[0] == -1 && rs.dims[1] == 5 && rs.axis_names[0] && strcmp(rs.axis_names[0], "batch") == 0,
+          "Where %d keeps the dynamic axis \"batch\"", k);
+  }
+  CHECK_OK(lathe_function_return(fn, r, 2));
+  tst_exec *ex = NULL;
+  CHECK_OK(tst_compile(b, &ex));
+  lathe_builder_free(b);
+  if (!ex) return;
+  const int64_t batches[] = {3, 1, 0};
+  float xd[15], yd[5] = {10, 11, 12, 13, 14};
+  uint8_t kd[5] = {1, 0, 1, 1, 0}, pd[3] = {0, 1, 1};
+  for (int i = 0; i < 15; i++) xd[i] = (float)i;
+  for (int t = 0; t < 3; t++) {
+    int64_t n = batches[t];
+    lathe_shape in_s[4] = {TST_SHAPE(LATHE_DTYPE_FLOAT32, n, 5), TST_SHAPE(LATHE_DTYPE_BOOL, 1, 5),
+                           TST_SHAPE(LATHE_DTYPE_BOOL, n, 1), TST_SHAPE(LATHE_DTYPE_FLOAT32, 1, 5)};
+    const void *ins[4] = {xd, kd, pd, yd};
+    lathe_buffer_t o[2] = {0};
+    CHECK_OK(tst_exec_run(ex, in_s, ins, 4, o, 2));
+    float got[2][15];
+    for (int k = 0; k < 2; k++) {
+      lathe_shape os = {0};
+      if (o[k]) CHECK_OK(lathe_buffer_shape(o[k], &os));
+      CHECK(os.rank == 2 && os.dims[0] == n && os.dims[1] == 5, "batch %lld: output %d's shape", (long long)n, k);
+      if (o[k] && n) CHECK_OK(lathe_buffer_to_host(o[k], got[k], sizeof(float) * (size_t)(n * 5)));
+      lathe_buffer_free(o[k]);
+    }
+    for (int64_t i = 0; i < n * 5; i++) {
+      float w0 = kd[i % 5] ? xd[i] : -1, w1 = pd[i / 5] ? yd[i % 5] : xd[i];
+      CHECK(got[0][i] == w0 && got[1][i] == w1, "batch %lld element %lld: got %g, %g; want %g, %g", (long long)n,
+            (long long)i, got[0][i], got[1][i], w0, w1);
+    }
+  }
   tst_exec_free(ex);
 }

@@ -660,6 +660,139 @@ TEST(elementwise_where) {
   }
 }
 
+/* Where's operands broadcast together (compute v0.1.11+): scalars and size-1 axes, in each
+ * operand and in several at once, ranks 0 to 4, size-0 axes; the result's dims are the largest
+ * per axis. A shape is {rank, dims}; rank -1 ends the list. */
+typedef struct {
+  int rank;
+  int64_t dims[4];
+} bshape;
+
+static const bshape where_bcast_cases[][3] = {
+    {{0, {0}}, {0, {0}}, {0, {0}}},                         /* rank 0 */
+    {{1, {1}}, {1, {7}}, {1, {7}}},                         /* condition [1] */
+    {{1, {7}}, {1, {1}}, {1, {7}}},                         /* on_true [1] */
+    {{1, {7}}, {1, {7}}, {1, {1}}},                         /* on_false [1] */
+    {{1, {1}}, {1, {1}}, {1, {7}}},                         /* two of them [1] */
+    {{1, {0}}, {1, {1}}, {0, {0}}},                         /* size 0 against 1 and a scalar */
+    {{0, {0}}, {2, {2, 3}}, {2, {1, 3}}},                   /* on_false [1,3] */
+    {{2, {2, 1}}, {2, {1, 3}}, {0, {0}}},                   /* none has the result's dims */
+    {{2, {2, 3}}, {2, {2, 1}}, {2, {1, 3}}},                /* both values broadcast */
+    {{2, {1, 1}}, {2, {1, 1}}, {2, {1, 1}}},                /* a single element */
+    {{2, {1, 5}}, {0, {0}}, {2, {4, 1}}},                   /* on_true a scalar */
+    {{2, {4, 1}}, {2, {1, 5}}, {0, {0}}},                   /* on_false a scalar */
+    {{0, {0}}, {3, {3, 1, 5}}, {3, {1, 4, 1}}},             /* condition a scalar */
+    {{3, {1, 4, 1}}, {3, {3, 1, 5}}, {3, {3, 4, 5}}},       /* rank 3 */
+    {{3, {3, 4, 5}}, {3, {3, 1, 5}}, {3, {1, 4, 1}}},
+    {{4, {1, 8, 1, 8}}, {4, {2, 8, 4, 8}}, {4, {2, 8, 4, 8}}}, /* a masked attention's mask */
+    {{4, {1, 8, 1, 8}}, {4, {2, 8, 4, 8}}, {0, {0}}},          /* ... against a scalar fill */
+    {{4, {2, 1, 4, 5}}, {4, {2, 3, 1, 5}}, {4, {2, 3, 4, 1}}}, /* 1s on a different axis each */
+    {{4, {1, 3, 1, 5}}, {4, {2, 1, 4, 1}}, {4, {1, 1, 1, 1}}}, /* all three broadcast */
+    {{4, {2, 1, 4, 1}}, {4, {1, 3, 1, 5}}, {4, {2, 3, 4, 5}}},
+    {{3, {64, 1, 33}}, {3, {1, 40, 33}}, {3, {64, 40, 1}}},    /* large enough to split over threads */
+};
+
+static lathe_shape bshape_of(const bshape *b, lathe_dtype dt) {
+  return b->rank ? tst_shape(dt, b->rank, b->dims) : tst_shape0(dt);
+}
+
+/* The flat index into an operand of shape s of the result's element at coordinates c. */
+static int64_t bcast_index(const lathe_shape *s, const int64_t *c) {
+  int64_t idx = 0;
+  for (int a = 0; a < s->rank; a++) idx = idx * s->dims[a] + (s->dims[a] == 1 ? 0 : c[a]);
+  return idx;
+}
+
+TEST(elementwise_where_broadcast) {
+  const int n_cases = (int)(sizeof where_bcast_cases / sizeof where_bcast_cases[0]);
+  for (int d = 0; d < tst_n_all_dtypes; d++) {
+    lathe_dtype dt = tst_all_dtypes[d];
+    for (int k = 0; k < n_cases; k++) {
+      /* every dtype on the small cases; the large one for a dtype of each width */
+      if (k == n_cases - 1 && dt != LATHE_DTYPE_BOOL && dt != LATHE_DTYPE_INT16 && dt != LATHE_DTYPE_FLOAT32 &&
+          dt != LATHE_DTYPE_FLOAT64 && dt != LATHE_DTYPE_COMPLEX128 && dt != LATHE_DTYPE_INT4)
+        continue;
+      lathe_shape s[3];
+      for (int j = 0; j < 3; j++) s[j] = bshape_of(&where_bcast_cases[k][j], j ? dt : LATHE_DTYPE_BOOL);
+      /* the expected result: the largest size per axis */
+      int rank = 0;
+      int64_t dims[4] = {1, 1, 1, 1};
+      for (int j = 0; j < 3; j++)
+        if (s[j].rank) {
+          rank = s[j].rank;
+          for (int a = 0; a < rank; a++)
+            if (s[j].dims[a] != 1) dims[a] = s[j].dims[a];
+        }
+      void *buf[3];
+      for (int j = 0; j < 3; j++) {
+        buf[j] = tst_alloc_for(&s[j]);
+        fill_input(buf[j], s[j].dtype, lathe_shape_size(&s[j]), (unsigned)(d * 7 + j * 3 + k));
+      }
+      void *out = NULL;
+      lathe_shape os;
+      char label[64];
+      snprintf(label, sizeof label, "Where broadcast %s case %d", lathe_dtype_name(dt), k);
+      run_result r = run_op(label, 3, s, (const void *const *)buf, build_where, NULL, &out, &os);
+      CHECK(r == R_OK, "%s runs", label);
+      if (r == R_OK) {
+        bool shape_ok = os.dtype == dt && os.rank == rank;
+        for (int a = 0; a < rank && shape_ok; a++) shape_ok = os.dims[a] == dims[a];
+        CHECK(shape_ok, "%s: result shape", label);
+        int64_t n = shape_ok ? lathe_shape_size(&os) : 0;
+        int bad = 0;
+        for (int64_t i = 0; i < n; i++) {
+          int64_t c[4];
+          tst_unravel(i, rank, dims, c);
+          bool cv = tst_get_int(buf[0], LATHE_DTYPE_BOOL, bcast_index(&s[0], c)) != 0;
+          int j = cv ? 1 : 2;
+          if (!same_value(out, dt, i, buf[j], bcast_index(&s[j], c)) && bad++ < 3)
+            printf("  %s: element %lld differs\n", label, (long long)i);
+        }
+        CHECK(bad == 0, "%s: %d mismatches", label, bad);
+      }
+      tst_free_output(out);
+      for (int j = 0; j < 3; j++) free(buf[j]);
+    }
+  }
+}
+
+/* A masked attention's softmax as GoMLX v0.28.13+ writes it: a Bool[1,h,1,k] mask against
+ * Float32[b,h,q,k] scores and a scalar fill, then a softmax over the last axis -- the mask read
+ * with stride 0 inside a fusion region (a ROWS region on lathe:cuda). */
+TEST(elementwise_where_masked_softmax) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("where_masked_softmax", &fn);
+  if (!b) return;
+  lathe_shape xs = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 8, 4, 8), ms = TST_SHAPE(LATHE_DTYPE_BOOL, 1, 8, 1, 8);
+  lathe_shape ks = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 8, 4, 1), s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  lathe_value_t x = tst_param(fn, "x", xs), mask = tst_param(fn, "mask", ms), half, fill, sc, w, mx, e, sum, y = NULL;
+  float hv = 0.5f, fv = -1e9f;
+  CHECK_OK(lathe_constant(fn, &s0, &hv, sizeof hv, &half));
+  CHECK_OK(lathe_constant(fn, &s0, &fv, sizeof fv, &fill));
+  CHECK_OK(lathe_mul(fn, x, half, &sc));
+  CHECK_OK(lathe_where(fn, mask, sc, fill, &w));
+  mx = tst_reduce_keep(fn, LATHE_OP_REDUCE_MAX, w, 3, &ks);
+  CHECK_OK(lathe_sub(fn, w, mx, &e));
+  CHECK_OK(lathe_exp(fn, e, &e));
+  sum = tst_reduce_keep(fn, LATHE_OP_REDUCE_SUM, e, 3, &ks);
+  CHECK_OK(lathe_div(fn, e, sum, &y));
+  CHECK_OK(lathe_function_return(fn, &y, 1));
+  float xd[2 * 8 * 4 * 8], want[2 * 8 * 4 * 8];
+  uint8_t md[8 * 8];
+  tst_fill(xd, LATHE_DTYPE_FLOAT32, 512, 3);
+  for (int i = 0; i < 64; i++) md[i] = (uint8_t)((i * 5 + i / 8) % 3 != 0 || i % 8 == 0); /* >= 1 kept per row */
+  for (int r = 0; r < 64; r++) { /* row (b, h, q): h = (r / 4) % 8 */
+    int h = (r / 4) % 8;
+    double v[8], m = -INFINITY, t = 0;
+    for (int k = 0; k < 8; k++) v[k] = md[h * 8 + k] ? (double)(xd[r * 8 + k] * 0.5f) : -1e9, m = fmax(m, v[k]);
+    for (int k = 0; k < 8; k++) t += exp(v[k] - m);
+    for (int k = 0; k < 8; k++) want[r * 8 + k] = (float)(exp(v[k] - m) / t);
+  }
+  const void *ins[2] = {xd, md};
+  tst_run_expect("Where masked softmax", b, ins, 2, want, LATHE_DTYPE_FLOAT32, 512, 1e-5);
+  lathe_builder_free(b);
+}
+
 TEST(elementwise_clamp) {
   const int ranks[][3] = {{0, 1, 0}, {1, 1, 1}, {0, 1, 1}, {1, 1, 0}, {0, 0, 0}};
   for (int d = 0; d < tst_n_all_dtypes; d++) {

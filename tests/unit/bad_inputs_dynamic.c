@@ -237,6 +237,28 @@ TEST(dynamic_size_values_bad_builds) {
   CHECK_ERR(lathe_dynamic_pad(fn, x, f, &pb, 1, &y), INVALID_ARGUMENT, "DynamicPad: the start padding of axis 0 must be an integer scalar");
   lathe_dynamic_pad_axis pc = {0, 0, 0, NULL, NULL, NULL, NULL};
   CHECK_ERR(lathe_dynamic_pad(fn, x, v, &pc, 1, &y), INVALID_ARGUMENT, "DynamicPad: the fill value must be a Float32 scalar");
+  /* sizes lathe makes are Int64; size operands take Int32 and Int64, never another class */
+  lathe_value_t sz = NULL, shp = NULL, bv = tst_param(fn, "bv", tst_shape0(LATHE_DTYPE_BOOL));
+  lathe_value_t i32 = tst_param(fn, "i32", tst_shape0(LATHE_DTYPE_INT32));
+  CHECK_OK(lathe_dynamic_dimension_size(fn, x, 0, &sz));
+  CHECK_OK(lathe_dynamic_shape(fn, x, &shp));
+  lathe_shape ss = {0}, hs = {0};
+  if (sz) CHECK_OK(lathe_value_shape(sz, &ss));
+  if (shp) CHECK_OK(lathe_value_shape(shp, &hs));
+  CHECK(ss.dtype == LATHE_DTYPE_INT64 && ss.rank == 0, "DynamicDimensionSize is an Int64 scalar: %s", lathe_dtype_name(ss.dtype));
+  CHECK(hs.dtype == LATHE_DTYPE_INT64 && hs.rank == 1 && hs.dims[0] == 2, "DynamicShape is Int64[2]: %s", lathe_dtype_name(hs.dtype));
+  lathe_dim_spec rf[2] = {{0, "n", f}, {3, NULL, NULL}};
+  CHECK_ERR(lathe_dynamic_reshape(fn, x, rf, 2, &y), INVALID_ARGUMENT, "DynamicReshape: the size value of an axis must be an integer scalar, got Float32");
+  lathe_dim_spec bd[1] = {{0, "n", bv}};
+  CHECK_ERR(lathe_dynamic_iota(fn, LATHE_DTYPE_INT32, 0, bd, 1, &y), INVALID_ARGUMENT, "DynamicIota: the size value of axis 0 must be an integer scalar");
+  lathe_dynamic_pad_axis pbv = {0, 0, 0, NULL, bv, NULL, NULL};
+  CHECK_ERR(lathe_dynamic_pad(fn, x, f, &pbv, 1, &y), INVALID_ARGUMENT, "DynamicPad: the end padding of axis 0 must be an integer scalar");
+  lathe_dim_spec r64[2] = {{0, "batch", sz}, {3, NULL, NULL}}, i64d[1] = {{0, "n64", sz}}, i32d[1] = {{0, "n32", i32}};
+  CHECK_OK(lathe_dynamic_reshape(fn, x, r64, 2, &y));
+  CHECK_OK(lathe_dynamic_iota(fn, LATHE_DTYPE_INT32, 0, i64d, 1, &y));
+  CHECK_OK(lathe_dynamic_iota(fn, LATHE_DTYPE_INT32, 0, i32d, 1, &y));
+  lathe_dynamic_pad_axis p32 = {0, 0, 0, i32, sz, NULL, NULL};
+  CHECK_OK(lathe_dynamic_pad(fn, x, f, &p32, 1, &y));
   lathe_builder_free(b);
 }
 

@@ -105,8 +105,42 @@ TEST(bad_inputs_elementwise_select) {
   CHECK_ERR(lathe_where(e.fn, e.f32_35, e.f32_35, e.f32_35, &out), INVALID_ARGUMENT, "Where: condition must be Bool");
   CHECK_ERR(lathe_where(e.fn, e.bool_35, e.f32_35, e.i32_35, &out), INVALID_ARGUMENT, "Where");
   CHECK_ERR(lathe_where(e.fn, e.bool_35, e.f32_35, e.f32_45, &out), INVALID_ARGUMENT, "Where");
-  CHECK_ERR(lathe_where(e.fn, e.bool_35, e.f32_45, e.f32_s, &out), INVALID_ARGUMENT, "Where: condition");
+  CHECK_ERR(lathe_where(e.fn, e.bool_35, e.f32_45, e.f32_s, &out), INVALID_ARGUMENT, "Where: axis 0 has sizes 3 and 4");
   CHECK_ERR(lathe_where(e.fn, e.bool_35, NULL, e.f32_s, &out), INVALID_ARGUMENT, "Where");
+  CHECK_ERR(lathe_where(e.fn, e.bool_s, e.f32_35, e.f32_3, &out), INVALID_ARGUMENT,
+            "Where: operands must have the same rank or be scalars, got condition Bool[], on_true Float32[3,5] and on_false Float32[3]");
+  /* every operand's shape in the message, whichever two disagree */
+  CHECK_ERR(lathe_where(e.fn, e.bool_35, e.f32_31, e.f32_45, &out), INVALID_ARGUMENT,
+            "Where: axis 0 has sizes 3 and 4, which cannot broadcast: condition Bool[3,5], on_true Float32[3,1] and on_false Float32[4,5]");
+  lathe_value_t b45 = param(&e, LATHE_DTYPE_BOOL, 2, (int64_t[]){4, 5}), b14 = param(&e, LATHE_DTYPE_BOOL, 2, (int64_t[]){1, 4});
+  CHECK_ERR(lathe_where(e.fn, b45, e.f32_31, e.f32_15, &out), INVALID_ARGUMENT, "axis 0 has sizes 4 and 3");
+  CHECK_ERR(lathe_where(e.fn, b14, e.f32_15, e.f32_31, &out), INVALID_ARGUMENT, "Where: axis 1 has sizes 4 and 5");
+  /* dynamic axes: a static size other than 1, or another name, might disagree at run time */
+  lathe_shape ds = TST_SHAPE(LATHE_DTYPE_FLOAT32, -1, 5);
+  ds.axis_names[0] = "batch";
+  lathe_value_t dyn = tst_param(e.fn, NULL, ds);
+  ds.axis_names[0] = "seq";
+  ds.dtype = LATHE_DTYPE_BOOL;
+  lathe_value_t dyn_seq = tst_param(e.fn, NULL, ds);
+  CHECK_ERR(lathe_where(e.fn, e.bool_35, dyn, e.f32_s, &out), INVALID_ARGUMENT,
+            "Where: axis 0 is dynamic in one operand and 3 in another, which cannot broadcast: condition Bool[3,5], on_true Float32[batch,5] and on_false Float32[]");
+  CHECK_ERR(lathe_where(e.fn, dyn_seq, dyn, dyn, &out), INVALID_ARGUMENT, "Where: axis 0 is dynamic in two operands but named");
+  int before = e.fn->n_nodes;
+  CHECK_ERR(lathe_where(e.fn, e.bool_35, e.f32_31, e.f32_45, &out), INVALID_ARGUMENT, "Where");
+  CHECK(e.fn->n_nodes == before, "a failed Where left %d nodes behind", e.fn->n_nodes - before);
+  /* what broadcasts: scalars, 1s in any operand, a static 1 along a dynamic axis */
+  lathe_shape got;
+  CHECK_OK(lathe_where(e.fn, e.bool_35, e.f32_31, e.f32_15, &out));
+  CHECK_OK(lathe_value_shape(out, &got));
+  CHECK(got.dtype == LATHE_DTYPE_FLOAT32 && got.rank == 2 && got.dims[0] == 3 && got.dims[1] == 5, "Where [3,5]/[3,1]/[1,5]");
+  CHECK_OK(lathe_where(e.fn, b14, e.f32_31, e.f32_s, &out));
+  CHECK_OK(lathe_value_shape(out, &got));
+  CHECK(got.rank == 2 && got.dims[0] == 3 && got.dims[1] == 4, "Where [1,4]/[3,1]/scalar is [3,4]");
+  lathe_value_t b15 = param(&e, LATHE_DTYPE_BOOL, 2, (int64_t[]){1, 5});
+  CHECK_OK(lathe_where(e.fn, b15, dyn, e.f32_s, &out));
+  CHECK_OK(lathe_value_shape(out, &got));
+  CHECK(got.rank == 2 && got.dims[0] == -1 && got.axis_names[0] && strcmp(got.axis_names[0], "batch") == 0,
+        "Where keeps the dynamic axis");
   CHECK_ERR(lathe_clamp(e.fn, e.f32_31, e.f32_35, e.f32_s, &out), INVALID_ARGUMENT, "Clamp");
   CHECK_ERR(lathe_clamp(e.fn, e.i32_s, e.f32_35, e.f32_s, &out), INVALID_ARGUMENT, "Clamp: min, x and max");
   CHECK_ERR(lathe_clamp(e.fn, e.bool_s, e.bool_35, e.bool_s, &out), INVALID_ARGUMENT, "Clamp");

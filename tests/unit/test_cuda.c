@@ -121,6 +121,101 @@ TEST(cuda_rows_kernels_compile) {
   printf("note: %d ROWS kernels made, %d compiled by NVRTC%s\n", made, compiled, nvrtc ? "" : " (no NVRTC here)");
 }
 
+/* Where's operands broadcasting together (compute v0.1.11+), in generated kernels: one Where step
+ * whose three operands each have 1s on other axes, in dtypes of every width and class; a LOOP
+ * region where Where reads a broadcast mask and a scalar; and a masked softmax (a ROWS region)
+ * whose Bool[1,h,1,k] mask is broadcast over batch and query rows. Compiled by NVRTC when present;
+ * their values are checked on a GPU by the conformance rows (tests/ops/elementwise.c). */
+static void where_compile(const char *label, lathe_cuda_ewk *k, bool nvrtc, int *compiled) {
+  if (!k || !nvrtc) return;
+  void *cubin = NULL;
+  size_t size = 0;
+  lathe_status_t cs = lathe_cuda_compile_source(lathe_cuda_ewk_source(k), 90, &cubin, &size);
+  CHECK(cs == NULL, "NVRTC: %s: %s", label, lathe_status_message(cs));
+  *compiled += cs == NULL;
+  lathe_status_free(cs);
+  free(cubin);
+}
+
+TEST(cuda_where_broadcast_kernels_compile) {
+  const lcu_api *api;
+  lathe_status_t st = lathe_cuda_load_nvrtc(&api);
+  bool nvrtc = st == NULL;
+  lathe_status_free(st);
+  lathe_cuda cu;
+  memset(&cu, 0, sizeof cu);
+  int made = 0, compiled = 0;
+  const lathe_dtype dts[] = {LATHE_DTYPE_BOOL, LATHE_DTYPE_INT8, LATHE_DTYPE_UINT16, LATHE_DTYPE_INT64, LATHE_DTYPE_FLOAT16,
+                             LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT64, LATHE_DTYPE_COMPLEX64,
+                             LATHE_DTYPE_COMPLEX128};
+  for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++) {
+    lathe_function_t fn;
+    lathe_builder_t b = tst_builder("where step", &fn);
+    lathe_value_t c = tst_param(fn, "c", TST_SHAPE(LATHE_DTYPE_BOOL, 2, 1, 4, 1));
+    lathe_value_t t = tst_param(fn, "t", TST_SHAPE(dts[d], 1, 3, 1, 5)), f = tst_param(fn, "f", TST_SHAPE(dts[d], 2, 3, 4, 1)), w = NULL;
+    CHECK_OK(lathe_where(fn, c, t, f, &w));
+    if (w) {
+      const lathe_node *n = w;
+      const lathe_shape *in[3] = {&n->in[0]->shape, &n->in[1]->shape, &n->in[2]->shape};
+      lathe_cuda_ewk *k = NULL;
+      CHECK_OK(lathe_cuda_ewk_step(&cu, n, in, &n->shape, &k));
+      int rank = 0, access[3] = {-1, -1, -1};
+      int64_t dims[LATHE_MAX_RANK];
+      bool idx32, vec;
+      if (k) lathe_cuda_ewk_describe(k, &rank, dims, &idx32, &vec, access);
+      CHECK(k && rank == 4 && access[0] == LATHE_PACCESS_STRIDED && access[1] == LATHE_PACCESS_STRIDED &&
+                access[2] == LATHE_PACCESS_STRIDED,
+            "Where step %s: rank %d, access %d %d %d", lathe_dtype_name(dts[d]), rank, access[0], access[1], access[2]);
+      char label[64];
+      snprintf(label, sizeof label, "Where step %s", lathe_dtype_name(dts[d]));
+      where_compile(label, k, nvrtc, &compiled);
+      made += k != NULL;
+      lathe_cuda_ewk_free(k);
+    }
+    lathe_builder_free(b);
+  }
+  /* regions: a LOOP (Where of a broadcast mask, x * 2 and a scalar, then + x) and a masked softmax */
+  lathe_program_options opt = {.fuse = true, .plan_memory = true, .alignment = 256, .rows_max = LATHE_CUDA_ROWS_MAX, .rows_lone = 1056};
+  for (int which = 0; which < 2; which++) {
+    lathe_function_t fn;
+    lathe_builder_t b = tst_builder("where regions", &fn);
+    lathe_shape xs = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 8, 4, 64), ks = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 8, 4, 1);
+    lathe_value_t x = tst_param(fn, "x", xs), m = tst_param(fn, "m", TST_SHAPE(LATHE_DTYPE_BOOL, 1, 8, 1, 64));
+    lathe_value_t two, fill, y, w, e, y2 = NULL;
+    float tv = 2, fv = -1e9f;
+    lathe_shape s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+    CHECK_OK(lathe_constant(fn, &s0, &tv, sizeof tv, &two));
+    CHECK_OK(lathe_constant(fn, &s0, &fv, sizeof fv, &fill));
+    CHECK_OK(lathe_mul(fn, x, two, &y));
+    CHECK_OK(lathe_where(fn, m, y, fill, &w));
+    if (which == 0) {
+      CHECK_OK(lathe_add(fn, w, x, &y2));
+    } else {
+      CHECK_OK(lathe_sub(fn, w, tst_reduce_keep(fn, LATHE_OP_REDUCE_MAX, w, 3, &ks), &e));
+      CHECK_OK(lathe_exp(fn, e, &e));
+      CHECK_OK(lathe_div(fn, e, tst_reduce_keep(fn, LATHE_OP_REDUCE_SUM, e, 3, &ks), &y2));
+    }
+    CHECK_OK(lathe_function_return(fn, &y2, 1));
+    lathe_program *p = NULL;
+    CHECK_OK(lathe_program_build(b, &opt, &p));
+    const lathe_pfunc *pf = p ? lathe_program_main(p) : NULL;
+    int want = which ? LATHE_PREGION_ROWS : LATHE_PREGION_LOOP, regions = 0;
+    for (int r = 0; pf && r < pf->n_regions; r++) {
+      if ((int)pf->regions[r].kind != want) continue;
+      regions++;
+      lathe_cuda_ewk *k = NULL;
+      CHECK_OK(lathe_cuda_ewk_region(&cu, pf, &pf->regions[r], &k));
+      where_compile(which ? "Where in a ROWS region" : "Where in a LOOP region", k, nvrtc, &compiled);
+      made += k != NULL;
+      lathe_cuda_ewk_free(k);
+    }
+    CHECK(regions == 1, "graph %d: one %s region with the Where, got %d", which, which ? "ROWS" : "LOOP", regions);
+    lathe_program_free(p);
+    lathe_builder_free(b);
+  }
+  printf("note: %d Where kernels made, %d compiled by NVRTC%s\n", made, compiled, nvrtc ? "" : " (no NVRTC here)");
+}
+
 /* The symbol names of an ELF file (a cubin), one per line into buf. */
 static void elf_symbols(const void *elf, size_t size, char *buf, size_t cap) {
   buf[0] = 0;

@@ -6,9 +6,11 @@
  * each an error within its timeout. (Jobs of real processes are tested from Go:
  * compute/lathe/job_test.go.) */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -16,6 +18,7 @@
 
 #include "core/core.h"
 #include "cpu/cpu.h"
+#include "runtime/device.h"
 #include "runtime/job.h"
 #include "testing.h"
 
@@ -410,4 +413,98 @@ TEST(job_pair_reduce) {
   int32_t x[3] = {INT32_MAX, -5, 7}, y[3] = {1, 5, -9};
   lathe_cpu_pair_reduce(LATHE_OP_REDUCE_SUM, LATHE_DTYPE_INT32, x, x, y, 3);
   CHECK(x[0] == INT32_MIN && x[1] == 0 && x[2] == -2, "Int32 sums %d %d %d", x[0], x[1], x[2]);
+}
+
+/* The job's token never appears in a message: a join that fails (the whole config is quoted),
+ * options quoted back as unknown, malformed or too long, a misplaced device name, every
+ * backend -- each message shows token=<redacted> or nothing of it. */
+static void check_no_secret(const char *cfg, const char *secret) {
+  lathe_backend_t b = NULL;
+  lathe_status_t st = lathe_backend_new(cfg, &b);
+  lathe_backend_free(b);
+  const char *m = st ? lathe_status_message(st) : "";
+  CHECK(st != NULL, "\"%.40s...\" should fail", cfg);
+  CHECK(!strstr(m, secret), "the token appears in: %s", m);
+  lathe_status_free(st);
+}
+
+TEST(job_token_redacted) {
+  const char *secret = "S3cr3tT0ken";
+  char cfg[600], big[300];
+  int port = free_port();
+  /* joins that fail: nobody else comes (process 0), nobody listens (process 1) */
+  snprintf(cfg, sizeof cfg, "lathe:cpu,coordinator=127.0.0.1:%d,processes=2,process=0,token=%s,timeout=0.3", port, secret);
+  lathe_backend_t b = NULL;
+  lathe_status_t st = lathe_backend_new(cfg, &b);
+  CHECK(st && strstr(lathe_status_message(st), "token=<redacted>") && !strstr(lathe_status_message(st), secret),
+        "a failed join quotes the config redacted: %s", st ? lathe_status_message(st) : "(ok)");
+  lathe_status_free(st);
+  lathe_backend_free(b);
+  snprintf(cfg, sizeof cfg, "lathe:cpu,coordinator=127.0.0.1:%d,process=1,token=%s,processes=2,timeout=0.3", port, secret);
+  check_no_secret(cfg, secret);
+  /* options and configs quoted back */
+  const char *forms[] = {"lathe:cpu,token=%s,threads=x", "lathe:cpu token=%s", "lathe:cpu,fuse=2,token=%s",
+                         "lathe:cuda,token=%s", "lathe:gpu,token=%s", "lathe,token=%s,bogus", "lathe:token=%s,threads=0",
+                         "mlx:cpu,token=%s", "nope:token=%s"};
+  for (size_t i = 0; i < sizeof forms / sizeof forms[0]; i++) {
+    snprintf(cfg, sizeof cfg, forms[i], secret);
+    check_no_secret(cfg, secret);
+  }
+  /* a token too long for the option: "needs a value", quoted redacted */
+  memset(big, 'k', sizeof big - 1);
+  big[sizeof big - 1] = 0;
+  snprintf(cfg, sizeof cfg, "lathe:cpu,token=%s", big);
+  check_no_secret(cfg, big + 200);
+  /* the job's own option parser, and the redaction itself */
+  lathe_job_config c;
+  lathe_job_config_init(&c);
+  char opt[64];
+  int n = snprintf(opt, sizeof opt, "tokens=%s", secret);
+  CHECK_ERR(lathe_job_option("t", opt, (size_t)n, &c), INVALID_ARGUMENT, "is not a job option");
+  char out[128];
+  const char *text = "lathe:token=a,threads=2, token=bb,xtoken=c,token=";
+  CHECK(!strcmp(lathe_config_redact(text, strlen(text), out, sizeof out),
+                "lathe:token=<redacted>,threads=2, token=<redacted>,xtoken=c,token=<redacted>"),
+        "redacted: %s", out);
+  CHECK(!strcmp(lathe_config_redact(text, strlen(text), out, 12), "lathe:token"), "truncated: %s", out);
+}
+
+/* A connection the coordinator turns away before its HELLO -- a bad length prefix, or no HELLO
+ * within the timeout -- is closed at once: the client sees its end, not a hang until another
+ * connection comes. */
+static bool ends_within(int fd, double secs) {
+  struct timeval tv = {.tv_sec = (time_t)secs, .tv_usec = (suseconds_t)((secs - (double)(time_t)secs) * 1e6)};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  uint8_t buf[512];
+  for (;;) {
+    ssize_t r = recv(fd, buf, sizeof buf, 0);
+    if (r > 0) continue; /* the refusal's message, then the end */
+    return r == 0 || errno == ECONNRESET;
+  }
+}
+
+TEST(job_coordinator_closes_refused_connections) {
+  char addr[64];
+  addr_of(addr, sizeof addr);
+  const int T = 300; /* ms */
+  lathe_coord_server *s = NULL;
+  CHECK_OK(lathe_coord_server_new(addr, "secret", 2, T, &s));
+  if (!s) return;
+  double t0 = seconds();
+  int fd = raw_connect(addr);
+  if (fd >= 0) {
+    const uint8_t bad[] = {0xff, 0xff, 0xff, 0xff};
+    CHECK(send(fd, bad, sizeof bad, MSG_NOSIGNAL) == sizeof bad, "send a bad length");
+    CHECK(ends_within(fd, 3), "a bad length prefix: the connection stayed open");
+    close(fd);
+  }
+  fd = raw_connect(addr);
+  if (fd >= 0) {
+    CHECK(ends_within(fd, 3 + T / 1000.0), "no HELLO within the timeout: the connection stayed open");
+    close(fd);
+  }
+  CHECK(seconds() - t0 < 5, "refused connections took %.2f s to close", seconds() - t0);
+  for (double w0 = seconds(); lathe_coord_server_refused(s) < 2 && seconds() - w0 < 5;) usleep(10000);
+  CHECK(lathe_coord_server_refused(s) == 2, "refused %d connections, want 2", lathe_coord_server_refused(s));
+  lathe_coord_server_free(s, T);
 }

@@ -468,8 +468,8 @@
   "}\n"
 
 #define LT_CUH_DYNSHAPE \
-  "struct lt_sizes { int32_t v[LT_MAX_RANK]; };\n" \
-  "extern \"C\" __global__ void lt_write_sizes(int32_t *o, const __grid_constant__ lt_sizes s, int n) { if (threadIdx.x < n) o[threadIdx.x] = s.v[threadIdx.x]; }\n"
+  "struct lt_sizes { int64_t v[LT_MAX_RANK]; };\n" \
+  "extern \"C\" __global__ void lt_write_sizes(int64_t *o, const __grid_constant__ lt_sizes s, int n) { if (threadIdx.x < n) o[threadIdx.x] = s.v[threadIdx.x]; }\n"
 
 #define LT_CUH_EW_PRELUDE \
   "#define INFINITY __int_as_float(0x7f800000)\n" \
