@@ -51,6 +51,33 @@ lathe_status_t lathe_status_annotate(lathe_status_t status, const char *fmt, ...
   return s;
 }
 
+lathe_status_t lathe_status_redact(lathe_status_t status, const char *key) {
+  if (!status || status == &oom_status || !*key) return status;
+  size_t kl = strlen(key), n = 0;
+  char *m = status->message;
+  for (const char *p = strstr(m, key); p; p = strstr(p + kl, key)) n++;
+  if (!n) return status;
+  char *out = malloc(strlen(m) + 3 * n + 1); /* each value becomes "***" (it may have been empty) */
+  if (!out) {
+    status->message[0] = 0; /* never leak the secret, even without memory */
+    return status;
+  }
+  size_t o = 0;
+  for (const char *p = m; *p;) {
+    if (!strncmp(p, key, kl)) {
+      memcpy(out + o, key, kl), o += kl, p += kl;
+      while (*p && !strchr(",\" );:", *p)) p++;
+      memcpy(out + o, "***", 3), o += 3;
+      continue;
+    }
+    out[o++] = *p++;
+  }
+  out[o] = 0;
+  free(status->message);
+  status->message = out;
+  return status;
+}
+
 lathe_status_code lathe_status_code_of(lathe_status_t status) { return status ? status->code : LATHE_STATUS_OK; }
 
 const char *lathe_status_message(lathe_status_t status) { return status ? status->message : ""; }
