@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "d4d23480690e1d35db4c7718e93dfc20"
+const engineSourcesHash = "250fe4795175cf02216a3767ff6a227c"

@@ -21,10 +21,12 @@
 #define LATHE_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #define LATHE_UNLIKELY(x) __builtin_expect(!!(x), 0)
 #define LATHE_LIKELY(x) __builtin_expect(!!(x), 1)
+#define LATHE_ALWAYS_INLINE inline __attribute__((always_inline))
 #else
 #define LATHE_PRINTF(f, a)
 #define LATHE_UNLIKELY(x) (x)
 #define LATHE_LIKELY(x) (x)
+#define LATHE_ALWAYS_INLINE inline
 #endif
 
 /* A new status with a printf-style message. Never fails: on allocation failure it returns a

@@ -11,20 +11,31 @@ static const char TAIL[] = "\n]}\n";
 
 struct lathe_trace {
   pthread_mutex_t mu;
-  FILE *f;
+  FILE *f;        /* NULL while no backend holds the trace */
   char *path;
+  int refs;       /* backends holding it (under registry_mu) */
   int pid;
   bool first;     /* no event written yet */
-  bool tail;      /* the tail is on disk at the current position (to be overwritten) */
+  bool tail;      /* the tail is on disk at the end of the file (the next event overwrites it) */
   bool failed;    /* a write failed: flush reports it */
-  int64_t t0;     /* timestamps are relative to the trace's opening */
+  struct lathe_trace *next; /* the registry */
 };
+
+/* Every path traced in this process, by name: backends naming the same file (LATHE_TRACE, read by
+ * every backend a program makes) share one writer, and a later backend continues the file that an
+ * earlier one closed instead of truncating it. The entries stay for the process's life (one small
+ * struct per distinct path). Timestamps count from the first trace the process opened. */
+static pthread_mutex_t registry_mu = PTHREAD_MUTEX_INITIALIZER;
+static lathe_trace *registry;
+static int64_t t_zero;
 
 int64_t lathe_trace_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
+
+_Thread_local lathe_trace *lathe_trace_current;
 
 /* Small thread numbers, in order of first event, read better than pthread_t values. */
 static atomic_int next_tid = 1;
@@ -34,29 +45,61 @@ static int tid(void) {
   return my_tid;
 }
 
+/* t's file, opened afresh ("w", header written) or continued ("r+", positioned at its tail). */
+static lathe_status_t open_file(lathe_trace *t, const char *option, bool fresh) {
+  if (!fresh && (t->f = fopen(t->path, "r+"))) {
+    char tail[sizeof TAIL] = {0};
+    if (!fseek(t->f, -(long)(sizeof TAIL - 1), SEEK_END) && fread(tail, 1, sizeof TAIL - 1, t->f) == sizeof TAIL - 1 &&
+        !strcmp(tail, TAIL)) {
+      t->tail = true;
+      return NULL;
+    }
+    fclose(t->f); /* not the file this process wrote (changed since): start it again */
+  }
+  if (!(t->f = fopen(t->path, "w"))) return LATHE_INVALID("%s: cannot write \"%s\": %s", option, t->path, strerror(errno));
+  t->first = true;
+  t->tail = t->failed = false;
+  if (fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", t->f) < 0) t->failed = true;
+  return NULL;
+}
+
 lathe_status_t lathe_trace_open(const char *path, const char *option, lathe_trace **out) {
   *out = NULL;
   if (!path || !*path) return LATHE_INVALID("%s: empty file name", option);
-  FILE *f = fopen(path, "w");
-  if (!f) return LATHE_INVALID("%s: cannot write \"%s\": %s", option, path, strerror(errno));
-  lathe_trace *t = calloc(1, sizeof *t);
-  size_t n = strlen(path) + 1;
-  if (t) t->path = malloc(n);
-  if (!t || !t->path || pthread_mutex_init(&t->mu, NULL)) {
-    if (t) free(t->path);
-    free(t);
-    fclose(f);
-    remove(path);
-    return LATHE_OOM("trace");
+  pthread_mutex_lock(&registry_mu);
+  if (!t_zero) t_zero = lathe_trace_now();
+  lathe_trace *t = registry;
+  while (t && strcmp(t->path, path)) t = t->next;
+  lathe_status_t st = NULL;
+  if (t && t->refs) {
+    t->refs++;
+  } else if (t) {
+    if (!(st = open_file(t, option, false))) t->refs = 1;
+  } else {
+    t = calloc(1, sizeof *t);
+    size_t n = strlen(path) + 1;
+    if (t) t->path = malloc(n);
+    if (!t || !t->path || pthread_mutex_init(&t->mu, NULL)) {
+      if (t) free(t->path);
+      free(t);
+      pthread_mutex_unlock(&registry_mu);
+      return LATHE_OOM("trace");
+    }
+    memcpy(t->path, path, n);
+    t->pid = (int)getpid();
+    if ((st = open_file(t, option, true))) {
+      pthread_mutex_destroy(&t->mu);
+      free(t->path);
+      free(t);
+    } else {
+      t->refs = 1;
+      t->next = registry;
+      registry = t;
+    }
   }
-  memcpy(t->path, path, n);
-  t->f = f;
-  t->pid = (int)getpid();
-  t->first = true;
-  t->t0 = lathe_trace_now();
-  if (fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", f) < 0) t->failed = true;
-  *out = t;
-  return NULL;
+  pthread_mutex_unlock(&registry_mu);
+  if (!st) *out = t;
+  return st;
 }
 
 /* With mu held: start an event (separator; the tail, if on disk, is overwritten from here). */
@@ -87,11 +130,15 @@ lathe_status_t lathe_trace_flush(lathe_trace *t) {
 
 void lathe_trace_close(lathe_trace *t) {
   if (!t) return;
-  put_tail(t);
-  fclose(t->f);
-  pthread_mutex_destroy(&t->mu);
-  free(t->path);
-  free(t);
+  pthread_mutex_lock(&registry_mu);
+  if (--t->refs == 0) {
+    pthread_mutex_lock(&t->mu);
+    put_tail(t);
+    fclose(t->f);
+    t->f = NULL;
+    pthread_mutex_unlock(&t->mu);
+  }
+  pthread_mutex_unlock(&registry_mu);
 }
 
 void lathe_bufprintf(char *buf, size_t cap, size_t *at, const char *fmt, ...) {
@@ -123,7 +170,7 @@ void lathe_trace_complete(lathe_trace *t, const char *name, const char *cat, int
   pthread_mutex_lock(&t->mu);
   begin_event(t);
   /* microseconds with nanosecond decimals: Perfetto and chrome://tracing read fractions */
-  int64_t ts = t0 > t->t0 ? t0 - t->t0 : 0, dur = t1 > t0 ? t1 - t0 : 0;
+  int64_t ts = t0 > t_zero ? t0 - t_zero : 0, dur = t1 > t0 ? t1 - t0 : 0;
   if (fprintf(t->f, "{\"name\":\"%s\",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%lld.%03lld,\"dur\":%lld.%03lld,\"pid\":%d,\"tid\":%d",
               nm, ct, (long long)(ts / 1000), (long long)(ts % 1000), (long long)(dur / 1000), (long long)(dur % 1000),
               t->pid, th) < 0)
@@ -137,7 +184,7 @@ void lathe_trace_counter(lathe_trace *t, const char *name, int64_t ts, const cha
   int th = tid();
   pthread_mutex_lock(&t->mu);
   begin_event(t);
-  ts = ts > t->t0 ? ts - t->t0 : 0;
+  ts = ts > t_zero ? ts - t_zero : 0;
   if (fprintf(t->f, "{\"name\":\"%s\",\"ph\":\"C\",\"ts\":%lld.%03lld,\"pid\":%d,\"tid\":%d,\"args\":{\"%s\":%lld}}", name,
               (long long)(ts / 1000), (long long)(ts % 1000), t->pid, th, series, (long long)value) < 0)
     t->failed = true;

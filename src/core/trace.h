@@ -12,9 +12,11 @@
 
 typedef struct lathe_trace lathe_trace;
 
-/* Opens (truncates) path for writing; INVALID_ARGUMENT naming option and path when it cannot. */
+/* The writer of path, shared by every holder of the same path in this process: the first open in
+ * the process truncates the file, a later one (after every holder closed it) continues it.
+ * INVALID_ARGUMENT naming option and path when it cannot be written. */
 lathe_status_t lathe_trace_open(const char *path, const char *option, lathe_trace **out);
-/* Writes the tail and closes; NULL-safe. */
+/* Drops a holder; the last one writes the tail and closes the file. NULL-safe. */
 void lathe_trace_close(lathe_trace *t);
 /* Makes the file valid JSON on disk now; an I/O error is INTERNAL naming the path. */
 lathe_status_t lathe_trace_flush(lathe_trace *t);
@@ -26,6 +28,13 @@ int64_t lathe_trace_now(void);
 void lathe_trace_complete(lathe_trace *t, const char *name, const char *cat, int64_t t0, int64_t t1, const char *args);
 /* A counter event: series name = value at ts (ns). */
 void lathe_trace_counter(lathe_trace *t, const char *name, int64_t ts, const char *series, int64_t value);
+
+/* The trace of the execution the calling thread runs now (set by the executor only while
+ * tracing), so that the CPU pool can record each thread's part of a step without an argument
+ * threaded through every kernel. */
+#ifndef __cplusplus /* the MLX device (C++) reaches this header through runtime.h, never the variable */
+extern _Thread_local lathe_trace *lathe_trace_current;
+#endif
 
 /* Appends s to buf (cap bytes in all, at *at) as a JSON string body (no quotes), truncating
  * cleanly; returns buf. */

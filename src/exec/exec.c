@@ -448,20 +448,23 @@ static lathe_status_t fill_outputs(lathe_exec *x, lathe_tensor **results, lathe_
   return st;
 }
 
-static lathe_status_t exec_program(lathe_exec *x, const lathe_launch *l, bool tracing);
+static LATHE_ALWAYS_INLINE lathe_status_t exec_program(lathe_exec *x, const lathe_launch *l, bool tracing);
 
 lathe_status_t lathe_exec_program(lathe_exec *x, const lathe_launch *l) {
   lathe_trace *tr = x->plan->prog->options.trace;
   if (LATHE_LIKELY(!tr)) return exec_program(x, l, false);
   int64_t t0 = lathe_trace_now();
+  lathe_trace *outer = lathe_trace_current;
+  lathe_trace_current = tr; /* the CPU pool's parts of each step (pool.c) */
   lathe_status_t st = exec_program(x, l, true);
+  lathe_trace_current = outer;
   lathe_exec_trace_run(tr, x, l, t0, lathe_trace_now());
   return st;
 }
 
 /* tracing: the walk even where the device would run the whole program at once (a CUDA graph
  * replay), so that every step has its event */
-static lathe_status_t exec_program(lathe_exec *x, const lathe_launch *l, bool tracing) {
+static LATHE_ALWAYS_INLINE lathe_status_t exec_program(lathe_exec *x, const lathe_launch *l, bool tracing) {
   const lathe_exec_device *dev = x->plan->dev;
   bool take = dev->takes_inputs, handled = false;
   lathe_status_t st = dev->launch_program && !tracing ? dev->launch_program(x, l, &handled) : NULL;

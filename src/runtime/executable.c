@@ -454,8 +454,9 @@ lathe_status_t lathe_launch_one(lathe_executable_t e, lathe_specialization *sp, 
   return st;
 }
 
-static lathe_status_t execute(lathe_executable_t e, const lathe_buffer_t *inputs, const bool *donate, int n_inputs,
-                              int default_device, lathe_buffer_t *outputs, int n_outputs);
+/* inlined into both paths of lathe_executable_execute: the one-op floor pays no extra call */
+static LATHE_ALWAYS_INLINE lathe_status_t execute(lathe_executable_t e, const lathe_buffer_t *inputs, const bool *donate,
+                                                  int n_inputs, int default_device, lathe_buffer_t *outputs, int n_outputs);
 
 lathe_status_t lathe_executable_execute(lathe_executable_t e, const lathe_buffer_t *inputs, const bool *donate,
                                         int n_inputs, int default_device, lathe_buffer_t *outputs, int n_outputs) {
@@ -475,8 +476,8 @@ lathe_status_t lathe_executable_execute(lathe_executable_t e, const lathe_buffer
   return execute(e, inputs, donate, n_inputs, default_device, outputs, n_outputs);
 }
 
-static lathe_status_t execute(lathe_executable_t e, const lathe_buffer_t *inputs, const bool *donate, int n_inputs,
-                              int default_device, lathe_buffer_t *outputs, int n_outputs) {
+static LATHE_ALWAYS_INLINE lathe_status_t execute(lathe_executable_t e, const lathe_buffer_t *inputs, const bool *donate,
+                                                  int n_inputs, int default_device, lathe_buffer_t *outputs, int n_outputs) {
   if (!e) return LATHE_INVALID("Execute: executable is NULL");
   if (e->distribution == LATHE_DIST_SPMD) return lathe_execute_spmd(e, inputs, donate, n_inputs, outputs, n_outputs);
   if (e->distribution == LATHE_DIST_AUTO_SHARDING) return lathe_execute_sharded(e, inputs, donate, n_inputs, outputs, n_outputs);

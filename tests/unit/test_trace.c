@@ -251,3 +251,75 @@ TEST(memory_stats) {
   CHECK_ERR(lathe_backend_memory_stats(b, 3, &s2), INVALID_ARGUMENT, "device 3");
   lathe_backend_free(b);
 }
+
+/* A step split over the CPU pool: each chunk is an event on the thread that ran it. */
+TEST(trace_pool_chunks) {
+  char dir[64], path[128], config[200];
+  tmp_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/trace.json", dir);
+  snprintf(config, sizeof config, "lathe:cpu,threads=2,trace=%s", path);
+  lathe_backend_t b = NULL;
+  CHECK_OK(lathe_backend_new(config, &b));
+  if (!b) return;
+  enum { N = 1 << 20 };
+  lathe_builder_t bl;
+  CHECK_OK(lathe_builder_new(b, "neg", &bl));
+  lathe_function_t fn = lathe_builder_main(bl);
+  lathe_shape s = TST_SHAPE(LATHE_DTYPE_FLOAT32, N);
+  lathe_value_t x, y;
+  CHECK_OK(lathe_parameter(fn, "x", &s, &x));
+  CHECK_OK(lathe_neg(fn, x, &y));
+  CHECK_OK(lathe_function_return(fn, &y, 1));
+  lathe_executable_t e = NULL;
+  CHECK_OK(lathe_builder_compile(bl, &e));
+  lathe_builder_free(bl);
+  lathe_buffer_t in = NULL, out = NULL;
+  void *data;
+  CHECK_OK(lathe_buffer_new_shared(b, 0, &s, &in, &data));
+  CHECK_OK(lathe_executable_execute(e, &in, NULL, 1, 0, &out, 1));
+  lathe_buffer_free(out);
+  lathe_buffer_free(in);
+  lathe_executable_free(e);
+  lathe_backend_free(b);
+  char *text = slurp(path);
+  CHECK(text && json_ok(text), "valid JSON");
+  int chunks = text ? count(text, "\"name\":\"pool chunk\"") : 0;
+  CHECK(chunks >= 2, "the Neg's chunks: %d events", chunks);
+  CHECK(text && count(text, "\"cat\":\"worker\"") == chunks, "worker category");
+  free(text);
+  remove_dir(dir);
+}
+
+/* Backends naming one file share it; a later backend continues it rather than truncating it. */
+TEST(trace_shared_file) {
+  char dir[64], path[128], config[200];
+  tmp_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/trace.json", dir);
+  snprintf(config, sizeof config, "lathe:cpu,trace=%s", path);
+  lathe_backend_t a = NULL, b = NULL, c = NULL;
+  CHECK_OK(lathe_backend_new(config, &a));
+  setenv("LATHE_TRACE", path, 1);
+  CHECK_OK(lathe_backend_new("lathe:cpu,threads=1", &b));
+  unsetenv("LATHE_TRACE");
+  if (!a || !b) return;
+  lathe_executable_t ea = affine_t(a), eb = affine_t(b);
+  run_affine(a, ea, 1);
+  run_affine(b, eb, 2);
+  lathe_executable_free(ea);
+  lathe_executable_free(eb);
+  lathe_backend_free(a);
+  lathe_backend_free(b);
+  CHECK_OK(lathe_backend_new(config, &c));
+  if (c) {
+    lathe_executable_t ec = affine_t(c);
+    run_affine(c, ec, 1);
+    lathe_executable_free(ec);
+    lathe_backend_free(c);
+  }
+  char *text = slurp(path);
+  CHECK(text && json_ok(text), "valid JSON");
+  CHECK(text && count(text, "\"name\":\"Execute\"") == 4, "the three backends' 4 executions in one file");
+  CHECK(text && count(text, "\"traceEvents\"") == 1, "one header");
+  free(text);
+  remove_dir(dir);
+}
