@@ -3,6 +3,7 @@
  * no error message repeats a job's token. */
 #include <ctype.h>
 #include <dirent.h>
+#include <pthread.h>
 #include <unistd.h>
 
 #include "testing.h"
@@ -320,6 +321,40 @@ TEST(trace_shared_file) {
   CHECK(text && json_ok(text), "valid JSON");
   CHECK(text && count(text, "\"name\":\"Execute\"") == 4, "the three backends' 4 executions in one file");
   CHECK(text && count(text, "\"traceEvents\"") == 1, "one header");
+  free(text);
+  remove_dir(dir);
+}
+
+/* Executions on several threads write one valid file (the writer locks per event). */
+typedef struct {
+  lathe_backend_t b;
+  lathe_executable_t e;
+} trace_job;
+
+static void *trace_worker(void *arg) {
+  trace_job *j = arg;
+  run_affine(j->b, j->e, 20);
+  return NULL;
+}
+
+TEST(trace_threads) {
+  char dir[64], path[128], config[200];
+  tmp_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/trace.json", dir);
+  snprintf(config, sizeof config, "lathe:cpu,threads=2,trace=%s", path);
+  lathe_backend_t b = NULL;
+  CHECK_OK(lathe_backend_new(config, &b));
+  if (!b) return;
+  trace_job j = {b, affine_t(b)};
+  pthread_t t[3];
+  for (int k = 0; k < 3; k++) pthread_create(&t[k], NULL, trace_worker, &j);
+  for (int k = 0; k < 3; k++) pthread_join(t[k], NULL);
+  lathe_executable_free(j.e);
+  lathe_backend_free(b);
+  char *text = slurp(path);
+  CHECK(text && json_ok(text), "valid JSON after concurrent executions");
+  CHECK(text && count(text, "\"name\":\"run affine\"") == 60, "60 runs");
+  CHECK(text && count(text, "\"name\":\"fused:Mul+Add\"") == 60, "60 region steps");
   free(text);
   remove_dir(dir);
 }
