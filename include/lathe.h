@@ -161,6 +161,31 @@ lathe_dynamic_shapes lathe_backend_dynamic_shapes(lathe_backend_t backend);
 bool lathe_backend_has_shared_buffers(lathe_backend_t backend);
 /* Whether lathe_executable_execute may return before the work is done (async=1 on the CPU). */
 bool lathe_backend_is_asynchronous(lathe_backend_t backend);
+
+/* Profiling (docs/PROFILING.md). A backend made with the option trace=FILE (or, without it, the
+ * environment variable LATHE_TRACE=FILE) writes a Chrome/Perfetto trace-event file: compiles and
+ * their phases, every execution, its steps (an op or a fusion region), transfers and memory
+ * counters. The backend owns the file: events are appended as they happen (from any thread; the
+ * writer locks), and the file is complete, valid JSON after every flush and once the backend's
+ * last reference is released. Flushes the trace to disk now (NULL when not tracing); thread-safe. */
+lathe_status_t lathe_backend_trace_flush(lathe_backend_t backend);
+/* Whether backend writes a trace. */
+bool lathe_backend_is_tracing(lathe_backend_t backend);
+
+/* Device memory of one ordinal, in bytes. lathe:cpu's host memory is one process-wide pool shared
+ * by every CPU backend: its counters are the process's (process_wide true). */
+typedef struct lathe_memory_stats {
+  int64_t current_bytes; /* in use now: buffers, execution arenas, temporaries */
+  int64_t peak_bytes;    /* the most current_bytes has been (since the pool started or was reset) */
+  int64_t cached_bytes;  /* freed, kept by the allocator for reuse (not in current_bytes) */
+  int64_t n_allocs;      /* allocations made (cache hits included) */
+  bool process_wide;
+} lathe_memory_stats;
+/* UNIMPLEMENTED on a device without counters (lathe:cuda, mlx for now); INVALID_ARGUMENT for a
+ * bad ordinal. */
+lathe_status_t lathe_backend_memory_stats(lathe_backend_t backend, int device, lathe_memory_stats *out_stats);
+/* Starts peak_bytes again from current_bytes (for measuring one phase). */
+lathe_status_t lathe_backend_memory_reset_peak(lathe_backend_t backend, int device);
 /* This process's place in a job of several processes (joined by a backend made with a job's
  * options or environment; docs/ARCHITECTURE.md "A job of several processes"): its index and the
  * job's process count; 0 and 1 outside a job. An AllReduce sums over the replicas of every
@@ -796,6 +821,10 @@ typedef struct lathe_executable_stats {
   int capacity;      /* the cache's bound */
 } lathe_executable_stats;
 lathe_status_t lathe_executable_get_stats(lathe_executable_t exec, lathe_executable_stats *out_stats);
+/* Bytes of the planned arena one execution of exec's program takes (all functions; the main
+ * program as compiled, or the last specialisation with dynamic axes); 0 when nothing is planned.
+ * The executable keeps arenas between executions (a few per device). */
+lathe_status_t lathe_executable_arena_bytes(lathe_executable_t exec, int64_t *out_bytes);
 
 /* Runs the executable. inputs are borrowed, except those with donate[i] (donate may be NULL):
  * their memory passes to the execution and the handle becomes donated (release it as usual; any

@@ -20,9 +20,13 @@
 #if defined(__GNUC__) || defined(__clang__)
 #define LATHE_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #define LATHE_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define LATHE_LIKELY(x) __builtin_expect(!!(x), 1)
+#define LATHE_ALWAYS_INLINE inline __attribute__((always_inline))
 #else
 #define LATHE_PRINTF(f, a)
 #define LATHE_UNLIKELY(x) (x)
+#define LATHE_LIKELY(x) (x)
+#define LATHE_ALWAYS_INLINE inline
 #endif
 
 /* A new status with a printf-style message. Never fails: on allocation failure it returns a
@@ -31,6 +35,10 @@ lathe_status_t lathe_status_new(lathe_status_code code, const char *fmt, ...) LA
 lathe_status_t lathe_status_newv(lathe_status_code code, const char *fmt, va_list ap);
 /* Prefixes "prefix: " to status's message (takes and returns ownership). */
 lathe_status_t lathe_status_annotate(lathe_status_t status, const char *fmt, ...) LATHE_PRINTF(2, 3);
+
+/* Replaces the value after every "key" in the message (up to a comma, quote, space, parenthesis,
+ * semicolon or colon) by "<redacted>": config strings carry secrets (token=). Takes and returns status. */
+lathe_status_t lathe_status_redact(lathe_status_t status, const char *key);
 
 #define LATHE_RETURN_IF_ERROR(expr)      \
   do {                                   \

@@ -53,6 +53,9 @@ void *lathe_cpu_mem_alloc(size_t nbytes);
 void lathe_cpu_mem_free(void *p, size_t nbytes);
 void lathe_cpu_mem_attach(void); /* a CPU device starts using the cache */
 void lathe_cpu_mem_detach(void); /* ... stops; the last one empties it */
+/* The process's host memory counters (bytes handed out and not freed, their peak, the cache). */
+void lathe_cpu_mem_stats(bool reset_peak, lathe_memory_stats *out);
+void lathe_cpu_mem_uncount(size_t nbytes); /* an allocation counted but failed */
 
 typedef struct lathe_cpu_exec lathe_cpu_exec; /* one execution (frames, pool) */
 lathe_pool *lathe_cpu_exec_pool(lathe_cpu_exec *ex);

@@ -25,6 +25,13 @@ static void mem_free(void *ctx, int device, void *mem, size_t nbytes) {
   lathe_cpu_mem_free(mem, nbytes);
 }
 
+/* Host memory is one process-wide pool (hostmem.c): every ordinal and CPU backend shares it. */
+static lathe_status_t memory_stats(void *ctx, int device, bool reset_peak, lathe_memory_stats *out) {
+  (void)ctx, (void)device;
+  lathe_cpu_mem_stats(reset_peak, out);
+  return NULL;
+}
+
 lathe_status_t lathe_cpu_tensor_new(const lathe_shape *shape, lathe_tensor **out) {
   lathe_tensor *t;
   LATHE_RETURN_IF_ERROR(lathe_tensor_alloc(&lathe_cpu_device, NULL, 0, shape, &t));
@@ -277,10 +284,12 @@ const lathe_device_i lathe_cpu_device = {
     .compile = lathe_cpu_compile,
     .plan_free = lathe_cpu_plan_free,
     .execute = execute,
+    .memory_stats = memory_stats,
 };
 
 /* lathe:cpu's options (docs/CPU.md), parsed by the runtime (runtime/options.c). */
-enum { OPT_THREADS, OPT_DEVICES, OPT_FUSE, OPT_ASYNC, OPT_ISA, OPT_COORDINATOR, OPT_PROCESSES, OPT_PROCESS, OPT_TOKEN, OPT_TIMEOUT };
+enum { OPT_THREADS, OPT_DEVICES, OPT_FUSE, OPT_ASYNC, OPT_ISA, OPT_COORDINATOR, OPT_PROCESSES, OPT_PROCESS, OPT_TOKEN, OPT_TIMEOUT,
+       OPT_RUNTIME /* then the runtime's (trace, dump) */ };
 const lathe_option_spec lathe_cpu_options[] = {
     [OPT_THREADS] = {"threads", LATHE_OPTION_INT, "N", 1, 1024, false, "all online cores; in a job, their share",
                      "threads in all, the calling thread included"},
@@ -301,6 +310,7 @@ const lathe_option_spec lathe_cpu_options[] = {
                    "the job's secret: connections without it are refused"},
     [OPT_TIMEOUT] = {"timeout", LATHE_OPTION_TEXT, "SECONDS", 0, 0, false, "60",
                      "how long a wait for another process may take before it is an error"},
+    LATHE_RUNTIME_OPTION_SPECS,
 };
 const int lathe_cpu_n_options = (int)(sizeof lathe_cpu_options / sizeof lathe_cpu_options[0]);
 

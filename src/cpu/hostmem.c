@@ -31,6 +31,15 @@ static size_t cached_bytes, cache_limit;
 static int users; /* live CPU devices */
 static block *small[SMALL_CLASSES];
 static int n_small[SMALL_CLASSES];
+/* lathe_memory_stats, counted in the callers' bytes under mu (which every small and cached block
+ * takes anyway, so the floor of a tiny execution pays no extra atomic operation) */
+static int64_t live_bytes, peak_bytes, n_allocs;
+
+static void count_alloc(size_t nbytes) { /* with mu held */
+  live_bytes += (int64_t)nbytes;
+  n_allocs++;
+  if (live_bytes > peak_bytes) peak_bytes = live_bytes;
+}
 
 /* The small class of an n-byte block (-1: not small) and its size. */
 static int small_class_of(size_t n, size_t *size) {
@@ -98,20 +107,22 @@ void *lathe_cpu_mem_alloc(size_t nbytes) {
       small[sc] = b->next;
       n_small[sc]--;
     }
+    count_alloc(nbytes);
     pthread_mutex_unlock(&mu);
-    return b ? (void *)b : lathe_aligned_alloc(size);
+    void *p = b ? (void *)b : lathe_aligned_alloc(size);
+    if (!p) lathe_cpu_mem_uncount(nbytes);
+    return p;
   }
   int c = nbytes >= CACHE_MIN ? class_of(nbytes, &size) : -1;
-  if (c >= 0) {
-    pthread_mutex_lock(&mu);
-    block *b = cached[c];
-    if (b) {
-      cached[c] = b->next;
-      cached_bytes -= size;
-    }
-    pthread_mutex_unlock(&mu);
-    if (b) return b;
+  pthread_mutex_lock(&mu);
+  count_alloc(nbytes);
+  block *hit = NULL;
+  if (c >= 0 && (hit = cached[c])) {
+    cached[c] = hit->next;
+    cached_bytes -= size;
   }
+  pthread_mutex_unlock(&mu);
+  if (hit) return hit;
   void *p = lathe_aligned_alloc(size);
   if (!p && c >= 0) { /* memory may be sitting in the cache: give it back and retry once */
     pthread_mutex_lock(&mu);
@@ -119,7 +130,25 @@ void *lathe_cpu_mem_alloc(size_t nbytes) {
     pthread_mutex_unlock(&mu);
     p = lathe_aligned_alloc(size);
   }
+  if (!p) lathe_cpu_mem_uncount(nbytes);
   return p;
+}
+
+void lathe_cpu_mem_uncount(size_t nbytes) {
+  pthread_mutex_lock(&mu);
+  live_bytes -= (int64_t)nbytes;
+  pthread_mutex_unlock(&mu);
+}
+
+void lathe_cpu_mem_stats(bool reset_peak, lathe_memory_stats *out) {
+  pthread_mutex_lock(&mu);
+  if (reset_peak) peak_bytes = live_bytes;
+  int64_t small_bytes = 0;
+  for (int c = 0; c < SMALL_CLASSES; c++) small_bytes += (int64_t)n_small[c] * (64 << c);
+  *out = (lathe_memory_stats){.current_bytes = live_bytes, .peak_bytes = peak_bytes,
+                              .cached_bytes = (int64_t)cached_bytes + small_bytes, .n_allocs = n_allocs,
+                              .process_wide = true};
+  pthread_mutex_unlock(&mu);
 }
 
 void lathe_cpu_mem_free(void *p, size_t nbytes) {
@@ -131,6 +160,7 @@ void lathe_cpu_mem_free(void *p, size_t nbytes) {
      * to hand a smaller block out as a larger one */
     bool fits = block_size(p) >= size;
     pthread_mutex_lock(&mu);
+    live_bytes -= (int64_t)nbytes;
     if (fits && users > 0 && n_small[sc] < SMALL_KEEP) {
       block *b = p;
       b->next = small[sc];
@@ -143,16 +173,15 @@ void lathe_cpu_mem_free(void *p, size_t nbytes) {
     return;
   }
   int c = nbytes >= CACHE_MIN ? class_of(nbytes, &size) : -1;
-  if (c >= 0) {
-    pthread_mutex_lock(&mu);
-    if (users > 0 && cached_bytes + size <= cache_limit) {
-      block *b = p;
-      b->next = cached[c];
-      cached[c] = b;
-      cached_bytes += size;
-      p = NULL;
-    }
-    pthread_mutex_unlock(&mu);
+  pthread_mutex_lock(&mu);
+  live_bytes -= (int64_t)nbytes;
+  if (c >= 0 && users > 0 && cached_bytes + size <= cache_limit) {
+    block *b = p;
+    b->next = cached[c];
+    cached[c] = b;
+    cached_bytes += size;
+    p = NULL;
   }
+  pthread_mutex_unlock(&mu);
   lathe_aligned_free(p);
 }

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "cpu.h"
+#include "../core/trace.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -27,6 +28,7 @@ typedef struct job {
   int64_t n, chunk, nchunks;
   atomic_llong next, done;
   struct job *next_job;
+  lathe_trace *trace; /* the poster's, while tracing: each chunk becomes an event on its thread */
 } job;
 
 struct lathe_pool {
@@ -82,7 +84,16 @@ static void unlink_job(lathe_pool *p, job *j) {
 static void run_chunk(lathe_pool *p, job *j, int64_t c) {
   int64_t b = c * j->chunk, e = b + j->chunk;
   if (e > j->n) e = j->n;
-  j->fn(j->ctx, b, e);
+  if (LATHE_UNLIKELY(j->trace)) {
+    int64_t t0 = lathe_trace_now();
+    j->fn(j->ctx, b, e);
+    char args[96];
+    snprintf(args, sizeof args, "\"chunk\":%lld,\"of\":%lld,\"begin\":%lld,\"end\":%lld", (long long)c,
+             (long long)j->nchunks, (long long)b, (long long)e);
+    lathe_trace_complete(j->trace, "pool chunk", "worker", t0, lathe_trace_now(), args);
+  } else {
+    j->fn(j->ctx, b, e);
+  }
   if (atomic_fetch_add(&j->done, 1) + 1 == j->nchunks) {
     pthread_mutex_lock(&p->mu);
     pthread_cond_broadcast(&p->done_cv);
@@ -177,7 +188,7 @@ void lathe_parallel_for(lathe_pool *p, int64_t n, int64_t grain, lathe_range_fn 
   int64_t max_chunks = (int64_t)p->threads * 4;
   int64_t nchunks = (n + grain - 1) / grain;
   if (nchunks > max_chunks) nchunks = max_chunks;
-  job j = {.fn = fn, .ctx = ctx, .n = n, .chunk = (n + nchunks - 1) / nchunks};
+  job j = {.fn = fn, .ctx = ctx, .n = n, .chunk = (n + nchunks - 1) / nchunks, .trace = lathe_trace_current};
   j.nchunks = (n + j.chunk - 1) / j.chunk;
   atomic_init(&j.next, 0);
   atomic_init(&j.done, 0);

@@ -403,6 +403,7 @@ const lathe_option_spec lathe_cuda_options[] = {
                   "reductions over rows fuse with the work before and after them (softmax, layer norm) into one kernel"},
     [OPT_FLASH] = {"flash", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "1",
                    "with tf32=1, attention runs as streaming kernels that never write the scores (sm_80 and later)"},
+    LATHE_RUNTIME_OPTION_SPECS, /* the runtime's (trace, dump) */
 };
 const int lathe_cuda_n_options = (int)(sizeof lathe_cuda_options / sizeof lathe_cuda_options[0]);
 

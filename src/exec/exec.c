@@ -349,11 +349,14 @@ static lathe_status_t run_function(lathe_exec *x, int fi, lathe_tensor *const *a
     int slot = xf->const_slots[k];
     f.vals[slot] = lathe_tensor_retain(consts[p->const_base[fi] + slot]);
   }
+  lathe_trace *tr = p->prog->options.trace; /* tracing: a step event each (xtrace.c) */
   for (int pos = 0; !st && pos < pf->n_steps; pos++) {
     const lathe_pstep *sp = &pf->steps[pos];
     f.step = sp;
     for (int i = 0; i < sp->n_in; i++) f.step_in[i] = f.vals[sp->in[i]];
+    int64_t t0 = LATHE_UNLIKELY(tr) ? lathe_trace_now() : 0;
     st = sp->region >= 0 ? run_region(x, &f, pos, sp) : run_node(x, &f, pos, sp);
+    if (LATHE_UNLIKELY(tr)) lathe_exec_trace_step(tr, pf, pos, t0, lathe_trace_now());
     for (int d = 0; d < sp->n_dead; d++) {
       dev->drop(x, f.vals[sp->dead[d]]);
       f.vals[sp->dead[d]] = NULL;
@@ -445,10 +448,26 @@ static lathe_status_t fill_outputs(lathe_exec *x, lathe_tensor **results, lathe_
   return st;
 }
 
+static LATHE_ALWAYS_INLINE lathe_status_t exec_program(lathe_exec *x, const lathe_launch *l, bool tracing);
+
 lathe_status_t lathe_exec_program(lathe_exec *x, const lathe_launch *l) {
+  lathe_trace *tr = x->plan->prog->options.trace;
+  if (LATHE_LIKELY(!tr)) return exec_program(x, l, false);
+  int64_t t0 = lathe_trace_now();
+  lathe_trace *outer = lathe_trace_current;
+  lathe_trace_current = tr; /* the CPU pool's parts of each step (pool.c) */
+  lathe_status_t st = exec_program(x, l, true);
+  lathe_trace_current = outer;
+  lathe_exec_trace_run(tr, x, l, t0, lathe_trace_now());
+  return st;
+}
+
+/* tracing: the walk even where the device would run the whole program at once (a CUDA graph
+ * replay), so that every step has its event */
+static LATHE_ALWAYS_INLINE lathe_status_t exec_program(lathe_exec *x, const lathe_launch *l, bool tracing) {
   const lathe_exec_device *dev = x->plan->dev;
   bool take = dev->takes_inputs, handled = false;
-  lathe_status_t st = dev->launch_program ? dev->launch_program(x, l, &handled) : NULL;
+  lathe_status_t st = dev->launch_program && !tracing ? dev->launch_program(x, l, &handled) : NULL;
   if (handled || st) {
     for (int i = 0; take && i < l->n_inputs; i++) lathe_tensor_release(l->inputs[i]);
     return st;

@@ -167,6 +167,12 @@ static inline lathe_tensor **lathe_exec_vals(lathe_exec *x) { return x->cur->val
  * view when planned, its output shell when the main function returns it, else fresh memory. */
 lathe_status_t lathe_exec_result(lathe_exec *x, int slot, lathe_tensor **out);
 
+/* ---- trace events (xtrace.c), made only while tracing (the program's options.trace) ---- */
+/* Step pos of pf ran from t0 to t1 (ns, lathe_trace_now) on the calling thread. */
+void lathe_exec_trace_step(lathe_trace *tr, const lathe_pfunc *pf, int pos, int64_t t0, int64_t t1);
+/* Launch l of x ran from t0 to t1; also a memory counter when the device keeps one. */
+void lathe_exec_trace_run(lathe_trace *tr, lathe_exec *x, const lathe_launch *l, int64_t t0, int64_t t1);
+
 /* ---- worker queues (queue.c): one thread running jobs in order (SPMD replicas per ordinal) ---- */
 typedef struct lathe_exec_job {
   struct lathe_exec_job *next;

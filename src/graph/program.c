@@ -3,6 +3,8 @@
  * plan. See program.h. */
 #include "program.h"
 
+#include "../core/trace.h"
+
 /* ---- op facts this pass needs ---- */
 static bool kind_is(const lathe_node *n, lathe_op_kind k) { return lathe_op_kind_of(n->op) == k; }
 
@@ -1128,14 +1130,32 @@ static lathe_status_t plan_memory(lower_ctx *c) {
 }
 
 /* ---- the program ---- */
+/* A compile phase [*t, now) of function pf into the trace; *t moves to now. */
+static void phase(lathe_program *p, lathe_pfunc *pf, const char *name, int64_t *t) {
+  if (!p->options.trace) return;
+  int64_t now = lathe_trace_now();
+  char args[300];
+  size_t at = 0;
+  lathe_bufprintf(args, sizeof args, &at, "\"function\":\"");
+  lathe_json_escape(args, sizeof args, &at, pf->fn->name);
+  lathe_bufprintf(args, sizeof args, &at, "\"");
+  lathe_trace_complete(p->options.trace, name, "compile", *t, now, args);
+  *t = now;
+}
+
 static lathe_status_t build_fn(lathe_program *p, lathe_pfunc *pf) {
   lower_ctx c = {.p = p, .pf = pf};
+  int64_t t = p->options.trace ? lathe_trace_now() : 0;
   lathe_status_t st = lathe_schedule_build((lathe_function *)pf->fn, &c.s);
+  phase(p, pf, "schedule (CSE, dead code, order)", &t);
   if (!st) st = lower_nodes(&c);
+  phase(p, pf, "lower to slots", &t);
   if (!st && p->options.fuse) st = build_regions(&c);
   if (!st && p->options.fuse) st = hoist_returned_regions(&c);
+  if (p->options.fuse) phase(p, pf, "fusion regions", &t);
   if (!st) st = liveness(&c);
   if (!st && p->options.plan_memory) st = plan_memory(&c);
+  phase(p, pf, "liveness and memory plan", &t);
   lathe_schedule_free(&c.s);
   free(c.slot_of);
   free(c.region_of);
@@ -1152,6 +1172,7 @@ lathe_status_t lathe_program_build(const struct lathe_builder *b, const lathe_pr
   lathe_program *p = calloc(1, sizeof *p);
   if (!p) return LATHE_OOM("Compile");
   p->builder = b;
+  p->name = b->name;
   p->options = opt ? *opt : (lathe_program_options){.fuse = true, .plan_memory = true, .alignment = 64};
   if (p->options.alignment < 16) p->options.alignment = 16;
   int n = 0;

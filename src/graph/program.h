@@ -123,11 +123,14 @@ typedef struct lathe_program_options {
   int64_t rows_lone;  /* > 0: a lone reduction with elementwise work before or after it also
                        * forms a ROWS region when it has at least this many rows (enough to keep
                        * the device busy a group per row) */
+  struct lathe_trace *trace; /* set by the runtime while tracing: the phases of each function's
+                              * lowering are recorded there (src/core/trace.h) */
 } lathe_program_options;
 
 typedef struct lathe_program {
   lathe_arena arena;
-  const struct lathe_builder *builder;
+  const struct lathe_builder *builder; /* valid during the compile only (the caller may free it) */
+  const char *name;                    /* the builder's name (graph arena: lives as the nodes do) */
   lathe_pfunc *fns; /* main first, then every other returned function */
   int n_fns;
   lathe_program_options options;
@@ -136,6 +139,15 @@ typedef struct lathe_program {
 lathe_status_t lathe_program_build(const struct lathe_builder *b, const lathe_program_options *opt,
                                    lathe_program **out);
 void lathe_program_free(lathe_program *p);
+
+/* Dumps (dump.c), for people reading what the compile made: the builder's functions as built
+ * (text, and a Graphviz DOT graph), and the program after the passes, fusion regions marked, with
+ * each function's memory plan (arena offsets and sizes). Write to f; I/O errors are the caller's
+ * to see (ferror). */
+void lathe_dump_builder_text(const struct lathe_builder *b, FILE *f);
+void lathe_dump_builder_dot(const struct lathe_builder *b, FILE *f);
+void lathe_dump_program_text(const lathe_program *p, FILE *f);
+void lathe_dump_program_dot(const lathe_program *p, FILE *f);
 /* The index of fn in p, or -1. */
 int lathe_program_fn_index(const lathe_program *p, const lathe_function *fn);
 const lathe_pfunc *lathe_program_main(const lathe_program *p);

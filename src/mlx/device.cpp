@@ -171,6 +171,7 @@ const lathe_device_i device_table = {
     compile,
     plan_free_entry,
     execute,
+    nullptr, /* memory_stats: MLX keeps its own (not wired yet) */
 };
 
 }  // namespace
@@ -186,6 +187,7 @@ extern "C" const lathe_option_spec lathe_mlx_options[] = {
     {"lazy_contiguous", LATHE_OPTION_FLAG, nullptr, 0, 0, false, "off",
      "outputs that are views stay strided views until the host reads them"},
     {"device", LATHE_OPTION_CHOICE, "cpu|gpu", 0, 0, true, "gpu when MLX has one, else cpu", "MLX's device"},
+    LATHE_RUNTIME_OPTION_SPECS, /* the runtime's (trace, dump): compiles, executions, transfers */
 };
 extern "C" const int lathe_mlx_n_options = sizeof lathe_mlx_options / sizeof lathe_mlx_options[0];
 

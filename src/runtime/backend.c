@@ -110,18 +110,36 @@ static lathe_status_t open_entry(const device_entry *d, const char *options, lat
   const lathe_device_i *dev;
   void *ctx;
   char *dconf;
+  /* the runtime's own options (LATHE_RUNTIME_OPTION_SPECS), by name */
+  const char *trace = NULL, *dump = NULL;
+  for (int i = 0; i < *d->n_options; i++) {
+    if (!opt[i].set) continue;
+    if (!strcmp(d->options[i].name, "trace")) trace = opt[i].text;
+    if (!strcmp(d->options[i].name, "dump")) dump = opt[i].text;
+  }
   LATHE_RETURN_IF_ERROR(d->ctor(opt, &dev, &ctx, &dconf));
   lathe_status_t st = lathe_device_check(dev);
   if (!st) st = backend_make(d->backend, dev, ctx, dconf, out);
   free(dconf);
   if (st && dev && dev->destroy) dev->destroy(ctx);
+  if (!st && (st = lathe_profile_open(*out, trace, dump))) {
+    lathe_backend_release(*out);
+    *out = NULL;
+  }
   return st;
 }
 
 /* Whether name (len bytes) is the whole of s. */
 static bool is(const char *s, const char *name, size_t len) { return strlen(s) == len && !strncmp(s, name, len); }
 
+static lathe_status_t backend_new(const char *config, lathe_backend_t *out_backend);
+
+/* Errors quote the config, which may carry a job's secret (token=): never in a message. */
 lathe_status_t lathe_backend_new(const char *config, lathe_backend_t *out_backend) {
+  return lathe_status_redact(backend_new(config, out_backend), "token=");
+}
+
+static lathe_status_t backend_new(const char *config, lathe_backend_t *out_backend) {
   if (!out_backend) return LATHE_INVALID("Backend: out_backend is NULL");
   if (!config) config = "";
   /* messages quote the config with its secrets (token=) redacted */
@@ -225,6 +243,7 @@ lathe_backend_t lathe_backend_retain(lathe_backend_t b) {
 void lathe_backend_release(lathe_backend_t b) {
   if (!b || atomic_fetch_sub_explicit(&b->refs, 1, memory_order_acq_rel) != 1) return;
   b->dev->destroy(b->dev_ctx);
+  lathe_profile_close(b); /* after the device: its last work may still record events */
   free(b->name);
   free(b->config);
   free(b->description);

@@ -61,8 +61,10 @@ lathe_status_t lathe_buffer_from_host(lathe_backend_t b, int device, const lathe
     return LATHE_INVALID("BufferFromHost: got %zu bytes, shape needs %lld", nbytes, (long long)want);
   if (nbytes && !data) return LATHE_INVALID("BufferFromHost: data is NULL");
   lathe_tensor *t;
+  int64_t t0 = b->trace ? lathe_trace_now() : 0;
   LATHE_RETURN_IF_ERROR(lathe_tensor_alloc(b->dev, b->dev_ctx, device, shape, &t));
   lathe_status_t st = b->dev->upload(b->dev_ctx, t, data, nbytes);
+  if (b->trace) lathe_profile_transfer(b, "upload", device, nbytes, t0);
   if (st) {
     lathe_tensor_release(t);
     return st;
@@ -102,8 +104,12 @@ lathe_status_t lathe_buffer_to_host(lathe_buffer_t buf, void *dst, size_t nbytes
   if (nbytes != buf->t->nbytes)
     return LATHE_INVALID("BufferToHost: got %zu bytes, buffer holds %zu", nbytes, buf->t->nbytes);
   if (nbytes && !dst) return LATHE_INVALID("BufferToHost: dst is NULL");
-  if (!(buf->backend->caps & LATHE_DEVCAP_ORDERED_DOWNLOAD)) LATHE_RETURN_IF_ERROR(ready("BufferToHost", buf));
-  return buf->backend->dev->download(buf->backend->dev_ctx, buf->t, dst, nbytes);
+  lathe_backend_t be = buf->backend;
+  int64_t t0 = be->trace ? lathe_trace_now() : 0; /* the wait for the computation included */
+  if (!(be->caps & LATHE_DEVCAP_ORDERED_DOWNLOAD)) LATHE_RETURN_IF_ERROR(ready("BufferToHost", buf));
+  lathe_status_t st = be->dev->download(be->dev_ctx, buf->t, dst, nbytes);
+  if (be->trace) lathe_profile_transfer(be, "download", buf->t->device, nbytes, t0);
+  return st;
 }
 
 lathe_status_t lathe_buffer_data(lathe_buffer_t buf, void **out_data) {

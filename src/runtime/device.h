@@ -175,6 +175,9 @@ typedef struct lathe_device_i {
   lathe_status_t (*compile)(void *ctx, const struct lathe_program *program, lathe_plan **out);
   void (*plan_free)(void *ctx, lathe_plan *plan);
   lathe_status_t (*execute)(void *ctx, lathe_plan *plan, const lathe_launch *launch);
+  /* (optional) memory counters of ordinal device (lathe_memory_stats, lathe.h), read after
+   * restarting the peak from the current bytes when reset_peak; NULL: UNIMPLEMENTED */
+  lathe_status_t (*memory_stats)(void *ctx, int device, bool reset_peak, lathe_memory_stats *out);
 } lathe_device_i;
 
 /* ---- options: each device declares its table; the runtime parses a config against it ------- */
@@ -197,6 +200,14 @@ typedef struct lathe_option_spec {
 } lathe_option_spec;
 
 #define LATHE_MAX_OPTIONS 16 /* per device */
+
+/* The runtime's own options, in every device's table (its last rows; the device ignores them):
+ * the runtime reads them by name after parsing (backend.c). docs/PROFILING.md. */
+#define LATHE_RUNTIME_OPTION_SPECS                                                                         \
+  {"trace", LATHE_OPTION_TEXT, "FILE", 0, 0, false, "LATHE_TRACE, else off",                             \
+   "write a Chrome/Perfetto trace of compiles, executions, steps and transfers to FILE"},                \
+  {"dump", LATHE_OPTION_TEXT, "DIR", 0, 0, false, "LATHE_DUMP, else off",                                \
+   "write each compiled program (as built, after the passes, memory plan) as text and DOT into DIR"}
 
 /* One parsed option, at the index of its spec. */
 typedef struct lathe_option_value {

@@ -36,8 +36,22 @@ static lathe_status_t specialization_new(lathe_backend_t be, lathe_graph *g, str
   sp->backend = lathe_backend_retain(be);
   lathe_graph_retain(g);
   sp->graph = g;
+  int64_t t0 = be->trace ? lathe_trace_now() : 0, t1 = 0;
   lathe_status_t st = lathe_program_build(b, &be->program_options, &sp->program);
+  if (be->trace) t1 = lathe_trace_now();
+  if (!st) st = lathe_profile_dump(be, b, sp->program);
   if (!st) st = be->dev->compile(be->dev_ctx, sp->program, &sp->plan);
+  if (be->trace) {
+    char args[200];
+    size_t at = 0;
+    lathe_bufprintf(args, sizeof args, &at, "\"program\":\"");
+    lathe_json_escape(args, sizeof args, &at, b->name);
+    lathe_bufprintf(args, sizeof args, &at, "\",\"ok\":%s", st ? "false" : "true");
+    int64_t t2 = lathe_trace_now();
+    lathe_trace_complete(be->trace, "lower (passes, fusion, memory plan)", "compile", t0, t1, args);
+    lathe_trace_complete(be->trace, "device compile", "compile", t1, t2, args);
+    lathe_trace_complete(be->trace, "compile", "compile", t0, t2, args);
+  }
   if (st) {
     specialization_free(sp);
     return st;
@@ -127,6 +141,7 @@ lathe_status_t lathe_builder_compile_for(lathe_builder_t b, lathe_backend_t back
   e->graph = b->graph;
   lathe_graph_retain(b->graph);
   e->main_fn = b->main_fn;
+  e->name = b->name;
   e->assigned_device = b->assigned_device;
   e->max_specs = LATHE_DEFAULT_MAX_SPECIALIZATIONS;
   e->stats.capacity = e->max_specs;
@@ -214,6 +229,19 @@ lathe_status_t lathe_executable_get_stats(lathe_executable_t e, lathe_executable
   if (e->mu) pthread_mutex_lock(e->mu);
   *out = e->stats;
   out->cached = e->n_specs;
+  if (e->mu) pthread_mutex_unlock(e->mu);
+  return NULL;
+}
+
+lathe_status_t lathe_executable_arena_bytes(lathe_executable_t e, int64_t *out) {
+  if (!e || !out) return LATHE_INVALID("ExecutableArenaBytes: NULL argument");
+  *out = 0;
+  if (e->mu) pthread_mutex_lock(e->mu);
+  const lathe_specialization *sp = e->base;
+  for (int k = 0; k < e->n_specs; k++) /* with dynamic axes: the most recently used */
+    if (!sp || e->specs[k]->last_used > sp->last_used) sp = e->specs[k];
+  lathe_program_stats ps;
+  if (sp && sp->program) lathe_program_get_stats(sp->program, &ps), *out = ps.arena_bytes;
   if (e->mu) pthread_mutex_unlock(e->mu);
   return NULL;
 }
@@ -426,8 +454,30 @@ lathe_status_t lathe_launch_one(lathe_executable_t e, lathe_specialization *sp, 
   return st;
 }
 
+/* inlined into both paths of lathe_executable_execute: the one-op floor pays no extra call */
+static LATHE_ALWAYS_INLINE lathe_status_t execute(lathe_executable_t e, const lathe_buffer_t *inputs, const bool *donate,
+                                                  int n_inputs, int default_device, lathe_buffer_t *outputs, int n_outputs);
+
 lathe_status_t lathe_executable_execute(lathe_executable_t e, const lathe_buffer_t *inputs, const bool *donate,
                                         int n_inputs, int default_device, lathe_buffer_t *outputs, int n_outputs) {
+  if (LATHE_UNLIKELY(e && e->backend->trace)) {
+    /* the API call on the caller's thread: checks, specialisation, the launch (and the run itself
+     * when it runs inline); the device's run and its steps nest inside or follow on its threads */
+    int64_t t0 = lathe_trace_now();
+    lathe_status_t st = execute(e, inputs, donate, n_inputs, default_device, outputs, n_outputs);
+    char args[160];
+    size_t at = 0;
+    lathe_bufprintf(args, sizeof args, &at, "\"program\":\"");
+    lathe_json_escape(args, sizeof args, &at, e->name);
+    lathe_bufprintf(args, sizeof args, &at, "\",\"ok\":%s", st ? "false" : "true");
+    lathe_trace_complete(e->backend->trace, "Execute", "api", t0, lathe_trace_now(), args);
+    return st;
+  }
+  return execute(e, inputs, donate, n_inputs, default_device, outputs, n_outputs);
+}
+
+static LATHE_ALWAYS_INLINE lathe_status_t execute(lathe_executable_t e, const lathe_buffer_t *inputs, const bool *donate,
+                                                  int n_inputs, int default_device, lathe_buffer_t *outputs, int n_outputs) {
   if (!e) return LATHE_INVALID("Execute: executable is NULL");
   if (e->distribution == LATHE_DIST_SPMD) return lathe_execute_spmd(e, inputs, donate, n_inputs, outputs, n_outputs);
   if (e->distribution == LATHE_DIST_AUTO_SHARDING) return lathe_execute_sharded(e, inputs, donate, n_inputs, outputs, n_outputs);

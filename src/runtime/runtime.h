@@ -10,6 +10,7 @@
 #include "../graph/graph.h"
 #include "../graph/program.h"
 #include "device.h"
+#include "../core/trace.h"
 
 struct lathe_backend {
   atomic_int refs;
@@ -20,8 +21,23 @@ struct lathe_backend {
   void *dev_ctx;
   int n_devices;
   uint32_t caps; /* LATHE_DEVCAP_* */
-  lathe_program_options program_options; /* what the device asks of the compile pipeline */
+  lathe_program_options program_options; /* what the device asks of the compile pipeline (and
+                                          * the trace, for the compile's phases) */
+  /* profiling (docs/PROFILING.md): option trace= or LATHE_TRACE, dump= or LATHE_DUMP */
+  struct lathe_trace *trace; /* owned; closed when the backend goes; NULL: not tracing */
+  char *dump_dir;            /* owned; NULL: no dumps */
+  atomic_int dump_seq;       /* numbers the dumped programs */
 };
+
+/* Profiling hooks of the runtime (profile.c). */
+/* Reads the trace and dump options (or their environment variables) into b; INVALID_ARGUMENT
+ * naming the option (or variable) and the path when the file or directory cannot be written. */
+lathe_status_t lathe_profile_open(lathe_backend_t b, const char *trace_opt, const char *dump_opt);
+void lathe_profile_close(lathe_backend_t b);
+/* Writes program (of builder src, compiled by b) to b's dump directory; no-op without one. */
+lathe_status_t lathe_profile_dump(lathe_backend_t b, const struct lathe_builder *src, const lathe_program *program);
+/* A transfer event ("upload"/"download") of nbytes on device, from t0 to now. */
+void lathe_profile_transfer(lathe_backend_t b, const char *what, int device, size_t nbytes, int64_t t0);
 
 struct lathe_buffer {
   atomic_int refs;
@@ -63,6 +79,7 @@ struct lathe_executable {
   lathe_backend_t backend; /* a reference */
   lathe_graph *graph;      /* keeps node memory alive */
   lathe_function *main_fn;
+  const char *name;        /* the builder's (graph arena): traces name executions by it */
   int assigned_device;        /* -1: each execution's default device */
   /* distributed programs (distributed.c) */
   int distribution;           /* LATHE_DIST_* */

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+)
+
+// testdata/affine.json is a real trace: lathe:cpu compiling y = Transpose(x*2+1) over
+// Float32[2,3] and executing it twice (docs/PROFILING.md shows how it was made).
+func TestSummary(t *testing.T) {
+	data, err := os.ReadFile("testdata/affine.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := load(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := summarize(events)
+	if rep.Runs != 2 || rep.Compiles != 1 || rep.Transfers != 3 {
+		t.Errorf("runs %d compiles %d transfers %d, want 2 1 3", rep.Runs, rep.Compiles, rep.Transfers)
+	}
+	if len(rep.Steps) != 2 || rep.Steps[0].Name != "fused:Mul+Add" || rep.Steps[0].Count != 2 || rep.Steps[0].Family != "fused LOOP" {
+		t.Fatalf("steps: %+v", rep.Steps)
+	}
+	if r := rate(rep.Steps[0]); !strings.HasSuffix(r, "B/s") {
+		t.Errorf("a fused LOOP region has a rate, got %q", r)
+	}
+	if r := rate(rep.Steps[1]); r != "-" {
+		t.Errorf("a Transpose (LAYOUT) has none, got %q", r)
+	}
+	var sum float64
+	for _, f := range rep.Families {
+		sum += share(f.TotalUs, rep.StepUs)
+	}
+	if sum < 99.9 || sum > 100.1 {
+		t.Errorf("family shares sum to %.2f%%", sum)
+	}
+	var out bytes.Buffer
+	printReport(&out, rep, 1)
+	for _, want := range []string{"2 execution(s)", "fused:Mul+Add [fused LOOP]", "(1 more)", "LAYOUT", "peak device memory: 120 bytes"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// A trace cut short (the process died before the backend was freed) is read up to its last event.
+func TestTruncated(t *testing.T) {
+	data, err := os.ReadFile("testdata/affine.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cut := data[:bytes.Index(data, []byte(`"name":"run affine"`))]
+	events, err := load(cut)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep := summarize(events); rep.Runs != 0 || len(rep.Steps) != 2 || rep.Compiles != 1 {
+		t.Errorf("cut trace: runs %d steps %d compiles %d", rep.Runs, len(rep.Steps), rep.Compiles)
+	}
+	if _, err := load([]byte("not json")); err == nil {
+		t.Error("no error for a file that is not a trace")
+	}
+}
