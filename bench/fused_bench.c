@@ -54,8 +54,9 @@ static lathe_value_t red(lathe_function_t fn, lathe_op op, lathe_value_t a, int 
   return out;
 }
 
-enum { SOFTMAX, GELU, LAYER_NORM, DENSE };
-static const char *names[] = {"FusedSoftmax", "FusedGelu", "FusedLayerNorm", "FusedDense+relu"};
+enum { SOFTMAX, GELU, LAYER_NORM, DENSE, SILU, SILU_VJP, TANH_VJP, N_BENCH };
+static const char *names[] = {"FusedSoftmax",     "FusedGelu",          "FusedLayerNorm",    "FusedDense+relu",
+                              "FusedAct silu",    "FusedActVJP silu",   "FusedActVJP tanh,y"};
 
 static lathe_builder_t build(int which, bool fused, int64_t rows, int64_t cols) {
   lathe_builder_t b;
@@ -104,6 +105,21 @@ static lathe_builder_t build(int which, bool fused, int64_t rows, int64_t cols) 
         y = bin(fn, LATHE_OP_MAX, bin(fn, LATHE_OP_ADD, mm, bcast_cols(fn, beta, &xs)), scalar(fn, 0));
       }
       break;
+    case SILU:
+      if (fused) TRY(lathe_fused_activation(fn, x, LATHE_ACTIVATION_SILU, &y));
+      else y = bin(fn, LATHE_OP_MUL, x, un(fn, LATHE_OP_LOGISTIC, x));
+      break;
+    case SILU_VJP:
+    case TANH_VJP: /* x is y for Tanh's derivative from y */
+      TRY(lathe_parameter(fn, "g", &xs, &g));
+      if (fused && which == SILU_VJP) TRY(lathe_fused_activation_vjp(fn, NULL, x, g, LATHE_ACTIVATION_SILU, &y));
+      else if (fused) TRY(lathe_fused_activation_vjp(fn, x, NULL, g, LATHE_ACTIVATION_TANH, &y));
+      else if (which == TANH_VJP) y = bin(fn, LATHE_OP_MUL, g, bin(fn, LATHE_OP_SUB, scalar(fn, 1), bin(fn, LATHE_OP_MUL, x, x)));
+      else {
+        lathe_value_t sg = un(fn, LATHE_OP_LOGISTIC, x), one = scalar(fn, 1);
+        y = bin(fn, LATHE_OP_MUL, g, bin(fn, LATHE_OP_MUL, sg, bin(fn, LATHE_OP_ADD, one, bin(fn, LATHE_OP_MUL, x, bin(fn, LATHE_OP_SUB, one, sg)))));
+      }
+      break;
   }
   TRY(lathe_function_return(fn, &y, 1));
   return b;
@@ -114,7 +130,7 @@ int main(int argc, char **argv) {
   printf("lathe fused ops vs their decomposition on %s, Float32, median of %d runs\n\n", lathe_backend_description(be), repeats);
   printf("%-18s %-12s %14s %14s %8s\n", "op", "shape", "decomposed ms", "fused ms", "ratio");
   const int64_t shapes[][2] = {{256, 1024}, {4096, 384}};
-  for (int w = 0; w < 4; w++)
+  for (int w = 0; w < N_BENCH; w++)
     for (int s = 0; s < 2; s++) {
       int64_t rows = shapes[s][0], cols = w == DENSE ? shapes[s][1] / 2 : shapes[s][1];
       lathe_builder_t bd = build(w, false, rows, cols), bf = build(w, true, rows, cols);

@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "8f774710a3c161cbe0781d576297bd5d"
+const engineSourcesHash = "99cc3663c7d73a125cacd70458969dbf"

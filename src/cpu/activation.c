@@ -1,12 +1,15 @@
-/* activation.c -- ew.def's LATHE_ACT rows instantiated as row kernels (Float32: also Float16 and
- * BFloat16 through 256-element chunks; Float64), one per activation, so a row runs without a
- * switch per element and the activations without libm calls vectorise. The kernels of
+/* activation.c -- ew.def's LATHE_ACT rows instantiated as row kernels (Float32 and Float64), one per
+ * activation, so a row runs without a switch per element and the activations without libm calls
+ * vectorise: the portable rows of the dense ops' epilogues and Float64. FusedActivation and its
+ * VJP take Float32 rows from the ISA's table instead (act_kernels.h: vector math), Float16 and
+ * BFloat16 through them in chunks of 256. The kernels of
  * FusedActivation, FusedActivationVJP (elementwise, or by rows for GLU) and FusedDenseVJP
  * (the derivative from y, then two products and a column sum). */
 #include "../graph/ew_helpers.h"
 #include "../graph/ew.h"
 #include "activation.h"
 #include "blas.h"
+#include "kernels.h"
 
 typedef void (*fwd32_fn)(const float *x, float *y, int64_t n);
 typedef void (*fwd64_fn)(const double *x, double *y, int64_t n);
@@ -14,20 +17,12 @@ typedef void (*vjp32_fn)(const float *a, const float *g, float *d, int64_t n);
 typedef void (*vjp64_fn)(const double *a, const double *g, double *d, int64_t n);
 
 /* Loops over plain pointers: y may be x (the dense epilogues work in place). */
-#define ACT_ROWS(E, SUF, TY, FWD, VJP_X, VJP_Y)                                      \
+#define ACT_ROWS(E, SUF, TY, FWD, VJP_Y)                                      \
   static void fwd_##E##_##SUF(const TY *xs, TY *ys, int64_t n) {                     \
     typedef TY T;                                                                    \
     for (int64_t i = 0; i < n; i++) {                                                \
       T x = xs[i];                                                                   \
       ys[i] = (T)(FWD);                                                              \
-    }                                                                                \
-  }                                                                                  \
-  static void vx_##E##_##SUF(const TY *xs, const TY *gs, TY *d, int64_t n) {         \
-    typedef TY T;                                                                    \
-    for (int64_t i = 0; i < n; i++) {                                                \
-      T x = xs[i], g = gs[i];                                                        \
-      (void)x;                                                                       \
-      d[i] = (T)(VJP_X);                                                             \
     }                                                                                \
   }                                                                                  \
   static void vy_##E##_##SUF(const TY *ys, const TY *gs, TY *d, int64_t n) {         \
@@ -39,10 +34,21 @@ typedef void (*vjp64_fn)(const double *a, const double *g, double *d, int64_t n)
       d[i] = (T)(VJP_Y);                                                             \
     }                                                                                \
   }
+/* Float64's derivatives from x (Float32's come from the ISA's table) */
+#define ACT_VX64(E, VJP_X)                                                        \
+  static void vx_##E##_f64(const double *xs, const double *gs, double *d, int64_t n) { \
+    typedef double T;                                                             \
+    for (int64_t i = 0; i < n; i++) {                                             \
+      T x = xs[i], g = gs[i];                                                     \
+      (void)x;                                                                    \
+      d[i] = (T)(VJP_X);                                                          \
+    }                                                                             \
+  }
 #define LATHE_EW(OP, KIND, CLASS, RULE, EXPR)
 #define LATHE_ACT(E, NUM, FORM, FWD, VJP_X, VJP_Y) \
-  ACT_ROWS(E, f32, float, FWD, VJP_X, VJP_Y)       \
-  ACT_ROWS(E, f64, double, FWD, VJP_X, VJP_Y)
+  ACT_ROWS(E, f32, float, FWD, VJP_Y)              \
+  ACT_ROWS(E, f64, double, FWD, VJP_Y)             \
+  ACT_VX64(E, VJP_X)
 #include "../graph/ew.def"
 #undef LATHE_ACT
 
@@ -53,11 +59,6 @@ static const fwd32_fn fwd32[LATHE_ACT_COUNT] = {
 };
 static const fwd64_fn fwd64[LATHE_ACT_COUNT] = {
 #define LATHE_ACT(E, NUM, FORM, FWD, VJP_X, VJP_Y) [NUM] = fwd_##E##_f64,
-#include "../graph/ew.def"
-#undef LATHE_ACT
-};
-static const vjp32_fn vx32[LATHE_ACT_COUNT] = {
-#define LATHE_ACT(E, NUM, FORM, FWD, VJP_X, VJP_Y) [NUM] = vx_##E##_f32,
 #include "../graph/ew.def"
 #undef LATHE_ACT
 };
@@ -115,6 +116,7 @@ static inline void store32(lathe_dtype dt, void *p, int64_t off, const float *bu
 typedef struct {
   int act;
   lathe_dtype dt;
+  const lathe_cpu_kernels *kt; /* Float32 rows with the ISA's vector math */
   const void *a, *g; /* forward: a = x; VJP: a = y (from_y) or x, g = dOutput */
   void *out;
   bool from_y;
@@ -131,7 +133,7 @@ static void fwd_range(void *vc, int64_t b, int64_t e) {
   for (int64_t i = b; i < e; i += CH) {
     int64_t n = e - i < CH ? e - i : CH;
     float *y = dst32(j->dt, j->out, i, yb);
-    lathe_cpu_act_f32(j->act, load32(j->dt, j->a, i, xb, n), y, n);
+    j->kt->act_fwd[j->act](load32(j->dt, j->a, i, xb, n), y, n);
     store32(j->dt, j->out, i, y, n);
   }
 }
@@ -142,7 +144,7 @@ static void vjp_range(void *vc, int64_t b, int64_t e) {
     (j->from_y ? vy64 : vx64)[j->act]((const double *)j->a + b, (const double *)j->g + b, (double *)j->out + b, e - b);
     return;
   }
-  vjp32_fn f = (j->from_y ? vy32 : vx32)[j->act];
+  vjp32_fn f = (j->from_y ? j->kt->act_vy : j->kt->act_vx)[j->act];
   float ab[CH], gb[CH], db[CH];
   for (int64_t i = b; i < e; i += CH) {
     int64_t n = e - i < CH ? e - i : CH;
@@ -205,7 +207,7 @@ static inline void store_all64(const act_job *j, int64_t off, const double *v, i
   memcpy((double *)j->out + off, v, sizeof(double) * (size_t)n);
 }
 #define STORE_ALL(SUF, j, off, v, n) store_all##SUF(j, off, v, n)
-GLU_KERNELS(32, float, fwd32, vx32, load32, dst32, store32)
+GLU_KERNELS(32, float, j->kt->act_fwd, j->kt->act_vx, load32, dst32, store32)
 GLU_KERNELS(64, double, fwd64, vx64, load64, dst64, store64)
 
 /* ---- FusedDenseVJP, in Float32 or Float64 (halves widened around it) ---- */
@@ -310,7 +312,7 @@ lathe_status_t lathe_cpu_run_activation(lathe_cpu_exec *ex, const lathe_node *n,
     return st;
   }
   bool vjp = n->op == LATHE_OP_FUSED_ACTIVATION_VJP;
-  act_job j = {.dt = dt, .out = out[0]->data};
+  act_job j = {.dt = dt, .kt = lathe_cpu_exec_kernels(ex), .out = out[0]->data};
   if (vjp) {
     j.act = (int)lathe_attr_fused_activation_vjp_activation(n);
     bool has_y = lathe_attr_fused_activation_vjp_has_y(n), has_x = lathe_attr_fused_activation_vjp_has_x(n);

@@ -50,6 +50,7 @@ LATHE_ISA_PRAGMA(GCC target(LATHE_ISA_TARGET))
 
 #include "ew_kernels.h"
 #include "vmath.h"
+#include "act_kernels.h"
 #include "reduce_kernels.h"
 #include "window_kernels.h"
 
@@ -119,6 +120,26 @@ const lathe_cpu_kernels LATHE_ISA_TABLE = {
         },
     .stream_copy = isa_stream_copy,
     .stream_fence = isa_stream_fence,
+#define LATHE_EW(OP, KIND, CLASS, RULE, EXPR)
+    .act_fwd =
+        {
+#define LATHE_ACT(E, NUM, FORM, FWD, VJP_X, VJP_Y) [NUM] = actk_fwd_##E,
+#include "../graph/ew.def"
+#undef LATHE_ACT
+        },
+    .act_vx =
+        {
+#define LATHE_ACT(E, NUM, FORM, FWD, VJP_X, VJP_Y) [NUM] = actk_vx_##E,
+#include "../graph/ew.def"
+#undef LATHE_ACT
+        },
+    .act_vy =
+        {
+#define LATHE_ACT(E, NUM, FORM, FWD, VJP_X, VJP_Y) [NUM] = actk_vy_rows_##E,
+#include "../graph/ew.def"
+#undef LATHE_ACT
+        },
+#undef LATHE_EW
 };
 
 #if defined(__clang__)

@@ -16,6 +16,7 @@
 #ifndef LATHE_CPU_KERNELS_H
 #define LATHE_CPU_KERNELS_H
 
+#include "../graph/ew.h"
 #include "elementwise.h"
 
 typedef enum lathe_cpu_isa {
@@ -104,6 +105,11 @@ typedef struct lathe_cpu_kernels {
    * full-size results of large fusion regions); dst and src 64-byte aligned, n a multiple of 64 */
   void (*stream_copy)(void *dst, const void *src, size_t n);
   void (*stream_fence)(void);
+  /* Float32 rows of ew.def's activations by number (act_kernels.h): y = f(x), d = f'(x) g,
+   * d = f'(y) g (the rows of FORM Y); outputs may be their first operand */
+  void (*act_fwd[LATHE_ACT_COUNT])(const float *x, float *y, int64_t n);
+  void (*act_vx[LATHE_ACT_COUNT])(const float *x, const float *g, float *d, int64_t n);
+  void (*act_vy[LATHE_ACT_COUNT])(const float *y, const float *g, float *d, int64_t n);
 } lathe_cpu_kernels;
 
 /* The tables this build has (NULL for ISAs it does not have on this architecture). */
