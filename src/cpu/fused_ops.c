@@ -47,6 +47,7 @@ typedef struct {
   int64_t *norm_off, *outer_off, norm; /* layer norm: element offsets */
   int64_t m, k, nn;                    /* dense: [m, k] x [k, nn] */
   lathe_blas_mat wm;
+  const lathe_cpu_kernels *kt; /* the activations' Float32 rows (vector math) */
 } fctx;
 
 /* ---- typed kernels: instantiated for float and double ---- */
@@ -188,7 +189,7 @@ static void dense_ep_f32(void *vc, float *y, int64_t ldy, int64_t i0, int64_t j0
     float *yr = y + r * ldy;
     if (bias)
       for (int64_t j = 0; j < cols; j++) yr[j] += bias[j];
-    lathe_cpu_act_f32((int)act, yr, yr, cols);
+    c->kt->act_fwd[act](yr, yr, cols);
   }
 }
 
@@ -290,7 +291,7 @@ lathe_status_t lathe_cpu_run_fused(lathe_cpu_exec *ex, const lathe_node *n, lath
     return lathe_cpu_run_quantized(ex, n, in, out);
   if (lathe_cpu_attention_op(n->op)) return lathe_cpu_run_attention(ex, n, in, out);
   lathe_dtype dt = in[0]->shape.dtype;
-  fctx c = {.n = n, .in = in, .out = out};
+  fctx c = {.n = n, .in = in, .out = out, .kt = lathe_cpu_exec_kernels(ex)};
   lathe_status_t st;
   if (dt == LATHE_DTYPE_FLOAT32 || dt == LATHE_DTYPE_FLOAT64) {
     st = run_typed(ex, &c, dt == LATHE_DTYPE_FLOAT64);

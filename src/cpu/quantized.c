@@ -14,7 +14,7 @@
 
 #include "blas.h"
 #include "dtype_dispatch.h"
-#include "activation.h"
+#include "kernels.h"
 #include "quantized.h"
 
 bool lathe_cpu_supports_quantized(lathe_op op, lathe_dtype dt) {
@@ -150,6 +150,7 @@ typedef struct qctx {
   const float *x, *bias;
   float *y;
   int scheme, act;
+  const lathe_cpu_kernels *kt; /* the activation's Float32 rows */
   lathe_ggml_type gt;
   const void *w; /* Linear/NF4: [k, nn] of w_dtype; GGML: rows of row_bytes, one per output */
   lathe_dtype w_dtype;
@@ -167,7 +168,7 @@ static void finish(const qctx *c, int64_t m0, int64_t m1, int64_t j0, int64_t j1
     float *y = c->y + r * c->nn;
     if (c->bias)
       for (int64_t j = j0; j < j1; j++) y[j] += c->bias[j];
-    lathe_cpu_act_f32(c->act, y + j0, y + j0, j1 - j0);
+    c->kt->act_fwd[c->act](y + j0, y + j0, j1 - j0);
   }
 }
 
@@ -356,7 +357,8 @@ static lathe_status_t scale_f32(const lathe_tensor *t, const float **out, float 
 
 static lathe_status_t run_dense(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
   qctx c = {.scheme = (int)lathe_attr_quantized_scheme(n), .gt = lathe_attr_quantized_ggml_type(n),
-            .bs = lathe_attr_quantized_block_size(n), .act = (int)lathe_attr_quantized_activation(n)};
+            .bs = lathe_attr_quantized_block_size(n), .act = (int)lathe_attr_quantized_activation(n),
+            .kt = lathe_cpu_exec_kernels(ex)};
   const lathe_shape *xs = &in[0]->shape;
   c.k = lathe_attr_quantized_in_features(n);
   c.nn = lathe_attr_quantized_out_features(n);
