@@ -7,6 +7,7 @@ require (
 	github.com/gomlx/go-xla v0.4.13
 	github.com/gomlx/gomlx v0.28.16
 	github.com/pkg/errors v0.9.1
+	golang.org/x/term v0.40.0
 )
 
 require (
@@ -31,7 +32,6 @@ require (
 	github.com/xo/terminfo v0.0.0-20220910002029-abceb7e1c41e // indirect
 	golang.org/x/exp v0.0.0-20260908205506-85c1c2202aba // indirect
 	golang.org/x/sys v0.48.0 // indirect
-	golang.org/x/term v0.40.0 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
 	k8s.io/klog/v2 v2.140.0 // indirect
 )

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Where Go is: packs what scripts/cuda-check.sh needs on a GPU machine that has no Go -- the Go
-# compliance test binary (compute/lathe) and GoMLX v0.28.7's test binaries (scripts/gomlx-suite.sh's
+# compliance test binary (compute/lathe) and GoMLX's test binaries (scripts/gomlx-suite.sh's
 # compile mode, with their data files) -- into DIR/bundle.tar.xz (about 30 MB: xz with a large
 # dictionary shares the binaries' common code). The C code travels as source and builds there.
 # GOMLX_SUITE_PKGS picks the GoMLX packages (default: the nine that docs/CUDA.md reports).

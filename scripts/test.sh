@@ -2,7 +2,7 @@
 # Sets up and runs every test of lathe: the C suites (gcc and clang, warnings as errors, with the
 # allocation-failure test), the same suites under AddressSanitizer+UndefinedBehaviorSanitizer, a
 # minute of libFuzzer over the C API, the C example, the Go tests (GoMLX's backendtest compliance
-# suite included), GoMLX v0.28.7's own test suites on lathe:cpu (scripts/gomlx-suite.sh) and
+# suite included), GoMLX's own test suites (go.mod's version) on lathe:cpu (scripts/gomlx-suite.sh) and
 # short runs of the two GoMLX examples; also that `make install` stands alone
 # (scripts/install-check.sh) and that the examples' config errors are one line naming the fix
 # (scripts/config-errors-check.sh).
@@ -125,9 +125,9 @@ if [ -f go.mod ]; then
   go test $mlx_tags -count=1 -v ./... 2>&1 | grep -E '^(--- (FAIL|SKIP)|ok |FAIL|backendtest |panic:)|\.go:[0-9]+:'
   step "Go: lifetimes and asynchronous buffers under AddressSanitizer"
   CC=clang go test -asan -count=1 -run 'TestExecuteAfterFinalize|TestDevicesAndAsync|TestGarbageCollected|TestBackendInfo|TestDonation' ./compute/lathe
-  step "GoMLX v0.28.7's own test suites (core/..., ml/...) on lathe:cpu"
+  step "GoMLX's own test suites (go.mod's version: core/..., ml/...) on lathe:cpu"
   ./scripts/gomlx-suite.sh lathe:cpu
-  step "GoMLX v0.28.7's distributed tests (SPMD, AutoSharding, dtensor) on lathe:cpu with 2 and 4 devices"
+  step "GoMLX's distributed tests (SPMD, AutoSharding, dtensor) on lathe:cpu with 2 and 4 devices"
   # the packages that hold them (TestCollective, TestAutoSharding, TestPortable, TestFunction,
   # dtensor, TestDistributedAccumulator, ml/model's TestAutoSharding), whole
   for n in 2 4; do

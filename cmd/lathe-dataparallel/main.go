@@ -1,4 +1,4 @@
-// Command lathe-dataparallel trains one MLP twice with GoMLX v0.28.7 graphs: on one device with
+// Command lathe-dataparallel trains one MLP twice with GoMLX graphs: on one device with
 // the whole batch, then data-parallel over N devices of the same backend (an SPMD program: each
 // replica takes 1/N of the batch, its gradients are summed over the replicas with AllReduce, and
 // every replica applies the same SGD update to its copy of the weights). Both runs start from

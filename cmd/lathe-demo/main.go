@@ -1,4 +1,4 @@
-// Command lathe-demo trains a handwritten-digit classifier with GoMLX v0.28.7 on lathe: a model
+// Command lathe-demo trains a handwritten-digit classifier with GoMLX on lathe: a model
 // built from GoMLX's layers (a feed-forward network with layer normalization), GoMLX's autodiff
 // and Adam optimizer, its training loop and progress bar, on the 1797 8x8 digit images that
 // scikit-learn's wheel bundles (scripts/setup-data.sh takes them from the wheel). It reports the
@@ -24,7 +24,6 @@ import (
 
 	_ "github.com/gomlx/compute/gobackend" // registers "go"
 	. "github.com/gomlx/gomlx/core/graph"
-	"github.com/gomlx/gomlx/core/tensors"
 	"github.com/gomlx/gomlx/ml/dataset"
 	"github.com/gomlx/gomlx/ml/layers/activation"
 	"github.com/gomlx/gomlx/ml/layers/fnn"
@@ -36,6 +35,7 @@ import (
 
 	"github.com/lathe-dev/lathe/compute/lathe" // registers "lathe"
 	_ "github.com/lathe-dev/lathe/compute/mlx" // registers "mlx" (its engine is in with -tags mlx)
+	"github.com/lathe-dev/lathe/internal/progress"
 )
 
 func main() {
@@ -174,7 +174,7 @@ func run(backendName, dataPath string, steps, batch, hidden, numLayers int, lr, 
 	}
 	compileTime := time.Since(start)
 	loop := train.NewLoop(trainer)
-	progress(loop, trainer, steps)
+	progress.Rows(loop, trainer, steps)
 	start = time.Now()
 	if _, err := loop.RunSteps(trainDS, steps-1); err != nil {
 		return err
@@ -201,23 +201,4 @@ func run(backendName, dataPath string, steps, batch, hidden, numLayers int, lr, 
 		steps-1, elapsed.Round(time.Millisecond), compileTime.Round(time.Millisecond),
 		float64(steps-1)/elapsed.Seconds(), backendName)
 	return nil
-}
-
-// progress prints a row every tenth of the run and at its end, counting finished steps from 1
-// (the loop's LoopStep is the 0-based step in progress, so the last row reads "2000 of 2000").
-func progress(loop *train.Loop, trainer *train.Trainer, steps int) {
-	every := max(1, steps/10)
-	fmt.Printf("%11s  %s\n", "step", "training metrics (moving averages)")
-	loop.OnStep("lathe-demo progress", 0, func(l *train.Loop, metrics []*tensors.Tensor) error {
-		done := l.LoopStep + 1
-		if done%every != 0 && done != l.EndStep {
-			return nil
-		}
-		row := fmt.Sprintf("%5d of %d", done, l.EndStep)
-		for i, m := range trainer.TrainMetrics() {
-			row += fmt.Sprintf("  %s %s", m.ShortName(), m.PrettyPrint(metrics[i]))
-		}
-		fmt.Println(row)
-		return nil
-	})
 }

@@ -1,4 +1,4 @@
-// Command lathe-textgen trains a small character-level transformer with GoMLX v0.28.7 on lathe
+// Command lathe-textgen trains a small character-level transformer with GoMLX on lathe
 // and samples text from it: GoMLX's zoo transformer (token embeddings, rotary position encoding,
 // causal multi-head attention, layer normalization, GELU feed-forward blocks), trained with its
 // autodiff, Adam and training loop on GoMLX's own documentation (the markdown files of the
@@ -30,10 +30,10 @@ import (
 	"github.com/gomlx/gomlx/ml/train/optimizer"
 	"github.com/gomlx/gomlx/ml/zoo/transformer"
 	"github.com/gomlx/gomlx/ml/zoo/transformer/generate/sample"
-	"github.com/gomlx/gomlx/ui/commandline"
 
 	"github.com/lathe-dev/lathe/compute/lathe" // registers "lathe"
 	_ "github.com/lathe-dev/lathe/compute/mlx" // registers "mlx" (its engine is in with -tags mlx)
+	"github.com/lathe-dev/lathe/internal/progress"
 )
 
 type config struct {
@@ -167,7 +167,7 @@ func run(c config) error {
 	trainer := train.NewTrainer(backend, store, modelFn, loss.SparseCategoricalCrossEntropyLogits,
 		optimizer.Adam().LearningRate(c.lr).Done(), nil, nil)
 	loop := train.NewLoop(trainer)
-	commandline.AttachProgressBar(loop)
+	progress.Attach(loop, trainer, c.steps)
 	start := time.Now()
 	metrics, err := loop.RunSteps(ds, c.steps)
 	if err != nil {

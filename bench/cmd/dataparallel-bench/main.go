@@ -1,4 +1,4 @@
-// Command dataparallel-bench measures data-parallel training throughput: GoMLX v0.28.7 training
+// Command dataparallel-bench measures data-parallel training throughput: GoMLX training
 // steps (bench/internal/steps: MLP 784-1024-1024-10, transformer block d768 h12) on one device,
 // and as an SPMD program over N devices of the same backend, each device taking the same batch
 // as the single device (weak scaling: N times the examples per step). A data-parallel step

@@ -1,4 +1,4 @@
-// Command gomlx-vs-jax times three GoMLX v0.28.7 training steps on lathe:cpu, on GoMLX's own `go`
+// Command gomlx-vs-jax times three GoMLX training steps on lathe:cpu, on GoMLX's own `go`
 // backend, on GoMLX's `xla` backend (xla:cpu, when its PJRT plugin is installed) and, as the
 // outside reference, the same steps written in JAX on its CPU backend: all interleaved in one run
 // (round after round, one step of each contender in turn, each round starting one contender

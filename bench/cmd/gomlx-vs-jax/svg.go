@@ -46,7 +46,7 @@ func writeSVG(path string, results []result) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="12">`+"\n", width, height)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	fmt.Fprintf(&b, `<text x="%.0f" y="24" font-size="15" font-weight="bold">GoMLX v0.28.7 training steps: median step time relative to lathe:cpu (log scale; &gt;1 = slower than lathe)</text>`+"\n", 10.0)
+	fmt.Fprintf(&b, `<text x="%.0f" y="24" font-size="15" font-weight="bold">GoMLX training steps: median step time relative to lathe:cpu (log scale; &gt;1 = slower than lathe)</text>`+"\n", 10.0)
 	fmt.Fprintf(&b, `<text x="%.0f" y="42" fill="#555">%s</text>`+"\n", 10.0, time.Now().Format("2006-01-02"))
 	// grid: powers of 10 and their halves
 	for e := lo; e <= hi+1e-9; e += 0.5 {
