@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "c1d989372dccebe0ce675f64bcfeb9da"
+const engineSourcesHash = "4ee66fc7d5567fa4e9a5a8e43d28dadf"
