@@ -44,7 +44,7 @@ static void act_case(lathe_dtype dt, lathe_shape s, lathe_activation act) {
   bool glu = lathe_act_form_of(act) == LATHE_ACT_FORM_GLU;
   lathe_shape ys = s;
   if (glu) ys.dims[s.rank - 1] /= 2;
-  int64_t n = lathe_shape_num_elements(&s), ny = lathe_shape_num_elements(&ys), h = ys.dims[ys.rank - 1];
+  int64_t n = lathe_shape_num_elements(&s), ny = lathe_shape_num_elements(&ys), h = ys.rank ? ys.dims[ys.rank - 1] : 1;
   void *xd = tst_alloc_for(&s), *want = tst_alloc_for(&ys), *got[1];
   tst_fill(xd, dt, n, 7 + (unsigned)act);
   for (int64_t i = 0; i < ny; i++) {
