@@ -154,6 +154,42 @@ static void vjp_range(void *vc, int64_t b, int64_t e) {
   }
 }
 
+/* ---- region tiles ---- */
+/* n elements of a (or its one element, step 0) as Float32 / Float64 */
+static const float *tile32(lathe_dtype dt, const void *a, int step, int64_t off, float *buf, int64_t n) {
+  if (step) return load32(dt, a, off, buf, n);
+  float one;
+  float v = *load32(dt, a, 0, &one, 1);
+  for (int64_t i = 0; i < n; i++) buf[i] = v;
+  return buf;
+}
+static const double *tile64(const void *a, int step, int64_t off, double *buf, int64_t n) {
+  if (step) return (const double *)a + off;
+  for (int64_t i = 0; i < n; i++) buf[i] = *(const double *)a;
+  return buf;
+}
+
+void lathe_cpu_act_tile(const lathe_cpu_kernels *kt, lathe_dtype dt, int mode, int act, const void *a, int a_step,
+                        const void *g, int g_step, void *out, int64_t n) {
+  for (int64_t i = 0; i < n; i += CH) {
+    int64_t m = n - i < CH ? n - i : CH;
+    if (dt == LATHE_DTYPE_FLOAT64) {
+      double ab[CH], gb[CH];
+      const double *av = tile64(a, a_step, i, ab, m);
+      double *o = (double *)out + i;
+      if (mode == 1) lathe_cpu_act_f64(act, av, o, m);
+      else (mode == 3 ? vy64 : vx64)[act](av, tile64(g, g_step, i, gb, m), o, m);
+      continue;
+    }
+    float ab[CH], gb[CH], ob[CH];
+    const float *av = tile32(dt, a, a_step, i, ab, m);
+    float *o = dst32(dt, out, i, ob);
+    if (mode == 1) kt->act_fwd[act](av, o, m);
+    else (mode == 3 ? kt->act_vy : kt->act_vx)[act](av, tile32(dt, g, g_step, i, gb, m), o, m);
+    store32(dt, out, i, o, m);
+  }
+}
+
 /* GLU rows [b, e): x row [gate | value] of 2h, y row of h; y = f(gate) * value. */
 #define GLU_KERNELS(SUF, TY, FWD_T, VX_T, LOAD, DST, STORE)                                       \
   static void glu_fwd_##SUF(void *vc, int64_t b, int64_t e) {                                     \

@@ -247,6 +247,7 @@ static void program_options(void *ctx, lathe_program_options *opt) {
   opt->plan_memory = true;
   opt->alignment = 64;
   opt->alias_reshape = true; /* layout.c skips the copy */
+  opt->fuse_activations = true; /* region.c runs them tile by tile (activation.c) */
 }
 
 static void destroy(void *ctx) {

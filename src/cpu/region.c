@@ -9,6 +9,7 @@
  * in turn through the region's internal slots. */
 #include <pthread.h>
 
+#include "activation.h"
 #include "exec.h"
 #include "kernels.h"
 
@@ -25,6 +26,8 @@ typedef struct {
   lathe_ew_convert_fn cv; /* ConvertDType */
   int bits, obits;
   int step[LATHE_PMEMBER_MAX_IN]; /* 0 for a scalar operand, 1 for a tile */
+  int act_mode, act, act_a, act_g; /* FusedActivation (1) and its VJP (2 from x, 3 from y): operands a, g */
+  lathe_dtype act_dt;
   int buf;                /* the scratch buffer of its tile, -1: straight into its full result (or an alias) */
   size_t esize;           /* of its result */
 } tile_op;
@@ -162,7 +165,10 @@ static void run_tiles(void *vc, int64_t tb, int64_t te) {
         continue;
       }
       void *out = op->buf >= 0 ? mem + (size_t)op->buf * TILE * MAX_ESIZE : full;
-      if (op->cv) op->cv(in[0], out, len, op->bits, op->obits);
+      if (op->act_mode)
+        lathe_cpu_act_tile(c->k, op->act_dt, op->act_mode, op->act, in[op->act_a], op->step[op->act_a], in[op->act_g],
+                           op->step[op->act_g], out, len);
+      else if (op->cv) op->cv(in[0], out, len, op->bits, op->obits);
       else op->fn(in, op->step, out, len, op->bits);
       tiles[i] = out;
       if (full && out != full) store_tile(c, full, out, (size_t)len * op->esize);
@@ -217,7 +223,16 @@ static lathe_status_t plan_tiles(run_ctx *c) {
       if (n->op == LATHE_OP_CONVERT_DTYPE) op->cv = lathe_cpu_convert_fn_of(c->k, n->in[0]->shape.dtype, n->shape.dtype);
       else if (kind == LATHE_KIND_UNARY || kind == LATHE_KIND_BINARY || kind == LATHE_KIND_COMPARE || kind == LATHE_KIND_SELECT)
         op->fn = lathe_cpu_ew_fn(c->k, n->op, dt);
-      if (!op->fn && !op->cv)
+      else if (n->op == LATHE_OP_FUSED_ACTIVATION) {
+        op->act_mode = 1, op->act = (int)lathe_attr_fused_activation_activation(n), op->act_dt = n->shape.dtype;
+      } else if (n->op == LATHE_OP_FUSED_ACTIVATION_VJP) {
+        /* y's derivative where the activation has one and y is given, as activation.c's kernel */
+        bool has_y = lathe_attr_fused_activation_vjp_has_y(n);
+        op->act = (int)lathe_attr_fused_activation_vjp_activation(n), op->act_dt = n->shape.dtype;
+        op->act_mode = has_y && lathe_act_form_of((lathe_activation)op->act) == LATHE_ACT_FORM_Y ? 3 : 2;
+        op->act_a = op->act_mode == 3 || !has_y ? 0 : 1, op->act_g = n->n_in - 1;
+      }
+      if (!op->fn && !op->cv && !op->act_mode)
         st = LATHE_UNIMPL("%s: not implemented on lathe:cpu for %s in a fused region", lathe_op_name(n->op),
                           lathe_dtype_name(dt));
       for (int q = 0; q < mb->n_in; q++)

@@ -1,6 +1,7 @@
 /* program.c -- lowering a builder to a program: steps over value slots (multi-result ops write
  * several slots, closure captures become parameters), fusion regions, liveness and the memory
  * plan. See program.h. */
+#include "ew.h"
 #include "program.h"
 
 #include "../core/trace.h"
@@ -267,10 +268,21 @@ static int exec_pos(const lower_ctx *c, const drafts *ds, int s) {
   return r < 0 ? s : ds->d[top_of(ds, r)].root;
 }
 
+/* FusedActivation and its VJP are elementwise but for the gated SwiGLU: members of LOOP regions
+ * where the device asks (lathe_program_options.fuse_activations). */
+static bool activation_member(const lower_ctx *c, const lathe_node *n) {
+  if (!c->p->options.fuse_activations) return false;
+  if (n->op == LATHE_OP_FUSED_ACTIVATION)
+    return lathe_act_form_of(lathe_attr_fused_activation_activation(n)) != LATHE_ACT_FORM_GLU;
+  if (n->op == LATHE_OP_FUSED_ACTIVATION_VJP)
+    return lathe_act_form_of(lathe_attr_fused_activation_vjp_activation(n)) != LATHE_ACT_FORM_GLU;
+  return false;
+}
+
 static bool step_fusable(const lower_ctx *c, int s) {
   const lathe_pstep *st = &c->pf->steps[s];
   const lathe_node *n = st->node;
-  if (!fusable_op(n->op) || n->multi || st->n_out != 1 || n->shape.rank == 0 || lathe_dtype_is_packed(n->shape.dtype))
+  if (!(fusable_op(n->op) || activation_member(c, n)) || n->multi || st->n_out != 1 || n->shape.rank == 0 || lathe_dtype_is_packed(n->shape.dtype))
     return false;
   if (n->n_in > LATHE_PMEMBER_MAX_IN) return false;
   for (int i = 0; i < n->n_in; i++) {

@@ -119,6 +119,8 @@ typedef struct lathe_program_options {
   int64_t alignment; /* of arena offsets (a power of two >= 16) */
   bool alias_reshape; /* a Reshape whose operand dies there takes the operand's bytes (the device
                        * then skips the copy when they are the same memory) */
+  bool fuse_activations; /* FusedActivation and its VJP (not the gated SwiGLU) join LOOP regions as
+                          * members (a device whose region tiles run them) */
   int64_t rows_max;   /* > 0: build ROWS regions over rows of up to this many elements */
   int64_t rows_lone;  /* > 0: a lone reduction with elementwise work before or after it also
                        * forms a ROWS region when it has at least this many rows (enough to keep

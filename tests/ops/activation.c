@@ -44,7 +44,7 @@ static void act_case(lathe_dtype dt, lathe_shape s, lathe_activation act) {
   bool glu = lathe_act_form_of(act) == LATHE_ACT_FORM_GLU;
   lathe_shape ys = s;
   if (glu) ys.dims[s.rank - 1] /= 2;
-  int64_t n = lathe_shape_num_elements(&s), ny = lathe_shape_num_elements(&ys), h = ys.dims[ys.rank - 1];
+  int64_t n = lathe_shape_num_elements(&s), ny = lathe_shape_num_elements(&ys), h = ys.rank ? ys.dims[ys.rank - 1] : 1;
   void *xd = tst_alloc_for(&s), *want = tst_alloc_for(&ys), *got[1];
   tst_fill(xd, dt, n, 7 + (unsigned)act);
   for (int64_t i = 0; i < ny; i++) {
@@ -216,4 +216,61 @@ TEST(fused_dense_vjp) {
   dense_vjp_case(LATHE_DTYPE_FLOAT32, 1, 0, 3, 3, LATHE_ACTIVATION_TANH, LATHE_DENSE_OUTPUTS_INPUT, true);
   dense_vjp_case(LATHE_DTYPE_FLOAT32, 2, 129, 67, 33, LATHE_ACTIVATION_SELU, LATHE_DENSE_OUTPUTS_INPUT, true);
   dense_vjp_case(LATHE_DTYPE_FLOAT64, 2, 70, 40, 90, LATHE_ACTIVATION_SIGMOID, LATHE_DENSE_INPUT_OUTPUTS, true);
+}
+
+/* FusedActivation and its VJP inside elementwise chains (one fusion region on lathe:cpu):
+ * y = act(x b) + x, dx = act'(x b) (g b) (from y where the activation allows: y = act(x b)), with a
+ * scalar operand where the shape is [1, 1]. */
+static void chain_case(lathe_dtype dt, lathe_shape s, lathe_activation act) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("activation_chain", &fn);
+  lathe_value_t x = tst_param(fn, "x", s), bv = tst_param(fn, "b", s), g = tst_param(fn, "g", s), t, a, y, gb, d, outs[2];
+  CHECK_OK(lathe_mul(fn, x, bv, &t));
+  CHECK_OK(lathe_fused_activation(fn, t, act, &a));
+  CHECK_OK(lathe_add(fn, a, x, &y));
+  CHECK_OK(lathe_mul(fn, g, bv, &gb));
+  bool from_y = lathe_act_form_of(act) == LATHE_ACT_FORM_Y;
+  CHECK_OK(lathe_fused_activation_vjp(fn, from_y ? a : NULL, from_y ? NULL : t, gb, act, &d));
+  outs[0] = y, outs[1] = d;
+  CHECK_OK(lathe_function_return(fn, outs, 2));
+  int64_t n = lathe_shape_num_elements(&s);
+  void *xd = tst_alloc_for(&s), *bd = tst_alloc_for(&s), *gd = tst_alloc_for(&s), *wy = tst_alloc_for(&s),
+       *wd = tst_alloc_for(&s), *got[2] = {0};
+  tst_fill(xd, dt, n, 61), tst_fill(bd, dt, n, 62), tst_fill(gd, dt, n, 63);
+  /* the reference rounds the products as the graph does (to dt), then computes in double */
+  lathe_shape one = s;
+  void *tmp = tst_alloc_for(&one);
+  for (int64_t i = 0; i < n; i++) {
+    tst_set(tmp, dt, i, tst_get(xd, dt, i) * tst_get(bd, dt, i));
+    double tv = tst_get(tmp, dt, i);
+    tst_set(tmp, dt, i, tst_activation_ref(tv, act));
+    double av = tst_get(tmp, dt, i); /* a, rounded to dt */
+    tst_set(wy, dt, i, av + tst_get(xd, dt, i));
+    tst_set(tmp, dt, i, tst_get(gd, dt, i) * tst_get(bd, dt, i));
+    double gv = tst_get(tmp, dt, i);
+    tst_set(wd, dt, i, from_y ? tst_activation_vjp_ref(av, gv, act, true) : tst_activation_vjp_ref(tv, gv, act, false));
+  }
+  const void *ins[3] = {xd, bd, gd};
+  lathe_status_t st = tst_run(b, ins, 3, got, 2, NULL);
+  CHECK(st == NULL, "activation chain %s run: %s", lathe_act_name(act), lathe_status_message(st));
+  if (!st) {
+    tst_expect_close("activation chain y", got[0], wy, dt, n, tol_of(dt) * 4);
+    tst_expect_close("activation chain dx", got[1], wd, dt, n, tol_of(dt) * 8);
+  }
+  lathe_status_free(st);
+  for (int i = 0; i < 2; i++) tst_free_output(got[i]);
+  free(xd), free(bd), free(gd), free(wy), free(wd), free(tmp);
+  lathe_builder_free(b);
+}
+
+TEST(fused_activation_in_chains) {
+  for (int d = 0; d < N_FLOAT_DTS; d++)
+    for (int a = 0; a < LATHE_ACT_COUNT; a++) {
+      if (lathe_act_form_of(a) == LATHE_ACT_FORM_GLU) continue;
+      lathe_dtype dt = float_dts[d];
+      chain_case(dt, TST_SHAPE(dt, 3, 700), a); /* tiles past 256 and 2048 elements */
+      chain_case(dt, TST_SHAPE(dt, 1, 1), a);
+      chain_case(dt, TST_SHAPE(dt, 0, 5), a);
+    }
+  chain_case(LATHE_DTYPE_FLOAT32, TST_SHAPE(LATHE_DTYPE_FLOAT32, 300, 514), LATHE_ACTIVATION_GELU); /* threaded */
 }

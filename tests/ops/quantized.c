@@ -302,6 +302,8 @@ TEST(quantized_dense_ggml) {
     ggml_dense_case(t, 1, 0, 3, true, LATHE_ACTIVATION_TANH); /* K = 0: bias only */
   }
   /* threaded, both paths, with every activation */
+  for (int a = 0; a < LATHE_ACTIVATION_SWIGLU; a++) /* every activation the dense ops take */
+    ggml_dense_case(LATHE_GGML_Q8_0, 3, 2, 33, true, (lathe_activation)a);
   ggml_dense_case(LATHE_GGML_Q4_0, 1, 8, 301, true, LATHE_ACTIVATION_HARD_SWISH);
   ggml_dense_case(LATHE_GGML_Q8_0, 40, 8, 131, true, LATHE_ACTIVATION_SILU);
   ggml_dense_case(LATHE_GGML_Q4_K, 33, 2, 97, true, LATHE_ACTIVATION_TANH);

@@ -58,6 +58,41 @@ TEST(program_loop_region) {
   lathe_builder_free(b);
 }
 
+/* silu(1.5 x) * x and its VJP's chain join one LOOP region where the device asks
+ * (fuse_activations: lathe:cpu), not elsewhere; SwiGLU (not elementwise) never does. */
+TEST(program_activation_members) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("act_chain", &fn);
+  lathe_shape s = TST_SHAPE(LATHE_DTYPE_FLOAT32, 8, 100);
+  lathe_value_t x = tst_param(fn, "x", s), t, a, y, d, z, outs[2];
+  CHECK_OK(lathe_mul(fn, x, scalar(fn, 1.5f), &t));
+  CHECK_OK(lathe_fused_activation(fn, t, LATHE_ACTIVATION_SILU, &a));
+  CHECK_OK(lathe_mul(fn, a, x, &y));
+  CHECK_OK(lathe_fused_activation_vjp(fn, NULL, t, y, LATHE_ACTIVATION_SILU, &d));
+  CHECK_OK(lathe_add(fn, d, x, &z));
+  outs[0] = z;
+  CHECK_OK(lathe_fused_activation(fn, x, LATHE_ACTIVATION_SWIGLU, &outs[1]));
+  CHECK_OK(lathe_function_return(fn, outs, 2));
+  lathe_program_options acts = fused;
+  acts.fuse_activations = true;
+  lathe_program *p = program_of(b, &acts);
+  if (p) {
+    const lathe_pfunc *pf = lathe_program_main(p);
+    int members = 0;
+    for (int r = 0; r < pf->n_regions; r++) members += pf->regions[r].n_members;
+    CHECK(pf->n_regions == 1 && members == 5 && pf->n_steps == 2, "one region of 5 and SwiGLU: %d regions, %d members, %d steps",
+          pf->n_regions, members, pf->n_steps);
+  }
+  lathe_program_free(p);
+  p = program_of(b, &fused);
+  if (p) {
+    const lathe_pfunc *pf = lathe_program_main(p);
+    CHECK(pf->n_steps >= 5, "without fuse_activations the activations are steps of their own: %d steps", pf->n_steps);
+  }
+  lathe_program_free(p);
+  lathe_builder_free(b);
+}
+
 /* A value used by an op that is not fusable (a DotGeneral) between it and its fusable user must
  * not be moved after that op: exp(x) feeds both the product and the final add. */
 TEST(program_no_region_across_a_use) {
