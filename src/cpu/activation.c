@@ -9,6 +9,7 @@
 #include "../graph/ew.h"
 #include "activation.h"
 #include "blas.h"
+#include "gemm.h"
 #include "kernels.h"
 
 typedef void (*fwd32_fn)(const float *x, float *y, int64_t n);
@@ -314,17 +315,26 @@ static lathe_status_t dense_vjp(lathe_pool *pool, const lathe_node *n, lathe_ten
   memset(c.dw, 0, out[1]->nbytes);
   if (c.db) memset(c.db, 0, out[2]->nbytes);
   if (!c.m || !c.nn) return NULL; /* empty sums */
-  c.dz = malloc(c.es * (size_t)(c.m * c.nn));
+  /* no activation: the products read d_output itself */
+  bool own_dz = c.act != LATHE_ACTIVATION_NONE;
+  c.dz = own_dz ? malloc(c.es * (size_t)(c.m * c.nn)) : (void *)c.g;
   if (!c.dz) return LATHE_OOM("FusedDenseVJP");
-  lathe_parallel_for(pool, c.m * c.nn, 16384, dvjp_dz, &c);
-  if (c.k) {
+  if (own_dz) lathe_parallel_for(pool, c.m * c.nn, 16384, dvjp_dz, &c);
+  lathe_status_t st = NULL;
+  if (c.k && c.dt == LATHE_DTYPE_FLOAT32 && lathe_blas_own_f32()) {
+    /* Float32 products on lathe's packed kernels, as DotGeneral's (where BLAS's are slower) */
+    const float *dz = c.dz, *x = c.x, *w = c.w;
+    st = lathe_gemm_f32(pool, c.m, c.k, c.nn, dz, c.nn, 1, w, c.io ? 1 : c.k, c.io ? c.nn : 1, c.dx, c.k);
+    if (!st && c.io) st = lathe_gemm_f32(pool, c.k, c.nn, c.m, x, 1, c.k, dz, c.nn, 1, c.dw, c.nn);
+    else if (!st) st = lathe_gemm_f32(pool, c.nn, c.k, c.m, dz, 1, c.nn, x, c.k, 1, c.dw, c.k);
+  } else if (c.k) {
     lathe_parallel_for(pool, c.m, 1 + (1 << 18) / (c.k * c.nn + 1), dvjp_dx, &c);
     int64_t rows = c.io ? c.k : c.nn, cols = c.io ? c.nn : c.k;
     lathe_parallel_for(pool, rows, 1 + (1 << 18) / (c.m * cols + 1), dvjp_dw, &c);
   }
-  if (c.db) lathe_parallel_for(pool, c.nn, 1 + (1 << 16) / (c.m + 1), dvjp_db, &c);
-  free(c.dz);
-  return NULL;
+  if (c.db && !st) lathe_parallel_for(pool, c.nn, 1 + (1 << 16) / (c.m + 1), dvjp_db, &c);
+  if (own_dz) free(c.dz);
+  return st;
 }
 
 lathe_status_t lathe_cpu_run_activation(lathe_cpu_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {

@@ -36,6 +36,7 @@ typedef struct lathe_cpu {
   lathe_pool *pool; /* shared by every ordinal */
   int threads;
   bool fuse;        /* fusion regions at compile (option fuse=0|1, default 1) */
+  bool dense_vjp;   /* FusedDenseVJP advertised (option dense_vjp=1; off by default) */
   const struct lathe_cpu_kernels *kernels; /* the ISA's kernel table (kernels.h), chosen at creation */
   bool isa_forced;  /* isa= was given (then the config string names it) */
   int n_devices;    /* ordinals (option devices=N) */

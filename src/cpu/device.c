@@ -73,7 +73,10 @@ bool lathe_cpu_supports_op(lathe_op op, lathe_dtype dt) {
 }
 
 static bool supports_op(void *ctx, lathe_op op, lathe_dtype dt) {
-  (void)ctx;
+  /* FusedDenseVJP runs (a C caller may build it) but is advertised only with dense_vjp=1: GoMLX
+   * takes it over its own decomposition whenever it is advertised, and that decomposition, fused
+   * by lathe, measured as fast or faster (docs/CPU.md "FusedDenseVJP"). */
+  if (op == LATHE_OP_FUSED_DENSE_VJP && !((lathe_cpu *)ctx)->dense_vjp) return false;
   return lathe_cpu_supports_op(op, dt);
 }
 
@@ -290,7 +293,7 @@ const lathe_device_i lathe_cpu_device = {
 
 /* lathe:cpu's options (docs/CPU.md), parsed by the runtime (runtime/options.c). */
 enum { OPT_THREADS, OPT_DEVICES, OPT_FUSE, OPT_ASYNC, OPT_ISA, OPT_COORDINATOR, OPT_PROCESSES, OPT_PROCESS, OPT_TOKEN, OPT_TIMEOUT,
-       OPT_RUNTIME /* then the runtime's (trace, dump) */ };
+       OPT_DENSE_VJP, OPT_RUNTIME /* then the runtime's (trace, dump) */ };
 const lathe_option_spec lathe_cpu_options[] = {
     [OPT_THREADS] = {"threads", LATHE_OPTION_INT, "N", 1, 1024, false, "all online cores; in a job, their share",
                      "threads in all, the calling thread included"},
@@ -311,6 +314,8 @@ const lathe_option_spec lathe_cpu_options[] = {
                    "the job's secret: connections without it are refused"},
     [OPT_TIMEOUT] = {"timeout", LATHE_OPTION_TEXT, "SECONDS", 0, 0, false, "60",
                      "how long a wait for another process may take before it is an error"},
+    [OPT_DENSE_VJP] = {"dense_vjp", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
+                       "advertise FusedDenseVJP, GoMLX's fully fused dense gradient (measured no faster than its decomposition)"},
     LATHE_RUNTIME_OPTION_SPECS,
 };
 const int lathe_cpu_n_options = (int)(sizeof lathe_cpu_options / sizeof lathe_cpu_options[0]);
@@ -353,6 +358,7 @@ lathe_status_t lathe_cpu_device_new(const lathe_option_value *opt, const lathe_d
   lathe_cpu_mem_attach();
   c->threads = threads;
   c->fuse = fuse;
+  c->dense_vjp = opt[OPT_DENSE_VJP].set && opt[OPT_DENSE_VJP].value == 1;
   c->kernels = lathe_cpu_kernels_of(isa);
   c->isa_forced = isa_forced;
   c->n_devices = devices;
@@ -389,6 +395,7 @@ lathe_status_t lathe_cpu_device_new(const lathe_option_value *opt, const lathe_d
   int n = snprintf(conf, 96, "cpu,threads=%d", threads);
   if (devices > 1) n += snprintf(conf + n, (size_t)(96 - n), ",devices=%d", devices);
   if (!fuse) n += snprintf(conf + n, (size_t)(96 - n), ",fuse=0");
+  if (c->dense_vjp) n += snprintf(conf + n, (size_t)(96 - n), ",dense_vjp=1");
   if (isa_forced) n += snprintf(conf + n, (size_t)(96 - n), ",isa=%s", lathe_cpu_isa_name(isa));
   if (async != LATHE_CPU_INLINE) snprintf(conf + n, (size_t)(96 - n), ",async=%s", async == LATHE_CPU_THREAD ? "1" : "late");
   *out_dev = &lathe_cpu_device;

@@ -212,7 +212,10 @@ static const char *description(void *ctx, int device) {
 }
 
 static bool supports_op(void *ctx, lathe_op op, lathe_dtype dt) {
-  (void)ctx;
+  /* FusedDenseVJP runs (a C caller may build it) but is advertised only with dense_vjp=1: GoMLX
+   * takes it over its own decomposition whenever it is advertised, and that decomposition, fused
+   * by lathe, measured faster (docs/CUDA.md "Dense layers"). */
+  if (op == LATHE_OP_FUSED_DENSE_VJP && !((lathe_cuda *)ctx)->dense_vjp) return false;
   return lathe_cuda_supports_op(op, dt);
 }
 
@@ -389,7 +392,7 @@ const lathe_device_i lathe_cuda_device = {
 /* lathe:cuda's options (docs/CUDA.md), parsed by the runtime (runtime/options.c); CONF_CAP holds
  * the longest configuration string they make. */
 enum { CONF_CAP = 96 };
-enum { OPT_DEVICE, OPT_TF32, OPT_FUSE, OPT_CUDNN, OPT_GRAPHS, OPT_ROWS, OPT_FLASH };
+enum { OPT_DEVICE, OPT_TF32, OPT_FUSE, OPT_CUDNN, OPT_GRAPHS, OPT_ROWS, OPT_FLASH, OPT_DENSE_VJP };
 const lathe_option_spec lathe_cuda_options[] = {
     [OPT_DEVICE] = {"device", LATHE_OPTION_INT, "N", 0, 1024, false, "every GPU", "GPU N alone (as device 0)"},
     [OPT_TF32] = {"tf32", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
@@ -403,6 +406,8 @@ const lathe_option_spec lathe_cuda_options[] = {
                   "reductions over rows fuse with the work before and after them (softmax, layer norm) into one kernel"},
     [OPT_FLASH] = {"flash", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "1",
                    "with tf32=1, attention runs as streaming kernels that never write the scores (sm_80 and later)"},
+    [OPT_DENSE_VJP] = {"dense_vjp", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
+                       "advertise FusedDenseVJP, GoMLX's fully fused dense gradient (measured slower than its decomposition)"},
     LATHE_RUNTIME_OPTION_SPECS, /* the runtime's (trace, dump) */
 };
 const int lathe_cuda_n_options = (int)(sizeof lathe_cuda_options / sizeof lathe_cuda_options[0]);
@@ -432,6 +437,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   int graph_after = opt[OPT_GRAPHS].set ? (int)opt[OPT_GRAPHS].value : 2;
   bool rows = !opt[OPT_ROWS].set || opt[OPT_ROWS].value == 1;
   bool flash = !opt[OPT_FLASH].set || opt[OPT_FLASH].value == 1;
+  bool dense_vjp = opt[OPT_DENSE_VJP].set && opt[OPT_DENSE_VJP].value == 1;
   const lcu_api *api;
   int count;
   LATHE_RETURN_IF_ERROR(gpu_count(&api, &count));
@@ -445,6 +451,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   cu->rows = rows;
   cu->flash = flash;
   cu->cudnn = cudnn;
+  cu->dense_vjp = dense_vjp;
   cu->graph_after = graph_after;
   cu->n_devices = only >= 0 ? 1 : count;
   cu->devs = calloc((size_t)cu->n_devices, sizeof(cuda_dev));
@@ -474,6 +481,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   if (!rows) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",rows=0");
   if (!flash) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",flash=0");
   if (!cudnn) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",cudnn=0");
+  if (dense_vjp) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",dense_vjp=1");
   if (graph_after != 2) snprintf(conf + n, (size_t)(CONF_CAP - n), ",graphs=%d", graph_after);
   *out_dev = &lathe_cuda_device;
   *out_ctx = cu;
