@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "057b2719261ec12babffe625ec65727e"
+const engineSourcesHash = "16643dbfb73d63733d5b55eda3ea0e5f"
