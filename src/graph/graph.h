@@ -201,6 +201,20 @@ bool lathe_same_axis(const lathe_shape *a, int i, const lathe_shape *b, int j);
 /* Same dtype, rank, and every axis the same in that sense (lathe_shape_equal ignores names). */
 bool lathe_same_shape(const lathe_shape *a, const lathe_shape *b);
 
+/* compute's axis-name conventions: "?" (LATHE_ANONYMOUS_AXIS) is a dynamic axis that matches
+ * nothing, itself included; "=p1+p2+..." (LATHE_SYMBOLIC_AXIS_PREFIX) is the sum of its parts,
+ * each a decimal size or a bound axis name -- what Concatenate names a dynamic concat axis. */
+#define LATHE_ANONYMOUS_AXIS "?"
+#define LATHE_SYMBOLIC_AXIS_PREFIX '='
+bool lathe_axis_anonymous(const char *name);
+/* The size of dynamic axis `axis` (named `name`) of op's result under a binding that get(ctx, name)
+ * reads (-1: unbound): the bound size, or a symbolic name's sum of parts (where the inputs also
+ * bind the whole name, the two must agree). An unnamed or anonymous axis, or an unbound name or
+ * part, is INVALID_ARGUMENT naming op and axis. */
+typedef int64_t (*lathe_axis_get_fn)(const void *ctx, const char *name);
+lathe_status_t lathe_axis_resolve(const char *op, int axis, const char *name, lathe_axis_get_fn get, const void *ctx,
+                                  int64_t *out);
+
 /* Distribution: the shape device `index` (in the device assignment) holds of a value of global
  * shape g split by sharding (NULL: replicated), where it starts in g (offsets per axis) and how
  * much of it lies inside g (out_valid, may be NULL). An axis of size n split in k parts gives

@@ -1,6 +1,8 @@
 /* ops_layout.c -- builders and shape inference of the data-movement ops (Reshape, Transpose,
  * BroadcastInDim, Concatenate, Slice, Pad, Reverse) and of Iota, after GoMLX's shapeinference.
  * Attributes: op_attrs.def (read by src/cpu/layout.c and leaf.c). */
+#include <ctype.h>
+
 #include "graph.h"
 
 #define SHAPE_STR(s, buf) lathe_shape_str((s), (buf), sizeof(buf))
@@ -161,6 +163,92 @@ lathe_status_t lathe_broadcast_in_dim(lathe_function_t fn, lathe_value_t x, cons
   return lathe_node_commit(n, out);
 }
 
+/* compute's name for a concatenation axis (shapeinference.Concatenate), so GoMLX's shape checks,
+ * which compare names, agree with lathe's: "=" and the sorted parts joined by "+" -- static sizes
+ * in decimal, names of dynamic axes, symbolic names flattened -- or "?" where a dynamic part has
+ * no usable name. A static axis is named only where an operand names it. */
+typedef struct {
+  const char *p; /* NULL: the size in num (qsort moves the parts) */
+  size_t len;
+  char num[24];
+} name_part;
+
+static const char *part_str(const name_part *q) { return q->p ? q->p : q->num; }
+
+static int part_cmp(const void *x, const void *y) {
+  const name_part *a = x, *b = y; /* Go's sort.Strings: bytewise, a prefix first */
+  int c = memcmp(part_str(a), part_str(b), a->len < b->len ? a->len : b->len);
+  return c ? c : (a->len > b->len) - (a->len < b->len);
+}
+
+static lathe_status_t concat_axis_name(const lathe_value_t *operands, int n_operands, int axis, bool dynamic, char **out) {
+  *out = NULL;
+  bool named = dynamic;
+  size_t cap = 0;
+  for (int k = 0; k < n_operands; k++) {
+    const char *nm = operands[k]->shape.axis_names[axis];
+    named |= nm && *nm;
+    cap += 1;
+    for (; nm && *nm; nm++) cap += *nm == '+';
+  }
+  if (!named) return NULL;
+  name_part *parts = malloc(cap * sizeof *parts);
+  if (!parts) return LATHE_OOM("Concatenate");
+  size_t n = 0, total = 1;
+  bool anonymous = false;
+  for (int k = 0; k < n_operands && !anonymous; k++) {
+    const char *nm = operands[k]->shape.axis_names[axis];
+    int64_t d = operands[k]->shape.dims[axis];
+    if (nm && !*nm) nm = NULL;
+    if (dynamic && lathe_axis_anonymous(nm)) anonymous = true;
+    else if (!nm || (dynamic && d >= 0)) { /* a size: the dynamic result keeps names of dynamic parts only */
+      if (dynamic && d < 0) anonymous = true; /* unnamed dynamic: lathe's parameters never have one */
+      name_part *q = &parts[n++];
+      q->len = (size_t)snprintf(q->num, sizeof q->num, "%lld", (long long)d);
+      q->p = NULL;
+    } else if (nm[0] == LATHE_SYMBOLIC_AXIS_PREFIX) {
+      for (const char *p = nm + 1;;) {
+        const char *end = strchr(p, '+');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        while (len && isspace((unsigned char)*p)) p++, len--;
+        while (len && isspace((unsigned char)p[len - 1])) len--;
+        if (dynamic && len == 1 && *p == '?') {
+          anonymous = true;
+          break;
+        }
+        if (len) parts[n++] = (name_part){.p = p, .len = len};
+        if (!end) break;
+        p = end + 1;
+      }
+    } else {
+      parts[n++] = (name_part){.p = nm, .len = strlen(nm)};
+    }
+  }
+  if (anonymous) n = 0;
+  qsort(parts, n, sizeof *parts, part_cmp);
+  for (size_t i = 0; i < n; i++) total += parts[i].len + 1;
+  char *name = malloc(anonymous ? 2 : total + 1);
+  if (!name) {
+    free(parts);
+    return LATHE_OOM("Concatenate");
+  }
+  if (anonymous) {
+    strcpy(name, LATHE_ANONYMOUS_AXIS);
+  } else {
+    size_t w = 0;
+    name[w++] = LATHE_SYMBOLIC_AXIS_PREFIX;
+    for (size_t i = 0; i < n; i++) {
+      if (i) name[w++] = '+';
+      memcpy(name + w, part_str(&parts[i]), parts[i].len);
+      w += parts[i].len;
+    }
+    name[w] = 0;
+  }
+  free(parts);
+  *out = name;
+  return NULL;
+}
+
 lathe_status_t lathe_concatenate(lathe_function_t fn, int axis, const lathe_value_t *operands, int n_operands,
                                  lathe_value_t *out) {
   if (n_operands < 1) return LATHE_INVALID("Concatenate: needs at least one operand, got %d", n_operands);
@@ -168,6 +256,7 @@ lathe_status_t lathe_concatenate(lathe_function_t fn, int axis, const lathe_valu
   LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_CONCATENATE, operands, n_operands, &n));
   char buf[LATHE_SHAPE_STR_MAX], ob[LATHE_SHAPE_STR_MAX];
   lathe_shape s = operands[0]->shape;
+  char *axis_name = NULL;
   if (n_operands > 1) {
     LATHE_RETURN_IF_ERROR(lathe_check_axis("Concatenate", "axis", axis, s.rank));
     bool dyn = s.dims[axis] < 0;
@@ -181,27 +270,40 @@ lathe_status_t lathe_concatenate(lathe_function_t fn, int axis, const lathe_valu
                              SHAPE_STR(o, buf));
       for (int d = 0; d < s.rank; d++) {
         if (d == axis) {
-          if (dyn || o->dims[d] < 0) {
-            /* GoMLX: the size of a concatenation over a dynamic axis cannot be named yet */
-            return LATHE_INVALID("Concatenate: concatenation over dynamic axis %d is not supported", d);
-          }
-          if (lathe_add_overflow(s.dims[d], o->dims[d], &s.dims[d]))
+          /* a dynamic part makes the result dynamic, named below; the kernels add the bound sizes */
+          dyn |= o->dims[d] < 0;
+          if (dyn) s.dims[d] = -1;
+          else if (lathe_add_overflow(s.dims[d], o->dims[d], &s.dims[d]))
             return LATHE_INVALID("Concatenate: the sizes of axis %d add up beyond the size limit (operand %d %s)", d, k,
                                  SHAPE_STR(o, buf));
-        } else if (s.dims[d] < 0 || o->dims[d] < 0) {
-          if (s.dims[d] >= 0) s.dims[d] = o->dims[d], s.axis_names[d] = o->axis_names[d];
-        } else if (s.dims[d] != o->dims[d]) {
+          continue;
+        }
+        if (s.dims[d] >= 0 && o->dims[d] >= 0 && s.dims[d] != o->dims[d])
           return LATHE_INVALID("Concatenate: operand 0 %s and operand %d %s differ on axis %d, which is not the "
                                "concatenation axis %d",
                                SHAPE_STR(&operands[0]->shape, ob), k, SHAPE_STR(o, buf), d, axis);
-        }
+        /* compute's UnifyAxisName: unnamed takes the other's name, equal names stay, "?" and
+         * different names conflict; a dynamic axis against a static size stays dynamic (the sizes are
+         * checked once bound, by the kernels) */
+        const char *a = s.axis_names[d] && *s.axis_names[d] ? s.axis_names[d] : NULL;
+        const char *b = o->axis_names[d] && *o->axis_names[d] ? o->axis_names[d] : NULL;
+        if (lathe_axis_anonymous(a) || lathe_axis_anonymous(b) || (a && b && strcmp(a, b) != 0))
+          return LATHE_INVALID("Concatenate: axis name conflict at axis %d (not the concatenation axis %d): operand 0 "
+                               "%s, operand %d %s",
+                               d, axis, SHAPE_STR(&operands[0]->shape, ob), k, SHAPE_STR(o, buf));
+        if (o->dims[d] < 0) s.dims[d] = -1;
+        s.axis_names[d] = a ? a : b;
       }
     }
+    LATHE_RETURN_IF_ERROR(concat_axis_name(operands, n_operands, axis, dyn, &axis_name));
+    s.axis_names[axis] = axis_name;
   }
   n->shape = s;
   /* One operand: GoMLX accepts any axis and the result is a copy, so the kernel gets axis 0. */
   lathe_attr_set_concatenate_axis(n, n_operands > 1 ? axis : 0);
-  return lathe_node_commit(n, out);
+  lathe_status_t st = lathe_node_commit(n, out); /* interns the name */
+  free(axis_name);
+  return st;
 }
 
 lathe_status_t lathe_slice(lathe_function_t fn, lathe_value_t x, const int64_t *starts, const int64_t *limits,

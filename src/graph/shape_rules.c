@@ -1,10 +1,12 @@
 /* shape_rules.c -- shape rules shared by the op families: GoMLX's implicit broadcasting and
  * axis checks. */
+#include <ctype.h>
+
 #include "graph.h"
 
 static bool name_eq(const char *a, const char *b) {
   if (!a || !*a || !b || !*b) return true; /* an unnamed axis unifies with anything */
-  return strcmp(a, b) == 0;
+  return !lathe_axis_anonymous(a) && strcmp(a, b) == 0; /* "?" with nothing (compute's UnifyAxisName) */
 }
 
 static const char *name_or(const char *a, const char *b) { return a && *a ? a : b; }
@@ -85,10 +87,71 @@ lathe_status_t lathe_infer_broadcast(const char *op, const lathe_shape *a, const
   return lathe_infer_broadcast_n(op, NULL, s, 2, out);
 }
 
+bool lathe_axis_anonymous(const char *name) { return name && strcmp(name, LATHE_ANONYMOUS_AXIS) == 0; }
+
 bool lathe_same_axis(const lathe_shape *a, int i, const lathe_shape *b, int j) {
   if (a->dims[i] != b->dims[j]) return false;
   if (a->dims[i] >= 0) return true;
-  return a->axis_names[i] && b->axis_names[j] && strcmp(a->axis_names[i], b->axis_names[j]) == 0;
+  /* "?" pairs with nothing: its size is unknown even relative to another "?" */
+  const char *na = a->axis_names[i], *nb = b->axis_names[j];
+  return na && nb && !lathe_axis_anonymous(na) && strcmp(na, nb) == 0;
+}
+
+/* A part of a symbolic name that reads as an integer (strconv.Atoi's form, as compute parses it). */
+static bool parse_int_part(const char *p, size_t len, int64_t *out) {
+  size_t k = 0;
+  bool neg = false;
+  if (k < len && (p[k] == '-' || p[k] == '+')) neg = p[k++] == '-';
+  if (k == len) return false;
+  int64_t v = 0;
+  for (; k < len; k++) {
+    if (p[k] < '0' || p[k] > '9') return false;
+    if (v > (INT64_MAX - (p[k] - '0')) / 10) return false;
+    v = v * 10 + (p[k] - '0');
+  }
+  *out = neg ? -v : v;
+  return true;
+}
+
+lathe_status_t lathe_axis_resolve(const char *op, int axis, const char *name, lathe_axis_get_fn get, const void *ctx,
+                                  int64_t *out) {
+  if (!name || !*name) return LATHE_INVALID("%s: dynamic axis %d has no name, so no input binds it", op, axis);
+  if (lathe_axis_anonymous(name))
+    return LATHE_INVALID("%s: dynamic axis %d is anonymous (\"?\"): its size cannot be resolved from the inputs", op, axis);
+  int64_t bound = get(ctx, name);
+  if (name[0] != LATHE_SYMBOLIC_AXIS_PREFIX) {
+    if (bound < 0) return LATHE_INVALID("%s: dynamic axis %d (\"%s\") is not bound by the inputs", op, axis, name);
+    *out = bound;
+    return NULL;
+  }
+  int64_t total = 0;
+  for (const char *p = name + 1;;) {
+    const char *end = strchr(p, '+');
+    size_t len = end ? (size_t)(end - p) : strlen(p);
+    while (len && isspace((unsigned char)*p)) p++, len--;
+    while (len && isspace((unsigned char)p[len - 1])) len--;
+    char part[256];
+    if (!len || len >= sizeof part)
+      return LATHE_INVALID("%s: dynamic axis %d has a malformed symbolic name \"%s\"", op, axis, name);
+    memcpy(part, p, len);
+    part[len] = 0;
+    if (lathe_axis_anonymous(part))
+      return LATHE_INVALID("%s: dynamic axis %d (\"%s\") has an anonymous part (\"?\"): its size cannot be resolved", op,
+                           axis, name);
+    int64_t v;
+    if (!parse_int_part(part, len, &v) && (v = get(ctx, part)) < 0)
+      return LATHE_INVALID("%s: dynamic axis %d (\"%s\"): part \"%s\" is not bound by the inputs", op, axis, name, part);
+    if (lathe_add_overflow(total, v, &total))
+      return LATHE_INVALID("%s: dynamic axis %d (\"%s\"): its parts add up beyond the size limit", op, axis, name);
+    if (!end) break;
+    p = end + 1;
+  }
+  if (total < 0) return LATHE_INVALID("%s: dynamic axis %d (\"%s\") resolves to a negative size %lld", op, axis, name, (long long)total);
+  if (bound >= 0 && bound != total)
+    return LATHE_INVALID("%s: dynamic axis %d (\"%s\") is bound to %lld by the inputs, but its parts add up to %lld", op,
+                         axis, name, (long long)bound, (long long)total);
+  *out = total;
+  return NULL;
 }
 
 bool lathe_same_shape(const lathe_shape *a, const lathe_shape *b) {

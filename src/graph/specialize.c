@@ -25,14 +25,13 @@ static int64_t lookup(const binding *b, const char *name) {
   return -1;
 }
 
+static int64_t get_bound(const void *b, const char *name) { return lookup(b, name); }
+
 static lathe_status_t resolve(const char *op, lathe_shape *s, const binding *b) {
   for (int i = 0; i < s->rank; i++) {
     if (s->dims[i] >= 0) continue;
-    const char *name = s->axis_names[i];
-    int64_t v = lookup(b, name);
-    if (v < 0)
-      return LATHE_INVALID("%s: dynamic axis %d (\"%s\") is not bound by the inputs", op, i, name ? name : "unnamed");
-    s->dims[i] = v;
+    /* a plain name, or a symbolic sum such as Concatenate's "=128+seq" */
+    LATHE_RETURN_IF_ERROR(lathe_axis_resolve(op, i, s->axis_names[i], get_bound, b, &s->dims[i]));
   }
   /* Axes counted as 1 at build time now have their sizes: the size limit again. */
   return lathe_check_shape_size(op, "result shape", s);
@@ -144,9 +143,7 @@ static lathe_status_t resolve_dims(cloner *c, lathe_node *n, lathe_ilist sizes, 
         return LATHE_INVALID("%s: axis %d (\"%s\") has size %lld from its value, beyond the size limit", op, i, s->axis_names[i], (long long)v);
       s->dims[i] = v;
     } else {
-      s->dims[i] = lookup(c->bd, s->axis_names[i]);
-      if (s->dims[i] < 0)
-        return LATHE_INVALID("%s: dynamic axis %d (\"%s\") is not bound by the inputs", op, i, s->axis_names[i] ? s->axis_names[i] : "");
+      LATHE_RETURN_IF_ERROR(lathe_axis_resolve(op, i, s->axis_names[i], get_bound, c->bd, &s->dims[i]));
     }
   }
   if (!*ok) {

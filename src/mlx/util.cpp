@@ -52,11 +52,19 @@ std::recursive_mutex &mlx_lock() {
   return mu;
 }
 
-int64_t Binding::get(const char *name) const {
-  if (!name) return -1;
-  for (const auto &p : v)
+static int64_t bound(const void *b, const char *name) {
+  for (const auto &p : static_cast<const Binding *>(b)->v)
     if (p.first == name) return p.second;
   return -1;
+}
+
+int64_t Binding::get(const char *name) const {
+  if (!name) return -1;
+  int64_t size = -1;
+  /* a plain name, or a symbolic sum ("=128+seq", Concatenate's); unresolvable: -1, the callers say so */
+  lathe_status_t st = lathe_axis_resolve("mlx", 0, name, bound, this, &size);
+  lathe_status_free(st);
+  return st ? -1 : size;
 }
 
 void Binding::set(const char *name, int64_t size) {

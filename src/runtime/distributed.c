@@ -50,6 +50,7 @@ lathe_status_t lathe_execute_spmd(lathe_executable_t e, const lathe_buffer_t *in
     for (int j = 0; j < k && donate && donate[k]; j++)
       if (inputs[j] == inputs[k]) return LATHE_INVALID("Execute: input %d is donated and also passed as input %d", k, j);
   }
+  LATHE_RETURN_IF_ERROR(lathe_check_bound_sums(e->main_fn, bound, names, n_names));
   lathe_specialization *sp;
   LATHE_RETURN_IF_ERROR(lathe_executable_specialization(e, names, bound, n_names, NULL, 0, 0, &sp));
   lathe_collective *group = NULL;

@@ -275,6 +275,42 @@ lathe_status_t lathe_check_input(const lathe_node *p, int i, const lathe_shape *
   return NULL;
 }
 
+typedef struct {
+  const int64_t *bound;
+  const char **names;
+  int n;
+  const char *skip; /* the symbolic name itself: its parts decide */
+} named_sizes;
+
+static int64_t named_size(const void *ctx, const char *name) {
+  const named_sizes *ns = ctx;
+  if (ns->skip && strcmp(name, ns->skip) == 0) return -1;
+  for (int j = 0; j < ns->n; j++)
+    if (strcmp(ns->names[j], name) == 0) return ns->bound[j];
+  return -1;
+}
+
+lathe_status_t lathe_check_bound_sums(const lathe_function *fn, const int64_t *bound, const char **names, int n_names) {
+  for (int i = 0; i < fn->n_params; i++) {
+    const lathe_shape *s = &fn->params[i]->shape;
+    for (int k = 0; k < s->rank; k++) {
+      const char *nm = s->axis_names[k];
+      if (s->dims[k] >= 0 || !nm || nm[0] != LATHE_SYMBOLIC_AXIS_PREFIX) continue;
+      named_sizes ns = {bound, names, n_names, nm};
+      int64_t sum, had = named_size(&(named_sizes){bound, names, n_names, NULL}, nm);
+      lathe_status_t st = lathe_axis_resolve("Execute", k, nm, named_size, &ns, &sum);
+      if (st) { /* a part the inputs do not bind: nothing to check against */
+        lathe_status_free(st);
+        continue;
+      }
+      if (had != sum)
+        return LATHE_INVALID("Execute: input %d (\"%s\") axis %d binds \"%s\" to %lld, but its parts add up to %lld", i,
+                             fn->params[i]->name, k, nm, (long long)had, (long long)sum);
+    }
+  }
+  return NULL;
+}
+
 /* Runs sp (a program computing size values) on the execution's inputs and reads the values back:
  * signed ones sign-extended, unsigned ones as their bits (as fold.c keeps them). */
 static lathe_status_t run_size_program(lathe_executable_t e, lathe_specialization *sp, const lathe_buffer_t *inputs,
@@ -504,6 +540,7 @@ static LATHE_ALWAYS_INLINE lathe_status_t execute(lathe_executable_t e, const la
     for (int j = 0; j < i && donate && donate[i]; j++)
       if (inputs[j] == inputs[i]) return LATHE_INVALID("Execute: input %d is donated and also passed as input %d", i, j);
   }
+  LATHE_RETURN_IF_ERROR(lathe_check_bound_sums(fn, bound, names, n_names));
   lathe_specialization *sp;
   LATHE_RETURN_IF_ERROR(lathe_executable_specialization(e, names, bound, n_names, inputs, n_inputs, device, &sp));
   enum { STACK = 16 };

@@ -111,6 +111,9 @@ lathe_status_t lathe_executable_specialization(lathe_executable_t e, const char 
 /* Checks input i against parameter p (dynamic axes bind names consistently across calls). */
 lathe_status_t lathe_check_input(const lathe_node *p, int i, const lathe_shape *got, int64_t *bound, const char **names,
                                  int *n_names);
+/* After every input is checked: a parameter axis with a symbolic name ("=3+seq", GoMLX's
+ * Concatenate) must be bound to the sum of its parts where the inputs bind them all. */
+lathe_status_t lathe_check_bound_sums(const lathe_function *fn, const int64_t *bound, const char **names, int n_names);
 /* Runs sp's plan once on device: one launch (inputs are references passed on; outputs receive
  * new tensors). */
 lathe_status_t lathe_launch_one(lathe_executable_t e, lathe_specialization *sp, int device, lathe_tensor **inputs,

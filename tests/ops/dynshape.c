@@ -518,3 +518,100 @@ TEST(dynamic_where_broadcast) {
   }
   tst_exec_free(ex);
 }
+
+static bool has_name(lathe_value_t v, int axis, const char *want) {
+  lathe_shape s = {0};
+  if (!v || lathe_value_shape(v, &s) || axis >= s.rank) return false;
+  return s.dims[axis] == -1 && s.axis_names[axis] && strcmp(s.axis_names[axis], want) == 0;
+}
+
+/* Concatenate over dynamic axes (GoMLX's generator grows its sequence so): the result axis is
+ * named compute's way ("=3+seq") and sized at specialisation (mlx:dynamic: at run time).
+ * main(x[batch, seq], y[batch, 3], z[batch, len], w[batch, =3+seq]) =
+ *   (Concat(x, y) + w, Concat(x, x), Concat(x, z), Concat(Concat(x, y), x), ReduceSum(Concat(x, y) + w, 1)),
+ * run at four bindings, then with w bound against its name's parts (an error). */
+TEST(dynamic_concatenate) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("dyn_concat", &fn);
+  if (!b) return;
+  tst_rows_of(LATHE_OP_CONCATENATE);
+  lathe_shape xs = dyn2(LATHE_DTYPE_FLOAT32, "batch", "seq"), ys = TST_SHAPE(LATHE_DTYPE_FLOAT32, -1, 3);
+  lathe_shape zs = dyn2(LATHE_DTYPE_FLOAT32, "batch", "len"), ws = dyn2(LATHE_DTYPE_FLOAT32, "batch", "=3+seq");
+  ys.axis_names[0] = "batch";
+  lathe_value_t x = tst_param(fn, "x", xs), y = tst_param(fn, "y", ys), z = tst_param(fn, "z", zs);
+  lathe_value_t w = tst_param(fn, "w", ws), xy = NULL, r[5] = {0};
+  lathe_value_t ops_xy[2] = {x, y}, ops_xx[2] = {x, x}, ops_xz[2] = {x, z};
+  CHECK_OK(lathe_concatenate(fn, 1, ops_xy, 2, &xy));
+  CHECK(has_name(xy, 1, "=3+seq") && has_name(xy, 0, "batch"), "Concat(x, y) axis 1 is \"=3+seq\"");
+  if (xy) CHECK_OK(lathe_add(fn, xy, w, &r[0]));
+  CHECK_OK(lathe_concatenate(fn, 1, ops_xx, 2, &r[1]));
+  CHECK(has_name(r[1], 1, "=seq+seq"), "Concat(x, x) axis 1 is \"=seq+seq\"");
+  CHECK_OK(lathe_concatenate(fn, 1, ops_xz, 2, &r[2]));
+  CHECK(has_name(r[2], 1, "=len+seq"), "Concat(x, z) axis 1 is \"=len+seq\"");
+  lathe_value_t ops_xyx[2] = {xy, x};
+  if (xy) CHECK_OK(lathe_concatenate(fn, 1, ops_xyx, 2, &r[3]));
+  CHECK(has_name(r[3], 1, "=3+seq+seq"), "Concat(Concat(x, y), x) flattens to \"=3+seq+seq\"");
+  int axis = 1;
+  if (r[0]) CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_SUM, r[0], &axis, 1, &r[4]));
+  if (!r[4]) {
+    lathe_builder_free(b);
+    return;
+  }
+  CHECK_OK(lathe_function_return(fn, r, 5));
+  tst_exec *ex = NULL;
+  CHECK_OK(tst_compile(b, &ex));
+  lathe_builder_free(b);
+  if (!ex) return;
+  const int64_t binds[][3] = {{2, 1, 4}, {3, 2, 0}, {1, 5, 2}, {2, 1, 4}}; /* batch, seq, len */
+  float xd[64], yd[64], zd[64], wd[64];
+  for (int i = 0; i < 64; i++) xd[i] = (float)i, yd[i] = 100.f + (float)i, zd[i] = 200.f + (float)i, wd[i] = 1000.f + (float)i;
+  for (int t = 0; t < 4; t++) {
+    int64_t n = binds[t][0], sq = binds[t][1], ln = binds[t][2];
+    lathe_shape in_s[4] = {TST_SHAPE(LATHE_DTYPE_FLOAT32, n, sq), TST_SHAPE(LATHE_DTYPE_FLOAT32, n, 3),
+                           TST_SHAPE(LATHE_DTYPE_FLOAT32, n, ln), TST_SHAPE(LATHE_DTYPE_FLOAT32, n, sq + 3)};
+    const void *ins[4] = {xd, yd, zd, wd};
+    lathe_buffer_t o[5] = {0};
+    lathe_status_t st = tst_exec_run(ex, in_s, ins, 4, o, 5);
+    CHECK(st == NULL, "binding %d: %s", t, lathe_status_message(st));
+    lathe_status_free(st);
+    const int64_t cols[5] = {sq + 3, 2 * sq, sq + ln, 2 * sq + 3, 1};
+    for (int k = 0; k < 5 && o[0]; k++) {
+      lathe_shape os = {0};
+      CHECK_OK(lathe_buffer_shape(o[k], &os));
+      int64_t c = cols[k], cnt = k == 4 ? n : n * c;
+      CHECK(os.dims[0] == n && (k == 4 ? os.rank == 1 : os.rank == 2 && os.dims[1] == c), "binding %d output %d's shape", t, k);
+      float got[256];
+      if (cnt) CHECK_OK(lathe_buffer_to_host(o[k], got, sizeof(float) * (size_t)cnt));
+      for (int64_t i = 0; i < n; i++) {
+        float sum = 0;
+        for (int64_t j = 0; j < (k == 4 ? sq + 3 : c); j++) {
+          float want;
+          switch (k == 4 ? 0 : k) {
+            case 0: want = (j < sq ? xd[i * sq + j] : yd[i * 3 + j - sq]) + wd[i * (sq + 3) + j]; break;
+            case 1: want = xd[i * sq + j % sq]; break;
+            case 2: want = j < sq ? xd[i * sq + j] : zd[i * ln + j - sq]; break;
+            default: want = j < sq ? xd[i * sq + j] : j < sq + 3 ? yd[i * 3 + j - sq] : xd[i * sq + j - sq - 3]; break;
+          }
+          if (k == 4) sum += want;
+          else CHECK(got[i * c + j] == want, "binding %d output %d [%lld,%lld]: got %g want %g", t, k, (long long)i,
+                     (long long)j, got[i * c + j], want);
+        }
+        if (k == 4) CHECK(got[i] == sum, "binding %d row sum %lld: got %g want %g", t, (long long)i, got[i], sum);
+      }
+    }
+    for (int k = 0; k < 5; k++) lathe_buffer_free(o[k]);
+  }
+  lathe_executable_t e = tst_exec_executable(ex);
+  if (!native_dynamic(e)) CHECK(e && e->n_specs == 3, "one specialisation per distinct binding: %d", e ? e->n_specs : 0);
+  /* w's axis is bound to 5 by the inputs, but its name says seq + 3 = 4 */
+  lathe_shape bad[4] = {TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 1), TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 3),
+                        TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 4), TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 5)};
+  const void *ins[4] = {xd, yd, zd, wd};
+  lathe_buffer_t o[5] = {0};
+  lathe_status_t st = tst_exec_run(ex, bad, ins, 4, o, 5);
+  CHECK(st && lathe_status_code_of(st) == LATHE_STATUS_INVALID_ARGUMENT, "w bound against \"=3+seq\": %s",
+        st ? lathe_status_message(st) : "accepted");
+  lathe_status_free(st);
+  for (int k = 0; k < 5; k++) lathe_buffer_free(o[k]);
+  tst_exec_free(ex);
+}

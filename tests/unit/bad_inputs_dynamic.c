@@ -357,3 +357,127 @@ TEST(dynamic_size_values_bad_at_execution) {
   }
   lathe_builder_free(b);
 }
+
+/* The name of a concatenation axis, as compute v0.1.14's shapeinference.Concatenate gives it
+ * (its tests ConcatAxisNameSymbolicDynamic, DynamicConcatAxisSymbolic, ConcatOnDynamicAxis,
+ * UnifiesNames, ConcatPreservesDynamicNonConcatAxes, NonConcatAxisNameConflictErrors), and
+ * what specialisation makes of symbolic and anonymous names. */
+static const char *concat_name(lathe_function_t fn, int axis, lathe_shape a, lathe_shape b, int at, int64_t *dim) {
+  static char name[128];
+  lathe_value_t ops[2] = {tst_param(fn, "a", a), tst_param(fn, "b", b)}, out = NULL;
+  lathe_shape s = {0};
+  lathe_status_t st = lathe_concatenate(fn, axis, ops, 2, &out);
+  CHECK(st == NULL, "Concatenate: %s", lathe_status_message(st));
+  lathe_status_free(st);
+  if (!out) return "(error)";
+  lathe_value_shape(out, &s);
+  *dim = s.dims[at];
+  snprintf(name, sizeof name, "%s", s.axis_names[at] ? s.axis_names[at] : "");
+  return name;
+}
+
+TEST(dynamic_concatenate_axis_names) {
+  const struct {
+    int axis, at;
+    lathe_shape a, b;
+    const char *want;
+    int64_t dim;
+  } cases[] = {
+      {0, 0, DYN(LATHE_DTYPE_FLOAT32, D(-1, 10), "batch", "a"), DYN(LATHE_DTYPE_FLOAT32, D(-1, 10), "batch", "a"), "=batch+batch", -1},
+      {0, 1, DYN(LATHE_DTYPE_FLOAT32, D(-1, 10), "batch", "a"), DYN(LATHE_DTYPE_FLOAT32, D(-1, 10), "batch", "a"), "a", 10},
+      {1, 1, DYN(LATHE_DTYPE_FLOAT32, D(-1, -1), "batch", "seq"), DYN(LATHE_DTYPE_FLOAT32, D(-1, 128), "batch", NULL), "=128+seq", -1},
+      {1, 0, DYN(LATHE_DTYPE_FLOAT32, D(-1, -1), "batch", "seq"), DYN(LATHE_DTYPE_FLOAT32, D(-1, 128), "batch", NULL), "batch", -1},
+      {1, 0, DYN(LATHE_DTYPE_FLOAT32, D(-1, 512), "batch", NULL), DYN(LATHE_DTYPE_FLOAT32, D(-1, 256), "batch", NULL), "batch", -1},
+      {1, 1, DYN(LATHE_DTYPE_FLOAT32, D(-1, 10), "batch", NULL), DYN(LATHE_DTYPE_FLOAT32, D(-1, 20), "batch", NULL), "", 30},
+      /* bytewise order as Go's sort.Strings: "128" < "9" < "a"; symbolic names flatten */
+      {0, 0, DYN(LATHE_DTYPE_FLOAT32, D(-1, 2), "=9+a", NULL), DYN(LATHE_DTYPE_FLOAT32, D(128, 2), NULL, NULL), "=128+9+a", -1},
+      {0, 0, DYN(LATHE_DTYPE_FLOAT32, D(-1, 2), "=b + a", NULL), DYN(LATHE_DTYPE_FLOAT32, D(-1, 2), "a", NULL), "=a+a+b", -1},
+      /* a static axis counts by size even when named, where the result is dynamic */
+      {0, 0, DYN(LATHE_DTYPE_FLOAT32, D(-1, 2), "x", NULL), DYN(LATHE_DTYPE_FLOAT32, D(4, 2), "y", NULL), "=4+x", -1},
+      /* static result: named where an operand names it */
+      {0, 0, DYN(LATHE_DTYPE_FLOAT32, D(3, 2), "x", NULL), DYN(LATHE_DTYPE_FLOAT32, D(4, 2), NULL, NULL), "=4+x", 7},
+      /* anonymous */
+      {0, 0, DYN(LATHE_DTYPE_FLOAT32, D(-1, 2), "?", NULL), DYN(LATHE_DTYPE_FLOAT32, D(-1, 2), "a", NULL), "?", -1},
+      {0, 0, DYN(LATHE_DTYPE_FLOAT32, D(-1, 2), "=?+a", NULL), DYN(LATHE_DTYPE_FLOAT32, D(4, 2), NULL, NULL), "?", -1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    lathe_function_t fn;
+    lathe_builder_t b = tst_builder("concat_names", &fn);
+    if (!b) return;
+    int64_t dim = 0;
+    const char *got = concat_name(fn, cases[i].axis, cases[i].a, cases[i].b, cases[i].at, &dim);
+    CHECK(strcmp(got, cases[i].want) == 0 && dim == cases[i].dim, "case %zu: axis %d named \"%s\" (size %lld), want \"%s\" (%lld)",
+          i, cases[i].at, got, (long long)dim, cases[i].want, (long long)cases[i].dim);
+    lathe_builder_free(b);
+  }
+
+  /* non-concat axes unify names as compute's UnifyAxisName: different names and "?" conflict */
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("concat_conflicts", &fn);
+  if (!b) return;
+  lathe_value_t x = tst_param(fn, "x", DYN(LATHE_DTYPE_FLOAT32, D(-1, 512), "batch", NULL));
+  lathe_value_t t = tst_param(fn, "t", DYN(LATHE_DTYPE_FLOAT32, D(-1, 512), "time", NULL));
+  lathe_value_t q = tst_param(fn, "q", DYN(LATHE_DTYPE_FLOAT32, D(-1, 512), "?", NULL));
+  lathe_value_t s = tst_param(fn, "s", DYN(LATHE_DTYPE_FLOAT32, D(3, 512), "h", NULL));
+  lathe_value_t u = tst_param(fn, "u", DYN(LATHE_DTYPE_FLOAT32, D(3, 512), "w", NULL)), out = NULL;
+  CHECK_ERR(lathe_concatenate(fn, 1, (lathe_value_t[]){x, t}, 2, &out), INVALID_ARGUMENT, "axis name conflict at axis 0");
+  CHECK_ERR(lathe_concatenate(fn, 1, (lathe_value_t[]){q, q}, 2, &out), INVALID_ARGUMENT, "axis name conflict at axis 0");
+  CHECK_ERR(lathe_concatenate(fn, 1, (lathe_value_t[]){s, u}, 2, &out), INVALID_ARGUMENT, "axis name conflict at axis 0");
+  /* "?" pairs with nothing, itself included */
+  CHECK_ERR(lathe_add(fn, q, q, &out), INVALID_ARGUMENT, "Add");
+  lathe_builder_free(b);
+  /* a concatenation of x and q: the anonymous result cannot be sized at specialisation */
+  b = tst_builder("concat_anonymous", &fn);
+  if (!b) return;
+  x = tst_param(fn, "x", DYN(LATHE_DTYPE_FLOAT32, D(-1, 512), "batch", NULL));
+  q = tst_param(fn, "q", DYN(LATHE_DTYPE_FLOAT32, D(-1, 512), "?", NULL));
+  lathe_value_t a = NULL;
+  CHECK_OK(lathe_concatenate(fn, 0, (lathe_value_t[]){x, q}, 2, &a));
+  if (a) {
+    CHECK_OK(lathe_function_return(fn, &a, 1));
+    CHECK_ERR(run2(b, TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 512), TST_SHAPE(LATHE_DTYPE_FLOAT32, 3, 512), 1), INVALID_ARGUMENT,
+              "dynamic axis 0 is anonymous");
+  }
+  lathe_builder_free(b);
+}
+
+/* lathe_axis_resolve: symbolic sums over a binding, and the errors that name op and axis. */
+static int64_t get_ab(const void *ctx, const char *name) {
+  (void)ctx;
+  return !strcmp(name, "a") ? 5 : !strcmp(name, "b") ? 7 : !strcmp(name, "=a+1") ? 6 : !strcmp(name, "=a+2") ? 9 : -1;
+}
+
+TEST(dynamic_symbolic_axis_resolve) {
+  static const struct {
+    const char *name;
+    int64_t want;
+    const char *err;
+  } cases[] = {
+      {"a", 5, NULL},
+      {"=a+b+128", 140, NULL},
+      {"=10+a", 15, NULL},
+      {"= a + b ", 12, NULL},
+      {"=a+1", 6, NULL},
+      {"=a+2", 0, "Op: dynamic axis 3 (\"=a+2\") is bound to 9 by the inputs, but its parts add up to 7"},
+      {"c", 0, "Op: dynamic axis 3 (\"c\") is not bound by the inputs"},
+      {"=a+c", 0, "Op: dynamic axis 3 (\"=a+c\"): part \"c\" is not bound by the inputs"},
+      {"=a+?", 0, "Op: dynamic axis 3 (\"=a+?\") has an anonymous part"},
+      {"?", 0, "Op: dynamic axis 3 is anonymous"},
+      {"=a++b", 0, "malformed symbolic name"},
+      {"=", 0, "malformed symbolic name"},
+      {"", 0, "Op: dynamic axis 3 has no name"},
+      {"=-9+a", 0, "resolves to a negative size"},
+      {"=9223372036854775807+a", 0, "add up beyond the size limit"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    int64_t v = -1;
+    lathe_status_t st = lathe_axis_resolve("Op", 3, cases[i].name, get_ab, NULL, &v);
+    if (cases[i].err)
+      CHECK(st && strstr(lathe_status_message(st), cases[i].err), "\"%s\": %s", cases[i].name,
+            st ? lathe_status_message(st) : "resolved");
+    else
+      CHECK(!st && v == cases[i].want, "\"%s\": %lld (%s), want %lld", cases[i].name, (long long)v,
+            st ? lathe_status_message(st) : "ok", (long long)cases[i].want);
+    lathe_status_free(st);
+  }
+}
