@@ -36,10 +36,6 @@ lathe_status_t lathe_status_newv(lathe_status_code code, const char *fmt, va_lis
 /* Prefixes "prefix: " to status's message (takes and returns ownership). */
 lathe_status_t lathe_status_annotate(lathe_status_t status, const char *fmt, ...) LATHE_PRINTF(2, 3);
 
-/* Replaces the value after every "key" in the message (up to a comma, quote, space, parenthesis,
- * semicolon or colon) by "<redacted>": config strings carry secrets (token=). Takes and returns status. */
-lathe_status_t lathe_status_redact(lathe_status_t status, const char *key);
-
 #define LATHE_RETURN_IF_ERROR(expr)      \
   do {                                   \
     lathe_status_t lathe_st_ = (expr);   \

@@ -1,5 +1,4 @@
 /* status.c -- status objects: a code and a message, owned by the caller. */
-#include <ctype.h>
 #include <stdio.h>
 
 #include "core.h"
@@ -50,39 +49,6 @@ lathe_status_t lathe_status_annotate(lathe_status_t status, const char *fmt, ...
   if (s == &oom_status) return status;
   lathe_status_free(status);
   return s;
-}
-
-/* Whether key starts at p as a whole option name (not inside "xtoken="). */
-static bool key_at(const char *m, const char *p, const char *key, size_t kl) {
-  return !strncmp(p, key, kl) && (p == m || !(isalnum((unsigned char)p[-1]) || p[-1] == '_'));
-}
-
-lathe_status_t lathe_status_redact(lathe_status_t status, const char *key) {
-  static const char shown[] = "<redacted>"; /* as lathe_config_redact writes it: redacting twice changes nothing */
-  if (!status || status == &oom_status || !*key) return status;
-  size_t kl = strlen(key), n = 0, sl = sizeof shown - 1;
-  char *m = status->message;
-  for (const char *p = m; *p; p++) n += key_at(m, p, key, kl);
-  if (!n) return status;
-  char *out = malloc(strlen(m) + sl * n + 1); /* each value becomes shown (it may have been empty) */
-  if (!out) {
-    status->message[0] = 0; /* never leak the secret, even without memory */
-    return status;
-  }
-  size_t o = 0;
-  for (const char *p = m; *p;) {
-    if (key_at(m, p, key, kl)) {
-      memcpy(out + o, key, kl), o += kl, p += kl;
-      while (*p && !strchr(",\" );:", *p)) p++;
-      memcpy(out + o, shown, sl), o += sl;
-      continue;
-    }
-    out[o++] = *p++;
-  }
-  out[o] = 0;
-  free(status->message);
-  status->message = out;
-  return status;
 }
 
 lathe_status_code lathe_status_code_of(lathe_status_t status) { return status ? status->code : LATHE_STATUS_OK; }

@@ -132,14 +132,7 @@ static lathe_status_t open_entry(const device_entry *d, const char *options, lat
 /* Whether name (len bytes) is the whole of s. */
 static bool is(const char *s, const char *name, size_t len) { return strlen(s) == len && !strncmp(s, name, len); }
 
-static lathe_status_t backend_new(const char *config, lathe_backend_t *out_backend);
-
-/* Errors quote the config, which may carry a job's secret (token=): never in a message. */
 lathe_status_t lathe_backend_new(const char *config, lathe_backend_t *out_backend) {
-  return lathe_status_redact(backend_new(config, out_backend), "token=");
-}
-
-static lathe_status_t backend_new(const char *config, lathe_backend_t *out_backend) {
   if (!out_backend) return LATHE_INVALID("Backend: out_backend is NULL");
   if (!config) config = "";
   /* messages quote the config with its secrets (token=) redacted */

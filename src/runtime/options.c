@@ -108,14 +108,17 @@ lathe_status_t lathe_options_parse(const char *label, const lathe_option_spec *s
         num[vlen] = 0;
         long x = strtol(num, &e, 10);
         if (*e || x < s->lo || x > s->hi) {
-          snprintf(what, sizeof what, "%s must be an integer in [%ld, %ld], got \"%s\"", s->name, s->lo, s->hi, num);
+          snprintf(what, sizeof what, "%s must be an integer in [%ld, %ld], got \"%s\"", s->name, s->lo, s->hi,
+                   lathe_config_redact(v, vlen, num, sizeof num)); /* "2 token=..." */
           return bad(label, spec, n, p, len, what);
         }
         o->value = x;
       } else {
         if (choice < 0) choice = choice_of(s->values, v, vlen);
         if (choice < 0) {
-          snprintf(what, sizeof what, "%s must be one of %s, got \"%.*s\"", s->name, s->values, (int)vlen, v);
+          char val[sizeof o->text + 16];
+          snprintf(what, sizeof what, "%s must be one of %s, got \"%s\"", s->name, s->values,
+                   lathe_config_redact(v, vlen, val, sizeof val));
           return bad(label, spec, n, p, len, what);
         }
         o->value = choice;
