@@ -181,7 +181,8 @@ typedef struct lathe_memory_stats {
   int64_t n_allocs;      /* allocations made (cache hits included) */
   bool process_wide;
 } lathe_memory_stats;
-/* UNIMPLEMENTED on a device without counters (lathe:cuda, mlx for now); INVALID_ARGUMENT for a
+/* lathe:cuda counts its caching allocator (per GPU; sizes rounded up to the allocator's size
+ * classes). UNIMPLEMENTED on a device without counters (mlx for now); INVALID_ARGUMENT for a
  * bad ordinal. */
 lathe_status_t lathe_backend_memory_stats(lathe_backend_t backend, int device, lathe_memory_stats *out_stats);
 /* Starts peak_bytes again from current_bytes (for measuring one phase). */

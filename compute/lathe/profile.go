@@ -5,8 +5,8 @@ package lathe
 */
 import "C"
 
-// Profiling (docs/PROFILING.md). Untested from Go so far: written while the package did not
-// build on its branch; the C API under it is tested in tests/unit/test_trace.c.
+// Profiling (docs/PROFILING.md); the C API under it is tested in tests/unit/test_trace.c and
+// tests/unit/test_cuda.c.
 
 // MemoryStats are the device-memory counters of one device, in bytes. On lathe:cpu host memory
 // is one pool for the whole process, so they are the process's (ProcessWide).
@@ -26,8 +26,8 @@ func (b *Backend) TraceFlush() error {
 	return toError(C.lathe_backend_trace_flush(c))
 }
 
-// MemoryStats reads the counters of device; lathe:cuda and mlx return compute.ErrNotImplemented
-// for now.
+// MemoryStats reads the counters of device (on lathe:cuda, its GPU's caching allocator); mlx
+// returns compute.ErrNotImplemented for now.
 func (b *Backend) MemoryStats(device int) (MemoryStats, error) {
 	c, done, err := b.use("MemoryStats")
 	if err != nil {
@@ -40,4 +40,15 @@ func (b *Backend) MemoryStats(device int) (MemoryStats, error) {
 	}
 	return MemoryStats{Current: int64(s.current_bytes), Peak: int64(s.peak_bytes), Cached: int64(s.cached_bytes),
 		Allocs: int64(s.n_allocs), ProcessWide: bool(s.process_wide)}, nil
+}
+
+// MemoryResetPeak starts device's Peak again from what is in use now (to measure one phase, such
+// as a training step after the first).
+func (b *Backend) MemoryResetPeak(device int) error {
+	c, done, err := b.use("MemoryResetPeak")
+	if err != nil {
+		return err
+	}
+	defer done()
+	return toError(C.lathe_backend_memory_reset_peak(c, C.int(device)))
 }

@@ -69,6 +69,7 @@ lathe_status_t lathe_cuda_malloc(cuda_dev *d, size_t nbytes, lcuDeviceptr *out) 
     a->free_lists[c] = b->next;
     a->cached_bytes -= size;
     a->in_use_bytes += size;
+    a->n_allocs++;
     if (a->in_use_bytes > a->peak_bytes) a->peak_bytes = a->in_use_bytes;
     pthread_mutex_unlock(&a->mu);
     *out = b->ptr;
@@ -96,6 +97,7 @@ lathe_status_t lathe_cuda_malloc(cuda_dev *d, size_t nbytes, lcuDeviceptr *out) 
   LATHE_RETURN_IF_ERROR(lathe_cuda_error(api, r, "lathe:cuda: cuMemAlloc"));
   pthread_mutex_lock(&a->mu);
   a->in_use_bytes += size;
+  a->n_allocs++;
   if (a->in_use_bytes > a->peak_bytes) a->peak_bytes = a->in_use_bytes;
   pthread_mutex_unlock(&a->mu);
   *out = p;
@@ -124,4 +126,14 @@ void lathe_cuda_free(cuda_dev *d, lcuDeviceptr p, size_t nbytes) {
     if (!st) d->cu->api->cuMemFree(p);
     lathe_status_free(st);
   }
+}
+
+/* Counted in block sizes (the request rounded up to its class), which is what the GPU holds. */
+void lathe_cuda_alloc_stats(cuda_dev *d, bool reset_peak, lathe_memory_stats *out) {
+  cuda_alloc *a = &d->alloc;
+  pthread_mutex_lock(&a->mu);
+  *out = (lathe_memory_stats){.current_bytes = (int64_t)a->in_use_bytes, .peak_bytes = (int64_t)a->peak_bytes,
+                              .cached_bytes = (int64_t)a->cached_bytes, .n_allocs = a->n_allocs};
+  if (reset_peak) a->peak_bytes = a->in_use_bytes;
+  pthread_mutex_unlock(&a->mu);
 }

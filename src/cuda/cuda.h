@@ -42,6 +42,7 @@ typedef struct cuda_alloc {
   pthread_mutex_t mu;
   cuda_block **free_lists; /* per size class */
   size_t cached_bytes, in_use_bytes, peak_bytes;
+  int64_t n_allocs; /* requests served, cache hits included */
 } cuda_alloc;
 
 /* ---- compiled kernels (module.c) ---- */
@@ -143,6 +144,8 @@ lathe_status_t lathe_cuda_use(cuda_dev *d);
 lathe_status_t lathe_cuda_malloc(cuda_dev *d, size_t nbytes, lcuDeviceptr *out);
 void lathe_cuda_free(cuda_dev *d, lcuDeviceptr p, size_t nbytes);
 lathe_status_t lathe_cuda_alloc_init(cuda_alloc *a);
+/* lathe_memory_stats of d's pool; reset_peak starts the peak again from what is in use. */
+void lathe_cuda_alloc_stats(cuda_dev *d, bool reset_peak, lathe_memory_stats *out);
 void lathe_cuda_alloc_destroy(cuda_dev *d);
 
 /* A device tensor of shape on d (memory from the allocator). */

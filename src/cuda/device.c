@@ -25,6 +25,12 @@ static lathe_status_t mem_alloc(void *ctx, int device, size_t nbytes, void **out
   return NULL;
 }
 
+static lathe_status_t memory_stats(void *ctx, int device, bool reset_peak, lathe_memory_stats *out) {
+  lathe_cuda *cu = ctx;
+  lathe_cuda_alloc_stats(&cu->devs[device], reset_peak, out);
+  return NULL;
+}
+
 static void mem_free(void *ctx, int device, void *mem, size_t nbytes) {
   lathe_cuda *cu = ctx;
   lathe_cuda_free(&cu->devs[device], (lcuDeviceptr)(uintptr_t)mem, nbytes);
@@ -380,6 +386,7 @@ const lathe_device_i lathe_cuda_device = {
     .destroy = destroy,
     .mem_alloc = mem_alloc,
     .mem_free = mem_free,
+    .memory_stats = memory_stats,
     .upload = upload,
     .download = download,
     .copy = copy,

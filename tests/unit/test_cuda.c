@@ -835,6 +835,34 @@ TEST(cuda_leaf_capabilities) {
 /* Transfers around executions: small uploads are queued and small reads ordered after their
  * writer on the GPU; an output or input dropped while its writer runs is freed only once the
  * writer is done, so the next allocation of its size never shares memory with pending work. */
+/* The caching allocator's counters: a buffer shows in current and peak, and leaves current (to
+ * the cache) when freed. */
+TEST(cuda_memory_stats) {
+  if (!gpu()) SKIP("no usable GPU");
+  enum { N = 1 << 20 };
+  lathe_memory_stats s0, s1, s2;
+  CHECK_OK(lathe_backend_memory_stats(gpu(), 0, &s0));
+  CHECK(!s0.process_wide && s0.peak_bytes >= s0.current_bytes, "stats before");
+  lathe_shape sh = TST_SHAPE(LATHE_DTYPE_FLOAT32, N);
+  float *host = calloc(N, sizeof(float));
+  lathe_buffer_t buf = NULL;
+  CHECK_OK(lathe_buffer_from_host(gpu(), 0, &sh, host, sizeof(float) * N, &buf));
+  CHECK_OK(lathe_buffer_to_host(buf, host, sizeof(float) * N)); /* the upload is done */
+  CHECK_OK(lathe_backend_memory_stats(gpu(), 0, &s1));
+  CHECK(s1.current_bytes - s0.current_bytes >= 4 * N, "a 4 MiB buffer counted: %lld -> %lld",
+        (long long)s0.current_bytes, (long long)s1.current_bytes);
+  CHECK(s1.peak_bytes >= s1.current_bytes && s1.n_allocs > s0.n_allocs, "peak and count");
+  lathe_buffer_free(buf);
+  CHECK_OK(lathe_backend_memory_stats(gpu(), 0, &s2));
+  CHECK(s1.current_bytes - s2.current_bytes >= 4 * N && s2.cached_bytes >= 4 * N, "freed into the cache: %lld -> %lld",
+        (long long)s1.current_bytes, (long long)s2.current_bytes);
+  CHECK_OK(lathe_backend_memory_reset_peak(gpu(), 0));
+  CHECK_OK(lathe_backend_memory_stats(gpu(), 0, &s2));
+  CHECK(s2.peak_bytes == s2.current_bytes, "reset peak: %lld", (long long)s2.peak_bytes);
+  CHECK_ERR(lathe_backend_memory_stats(gpu(), 9, &s2), INVALID_ARGUMENT, "device 9");
+  free(host);
+}
+
 TEST(cuda_transfers) {
   if (!gpu()) SKIP("no usable GPU");
   lathe_function_t fn;
