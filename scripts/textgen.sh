@@ -3,7 +3,7 @@
 # transformer: embeddings, RoPE, causal attention, layer norm) trained on lathe on GoMLX's own
 # documentation (the markdown files of the GoMLX module, from the Go module proxy), then sampled.
 # Extra arguments go to the program, e.g. -steps 2000 or -backend lathe:cpu,threads=2 (GoMLX's go
-# backend, -backend go, stalls on this model: docs/GO.md). Set-up as for the demo: no wheels.
+# backend, -backend go, runs it about 9x slower: docs/GO.md). Set-up as for the demo: no wheels.
 set -euo pipefail
 export GOTOOLCHAIN=go1.27.3 # go.mod needs Go 1.27: the go command fetches this toolchain once
 cd "$(dirname "$0")/.."

@@ -50,6 +50,12 @@ type config struct {
 func main() {
 	var c config
 	flag.CommandLine = flag.NewFlagSet("lathe-textgen", flag.ExitOnError) // not go run's build-cache path
+	flag.CommandLine.Usage = func() {
+		fmt.Fprintf(os.Stderr, "usage: ./scripts/textgen.sh [flags] (or go run ./cmd/lathe-textgen [flags])\n")
+		flag.PrintDefaults()
+		fmt.Fprintf(os.Stderr, "\nbackend configs: lathe (CUDA when usable, else the CPU), lathe:<options>, go, "+
+			"mlx (with -tags mlx), and these options:\n%s", lathe.OptionsHelp())
+	}
 	flag.StringVar(&c.backend, "backend", "lathe", `compute backend configuration ("lathe", "lathe:cpu,threads=2", "go")`)
 	flag.StringVar(&c.textDir, "text", "", "directory of the GoMLX module (its *.md files are the corpus); scripts/textgen.sh finds it")
 	flag.IntVar(&c.steps, "steps", 800, "training steps")
