@@ -41,3 +41,14 @@ func (b *Backend) MemoryStats(device int) (MemoryStats, error) {
 	return MemoryStats{Current: int64(s.current_bytes), Peak: int64(s.peak_bytes), Cached: int64(s.cached_bytes),
 		Allocs: int64(s.n_allocs), ProcessWide: bool(s.process_wide)}, nil
 }
+
+// MemoryResetPeak restarts the peak of device's counters from the bytes in use now (see
+// MemoryStats for the devices that keep counters).
+func (b *Backend) MemoryResetPeak(device int) error {
+	c, done, err := b.use("MemoryResetPeak")
+	if err != nil {
+		return err
+	}
+	defer done()
+	return toError(C.lathe_backend_memory_reset_peak(c, C.int(device)))
+}
