@@ -15,7 +15,8 @@
 #   causal language models, LM small and GPT-2 small, in Float32 with MultiHeadAttention and with
 #   explicit products and in BFloat16, against xla:cuda, JAX and PyTorch (eager, torch.compile),
 #   each contender alone on the GPU in turn (-serial), with tokens/s, MFU and peak memory;
-#   not part of all)
+#   LATHE_BENCH_LM_SIZES=small or gpt2 runs one size (a run of both may pass 10 minutes:
+#   torch.compile and XLA compile each workload anew); not part of all)
 #   (LATHE_BENCH_LATHE replaces the lathe configurations, ";"-separated; LATHE_BENCH_ONLY picks workloads
 #   of either, and then micro leaves out the first calls in fresh processes)
 set -uo pipefail
@@ -61,7 +62,7 @@ fi
 if [ "$what" = lm ]; then
   # each contender alone (-serial): JAX may grow to 90% of the card, XLA's PJRT client does not
   # preallocate (go-xla's default on CUDA, said explicitly)
-  XLA_PYTHON_CLIENT_MEM_FRACTION=.9 "$bin/gvj" -gpu -lm -serial -lathe "${LATHE_BENCH_LATHE:-lathe:cuda;lathe:cuda,tf32=1}" \
+  XLA_PYTHON_CLIENT_MEM_FRACTION=.9 "$bin/gvj" -gpu -lm -lm-sizes "${LATHE_BENCH_LM_SIZES:-small,gpt2}" -serial -lathe "${LATHE_BENCH_LATHE:-lathe:cuda;lathe:cuda,tf32=1}" \
     -only "${LATHE_BENCH_ONLY:-}" -xla "${xla:+$xla,preallocate=false}" -python python3 -torch python3 \
     -go-rounds 0 -rounds "$rounds" -warmup 2
 fi

@@ -56,13 +56,15 @@
 //	go run ./bench/cmd/gomlx-vs-jax -lm -rounds 5 -warmup 1      # LM tiny on the CPU
 //
 // On the GPU machine (no Go there: build the binary here with
-// `go build -o .gpu/gvj ./bench/cmd/gomlx-vs-jax`), from the repository root, one line:
+// `go build -o .gpu/gvj ./bench/cmd/gomlx-vs-jax`), from the repository root, one line per
+// size (both in one command may pass 10 minutes: torch.compile and XLA compile each workload):
 //
-//	bench/cuda-bench.sh .gpu lm 5
+//	LATHE_BENCH_LM_SIZES=gpt2 bench/cuda-bench.sh .gpu lm 5
 //
-// which links JAX's CUDA PJRT plugin for xla:cuda (PJRT_PLUGIN_LIBRARY_PATH) and runs
+// which links JAX's CUDA PJRT plugin for xla:cuda (PJRT_PLUGIN_LIBRARY_PATH), lets JAX grow to
+// 90% of the card (XLA_PYTHON_CLIENT_MEM_FRACTION=.9) and runs
 //
-//	.gpu/gvj -gpu -lm -serial -rounds 5 -warmup 2 -go-rounds 0 -lathe "lathe:cuda;lathe:cuda,tf32=1" -xla xla:cuda,preallocate=false -python python3 -torch python3
+//	.gpu/gvj -gpu -lm -lm-sizes gpt2 -serial -rounds 5 -warmup 2 -go-rounds 0 -lathe "lathe:cuda;lathe:cuda,tf32=1" -xla xla:cuda,preallocate=false -python python3 -torch python3
 //
 // -serial runs the contenders one after another, each alone on the GPU: GPT-2 small in Float32
 // takes tens of GB per contender (issue 44: lathe:cuda 51.9 GB, xla:cuda 22.4 GB), more than one
