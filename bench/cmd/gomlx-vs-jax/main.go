@@ -579,7 +579,7 @@ func runWorkload(w steps.Workload, o *options) (result, error) {
 		if err != nil {
 			for _, p := range peers {
 				if p.label == m.label {
-					fmt.Fprintf(os.Stderr, "gomlx-vs-jax: %s left out: %v\n", m.label, err)
+					fmt.Fprintf(os.Stderr, "\ngomlx-vs-jax: %s left out: %v\n", m.label, err)
 					return nil, nil
 				}
 			}
