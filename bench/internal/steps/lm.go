@@ -25,6 +25,12 @@ import (
 // AdamW (GoMLX's optimizer.Adam with weight decay: learning rate 3e-4, betas 0.9 and 0.999,
 // epsilon 1e-8, weight decay 0.1 on every variable). Variables get GoMLX's default initializer
 // (He normal, zero biases; LayerNorm gain 1, offset 0), LayerNorm epsilon 1e-5.
+//
+// BF16: GoMLX v0.28.16 has no store-wide dtype for its layers (only the zoo transformer's
+// "transformer_dtype"); each layer makes its variables in its input's dtype, so giving the
+// token Embedding BFloat16 makes the whole model BFloat16, as a user would. LayerNorm then
+// normalises in Float32 (its default for BFloat16), the logits go to Float32 for the loss, and
+// Adam, which computes in the loss's dtype, keeps Float32 moments.
 type LMConfig struct {
 	Label                               string // "LM tiny", "LM small", "GPT-2 small"
 	Layers, D, Heads, Seq, Batch, Vocab int
