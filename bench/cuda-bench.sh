@@ -5,13 +5,18 @@
 # xla:cuda is XLA's CUDA PJRT plugin that the installed JAX carries (../shared/PLATFORM.md), linked
 # under the name go-xla looks for. JAX and the PJRT plugin are told not to take most of the GPU's
 # memory up front, so that every contender can run beside the others.
-# Usage: bench/cuda-bench.sh BIN [micro|steps|first|floor|cudnn|all] [ROUNDS]
+# Usage: bench/cuda-bench.sh BIN [micro|steps|first|floor|cudnn|lm|all] [ROUNDS]
 #   (first: the one-op floor and the first steps in fresh processes only; floor: the floor phase
 #   by phase through the C API (build/floor_bench, built here) beside PyTorch's (floor_torch.py),
 #   what bare CUDA calls cost on this machine (cuda_costs.cu, with nvcc) and what creating a CUDA
 #   backend costs without lathe (cuda_init_costs.c, in sequence and with the libraries opened
 #   beside cuInit), three fresh processes; cudnn: cuDNN's legacy
-#   calls against its graph API on the CNN's convolution (cudnn_engines.c; BIN unused))
+#   calls against its graph API on the CNN's convolution (cudnn_engines.c; BIN unused); lm: the
+#   causal language models, LM small and GPT-2 small, in Float32 with MultiHeadAttention and with
+#   explicit products and in BFloat16, against xla:cuda, JAX and PyTorch (eager, torch.compile),
+#   each contender alone on the GPU in turn (-serial), with tokens/s, MFU and peak memory;
+#   LATHE_BENCH_LM_SIZES=small or gpt2 runs one size (a run of both may pass 10 minutes:
+#   torch.compile and XLA compile each workload anew); not part of all)
 #   (LATHE_BENCH_LATHE replaces the lathe configurations, ";"-separated; LATHE_BENCH_ONLY picks workloads
 #   of either, and then micro leaves out the first calls in fresh processes)
 set -uo pipefail
@@ -53,4 +58,11 @@ fi
 if [ "$what" = steps ] || [ "$what" = all ]; then
   "$bin/gvj" -gpu -lathe "${LATHE_BENCH_LATHE:-lathe:cuda;lathe:cuda,tf32=1}" -only "${LATHE_BENCH_ONLY:-}" \
     -xla "$xla" -python python3 -go-rounds 0 -rounds "$rounds" -warmup 3
+fi
+if [ "$what" = lm ]; then
+  # each contender alone (-serial): JAX may grow to 90% of the card, XLA's PJRT client does not
+  # preallocate (go-xla's default on CUDA, said explicitly)
+  XLA_PYTHON_CLIENT_MEM_FRACTION=.9 "$bin/gvj" -gpu -lm -lm-sizes "${LATHE_BENCH_LM_SIZES:-small,gpt2}" -serial -lathe "${LATHE_BENCH_LATHE:-lathe:cuda;lathe:cuda,tf32=1}" \
+    -only "${LATHE_BENCH_ONLY:-}" -xla "${xla:+$xla,preallocate=false}" -python python3 -torch python3 \
+    -go-rounds 0 -rounds "$rounds" -warmup 2
 fi

@@ -9,7 +9,8 @@ import (
 	"github.com/gomlx/go-xla/compute/xla" // registers "xla"
 )
 
-// xlaConfig returns the configuration of GoMLX's xla backend (cfg: xla:cpu or xla:cuda) on XLA's PJRT
+// xlaConfig returns the configuration of GoMLX's xla backend (cfg: xla:cpu or xla:cuda, options
+// after a comma as go-xla takes them, e.g. xla:cuda,preallocate=false) on XLA's PJRT
 // plugin pjrt_c_api_<device>_plugin.so: the one in
 // PJRT_PLUGIN_LIBRARY_PATH, else the one setup.sh unpacks into .deps/pjrt-cpu. It keeps the
 // backend from downloading plugins (GOMLX_NO_AUTO_INSTALL: the benchmark must run offline) and
@@ -27,6 +28,10 @@ func xlaConfig(cfg string) (string, error) {
 		}
 		dir = abs
 	}
+	cfg, opts, _ := strings.Cut(cfg, ",")
+	if opts != "" {
+		opts = "," + opts
+	}
 	device := strings.TrimPrefix(cfg, "xla:")
 	if device == "" || device == cfg {
 		device = "cpu"
@@ -38,5 +43,5 @@ func xlaConfig(cfg string) (string, error) {
 	}
 	// The plugin's absolute path as the configuration: go-xla reads PJRT_PLUGIN_LIBRARY_PATH
 	// when the program starts, before this runs.
-	return "xla:" + plugin, nil
+	return "xla:" + plugin + opts, nil
 }

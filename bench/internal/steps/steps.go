@@ -1,6 +1,7 @@
-// Package steps holds the GoMLX v0.28.7 training workloads that lathe's benchmarks time (MLP,
-// CNN, transformer block): each is a loss built with GoMLX's layers on a model.Scope and the
-// random inputs it is fed, so that every benchmark times the same graphs.
+// Package steps holds the GoMLX training workloads that lathe's benchmarks time (MLP, CNN,
+// transformer block, causal language model): each is a loss built with GoMLX's layers on a
+// model.Scope, the random inputs it is fed and its optimizer, so that every benchmark times the
+// same graphs.
 package steps
 
 import (
@@ -17,16 +18,35 @@ import (
 	"github.com/gomlx/gomlx/ml/layers/norm"
 	"github.com/gomlx/gomlx/ml/model"
 	"github.com/gomlx/gomlx/ml/train/loss"
+	"github.com/gomlx/gomlx/ml/train/optimizer"
 )
 
 // Workload is one training step's model: its name for tables, the JAX script's spec for the
-// same step ("mlp 256", "cnn 32", "transformer 128 1": sequence, then batch), its inputs
-// and its loss.
+// same step ("mlp 256", "cnn 32", "transformer 128 1": sequence, then batch; "lm ..." for
+// LM), its inputs, its loss and its optimizer.
 type Workload struct {
 	Name, JaxSpec string
 	Batch         int // examples per step
 	Inputs        func(rng *rand.Rand) (x, y *tensors.Tensor)
 	Loss          func(scope *model.Scope, x, y *Node) *Node
+	// Optimizer makes the step's optimizer; nil: SGD with learning rate 0.001 (NewOptimizer).
+	Optimizer func() optimizer.Interface
+	// Tokens per step and model FLOPs per step (LMConfig.FLOPs); 0 for the workloads that are
+	// not language models.
+	Tokens int
+	FLOPs  float64
+	// BF16 is set when the model's parameters and activations are BFloat16 (its peak
+	// device rate is then the BFloat16 one).
+	BF16 bool
+}
+
+// NewOptimizer returns a new instance of the workload's optimizer (SGD with learning rate
+// 0.001 when it names none).
+func (w Workload) NewOptimizer() optimizer.Interface {
+	if w.Optimizer != nil {
+		return w.Optimizer()
+	}
+	return optimizer.StochasticGradientDescent().WithLearningRate(0.001).Done()
 }
 
 func randFloats(rng *rand.Rand, n int) []float32 {
@@ -106,19 +126,26 @@ func Transformer(batch, seq int) Workload {
 // Run executes one training step of e and reads its loss (output 0, a Float32 scalar) back to
 // the host, so that the time covers the work; it frees the outputs and returns the time taken.
 func Run(e *model.Exec, args ...any) (time.Duration, error) {
+	d, _, err := RunLoss(e, args...)
+	return d, err
+}
+
+// RunLoss is Run that also returns the loss.
+func RunLoss(e *model.Exec, args ...any) (time.Duration, float32, error) {
 	start := time.Now()
 	out, err := e.Exec(args...)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	if _, ok := out[0].Value().(float32); !ok {
-		return 0, fmt.Errorf("loss of type %T", out[0].Value())
+	l, ok := out[0].Value().(float32)
+	if !ok {
+		return 0, 0, fmt.Errorf("loss of type %T", out[0].Value())
 	}
 	d := time.Since(start)
 	for _, t := range out {
 		_ = t.FinalizeAll()
 	}
-	return d, nil
+	return d, l, nil
 }
 
 // Median of v (0 for none; the mean of the middle two for an even count); v is not reordered.
