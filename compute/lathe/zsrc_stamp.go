@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "3a69bf9dbf99eaf91cbbb29abc0a3ca3"
+const engineSourcesHash = "0c38634260625f6c5da285975e7c6bab"

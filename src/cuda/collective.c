@@ -297,31 +297,14 @@ static lathe_status_t nan_kernel(lathe_cuda_exec *ex, const char *kind, lathe_dt
   return lathe_cuda_launch(ex, fn, blocks, threads, 0, args);
 }
 
-/* The group of replica r: its members in group order (as lathe:cpu). */
-static int group_of(const lathe_node *n, int r, int n_replicas, int *members) {
-  lathe_ilist groups = lathe_attr_all_reduce_groups(n), sizes = lathe_attr_all_reduce_group_sizes(n);
-  if (sizes.n == 0) {
-    for (int k = 0; k < n_replicas; k++) members[k] = k;
-    return n_replicas;
-  }
-  for (int g = 0, at = 0; g < sizes.n; at += (int)sizes.v[g++])
-    for (int k = 0; k < sizes.v[g]; k++)
-      if (groups.v[at + k] == r) {
-        for (int q = 0; q < sizes.v[g]; q++) members[q] = (int)groups.v[at + q];
-        return (int)sizes.v[g];
-      }
-  members[0] = r;
-  return 1;
-}
-
 static lathe_status_t all_reduce(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out,
                                  lathe_collective *g, int replica, int *members, int *devs) {
-  int m = group_of(n, replica, g->n_replicas, members);
+  int m = lathe_collective_group(n, replica, g->n_replicas, members);
   if (m == 1) {
     for (int k = 0; k < n->n_operands; k++) LATHE_RETURN_IF_ERROR(lathe_cuda_copy(ex, in[k], out[k]));
     return NULL;
   }
-  lathe_op red = lathe_attr_all_reduce_reduction(n);
+  lathe_op red = lathe_attr_collective_reduction(n);
   int op = red == LATHE_OP_REDUCE_SUM ? LNCCL_SUM : red == LATHE_OP_REDUCE_PRODUCT ? LNCCL_PROD
          : red == LATHE_OP_REDUCE_MAX ? LNCCL_MAX : LNCCL_MIN;
   for (int k = 0; k < n->n_operands; k++) {
