@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "0c38634260625f6c5da285975e7c6bab"
+const engineSourcesHash = "fe0adba750ac7ad9daec6f6ef28383f1"
