@@ -416,3 +416,46 @@ TEST(collectives_across_processes) {
           WIFEXITED(status) ? WEXITSTATUS(status) : -1);
   }
 }
+
+/* A dynamic axis the op does not resize is bound at execution; one it resizes is UNIMPLEMENTED. */
+TEST(collectives_dynamic_axes) {
+  lathe_backend_t be = backend_n("", 2);
+  if (!be) return;
+  lathe_builder_t b;
+  CHECK_OK(lathe_builder_new(be, "dynamic", &b));
+  CHECK_OK(lathe_builder_spmd(b, 2));
+  lathe_function_t fn = lathe_builder_main(b);
+  lathe_shape s = TST_SHAPE(LATHE_DTYPE_FLOAT32, 1, 4);
+  s.dims[0] = -1, s.axis_names[0] = "batch";
+  lathe_value_t x, y = NULL, bad;
+  CHECK_OK(lathe_parameter(fn, "x", &s, &x));
+  CHECK_ERR(lathe_all_gather(fn, x, 0, NULL, NULL, 0, &bad), UNIMPLEMENTED, "AllGather: axis 0 has a dynamic size (\"batch\")");
+  CHECK_ERR(lathe_all_to_all(fn, x, 1, 0, NULL, NULL, 0, &bad), UNIMPLEMENTED, "AllToAll: concat axis 0 has a dynamic size");
+  CHECK_OK(lathe_reduce_scatter(fn, x, 1, LATHE_OP_REDUCE_SUM, NULL, NULL, 0, &y));
+  CHECK_OK(lathe_function_return(fn, &y, 1));
+  lathe_executable_t e = NULL;
+  CHECK_OK(lathe_builder_compile(b, &e));
+  lathe_builder_free(b);
+  if (!e) return;
+  lathe_shape in_s = TST_SHAPE(LATHE_DTYPE_FLOAT32, 3, 4);
+  float v[2][12];
+  lathe_buffer_t in[2], out[2] = {0};
+  for (int r = 0; r < 2; r++) {
+    for (int i = 0; i < 12; i++) v[r][i] = (float)(r * 100 + i);
+    CHECK_OK(lathe_buffer_from_host(be, r, &in_s, v[r], sizeof v[r], &in[r]));
+  }
+  CHECK_OK(lathe_executable_execute(e, in, NULL, 2, 0, out, 2));
+  for (int r = 0; r < 2 && out[r]; r++) {
+    float got[6];
+    CHECK_OK(lathe_buffer_to_host(out[r], got, sizeof got));
+    for (int i = 0; i < 3; i++)
+      for (int j = 0; j < 2; j++) {
+        float want = v[0][i * 4 + r * 2 + j] + v[1][i * 4 + r * 2 + j];
+        CHECK(got[i * 2 + j] == want, "ReduceScatter over a bound batch of 3, replica %d [%d,%d]: %g, want %g", r, i, j,
+              got[i * 2 + j], want);
+      }
+  }
+  for (int r = 0; r < 2; r++) lathe_buffer_free(in[r]), lathe_buffer_free(out[r]);
+  lathe_executable_free(e);
+  lathe_backend_free(be);
+}
