@@ -459,3 +459,61 @@ TEST(collectives_dynamic_axes) {
   lathe_executable_free(e);
   lathe_backend_free(be);
 }
+
+/* Collectives inside a While body (a closure): 3 iterations of x = AllGather(ReduceScatter(x))
+ * over the groups {0,2},{1,3}, then a CollectivePermute ring: each step doubles the group sum. */
+TEST(collectives_in_while) {
+  lathe_backend_t be = backend_n("", 4);
+  if (!be) return;
+  lathe_builder_t b;
+  CHECK_OK(lathe_builder_new(be, "loop", &b));
+  CHECK_OK(lathe_builder_spmd(b, 4));
+  lathe_function_t fn = lathe_builder_main(b), cond, body;
+  lathe_shape si = tst_shape0(LATHE_DTYPE_INT32), sx = TST_SHAPE(LATHE_DTYPE_FLOAT32, 4, 3);
+  lathe_value_t i0, x, st[2], out[2], ci, cx, lim, lt, bi, bx, one, ni, rs, ag, pm;
+  int n_out = 0, zero = 0, three = 3, onev = 1;
+  CHECK_OK(lathe_parameter(fn, "x", &sx, &x));
+  CHECK_OK(lathe_constant(fn, &si, &zero, sizeof zero, &i0));
+  CHECK_OK(lathe_function_closure(fn, &cond));
+  CHECK_OK(lathe_parameter(cond, "i", &si, &ci));
+  CHECK_OK(lathe_parameter(cond, "x", &sx, &cx));
+  CHECK_OK(lathe_constant(cond, &si, &three, sizeof three, &lim));
+  CHECK_OK(lathe_less_than(cond, ci, lim, &lt));
+  CHECK_OK(lathe_function_return(cond, &lt, 1));
+  CHECK_OK(lathe_function_closure(fn, &body));
+  CHECK_OK(lathe_parameter(body, "i", &si, &bi));
+  CHECK_OK(lathe_parameter(body, "x", &sx, &bx));
+  CHECK_OK(lathe_constant(body, &si, &onev, sizeof onev, &one));
+  CHECK_OK(lathe_add(body, bi, one, &ni));
+  CHECK_OK(lathe_reduce_scatter(body, bx, 0, LATHE_OP_REDUCE_SUM, COLS, TWO, 2, &rs));
+  CHECK_OK(lathe_all_gather(body, rs, 0, COLS, TWO, 2, &ag));
+  CHECK_OK(lathe_function_return(body, (lathe_value_t[]){ni, ag}, 2));
+  st[0] = i0, st[1] = x;
+  CHECK_OK(lathe_while(fn, cond, body, st, 2, out, 2, &n_out));
+  static const int ring[] = {0, 1, 1, 2, 2, 3, 3, 0};
+  CHECK_OK(lathe_collective_permute(fn, out[1], ring, 4, &pm));
+  CHECK_OK(lathe_function_return(fn, &pm, 1));
+  lathe_executable_t e = NULL;
+  CHECK_OK(lathe_builder_compile(b, &e));
+  lathe_builder_free(b);
+  if (!e) return;
+  float v[4][12];
+  lathe_buffer_t in[4], res[4] = {0};
+  for (int r = 0; r < 4; r++) {
+    for (int k = 0; k < 12; k++) v[r][k] = (float)(r * 20 + k);
+    CHECK_OK(lathe_buffer_from_host(be, r, &sx, v[r], sizeof v[r], &in[r]));
+  }
+  CHECK_OK(lathe_executable_execute(e, in, NULL, 4, 0, res, 4));
+  for (int r = 0; r < 4 && res[r]; r++) {
+    float got[12];
+    int src = (r + 3) % 4, peer = src ^ 2; /* the ring's source, and its group's other member */
+    CHECK_OK(lathe_buffer_to_host(res[r], got, sizeof got));
+    for (int k = 0; k < 12; k++) {
+      float want = 4 * (v[src][k] + v[peer][k]);
+      CHECK(got[k] == want, "replica %d element %d: %g, want %g", r, k, got[k], want);
+    }
+  }
+  for (int r = 0; r < 4; r++) lathe_buffer_free(in[r]), lathe_buffer_free(res[r]);
+  lathe_executable_free(e);
+  lathe_backend_free(be);
+}
