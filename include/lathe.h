@@ -693,6 +693,27 @@ lathe_status_t lathe_scheduling_barrier(lathe_function_t fn, lathe_value_t opera
  * the reduced values, each of its operand's shape. */
 lathe_status_t lathe_all_reduce(lathe_function_t fn, const lathe_value_t *operands, int n, lathe_op reduction,
                                 const int *groups, const int *group_sizes, int n_groups, lathe_value_t *out_values);
+/* The collectives a partitioner inserts (C API only: compute v0.1.14 has no builders for them).
+ * Groups are given as for lathe_all_reduce and must all have one size G (G counts the replicas
+ * of every process in a job: docs/ARCHITECTURE.md "Collectives"); member k is the k-th replica
+ * listed in its group. Packed (sub-byte) dtypes are not supported.
+ * AllGather: the group's operands concatenated along axis in group order (size on axis * G). */
+lathe_status_t lathe_all_gather(lathe_function_t fn, lathe_value_t operand, int axis, const int *groups,
+                                const int *group_sizes, int n_groups, lathe_value_t *out);
+/* ReduceScatter: the AllReduce (reduction as lathe_all_reduce's) of the group, of which member k
+ * keeps the k-th of G equal slices along axis (axis's size must divide by G). */
+lathe_status_t lathe_reduce_scatter(lathe_function_t fn, lathe_value_t operand, int axis, lathe_op reduction,
+                                    const int *groups, const int *group_sizes, int n_groups, lathe_value_t *out);
+/* AllToAll: each member splits its operand along split_axis into G equal parts (the size must
+ * divide by G) and sends part j to member j; each concatenates the G parts it receives along
+ * concat_axis in the order of their senders. */
+lathe_status_t lathe_all_to_all(lathe_function_t fn, lathe_value_t operand, int split_axis, int concat_axis,
+                                const int *groups, const int *group_sizes, int n_groups, lathe_value_t *out);
+/* CollectivePermute: n_pairs pairs (source, target) of replicas, flattened in pairs; replica
+ * target gets source's operand, a replica that is no pair's target gets zeros. Each replica is
+ * at most one pair's source and at most one pair's target. */
+lathe_status_t lathe_collective_permute(lathe_function_t fn, lathe_value_t operand, const int *pairs, int n_pairs,
+                                        lathe_value_t *out);
 
 /* ---- Quantized fused ops ---- */
 /* Quantized weights, as GoMLX's compute.Quantization. The numbering of both enums is GoMLX's. */

@@ -181,7 +181,7 @@ func capabilitiesOf(cb C.lathe_backend_t) compute.Capabilities {
 	}
 	for _, op := range compute.OpTypeValues() {
 		cop, ok := opOf(op)
-		if !ok {
+		if !ok || noBuilder[op] {
 			continue
 		}
 		for _, dt := range supported {
@@ -196,6 +196,11 @@ func capabilitiesOf(cb C.lathe_backend_t) compute.Capabilities {
 	}
 	return caps
 }
+
+// noBuilder lists the op types the engine runs but compute.Function has no method for (AllGather
+// is commented out of compute v0.1.14's interface): a GoMLX program cannot build them, so they are
+// not its capabilities. The engine's own API (lathe_all_gather) has them.
+var noBuilder = map[compute.OpType]bool{compute.OpTypeAllGather: true}
 
 // opOf maps a compute.OpType to the engine's op by its GoMLX name.
 func opOf(op compute.OpType) (C.lathe_op, bool) {

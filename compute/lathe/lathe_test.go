@@ -93,6 +93,9 @@ func TestBackendInfo(t *testing.T) {
 	if caps.Operations[compute.OpTypeCapturedValue] {
 		t.Errorf("internal ops must not be capabilities")
 	}
+	if caps.Operations[compute.OpTypeAllGather] {
+		t.Errorf("AllGather has no compute.Function method to build it: not a capability")
+	}
 	// lathe:cpu specialises each binding of the dynamic axes; the deprecated bool follows.
 	if caps.DynamicShapes != compute.DynamicShapesRecompiling || !caps.DynamicAxes || !caps.HasDynamicShapes() {
 		t.Errorf("lathe:cpu: DynamicShapes %v, DynamicAxes %v; want DynamicShapesRecompiling, true", caps.DynamicShapes, caps.DynamicAxes)

@@ -20,6 +20,24 @@ typedef struct lcuGraph_st *lcuGraph;
 typedef struct lcuGraphExec_st *lcuGraphExec;
 typedef unsigned long long lcuDeviceptr;
 typedef void (*lcuHostFn)(void *user_data);
+/* CUDA_MEMCPY2D (v2): a pitched copy of Height rows of WidthInBytes (collectives rearrange blocks
+ * with it); memory types LCU_MEMORYTYPE_* */
+typedef struct lcuMemcpy2D {
+  size_t srcXInBytes, srcY;
+  int srcMemoryType;
+  const void *srcHost;
+  lcuDeviceptr srcDevice;
+  void *srcArray;
+  size_t srcPitch;
+  size_t dstXInBytes, dstY;
+  int dstMemoryType;
+  void *dstHost;
+  lcuDeviceptr dstDevice;
+  void *dstArray;
+  size_t dstPitch;
+  size_t WidthInBytes, Height;
+} lcuMemcpy2D;
+enum { LCU_MEMORYTYPE_DEVICE = 2 };
 
 enum {
   LCU_SUCCESS = 0,

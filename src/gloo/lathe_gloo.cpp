@@ -1,9 +1,12 @@
-// lathe_gloo.cpp -- liblathe_gloo.so: Gloo's AllReduce behind the C interface of lathe_gloo.h.
+// lathe_gloo.cpp -- liblathe_gloo.so: Gloo's AllReduce, AllGather and AllToAll behind the C interface
+// of lathe_gloo.h.
 // Rendezvous goes through the job's coordinator (a gloo::rendezvous::Store over the C callbacks),
 // transport is Gloo's TCP; Gloo's timeouts and peer errors become returned messages.
 #include "lathe_gloo.h"
 
+#include <gloo/allgather.h>
 #include <gloo/allreduce.h>
+#include <gloo/alltoall.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/prefix_store.h>
 #include <gloo/rendezvous/store.h>
@@ -115,6 +118,44 @@ extern "C" int lathe_gloo_all_reduce(lathe_gloo_context *c, void *buf, size_t co
     put(err, cap, "unknown exception from Gloo");
   }
   return 1;
+}
+
+// Gloo's exceptions become messages; f runs the operation.
+template <typename F>
+int guarded(char *err, size_t cap, F f) {
+  try {
+    f();
+    return 0;
+  } catch (const std::exception &e) {
+    put(err, cap, e.what());
+  } catch (...) {
+    put(err, cap, "unknown exception from Gloo");
+  }
+  return 1;
+}
+
+extern "C" int lathe_gloo_all_gather(lathe_gloo_context *c, const void *in, void *out, size_t bytes, uint32_t tag,
+                                     char *err, size_t cap) {
+  return guarded(err, cap, [&] {
+    gloo::AllgatherOptions opts(c->ctx);
+    // Gloo's buffers are not const, but an input is only read
+    opts.setInput(static_cast<char *>(const_cast<void *>(in)), bytes);
+    opts.setOutput(static_cast<char *>(out), bytes * static_cast<size_t>(c->ctx->size));
+    opts.setTag(tag);
+    gloo::allgather(opts);
+  });
+}
+
+extern "C" int lathe_gloo_all_to_all(lathe_gloo_context *c, const void *in, void *out, size_t bytes, uint32_t tag,
+                                     char *err, size_t cap) {
+  return guarded(err, cap, [&] {
+    gloo::AlltoallOptions opts(c->ctx);
+    size_t total = bytes * static_cast<size_t>(c->ctx->size);
+    opts.setInput(static_cast<char *>(const_cast<void *>(in)), total);
+    opts.setOutput(static_cast<char *>(out), total);
+    opts.setTag(tag);
+    gloo::alltoall(opts);
+  });
 }
 
 extern "C" void lathe_gloo_free(lathe_gloo_context *c) {

@@ -12,7 +12,7 @@
 extern "C" {
 #endif
 
-#define LATHE_GLOO_ABI 1
+#define LATHE_GLOO_ABI 2
 
 /* The key-value store Gloo rendezvous through (the job's coordinator). get waits for the key
  * up to the job's timeout; its *value is malloc'ed and freed by the caller with free. Each
@@ -36,6 +36,13 @@ int lathe_gloo_connect(const lathe_gloo_store *store, const char *prefix, const 
 /* In-place AllReduce of count elements of elem_size bytes at buf. */
 int lathe_gloo_all_reduce(lathe_gloo_context *c, void *buf, size_t count, size_t elem_size, lathe_gloo_reduce_fn fn,
                           void *fn_ctx, uint32_t tag, char *err, size_t cap);
+/* AllGather of bytes bytes from each rank: out (size * bytes) gets rank r's in at r * bytes. */
+int lathe_gloo_all_gather(lathe_gloo_context *c, const void *in, void *out, size_t bytes, uint32_t tag, char *err,
+                          size_t cap);
+/* AllToAll: in and out hold size chunks of bytes; in's chunk r goes to rank r, out's chunk r
+ * comes from rank r. */
+int lathe_gloo_all_to_all(lathe_gloo_context *c, const void *in, void *out, size_t bytes, uint32_t tag, char *err,
+                          size_t cap);
 void lathe_gloo_free(lathe_gloo_context *c);
 
 #ifdef __cplusplus

@@ -1,5 +1,5 @@
 /* distribution.c -- programs over several devices: the device assignment, SPMD replicas and
- * their collectives (AllReduce), AutoSharding meshes and shardings, and shard geometry. */
+ * their collectives (AllReduce, AllGather, ReduceScatter, AllToAll, CollectivePermute), AutoSharding meshes and shardings, and shard geometry. */
 #include <stdio.h>
 
 #include "graph.h"
@@ -226,17 +226,13 @@ lathe_status_t lathe_distribution_check(const struct lathe_builder *b) {
   return NULL;
 }
 
-/* ---- AllReduce ---- */
-lathe_status_t lathe_all_reduce(lathe_function_t fn, const lathe_value_t *operands, int n, lathe_op reduction,
-                                const int *groups, const int *group_sizes, int n_groups, lathe_value_t *out_values) {
-  const char *op = "AllReduce";
-  LATHE_RETURN_IF_ERROR(lathe_check_fn(op, fn));
-  if (n < 1 || !operands) return LATHE_INVALID("%s: needs at least one operand", op);
-  if (!out_values) return LATHE_INVALID("%s: out_values is NULL", op);
-  if (reduction != LATHE_OP_REDUCE_SUM && reduction != LATHE_OP_REDUCE_PRODUCT && reduction != LATHE_OP_REDUCE_MAX &&
-      reduction != LATHE_OP_REDUCE_MIN)
-    return LATHE_INVALID("%s: reduction must be ReduceSum, ReduceProduct, ReduceMax or ReduceMin, got %s", op,
-                         (int)reduction >= 0 && reduction < LATHE_OP_COUNT ? lathe_op_name(reduction) : "an unknown op");
+/* ---- collectives ---- */
+
+/* Checks replica groups against the program's replicas (each replica in exactly one group, none
+ * out of range; equal: every group of one size) and gives the group size (n_groups 0: every
+ * replica) and the count of listed replicas. */
+static lathe_status_t check_groups(const char *op, lathe_function_t fn, const int *groups, const int *group_sizes,
+                                   int n_groups, bool equal, int *out_size, int *out_total) {
   lathe_builder_t b = fn->builder;
   if (b->distribution != LATHE_DIST_SPMD)
     return LATHE_INVALID("%s: only in an SPMD program (lathe_builder_spmd first)", op);
@@ -247,6 +243,9 @@ lathe_status_t lathe_all_reduce(lathe_function_t fn, const lathe_value_t *operan
   lathe_status_t st = NULL;
   for (int g = 0; g < n_groups && !st; g++) {
     if (group_sizes[g] < 1) st = LATHE_INVALID("%s: replica group %d is empty", op, g);
+    else if (equal && group_sizes[g] != group_sizes[0])
+      st = LATHE_INVALID("%s: replica group %d has %d replicas, group 0 has %d: groups must have one size", op, g,
+                         group_sizes[g], group_sizes[0]);
     for (int k = 0; !st && k < group_sizes[g]; k++) {
       int r = groups[total + k];
       if (r < 0 || r >= replicas) st = LATHE_INVALID("%s: replica %d out of range [0, %d)", op, r, replicas);
@@ -258,24 +257,179 @@ lathe_status_t lathe_all_reduce(lathe_function_t fn, const lathe_value_t *operan
   for (int r = 0; !st && n_groups > 0 && r < replicas; r++)
     if (!seen[r]) st = LATHE_INVALID("%s: replica %d is in no group (groups must name every replica once)", op, r);
   free(seen);
-  LATHE_RETURN_IF_ERROR(st);
+  *out_size = n_groups > 0 ? group_sizes[0] : replicas;
+  *out_total = total;
+  return st;
+}
+
+static lathe_status_t check_reduction(const char *op, lathe_op reduction) {
+  if (reduction == LATHE_OP_REDUCE_SUM || reduction == LATHE_OP_REDUCE_PRODUCT || reduction == LATHE_OP_REDUCE_MAX ||
+      reduction == LATHE_OP_REDUCE_MIN)
+    return NULL;
+  return LATHE_INVALID("%s: reduction must be ReduceSum, ReduceProduct, ReduceMax or ReduceMin, got %s", op,
+                       (int)reduction >= 0 && reduction < LATHE_OP_COUNT ? lathe_op_name(reduction) : "an unknown op");
+}
+
+static lathe_status_t check_reduced_dtype(const char *op, lathe_op reduction, lathe_dtype dt, int operand) {
+  bool ok = reduction == LATHE_OP_REDUCE_SUM || reduction == LATHE_OP_REDUCE_PRODUCT
+                ? dt != LATHE_DTYPE_BOOL
+                : !lathe_dtype_is_complex(dt) && dt != LATHE_DTYPE_BOOL;
+  return ok ? NULL : LATHE_INVALID("%s: %s of %s (operand %d)", op, lathe_op_name(reduction), lathe_dtype_name(dt), operand);
+}
+
+int lathe_collective_processes(void) {
+  int p, n;
+  lathe_job_info(&p, &n);
+  return n;
+}
+
+int lathe_collective_group(const lathe_node *n, int r, int n_replicas, int *members) {
+  lathe_ilist groups = lathe_attr_collective_groups(n), sizes = lathe_attr_collective_group_sizes(n);
+  if (sizes.n == 0) {
+    for (int k = 0; k < n_replicas; k++) members[k] = k;
+    return n_replicas;
+  }
+  for (int g = 0, at = 0; g < sizes.n; at += (int)sizes.v[g++])
+    for (int k = 0; k < sizes.v[g]; k++)
+      if (groups.v[at + k] == r) {
+        for (int q = 0; q < sizes.v[g]; q++) members[q] = (int)groups.v[at + q];
+        return (int)sizes.v[g];
+      }
+  members[0] = r;
+  return 1;
+}
+
+lathe_status_t lathe_all_reduce(lathe_function_t fn, const lathe_value_t *operands, int n, lathe_op reduction,
+                                const int *groups, const int *group_sizes, int n_groups, lathe_value_t *out_values) {
+  const char *op = "AllReduce";
+  LATHE_RETURN_IF_ERROR(lathe_check_fn(op, fn));
+  if (n < 1 || !operands) return LATHE_INVALID("%s: needs at least one operand", op);
+  if (!out_values) return LATHE_INVALID("%s: out_values is NULL", op);
+  LATHE_RETURN_IF_ERROR(check_reduction(op, reduction));
+  int m, total;
+  LATHE_RETURN_IF_ERROR(check_groups(op, fn, groups, group_sizes, n_groups, false, &m, &total));
   lathe_node *node;
   LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_ALL_REDUCE, operands, n, &node));
   lathe_shape shapes[64], *sh = n <= 64 ? shapes : malloc(sizeof(lathe_shape) * (size_t)n);
   if (!sh) return LATHE_OOM(op);
+  lathe_status_t st = NULL;
   for (int i = 0; i < n && !st; i++) {
-    lathe_dtype dt = node->in[i]->shape.dtype;
-    bool ok = reduction == LATHE_OP_REDUCE_SUM || reduction == LATHE_OP_REDUCE_PRODUCT
-                  ? dt != LATHE_DTYPE_BOOL
-                  : !lathe_dtype_is_complex(dt) && dt != LATHE_DTYPE_BOOL;
-    if (!ok) st = LATHE_INVALID("%s: %s of %s (operand %d)", op, lathe_op_name(reduction), lathe_dtype_name(dt), i);
+    st = check_reduced_dtype(op, reduction, node->in[i]->shape.dtype, i);
     sh[i] = node->in[i]->shape;
   }
-  lathe_attr_set_all_reduce_reduction(node, reduction);
-  if (!st) st = lathe_attr_set_all_reduce_groups_int(node, groups, total);
-  if (!st) st = lathe_attr_set_all_reduce_group_sizes_int(node, group_sizes, n_groups);
+  lathe_attr_set_collective_reduction(node, reduction);
+  if (!st) st = lathe_attr_set_collective_groups_int(node, groups, total);
+  if (!st) st = lathe_attr_set_collective_group_sizes_int(node, group_sizes, n_groups);
   if (!st) st = lathe_node_set_outputs(node, sh, n);
   if (sh != shapes) free(sh);
   LATHE_RETURN_IF_ERROR(st);
   return lathe_node_commit_multi(node, out_values);
+}
+
+/* The common part of AllGather, ReduceScatter and AllToAll: a node of op on operand with its
+ * groups; *G is the group size counted over every process of a job (the processes are the
+ * outermost mesh axis, as for AllReduce). */
+static lathe_status_t group_node(const char *op, lathe_op kind, lathe_function_t fn, lathe_value_t operand,
+                                 const int *groups, const int *group_sizes, int n_groups, lathe_node **node, int64_t *G) {
+  LATHE_RETURN_IF_ERROR(lathe_check_fn(op, fn));
+  int m, total;
+  LATHE_RETURN_IF_ERROR(check_groups(op, fn, groups, group_sizes, n_groups, true, &m, &total));
+  LATHE_RETURN_IF_ERROR(lathe_node_new(fn, kind, &operand, 1, node));
+  const lathe_shape *s = &(*node)->in[0]->shape;
+  if (lathe_dtype_is_packed(s->dtype)) return LATHE_UNIMPL("%s: packed %s operands", op, lathe_dtype_name(s->dtype));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_collective_groups_int(*node, groups, total));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_collective_group_sizes_int(*node, group_sizes, n_groups));
+  *G = (int64_t)m * lathe_collective_processes();
+  (*node)->shape = *s;
+  return NULL;
+}
+
+/* Axis `axis` of s, which the op resizes: static, and (divide) a multiple of G. */
+static lathe_status_t check_sized_axis(const char *op, const char *what, const lathe_shape *s, int axis, int64_t G,
+                                       bool divide) {
+  LATHE_RETURN_IF_ERROR(lathe_check_axis(op, what, axis, s->rank));
+  if (s->dims[axis] < 0) return LATHE_UNIMPL("%s: %s %d has a dynamic size (\"%s\")", op, what, axis, s->axis_names[axis] ? s->axis_names[axis] : "?");
+  if (divide && s->dims[axis] % G)
+    return LATHE_INVALID("%s: %s %d has size %lld, which does not divide into %lld equal parts (the group size)", op, what,
+                         axis, (long long)s->dims[axis], (long long)G);
+  return NULL;
+}
+
+static void resize_axis(lathe_shape *s, int axis, int64_t size) {
+  s->dims[axis] = size;
+  s->axis_names[axis] = NULL; /* a new size: not the operand's named axis any more */
+}
+
+lathe_status_t lathe_all_gather(lathe_function_t fn, lathe_value_t operand, int axis, const int *groups,
+                                const int *group_sizes, int n_groups, lathe_value_t *out) {
+  const char *op = "AllGather";
+  lathe_node *n;
+  int64_t G;
+  LATHE_RETURN_IF_ERROR(group_node(op, LATHE_OP_ALL_GATHER, fn, operand, groups, group_sizes, n_groups, &n, &G));
+  LATHE_RETURN_IF_ERROR(check_sized_axis(op, "axis", &n->shape, axis, G, false));
+  resize_axis(&n->shape, axis, n->shape.dims[axis] * G);
+  LATHE_RETURN_IF_ERROR(lathe_check_shape_size(op, "result shape", &n->shape));
+  lathe_attr_set_collective_axis(n, axis);
+  return lathe_node_commit(n, out);
+}
+
+lathe_status_t lathe_reduce_scatter(lathe_function_t fn, lathe_value_t operand, int axis, lathe_op reduction,
+                                    const int *groups, const int *group_sizes, int n_groups, lathe_value_t *out) {
+  const char *op = "ReduceScatter";
+  LATHE_RETURN_IF_ERROR(check_reduction(op, reduction));
+  lathe_node *n;
+  int64_t G;
+  LATHE_RETURN_IF_ERROR(group_node(op, LATHE_OP_REDUCE_SCATTER, fn, operand, groups, group_sizes, n_groups, &n, &G));
+  LATHE_RETURN_IF_ERROR(check_reduced_dtype(op, reduction, n->shape.dtype, 0));
+  LATHE_RETURN_IF_ERROR(check_sized_axis(op, "axis", &n->shape, axis, G, true));
+  resize_axis(&n->shape, axis, n->shape.dims[axis] / G);
+  lathe_attr_set_collective_reduction(n, reduction);
+  lathe_attr_set_collective_axis(n, axis);
+  return lathe_node_commit(n, out);
+}
+
+lathe_status_t lathe_all_to_all(lathe_function_t fn, lathe_value_t operand, int split_axis, int concat_axis,
+                                const int *groups, const int *group_sizes, int n_groups, lathe_value_t *out) {
+  const char *op = "AllToAll";
+  lathe_node *n;
+  int64_t G;
+  LATHE_RETURN_IF_ERROR(group_node(op, LATHE_OP_ALL_TO_ALL, fn, operand, groups, group_sizes, n_groups, &n, &G));
+  LATHE_RETURN_IF_ERROR(check_sized_axis(op, "split axis", &n->shape, split_axis, G, true));
+  LATHE_RETURN_IF_ERROR(check_sized_axis(op, "concat axis", &n->shape, concat_axis, G, false));
+  resize_axis(&n->shape, split_axis, n->shape.dims[split_axis] / G);
+  resize_axis(&n->shape, concat_axis, n->shape.dims[concat_axis] * G);
+  lathe_attr_set_collective_axis(n, split_axis);
+  lathe_attr_set_collective_concat_axis(n, concat_axis);
+  return lathe_node_commit(n, out);
+}
+
+lathe_status_t lathe_collective_permute(lathe_function_t fn, lathe_value_t operand, const int *pairs, int n_pairs,
+                                        lathe_value_t *out) {
+  const char *op = "CollectivePermute";
+  LATHE_RETURN_IF_ERROR(lathe_check_fn(op, fn));
+  lathe_builder_t b = fn->builder;
+  if (b->distribution != LATHE_DIST_SPMD)
+    return LATHE_INVALID("%s: only in an SPMD program (lathe_builder_spmd first)", op);
+  if (n_pairs < 0 || (n_pairs > 0 && !pairs)) return LATHE_INVALID("%s: bad source-target pairs", op);
+  int replicas = b->n_replicas;
+  int8_t *used = calloc((size_t)replicas, 1); /* bit 0: a source, bit 1: a target */
+  if (!used) return LATHE_OOM(op);
+  lathe_status_t st = NULL;
+  for (int i = 0; i < n_pairs && !st; i++)
+    for (int k = 0; k < 2 && !st; k++) {
+      int r = pairs[2 * i + k];
+      if (r < 0 || r >= replicas)
+        st = LATHE_INVALID("%s: pair %d names %s replica %d, out of range [0, %d)", op, i, k ? "target" : "source", r, replicas);
+      else if (used[r] & (1 << k))
+        st = LATHE_INVALID("%s: replica %d is the %s of two pairs (pair %d is the second)", op, r, k ? "target" : "source", i);
+      else used[r] |= (int8_t)(1 << k);
+    }
+  free(used);
+  LATHE_RETURN_IF_ERROR(st);
+  lathe_node *n;
+  LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_COLLECTIVE_PERMUTE, &operand, 1, &n));
+  n->shape = n->in[0]->shape;
+  if (lathe_dtype_is_packed(n->shape.dtype)) return LATHE_UNIMPL("%s: packed %s operands", op, lathe_dtype_name(n->shape.dtype));
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_collective_pairs_int(n, pairs, 2 * n_pairs));
+  return lathe_node_commit(n, out);
 }

@@ -182,6 +182,13 @@ bool lathe_axis_name_known(const lathe_function *fn, const char *name);
 
 #include "attrs.h"
 
+/* Collectives (distribution.c). The members of replica r's group of collective n, in group order,
+ * into members (room for n_replicas); returns their count. */
+int lathe_collective_group(const lathe_node *n, int r, int n_replicas, int *members);
+/* The processes a collective's group spans (the job's, 1 outside a job): group sizes of the
+ * shape rules count them (docs/ARCHITECTURE.md "Collectives"). */
+int lathe_collective_processes(void);
+
 /* Control-flow facts every device lowers alike. Whether Sort node n's comparator is exactly a
  * strict comparison of its first two parameters (LessThan/GreaterThan, plain or TotalOrder), so
  * a device may run a plain key sort: sets the direction and whether NaNs and zeros follow

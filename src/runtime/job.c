@@ -1,6 +1,6 @@
 /* job.c -- the job this process belongs to: configuration from options and environment, joining
  * (process 0 runs the coordinator; every process connects, and all meet at a first barrier), and
- * AllReduce of host memory across the processes through Gloo (the plugin liblathe_gloo.so,
+ * collectives of host memory across the processes through Gloo (the plugin liblathe_gloo.so,
  * opened on the first collective: a job without CPU collectives never needs it). */
 #include <dlfcn.h>
 #include <pthread.h>
@@ -143,6 +143,8 @@ typedef struct gloo_api {
   int (*abi)(void);
   int (*connect)(const lathe_gloo_store *, const char *, const char *, int, int, int, lathe_gloo_context **, char *, size_t);
   int (*all_reduce)(lathe_gloo_context *, void *, size_t, size_t, lathe_gloo_reduce_fn, void *, uint32_t, char *, size_t);
+  int (*all_gather)(lathe_gloo_context *, const void *, void *, size_t, uint32_t, char *, size_t);
+  int (*all_to_all)(lathe_gloo_context *, const void *, void *, size_t, uint32_t, char *, size_t);
   void (*free)(lathe_gloo_context *);
 } gloo_api;
 
@@ -298,7 +300,7 @@ static void gloo_load(void) {
   void *h = dlopen(path ? path : "liblathe_gloo.so", RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     snprintf(gloo_error, sizeof gloo_error,
-             "AllReduce across processes needs lathe's Gloo plugin: %s (install Gloo: apt-get install libgloo-dev; build the "
+             "Collectives across processes need lathe's Gloo plugin: %s (install Gloo: apt-get install libgloo-dev; build the "
              "plugin: make build/liblathe_gloo.so; and put it on the library path or name it in LATHE_GLOO_LIBRARY)",
              dlerror());
     return;
@@ -306,9 +308,12 @@ static void gloo_load(void) {
   *(void **)&gloo.abi = dlsym(h, "lathe_gloo_abi");
   *(void **)&gloo.connect = dlsym(h, "lathe_gloo_connect");
   *(void **)&gloo.all_reduce = dlsym(h, "lathe_gloo_all_reduce");
+  *(void **)&gloo.all_gather = dlsym(h, "lathe_gloo_all_gather");
+  *(void **)&gloo.all_to_all = dlsym(h, "lathe_gloo_all_to_all");
   *(void **)&gloo.free = dlsym(h, "lathe_gloo_free");
-  if (!gloo.abi || !gloo.connect || !gloo.all_reduce || !gloo.free || gloo.abi() != LATHE_GLOO_ABI) {
-    snprintf(gloo_error, sizeof gloo_error, "AllReduce across processes: %s is not lathe's Gloo plugin of ABI %d (rebuild it)",
+  if (!gloo.abi || !gloo.connect || !gloo.all_reduce || !gloo.all_gather || !gloo.all_to_all || !gloo.free ||
+      gloo.abi() != LATHE_GLOO_ABI) {
+    snprintf(gloo_error, sizeof gloo_error, "Collectives across processes: %s is not lathe's Gloo plugin of ABI %d (rebuild it)",
              path ? path : "liblathe_gloo.so", LATHE_GLOO_ABI);
     memset(&gloo, 0, sizeof gloo);
   }
@@ -350,13 +355,16 @@ static lathe_status_t group_of(lathe_job *j, const char *name, gloo_group **out)
   }
   pthread_mutex_unlock(&j->mu);
   *out = g;
-  return g ? NULL : LATHE_OOM("AllReduce");
+  return g ? NULL : LATHE_OOM("collective across processes");
 }
 
-lathe_status_t lathe_job_all_reduce(lathe_job *j, const char *group, void *buf, size_t count, size_t elem_size,
-                                    lathe_job_reduce_fn fn, void *fn_ctx) {
+/* One Gloo operation of the collective named group: connects the group on first use, then runs
+ * run(ctx, arg, err) under the group's lock. A failure breaks the group for good (Gloo's context
+ * is unusable after one). */
+typedef int (*gloo_run_fn)(lathe_gloo_context *ctx, void *arg, char *err, size_t cap);
+static lathe_status_t gloo_op(lathe_job *j, const char *op, const char *group, gloo_run_fn run, void *arg) {
   pthread_once(&gloo_once, gloo_load);
-  if (!gloo.connect) return lathe_status_new(LATHE_STATUS_UNAVAILABLE, "%s", gloo_error);
+  if (!gloo.connect) return lathe_status_new(LATHE_STATUS_UNAVAILABLE, "%s: %s", op, gloo_error);
   gloo_group *g;
   LATHE_RETURN_IF_ERROR(group_of(j, group, &g));
   pthread_mutex_lock(&g->mu);
@@ -368,14 +376,51 @@ lathe_status_t lathe_job_all_reduce(lathe_job *j, const char *group, void *buf, 
     snprintf(prefix, sizeof prefix, "gloo/%s", group);
     lathe_gloo_store store = {j, store_set, store_get};
     if (gloo.connect(&store, prefix, j->local_host, j->cfg.process, j->cfg.processes, j->cfg.timeout_ms, &g->ctx, err, sizeof err))
-      st = lathe_status_new(LATHE_STATUS_UNAVAILABLE, "AllReduce across %d processes: connecting (Gloo): %s", j->cfg.processes, err);
+      st = lathe_status_new(LATHE_STATUS_UNAVAILABLE, "%s across %d processes: connecting (Gloo): %s", op, j->cfg.processes, err);
   }
-  if (!st && count && gloo.all_reduce(g->ctx, buf, count, elem_size, fn, fn_ctx, 0, err, sizeof err))
+  if (!st && run(g->ctx, arg, err, sizeof err))
     st = lathe_status_new(LATHE_STATUS_UNAVAILABLE,
-                          "AllReduce across %d processes failed (Gloo: %s): a process died, stopped answering within %d ms, or "
+                          "%s across %d processes failed (Gloo: %s): a process died, stopped answering within %d ms, or "
                           "ran a different collective",
-                          j->cfg.processes, err, j->cfg.timeout_ms);
+                          op, j->cfg.processes, err, j->cfg.timeout_ms);
   if (st && !g->broken) g->broken = lathe_status_new(lathe_status_code_of(st), "%s", lathe_status_message(st));
   pthread_mutex_unlock(&g->mu);
   return st;
+}
+
+typedef struct {
+  void *buf;
+  const void *in;
+  size_t count, elem_size;
+  lathe_job_reduce_fn fn;
+  void *fn_ctx;
+} gloo_args;
+
+static int run_all_reduce(lathe_gloo_context *ctx, void *arg, char *err, size_t cap) {
+  gloo_args *a = arg;
+  return a->count ? gloo.all_reduce(ctx, a->buf, a->count, a->elem_size, a->fn, a->fn_ctx, 0, err, cap) : 0;
+}
+static int run_all_gather(lathe_gloo_context *ctx, void *arg, char *err, size_t cap) {
+  gloo_args *a = arg;
+  return a->count ? gloo.all_gather(ctx, a->in, a->buf, a->count, 0, err, cap) : 0;
+}
+static int run_all_to_all(lathe_gloo_context *ctx, void *arg, char *err, size_t cap) {
+  gloo_args *a = arg;
+  return a->count ? gloo.all_to_all(ctx, a->in, a->buf, a->count, 0, err, cap) : 0;
+}
+
+lathe_status_t lathe_job_all_reduce(lathe_job *j, const char *group, void *buf, size_t count, size_t elem_size,
+                                    lathe_job_reduce_fn fn, void *fn_ctx) {
+  gloo_args a = {.buf = buf, .count = count, .elem_size = elem_size, .fn = fn, .fn_ctx = fn_ctx};
+  return gloo_op(j, "AllReduce", group, run_all_reduce, &a);
+}
+
+lathe_status_t lathe_job_all_gather(lathe_job *j, const char *op, const char *group, const void *in, void *out, size_t bytes) {
+  gloo_args a = {.buf = out, .in = in, .count = bytes};
+  return gloo_op(j, op, group, run_all_gather, &a);
+}
+
+lathe_status_t lathe_job_all_to_all(lathe_job *j, const char *op, const char *group, const void *in, void *out, size_t bytes) {
+  gloo_args a = {.buf = out, .in = in, .count = bytes};
+  return gloo_op(j, op, group, run_all_to_all, &a);
 }

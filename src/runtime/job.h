@@ -1,7 +1,7 @@
 /* job.h -- a job of several processes (docs/ARCHITECTURE.md "A job of several processes"): its
  * configuration (options and environment), the process-wide job a backend joins, the
- * coordinator (coordinator.c: a token-checked TCP key-value store run by process 0) and AllReduce
- * of host memory across the processes (Gloo, through the plugin liblathe_gloo.so). */
+ * coordinator (coordinator.c: a token-checked TCP key-value store run by process 0) and the
+ * collectives of host memory across the processes (Gloo, through the plugin liblathe_gloo.so). */
 #ifndef LATHE_JOB_H
 #define LATHE_JOB_H
 
@@ -57,6 +57,12 @@ lathe_status_t lathe_job_barrier(lathe_job *j, const char *name);
 typedef void (*lathe_job_reduce_fn)(void *ctx, void *c, const void *a, const void *b, size_t n);
 lathe_status_t lathe_job_all_reduce(lathe_job *j, const char *group, void *buf, size_t count, size_t elem_size,
                                     lathe_job_reduce_fn fn, void *fn_ctx);
+/* AllGather of bytes bytes from every process: out (processes * bytes) receives process q's in at
+ * q * bytes. in and out must not overlap. op names the collective in errors. */
+lathe_status_t lathe_job_all_gather(lathe_job *j, const char *op, const char *group, const void *in, void *out, size_t bytes);
+/* AllToAll: in and out hold processes chunks of bytes each; chunk q of in goes to process q, and
+ * chunk q of out comes from process q. in and out must not overlap. */
+lathe_status_t lathe_job_all_to_all(lathe_job *j, const char *op, const char *group, const void *in, void *out, size_t bytes);
 
 /* ---- the coordinator (coordinator.c) ---- */
 /* Wire format: a frame is a 4-byte big-endian length N (1..LATHE_COORD_MAX_FRAME) then N bytes:

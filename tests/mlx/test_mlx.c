@@ -105,6 +105,10 @@ TEST(mlx_configs_and_capabilities) {
     CHECK(!lathe_backend_supports_op(b, LATHE_OP_SELECT_AND_SCATTER_SUM, F32), "SelectAndScatterSum");
     CHECK(!lathe_backend_supports_op(b, LATHE_OP_FUSED_QUANTIZED_DENSE, F32), "FusedQuantizedDense");
     CHECK(!lathe_backend_supports_op(b, LATHE_OP_ALL_REDUCE, F32), "AllReduce");
+    CHECK(!lathe_backend_supports_op(b, LATHE_OP_ALL_GATHER, F32) && !lathe_backend_supports_op(b, LATHE_OP_REDUCE_SCATTER, F32) &&
+              !lathe_backend_supports_op(b, LATHE_OP_ALL_TO_ALL, F32) &&
+              !lathe_backend_supports_op(b, LATHE_OP_COLLECTIVE_PERMUTE, F32),
+          "the collectives (one device)");
     CHECK(!lathe_backend_supports_op(b, LATHE_OP_ADD, LATHE_DTYPE_COMPLEX128), "Add on Complex128");
     lathe_backend_free(b);
   }

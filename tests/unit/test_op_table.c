@@ -32,7 +32,11 @@ static bool old_cse_candidate(lathe_op op) {
     case LATHE_OP_CAPTURE:
     case LATHE_OP_OPTIMIZATION_BARRIER:
     case LATHE_OP_SCHEDULING_BARRIER:
-    case LATHE_OP_ALL_REDUCE: return false;
+    case LATHE_OP_ALL_REDUCE:
+    case LATHE_OP_ALL_GATHER:
+    case LATHE_OP_REDUCE_SCATTER:
+    case LATHE_OP_ALL_TO_ALL:
+    case LATHE_OP_COLLECTIVE_PERMUTE: return false;
     default: return true;
   }
 }
