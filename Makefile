@@ -51,7 +51,7 @@ TESTS := $(BUILD)/test_unit $(BUILD)/test_ops $(if $(MLX_SRC),$(BUILD)/test_mlx)
 ALLOC_TEST = $(BUILD)/alloc_fail
 EXAMPLES := $(BUILD)/mlp_train
 
-.PHONY: all lib test test-diff test-sanitize fuzz fuzz-link examples bench install clean cuda-abi-check
+.PHONY: all lib test test-diff test-sanitize fuzz examples bench install clean cuda-abi-check
 all: lib examples bench $(TESTS) $(ALLOC_TEST)
 GLOO_PLUGIN := $(if $(wildcard /usr/include/gloo/allreduce.h),$(BUILD)/liblathe_gloo.so)
 lib: $(BUILD)/liblathe.a $(BUILD)/liblathe.so $(BUILD)/lathe.pc $(GLOO_PLUGIN)
@@ -143,22 +143,25 @@ DIFF_CONFIGS := lathe:cpu,devices=2,async=late lathe:cpu,isa=baseline lathe:cpu,
 test-diff: $(BUILD)/test_diff
 	@set -e; for c in $(DIFF_CONFIGS); do echo "test_diff $$c"; $(BUILD)/test_diff $$c -n $(DIFF_N); done
 
-# The same suite under AddressSanitizer and UndefinedBehaviorSanitizer.
+# The same suites under AddressSanitizer and UndefinedBehaviorSanitizer, built by clang at -O2
+# with libFuzzer's coverage instrumentation (fuzzer-no-link): one build that checks clang's
+# warnings (-Werror) and its optimised code on every row, the sanitizers on every row, and is the
+# library the fuzz harness links (make fuzz). The instrumentation's hooks are no-ops in a test.
+SAN_CC ?= clang
+SAN_CXX ?= clang++
+SAN_OPT = -O2 -march=x86-64-v2 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
+SAN_MAKE = $(MAKE) CC=$(SAN_CC) CXX=$(SAN_CXX) BUILD=build-san OPT="$(SAN_OPT) -fsanitize=fuzzer-no-link" \
+  LDFLAGS="-fsanitize=address,undefined $(if $(MLX_SRC),-fsanitize-link-c++-runtime)" ALLOC_TEST=
 test-sanitize:
-	$(MAKE) BUILD=build-san OPT="-O1 -g -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined" \
-	  LDFLAGS="-fsanitize=address,undefined" ALLOC_TEST= test
+	$(SAN_MAKE) test
 
-# libFuzzer harness over the public C API (clang; libFuzzer ships in Debian's libclang-rt-*-dev):
-# the library instrumented for coverage, with ASan and UBSan. See README, "Developing".
-FUZZ_CC ?= clang
-FUZZ_OPT = -O1 -g -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer
-fuzz: build-fuzz/fuzz_api
-build-fuzz/fuzz_api: tests/fuzz/fuzz_api.c $(SRC) $(HDR)
-	$(MAKE) CC=$(FUZZ_CC) BUILD=build-fuzz OPT="$(FUZZ_OPT) -fsanitize=fuzzer-no-link" MLX_DIR= build-fuzz/liblathe.a
-	$(MAKE) --no-print-directory MLX_DIR= FUZZ_CC=$(FUZZ_CC) fuzz-link
-# (the harness exercises lathe's own engine: built without MLX)
-fuzz-link:
-	$(FUZZ_CC) $(CSTD) $(WARN) $(FUZZ_OPT) -fsanitize=fuzzer -Iinclude tests/fuzz/fuzz_api.c build-fuzz/liblathe.a $(LIBS) $(LDFLAGS) -o build-fuzz/fuzz_api
+# libFuzzer harness over the public C API (clang; libFuzzer ships in Debian's libclang-rt-*-dev),
+# linked with the sanitizer build's library. See README, "Developing".
+fuzz: build-san/fuzz_api
+build-san/fuzz_api: tests/fuzz/fuzz_api.c $(SRC) $(HDR) $(MLX_SRC)
+	$(SAN_MAKE) build-san/liblathe.a
+	$(SAN_CC) $(CSTD) $(WARN) $(SAN_OPT) -fsanitize=fuzzer -Iinclude tests/fuzz/fuzz_api.c build-san/liblathe.a $(LIBS) \
+	  $(if $(MLX_SRC),-fsanitize-link-c++-runtime) -o $@
 
 # Everything installed stands alone: nothing refers back to this tree (scripts/install-check.sh).
 install: lib
@@ -175,7 +178,7 @@ ifneq ($(MLX_SRC),)
 endif
 
 clean:
-	rm -rf build build-san build-clang build-fuzz
+	rm -rf build build-san
 
 # Where a CUDA SDK is installed: check src/cuda/cuda_api.h against NVIDIA's headers.
 CUDA_HOME ?= /usr/local/cuda

@@ -649,17 +649,24 @@ void tst_set_complex(void *d, lathe_dtype dt, int64_t i, double re, double im) {
   }
 }
 
+/* Doubles to integers as x86-64's conversions give them (out of range or NaN: the "integer
+ * indefinite" INT_MIN, then truncation to narrower types), written without C's undefined casts, so
+ * that the expected values are the same under every compiler and under UBSan. */
+static int64_t x86_i64(double v) { return v >= -0x1p63 && v < 0x1p63 ? (int64_t)v : INT64_MIN; }
+static int32_t x86_i32(double v) { return v > -0x1p31 - 1 && v < 0x1p31 ? (int32_t)v : INT32_MIN; }
+static uint64_t x86_u64(double v) { return v < 0x1p63 ? (uint64_t)x86_i64(v) : v < 0x1p64 ? (uint64_t)v : 0; }
+
 void tst_set(void *d, lathe_dtype dt, int64_t i, double v) {
   switch (dt) {
     case LATHE_DTYPE_BOOL: ((uint8_t *)d)[i] = v != 0; break;
-    case LATHE_DTYPE_INT8: ((int8_t *)d)[i] = (int8_t)v; break;
-    case LATHE_DTYPE_INT16: ((int16_t *)d)[i] = (int16_t)v; break;
-    case LATHE_DTYPE_INT32: ((int32_t *)d)[i] = (int32_t)v; break;
-    case LATHE_DTYPE_INT64: ((int64_t *)d)[i] = (int64_t)v; break;
-    case LATHE_DTYPE_UINT8: ((uint8_t *)d)[i] = (uint8_t)v; break;
-    case LATHE_DTYPE_UINT16: ((uint16_t *)d)[i] = (uint16_t)v; break;
-    case LATHE_DTYPE_UINT32: ((uint32_t *)d)[i] = (uint32_t)v; break;
-    case LATHE_DTYPE_UINT64: ((uint64_t *)d)[i] = (uint64_t)v; break;
+    case LATHE_DTYPE_INT8: ((int8_t *)d)[i] = (int8_t)x86_i32(v); break;
+    case LATHE_DTYPE_INT16: ((int16_t *)d)[i] = (int16_t)x86_i32(v); break;
+    case LATHE_DTYPE_INT32: ((int32_t *)d)[i] = x86_i32(v); break;
+    case LATHE_DTYPE_INT64: ((int64_t *)d)[i] = x86_i64(v); break;
+    case LATHE_DTYPE_UINT8: ((uint8_t *)d)[i] = (uint8_t)x86_i32(v); break;
+    case LATHE_DTYPE_UINT16: ((uint16_t *)d)[i] = (uint16_t)x86_i32(v); break;
+    case LATHE_DTYPE_UINT32: ((uint32_t *)d)[i] = (uint32_t)x86_i64(v); break;
+    case LATHE_DTYPE_UINT64: ((uint64_t *)d)[i] = x86_u64(v); break;
     case LATHE_DTYPE_FLOAT16: ((uint16_t *)d)[i] = lathe_f32_to_f16((float)v); break;
     case LATHE_DTYPE_BFLOAT16: ((uint16_t *)d)[i] = lathe_f32_to_bf16((float)v); break;
     case LATHE_DTYPE_FLOAT32: ((float *)d)[i] = (float)v; break;
@@ -671,7 +678,7 @@ void tst_set(void *d, lathe_dtype dt, int64_t i, double v) {
       uint8_t *p = d;
       int64_t bit = i * bits;
       unsigned mask = ((1u << bits) - 1) << (bit & 7);
-      p[bit >> 3] = (uint8_t)((p[bit >> 3] & ~mask) | (((unsigned)(int)v << (bit & 7)) & mask));
+      p[bit >> 3] = (uint8_t)((p[bit >> 3] & ~mask) | (((unsigned)x86_i32(v) << (bit & 7)) & mask));
     }
   }
 }

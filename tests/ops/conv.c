@@ -118,7 +118,7 @@ static void run_row(const conv_row *r, lathe_dtype dt) {
         if (!ok) continue;
         double xv = tst_get(xd, dt, tst_ravel(rank, r->in, xi)), kv = tst_get(kd, dt, tst_ravel(rank, r->ker, ki));
         acc += xv * kv;
-        iacc += (uint64_t)(int64_t)xv * (uint64_t)(int64_t)kv;
+        if (is_int) iacc += (uint64_t)(int64_t)xv * (uint64_t)(int64_t)kv; /* a float row's inf has no integer */
       }
     }
     tst_set(want, dt, e, is_int ? tst_wrap_value(dt, iacc) : acc);

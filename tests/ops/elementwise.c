@@ -395,8 +395,7 @@ static bool binary_ref(lathe_op op, lathe_dtype dt, rval x, rval y, rval *r) {
     bool s = is_sint(dt);
     int64_t a = x.i, b = y.i;
     uint64_t ua = (uint64_t)a & mask_of(dt), ub = (uint64_t)b & mask_of(dt);
-    int64_t minv = s ? (int64_t)(UINT64_C(1) << (bits - 1)) * -1 : 0;
-    if (bits == 64 && s) minv = INT64_MIN;
+    int64_t minv = s ? -(int64_t)((UINT64_C(1) << (bits - 1)) - 1) - 1 : 0; /* no overflow at 64 bits */
     switch (op) {
       case LATHE_OP_ADD: r->i = (int64_t)((uint64_t)a + (uint64_t)b); return true;
       case LATHE_OP_SUB: r->i = (int64_t)((uint64_t)a - (uint64_t)b); return true;
@@ -876,7 +875,9 @@ TEST(elementwise_convert_all_pairs) {
       lathe_shape s = TST_SHAPE(from, nv);
       void *src = tst_alloc_for(&s), *out = NULL;
       for (int i = 0; i < nv; i++) {
-        if (is_intlike(from)) tst_set_int(src, from, i, isfinite(vals[i]) ? (uint64_t)(int64_t)vals[i] : (uint64_t)i);
+        /* past int64's range: what x86's conversion gives (INT64_MIN), without C's undefined cast */
+        int64_t iv = fabs(vals[i]) < 0x1p63 ? (int64_t)vals[i] : INT64_MIN;
+        if (is_intlike(from)) tst_set_int(src, from, i, isfinite(vals[i]) ? (uint64_t)iv : (uint64_t)i);
         else tst_set_complex(src, from, i, vals[i], is_cplx(from) ? -vals[nv - 1 - i] / 2 : 0);
       }
       char label[80];
