@@ -238,6 +238,7 @@ static void program_options(void *ctx, lathe_program_options *opt) {
    * reduction kernels split each row across blocks instead) */
   opt->rows_lone = (int64_t)(cu->n_devices && cu->devs[0].sm_count > 0 ? cu->devs[0].sm_count : 80) * 8;
   opt->plan_memory = true;
+  opt->alias_reshape = true; /* lathe_cuda_copy skips the copy: a training step's Reshapes moved GBs */
   opt->alignment = 256; /* what cuBLASLt and vector loads like */
 }
 
