@@ -1,9 +1,13 @@
 /* testing.c -- the implementation of tests/testing.h (compiled into each test runner). */
 #include "testing.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "graph/graph.h"
 
@@ -1038,4 +1042,14 @@ lathe_builder_t tst_rows_graph(lathe_backend_t be, lathe_dtype dt, int which, in
     CHECK_OK(lathe_function_return(fn, &y, 1));
   }
   return b;
+}
+
+int tst_free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = 0};
+  socklen_t l = sizeof a;
+  int port = -1;
+  if (fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof a) && !getsockname(fd, (struct sockaddr *)&a, &l)) port = ntohs(a.sin_port);
+  if (fd >= 0) close(fd);
+  return port;
 }

@@ -153,6 +153,8 @@ void tst_expect_close(const char *label, const void *got, const void *want, lath
 /* Default tolerance for a dtype (exact for ints/bool, ~1e-5 f32, 1e-12 f64, 1e-2 f16/bf16). */
 double tst_tol(lathe_dtype dt);
 void *tst_alloc_for(const lathe_shape *s); /* calloc of the shape's byte size (at least 1 byte) */
+/* A TCP port on the loopback that was free a moment ago (-1 if none could be found). */
+int tst_free_port(void);
 
 /* Row-major coordinates: the number of elements of dims, the flat index of coordinates c, and the
  * coordinates of flat index i (size-0 axes give 0). */

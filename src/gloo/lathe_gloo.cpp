@@ -69,57 +69,6 @@ void run(const std::shared_ptr<gloo::Context> &ctx, void *buf, size_t count, lat
   gloo::allreduce(opts);
 }
 
-}  // namespace
-
-struct lathe_gloo_context {
-  std::shared_ptr<gloo::transport::Device> dev;
-  std::shared_ptr<gloo::rendezvous::Context> ctx;
-};
-
-extern "C" int lathe_gloo_abi(void) { return LATHE_GLOO_ABI; }
-
-extern "C" int lathe_gloo_connect(const lathe_gloo_store *store, const char *prefix, const char *host, int rank,
-                                  int size, int timeout_ms, lathe_gloo_context **out, char *err, size_t cap) {
-  *out = nullptr;
-  try {
-    std::unique_ptr<lathe_gloo_context> c(new lathe_gloo_context);
-    gloo::transport::tcp::attr attr(host);
-    c->dev = gloo::transport::tcp::CreateDevice(attr);
-    c->ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
-    c->ctx->setTimeout(std::chrono::milliseconds(timeout_ms));
-    CoordStore base(*store);
-    gloo::rendezvous::PrefixStore ps(prefix, base);
-    c->ctx->connectFullMesh(ps, c->dev);
-    *out = c.release();
-    return 0;
-  } catch (const std::exception &e) {
-    put(err, cap, e.what());
-  } catch (...) {
-    put(err, cap, "unknown exception from Gloo");
-  }
-  return 1;
-}
-
-extern "C" int lathe_gloo_all_reduce(lathe_gloo_context *c, void *buf, size_t count, size_t elem_size,
-                                     lathe_gloo_reduce_fn fn, void *fn_ctx, uint32_t tag, char *err, size_t cap) {
-  try {
-    switch (elem_size) {
-      case 1: run<1>(c->ctx, buf, count, fn, fn_ctx, tag); break;
-      case 2: run<2>(c->ctx, buf, count, fn, fn_ctx, tag); break;
-      case 4: run<4>(c->ctx, buf, count, fn, fn_ctx, tag); break;
-      case 8: run<8>(c->ctx, buf, count, fn, fn_ctx, tag); break;
-      case 16: run<16>(c->ctx, buf, count, fn, fn_ctx, tag); break;
-      default: put(err, cap, "element size " + std::to_string(elem_size) + " is not supported"); return 1;
-    }
-    return 0;
-  } catch (const std::exception &e) {
-    put(err, cap, e.what());
-  } catch (...) {
-    put(err, cap, "unknown exception from Gloo");
-  }
-  return 1;
-}
-
 // Gloo's exceptions become messages; f runs the operation.
 template <typename F>
 int guarded(char *err, size_t cap, F f) {
@@ -132,6 +81,48 @@ int guarded(char *err, size_t cap, F f) {
     put(err, cap, "unknown exception from Gloo");
   }
   return 1;
+}
+
+}  // namespace
+
+struct lathe_gloo_context {
+  std::shared_ptr<gloo::transport::Device> dev;
+  std::shared_ptr<gloo::rendezvous::Context> ctx;
+};
+
+extern "C" int lathe_gloo_abi(void) { return LATHE_GLOO_ABI; }
+
+extern "C" int lathe_gloo_connect(const lathe_gloo_store *store, const char *prefix, const char *host, int rank,
+                                  int size, int timeout_ms, lathe_gloo_context **out, char *err, size_t cap) {
+  *out = nullptr;
+  return guarded(err, cap, [&] {
+    std::unique_ptr<lathe_gloo_context> c(new lathe_gloo_context);
+    gloo::transport::tcp::attr attr(host);
+    c->dev = gloo::transport::tcp::CreateDevice(attr);
+    c->ctx = std::make_shared<gloo::rendezvous::Context>(rank, size);
+    c->ctx->setTimeout(std::chrono::milliseconds(timeout_ms));
+    CoordStore base(*store);
+    gloo::rendezvous::PrefixStore ps(prefix, base);
+    c->ctx->connectFullMesh(ps, c->dev);
+    *out = c.release();
+  });
+}
+
+extern "C" int lathe_gloo_all_reduce(lathe_gloo_context *c, void *buf, size_t count, size_t elem_size,
+                                     lathe_gloo_reduce_fn fn, void *fn_ctx, uint32_t tag, char *err, size_t cap) {
+  if (elem_size != 1 && elem_size != 2 && elem_size != 4 && elem_size != 8 && elem_size != 16) {
+    put(err, cap, "element size " + std::to_string(elem_size) + " is not supported");
+    return 1;
+  }
+  return guarded(err, cap, [&] {
+    switch (elem_size) {
+      case 1: run<1>(c->ctx, buf, count, fn, fn_ctx, tag); break;
+      case 2: run<2>(c->ctx, buf, count, fn, fn_ctx, tag); break;
+      case 4: run<4>(c->ctx, buf, count, fn, fn_ctx, tag); break;
+      case 8: run<8>(c->ctx, buf, count, fn, fn_ctx, tag); break;
+      default: run<16>(c->ctx, buf, count, fn, fn_ctx, tag); break;
+    }
+  });
 }
 
 extern "C" int lathe_gloo_all_gather(lathe_gloo_context *c, const void *in, void *out, size_t bytes, uint32_t tag,

@@ -3,9 +3,6 @@
  * element): dtypes, group layouts (every replica, both axes of a 2x2 mesh, singletons, groups
  * listed out of order), every axis; across the processes of a job (this binary run as two
  * processes, through the Gloo plugin); and the errors of bad groups, pairs, axes and sizes. */
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -377,16 +374,6 @@ TEST(collectives_job_child) {
   _exit(tst_failed ? 1 : 0);
 }
 
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = 0};
-  socklen_t l = sizeof a;
-  int port = -1;
-  if (fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof a) && !getsockname(fd, (struct sockaddr *)&a, &l)) port = ntohs(a.sin_port);
-  if (fd >= 0) close(fd);
-  return port;
-}
-
 TEST(collectives_across_processes) {
   if (getenv(child_var)) return;
   const char *plugin = getenv("LATHE_GLOO_LIBRARY");
@@ -396,7 +383,7 @@ TEST(collectives_across_processes) {
     if (access(path, R_OK)) SKIP("no Gloo plugin (apt-get install libgloo-dev; make build/liblathe_gloo.so; or set LATHE_GLOO_LIBRARY)");
     plugin = realpath(path, NULL);
   }
-  int port = free_port();
+  int port = tst_free_port();
   pid_t pid[2];
   for (int p = 0; p < 2; p++) {
     pid[p] = fork();

@@ -186,16 +186,6 @@ TEST(job_config) {
 
 /* ---- the coordinator on loopback ---- */
 
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK), .sin_port = 0};
-  socklen_t l = sizeof a;
-  int port = -1;
-  if (fd >= 0 && !bind(fd, (struct sockaddr *)&a, sizeof a) && !getsockname(fd, (struct sockaddr *)&a, &l)) port = ntohs(a.sin_port);
-  if (fd >= 0) close(fd);
-  return port;
-}
-
 typedef struct {
   const char *addr, *token;
   int process, processes, timeout_ms;
@@ -229,7 +219,7 @@ static void *join_main(void *arg) {
   return NULL;
 }
 
-static void addr_of(char *addr, size_t cap) { snprintf(addr, cap, "127.0.0.1:%d", free_port()); }
+static void addr_of(char *addr, size_t cap) { snprintf(addr, cap, "127.0.0.1:%d", tst_free_port()); }
 
 TEST(job_coordinator_join) {
   char addr[64];
@@ -358,7 +348,7 @@ TEST(job_coordinator_faults) {
  * comes), and the process can still make plain backends. */
 TEST(job_backend_alone) {
   char cfg[160];
-  snprintf(cfg, sizeof cfg, "lathe:cpu,coordinator=127.0.0.1:%d,processes=2,process=0,token=t,timeout=0.5", free_port());
+  snprintf(cfg, sizeof cfg, "lathe:cpu,coordinator=127.0.0.1:%d,processes=2,process=0,token=t,timeout=0.5", tst_free_port());
   lathe_backend_t b = NULL;
   double t0 = seconds();
   CHECK_ERR(lathe_backend_new(cfg, &b), UNAVAILABLE, "barrier \"lathe/joined\" timed out");
@@ -431,7 +421,7 @@ static void check_no_secret(const char *cfg, const char *secret) {
 TEST(job_token_redacted) {
   const char *secret = "S3cr3tT0ken";
   char cfg[600], big[300];
-  int port = free_port();
+  int port = tst_free_port();
   /* joins that fail: nobody else comes (process 0), nobody listens (process 1) */
   snprintf(cfg, sizeof cfg, "lathe:cpu,coordinator=127.0.0.1:%d,processes=2,process=0,token=%s,timeout=0.3", port, secret);
   lathe_backend_t b = NULL;
