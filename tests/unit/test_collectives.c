@@ -3,6 +3,7 @@
  * element): dtypes, group layouts (every replica, both axes of a 2x2 mesh, singletons, groups
  * listed out of order), every axis; across the processes of a job (this binary run as two
  * processes, through the Gloo plugin); and the errors of bad groups, pairs, axes and sizes. */
+#include <limits.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -377,11 +378,11 @@ TEST(collectives_job_child) {
 TEST(collectives_across_processes) {
   if (getenv(child_var)) return;
   const char *plugin = getenv("LATHE_GLOO_LIBRARY");
-  char path[512];
+  char path[512], abs_path[PATH_MAX];
   if (!plugin) {
     snprintf(path, sizeof path, "build/liblathe_gloo.so");
     if (access(path, R_OK)) SKIP("no Gloo plugin (apt-get install libgloo-dev; make build/liblathe_gloo.so; or set LATHE_GLOO_LIBRARY)");
-    plugin = realpath(path, NULL);
+    plugin = realpath(path, abs_path);
   }
   int port = tst_free_port();
   pid_t pid[2];

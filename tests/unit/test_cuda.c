@@ -2,8 +2,12 @@
  * plain "lathe" falling back to the CPU, and every kernel source of every CUDA family compiled
  * by NVRTC for Hopper (sm_90) and Ampere (sm_80) -- NVRTC needs no GPU, so a code generation
  * error is caught here (LATHE_NVRTC_LIBRARY names libnvrtc.so when it is not on the library
- * path; scripts/test.sh installs it from the nvidia-cuda-nvrtc wheel). */
+ * path; scripts/test.sh installs it from the nvidia-cuda-nvrtc wheel). With LATHE_TEST_NVRTC=0 the
+ * kernel texts are still made, but not compiled: NVRTC inside a sanitizer's process takes many
+ * minutes and the gcc run compiles them already. */
 #include <dirent.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <elf.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -38,33 +42,84 @@ typedef struct {
   int compiled, cc;
 } compile_ctx;
 
-static void compile_one(void *vctx, const char *label, const char *source) {
+/* NVRTC for these tests: lathe_cuda_load_nvrtc, unless LATHE_TEST_NVRTC=0 leaves it out. */
+static lathe_status_t test_nvrtc(const lcu_api **api) {
+  const char *e = getenv("LATHE_TEST_NVRTC");
+  if (e && !strcmp(e, "0")) return lathe_status_new(LATHE_STATUS_UNAVAILABLE, "NVRTC left out (LATHE_TEST_NVRTC=0)");
+  return lathe_cuda_load_nvrtc(api);
+}
+
+/* Without NVRTC: the texts are made (their generators run) and must not be empty. */
+static void make_one(void *vctx, const char *label, const char *source) {
   compile_ctx *c = vctx;
-  void *cubin = NULL;
-  size_t size = 0;
-  lathe_status_t st = lathe_cuda_compile_source(source, c->cc, &cubin, &size);
-  CHECK(st == NULL && size > 0, "NVRTC sm_%d: %s: %s", c->cc, label, lathe_status_message(st));
-  lathe_status_free(st);
-  free(cubin);
+  CHECK(source && *source, "%s: an empty kernel text", label);
   c->compiled++;
+}
+
+/* Every kernel text, copied out of lathe_cuda_each_source, then compiled for each architecture by
+ * as many threads as there are cores (NVRTC compiles programs concurrently; it is most of this
+ * test's time). */
+typedef struct {
+  char **label, **text;
+  int n, cap;
+  int ccs[2];
+  _Atomic int next;
+  lathe_status_t *st; /* per (text, architecture) */
+} compile_jobs;
+
+static void collect_one(void *vctx, const char *label, const char *source) {
+  compile_jobs *j = vctx;
+  if (j->n == j->cap) {
+    j->cap = j->cap ? 2 * j->cap : 256;
+    j->label = realloc(j->label, sizeof(char *) * (size_t)j->cap);
+    j->text = realloc(j->text, sizeof(char *) * (size_t)j->cap);
+  }
+  j->label[j->n] = strdup(label), j->text[j->n] = strdup(source);
+  j->n++;
+}
+
+static void *compile_worker(void *arg) {
+  compile_jobs *j = arg;
+  for (int k; (k = atomic_fetch_add(&j->next, 1)) < 2 * j->n;) {
+    void *cubin = NULL;
+    size_t size = 0;
+    j->st[k] = lathe_cuda_compile_source(j->text[k / 2], j->ccs[k % 2], &cubin, &size);
+    if (!j->st[k] && !size) j->st[k] = lathe_status_new(LATHE_STATUS_INTERNAL, "an empty cubin");
+    free(cubin);
+  }
+  return NULL;
 }
 
 TEST(cuda_kernels_compile_with_nvrtc) {
   const lcu_api *api;
-  lathe_status_t st = lathe_cuda_load_nvrtc(&api);
+  lathe_status_t st = test_nvrtc(&api);
   if (st) {
     char why[512];
     snprintf(why, sizeof why, "%s", lathe_status_message(st));
     lathe_status_free(st);
-    SKIP("no NVRTC: %s", why);
+    compile_ctx c = {0, 90};
+    lathe_cuda_each_source(make_one, &c);
+    SKIP("no NVRTC (%d kernel texts made, not compiled): %s", c.compiled, why);
   }
-  int ccs[] = {90, 80};
-  for (int i = 0; i < 2; i++) {
-    compile_ctx c = {0, ccs[i]};
-    lathe_cuda_each_source(compile_one, &c);
-    printf("note: NVRTC compiled %d kernel sources for sm_%d\n", c.compiled, ccs[i]);
-    CHECK(c.compiled > 0, "some sources");
+  compile_jobs j = {.ccs = {90, 80}};
+  lathe_cuda_each_source(collect_one, &j);
+  j.st = calloc((size_t)(2 * j.n + 1), sizeof *j.st);
+  enum { MAX_THREADS = 8 };
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  int nt = cores < 1 ? 1 : cores > MAX_THREADS ? MAX_THREADS : (int)cores;
+  pthread_t t[MAX_THREADS];
+  for (int i = 0; i < nt; i++) CHECK(pthread_create(&t[i], NULL, compile_worker, &j) == 0, "thread %d", i);
+  for (int i = 0; i < nt; i++) pthread_join(t[i], NULL);
+  int ok[2] = {0, 0};
+  for (int k = 0; k < 2 * j.n; k++) {
+    CHECK(!j.st[k], "NVRTC sm_%d: %s: %s", j.ccs[k % 2], j.label[k / 2], lathe_status_message(j.st[k]));
+    ok[k % 2] += !j.st[k];
+    lathe_status_free(j.st[k]);
   }
+  for (int i = 0; i < 2; i++) printf("note: NVRTC compiled %d kernel sources for sm_%d (%d threads)\n", ok[i], j.ccs[i], nt);
+  CHECK(j.n > 0, "some sources");
+  for (int k = 0; k < j.n; k++) free(j.label[k]), free(j.text[k]);
+  free(j.label), free(j.text), free(j.st);
   /* a broken source gives NVRTC's log in the error */
   void *cubin = NULL;
   size_t size = 0;
@@ -79,7 +134,7 @@ TEST(cuda_kernels_compile_with_nvrtc) {
  * to 1024 threads). Their values are checked on a GPU by the conformance run (tests/ops). */
 TEST(cuda_rows_kernels_compile) {
   const lcu_api *api;
-  lathe_status_t st = lathe_cuda_load_nvrtc(&api);
+  lathe_status_t st = test_nvrtc(&api);
   bool nvrtc = st == NULL;
   lathe_status_free(st);
   lathe_dtype dts[] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_FLOAT64};
@@ -139,7 +194,7 @@ static void where_compile(const char *label, lathe_cuda_ewk *k, bool nvrtc, int 
 
 TEST(cuda_where_broadcast_kernels_compile) {
   const lcu_api *api;
-  lathe_status_t st = lathe_cuda_load_nvrtc(&api);
+  lathe_status_t st = test_nvrtc(&api);
   bool nvrtc = st == NULL;
   lathe_status_free(st);
   lathe_cuda cu;
@@ -314,7 +369,7 @@ TEST(cuda_kernels_batch) {
     distinct += !seen;
   }
   const lcu_api *api;
-  lathe_status_t st = lathe_cuda_load_nvrtc(&api);
+  lathe_status_t st = test_nvrtc(&api);
   if (st) {
     lathe_status_free(st);
     for (int i = 0; i < nk; i++) lathe_cuda_ewk_free(ks[i]);
@@ -431,7 +486,7 @@ static void batch_round(cuda_dev *dev, const char *dir, int n, const char *const
  * compiled member by member, the error naming the broken one; every module unloaded once. */
 TEST(cuda_kernels_batch_cache) {
   const lcu_api *nv;
-  lathe_status_t st = lathe_cuda_load_nvrtc(&nv);
+  lathe_status_t st = test_nvrtc(&nv);
   if (st) {
     lathe_status_free(st);
     SKIP("no NVRTC");
