@@ -153,13 +153,13 @@ SAN_OPT = -O2 -march=x86-64-v2 -g -fsanitize=address,undefined -fno-sanitize-rec
 SAN_MAKE = $(MAKE) CC=$(SAN_CC) CXX=$(SAN_CXX) BUILD=build-san OPT="$(SAN_OPT) -fsanitize=fuzzer-no-link" \
   LDFLAGS="-fsanitize=address,undefined $(if $(MLX_SRC),-fsanitize-link-c++-runtime)" ALLOC_TEST=
 test-sanitize:
-	$(SAN_MAKE) test
+	+$(SAN_MAKE) test
 
 # libFuzzer harness over the public C API (clang; libFuzzer ships in Debian's libclang-rt-*-dev),
 # linked with the sanitizer build's library. See README, "Developing".
 fuzz: build-san/fuzz_api
 build-san/fuzz_api: tests/fuzz/fuzz_api.c $(SRC) $(HDR) $(MLX_SRC)
-	$(SAN_MAKE) build-san/liblathe.a
+	+$(SAN_MAKE) build-san/liblathe.a
 	$(SAN_CC) $(CSTD) $(WARN) $(SAN_OPT) -fsanitize=fuzzer -Iinclude tests/fuzz/fuzz_api.c build-san/liblathe.a $(LIBS) \
 	  $(if $(MLX_SRC),-fsanitize-link-c++-runtime) -o $@
 

@@ -94,7 +94,10 @@ static void run_chunk(lathe_pool *p, job *j, int64_t c) {
   } else {
     j->fn(j->ctx, b, e);
   }
-  if (atomic_fetch_add(&j->done, 1) + 1 == j->nchunks) {
+  /* nchunks is read before the increment: the last increment lets the poster return, and j lives
+   * on the poster's stack */
+  int64_t nchunks = j->nchunks;
+  if (atomic_fetch_add(&j->done, 1) + 1 == nchunks) {
     pthread_mutex_lock(&p->mu);
     pthread_cond_broadcast(&p->done_cv);
     pthread_mutex_unlock(&p->mu);
