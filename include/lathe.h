@@ -182,8 +182,8 @@ typedef struct lathe_memory_stats {
   bool process_wide;
 } lathe_memory_stats;
 /* lathe:cuda counts its caching allocator (per GPU; sizes rounded up to the allocator's size
- * classes). UNIMPLEMENTED on a device without counters (mlx for now); INVALID_ARGUMENT for a
- * bad ordinal. */
+ * classes); mlx reads MLX's allocator (the process's arrays: process_wide; n_allocs 0, MLX keeps
+ * no count). UNIMPLEMENTED on a device without counters; INVALID_ARGUMENT for a bad ordinal. */
 lathe_status_t lathe_backend_memory_stats(lathe_backend_t backend, int device, lathe_memory_stats *out_stats);
 /* Starts peak_bytes again from current_bytes (for measuring one phase). */
 lathe_status_t lathe_backend_memory_reset_peak(lathe_backend_t backend, int device);

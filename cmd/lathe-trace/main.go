@@ -94,12 +94,24 @@ type report struct {
 	TransferBytes   float64
 	TransferUs      float64
 	PeakBytes       float64
+	GPU             bool // the steps' times are the GPU's
+	GPURuns         int  // executions (or CUDA graph replays) timed on the GPU
+	GPURunUs        float64
 }
 
 func summarize(events []event) report {
 	var rep report
 	byName := map[string]*row{}
 	byFamily := map[string]*row{}
+	// lathe:cuda writes each step twice: the host's launch ("step") and the GPU's run of it
+	// ("gpu step"); where the GPU's are there, they are the steps' time.
+	stepCat := "step"
+	for _, e := range events {
+		if e.Cat == "gpu step" {
+			stepCat, rep.GPU = "gpu step", true
+			break
+		}
+	}
 	for _, e := range events {
 		switch {
 		case e.Ph == "C" && e.Name == "memory peak":
@@ -107,7 +119,7 @@ func summarize(events []event) report {
 				rep.PeakBytes = v
 			}
 		case e.Ph != "X":
-		case e.Cat == "step":
+		case e.Cat == stepCat:
 			family, _ := e.Args["kind"].(string)
 			if byName[e.Name] == nil {
 				byName[e.Name] = &row{Name: e.Name, Family: family}
@@ -117,10 +129,15 @@ func summarize(events []event) report {
 			}
 			byName[e.Name].add(e)
 			byFamily[family].add(e)
-			rep.StepUs += e.Dur
+			if family != "CONTROL" { // a While, If or Call: its body's steps are counted already
+				rep.StepUs += e.Dur
+			}
 		case e.Cat == "run":
 			rep.Runs++
 			rep.RunUs += e.Dur
+		case e.Cat == "gpu":
+			rep.GPURuns++
+			rep.GPURunUs += e.Dur
 		case e.Cat == "compile" && e.Name == "compile":
 			rep.Compiles++
 			rep.CompileUs += e.Dur
@@ -158,6 +175,14 @@ func share(part, whole float64) float64 {
 	return 100 * part / whole
 }
 
+// shareOf is a row's share of the steps' time; a control op's ("-") contains its body's steps.
+func shareOf(r *row, whole float64) string {
+	if r.Family == "CONTROL" {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%%", share(r.TotalUs, whole))
+}
+
 func rate(r *row) string {
 	if !elementwise(r.Family) || r.BytesUs <= 0 {
 		return "-"
@@ -178,7 +203,14 @@ func printReport(w io.Writer, rep report, top int) {
 	if rep.PeakBytes > 0 {
 		fmt.Fprintf(w, "peak device memory: %.0f bytes\n", rep.PeakBytes)
 	}
-	fmt.Fprintf(w, "steps: %.1f µs in all\n\n", rep.StepUs)
+	if rep.GPURuns > 0 {
+		fmt.Fprintf(w, "on the GPU: %d execution(s), %.1f µs in all\n", rep.GPURuns, rep.GPURunUs)
+	}
+	if rep.GPU {
+		fmt.Fprintf(w, "steps (GPU time): %.1f µs in all\n\n", rep.StepUs)
+	} else {
+		fmt.Fprintf(w, "steps: %.1f µs in all\n\n", rep.StepUs)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "total µs\tshare\tcount\tmean µs\telementwise rate\t step\t")
 	for i, r := range rep.Steps {
@@ -186,13 +218,13 @@ func printReport(w io.Writer, rep report, top int) {
 			fmt.Fprintf(tw, "\t\t\t\t\t (%d more)\t\n", len(rep.Steps)-top)
 			break
 		}
-		fmt.Fprintf(tw, "%.1f\t%.1f%%\t%d\t%.2f\t%s\t %s [%s]\t\n", r.TotalUs, share(r.TotalUs, rep.StepUs), r.Count,
+		fmt.Fprintf(tw, "%.1f\t%s\t%d\t%.2f\t%s\t %s [%s]\t\n", r.TotalUs, shareOf(r, rep.StepUs), r.Count,
 			r.TotalUs/float64(r.Count), rate(r), r.Name, r.Family)
 	}
 	fmt.Fprintln(tw, "\t\t\t\t\t\t")
 	fmt.Fprintln(tw, "total µs\tshare\tcount\tmean µs\telementwise rate\t family\t")
 	for _, r := range rep.Families {
-		fmt.Fprintf(tw, "%.1f\t%.1f%%\t%d\t%.2f\t%s\t %s\t\n", r.TotalUs, share(r.TotalUs, rep.StepUs), r.Count,
+		fmt.Fprintf(tw, "%.1f\t%s\t%d\t%.2f\t%s\t %s\t\n", r.TotalUs, shareOf(r, rep.StepUs), r.Count,
 			r.TotalUs/float64(r.Count), rate(r), r.Name)
 	}
 	tw.Flush()

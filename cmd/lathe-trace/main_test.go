@@ -2,6 +2,9 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
+	"io"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -63,5 +66,55 @@ func TestTruncated(t *testing.T) {
 	}
 	if _, err := load([]byte("not json")); err == nil {
 		t.Error("no error for a file that is not a trace")
+	}
+}
+
+// testdata/while-cuda.json.gz is a real trace from an H200: the conformance rows of
+// while_fibonacci_and_tensor_state on lathe:cuda (LATHE_TRACE=... build/test_ops -b lathe:cuda
+// while_fibonacci_and_tensor_state), each row run on lathe:cuda and on lathe:cpu, the reference.
+// Its steps' times are the GPU's, and the While contains its body's steps.
+func TestGPUSummary(t *testing.T) {
+	f, err := os.Open("testdata/while-cuda.json.gz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	zr, err := gzip.NewReader(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := load(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep := summarize(events)
+	if !rep.GPU || rep.GPURuns != 4 || rep.Runs != 8 {
+		t.Fatalf("GPU steps %v, GPU runs %d, runs %d; want true, 4, 8", rep.GPU, rep.GPURuns, rep.Runs)
+	}
+	var control, leaves float64
+	for _, r := range rep.Steps {
+		if r.Family == "CONTROL" {
+			control += r.TotalUs
+			if s := shareOf(r, rep.StepUs); s != "-" {
+				t.Errorf("a While's share is %q, want -", s)
+			}
+		} else {
+			leaves += r.TotalUs
+		}
+	}
+	if control == 0 || leaves > control || math.Abs(rep.StepUs-leaves) > 1e-6*leaves {
+		t.Errorf("While %.1f µs should contain its body's steps (%.1f µs), and the total (%.1f) count only those",
+			control, leaves, rep.StepUs)
+	}
+	var out bytes.Buffer
+	printReport(&out, rep, 5)
+	for _, want := range []string{"on the GPU: 4 execution(s)", "steps (GPU time)", "While [CONTROL]"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
 	}
 }

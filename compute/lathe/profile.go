@@ -9,7 +9,8 @@ import "C"
 // tests/unit/test_cuda.c.
 
 // MemoryStats are the device-memory counters of one device, in bytes. On lathe:cpu host memory
-// is one pool for the whole process, so they are the process's (ProcessWide).
+// is one pool for the whole process, and on mlx MLX's allocator serves every array of the
+// process, so they are the process's (ProcessWide).
 type MemoryStats struct {
 	Current, Peak, Cached, Allocs int64
 	ProcessWide                   bool
@@ -26,8 +27,8 @@ func (b *Backend) TraceFlush() error {
 	return toError(C.lathe_backend_trace_flush(c))
 }
 
-// MemoryStats reads the counters of device (on lathe:cuda, its GPU's caching allocator); mlx
-// returns compute.ErrNotImplemented for now.
+// MemoryStats reads the counters of device (on lathe:cuda, its GPU's caching allocator; on mlx,
+// MLX's allocator, which keeps no count of allocations: Allocs is 0).
 func (b *Backend) MemoryStats(device int) (MemoryStats, error) {
 	c, done, err := b.use("MemoryStats")
 	if err != nil {

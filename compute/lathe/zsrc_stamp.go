@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "9fff3031cee527e4f1a1a3540a7f3b88"
+const engineSourcesHash = "45ab3e5f7edbe959656b63ab19924594"

@@ -18,6 +18,8 @@ struct lathe_trace {
   bool first;     /* no event written yet */
   bool tail;      /* the tail is on disk at the end of the file (the next event overwrites it) */
   bool failed;    /* a write failed: flush reports it */
+  int named[64];  /* tracks that are not threads (lathe_trace_complete_on), named already */
+  int n_named;
   struct lathe_trace *next; /* the registry */
 };
 
@@ -58,6 +60,7 @@ static lathe_status_t open_file(lathe_trace *t, const char *option, bool fresh) 
   }
   if (!(t->f = fopen(t->path, "w"))) return LATHE_INVALID("%s: cannot write \"%s\": %s", option, t->path, strerror(errno));
   t->first = true;
+  t->n_named = 0;
   t->tail = t->failed = false;
   if (fputs("{\"displayTimeUnit\":\"ns\",\"traceEvents\":[", t->f) < 0) t->failed = true;
   return NULL;
@@ -112,6 +115,20 @@ static void begin_event(lathe_trace *t) {
   t->first = false;
 }
 
+/* With mu held: the first event of a track that is not a thread names it (a metadata event). */
+static void name_track(lathe_trace *t, int track, const char *track_name) {
+  for (int i = 0; i < t->n_named; i++)
+    if (t->named[i] == track) return;
+  if (t->n_named < (int)(sizeof t->named / sizeof t->named[0])) t->named[t->n_named++] = track;
+  char nm[128];
+  size_t a = 0;
+  lathe_json_escape(nm, sizeof nm, &a, track_name);
+  begin_event(t);
+  if (fprintf(t->f, "{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":%d,\"tid\":%d,\"args\":{\"name\":\"%s\"}}", t->pid,
+              track, nm) < 0)
+    t->failed = true;
+}
+
 static void put_tail(lathe_trace *t) {
   if (t->tail) return;
   if (fputs(TAIL, t->f) < 0) t->failed = true;
@@ -161,13 +178,14 @@ char *lathe_json_escape(char *buf, size_t cap, size_t *at, const char *s) {
   return buf;
 }
 
-void lathe_trace_complete(lathe_trace *t, const char *name, const char *cat, int64_t t0, int64_t t1, const char *args) {
+static void complete(lathe_trace *t, int th, const char *track_name, const char *name, const char *cat, int64_t t0,
+                     int64_t t1, const char *args) {
   char nm[256], ct[64];
   size_t a = 0, b = 0;
   lathe_json_escape(nm, sizeof nm, &a, name);
   lathe_json_escape(ct, sizeof ct, &b, cat);
-  int th = tid();
   pthread_mutex_lock(&t->mu);
+  if (track_name) name_track(t, th, track_name);
   begin_event(t);
   /* microseconds with nanosecond decimals: Perfetto and chrome://tracing read fractions */
   int64_t ts = t0 > t_zero ? t0 - t_zero : 0, dur = t1 > t0 ? t1 - t0 : 0;
@@ -178,6 +196,15 @@ void lathe_trace_complete(lathe_trace *t, const char *name, const char *cat, int
   if (args && *args) fprintf(t->f, ",\"args\":{%s}", args);
   if (fputc('}', t->f) == EOF) t->failed = true;
   pthread_mutex_unlock(&t->mu);
+}
+
+void lathe_trace_complete(lathe_trace *t, const char *name, const char *cat, int64_t t0, int64_t t1, const char *args) {
+  complete(t, tid(), NULL, name, cat, t0, t1, args);
+}
+
+void lathe_trace_complete_on(lathe_trace *t, int track, const char *track_name, const char *name, const char *cat,
+                             int64_t t0, int64_t t1, const char *args) {
+  complete(t, track, track_name, name, cat, t0, t1, args);
 }
 
 void lathe_trace_counter(lathe_trace *t, const char *name, int64_t ts, const char *series, int64_t value) {

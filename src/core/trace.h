@@ -26,6 +26,11 @@ int64_t lathe_trace_now(void);
 /* A complete event [t0, t1) (ns of lathe_trace_now) on the calling thread. name and cat are
  * escaped; args: the members of the "args" object as JSON text ("\"k\":1,\"s\":\"x\"") or NULL. */
 void lathe_trace_complete(lathe_trace *t, const char *name, const char *cat, int64_t t0, int64_t t1, const char *args);
+/* The same on a track that is not a thread (a GPU's stream): track is its id (distinct from the
+ * small thread numbers: LATHE_TRACE_TRACK_BASE and up), track_name its label, written once. */
+enum { LATHE_TRACE_TRACK_BASE = 1000 };
+void lathe_trace_complete_on(lathe_trace *t, int track, const char *track_name, const char *name, const char *cat,
+                             int64_t t0, int64_t t1, const char *args);
 /* A counter event: series name = value at ts (ns). */
 void lathe_trace_counter(lathe_trace *t, const char *name, int64_t ts, const char *series, int64_t value);
 

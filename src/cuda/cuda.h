@@ -105,6 +105,7 @@ typedef struct lathe_cuda {
   bool fuse;
   bool rows;  /* ROWS regions (the option rows=0|1) */
   bool flash; /* attention by the streaming kernels where they apply (option flash=0|1; attention.c) */
+  bool trace_graphs; /* while tracing, CUDA graphs still replay (option trace_graphs=1; src/exec/xtrace.c) */
   bool cudnn; /* convolutions may use cuDNN (option cudnn=1, the default) */
   bool dense_vjp; /* FusedDenseVJP advertised (option dense_vjp=1; off by default) */
   int graph_after; /* a plan becomes a CUDA graph at its graph_after-th run on a GPU (option graphs; 0: never) */
@@ -262,6 +263,9 @@ lathe_status_t lathe_cuda_read(lathe_cuda_exec *ex, const lathe_tensor *t, void 
 
 lathe_status_t lathe_cuda_compile(void *ctx, const lathe_program *program, lathe_plan **out);
 void lathe_cuda_plan_free(void *ctx, lathe_plan *plan);
+void lathe_cuda_dump_plan(void *ctx, const lathe_plan *plan, FILE *f);
+/* While dumping (option dump=): the directory where run-time choices are noted, else NULL. */
+const char *lathe_cuda_exec_dump_dir(const lathe_cuda_exec *ex);
 /* The device's execute: a launch with a group (an SPMD replica) goes to its device's worker
  * thread (spmd.c), any other runs lathe_cuda_execute_now on the calling thread. */
 lathe_status_t lathe_cuda_execute(void *ctx, lathe_plan *plan, const lathe_launch *launch);

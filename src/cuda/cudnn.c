@@ -539,6 +539,30 @@ static lathe_status_t g_execute(void *arg) {
   return stage_out(g->ex, g->c, &g->r->c, cp);
 }
 
+/* While dumping: a convolution's measured choice (the first time its configuration is seen). */
+static void note_choice(lathe_cuda_exec *ex, const lt_conv_desc *c, const cudnn_choice *got, float best_ms, float own_ms) {
+  char what[256];
+  size_t at = 0;
+  lathe_bufprintf(what, sizeof what, &at, "cuDNN %s ConvGeneral x[", lathe_dtype_name(c->dt));
+  for (int a = 0; a < c->x.nd; a++) lathe_bufprintf(what, sizeof what, &at, "%s%lld", a ? "," : "", (long long)c->x.dim[a]);
+  lathe_bufprintf(what, sizeof what, &at, "] w[");
+  for (int a = 0; a < c->w.nd; a++) lathe_bufprintf(what, sizeof what, &at, "%s%lld", a ? "," : "", (long long)c->w.dim[a]);
+  lathe_bufprintf(what, sizeof what, &at, "] y[");
+  for (int a = 0; a < c->y.nd; a++) lathe_bufprintf(what, sizeof what, &at, "%s%lld", a ? "," : "", (long long)c->y.dim[a]);
+  lathe_bufprintf(what, sizeof what, &at, "]");
+  const char *dir = lathe_cuda_exec_dump_dir(ex), *way = got->way == WAY_FWD ? "as a forward convolution" : "as a kernel gradient";
+  if (got->way == WAY_OWN && own_ms < 0)
+    lathe_profile_note(dir, "cuda-libraries.txt", "%s: lathe's own kernels (no cuDNN engine or algorithm ran it)", what);
+  else if (got->way == WAY_OWN)
+    lathe_profile_note(dir, "cuda-libraries.txt", "%s: lathe's own kernels, %.4f ms (cuDNN's best %.4f ms)", what, own_ms, best_ms);
+  else if (got->math == MATH_GRAPH)
+    lathe_profile_note(dir, "cuda-libraries.txt", "%s: graph-API engine %lld %s, %.4f ms (lathe's own %.4f ms), workspace %zu bytes",
+                       what, (long long)got->index, way, best_ms, own_ms, got->ws);
+  else
+    lathe_profile_note(dir, "cuda-libraries.txt", "%s: algorithm %d (math %d) %s, %.4f ms (lathe's own %.4f ms), workspace %zu bytes",
+                       what, got->algo, got->math, way, best_ms, own_ms, got->ws);
+}
+
 /* The fastest acceptable engine of reading r (file comment) as *best (NULL when none runs), its
  * place in the heuristics' list and global index, and its time. */
 static lathe_status_t g_measure(lathe_cuda_exec *ex, const lt_conv_desc *c, dnn_reading *r, int type, int compute,
@@ -745,8 +769,8 @@ lathe_status_t lathe_cuda_cudnn_conv(lathe_cuda_exec *ex, const lt_conv_desc *c,
         got.way = r[i].way, got.algo = p.algo, got.math = p.mathType, got.ws = p.memory, got.g = NULL, best_ms = p.time;
       }
     }
+    float own_ms = -1; /* not measured: nothing of cuDNN's ran */
     if (got.way != WAY_OWN) {
-      float own_ms;
       lathe_status_t st = time_runs(ex, own, own_ctx, 1, &own_ms);
       if (st) {
         plan_free(api, got.g);
@@ -754,6 +778,7 @@ lathe_status_t lathe_cuda_cudnn_conv(lathe_cuda_exec *ex, const lt_conv_desc *c,
       }
       if (own_ms < best_ms) plan_free(api, got.g), got.g = NULL, got.way = WAY_OWN;
     }
+    if (lathe_cuda_exec_dump_dir(ex)) note_choice(ex, c, &got, best_ms, own_ms);
     cudnn_choice *n = malloc(sizeof *n);
     if (!n) {
       plan_free(api, got.g);

@@ -395,12 +395,13 @@ const lathe_device_i lathe_cuda_device = {
     .compile = lathe_cuda_compile,
     .plan_free = lathe_cuda_plan_free,
     .execute = lathe_cuda_execute,
+    .dump_plan = lathe_cuda_dump_plan,
 };
 
 /* lathe:cuda's options (docs/CUDA.md), parsed by the runtime (runtime/options.c); CONF_CAP holds
  * the longest configuration string they make. */
-enum { CONF_CAP = 96 };
-enum { OPT_DEVICE, OPT_TF32, OPT_FUSE, OPT_CUDNN, OPT_GRAPHS, OPT_ROWS, OPT_FLASH, OPT_DENSE_VJP };
+enum { CONF_CAP = 128 };
+enum { OPT_DEVICE, OPT_TF32, OPT_FUSE, OPT_CUDNN, OPT_GRAPHS, OPT_ROWS, OPT_FLASH, OPT_DENSE_VJP, OPT_TRACE_GRAPHS };
 const lathe_option_spec lathe_cuda_options[] = {
     [OPT_DEVICE] = {"device", LATHE_OPTION_INT, "N", 0, 1024, false, "every GPU", "GPU N alone (as device 0)"},
     [OPT_TF32] = {"tf32", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
@@ -416,6 +417,8 @@ const lathe_option_spec lathe_cuda_options[] = {
                    "with tf32=1, attention runs as streaming kernels that never write the scores (sm_80 and later)"},
     [OPT_DENSE_VJP] = {"dense_vjp", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
                        "advertise FusedDenseVJP, GoMLX's fully fused dense gradient (measured slower than its decomposition)"},
+    [OPT_TRACE_GRAPHS] = {"trace_graphs", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
+                          "while tracing, replay CUDA graphs (one GPU span per run) instead of walking the steps (one per step)"},
     LATHE_RUNTIME_OPTION_SPECS, /* the runtime's (trace, dump) */
 };
 const int lathe_cuda_n_options = (int)(sizeof lathe_cuda_options / sizeof lathe_cuda_options[0]);
@@ -446,6 +449,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   bool rows = !opt[OPT_ROWS].set || opt[OPT_ROWS].value == 1;
   bool flash = !opt[OPT_FLASH].set || opt[OPT_FLASH].value == 1;
   bool dense_vjp = opt[OPT_DENSE_VJP].set && opt[OPT_DENSE_VJP].value == 1;
+  bool trace_graphs = opt[OPT_TRACE_GRAPHS].set && opt[OPT_TRACE_GRAPHS].value == 1;
   const lcu_api *api;
   int count;
   LATHE_RETURN_IF_ERROR(gpu_count(&api, &count));
@@ -460,6 +464,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   cu->flash = flash;
   cu->cudnn = cudnn;
   cu->dense_vjp = dense_vjp;
+  cu->trace_graphs = trace_graphs;
   cu->graph_after = graph_after;
   cu->n_devices = only >= 0 ? 1 : count;
   cu->devs = calloc((size_t)cu->n_devices, sizeof(cuda_dev));
@@ -490,6 +495,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   if (!flash) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",flash=0");
   if (!cudnn) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",cudnn=0");
   if (dense_vjp) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",dense_vjp=1");
+  if (trace_graphs) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",trace_graphs=1");
   if (graph_after != 2) snprintf(conf + n, (size_t)(CONF_CAP - n), ",graphs=%d", graph_after);
   *out_dev = &lathe_cuda_device;
   *out_ctx = cu;

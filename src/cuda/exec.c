@@ -210,6 +210,68 @@ static lathe_status_t bind_kernels(lathe_cuda *cu, lathe_plan *p) {
   return st;
 }
 
+/* ---- dumps (option dump=): the kernels of each step, their sources once at the end ---- */
+/* The number of source in ts, by content (a kernel that recurs is listed once). */
+static int text_index(text_set *ts, const char *source) {
+  for (int i = 0; i < ts->n; i++)
+    if (!strcmp(ts->v[i], source)) return i;
+  int before = ts->n;
+  add_text(ts, source);
+  return before; /* without memory to keep it: numbered past the list, not printed */
+}
+
+typedef struct step_texts {
+  text_set *ts;
+  FILE *f;
+  int n; /* texts printed for the step */
+} step_texts;
+
+static void print_text(void *ctx, const char *source) {
+  step_texts *c = ctx;
+  fprintf(c->f, " #%d", text_index(c->ts, source));
+  c->n++;
+}
+
+void lathe_cuda_dump_plan(void *ctx, const lathe_plan *p, FILE *f) {
+  lathe_cuda *cu = ctx;
+  const cuda_dev *d = cu->n_devices ? &cu->devs[0] : NULL;
+  text_set ts = {0};
+  step_texts c = {&ts, f, 0};
+  fprintf(f, "# \"%s\" on lathe:cuda: each step's kernels (#k: the sources below). Elementwise steps and LOOP/ROWS\n"
+             "# regions have their own kernel, generated and compiled with the plan; the other families launch lathe's\n"
+             "# kernels (the texts listed, compiled with the plan) or a library: cuBLASLt, cuDNN and cuFFT choose at\n"
+             "# a shape's first run, noted in cuda-libraries.txt\n",
+          p->x.prog->name ? p->x.prog->name : "");
+  for (int i = 0; i < p->x.n_fns; i++) {
+    const lathe_pfunc *pf = p->x.fns[i].pf;
+    const cuda_fn *cf = &p->fns[i];
+    fprintf(f, "\nfunction \"%s\": %d step(s)%s\n", pf->fn->name, pf->n_steps, pf->dynamic ? " (dynamic shapes: kernels made per run)" : "");
+    for (int s = 0; s < pf->n_steps; s++) {
+      const lathe_pstep *sp = &pf->steps[s];
+      char name[200];
+      const char *kind;
+      lathe_exec_step_name(pf, s, name, sizeof name, &kind);
+      fprintf(f, "  %4d: %s [%s]", s, name, kind);
+      lathe_cuda_ewk *k = sp->region >= 0 ? (cf->region_k ? cf->region_k[sp->region] : NULL) : (cf->step_k ? cf->step_k[s] : NULL);
+      if (k) {
+        fprintf(f, ": kernel %s #%d\n", lathe_cuda_ewk_name(k), text_index(&ts, lathe_cuda_ewk_source(k)));
+        continue;
+      }
+      c.n = 0;
+      fprintf(f, ":");
+      if (d && sp->region >= 0 && pf->regions[sp->region].kind == LATHE_PREGION_REDUCE)
+        lathe_cuda_texts_of(d, pf->regions[sp->region].reduce, print_text, &c);
+      else if (d && sp->region < 0)
+        lathe_cuda_texts_of(d, sp->node, print_text, &c);
+      int kd = sp->region < 0 ? (int)lathe_op_kind_of(sp->node->op) : -1;
+      const char *lib = kd == LATHE_KIND_DOT ? " cuBLASLt where it takes the shape" : kd == LATHE_KIND_CONV ? " cuDNN where measured faster" : "";
+      fprintf(f, "%s%s\n", lib, !c.n && !*lib ? " kernels chosen at run time" : "");
+    }
+  }
+  for (int i = 0; i < ts.n; i++) fprintf(f, "\n// ---- #%d ----\n%s\n", i, ts.v[i]);
+  free(ts.v);
+}
+
 extern const lathe_exec_device lathe_cuda_exec_device;
 
 lathe_status_t lathe_cuda_compile(void *ctx, const lathe_program *prog, lathe_plan **out) {
@@ -221,6 +283,7 @@ lathe_status_t lathe_cuda_compile(void *ctx, const lathe_program *prog, lathe_pl
   if (!st && !(p->fns = calloc((size_t)prog->n_fns + 1, sizeof *p->fns))) st = LATHE_OOM("Compile");
   if (!st) st = bind_kernels(cu, p);
   if (!st) st = lathe_cuda_replay_new(p, &p->replay);
+  p->x.trace_replay = cu->trace_graphs;
   if (st) {
     lathe_cuda_plan_free(NULL, p);
     return st;
@@ -265,6 +328,7 @@ static lathe_cuda_exec *cuda_exec(lathe_exec *x) { return (lathe_cuda_exec *)x; 
 cuda_dev *lathe_cuda_exec_dev(lathe_cuda_exec *ex) { return ex->d; }
 lcuStream lathe_cuda_exec_stream(lathe_cuda_exec *ex) { return ex->stream; }
 const lcu_api *lathe_cuda_exec_api(lathe_cuda_exec *ex) { return ex->cu->api; }
+const char *lathe_cuda_exec_dump_dir(const lathe_cuda_exec *ex) { return ex->plan->x.prog->options.dump_dir; }
 bool lathe_cuda_exec_capturing(const lathe_cuda_exec *ex) { return ex->capturing; }
 
 void lathe_cuda_grid(int64_t n, unsigned *blocks, unsigned *threads) {
@@ -429,6 +493,59 @@ lathe_status_t lathe_cuda_exec_error_flag(lathe_cuda_exec *ex, const char *messa
   return NULL;
 }
 
+/* ---- tracing: the GPU's times of a traced execution's steps (src/exec/xtrace.c) ---- */
+static void forget_marks(lathe_cuda_exec *ex) {
+  for (int i = 0; i < ex->n_marks; i++) ex->cu->api->cuEventDestroy(ex->marks[i]);
+  ex->n_marks = 0;
+}
+
+/* A timing event (cuEventCreate without DISABLE_TIMING, unlike the pool's) recorded on the stream. */
+static int trace_mark(lathe_exec *x) {
+  lathe_cuda_exec *ex = cuda_exec(x);
+  const lcu_api *api = ex->cu->api;
+  if (ex->capturing || !ex->stream) return -1;
+  if (ex->n_marks == ex->cap_marks) {
+    int cap = ex->cap_marks ? 2 * ex->cap_marks : 64;
+    lcuEvent *v = realloc(ex->marks, sizeof *v * (size_t)cap);
+    if (!v) return -1;
+    ex->marks = v, ex->cap_marks = cap;
+  }
+  lcuEvent e;
+  if (api->cuEventCreate(&e, 0) != LCU_SUCCESS) return -1;
+  /* the first waits for the stream, so that the GPU reaches it at about the host's time now */
+  if (!ex->n_marks && api->cuStreamSynchronize(ex->stream) != LCU_SUCCESS) {
+    api->cuEventDestroy(e);
+    return -1;
+  }
+  if (!ex->n_marks) ex->t_first = lathe_trace_now();
+  if (api->cuEventRecord(e, ex->stream) != LCU_SUCCESS) {
+    api->cuEventDestroy(e);
+    return -1;
+  }
+  ex->marks[ex->n_marks] = e;
+  return ex->n_marks++;
+}
+
+static lathe_status_t trace_times(lathe_exec *x, int64_t *t, int n, int *track, char *track_name, size_t cap) {
+  lathe_cuda_exec *ex = cuda_exec(x);
+  const lcu_api *api = ex->cu->api;
+  lathe_status_t st = NULL;
+  if (t && n > ex->n_marks) st = lathe_status_new(LATHE_STATUS_INTERNAL, "trace: %d GPU marks asked, %d made", n, ex->n_marks);
+  if (!st && t && n) st = lathe_cuda_error(api, api->cuEventSynchronize(ex->marks[n - 1]), "trace: cuEventSynchronize");
+  for (int i = 0; !st && t && i < n; i++) {
+    float ms = 0;
+    st = lathe_cuda_error(api, api->cuEventElapsedTime(&ms, ex->marks[0], ex->marks[i]), "trace: cuEventElapsedTime");
+    t[i] = ex->t_first + (int64_t)((double)ms * 1e6);
+  }
+  int s = 0;
+  while (s < ex->d->n_streams && ex->d->streams[s] != ex->stream) s++;
+  *track = LATHE_TRACE_TRACK_BASE + ex->d->ordinal * 64 + s;
+  if (s < ex->d->n_streams) snprintf(track_name, cap, "GPU %d stream %d", ex->d->ordinal, s);
+  else snprintf(track_name, cap, "GPU %d graphs", ex->d->ordinal); /* a CUDA graph's own stream */
+  forget_marks(ex);
+  return st;
+}
+
 /* Everything an execution holds goes once its stream is done (on the completion thread). */
 static void finish(void *arg, lathe_status_t st) {
   lathe_cuda_exec *ex = arg;
@@ -446,6 +563,8 @@ static void finish(void *arg, lathe_status_t st) {
   for (int i = 0; i < ex->n_inputs; i++) lathe_tensor_release(ex->inputs[i]);
   lathe_exec_arenas_give_back(&ex->plan->x, ex->x.arenas);
   if (ex->ev && !ex->ev_owned) lathe_cuda_event_put(ex->d, ex->ev);
+  forget_marks(ex); /* a traced execution that failed before its marks were read */
+  free(ex->marks);
   lathe_collective_release(ex->x.group);
   ex->release(ex->token);
   lathe_event_signal(ex->done, st);
@@ -501,6 +620,8 @@ const lathe_exec_device lathe_cuda_exec_device = {
     .launch_loop = launch_loop,
     .launch_program = launch_program,
     .begin = begin,
+    .trace_mark = trace_mark,
+    .trace_times = trace_times,
 };
 
 static lathe_status_t copy_status(lathe_status_t st) {
@@ -546,6 +667,7 @@ lathe_status_t lathe_cuda_execute_now(void *ctx, lathe_plan *plan, const lathe_l
       lathe_collective_release(l->group);
       l->release(l->token);
       free(ex->inputs);
+      free(ex->marks);
       free(ex);
     } else {
       for (int i = 0; i < l->n_inputs; i++) lathe_tensor_release(l->inputs[i]);

@@ -41,6 +41,10 @@ struct lathe_cuda_exec {
   char *err_msgs[8];
   int n_err_msgs;
   bool capturing; /* the walk is being captured into a CUDA graph (graph.c): nothing runs */
+  /* tracing: timing events recorded on the stream (trace_mark), the host time of the first */
+  lcuEvent *marks;
+  int n_marks, cap_marks;
+  int64_t t_first;
 };
 
 /* Makes ex->stream wait for the launch's inputs that are still being computed. */

@@ -314,6 +314,29 @@ static void heur_store(const heur_entry *e) {
   pthread_mutex_unlock(&heur_mu);
 }
 
+/* While dumping: the heuristic's answer for a problem, when first asked in the process. The
+ * algorithm's configuration (cublasLtMatmulAlgoConfigAttributes_t): 0 its id, 1 the tile, 2 the
+ * split-K count, 6 the stages. */
+static void note_heuristic(lathe_cuda_exec *ex, const lt_gemm *g, const heur_key *k, const heur_entry *he) {
+  const lcu_api *api = lathe_cuda_exec_api(ex);
+  char what[160];
+  snprintf(what, sizeof what, "cuBLASLt %s GEMM m=%lld n=%lld k=%lld batch=%lld trans=%d%d compute=%d", lathe_dtype_name(g->ab),
+           (long long)k->m, (long long)k->n, (long long)k->k, (long long)k->batch, k->transa, k->transb, k->compute);
+  if (!he->found) {
+    lathe_profile_note(lathe_cuda_exec_dump_dir(ex), "cuda-libraries.txt", "%s: no algorithm (lathe's own kernel)", what);
+    return;
+  }
+  int32_t id = -1;
+  uint32_t tile = 0, splitk = 0, stages = 0;
+  size_t w;
+  api->cublasLtMatmulAlgoConfigGetAttribute(&he->algo, 0, &id, sizeof id, &w);
+  api->cublasLtMatmulAlgoConfigGetAttribute(&he->algo, 1, &tile, sizeof tile, &w);
+  api->cublasLtMatmulAlgoConfigGetAttribute(&he->algo, 2, &splitk, sizeof splitk, &w);
+  api->cublasLtMatmulAlgoConfigGetAttribute(&he->algo, 6, &stages, sizeof stages, &w);
+  lathe_profile_note(lathe_cuda_exec_dump_dir(ex), "cuda-libraries.txt",
+                     "%s: algorithm %d, tile %u, stages %u, split-K %u, workspace %zu bytes", what, id, tile, stages, splitk, he->ws);
+}
+
 #define LT_TRY(call, what)                                                                              \
   do {                                                                                                  \
     lcublasStatus s_ = (call);                                                                          \
@@ -414,6 +437,7 @@ static lathe_status_t lt_matmul(lathe_cuda_exec *ex, const lt_gemm *g, bool *don
       he.found = hs == LCUBLAS_STATUS_SUCCESS && returned > 0 && res.state == LCUBLAS_STATUS_SUCCESS;
       if (he.found) he.algo = res.algo, he.ws = res.workspaceSize;
       heur_store(&he);
+      if (lathe_cuda_exec_dump_dir(ex)) note_heuristic(ex, g, &key, &he);
     }
   }
   if (!st && he.found) {

@@ -197,6 +197,7 @@ lathe_status_t lathe_cuda_replay(lathe_cuda_exec *ex, const lathe_launch *l, boo
   *handled = true;
   ex->stream = r->stream;
   st = lathe_cuda_exec_wait_inputs(ex, l);
+  lathe_exec_trace_gpu_mark(&ex->x); /* tracing (trace_graphs=1): the replay's span on the GPU */
   for (int i = 0; !st && i < l->n_inputs; i++)
     if (r->in[i]->nbytes)
       st = lathe_cuda_error(api, api->cuMemcpyDtoDAsync(lathe_cuda_ptr(r->in[i]), lathe_cuda_ptr(l->inputs[i]), r->in[i]->nbytes,
@@ -217,6 +218,7 @@ lathe_status_t lathe_cuda_replay(lathe_cuda_exec *ex, const lathe_launch *l, boo
     if (o->nbytes)
       st = lathe_cuda_error(api, api->cuMemcpyDtoDAsync(p, lathe_cuda_ptr(res), o->nbytes, r->stream), "Execute: output copy");
   }
+  lathe_exec_trace_gpu_mark(&ex->x);
   /* the flags are the graph's (it clears them first): this run's copy, for finish to read */
   if (!st && r->err_word) st = lathe_cuda_exec_tensor(ex, &r->err_word->shape, &ex->err_word);
   if (!st && r->err_word)

@@ -354,9 +354,13 @@ static lathe_status_t run_function(lathe_exec *x, int fi, lathe_tensor *const *a
     const lathe_pstep *sp = &pf->steps[pos];
     f.step = sp;
     for (int i = 0; i < sp->n_in; i++) f.step_in[i] = f.vals[sp->in[i]];
+    int m0 = LATHE_UNLIKELY(tr) ? lathe_exec_trace_gpu_step_mark(x) : -1;
     int64_t t0 = LATHE_UNLIKELY(tr) ? lathe_trace_now() : 0;
     st = sp->region >= 0 ? run_region(x, &f, pos, sp) : run_node(x, &f, pos, sp);
-    if (LATHE_UNLIKELY(tr)) lathe_exec_trace_step(tr, pf, pos, t0, lathe_trace_now());
+    if (LATHE_UNLIKELY(tr)) {
+      int64_t t1 = lathe_trace_now();
+      lathe_exec_trace_step(tr, x, pf, pos, t0, t1, m0, lathe_exec_trace_gpu_step_mark(x));
+    }
     for (int d = 0; d < sp->n_dead; d++) {
       dev->drop(x, f.vals[sp->dead[d]]);
       f.vals[sp->dead[d]] = NULL;
@@ -456,22 +460,26 @@ lathe_status_t lathe_exec_program(lathe_exec *x, const lathe_launch *l) {
   int64_t t0 = lathe_trace_now();
   lathe_trace *outer = lathe_trace_current;
   lathe_trace_current = tr; /* the CPU pool's parts of each step (pool.c) */
+  lathe_exec_trace_gpu_begin(x);
   lathe_status_t st = exec_program(x, l, true);
+  lathe_exec_trace_gpu_end(tr, x);
   lathe_trace_current = outer;
   lathe_exec_trace_run(tr, x, l, t0, lathe_trace_now());
   return st;
 }
 
 /* tracing: the walk even where the device would run the whole program at once (a CUDA graph
- * replay), so that every step has its event */
+ * replay), so that every step has its event, unless the plan asks for replays (trace_replay) */
 static LATHE_ALWAYS_INLINE lathe_status_t exec_program(lathe_exec *x, const lathe_launch *l, bool tracing) {
   const lathe_exec_device *dev = x->plan->dev;
   bool take = dev->takes_inputs, handled = false;
-  lathe_status_t st = dev->launch_program && !tracing ? dev->launch_program(x, l, &handled) : NULL;
+  lathe_status_t st =
+      dev->launch_program && (!tracing || x->plan->trace_replay) ? dev->launch_program(x, l, &handled) : NULL;
   if (handled || st) {
     for (int i = 0; take && i < l->n_inputs; i++) lathe_tensor_release(l->inputs[i]);
     return st;
   }
+  if (tracing) lathe_exec_trace_gpu_walk(x); /* from here on each step is marked */
   enum { STACK = 16 };
   lathe_tensor *res_s[STACK];
   lathe_tensor **res = l->n_outputs <= STACK ? res_s : calloc((size_t)l->n_outputs, sizeof *res);

@@ -71,6 +71,14 @@ typedef struct lathe_exec_device {
   /* Called before the walk of a launch (after launch_program declined): the device waits for
    * pending inputs its own way. */
   lathe_status_t (*begin)(lathe_exec *x, const lathe_launch *l);
+  /* ---- tracing, optional (lathe:cuda): times on the device's own clock ----
+   * trace_mark records a timestamp on the execution's queue, after the work queued so far, and
+   * returns its index (-1 when it cannot); an execution's first waits until the queue is idle,
+   * so that it falls at the host time of the call. trace_times waits for the marks, writes their
+   * times on the host's clock (lathe_trace_now) into t[0..n), names the queue's track and
+   * forgets them (t NULL: only forgets them). */
+  int (*trace_mark)(lathe_exec *x);
+  lathe_status_t (*trace_times)(lathe_exec *x, int64_t *t, int n, int *track, char *track_name, size_t cap);
 } lathe_exec_device;
 
 /* ---- plans ---- */
@@ -101,6 +109,7 @@ struct lathe_xplan {
   int n_fns;
   int n_domains;
   bool has_arenas;       /* some function plans memory; otherwise executions share `none` */
+  bool trace_replay;     /* tracing: the device still runs whole programs (launch_program) */
   lathe_xarena_set none; /* empty arenas, never written */
   pthread_mutex_t mu;    /* guards spare and the making of consts */
   lathe_xarena_set *spare;
@@ -140,6 +149,9 @@ struct lathe_exec {
   lathe_frame *cur;
   int replica;             /* SPMD: this run's replica */
   lathe_collective *group; /* SPMD: the execution's replicas (a reference the device holds); NULL otherwise */
+  /* tracing with device times: the walk marks each step (xtrace.c), or, in replay mode (the
+   * plan's trace_replay), the device marks the start and end of its whole-program launch */
+  struct lathe_xgpu *gpu;
 };
 
 /* Runs launch l on x (plan, domain, replica, group set): the device's whole-program launch when
@@ -169,7 +181,20 @@ lathe_status_t lathe_exec_result(lathe_exec *x, int slot, lathe_tensor **out);
 
 /* ---- trace events (xtrace.c), made only while tracing (the program's options.trace) ---- */
 /* Step pos of pf ran from t0 to t1 (ns, lathe_trace_now) on the calling thread. */
-void lathe_exec_trace_step(lathe_trace *tr, const lathe_pfunc *pf, int pos, int64_t t0, int64_t t1);
+void lathe_exec_trace_step(lathe_trace *tr, lathe_exec *x, const lathe_pfunc *pf, int pos, int64_t t0, int64_t t1,
+                           int m0, int m1);
+/* Step pos's name as trace events and dumps show it ("Transpose", "fused:Mul+Add") into name (cap
+ * bytes), its family ("LAYOUT", "fused LOOP") as *kind; returns name. */
+const char *lathe_exec_step_name(const lathe_pfunc *pf, int pos, char *name, size_t cap, const char **kind);
+/* Device times (the device's trace_mark), around a traced launch: gpu_begin sets x->gpu when the
+ * device marks; the device's whole-program launch marks its start and end (gpu_mark); a walk
+ * (gpu_walk) marks around each step (gpu_step_mark); gpu_end writes the spans of the marks on
+ * the device's track ("gpu step" per step, "gpu" for a whole launch) and frees them. */
+void lathe_exec_trace_gpu_begin(lathe_exec *x);
+void lathe_exec_trace_gpu_walk(lathe_exec *x);
+int lathe_exec_trace_gpu_mark(lathe_exec *x);
+int lathe_exec_trace_gpu_step_mark(lathe_exec *x);
+void lathe_exec_trace_gpu_end(lathe_trace *tr, lathe_exec *x);
 /* Launch l of x ran from t0 to t1; also a memory counter when the device keeps one. */
 void lathe_exec_trace_run(lathe_trace *tr, lathe_exec *x, const lathe_launch *l, int64_t t0, int64_t t1);
 

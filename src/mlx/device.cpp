@@ -152,6 +152,23 @@ lathe_status_t execute(void *vctx, lathe_plan *plan, const lathe_launch *l) {
   return st;
 }
 
+/* MLX's allocator counts every array of the process (any backend, any thread): process-wide. It
+ * keeps no count of allocations. */
+lathe_status_t memory_stats(void *, int, bool reset_peak, lathe_memory_stats *out) {
+  try {
+    if (reset_peak) mx::reset_peak_memory();
+    out->current_bytes = (int64_t)mx::get_active_memory();
+    out->peak_bytes = (int64_t)mx::get_peak_memory();
+    if (out->peak_bytes < out->current_bytes) out->peak_bytes = out->current_bytes; /* after a reset MLX may start at 0 */
+    out->cached_bytes = (int64_t)mx::get_cache_memory();
+    out->n_allocs = 0;
+    out->process_wide = true;
+    return nullptr;
+  } catch (...) {
+    return status_of_exception("mlx: MemoryStats");
+  }
+}
+
 const lathe_device_i device_table = {
     sizeof(lathe_device_i),
     LATHE_DEVICE_API_VERSION,
@@ -171,7 +188,8 @@ const lathe_device_i device_table = {
     compile,
     plan_free_entry,
     execute,
-    nullptr, /* memory_stats: MLX keeps its own (not wired yet) */
+    memory_stats,
+    nullptr, /* dump_plan: the program's own dump says it all (MLX compiles at the first run) */
 };
 
 }  // namespace

@@ -7,6 +7,7 @@
 #define LATHE_DEVICE_H
 
 #include <stdatomic.h>
+#include <stdio.h>
 
 #include "../core/core.h"
 
@@ -178,6 +179,9 @@ typedef struct lathe_device_i {
   /* (optional) memory counters of ordinal device (lathe_memory_stats, lathe.h), read after
    * restarting the peak from the current bytes when reset_peak; NULL: UNIMPLEMENTED */
   lathe_status_t (*memory_stats)(void *ctx, int device, bool reset_peak, lathe_memory_stats *out);
+  /* (optional) while dumping: what the device made of a compiled plan (lathe:cuda: the kernels
+   * bound to its steps, with their sources), written to f after the program's own dump */
+  void (*dump_plan)(void *ctx, const lathe_plan *plan, FILE *f);
 } lathe_device_i;
 
 /* ---- options: each device declares its table; the runtime parses a config against it ------- */

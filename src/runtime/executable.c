@@ -39,8 +39,10 @@ static lathe_status_t specialization_new(lathe_backend_t be, lathe_graph *g, str
   int64_t t0 = be->trace ? lathe_trace_now() : 0, t1 = 0;
   lathe_status_t st = lathe_program_build(b, &be->program_options, &sp->program);
   if (be->trace) t1 = lathe_trace_now();
-  if (!st) st = lathe_profile_dump(be, b, sp->program);
+  int seq = 0;
+  if (!st) st = lathe_profile_dump(be, b, sp->program, &seq);
   if (!st) st = be->dev->compile(be->dev_ctx, sp->program, &sp->plan);
+  if (!st) st = lathe_profile_dump_plan(be, seq, b->name, sp->plan);
   if (be->trace) {
     char args[200];
     size_t at = 0;

@@ -2,6 +2,8 @@
  * (options trace= and dump=, else LATHE_TRACE and LATHE_DUMP), program dumps, transfer events,
  * and the memory counters of the C API. docs/PROFILING.md. */
 #include <ctype.h>
+#include <pthread.h>
+#include <stdarg.h>
 #include <errno.h>
 #include <stdio.h>
 #include <sys/stat.h>
@@ -30,6 +32,7 @@ lathe_status_t lathe_profile_open(lathe_backend_t b, const char *trace_opt, cons
     size_t n = strlen(dir) + 1;
     if (!(b->dump_dir = malloc(n))) return LATHE_OOM("Backend");
     memcpy(b->dump_dir, dir, n);
+    b->program_options.dump_dir = b->dump_dir;
   }
   const char *path = pick(trace_opt, "trace", "LATHE_TRACE", &from);
   if (path) {
@@ -37,6 +40,7 @@ lathe_status_t lathe_profile_open(lathe_backend_t b, const char *trace_opt, cons
     if (st) {
       free(b->dump_dir);
       b->dump_dir = NULL;
+      b->program_options.dump_dir = NULL;
       return st;
     }
     b->program_options.trace = b->trace;
@@ -49,6 +53,7 @@ void lathe_profile_close(lathe_backend_t b) {
   b->trace = NULL;
   free(b->dump_dir);
   b->dump_dir = NULL;
+  b->program_options.dump_dir = NULL;
 }
 
 /* One dump file: <dir>/<seq>-<name>.<suffix>, name reduced to [A-Za-z0-9_.-]. */
@@ -73,14 +78,48 @@ static void builder_dot(const void *b, FILE *f) { lathe_dump_builder_dot(b, f); 
 static void program_text(const void *p, FILE *f) { lathe_dump_program_text(p, f); }
 static void program_dot(const void *p, FILE *f) { lathe_dump_program_dot(p, f); }
 
-lathe_status_t lathe_profile_dump(lathe_backend_t b, const struct lathe_builder *src, const lathe_program *program) {
+lathe_status_t lathe_profile_dump(lathe_backend_t b, const struct lathe_builder *src, const lathe_program *program,
+                                  int *out_seq) {
   if (!b->dump_dir) return NULL;
-  int seq = atomic_fetch_add(&b->dump_seq, 1);
+  int seq = *out_seq = atomic_fetch_add(&b->dump_seq, 1);
   const char *name = src->name;
   LATHE_RETURN_IF_ERROR(dump_file(b, seq, name, "built.txt", src, builder_text));
   LATHE_RETURN_IF_ERROR(dump_file(b, seq, name, "built.dot", src, builder_dot));
   LATHE_RETURN_IF_ERROR(dump_file(b, seq, name, "program.txt", program, program_text));
   return dump_file(b, seq, name, "program.dot", program, program_dot);
+}
+
+typedef struct plan_ctx {
+  lathe_backend_t b;
+  const lathe_plan *plan;
+} plan_ctx;
+static void device_text(const void *p, FILE *f) {
+  const plan_ctx *c = p;
+  c->b->dev->dump_plan(c->b->dev_ctx, c->plan, f);
+}
+
+lathe_status_t lathe_profile_dump_plan(lathe_backend_t b, int seq, const char *name, const lathe_plan *plan) {
+  if (!b->dump_dir || !b->dev->dump_plan) return NULL;
+  plan_ctx c = {b, plan};
+  return dump_file(b, seq, name, "device.txt", &c, device_text);
+}
+
+static pthread_mutex_t note_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void lathe_profile_note(const char *dir, const char *file, const char *fmt, ...) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s", dir, file);
+  pthread_mutex_lock(&note_mu);
+  FILE *f = fopen(path, "a");
+  if (f) {
+    va_list ap;
+    va_start(ap, fmt);
+    vfprintf(f, fmt, ap);
+    va_end(ap);
+    fputc('\n', f);
+    fclose(f);
+  }
+  pthread_mutex_unlock(&note_mu);
 }
 
 void lathe_profile_transfer(lathe_backend_t b, const char *what, int device, size_t nbytes, int64_t t0) {

@@ -35,7 +35,14 @@ struct lathe_backend {
 lathe_status_t lathe_profile_open(lathe_backend_t b, const char *trace_opt, const char *dump_opt);
 void lathe_profile_close(lathe_backend_t b);
 /* Writes program (of builder src, compiled by b) to b's dump directory; no-op without one. */
-lathe_status_t lathe_profile_dump(lathe_backend_t b, const struct lathe_builder *src, const lathe_program *program);
+lathe_status_t lathe_profile_dump(lathe_backend_t b, const struct lathe_builder *src, const lathe_program *program,
+                                  int *out_seq);
+/* After the device compiled it: <seq>-<name>.device.txt, where the device has a dump_plan. */
+lathe_status_t lathe_profile_dump_plan(lathe_backend_t b, int seq, const char *name, const lathe_plan *plan);
+/* Appends one line (printf) to <dir>/<file>, for a device's run-time choices while dumping
+ * (options.dump_dir); one writer at a time in the process. A line that cannot be written is
+ * lost: the dump directory was writable when the backend was made. */
+void lathe_profile_note(const char *dir, const char *file, const char *fmt, ...) LATHE_PRINTF(3, 4);
 /* A transfer event ("upload"/"download") of nbytes on device, from t0 to now. */
 void lathe_profile_transfer(lathe_backend_t b, const char *what, int device, size_t nbytes, int64_t t0);
 

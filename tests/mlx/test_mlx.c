@@ -357,6 +357,35 @@ TEST(mlx_mixed_graph_matches_cpu) {
   lathe_backend_free(cpu);
 }
 
+/* MLX's allocator's counters (process-wide): a 4 MiB buffer shows in current and peak. */
+TEST(mlx_memory_stats) {
+  lathe_backend_t b = NULL;
+  CHECK_OK(lathe_backend_new("mlx:cpu", &b));
+  if (!b) return;
+  enum { N = 1 << 20 };
+  lathe_memory_stats s0, s1, s2;
+  CHECK_OK(lathe_backend_memory_stats(b, 0, &s0));
+  CHECK(s0.process_wide && s0.peak_bytes >= s0.current_bytes, "stats before: process-wide, peak >= current");
+  lathe_shape sh = TST_SHAPE(LATHE_DTYPE_FLOAT32, N);
+  float *host = calloc(N, sizeof(float));
+  lathe_buffer_t buf = NULL;
+  CHECK_OK(lathe_buffer_from_host(b, 0, &sh, host, sizeof(float) * N, &buf));
+  CHECK_OK(lathe_buffer_to_host(buf, host, sizeof(float) * N));
+  CHECK_OK(lathe_backend_memory_stats(b, 0, &s1));
+  CHECK(s1.current_bytes - s0.current_bytes >= 4 * N, "a 4 MiB buffer counted: %lld -> %lld", (long long)s0.current_bytes,
+        (long long)s1.current_bytes);
+  CHECK(s1.peak_bytes >= s1.current_bytes, "peak %lld >= current %lld", (long long)s1.peak_bytes, (long long)s1.current_bytes);
+  lathe_buffer_free(buf);
+  CHECK_OK(lathe_backend_memory_reset_peak(b, 0));
+  CHECK_OK(lathe_backend_memory_stats(b, 0, &s2));
+  CHECK(s2.current_bytes <= s1.current_bytes - 4 * N, "freed: %lld -> %lld", (long long)s1.current_bytes,
+        (long long)s2.current_bytes);
+  CHECK(s2.peak_bytes <= s2.current_bytes, "reset peak: %lld, current %lld", (long long)s2.peak_bytes, (long long)s2.current_bytes);
+  CHECK_ERR(lathe_backend_memory_stats(b, 3, &s2), INVALID_ARGUMENT, "device 3");
+  free(host);
+  lathe_backend_free(b);
+}
+
 TEST(mlx_unimplemented) {
   lathe_backend_t be = backend("mlx:cpu");
   /* a comparator that is not a plain comparison of the first operand */

@@ -99,6 +99,30 @@ static lathe_executable_t affine_t(lathe_backend_t b) {
   return e;
 }
 
+/* z = Transpose(Transpose(x * 2 + 1) ^ 2) over Float32[2,3]: four steps, enough for a CUDA graph. */
+static lathe_executable_t chain_t(lathe_backend_t b) {
+  lathe_builder_t bl;
+  CHECK_OK(lathe_builder_new(b, "chain", &bl));
+  lathe_function_t fn = lathe_builder_main(bl);
+  lathe_shape s = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 3), s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  float two = 2, one = 1;
+  int perm[2] = {1, 0};
+  lathe_value_t x, c2, c1, t, u, v, w, z;
+  CHECK_OK(lathe_parameter(fn, "x", &s, &x));
+  CHECK_OK(lathe_constant(fn, &s0, &two, sizeof two, &c2));
+  CHECK_OK(lathe_constant(fn, &s0, &one, sizeof one, &c1));
+  CHECK_OK(lathe_mul(fn, x, c2, &t));
+  CHECK_OK(lathe_add(fn, t, c1, &u));
+  CHECK_OK(lathe_transpose(fn, u, perm, 2, &v));
+  CHECK_OK(lathe_mul(fn, v, v, &w));
+  CHECK_OK(lathe_transpose(fn, w, perm, 2, &z));
+  CHECK_OK(lathe_function_return(fn, &z, 1));
+  lathe_executable_t e = NULL;
+  CHECK_OK(lathe_builder_compile(bl, &e));
+  lathe_builder_free(bl);
+  return e;
+}
+
 static void run_affine(lathe_backend_t b, lathe_executable_t e, int times) {
   lathe_shape s = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 3);
   float x[6] = {0, 1, 2, 3, 4, 5}, y[6];
@@ -165,6 +189,121 @@ TEST(trace_events) {
   text = slurp(path);
   CHECK(text && json_ok(text), "trace after the backend went is valid JSON");
   CHECK(text && count(text, "\"name\":\"Execute\"") == 4, "4 Execute events in all");
+  free(text);
+  remove_dir(dir);
+}
+
+/* lathe:cuda: each step again on the GPU's track with the GPU's times (timing events around it);
+ * with trace_graphs=1 a replayed run is one span. */
+TEST(trace_gpu_times) {
+  char dir[64], path[128], config[200];
+  tmp_dir(dir, sizeof dir);
+  snprintf(path, sizeof path, "%s/steps.json", dir);
+  snprintf(config, sizeof config, "lathe:cuda,trace=%s", path);
+  lathe_backend_t b = NULL;
+  lathe_status_t st = lathe_backend_new(config, &b);
+  if (st) {
+    lathe_status_free(st);
+    remove_dir(dir);
+    SKIP("no usable GPU");
+  }
+  lathe_executable_t e = affine_t(b);
+  run_affine(b, e, 3);
+  lathe_executable_free(e);
+  lathe_backend_free(b);
+  char *text = slurp(path);
+  CHECK(text && json_ok(text), "GPU trace is valid JSON");
+  if (text) {
+    CHECK(count(text, "\"cat\":\"gpu step\"") == 6, "2 steps x 3 runs on the GPU's track, got %d",
+          count(text, "\"cat\":\"gpu step\""));
+    CHECK(count(text, "\"cat\":\"gpu\"") == 3, "3 GPU run spans, got %d", count(text, "\"cat\":\"gpu\""));
+    CHECK(count(text, "\"name\":\"thread_name\"") == 1 && strstr(text, "\"name\":\"GPU 0 stream "), "the track named once");
+    CHECK(count(text, "\"name\":\"Transpose\"") == 6, "Transpose: a host and a GPU event per run, got %d",
+          count(text, "\"name\":\"Transpose\""));
+  }
+  free(text);
+  snprintf(path, sizeof path, "%s/graphs.json", dir);
+  snprintf(config, sizeof config, "lathe:cuda,trace_graphs=1,trace=%s", path);
+  CHECK_OK(lathe_backend_new(config, &b));
+  if (b) {
+    e = chain_t(b);
+    lathe_shape s = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 3);
+    float x[6] = {0, 1, 2, 3, 4, 5}, y[6];
+    lathe_buffer_t in = NULL;
+    CHECK_OK(lathe_buffer_from_host(b, 0, &s, x, sizeof x, &in));
+    for (int k = 0; k < 4 && e && in; k++) { /* walked once, captured at the second run (graphs=2), replayed after */
+      lathe_buffer_t out = NULL;
+      CHECK_OK(lathe_executable_execute(e, &in, NULL, 1, 0, &out, 1));
+      CHECK_OK(lathe_buffer_to_host(out, y, sizeof y));
+      CHECK(y[0] == 1 && y[1] == 9 && y[5] == 121, "chain: y = [%g %g ... %g]", y[0], y[1], y[5]);
+      lathe_buffer_free(out);
+    }
+    lathe_buffer_free(in);
+    lathe_executable_free(e);
+    lathe_backend_free(b);
+  }
+  text = slurp(path);
+  CHECK(text && json_ok(text), "GPU trace (graphs) is valid JSON");
+  if (text) {
+    CHECK(count(text, "\"name\":\"replay chain\"") == 3, "3 replays, got %d", count(text, "\"name\":\"replay chain\""));
+    CHECK(strstr(text, "\"name\":\"GPU 0 graphs\""), "the graphs' track");
+    CHECK(count(text, "\"cat\":\"gpu step\"") == 4, "the walked run's 4 steps, got %d", count(text, "\"cat\":\"gpu step\""));
+  }
+  free(text);
+  remove_dir(dir);
+}
+
+/* lathe:cuda's dumps: each program's kernels with their sources (.device.txt), and the library
+ * choices of its first run (cuda-libraries.txt). */
+TEST(dump_gpu_kernels) {
+  char dir[64], config[200], path[160];
+  tmp_dir(dir, sizeof dir);
+  snprintf(config, sizeof config, "lathe:cuda,dump=%s", dir);
+  lathe_backend_t b = NULL;
+  lathe_status_t st = lathe_backend_new(config, &b);
+  if (st) {
+    lathe_status_free(st);
+    remove_dir(dir);
+    SKIP("no usable GPU");
+  }
+  lathe_executable_t e = affine_t(b);
+  run_affine(b, e, 1);
+  lathe_executable_free(e);
+  /* a product of shapes no other test asks (the heuristic's answers are kept for the process):
+   * cuBLASLt's choice noted at its first run */
+  lathe_builder_t bl;
+  CHECK_OK(lathe_builder_new(b, "product", &bl));
+  lathe_function_t fn = lathe_builder_main(bl);
+  lathe_shape sx = TST_SHAPE(LATHE_DTYPE_FLOAT32, 72, 56), sy = TST_SHAPE(LATHE_DTYPE_FLOAT32, 56, 40);
+  lathe_value_t x, y, z;
+  int one = 1, zero = 0;
+  CHECK_OK(lathe_parameter(fn, "x", &sx, &x));
+  CHECK_OK(lathe_parameter(fn, "y", &sy, &y));
+  CHECK_OK(lathe_dot_general(fn, x, &one, 1, NULL, 0, y, &zero, 1, NULL, 0, NULL, &z));
+  CHECK_OK(lathe_function_return(fn, &z, 1));
+  CHECK_OK(lathe_builder_compile(bl, &e));
+  lathe_builder_free(bl);
+  float *h = calloc(72 * 56, sizeof(float));
+  lathe_buffer_t in[2] = {NULL, NULL}, out = NULL;
+  CHECK_OK(lathe_buffer_from_host(b, 0, &sx, h, 72 * 56 * sizeof(float), &in[0]));
+  CHECK_OK(lathe_buffer_from_host(b, 0, &sy, h, 56 * 40 * sizeof(float), &in[1]));
+  if (e && in[0] && in[1]) {
+    CHECK_OK(lathe_executable_execute(e, in, NULL, 2, 0, &out, 1));
+    CHECK_OK(lathe_buffer_to_host(out, h, 72 * 40 * sizeof(float)));
+  }
+  lathe_buffer_free(out), lathe_buffer_free(in[0]), lathe_buffer_free(in[1]);
+  lathe_executable_free(e);
+  lathe_backend_free(b);
+  free(h);
+  snprintf(path, sizeof path, "%s/0000-affine.device.txt", dir);
+  char *text = slurp(path);
+  CHECK(text && strstr(text, "fused:Mul+Add [fused LOOP]: kernel lt_fused_") && strstr(text, "// ---- #0 ----"),
+        "affine's device dump names the region's kernel and prints its source");
+  free(text);
+  snprintf(path, sizeof path, "%s/cuda-libraries.txt", dir);
+  text = slurp(path);
+  CHECK(text && strstr(text, "cuBLASLt Float32 GEMM") && strstr(text, "k=56"), "the product's cuBLASLt choice: %s",
+        text ? text : "(no file)");
   free(text);
   remove_dir(dir);
 }
