@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "45ab3e5f7edbe959656b63ab19924594"
+const engineSourcesHash = "4ab80dfd9833a20c8f77c1dabfffa2ba"

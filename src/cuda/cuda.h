@@ -266,6 +266,8 @@ void lathe_cuda_plan_free(void *ctx, lathe_plan *plan);
 void lathe_cuda_dump_plan(void *ctx, const lathe_plan *plan, FILE *f);
 /* While dumping (option dump=): the directory where run-time choices are noted, else NULL. */
 const char *lathe_cuda_exec_dump_dir(const lathe_cuda_exec *ex);
+/* While tracing: the trace, for compile-like work done at a first run (cuDNN's engine search). */
+struct lathe_trace *lathe_cuda_exec_trace(const lathe_cuda_exec *ex);
 /* The device's execute: a launch with a group (an SPMD replica) goes to its device's worker
  * thread (spmd.c), any other runs lathe_cuda_execute_now on the calling thread. */
 lathe_status_t lathe_cuda_execute(void *ctx, lathe_plan *plan, const lathe_launch *launch);

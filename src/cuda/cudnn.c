@@ -736,6 +736,8 @@ lathe_status_t lathe_cuda_cudnn_conv(lathe_cuda_exec *ex, const lt_conv_desc *c,
   if (!ch && lathe_cuda_exec_capturing(ex)) /* measuring needs the GPU to run: not inside a graph's capture */
     return lathe_status_new(LATHE_STATUS_UNIMPLEMENTED, "ConvGeneral: cuDNN's algorithms are measured outside a CUDA graph");
   if (!ch) { /* measure every reading (the graph API's engines, else the legacy algorithms), and lathe's own path */
+    lathe_trace *tr = lathe_cuda_exec_trace(ex);
+    int64_t t0 = tr ? lathe_trace_now() : 0;
     cudnn_choice got = {.way = WAY_OWN};
     float best_ms = 0;
     for (int i = 0; i < nr; i++) {
@@ -779,6 +781,12 @@ lathe_status_t lathe_cuda_cudnn_conv(lathe_cuda_exec *ex, const lt_conv_desc *c,
       if (own_ms < best_ms) plan_free(api, got.g), got.g = NULL, got.way = WAY_OWN;
     }
     if (lathe_cuda_exec_dump_dir(ex)) note_choice(ex, c, &got, best_ms, own_ms);
+    if (tr) { /* the host's time of the search (it runs every candidate on the GPU and waits) */
+      char args[64];
+      snprintf(args, sizeof args, "\"dtype\":\"%s\",\"chosen\":\"%s\"", lathe_dtype_name(c->dt),
+               got.way == WAY_OWN ? "lathe" : got.math == MATH_GRAPH ? "cuDNN graph engine" : "cuDNN algorithm");
+      lathe_trace_complete(tr, "cuDNN engine search", "compile", t0, lathe_trace_now(), args);
+    }
     cudnn_choice *n = malloc(sizeof *n);
     if (!n) {
       plan_free(api, got.g);

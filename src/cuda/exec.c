@@ -329,6 +329,7 @@ cuda_dev *lathe_cuda_exec_dev(lathe_cuda_exec *ex) { return ex->d; }
 lcuStream lathe_cuda_exec_stream(lathe_cuda_exec *ex) { return ex->stream; }
 const lcu_api *lathe_cuda_exec_api(lathe_cuda_exec *ex) { return ex->cu->api; }
 const char *lathe_cuda_exec_dump_dir(const lathe_cuda_exec *ex) { return ex->plan->x.prog->options.dump_dir; }
+lathe_trace *lathe_cuda_exec_trace(const lathe_cuda_exec *ex) { return ex->plan->x.prog->options.trace; }
 bool lathe_cuda_exec_capturing(const lathe_cuda_exec *ex) { return ex->capturing; }
 
 void lathe_cuda_grid(int64_t n, unsigned *blocks, unsigned *threads) {
