@@ -251,6 +251,7 @@ static void program_options(void *ctx, lathe_program_options *opt) {
   opt->alignment = 64;
   opt->alias_reshape = true; /* layout.c skips the copy */
   opt->fuse_activations = true; /* region.c runs them tile by tile (activation.c) */
+  opt->remat = ((lathe_cpu *)ctx)->fuse; /* copies pay when fusion joins them to their readers */
 }
 
 static void destroy(void *ctx) {

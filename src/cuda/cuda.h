@@ -106,6 +106,7 @@ typedef struct lathe_cuda {
   bool rows;  /* ROWS regions (the option rows=0|1) */
   bool flash; /* attention by the streaming kernels where they apply (option flash=0|1; attention.c) */
   bool trace_graphs; /* while tracing, CUDA graphs still replay (option trace_graphs=1; src/exec/xtrace.c) */
+  bool remat;        /* recomputing cheap values (option remat=1; src/graph/program.c) */
   bool cudnn; /* convolutions may use cuDNN (option cudnn=1, the default) */
   bool dense_vjp; /* FusedDenseVJP advertised (option dense_vjp=1; off by default) */
   int graph_after; /* a plan becomes a CUDA graph at its graph_after-th run on a GPU (option graphs; 0: never) */

@@ -240,6 +240,7 @@ static void program_options(void *ctx, lathe_program_options *opt) {
   opt->plan_memory = true;
   opt->alias_reshape = true; /* lathe_cuda_copy skips the copy: a training step's Reshapes moved GBs */
   opt->alignment = 256; /* what cuBLASLt and vector loads like */
+  opt->remat = cu->fuse && cu->remat;
 }
 
 /* ---- completion: jobs of the device's worker queue, in the order executions were queued ---- */
@@ -401,7 +402,7 @@ const lathe_device_i lathe_cuda_device = {
 /* lathe:cuda's options (docs/CUDA.md), parsed by the runtime (runtime/options.c); CONF_CAP holds
  * the longest configuration string they make. */
 enum { CONF_CAP = 128 };
-enum { OPT_DEVICE, OPT_TF32, OPT_FUSE, OPT_CUDNN, OPT_GRAPHS, OPT_ROWS, OPT_FLASH, OPT_DENSE_VJP, OPT_TRACE_GRAPHS };
+enum { OPT_DEVICE, OPT_TF32, OPT_FUSE, OPT_CUDNN, OPT_GRAPHS, OPT_ROWS, OPT_FLASH, OPT_DENSE_VJP, OPT_TRACE_GRAPHS, OPT_REMAT };
 const lathe_option_spec lathe_cuda_options[] = {
     [OPT_DEVICE] = {"device", LATHE_OPTION_INT, "N", 0, 1024, false, "every GPU", "GPU N alone (as device 0)"},
     [OPT_TF32] = {"tf32", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
@@ -419,6 +420,9 @@ const lathe_option_spec lathe_cuda_options[] = {
                        "advertise FusedDenseVJP, GoMLX's fully fused dense gradient (measured slower than its decomposition)"},
     [OPT_TRACE_GRAPHS] = {"trace_graphs", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
                           "while tracing, replay CUDA graphs (one GPU span per run) instead of walking the steps (one per step)"},
+    [OPT_REMAT] = {"remat", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
+                   "large values made elementwise from small ones (a one-hot) are computed again for each later reader "
+                   "instead of kept in memory between them (on with lathe:cpu; here until it has run on a GPU)"},
     LATHE_RUNTIME_OPTION_SPECS, /* the runtime's (trace, dump) */
 };
 const int lathe_cuda_n_options = (int)(sizeof lathe_cuda_options / sizeof lathe_cuda_options[0]);
@@ -450,6 +454,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   bool flash = !opt[OPT_FLASH].set || opt[OPT_FLASH].value == 1;
   bool dense_vjp = opt[OPT_DENSE_VJP].set && opt[OPT_DENSE_VJP].value == 1;
   bool trace_graphs = opt[OPT_TRACE_GRAPHS].set && opt[OPT_TRACE_GRAPHS].value == 1;
+  bool remat = opt[OPT_REMAT].set && opt[OPT_REMAT].value == 1;
   const lcu_api *api;
   int count;
   LATHE_RETURN_IF_ERROR(gpu_count(&api, &count));
@@ -465,6 +470,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   cu->cudnn = cudnn;
   cu->dense_vjp = dense_vjp;
   cu->trace_graphs = trace_graphs;
+  cu->remat = remat;
   cu->graph_after = graph_after;
   cu->n_devices = only >= 0 ? 1 : count;
   cu->devs = calloc((size_t)cu->n_devices, sizeof(cuda_dev));
@@ -496,6 +502,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   if (!cudnn) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",cudnn=0");
   if (dense_vjp) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",dense_vjp=1");
   if (trace_graphs) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",trace_graphs=1");
+  if (remat) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",remat=1");
   if (graph_after != 2) snprintf(conf + n, (size_t)(CONF_CAP - n), ",graphs=%d", graph_after);
   *out_dev = &lathe_cuda_device;
   *out_ctx = cu;

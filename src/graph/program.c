@@ -46,6 +46,8 @@ typedef struct {
   int *users_start, *users; /* CSR list of the steps reading each slot */
   bool *is_output;          /* per slot: returned by the function */
   const lathe_node **fold;  /* by node id: Transposes of products folded into them (lower_nodes) */
+  int *chain;               /* by node id (options.remat): steps to compute it again, 0: not cheap, -1: unknown */
+  bool *read;               /* by node id (options.remat): some step already reads its slot */
 } lower_ctx;
 
 static void *arena_array(lathe_program *p, size_t n, size_t size) { return lathe_arena_alloc(&p->arena, (n ? n : 1) * size); }
@@ -138,25 +140,117 @@ static lathe_status_t fold_transposed_products(lower_ctx *c) {
   return NULL;
 }
 
+/* ---- recomputing cheap values (options.remat) ----
+ * A value is cheap when an elementwise op (one fusion joins) makes it from operands that are each
+ * at most 1/REMAT_RATIO of its size, or cheap themselves, in at most REMAT_CHAIN steps: a one-hot
+ * of the labels (Equal of an Iota and the labels, converted), the loss gradient's broadcast of a
+ * scalar times it. Left alone, such a value of REMAT_MIN_BYTES or more is written once and read
+ * by steps far apart (the forward loss and its gradient), so it holds its memory through all the
+ * steps between; each reader after the first instead gets a copy of its chain, lowered just
+ * before it, which fusion then joins to the reader's region: the value lives only as long as one
+ * reader, often never in memory at all, for a little arithmetic. */
+enum { REMAT_RATIO = 8, REMAT_CHAIN = 8 };
+#define REMAT_MIN_BYTES ((int64_t)1 << 20)
+
+static const lathe_node *canonical(const lower_ctx *c, const lathe_node *n) { return c->pf->fn->nodes[c->s.remap[n->id]]; }
+
+/* Steps in n's chain (0: n is not cheap). */
+static int chain_of(lower_ctx *c, const lathe_node *n) {
+  if (c->chain[n->id] >= 0) return c->chain[n->id];
+  c->chain[n->id] = 0; /* while deciding */
+  if (!fusable_op(n->op) || n->multi || n->n_in == 0 || n->n_in > LATHE_PMEMBER_MAX_IN || n->shape.rank == 0 ||
+      lathe_dtype_is_packed(n->shape.dtype) || c->fold[n->id])
+    return 0;
+  int64_t size = lathe_shape_num_elements(&n->shape), steps = 1;
+  if (size <= 0) return 0;
+  for (int i = 0; i < n->n_in; i++) {
+    const lathe_node *in = canonical(c, n->in[i]);
+    int64_t isz = lathe_shape_num_elements(&in->shape);
+    if (isz < 0 || lathe_dtype_is_packed(in->shape.dtype)) return 0;
+    if (isz * REMAT_RATIO <= size) continue; /* small: read as it is */
+    int k = in->op == LATHE_OP_PARAMETER || in->op == LATHE_OP_CAPTURE ? 0 : chain_of(c, in);
+    if (!k) return 0;
+    steps += k;
+  }
+  if (steps > REMAT_CHAIN) return 0;
+  return c->chain[n->id] = (int)steps;
+}
+
+/* Whether n's slot, read again by a later step, should be computed again for it instead. */
+static bool remat_input(lower_ctx *c, const lathe_node *n) {
+  return c->chain && c->read[n->id] && lathe_shape_byte_size(&n->shape) >= REMAT_MIN_BYTES && chain_of(c, n) > 0;
+}
+
+static lathe_status_t new_step(lower_ctx *c, const lathe_node *n, lathe_pstep **out);
+
+/* A copy of n's chain lowered now (its cheap operands first); *slot: the copy's result. */
+static lathe_status_t lower_copy(lower_ctx *c, const lathe_node *n, int *slot) {
+  int64_t size = lathe_shape_num_elements(&n->shape);
+  int in_slots[LATHE_PMEMBER_MAX_IN];
+  for (int i = 0; i < n->n_in; i++) {
+    const lathe_node *in = canonical(c, n->in[i]);
+    if (lathe_shape_num_elements(&in->shape) * REMAT_RATIO <= size) in_slots[i] = slot_of_node(c, in);
+    else LATHE_RETURN_IF_ERROR(lower_copy(c, in, &in_slots[i]));
+  }
+  lathe_pstep *st;
+  LATHE_RETURN_IF_ERROR(new_step(c, n, &st));
+  for (int i = 0; i < n->n_in; i++) st->in[i] = in_slots[i];
+  *slot = st->out[0];
+  return NULL;
+}
+
+/* The next step, for node n: its result slots made, inputs left for the caller. */
+static lathe_status_t new_step(lower_ctx *c, const lathe_node *n, lathe_pstep **out) {
+  lathe_pfunc *pf = c->pf;
+  lathe_pstep *st = &pf->steps[pf->n_steps];
+  st->node = n;
+  st->region = -1;
+  st->n_in = n->n_in;
+  st->n_out = n->multi ? n->n_out : 1;
+  st->in = arena_array(c->p, (size_t)st->n_in, sizeof(int));
+  st->out = arena_array(c->p, (size_t)st->n_out, sizeof(int));
+  if (!st->in || !st->out) return LATHE_OOM("Compile");
+  for (int r = 0; r < st->n_out; r++) {
+    st->out[r] = add_slot(c, LATHE_PSLOT_VALUE, n, r, n->multi ? &n->out_shapes[r] : &n->shape);
+    pf->slots[st->out[r]].def = pf->n_steps;
+  }
+  pf->n_steps++;
+  *out = st;
+  return NULL;
+}
+
 /* Slots and one step per scheduled op. */
 static lathe_status_t lower_nodes(lower_ctx *c) {
   lathe_pfunc *pf = c->pf;
   const lathe_function *fn = pf->fn;
   int n_slots = fn->n_params + fn->n_captures, n_steps = 0;
+  c->slot_of = malloc(sizeof(int) * (size_t)(fn->n_nodes + 1));
+  if (!c->slot_of) return LATHE_OOM("Compile");
+  for (int i = 0; i <= fn->n_nodes; i++) c->slot_of[i] = -1;
+  LATHE_RETURN_IF_ERROR(fold_transposed_products(c));
+  const lathe_node **fold = c->fold;
+  if (c->p->options.remat) {
+    c->chain = malloc(sizeof(int) * (size_t)(fn->n_nodes + 1));
+    c->read = calloc((size_t)fn->n_nodes + 1, sizeof(bool));
+    if (!c->chain || !c->read) return LATHE_OOM("Compile");
+    for (int i = 0; i <= fn->n_nodes; i++) c->chain[i] = -1;
+  }
   for (int k = 0; k < c->s.n_order; k++) {
     const lathe_node *n = fn->nodes[c->s.order[k]];
     if (n->op == LATHE_OP_PARAMETER || n->op == LATHE_OP_CAPTURE || n->op == LATHE_OP_TUPLE_ELEMENT) continue;
     n_slots += n->multi ? n->n_out : 1;
     if (n->op != LATHE_OP_CONSTANT) n_steps++;
+    /* room for copies of cheap operands (an upper bound: one per read) */
+    for (int i = 0; c->chain && i < n->n_in; i++) {
+      const lathe_node *in = canonical(c, n->in[i]);
+      int k2 = lathe_shape_byte_size(&in->shape) >= REMAT_MIN_BYTES ? chain_of(c, in) : 0;
+      n_slots += k2, n_steps += k2;
+    }
   }
   pf->slots = arena_array(c->p, (size_t)n_slots, sizeof(lathe_pslot));
   pf->steps = arena_array(c->p, (size_t)n_steps, sizeof(lathe_pstep));
   pf->params = arena_array(c->p, (size_t)(fn->n_params + fn->n_captures), sizeof(int));
-  c->slot_of = malloc(sizeof(int) * (size_t)(fn->n_nodes + 1));
-  if (!pf->slots || !pf->steps || !pf->params || !c->slot_of) return LATHE_OOM("Compile");
-  for (int i = 0; i <= fn->n_nodes; i++) c->slot_of[i] = -1;
-  LATHE_RETURN_IF_ERROR(fold_transposed_products(c));
-  const lathe_node **fold = c->fold;
+  if (!pf->slots || !pf->steps || !pf->params) return LATHE_OOM("Compile");
   pf->n_declared = fn->n_params;
   pf->n_params = fn->n_params + fn->n_captures;
   for (int i = 0; i < fn->n_params; i++) {
@@ -184,19 +278,19 @@ static lathe_status_t lower_nodes(lower_ctx *c) {
       default:
         break;
     }
-    lathe_pstep *st = &pf->steps[pf->n_steps];
-    st->node = n;
-    st->region = -1;
-    st->n_in = n->n_in;
-    st->n_out = n->multi ? n->n_out : 1;
-    st->in = arena_array(c->p, (size_t)st->n_in, sizeof(int));
-    st->out = arena_array(c->p, (size_t)st->n_out, sizeof(int));
-    if (!st->in || !st->out) return LATHE_OOM("Compile");
-    for (int i = 0; i < n->n_in; i++) st->in[i] = slot_of_node(c, n->in[i]);
-    for (int r = 0; r < st->n_out; r++) {
-      st->out[r] = add_slot(c, LATHE_PSLOT_VALUE, n, r, n->multi ? &n->out_shapes[r] : &n->shape);
-      pf->slots[st->out[r]].def = pf->n_steps;
+    /* cheap operands read before: computed again first (their copies precede this step) */
+    int in_slots[LATHE_PMEMBER_MAX_IN];
+    bool copies = c->chain && n->n_in <= LATHE_PMEMBER_MAX_IN && n->op != LATHE_OP_CONSTANT;
+    for (int i = 0; copies && i < n->n_in; i++) {
+      const lathe_node *in = canonical(c, n->in[i]);
+      in_slots[i] = slot_of_node(c, in);
+      if (remat_input(c, in)) LATHE_RETURN_IF_ERROR(lower_copy(c, in, &in_slots[i]));
     }
+    lathe_pstep *st;
+    LATHE_RETURN_IF_ERROR(new_step(c, n, &st));
+    pf->n_steps--; /* counted below, once its sub-functions are known */
+    for (int i = 0; i < n->n_in; i++) st->in[i] = copies ? in_slots[i] : slot_of_node(c, n->in[i]);
+    for (int i = 0; c->chain && i < n->n_in; i++) c->read[canonical(c, n->in[i])->id] = true;
     c->slot_of[n->id] = st->out[0];
     /* sub-functions (the FN attribute slots, in order) and where their captures start among the
      * hidden inputs */
@@ -1176,6 +1270,8 @@ static lathe_status_t build_fn(lathe_program *p, lathe_pfunc *pf) {
   free(c.users);
   free(c.is_output);
   free(c.fold);
+  free(c.chain);
+  free(c.read);
   return st;
 }
 

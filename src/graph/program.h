@@ -127,6 +127,9 @@ typedef struct lathe_program_options {
                        * the device busy a group per row) */
   struct lathe_trace *trace; /* set by the runtime while tracing: the phases of each function's
                               * lowering are recorded there (src/core/trace.h) */
+  bool remat; /* a large value computed elementwise from small ones only (a one-hot of labels,
+               * a broadcast) is computed again for each later reader instead of kept alive
+               * between them (program.c, "recomputing cheap values") */
   const char *dump_dir;       /* set by the runtime while dumping: a device notes its run-time
                                * choices there (lathe_profile_note) */
 } lathe_program_options;

@@ -194,6 +194,24 @@ static lathe_executable_t build_structured(lathe_backend_t be, int64_t B, int64_
       outs[n_out++] = t; /* an intermediate escapes */
       break;
     }
+    case 3: { /* a one-hot of "labels" (p, g rounded), read by two regions far apart: recomputed
+               * for the second where it is large (lathe:cpu's remat, program.c) */
+      lathe_value_t pl, gl, g1, eq, oh, m1, a, e, big, m2;
+      int64_t dims[2] = {1, N};
+      CHECK_OK(lathe_floor(fn, p, &pl));
+      CHECK_OK(lathe_floor(fn, g, &gl));
+      CHECK_OK(lathe_reshape(fn, gl, dims, 2, &g1));
+      CHECK_OK(lathe_equal(fn, pl, g1, &eq));
+      CHECK_OK(lathe_convert_dtype(fn, eq, LATHE_DTYPE_FLOAT32, &oh));
+      CHECK_OK(lathe_mul(fn, oh, x, &m1));
+      a = row_reduce(fn, LATHE_OP_REDUCE_SUM, m1);
+      CHECK_OK(lathe_exp(fn, x, &e));
+      CHECK_OK(lathe_mul(fn, e, e, &big));
+      CHECK_OK(lathe_mul(fn, oh, big, &m2));
+      CHECK_OK(lathe_add(fn, m2, bcast_rows(fn, a, &xs), &y));
+      outs[n_out++] = a;
+      break;
+    }
     default: { /* implicit size-1 broadcasting, a gate, a reduction whose result is also used */
       lathe_value_t s, sb;
       CHECK_OK(lathe_add(fn, x, p, &t));
@@ -255,7 +273,7 @@ TEST(fusion_regions_match_unfused) {
     tst_fill(x, LATHE_DTYPE_FLOAT32, B * N, 3 + (unsigned)si);
     tst_fill(g, LATHE_DTYPE_FLOAT32, N, 5 + (unsigned)si);
     tst_fill(p, LATHE_DTYPE_FLOAT32, B, 11 + (unsigned)si);
-    for (int which = 0; which < 3; which++)
+    for (int which = 0; which < 4; which++)
       for (int v = 0; v < (norows ? 2 : 1); v++) {
         lathe_backend_t be = v ? norows : tst_backend();
         bool exact = !norows || v == 1;

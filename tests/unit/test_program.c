@@ -233,6 +233,47 @@ TEST(program_reduce_region) {
   lathe_builder_free(b);
 }
 
+/* A one-hot of labels (Equal of [B,1] and [1,N], converted to Float32 [B,N], 2 MiB) read by two
+ * regions with a large Exp between them: with remat the second reader gets its own copy of the
+ * chain, fused into its region, so the one-hot never lives in the arena across the Exp; without,
+ * it does. (Values: tests/ops/fusion.c, graph 3, against the unfused run.) */
+TEST(program_recomputes_cheap_values) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("one-hot", &fn);
+  enum { B = 512, N = 1024 };
+  lathe_shape ls = TST_SHAPE(LATHE_DTYPE_INT32, B, 1), cs = TST_SHAPE(LATHE_DTYPE_INT32, 1, N),
+              xs = TST_SHAPE(LATHE_DTYPE_FLOAT32, B, N);
+  lathe_value_t labels = tst_param(fn, "labels", ls), classes = tst_param(fn, "classes", cs), x = tst_param(fn, "x", xs);
+  lathe_value_t eq, oh, m1, a, e, big, m2, outs[2];
+  int axis = 1;
+  CHECK_OK(lathe_equal(fn, labels, classes, &eq));
+  CHECK_OK(lathe_convert_dtype(fn, eq, LATHE_DTYPE_FLOAT32, &oh));
+  CHECK_OK(lathe_mul(fn, oh, x, &m1));
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_SUM, m1, &axis, 1, &a));
+  CHECK_OK(lathe_exp(fn, x, &e));
+  CHECK_OK(lathe_sqrt(fn, e, &big)); /* a step of its own between the readers */
+  CHECK_OK(lathe_mul(fn, oh, big, &m2));
+  outs[0] = m2, outs[1] = a;
+  CHECK_OK(lathe_function_return(fn, outs, 2));
+  const lathe_program_options remat = {.fuse = true, .plan_memory = true, .alignment = 64, .remat = true};
+  lathe_program *pr = program_of(b, &remat), *pk = program_of(b, &fused);
+  if (pr && pk) {
+    const lathe_pfunc *fr = lathe_program_main(pr), *fk = lathe_program_main(pk);
+    int equals = 0, onehot_planned = 0;
+    for (int r = 0; r < fr->n_regions; r++)
+      for (int m = 0; m < fr->regions[r].n_members; m++) equals += fr->regions[r].members[m].node->op == LATHE_OP_EQUAL;
+    for (int i = 0; i < fr->n_slots; i++)
+      onehot_planned += fr->slots[i].node && fr->slots[i].node->op == LATHE_OP_CONVERT_DTYPE && fr->slots[i].offset >= 0;
+    CHECK(equals == 2, "the one-hot's Equal in both readers' regions: %d", equals);
+    CHECK(onehot_planned == 0, "the one-hot never takes arena memory: %d slots do", onehot_planned);
+    CHECK(fr->arena_bytes + (int64_t)B * N * 4 <= fk->arena_bytes, "remat arena %lld, kept %lld: the one-hot's 2 MiB less",
+          (long long)fr->arena_bytes, (long long)fk->arena_bytes);
+  }
+  lathe_program_free(pr);
+  lathe_program_free(pk);
+  lathe_builder_free(b);
+}
+
 /* Without fusion, a chain of in-place-able ops over one shape lives in one arena block: each
  * result takes its dying operand's memory. Transposes (not in place) alternate two blocks. */
 /* Layer norm as GoMLX writes it (mean and centred variance kept as [B, 1], broadcast back) and
