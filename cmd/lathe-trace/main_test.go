@@ -13,15 +13,7 @@ import (
 // testdata/affine.json is a real trace: lathe:cpu compiling y = Transpose(x*2+1) over
 // Float32[2,3] and executing it twice (docs/PROFILING.md shows how it was made).
 func TestSummary(t *testing.T) {
-	data, err := os.ReadFile("testdata/affine.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	events, err := load(data)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rep := summarize(events)
+	rep := summarize(loadFile(t, "testdata/affine.json"))
 	if rep.Runs != 2 || rep.Compiles != 1 || rep.Transfers != 3 {
 		t.Errorf("runs %d compiles %d transfers %d, want 2 1 3", rep.Runs, rep.Compiles, rep.Transfers)
 	}
@@ -74,23 +66,7 @@ func TestTruncated(t *testing.T) {
 // while_fibonacci_and_tensor_state), each row run on lathe:cuda and on lathe:cpu, the reference.
 // Its steps' times are the GPU's, and the While contains its body's steps.
 func TestGPUSummary(t *testing.T) {
-	f, err := os.Open("testdata/while-cuda.json.gz")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	zr, err := gzip.NewReader(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := io.ReadAll(zr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	events, err := load(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	events := loadFile(t, "testdata/while-cuda.json.gz")
 	rep := summarize(events)
 	if !rep.GPU || rep.GPURuns != 4 || rep.Runs != 8 {
 		t.Fatalf("GPU steps %v, GPU runs %d, runs %d; want true, 4, 8", rep.GPU, rep.GPURuns, rep.Runs)
@@ -117,4 +93,29 @@ func TestGPUSummary(t *testing.T) {
 			t.Errorf("report lacks %q:\n%s", want, out.String())
 		}
 	}
+}
+
+// loadFile reads a trace from testdata (gzip-compressed when its name ends in .gz).
+func loadFile(t *testing.T, path string) []event {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var r io.Reader = f
+	if strings.HasSuffix(path, ".gz") {
+		if r, err = gzip.NewReader(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, err := load(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return events
 }

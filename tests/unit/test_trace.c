@@ -77,21 +77,26 @@ static int count(const char *text, const char *needle) {
   return n;
 }
 
-/* y = Transpose(x * 2 + 1) over Float32[2,3]: one fused LOOP region, then a layout step. */
-static lathe_executable_t affine_t(lathe_backend_t b) {
+/* y = Transpose(x * 2 + 1) over Float32[2,3]: one fused LOOP region, then a layout step ("affine");
+ * with chain, z = Transpose(y ^ 2): four steps, enough for a CUDA graph ("chain"). */
+static lathe_executable_t program_t(lathe_backend_t b, bool chain) {
   lathe_builder_t bl;
-  CHECK_OK(lathe_builder_new(b, "affine", &bl));
+  CHECK_OK(lathe_builder_new(b, chain ? "chain" : "affine", &bl));
   lathe_function_t fn = lathe_builder_main(bl);
   lathe_shape s = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 3), s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
   float two = 2, one = 1;
   int perm[2] = {1, 0};
-  lathe_value_t x, c2, c1, t, u, y;
+  lathe_value_t x, c2, c1, t, u, y, w;
   CHECK_OK(lathe_parameter(fn, "x", &s, &x));
   CHECK_OK(lathe_constant(fn, &s0, &two, sizeof two, &c2));
   CHECK_OK(lathe_constant(fn, &s0, &one, sizeof one, &c1));
   CHECK_OK(lathe_mul(fn, x, c2, &t));
   CHECK_OK(lathe_add(fn, t, c1, &u));
   CHECK_OK(lathe_transpose(fn, u, perm, 2, &y));
+  if (chain) {
+    CHECK_OK(lathe_mul(fn, y, y, &w));
+    CHECK_OK(lathe_transpose(fn, w, perm, 2, &y));
+  }
   CHECK_OK(lathe_function_return(fn, &y, 1));
   lathe_executable_t e = NULL;
   CHECK_OK(lathe_builder_compile(bl, &e));
@@ -99,29 +104,7 @@ static lathe_executable_t affine_t(lathe_backend_t b) {
   return e;
 }
 
-/* z = Transpose(Transpose(x * 2 + 1) ^ 2) over Float32[2,3]: four steps, enough for a CUDA graph. */
-static lathe_executable_t chain_t(lathe_backend_t b) {
-  lathe_builder_t bl;
-  CHECK_OK(lathe_builder_new(b, "chain", &bl));
-  lathe_function_t fn = lathe_builder_main(bl);
-  lathe_shape s = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 3), s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
-  float two = 2, one = 1;
-  int perm[2] = {1, 0};
-  lathe_value_t x, c2, c1, t, u, v, w, z;
-  CHECK_OK(lathe_parameter(fn, "x", &s, &x));
-  CHECK_OK(lathe_constant(fn, &s0, &two, sizeof two, &c2));
-  CHECK_OK(lathe_constant(fn, &s0, &one, sizeof one, &c1));
-  CHECK_OK(lathe_mul(fn, x, c2, &t));
-  CHECK_OK(lathe_add(fn, t, c1, &u));
-  CHECK_OK(lathe_transpose(fn, u, perm, 2, &v));
-  CHECK_OK(lathe_mul(fn, v, v, &w));
-  CHECK_OK(lathe_transpose(fn, w, perm, 2, &z));
-  CHECK_OK(lathe_function_return(fn, &z, 1));
-  lathe_executable_t e = NULL;
-  CHECK_OK(lathe_builder_compile(bl, &e));
-  lathe_builder_free(bl);
-  return e;
-}
+static lathe_executable_t affine_t(lathe_backend_t b) { return program_t(b, false); }
 
 static void run_affine(lathe_backend_t b, lathe_executable_t e, int times) {
   lathe_shape s = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 3);
@@ -193,17 +176,24 @@ TEST(trace_events) {
   remove_dir(dir);
 }
 
+/* lathe:cuda with option (trace=... or dump=...), or NULL (the test SKIPs) without a usable GPU. */
+static lathe_backend_t gpu_with(const char *option) {
+  char config[256];
+  snprintf(config, sizeof config, "lathe:cuda,%s", option);
+  lathe_backend_t b = NULL;
+  lathe_status_free(lathe_backend_new(config, &b));
+  return b;
+}
+
 /* lathe:cuda: each step again on the GPU's track with the GPU's times (timing events around it);
  * with trace_graphs=1 a replayed run is one span. */
 TEST(trace_gpu_times) {
   char dir[64], path[128], config[200];
   tmp_dir(dir, sizeof dir);
   snprintf(path, sizeof path, "%s/steps.json", dir);
-  snprintf(config, sizeof config, "lathe:cuda,trace=%s", path);
-  lathe_backend_t b = NULL;
-  lathe_status_t st = lathe_backend_new(config, &b);
-  if (st) {
-    lathe_status_free(st);
+  snprintf(config, sizeof config, "trace=%s", path);
+  lathe_backend_t b = gpu_with(config);
+  if (!b) {
     remove_dir(dir);
     SKIP("no usable GPU");
   }
@@ -223,10 +213,11 @@ TEST(trace_gpu_times) {
   }
   free(text);
   snprintf(path, sizeof path, "%s/graphs.json", dir);
-  snprintf(config, sizeof config, "lathe:cuda,trace_graphs=1,trace=%s", path);
-  CHECK_OK(lathe_backend_new(config, &b));
+  snprintf(config, sizeof config, "trace_graphs=1,trace=%s", path);
+  b = gpu_with(config);
+  CHECK(b, "lathe:cuda,%s", config);
   if (b) {
-    e = chain_t(b);
+    e = program_t(b, true);
     lathe_shape s = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 3);
     float x[6] = {0, 1, 2, 3, 4, 5}, y[6];
     lathe_buffer_t in = NULL;
@@ -258,11 +249,9 @@ TEST(trace_gpu_times) {
 TEST(dump_gpu_kernels) {
   char dir[64], config[200], path[160];
   tmp_dir(dir, sizeof dir);
-  snprintf(config, sizeof config, "lathe:cuda,dump=%s", dir);
-  lathe_backend_t b = NULL;
-  lathe_status_t st = lathe_backend_new(config, &b);
-  if (st) {
-    lathe_status_free(st);
+  snprintf(config, sizeof config, "dump=%s", dir);
+  lathe_backend_t b = gpu_with(config);
+  if (!b) {
     remove_dir(dir);
     SKIP("no usable GPU");
   }
