@@ -841,6 +841,13 @@ typedef struct lathe_executable_stats {
   int64_t evictions; /* programs dropped from the full cache */
   int cached;        /* programs in the cache now */
   int capacity;      /* the cache's bound */
+  /* AutoSharding: whether the program runs partitioned (one program of local shapes per device),
+   * else why not (static text; NULL for other programs); ops that ran whole on gathered operands
+   * for want of a partitioning rule; collectives the partitioner inserted */
+  bool partitioned;
+  const char *partition_declined;
+  int partition_fallbacks;
+  int partition_collectives;
 } lathe_executable_stats;
 lathe_status_t lathe_executable_get_stats(lathe_executable_t exec, lathe_executable_stats *out_stats);
 /* Bytes of the planned arena one execution of exec's program takes (all functions; the main

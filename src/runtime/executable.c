@@ -123,6 +123,36 @@ static lathe_status_t resolve_at_compile(lathe_executable_t e, lathe_builder_t b
   return NULL;
 }
 
+/* AutoSharding: the per-device program of partition.c as e's base, run as SPMD with each device's
+ * mesh coordinates as its last input; a program the pass declines runs whole (the reason goes
+ * to the stats). */
+static lathe_status_t partition(lathe_executable_t e, lathe_builder_t b, lathe_backend_t backend, bool lowered) {
+  if (!backend->partition) {
+    e->stats.partition_declined = "the backend option partition=0";
+    return NULL;
+  }
+  if (lowered) {
+    e->stats.partition_declined = "the program has dynamic-size ops";
+    return NULL;
+  }
+  struct lathe_builder *p = NULL;
+  lathe_partition_report rep;
+  LATHE_RETURN_IF_ERROR(lathe_partition(b, &p, &rep));
+  e->stats.partition_declined = rep.declined;
+  if (!p) return NULL;
+  lathe_status_t st = specialization_new(backend, b->graph, p, &e->base);
+  if (st) {
+    lathe_builder_free(p);
+    return st;
+  }
+  e->base->builder = p;
+  e->partitioned = e->stats.partitioned = true;
+  e->stats.partition_fallbacks = rep.fallbacks;
+  e->stats.partition_collectives = rep.collectives;
+  e->stats.compiles = 1;
+  return lathe_partition_upload_coords(e, b);
+}
+
 lathe_status_t lathe_builder_compile_for(lathe_builder_t b, lathe_backend_t backend, lathe_executable_t *out_exec) {
   if (!b) return LATHE_INVALID("Compile: builder is NULL");
   if (!backend) return LATHE_INVALID("Compile: backend is NULL");
@@ -158,7 +188,8 @@ lathe_status_t lathe_builder_compile_for(lathe_builder_t b, lathe_backend_t back
   }
   /* A program with dynamic-size ops is never compiled as built: no device runs those ops. */
   bool lowered = has_lowered_ops(b);
-  if (!st && !lowered) st = specialization_new(backend, b->graph, b, &e->base);
+  if (!st && b->distribution == LATHE_DIST_AUTO_SHARDING) st = partition(e, b, backend, lowered);
+  if (!st && !lowered && !e->partitioned) st = specialization_new(backend, b->graph, b, &e->base);
   if (!st && !lowered) e->stats.compiles = 1;
   if (!st) st = collect_dynamic_axes(e, b, lowered);
   if (!st) e->spec = lowered || (e->n_dyn && !(backend->caps & LATHE_DEVCAP_DYNAMIC_AXES));
@@ -192,6 +223,8 @@ void lathe_executable_release(lathe_executable_t e) {
     pthread_mutex_destroy(e->mu);
     free(e->mu);
   }
+  for (int r = 0; e->coords && r < e->n_replicas; r++) lathe_tensor_release(e->coords[r]);
+  free(e->coords);
   free(e->source);
   free(e->dyn_names);
   free(e->devices);

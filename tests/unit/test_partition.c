@@ -1,0 +1,384 @@
+/* test_partition.c -- the AutoSharding partitioner (src/graph/partition.c): each propagation rule
+ * and each reshard, run partitioned on lathe:cpu,devices=2 and devices=4 (also with the mesh laid
+ * over the devices out of order) against the same program run whole (partition=0), device by
+ * device and value by value; the fallback count; bad shardings. */
+#include <math.h>
+
+#include "core/core.h"
+#include "testing.h"
+
+/* A program under test: params and outputs with shardings written as text, one group per tensor
+ * axis separated by ',': "x" (mesh axis x), "xy" (x then y), "-" (replicated); NULL: replicated. */
+typedef struct {
+  int n_params;
+  lathe_shape shape[8];
+  const char *spec[8];
+  const char *store[16][LATHE_MAX_RANK][2];
+  lathe_sharding sh[16];
+  int n_sh;
+} prog;
+
+static const char *const AXIS_X = "x", *const AXIS_Y = "y";
+
+static const lathe_sharding *sharding_of(prog *p, const char *text, int rank) {
+  if (!text) return NULL;
+  lathe_sharding *s = &p->sh[p->n_sh];
+  memset(s, 0, sizeof *s);
+  s->mesh = "m";
+  s->rank = rank;
+  int a = 0;
+  for (const char *c = text; *c && a < rank; c++) {
+    if (*c == ',') {
+      a++;
+      continue;
+    }
+    if (*c == '-') continue;
+    p->store[p->n_sh][a][s->n_axes[a]++] = *c == 'x' ? AXIS_X : AXIS_Y;
+    s->axes[a] = p->store[p->n_sh][a];
+  }
+  p->n_sh++;
+  return s;
+}
+
+static lathe_value_t param(prog *p, lathe_function_t fn, lathe_shape s, const char *spec) {
+  lathe_value_t v = NULL;
+  char name[8];
+  snprintf(name, sizeof name, "p%d", p->n_params);
+  CHECK_OK(lathe_parameter_sharded(fn, name, &s, sharding_of(p, spec, s.rank), &v));
+  p->shape[p->n_params] = s;
+  p->spec[p->n_params++] = spec;
+  return v;
+}
+
+static void ret(prog *p, lathe_function_t fn, int n, const lathe_value_t *outs, const char *const *specs) {
+  const lathe_sharding *sh[8];
+  for (int i = 0; i < n; i++) {
+    lathe_shape s;
+    CHECK_OK(lathe_value_shape(outs[i], &s));
+    sh[i] = sharding_of(p, specs[i], s.rank);
+  }
+  CHECK_OK(lathe_function_return_sharded(fn, outs, sh, n));
+}
+
+typedef void (*build_fn)(prog *p, lathe_function_t fn);
+
+/* Device d's shard of global array g (shape s, element size es) under spec text on mesh (sx, sy)
+ * laid out by logical. */
+static void cut(const lathe_shape *s, const char *spec, int sx, int sy, const int *logical, int d, const char *g, char *out,
+                lathe_shape *ls) {
+  int pos = 0;
+  for (int i = 0; i < sx * sy; i++)
+    if (logical[i] == d) pos = i;
+  int c[2] = {pos / sy, pos % sy}, size[2] = {sx, sy};
+  int64_t off[LATHE_MAX_RANK] = {0};
+  *ls = *s;
+  int a = 0;
+  int64_t idx = 0, n = 1;
+  for (const char *q = spec; spec && *q; q++) {
+    if (*q == ',') {
+      ls->dims[a] = s->dims[a] / n, off[a] = idx * ls->dims[a];
+      a++, idx = 0, n = 1;
+      continue;
+    }
+    if (*q == '-') continue;
+    int j = *q == 'x' ? 0 : 1;
+    idx = idx * size[j] + c[j], n *= size[j];
+  }
+  if (spec) ls->dims[a] = s->dims[a] / n, off[a] = idx * ls->dims[a];
+  size_t es = (size_t)lathe_dtype_bits(s->dtype) / 8;
+  int64_t total = lathe_shape_size(ls);
+  for (int64_t k = 0; k < total; k++) {
+    int64_t rem = k, gi = 0, stride = 1;
+    for (int b = s->rank - 1; b >= 0; b--) {
+      int64_t i = rem % ls->dims[b];
+      rem /= ls->dims[b];
+      gi += (i + off[b]) * stride;
+      stride *= s->dims[b];
+    }
+    memcpy(out + (size_t)k * es, g + (size_t)gi * es, es);
+  }
+}
+
+/* Runs build partitioned and whole on lathe:cpu,devices=n (mesh x:sx, y:sy laid out by logical)
+ * and compares every output of every device; fallbacks >= 0: the partitioned run's count. */
+static void check_prog(const char *what, build_fn build, int sx, int sy, const int *logical, int fallbacks) {
+  int n = sx * sy;
+  lathe_executable_t e[2] = {NULL, NULL};
+  lathe_backend_t be[2] = {NULL, NULL};
+  prog p[2];
+  for (int k = 0; k < 2; k++) {
+    char cfg[64];
+    snprintf(cfg, sizeof cfg, "lathe:cpu,devices=%d%s", n, k ? ",partition=0" : "");
+    CHECK_OK(lathe_backend_new(cfg, &be[k]));
+    if (!be[k]) return;
+    const int sizes[2] = {sx, sy};
+    const char *names[2] = {AXIS_X, AXIS_Y};
+    lathe_mesh mesh = {"m", 2, sizes, names, logical};
+    lathe_builder_t b;
+    CHECK_OK(lathe_builder_new(be[k], what, &b));
+    CHECK_OK(lathe_builder_auto_sharding(b, &mesh, 1));
+    memset(&p[k], 0, sizeof p[k]);
+    build(&p[k], lathe_builder_main(b));
+    CHECK_OK(lathe_builder_compile(b, &e[k]));
+    lathe_builder_free(b);
+  }
+  if (e[0] && e[1]) {
+    lathe_executable_stats st;
+    CHECK_OK(lathe_executable_get_stats(e[0], &st));
+    CHECK(st.partitioned, "%s (%dx%d): not partitioned: %s", what, sx, sy, st.partition_declined ? st.partition_declined : "?");
+    CHECK(fallbacks < 0 || st.partition_fallbacks == fallbacks, "%s: %d fallbacks, want %d", what, st.partition_fallbacks,
+          fallbacks);
+    CHECK_OK(lathe_executable_get_stats(e[1], &st));
+    CHECK(!st.partitioned && st.partition_declined, "%s: partition=0 still partitions", what);
+    int np = p[0].n_params, no = lathe_executable_num_outputs(e[0]);
+    lathe_buffer_t in[2][8 * 4], out[2][8 * 4];
+    memset(out, 0, sizeof out);
+    for (int i = 0; i < np; i++) {
+      const lathe_shape *s = &p[0].shape[i];
+      size_t es = (size_t)lathe_dtype_bits(s->dtype) / 8, bytes = (size_t)lathe_shape_byte_size(s);
+      char *g = malloc(bytes + 1), *part = malloc(bytes + 1);
+      for (int64_t q = 0; q < lathe_shape_size(s); q++) {
+        int v = (int)((q * 7 + i * 3) % 11) - 5;
+        if (s->dtype == LATHE_DTYPE_FLOAT32) {
+          float f = (float)v;
+          memcpy(g + (size_t)q * es, &f, es);
+        } else {
+          int32_t w = v;
+          memcpy(g + (size_t)q * es, &w, es);
+        }
+      }
+      for (int d = 0; d < n; d++) {
+        lathe_shape ls;
+        cut(s, p[0].spec[i], sx, sy, logical, d, g, part, &ls);
+        for (int k = 0; k < 2; k++)
+          CHECK_OK(lathe_buffer_from_host(be[k], d, &ls, part, (size_t)lathe_shape_byte_size(&ls), &in[k][d * np + i]));
+      }
+      free(g);
+      free(part);
+    }
+    for (int k = 0; k < 2; k++) CHECK_OK(lathe_executable_execute(e[k], in[k], NULL, np * n, 0, out[k], no * n));
+    for (int q = 0; q < no * n; q++) {
+      if (!out[0][q] || !out[1][q]) continue;
+      lathe_shape s0, s1;
+      CHECK_OK(lathe_buffer_shape(out[0][q], &s0));
+      CHECK_OK(lathe_buffer_shape(out[1][q], &s1));
+      CHECK(lathe_shape_equal(&s0, &s1), "%s: output %d of device %d: shapes differ", what, q % no, q / no);
+      if (!lathe_shape_equal(&s0, &s1)) continue;
+      size_t bytes = (size_t)lathe_shape_byte_size(&s0);
+      char *a = malloc(bytes + 1), *b = malloc(bytes + 1);
+      CHECK_OK(lathe_buffer_to_host(out[0][q], a, bytes));
+      CHECK_OK(lathe_buffer_to_host(out[1][q], b, bytes));
+      /* sums of small integers are exact; others (tanh) may round differently summed in parts */
+      double worst = 0;
+      bool same = memcmp(a, b, bytes) == 0;
+      if (!same && s0.dtype == LATHE_DTYPE_FLOAT32) {
+        same = true;
+        for (size_t j = 0; j < bytes / 4; j++) {
+          float fa, fb;
+          memcpy(&fa, a + 4 * j, 4);
+          memcpy(&fb, b + 4 * j, 4);
+          double err = fabs((double)fa - (double)fb) / (1 + fabs((double)fb));
+          worst = err > worst ? err : worst;
+          same &= err <= 1e-6;
+        }
+      }
+      CHECK(same, "%s (%dx%d): output %d of device %d differs from the whole run (relative %g)", what, sx, sy, q % no, q / no,
+            worst);
+      free(a);
+      free(b);
+    }
+    for (int k = 0; k < 2; k++) {
+      for (int q = 0; q < np * n; q++) lathe_buffer_free(in[k][q]);
+      for (int q = 0; q < no * n; q++) lathe_buffer_free(out[k][q]);
+    }
+  }
+  for (int k = 0; k < 2; k++) {
+    lathe_executable_free(e[k]);
+    lathe_backend_free(be[k]);
+  }
+}
+
+/* On 2 devices (x:2), 4 (x:2, y:2) and 4 laid out of order. */
+static void check_all(const char *what, build_fn build, int fallbacks) {
+  static const int id[4] = {0, 1, 2, 3}, shuffled[4] = {2, 0, 3, 1};
+  check_prog(what, build, 2, 1, id, fallbacks);
+  check_prog(what, build, 2, 2, id, fallbacks);
+  check_prog(what, build, 2, 2, shuffled, fallbacks);
+}
+
+#define F32(...) TST_SHAPE(LATHE_DTYPE_FLOAT32, __VA_ARGS__)
+
+/* ---- elementwise, broadcasting, Convert, constants ---- */
+static void b_elementwise(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), r = param(p, fn, F32(1, 6), "-,y"), s = param(p, fn, F32(4, 6), "y,x");
+  lathe_value_t c, y, z, w, i, o[4];
+  float two = 2;
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  CHECK_OK(lathe_constant(fn, &s0, &two, sizeof two, &c));
+  CHECK_OK(lathe_mul(fn, x, r, &y));        /* broadcast of a size-1 axis */
+  CHECK_OK(lathe_add(fn, y, c, &y));        /* a scalar constant */
+  CHECK_OK(lathe_sub(fn, y, s, &z));        /* conflicting shardings: one side resharded */
+  CHECK_OK(lathe_abs(fn, z, &w));
+  CHECK_OK(lathe_convert_dtype(fn, w, LATHE_DTYPE_INT32, &i));
+  o[0] = y, o[1] = z, o[2] = i, o[3] = w;
+  const char *specs[] = {"x,y", NULL, "x,y", "y,x"};
+  ret(p, fn, 4, o, specs);
+}
+TEST(partition_elementwise) { check_all("elementwise", b_elementwise, 0); }
+
+static void b_where_clamp(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(8, 4), "x,-"), lo = param(p, fn, tst_shape0(LATHE_DTYPE_FLOAT32), NULL);
+  lathe_value_t zero, cond, y, hi, o[2];
+  float z = 0, h = 3;
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  CHECK_OK(lathe_constant(fn, &s0, &z, sizeof z, &zero));
+  CHECK_OK(lathe_constant(fn, &s0, &h, sizeof h, &hi));
+  CHECK_OK(lathe_greater_than(fn, x, zero, &cond));
+  CHECK_OK(lathe_where(fn, cond, x, lo, &y));
+  CHECK_OK(lathe_clamp(fn, lo, x, hi, &o[1]));
+  o[0] = y;
+  const char *specs[] = {"x,-", "-,x"};
+  ret(p, fn, 2, o, specs);
+}
+TEST(partition_where_clamp) { check_all("where_clamp", b_where_clamp, 0); }
+
+/* ---- layout: BroadcastInDim, Reshape, Transpose ---- */
+static void b_layout(prog *p, lathe_function_t fn) {
+  lathe_value_t v = param(p, fn, F32(6), "x"), x = param(p, fn, F32(4, 6), "x,y");
+  lathe_value_t bc, r1, r2, r3, t, o[5];
+  lathe_shape bs = F32(4, 6);
+  int ax[1] = {1}, perm[2] = {1, 0};
+  int64_t d1[3] = {2, 2, 6}, d2[1] = {24}, d3[3] = {4, 3, 2};
+  CHECK_OK(lathe_broadcast_in_dim(fn, v, &bs, ax, 1, &bc));
+  CHECK_OK(lathe_reshape(fn, x, d1, 3, &r1)); /* axis 0 split 2 -> axis 0 of size 2 */
+  CHECK_OK(lathe_reshape(fn, x, d2, 1, &r2)); /* merges a sharded minor axis: gathered */
+  CHECK_OK(lathe_reshape(fn, x, d3, 3, &r3)); /* axis 1 (6 over y) -> axis 1 of size 3 */
+  CHECK_OK(lathe_transpose(fn, x, perm, 2, &t));
+  o[0] = bc, o[1] = r1, o[2] = r2, o[3] = r3, o[4] = t;
+  const char *specs[] = {"-,x", "x,-,-", "x", NULL, "y,x"};
+  ret(p, fn, 5, o, specs);
+}
+TEST(partition_layout) { check_all("layout", b_layout, 0); }
+
+/* ---- reductions: over a sharded axis (partial + AllReduce), over an unsharded one ---- */
+static void b_reduce(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), xi = param(p, fn, TST_SHAPE(LATHE_DTYPE_INT32, 8, 2), "xy,-");
+  lathe_value_t o[6];
+  int a0[1] = {0}, a1[1] = {1};
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_SUM, x, a0, 1, &o[0]));
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_MAX, x, a1, 1, &o[1]));
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_MIN, x, NULL, 0, &o[2]));
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_PRODUCT, xi, a0, 1, &o[3]));
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_BITWISE_XOR, xi, a0, 1, &o[4])); /* no AllReduce: gathered first */
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_SUM, xi, a1, 1, &o[5]));
+  const char *specs[] = {"y", NULL, NULL, NULL, NULL, "xy"};
+  ret(p, fn, 6, o, specs);
+}
+TEST(partition_reduce) { check_all("reduce", b_reduce, 0); }
+
+/* ---- DotGeneral: contracting sharded on both sides, batch, free axes (Megatron MLP) ---- */
+static void b_dot(prog *p, lathe_function_t fn) {
+  lathe_value_t a = param(p, fn, F32(4, 8), "-,x"), b = param(p, fn, F32(8, 6), "x,-");
+  lathe_value_t q = param(p, fn, F32(2, 4, 8), "x,-,y"), k = param(p, fn, F32(2, 6, 8), "x,y,-");
+  lathe_value_t h = param(p, fn, F32(4, 8), NULL), w1 = param(p, fn, F32(8, 16), "-,x"), w2 = param(p, fn, F32(16, 8), "x,-");
+  lathe_value_t o[4], u;
+  int c1[1] = {1}, c0[1] = {0}, c2[1] = {2}, b0[1] = {0};
+  CHECK_OK(lathe_dot_general(fn, a, c1, 1, NULL, 0, b, c0, 1, NULL, 0, NULL, &o[0]));
+  CHECK_OK(lathe_dot_general(fn, q, c2, 1, b0, 1, k, c2, 1, b0, 1, NULL, &o[1])); /* [2, 4, 6] */
+  CHECK_OK(lathe_dot_general(fn, h, c1, 1, NULL, 0, w1, c0, 1, NULL, 0, NULL, &u)); /* [4, 16], columns split */
+  CHECK_OK(lathe_tanh(fn, u, &u));
+  CHECK_OK(lathe_dot_general(fn, u, c1, 1, NULL, 0, w2, c0, 1, NULL, 0, NULL, &o[2])); /* rows split: AllReduce */
+  o[3] = u;
+  const char *specs[] = {NULL, "x,-,y", NULL, "-,x"};
+  ret(p, fn, 4, o, specs);
+}
+TEST(partition_dot) { check_all("dot", b_dot, 0); }
+
+/* ---- Slice, Concatenate, Pad on unsharded axes; on a sharded one (gathered) ---- */
+static void b_slice_concat_pad(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "x,-"), y = param(p, fn, F32(4, 2), "x,-");
+  lathe_value_t o[5], fill, parts[2];
+  int64_t st[2] = {0, 1}, li[2] = {4, 5}, st2[2] = {1, 0}, li2[2] = {3, 6};
+  float z = -1;
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  CHECK_OK(lathe_constant(fn, &s0, &z, sizeof z, &fill));
+  CHECK_OK(lathe_slice(fn, x, st, li, NULL, 2, &o[0]));
+  CHECK_OK(lathe_slice(fn, x, st2, li2, NULL, 2, &o[1])); /* the sharded axis: gathered */
+  parts[0] = x, parts[1] = y;
+  CHECK_OK(lathe_concatenate(fn, 1, parts, 2, &o[2]));
+  lathe_pad_axis pad[2] = {{0, 0, 0}, {1, 2, 1}};
+  CHECK_OK(lathe_pad(fn, x, fill, pad, 2, &o[3]));
+  CHECK_OK(lathe_concatenate(fn, 0, parts, 1, &o[4]));
+  const char *specs[] = {"x,-", NULL, "x,-", "x,-", "-,x"};
+  ret(p, fn, 5, o, specs);
+}
+TEST(partition_slice_concat_pad) { check_all("slice_concat_pad", b_slice_concat_pad, 0); }
+
+/* ---- Iota (replicated, sliced where it meets a sharded value) ---- */
+static void b_iota(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), io, o[2];
+  lathe_shape s = F32(4, 6);
+  CHECK_OK(lathe_iota(fn, &s, 1, &io));
+  CHECK_OK(lathe_add(fn, x, io, &o[0]));
+  o[1] = io;
+  const char *specs[] = {"x,y", "y,x"};
+  ret(p, fn, 2, o, specs);
+}
+TEST(partition_iota) { check_all("iota", b_iota, 0); }
+
+/* ---- reshards between a parameter's and an output's sharding ---- */
+static void b_reshard(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 8), "x,-"), r = param(p, fn, F32(4, 8), NULL), b = param(p, fn, F32(4, 8), "x,y");
+  lathe_value_t o[7] = {x, x, x, r, r, b, b};
+  const char *specs[] = {"-,x", NULL, "x,-", "x,y", "yx,-", "y,x", "-,xy"};
+  ret(p, fn, 7, o, specs);
+}
+TEST(partition_reshard) { check_all("reshard", b_reshard, 0); }
+
+/* ---- the fallback: an op without a rule gets its operands gathered, and is counted ---- */
+static void b_fallback(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), o[2];
+  int ax[1] = {1};
+  CHECK_OK(lathe_reverse(fn, x, ax, 1, &o[0]));
+  CHECK_OK(lathe_cum_sum(fn, x, 0, false, false, &o[1]));
+  const char *specs[] = {"x,y", "x,-"};
+  ret(p, fn, 2, o, specs);
+}
+TEST(partition_fallback) { check_all("fallback", b_fallback, 2); }
+
+/* ---- bad shardings; uneven shards run whole (padded, as XLA's tiles) ---- */
+TEST(partition_bad_shardings) {
+  lathe_backend_t be = NULL;
+  CHECK_OK(lathe_backend_new("lathe:cpu,devices=2", &be));
+  if (!be) return;
+  const int sizes[1] = {2};
+  const char *names[1] = {"x"}, *bad[1] = {"model"}, *good[1] = {"x"};
+  lathe_mesh mesh = {"m", 1, sizes, names, NULL};
+  lathe_builder_t b;
+  CHECK_OK(lathe_builder_new(be, "bad", &b));
+  CHECK_OK(lathe_builder_auto_sharding(b, &mesh, 1));
+  lathe_function_t fn = lathe_builder_main(b);
+  lathe_shape s = F32(3, 4);
+  lathe_sharding sh = {.mesh = "m", .rank = 2, .axes = {NULL, bad}, .n_axes = {0, 1}};
+  lathe_value_t w, y;
+  CHECK_ERR(lathe_parameter_sharded(fn, "w", &s, &sh, &w), INVALID_ARGUMENT,
+            "Parameter \"w\": mesh \"m\" has no axis \"model\" (sharding of axis 1; the mesh's axes: \"x\")");
+  sh.mesh = "other";
+  CHECK_ERR(lathe_parameter_sharded(fn, "w", &s, &sh, &w), INVALID_ARGUMENT, "Parameter \"w\": unknown mesh \"other\"");
+  lathe_sharding uneven = {.mesh = "m", .rank = 1, .axes = {good}, .n_axes = {1}};
+  CHECK_OK(lathe_parameter_sharded(fn, "w", &s, &uneven, &w));
+  CHECK_OK(lathe_neg(fn, w, &y));
+  const lathe_sharding *outs[1] = {&uneven};
+  CHECK_OK(lathe_function_return_sharded(fn, &y, outs, 1));
+  lathe_executable_t e = NULL;
+  CHECK_OK(lathe_builder_compile(b, &e));
+  lathe_builder_free(b);
+  lathe_executable_stats st;
+  if (e) {
+    CHECK_OK(lathe_executable_get_stats(e, &st));
+    CHECK(!st.partitioned && st.partition_declined && strstr(st.partition_declined, "does not divide"),
+          "3 rows over 2 devices run whole: %s", st.partition_declined ? st.partition_declined : "(none)");
+  }
+  lathe_executable_free(e);
+  lathe_backend_free(be);
+}
