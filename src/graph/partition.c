@@ -31,6 +31,8 @@ typedef struct {
   lathe_node *coord_val[16][LATHE_MAX_MESH_RANK];
   variant (*vars)[MAX_VARIANTS]; /* per source node id: the value under some shardings, [0] its own */
   int *n_vars;
+  spec *hint;   /* per source node id: the sharding its consumers (outputs first) would take; */
+  bool *hinted; /* set by the backward pass */
   lathe_node ***tuples; /* per source multi-result node id: its results in dst */
   int fallbacks, collectives;
 } part;
@@ -112,14 +114,15 @@ static bool even(const part *p, const spec *s, const lathe_shape *g) {
   return true;
 }
 
-/* The user's sharding of rank `rank` (NULL: replicated). */
-static spec user_spec(const lathe_sharding_def *d, int rank) {
+/* The user's sharding of rank `rank` (NULL: replicated), without mesh axes of size 1 (which
+ * split nothing and would only add collectives of one member). */
+static spec user_spec(const struct lathe_builder *b, const lathe_sharding_def *d, int rank) {
   spec s = replicated_spec(rank);
-  if (d) {
-    s = *d;
-    for (int a = d->rank; a < rank; a++) s.n_axes[a] = 0;
-    s.rank = rank;
-  }
+  if (!d) return s;
+  s.mesh = d->mesh;
+  for (int a = 0; a < d->rank && a < rank; a++)
+    for (int k = 0; k < d->n_axes[a]; k++)
+      if (b->meshes[d->mesh].sizes[d->axes[a][k]] > 1) s.axes[a][s.n_axes[a]++] = d->axes[a][k];
   return s;
 }
 
@@ -255,15 +258,20 @@ static lathe_status_t all_reduce(part *p, lathe_node *v, lathe_op op, int m, con
   return st;
 }
 
+/* The axis AllToAll can move the split of axis a of s to, for target t (or -1). */
+static int all_to_all_target(const spec *s, const spec *t, int a) {
+  for (int b = 0; b < s->rank; b++)
+    if (b != a && !s->n_axes[b] && !t->n_axes[a] && axis_eq(s, a, t, b)) return b;
+  return -1;
+}
+
 /* v (global shape g, sharded by s) resharded to t. */
 static lathe_status_t reshard_value(part *p, lathe_node *v, spec s, const spec *t, const lathe_shape *g, lathe_node **out) {
   int rank = g->rank;
   /* first drop what t does not share: move a mesh-axis list to the axis t puts it on, else gather */
   for (int a = 0; a < rank; a++) {
     if (!s.n_axes[a] || axis_eq(&s, a, t, a)) continue;
-    int to = -1;
-    for (int b = 0; b < rank && to < 0; b++)
-      if (b != a && !s.n_axes[b] && !t->n_axes[a] && axis_eq(&s, a, t, b)) to = b;
+    int to = all_to_all_target(&s, t, a);
     if (to >= 0) {
       LATHE_RETURN_IF_ERROR(all_to_all(p, v, &s, a, to, &v));
       copy_axis(&s, to, &s, a);
@@ -304,7 +312,20 @@ static lathe_status_t get(part *p, const lathe_node *sn, const spec *t, lathe_no
       *out = p->vars[id][k].v;
       return NULL;
     }
-  LATHE_RETURN_IF_ERROR(reshard_value(p, p->vars[id][0].v, p->vars[id][0].s, t, &sn->shape, out));
+  /* a reshard that gathers everything first shares that replicated value with other reshards */
+  spec s = p->vars[id][0].s, m = s;
+  lathe_node *v = p->vars[id][0].v;
+  bool moves = false;
+  for (int a = 0; a < m.rank; a++)
+    if (m.n_axes[a] && !axis_eq(&m, a, t, a)) {
+      moves |= all_to_all_target(&m, t, a) >= 0;
+      clear_axis(&m, a);
+    }
+  if (!moves && replicated(&m) && !replicated(&s) && !replicated(t)) {
+    s = replicated_spec(s.rank);
+    LATHE_RETURN_IF_ERROR(get(p, sn, &s, &v));
+  }
+  LATHE_RETURN_IF_ERROR(reshard_value(p, v, s, t, &sn->shape, out));
   if (p->n_vars[id] < MAX_VARIANTS) p->vars[id][p->n_vars[id]++] = (variant){*t, *out};
   return NULL;
 }
@@ -379,10 +400,10 @@ static lathe_status_t rule_elementwise(part *p, const lathe_node *sn) {
   double best_cost = -1;
   int64_t best_parts = 0;
   if (n > 64) return fallback(p, sn);
-  for (int c = 0; c < n; c++) {
-    const lathe_node *x = sn->in[c];
-    if (x->shape.rank != r) continue;
-    spec cand = *own(p, x->id);
+  for (int c = 0; c <= n; c++) { /* each operand's sharding, then the consumers' (backward) */
+    const lathe_node *x = c < n ? sn->in[c] : sn;
+    if (x->shape.rank != r || (c == n && !p->hinted[sn->id])) continue;
+    spec cand = c < n ? *own(p, x->id) : p->hint[sn->id];
     int64_t np = 1;
     for (int a = 0; a < r; a++)
       if (x->shape.dims[a] != sn->shape.dims[a]) clear_axis(&cand, a);
@@ -447,6 +468,8 @@ static lathe_status_t rule_reduce(part *p, const lathe_node *sn) {
 static lathe_status_t rule_transpose(part *p, const lathe_node *sn) {
   spec in = *own(p, sn->in[0]->id), rs = replicated_spec(sn->shape.rank);
   lathe_ilist perm = lathe_attr_transpose_permutation(sn);
+  if (replicated(&in) && p->hinted[sn->id]) /* open: the consumers' sharding, sliced locally */
+    for (int i = 0; i < perm.n; i++) copy_axis(&in, (int)perm.v[i], &p->hint[sn->id], i);
   for (int i = 0; i < perm.n; i++) copy_axis(&rs, i, &in, (int)perm.v[i]);
   lathe_node *out;
   return emit_with(p, sn, &in, &rs, &out);
@@ -458,6 +481,8 @@ static lathe_status_t rule_broadcast(part *p, const lathe_node *sn) {
   const lathe_node *x = sn->in[0];
   spec in = *own(p, x->id), rs = replicated_spec(sn->shape.rank);
   lathe_ilist axes = lathe_attr_broadcast_in_dim_axes(sn);
+  if (replicated(&in) && p->hinted[sn->id]) /* open: the consumers' sharding, sliced locally */
+    for (int i = 0; i < axes.n; i++) copy_axis(&in, i, &p->hint[sn->id], (int)axes.v[i]);
   for (int i = 0; i < axes.n; i++) {
     if (x->shape.dims[i] != sn->shape.dims[axes.v[i]]) clear_axis(&in, i);
     copy_axis(&rs, (int)axes.v[i], &in, i);
@@ -598,6 +623,59 @@ static lathe_status_t rule_dot(part *p, const lathe_node *sn) {
   return NULL;
 }
 
+/* Iota: computed locally in the consumers' sharding where that leaves the counted axis whole
+ * (the other axes' values do not depend on the offset); else replicated. */
+static lathe_status_t rule_iota(part *p, const lathe_node *sn) {
+  spec rs = replicated_spec(sn->shape.rank);
+  if (p->hinted[sn->id] && !p->hint[sn->id].n_axes[lathe_attr_iota_axis(sn)]) rs = p->hint[sn->id];
+  lathe_node *out;
+  return emit_with(p, sn, NULL, &rs, &out);
+}
+
+/* The backward pass: from the outputs' shardings, through the ops whose operands could take the
+ * same split (elementwise, Transpose, BroadcastInDim), the sharding each value's consumers want.
+ * The forward pass weighs it with the operands' (rule_elementwise) or takes it where the operands
+ * are replicated: an open value is then computed split instead of whole and sliced. */
+static void hint(part *p, const lathe_node *n, const spec *s) {
+  if (p->hinted[n->id] || replicated(s) || n->fn != p->src->main_fn) return;
+  p->hint[n->id] = *s;
+  p->hinted[n->id] = true;
+}
+
+static void backward(part *p) {
+  const lathe_function *fn = p->src->main_fn;
+  for (int i = 0; i < fn->n_outputs; i++) {
+    spec t = user_spec(p->src, p->src->output_shardings ? p->src->output_shardings[i] : NULL, fn->outputs[i]->shape.rank);
+    hint(p, fn->outputs[i], &t);
+  }
+  for (int k = fn->n_nodes - 1; k >= 0; k--) {
+    const lathe_node *n = fn->nodes[k];
+    if (!p->hinted[n->id] || n->multi) continue;
+    const spec *h = &p->hint[n->id];
+    if (lathe_op_has(n->op, LATHE_OPF_EW)) {
+      for (int i = 0; i < n->n_operands; i++) {
+        const lathe_node *x = n->in[i];
+        if (x->shape.rank != n->shape.rank) continue;
+        spec t = *h;
+        for (int a = 0; a < t.rank; a++)
+          if (x->shape.dims[a] != n->shape.dims[a]) clear_axis(&t, a);
+        hint(p, x, &t);
+      }
+    } else if (n->op == LATHE_OP_TRANSPOSE) {
+      lathe_ilist perm = lathe_attr_transpose_permutation(n);
+      spec t = replicated_spec(n->in[0]->shape.rank);
+      for (int i = 0; i < perm.n; i++) copy_axis(&t, (int)perm.v[i], h, i);
+      hint(p, n->in[0], &t);
+    } else if (n->op == LATHE_OP_BROADCAST_IN_DIM) {
+      lathe_ilist axes = lathe_attr_broadcast_in_dim_axes(n);
+      spec t = replicated_spec(n->in[0]->shape.rank);
+      for (int i = 0; i < axes.n; i++)
+        if (n->in[0]->shape.dims[i] == n->shape.dims[axes.v[i]]) copy_axis(&t, i, h, (int)axes.v[i]);
+      hint(p, n->in[0], &t);
+    }
+  }
+}
+
 static bool is_reduce(lathe_op op) {
   switch (op) {
     case LATHE_OP_REDUCE_SUM: case LATHE_OP_REDUCE_PRODUCT: case LATHE_OP_REDUCE_MAX: case LATHE_OP_REDUCE_MIN:
@@ -626,13 +704,15 @@ static lathe_status_t partition_node(part *p, const lathe_node *sn) {
     case LATHE_OP_PAD: return rule_pad(p, sn);
     case LATHE_OP_CONCATENATE: return rule_concatenate(p, sn);
     case LATHE_OP_DOT_GENERAL: return rule_dot(p, sn);
-    default: return fallback(p, sn); /* constants and iota too: replicated, sliced where needed */
+    case LATHE_OP_IOTA: return rule_iota(p, sn);
+    default: return fallback(p, sn); /* constants too: replicated, sliced where needed */
   }
 }
 
 /* ---- the pass ---- */
 
 static const char *why_whole(struct lathe_builder *src) {
+  if (src->n_replicas < 2) return "one device";
   if (src->n_fns > 1) return "the program has closures or called functions (While, If, Sort, Call)";
   if (lathe_collective_processes() > 1) return "the devices span several processes";
   if (src->n_meshes > 16) return "more than 16 meshes";
@@ -642,11 +722,11 @@ static const char *why_whole(struct lathe_builder *src) {
 static bool uneven(const part *p) {
   const lathe_function *fn = p->src->main_fn;
   for (int i = 0; i < fn->n_params; i++) {
-    spec s = user_spec(fn->params[i]->sharding, fn->params[i]->shape.rank);
+    spec s = user_spec(p->src, fn->params[i]->sharding, fn->params[i]->shape.rank);
     if (!even(p, &s, &fn->params[i]->shape)) return true;
   }
   for (int i = 0; i < fn->n_outputs; i++) {
-    spec s = user_spec(p->src->output_shardings ? p->src->output_shardings[i] : NULL, fn->outputs[i]->shape.rank);
+    spec s = user_spec(p->src, p->src->output_shardings ? p->src->output_shardings[i] : NULL, fn->outputs[i]->shape.rank);
     if (!even(p, &s, &fn->outputs[i]->shape)) return true;
   }
   return false;
@@ -661,7 +741,7 @@ static lathe_status_t run(part *p) {
   p->fn = p->dst->main_fn;
   for (int i = 0; i < fn->n_params; i++) {
     const lathe_node *sp = fn->params[i];
-    spec s = user_spec(sp->sharding, sp->shape.rank);
+    spec s = user_spec(src, sp->sharding, sp->shape.rank);
     lathe_shape ls;
     local_shape(p, &s, &sp->shape, &ls);
     lathe_node *v;
@@ -671,12 +751,13 @@ static lathe_status_t run(part *p) {
   lathe_shape cs = lathe_partition_coords_shape(src);
   LATHE_RETURN_IF_ERROR(lathe_parameter(p->fn, "lathe.mesh_coordinates", &cs, &p->coords));
   for (int m = 0, at = 0; m < src->n_meshes; at += src->meshes[m++].rank) p->coord_base[m] = at;
+  backward(p);
   for (int k = 0; k < fn->n_nodes; k++)
     if (fn->nodes[k]->op != LATHE_OP_PARAMETER) LATHE_RETURN_IF_ERROR(partition_node(p, fn->nodes[k]));
   lathe_node **outs = lathe_arena_alloc(&p->dst->graph->arena, sizeof(lathe_node *) * (size_t)(fn->n_outputs + 1));
   if (!outs) return LATHE_OOM("Partition");
   for (int i = 0; i < fn->n_outputs; i++) {
-    spec t = user_spec(src->output_shardings ? src->output_shardings[i] : NULL, fn->outputs[i]->shape.rank);
+    spec t = user_spec(src, src->output_shardings ? src->output_shardings[i] : NULL, fn->outputs[i]->shape.rank);
     LATHE_RETURN_IF_ERROR(get(p, fn->outputs[i], &t, &outs[i]));
   }
   LATHE_RETURN_IF_ERROR(lathe_function_return(p->fn, (lathe_value_t const *)outs, fn->n_outputs));
@@ -705,10 +786,14 @@ lathe_status_t lathe_partition(struct lathe_builder *src, struct lathe_builder *
   p.vars = calloc((size_t)n, sizeof *p.vars);
   p.n_vars = calloc((size_t)n, sizeof *p.n_vars);
   p.tuples = calloc((size_t)n, sizeof *p.tuples);
-  lathe_status_t st = (!p.vars || !p.n_vars || !p.tuples) ? LATHE_OOM("Partition") : run(&p);
+  p.hint = calloc((size_t)n, sizeof *p.hint);
+  p.hinted = calloc((size_t)n, sizeof *p.hinted);
+  lathe_status_t st = (!p.vars || !p.n_vars || !p.tuples || !p.hint || !p.hinted) ? LATHE_OOM("Partition") : run(&p);
   free(p.vars);
   free(p.n_vars);
   free(p.tuples);
+  free(p.hint);
+  free(p.hinted);
   if (st) {
     lathe_builder_free(p.dst);
     return lathe_status_annotate(st, "Partition");

@@ -140,6 +140,16 @@ static lathe_status_t partition(lathe_executable_t e, lathe_builder_t b, lathe_b
   LATHE_RETURN_IF_ERROR(lathe_partition(b, &p, &rep));
   e->stats.partition_declined = rep.declined;
   if (!p) return NULL;
+  /* the ops the pass adds, on a device that may lack some (lathe:cuda's untried collectives) */
+  for (int k = 0; k < p->main_fn->n_nodes; k++) {
+    const lathe_node *n = p->main_fn->nodes[k];
+    if ((lathe_op_kind_of(n->op) == LATHE_KIND_COLLECTIVE || n->op == LATHE_OP_DYNAMIC_SLICE) &&
+        !lathe_backend_supports_op(backend, n->op, n->in[0]->shape.dtype)) {
+      e->stats.partition_declined = "the device lacks a collective the partitioned program needs";
+      lathe_builder_free(p);
+      return NULL;
+    }
+  }
   lathe_status_t st = specialization_new(backend, b->graph, p, &e->base);
   if (st) {
     lathe_builder_free(p);

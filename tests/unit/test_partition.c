@@ -101,14 +101,14 @@ static void cut(const lathe_shape *s, const char *spec, int sx, int sy, const in
 
 /* Runs build partitioned and whole on lathe:cpu,devices=n (mesh x:sx, y:sy laid out by logical)
  * and compares every output of every device; fallbacks >= 0: the partitioned run's count. */
-static void check_prog(const char *what, build_fn build, int sx, int sy, const int *logical, int fallbacks) {
+static void check_prog(const char *what, build_fn build, int sx, int sy, const int *logical, int fallbacks, const char *extra) {
   int n = sx * sy;
   lathe_executable_t e[2] = {NULL, NULL};
   lathe_backend_t be[2] = {NULL, NULL};
   prog p[2];
   for (int k = 0; k < 2; k++) {
     char cfg[64];
-    snprintf(cfg, sizeof cfg, "lathe:cpu,devices=%d%s", n, k ? ",partition=0" : "");
+    snprintf(cfg, sizeof cfg, "lathe:cpu,devices=%d%s%s", n, extra, k ? ",partition=0" : "");
     CHECK_OK(lathe_backend_new(cfg, &be[k]));
     if (!be[k]) return;
     const int sizes[2] = {sx, sy};
@@ -198,12 +198,14 @@ static void check_prog(const char *what, build_fn build, int sx, int sy, const i
   }
 }
 
-/* On 2 devices (x:2), 4 (x:2, y:2) and 4 laid out of order. */
+/* On 2 devices (x:2), 4 (x:2, y:2), 4 laid out of order, and 4 running asynchronously (each
+ * device's run delayed on a worker thread). */
 static void check_all(const char *what, build_fn build, int fallbacks) {
   static const int id[4] = {0, 1, 2, 3}, shuffled[4] = {2, 0, 3, 1};
-  check_prog(what, build, 2, 1, id, fallbacks);
-  check_prog(what, build, 2, 2, id, fallbacks);
-  check_prog(what, build, 2, 2, shuffled, fallbacks);
+  check_prog(what, build, 2, 1, id, fallbacks, "");
+  check_prog(what, build, 2, 2, id, fallbacks, "");
+  check_prog(what, build, 2, 2, shuffled, fallbacks, "");
+  check_prog(what, build, 2, 2, shuffled, fallbacks, ",async=late");
 }
 
 #define F32(...) TST_SHAPE(LATHE_DTYPE_FLOAT32, __VA_ARGS__)
@@ -365,6 +367,8 @@ TEST(partition_bad_shardings) {
             "Parameter \"w\": mesh \"m\" has no axis \"model\" (sharding of axis 1; the mesh's axes: \"x\")");
   sh.mesh = "other";
   CHECK_ERR(lathe_parameter_sharded(fn, "w", &s, &sh, &w), INVALID_ARGUMENT, "Parameter \"w\": unknown mesh \"other\"");
+  const int assign1[1] = {1};
+  CHECK_ERR(lathe_builder_assign_devices(b, assign1, 1), INVALID_ARGUMENT, "1 devices for a program distributed over 2");
   lathe_sharding uneven = {.mesh = "m", .rank = 1, .axes = {good}, .n_axes = {1}};
   CHECK_OK(lathe_parameter_sharded(fn, "w", &s, &uneven, &w));
   CHECK_OK(lathe_neg(fn, w, &y));
@@ -382,3 +386,20 @@ TEST(partition_bad_shardings) {
   lathe_executable_free(e);
   lathe_backend_free(be);
 }
+
+/* ---- backward: values computed from replicated ones take the outputs' sharding ---- */
+static void b_backward(prog *p, lathe_function_t fn) {
+  lathe_value_t r = param(p, fn, F32(6), NULL), x = param(p, fn, F32(4, 6), "x,-");
+  lathe_value_t io, bc, y, t, o[3];
+  lathe_shape s = F32(6, 4), bs = F32(6, 4);
+  int ax[1] = {0}, perm[2] = {1, 0};
+  CHECK_OK(lathe_iota(fn, &s, 1, &io));               /* [6, 4] counting along axis 1 */
+  CHECK_OK(lathe_broadcast_in_dim(fn, r, &bs, ax, 1, &bc));
+  CHECK_OK(lathe_add(fn, io, bc, &y));
+  CHECK_OK(lathe_transpose(fn, y, perm, 2, &t));      /* [4, 6] */
+  CHECK_OK(lathe_mul(fn, t, x, &o[1]));
+  o[0] = y, o[2] = t;
+  const char *specs[] = {"y,x", "x,y", "yx,-"};
+  ret(p, fn, 3, o, specs);
+}
+TEST(partition_backward) { check_all("backward", b_backward, 0); }
