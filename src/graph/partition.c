@@ -430,6 +430,38 @@ static lathe_status_t rule_elementwise(part *p, const lathe_node *sn) {
   return emit_with(p, sn, need, &best, &out);
 }
 
+/* Partial results v of sn (sharding rs, split nowhere over the mesh axes ax[0..n_ax) of mesh m)
+ * combined over those axes: a ReduceScatter where sn's consumers (the backward hint) want an axis
+ * split over exactly those mesh axes -- each device then receives only its slice, half the bytes
+ * of an AllReduce and no slice after it --, else an AllReduce. */
+static lathe_status_t combine(part *p, const lathe_node *sn, lathe_node *v, spec rs, lathe_op op, int m, const int *ax,
+                              int n_ax) {
+  const spec *h = p->hinted[sn->id] ? &p->hint[sn->id] : NULL;
+  for (int b = 0; h && b < rs.rank; b++) {
+    if (rs.n_axes[b] || h->n_axes[b] != n_ax || h->mesh != m) continue;
+    bool same = true;
+    for (int k = 0; k < n_ax; k++) {
+      bool in = false;
+      for (int q = 0; q < n_ax; q++) in |= h->axes[b][k] == ax[q];
+      same &= in;
+    }
+    if (!same || sn->shape.dims[b] % parts(p, h, b)) continue;
+    int R = p->src->n_replicas, *groups = malloc(sizeof(int) * 2 * (size_t)R);
+    if (!groups) return LATHE_OOM("Partition");
+    int n = groups_for(p, m, h->axes[b], n_ax, groups, groups + R);
+    lathe_status_t st = lathe_reduce_scatter(p->fn, v, b, op, groups, groups + R, n, &v);
+    free(groups);
+    LATHE_RETURN_IF_ERROR(st);
+    p->collectives++;
+    copy_axis(&rs, b, h, b);
+    set(p, sn, v, &rs);
+    return NULL;
+  }
+  LATHE_RETURN_IF_ERROR(all_reduce(p, v, op, m, ax, n_ax, &v));
+  set(p, sn, v, &rs);
+  return NULL;
+}
+
 static bool all_reducible(lathe_op op, lathe_dtype dt) {
   if (dt == LATHE_DTYPE_BOOL) return false;
   if (op == LATHE_OP_REDUCE_SUM || op == LATHE_OP_REDUCE_PRODUCT) return true;
@@ -458,11 +490,7 @@ static lathe_status_t rule_reduce(part *p, const lathe_node *sn) {
     if (!reduced[a]) copy_axis(&rs, b++, &in, a);
   lathe_node *v;
   LATHE_RETURN_IF_ERROR(emit_with(p, sn, &in, &rs, &v));
-  if (n_ax) {
-    LATHE_RETURN_IF_ERROR(all_reduce(p, v, sn->op, in.mesh, ax, n_ax, &v));
-    set(p, sn, v, &rs);
-  }
-  return NULL;
+  return n_ax ? combine(p, sn, v, rs, sn->op, in.mesh, ax, n_ax) : NULL;
 }
 
 static lathe_status_t rule_transpose(part *p, const lathe_node *sn) {
@@ -616,11 +644,7 @@ static lathe_status_t rule_dot(part *p, const lathe_node *sn) {
   spec need[2] = {nl, nr};
   lathe_node *v;
   LATHE_RETURN_IF_ERROR(emit_with(p, sn, need, &rs, &v));
-  if (n_ax) {
-    LATHE_RETURN_IF_ERROR(all_reduce(p, v, LATHE_OP_REDUCE_SUM, mesh, ax, n_ax, &v));
-    set(p, sn, v, &rs);
-  }
-  return NULL;
+  return n_ax ? combine(p, sn, v, rs, LATHE_OP_REDUCE_SUM, mesh, ax, n_ax) : NULL;
 }
 
 /* Iota: computed locally in the consumers' sharding where that leaves the counted axis whole

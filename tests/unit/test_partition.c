@@ -403,3 +403,17 @@ static void b_backward(prog *p, lathe_function_t fn) {
   ret(p, fn, 3, o, specs);
 }
 TEST(partition_backward) { check_all("backward", b_backward, 0); }
+
+/* ---- partial results whose consumer wants them split: ReduceScatter ---- */
+static void b_reduce_scatter(prog *p, lathe_function_t fn) {
+  lathe_value_t a = param(p, fn, F32(4, 8), "-,xy"), b = param(p, fn, F32(8, 6), "xy,-"), x = param(p, fn, F32(8, 4), "x,-");
+  lathe_value_t o[3], d;
+  int c1[1] = {1}, c0[1] = {0}, a0[1] = {0};
+  CHECK_OK(lathe_dot_general(fn, a, c1, 1, NULL, 0, b, c0, 1, NULL, 0, NULL, &d)); /* [4, 6] partial sums */
+  CHECK_OK(lathe_neg(fn, d, &o[0]));
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_SUM, x, a0, 1, &o[1])); /* [4] partial over x */
+  o[2] = d;
+  const char *specs[] = {"yx,-", "x", NULL};
+  ret(p, fn, 3, o, specs);
+}
+TEST(partition_reduce_scatter) { check_all("reduce_scatter", b_reduce_scatter, 0); }
