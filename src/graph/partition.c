@@ -34,6 +34,8 @@ typedef struct {
   spec *hint;   /* per source node id: the sharding its consumers (outputs first) would take; */
   bool *hinted; /* set by the backward pass */
   lathe_node ***tuples; /* per source multi-result node id: its results in dst */
+  spec *need;        /* scratch: the shardings a node's operands must arrive in */
+  lathe_node **ops;  /* scratch: its operands in dst */
   int fallbacks, collectives;
 } part;
 
@@ -366,8 +368,7 @@ static lathe_status_t emit(part *p, const lathe_node *sn, lathe_node **ops, cons
 
 /* Emits sn on its operands resharded to need[i], with result sharding rs. */
 static lathe_status_t emit_with(part *p, const lathe_node *sn, const spec *need, const spec *rs, lathe_node **out) {
-  lathe_node *ops[64];
-  if (sn->n_operands > 64) return LATHE_UNIMPL("Partition: %s with %d operands", lathe_op_name(sn->op), sn->n_operands);
+  lathe_node **ops = p->ops;
   for (int i = 0; i < sn->n_operands; i++) LATHE_RETURN_IF_ERROR(get(p, sn->in[i], &need[i], &ops[i]));
   lathe_shape ls;
   local_shape(p, rs, &sn->shape, &ls);
@@ -379,9 +380,8 @@ static lathe_status_t emit_with(part *p, const lathe_node *sn, const spec *need,
 /* ---- rules: each decides the operands' and the result's shardings ---- */
 
 static lathe_status_t fallback(part *p, const lathe_node *sn) {
-  spec need[64];
+  spec *need = p->need;
   bool gathered = false;
-  if (sn->n_operands > 64) return LATHE_UNIMPL("Partition: %s with %d operands", lathe_op_name(sn->op), sn->n_operands);
   for (int i = 0; i < sn->n_operands; i++) {
     need[i] = replicated_spec(sn->in[i]->shape.rank);
     gathered |= !replicated(own(p, sn->in[i]->id));
@@ -396,10 +396,9 @@ static lathe_status_t fallback(part *p, const lathe_node *sn) {
  * the sharding of one operand of its rank, the one whose choice moves the fewest bytes. */
 static lathe_status_t rule_elementwise(part *p, const lathe_node *sn) {
   int r = sn->shape.rank, n = sn->n_operands;
-  spec best = replicated_spec(r), need[64];
+  spec best = replicated_spec(r), *need = p->need;
   double best_cost = -1;
   int64_t best_parts = 0;
-  if (n > 64) return fallback(p, sn);
   for (int c = 0; c <= n; c++) { /* each operand's sharding, then the consumers' (backward) */
     const lathe_node *x = c < n ? sn->in[c] : sn;
     if (x->shape.rank != r || (c == n && !p->hinted[sn->id])) continue;
@@ -569,8 +568,7 @@ static lathe_status_t rule_pad(part *p, const lathe_node *sn) {
 
 /* Concatenate: every operand takes the first one's sharding, the concatenated axis gathered. */
 static lathe_status_t rule_concatenate(part *p, const lathe_node *sn) {
-  spec need[64];
-  if (sn->n_operands > 64) return fallback(p, sn);
+  spec *need = p->need;
   spec t = *own(p, sn->in[0]->id);
   clear_axis(&t, (int)lathe_attr_concatenate_axis(sn));
   for (int i = 0; i < sn->n_operands; i++) need[i] = t;
@@ -740,6 +738,9 @@ static const char *why_whole(struct lathe_builder *src) {
   if (src->n_fns > 1) return "the program has closures or called functions (While, If, Sort, Call)";
   if (lathe_collective_processes() > 1) return "the devices span several processes";
   if (src->n_meshes > 16) return "more than 16 meshes";
+  for (int i = 0; i < src->main_fn->n_params; i++)
+    for (int a = 0; a < src->main_fn->params[i]->shape.rank; a++)
+      if (src->main_fn->params[i]->shape.dims[a] < 0) return "dynamic axes";
   return NULL;
 }
 
@@ -812,12 +813,20 @@ lathe_status_t lathe_partition(struct lathe_builder *src, struct lathe_builder *
   p.tuples = calloc((size_t)n, sizeof *p.tuples);
   p.hint = calloc((size_t)n, sizeof *p.hint);
   p.hinted = calloc((size_t)n, sizeof *p.hinted);
-  lathe_status_t st = (!p.vars || !p.n_vars || !p.tuples || !p.hint || !p.hinted) ? LATHE_OOM("Partition") : run(&p);
+  int max_ops = 1;
+  for (int k = 0; k < src->main_fn->n_nodes; k++)
+    if (src->main_fn->nodes[k]->n_operands > max_ops) max_ops = src->main_fn->nodes[k]->n_operands;
+  p.need = calloc((size_t)max_ops, sizeof *p.need);
+  p.ops = calloc((size_t)max_ops, sizeof *p.ops);
+  lathe_status_t st = (!p.vars || !p.n_vars || !p.tuples || !p.hint || !p.hinted || !p.need || !p.ops)
+                          ? LATHE_OOM("Partition") : run(&p);
   free(p.vars);
   free(p.n_vars);
   free(p.tuples);
   free(p.hint);
   free(p.hinted);
+  free(p.need);
+  free(p.ops);
   if (st) {
     lathe_builder_free(p.dst);
     return lathe_status_annotate(st, "Partition");

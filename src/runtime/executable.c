@@ -135,6 +135,15 @@ static lathe_status_t partition(lathe_executable_t e, lathe_builder_t b, lathe_b
     e->stats.partition_declined = "the program has dynamic-size ops";
     return NULL;
   }
+  /* a device whose collectives are not all offered (lathe:cuda's, until they have run on GPUs)
+   * keeps the whole-program path it has been tested with */
+  static const lathe_op needed[] = {LATHE_OP_ALL_REDUCE, LATHE_OP_ALL_GATHER, LATHE_OP_REDUCE_SCATTER, LATHE_OP_ALL_TO_ALL};
+  for (size_t k = 0; k < sizeof needed / sizeof needed[0]; k++)
+    if (!lathe_backend_supports_op(backend, needed[k], LATHE_DTYPE_FLOAT32)) {
+      e->stats.partition_declined = "the device does not offer every collective (AllReduce, AllGather, ReduceScatter, "
+                                    "AllToAll)";
+      return NULL;
+    }
   struct lathe_builder *p = NULL;
   lathe_partition_report rep;
   LATHE_RETURN_IF_ERROR(lathe_partition(b, &p, &rep));

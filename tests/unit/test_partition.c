@@ -417,3 +417,51 @@ static void b_reduce_scatter(prog *p, lathe_function_t fn) {
   ret(p, fn, 3, o, specs);
 }
 TEST(partition_reduce_scatter) { check_all("reduce_scatter", b_reduce_scatter, 0); }
+
+/* ---- many operands (a Concatenate of 70) ---- */
+static void b_many(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 1), "x,-"), parts[70], o[1];
+  for (int i = 0; i < 70; i++) parts[i] = x;
+  CHECK_OK(lathe_concatenate(fn, 1, parts, 70, &o[0]));
+  const char *specs[] = {"x,-"};
+  ret(p, fn, 1, o, specs);
+}
+TEST(partition_many_operands) { check_all("many", b_many, 0); }
+
+/* ---- what the pass inserts: a Megatron MLP (columns then rows split) needs one AllReduce ---- */
+TEST(partition_megatron_one_all_reduce) {
+  lathe_backend_t be = NULL;
+  CHECK_OK(lathe_backend_new("lathe:cpu,devices=2", &be));
+  if (!be) return;
+  const int sizes[1] = {2};
+  const char *names[1] = {"model"}, *model[1] = {"model"};
+  lathe_mesh mesh = {"m", 1, sizes, names, NULL};
+  lathe_sharding cols = {.mesh = "m", .rank = 2, .axes = {NULL, model}, .n_axes = {0, 1}};
+  lathe_sharding rows = {.mesh = "m", .rank = 2, .axes = {model, NULL}, .n_axes = {1, 0}};
+  lathe_builder_t b;
+  CHECK_OK(lathe_builder_new(be, "mlp", &b));
+  CHECK_OK(lathe_builder_auto_sharding(b, &mesh, 1));
+  lathe_function_t fn = lathe_builder_main(b);
+  lathe_shape xs = F32(8, 16), w1s = F32(16, 32), w2s = F32(32, 16);
+  lathe_value_t x, w1, w2, h, y;
+  int c1[1] = {1}, c0[1] = {0};
+  CHECK_OK(lathe_parameter_sharded(fn, "x", &xs, NULL, &x));
+  CHECK_OK(lathe_parameter_sharded(fn, "w1", &w1s, &cols, &w1));
+  CHECK_OK(lathe_parameter_sharded(fn, "w2", &w2s, &rows, &w2));
+  CHECK_OK(lathe_dot_general(fn, x, c1, 1, NULL, 0, w1, c0, 1, NULL, 0, NULL, &h));
+  CHECK_OK(lathe_tanh(fn, h, &h));
+  CHECK_OK(lathe_dot_general(fn, h, c1, 1, NULL, 0, w2, c0, 1, NULL, 0, NULL, &y));
+  CHECK_OK(lathe_function_return_sharded(fn, &y, NULL, 1));
+  lathe_executable_t e = NULL;
+  CHECK_OK(lathe_builder_compile(b, &e));
+  lathe_builder_free(b);
+  lathe_executable_stats st;
+  if (e) {
+    CHECK_OK(lathe_executable_get_stats(e, &st));
+    CHECK(st.partitioned && st.partition_collectives == 1 && st.partition_fallbacks == 0,
+          "partitioned %d, %d collectives (want 1), %d fallbacks", st.partitioned, st.partition_collectives,
+          st.partition_fallbacks);
+  }
+  lathe_executable_free(e);
+  lathe_backend_free(be);
+}
