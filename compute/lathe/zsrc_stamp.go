@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "533f23a2f54f16e0ce38ce8687a738cb"
+const engineSourcesHash = "259083f2eb2f23afd19ea1e099e9f0e7"

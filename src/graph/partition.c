@@ -1,16 +1,17 @@
 /* partition.c -- the AutoSharding partitioner: the main function of an AutoSharding builder
  * rewritten into an SPMD program of local shapes (docs/ARCHITECTURE.md "Partitioning").
  *
- * One pass over main's nodes in order decides each value's sharding from its operands' (user specs
- * on parameters are fixed) and emits the node on local shapes, resharding operands to what the
- * op's rule needs: AllGather (drop a mesh axis), AllToAll (move one from an axis to another),
- * DynamicSlice at the device's offset (add one; no communication). Where operands disagree the
- * rule picks the sharding whose reshards move the fewest bytes. Reductions and contractions over
- * a sharded axis compute partial results and AllReduce them. Ops without a rule get replicated
+ * A backward pass carries the outputs' shardings up through elementwise ops, Transpose and
+ * BroadcastInDim (hints). Then one forward pass over main's nodes in order decides each value's
+ * sharding from its operands' and its hint (user specs on parameters are fixed) and emits the node
+ * on local shapes, resharding operands to what the op's rule needs: AllGather (drop a mesh axis),
+ * AllToAll (move one from an axis to another), DynamicSlice at the device's offset (add one; no
+ * communication). Where shardings disagree the rule picks the one whose reshards move the fewest
+ * bytes. Reductions and contractions over a sharded axis compute partial results and AllReduce
+ * them (ReduceScatter where the hint wants the result split). Ops without a rule get replicated
  * operands and run whole on every device (a counted fallback). The outputs are resharded to their
- * specs last, which is where backward information enters: an open (replicated) value costs only a
- * local slice there. A device learns its offsets from a hidden Int32 parameter, its mesh
- * coordinates (lathe_partition_coords). */
+ * specs last. A device learns its offsets from a hidden Int32 parameter, its mesh coordinates
+ * (lathe_partition_coords). */
 #include "partition.h"
 
 typedef lathe_sharding_def spec; /* rank = the value's; n_axes[a] == 0: axis a replicated */
@@ -31,8 +32,8 @@ typedef struct {
   lathe_node *coord_val[16][LATHE_MAX_MESH_RANK];
   variant (*vars)[MAX_VARIANTS]; /* per source node id: the value under some shardings, [0] its own */
   int *n_vars;
-  spec *hint;   /* per source node id: the sharding its consumers (outputs first) would take; */
-  bool *hinted; /* set by the backward pass */
+  spec *hint;   /* per source node id: the sharding its consumers would take (outputs first), */
+  bool *hinted; /* from the backward pass */
   lathe_node ***tuples; /* per source multi-result node id: its results in dst */
   spec *need;        /* scratch: the shardings a node's operands must arrive in */
   lathe_node **ops;  /* scratch: its operands in dst */
