@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "259083f2eb2f23afd19ea1e099e9f0e7"
+const engineSourcesHash = "8f16aaae79ca4e8741eba4392d335d18"

@@ -646,6 +646,66 @@ static lathe_status_t rule_dot(part *p, const lathe_node *sn) {
   return n_ax ? combine(p, sn, v, rs, LATHE_OP_REDUCE_SUM, mesh, ax, n_ax) : NULL;
 }
 
+/* ConvGeneral: the input's batch split and the kernel's output-channel split carry to the result's
+ * batch and channel axes; input channels split alike on both sides give partial sums and an
+ * AllReduce; spatial axes (windows cross shard edges) are gathered. With channel groups only the
+ * batch split is kept; batch groups gather everything. */
+static lathe_status_t rule_conv(part *p, const lathe_node *sn) {
+  if (lathe_attr_conv_general_batch_group_count(sn) > 1) return fallback(p, sn);
+  const lathe_node *x = sn->in[0], *k = sn->in[1];
+  const spec *X = own(p, x->id), *K = own(p, k->id);
+  int ib = (int)lathe_attr_conv_general_input_batch(sn), ic = (int)lathe_attr_conv_general_input_channels(sn);
+  int kic = (int)lathe_attr_conv_general_kernel_input_channels(sn), koc = (int)lathe_attr_conv_general_kernel_output_channels(sn);
+  int ob = (int)lathe_attr_conv_general_output_batch(sn), oc = (int)lathe_attr_conv_general_output_channels(sn);
+  bool grouped = lathe_attr_conv_general_channel_group_count(sn) > 1;
+  spec nx = replicated_spec(x->shape.rank), nk = replicated_spec(k->shape.rank), rs = replicated_spec(sn->shape.rank);
+  spec used = replicated_spec(LATHE_MAX_RANK);
+  int slot = 0, ax[LATHE_MAX_MESH_RANK], n_ax = 0;
+  if (!grouped && X->n_axes[ic] && axis_eq(X, ic, K, kic) && try_copy_axis(&used, slot, X, ic)) {
+    copy_axis(&nx, ic, X, ic), copy_axis(&nk, kic, X, ic), slot++;
+    for (int q = 0; q < X->n_axes[ic]; q++) ax[n_ax++] = X->axes[ic][q];
+  }
+  if (X->n_axes[ib] && try_copy_axis(&used, slot, X, ib)) copy_axis(&nx, ib, X, ib), copy_axis(&rs, ob, X, ib), slot++;
+  if (!grouped && K->n_axes[koc] && try_copy_axis(&used, slot, K, koc))
+    copy_axis(&nk, koc, K, koc), copy_axis(&rs, oc, K, koc), slot++;
+  spec need[2] = {nx, nk};
+  lathe_node *v;
+  LATHE_RETURN_IF_ERROR(emit_with(p, sn, need, &rs, &v));
+  return n_ax ? combine(p, sn, v, rs, LATHE_OP_REDUCE_SUM, X->mesh, ax, n_ax) : NULL;
+}
+
+/* Ops that work along some axes of their first operand independently of its other axes: those
+ * axes are gathered, the rest keep their split (or take the consumers' where the operand is
+ * replicated). Reverse, CumSum, FusedSoftmax, FusedLayerNorm (its gamma and beta, over the
+ * normalised axes, replicated), FusedActivation (an axis it resizes, as SwiGLU's, gathered);
+ * ArgMinMax also drops its axis. */
+static lathe_status_t rule_axis_local(part *p, const lathe_node *sn) {
+  const lathe_node *x = sn->in[0];
+  bool drop = sn->op == LATHE_OP_ARG_MIN_MAX;
+  spec in = *own(p, x->id), *need = p->need;
+  if (replicated(&in) && !drop && p->hinted[sn->id]) in = p->hint[sn->id];
+  bool along[LATHE_MAX_RANK] = {false};
+  lathe_ilist list = {NULL, 0};
+  switch (sn->op) {
+    case LATHE_OP_REVERSE: list = lathe_attr_reverse_axes(sn); break;
+    case LATHE_OP_FUSED_LAYER_NORM: list = lathe_attr_fused_layer_norm_axes(sn); break;
+    case LATHE_OP_CUM_SUM: along[lathe_attr_cum_sum_axis(sn)] = true; break;
+    case LATHE_OP_ARG_MIN_MAX: along[lathe_attr_arg_min_max_axis(sn)] = true; break;
+    case LATHE_OP_FUSED_SOFTMAX: along[lathe_attr_fused_softmax_axis(sn)] = true; break;
+    default: break;
+  }
+  for (int k = 0; k < list.n; k++) along[list.v[k]] = true;
+  for (int a = 0; a < x->shape.rank; a++)
+    if (along[a] || (!drop && x->shape.dims[a] != sn->shape.dims[a])) clear_axis(&in, a);
+  spec rs = replicated_spec(sn->shape.rank);
+  for (int a = 0, b = 0; a < x->shape.rank; a++)
+    if (!drop || !along[a]) copy_axis(&rs, b++, &in, a);
+  need[0] = in;
+  for (int i = 1; i < sn->n_operands; i++) need[i] = replicated_spec(sn->in[i]->shape.rank);
+  lathe_node *out;
+  return emit_with(p, sn, need, &rs, &out);
+}
+
 /* Iota: computed locally in the consumers' sharding where that leaves the counted axis whole
  * (the other axes' values do not depend on the offset); else replicated. */
 static lathe_status_t rule_iota(part *p, const lathe_node *sn) {
@@ -728,6 +788,10 @@ static lathe_status_t partition_node(part *p, const lathe_node *sn) {
     case LATHE_OP_CONCATENATE: return rule_concatenate(p, sn);
     case LATHE_OP_DOT_GENERAL: return rule_dot(p, sn);
     case LATHE_OP_IOTA: return rule_iota(p, sn);
+    case LATHE_OP_CONV_GENERAL: return rule_conv(p, sn);
+    case LATHE_OP_REVERSE: case LATHE_OP_CUM_SUM: case LATHE_OP_ARG_MIN_MAX: case LATHE_OP_FUSED_SOFTMAX:
+    case LATHE_OP_FUSED_LAYER_NORM: case LATHE_OP_FUSED_ACTIVATION:
+      return rule_axis_local(p, sn);
     default: return fallback(p, sn); /* constants too: replicated, sliced where needed */
   }
 }

@@ -339,14 +339,34 @@ TEST(partition_reshard) { check_all("reshard", b_reshard, 0); }
 
 /* ---- the fallback: an op without a rule gets its operands gathered, and is counted ---- */
 static void b_fallback(prog *p, lathe_function_t fn) {
-  lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), o[2];
-  int ax[1] = {1};
-  CHECK_OK(lathe_reverse(fn, x, ax, 1, &o[0]));
-  CHECK_OK(lathe_cum_sum(fn, x, 0, false, false, &o[1]));
-  const char *specs[] = {"x,y", "x,-"};
+  lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), o[2], start[2];
+  int64_t dims[2] = {2, 3};
+  int32_t one = 1;
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_INT32);
+  CHECK_OK(lathe_constant(fn, &s0, &one, sizeof one, &start[0]));
+  start[1] = start[0];
+  CHECK_OK(lathe_bitcast(fn, x, LATHE_DTYPE_INT32, &o[0]));
+  CHECK_OK(lathe_dynamic_slice(fn, x, start, 2, dims, 2, &o[1]));
+  const char *specs[] = {"x,y", NULL};
   ret(p, fn, 2, o, specs);
 }
 TEST(partition_fallback) { check_all("fallback", b_fallback, 2); }
+
+/* ---- ops along some axes: Reverse, CumSum, ArgMinMax, FusedSoftmax, FusedLayerNorm,
+ * FusedActivation keep the other axes' split ---- */
+static void b_axis_local(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), g = param(p, fn, F32(6), "x"), o[6];
+  int ax[1] = {1}, ln[1] = {-1};
+  CHECK_OK(lathe_reverse(fn, x, ax, 1, &o[0]));
+  CHECK_OK(lathe_cum_sum(fn, x, 0, false, false, &o[1]));
+  CHECK_OK(lathe_arg_min_max(fn, x, 1, LATHE_DTYPE_INT32, false, &o[2]));
+  CHECK_OK(lathe_fused_softmax(fn, x, 1, &o[3]));
+  CHECK_OK(lathe_fused_layer_norm(fn, x, ln, 1, 1e-5, g, NULL, &o[4]));
+  CHECK_OK(lathe_fused_activation(fn, x, LATHE_ACTIVATION_SIGMOID, &o[5]));
+  const char *specs[] = {"x,y", "x,-", "x", "x,-", NULL, "y,x"};
+  ret(p, fn, 6, o, specs);
+}
+TEST(partition_axis_local) { check_all("axis_local", b_axis_local, 0); }
 
 /* ---- bad shardings; uneven shards run whole (padded, as XLA's tiles) ---- */
 TEST(partition_bad_shardings) {
@@ -465,3 +485,20 @@ TEST(partition_megatron_one_all_reduce) {
   lathe_executable_free(e);
   lathe_backend_free(be);
 }
+
+/* ---- ConvGeneral: batch (data parallel), output channels, input channels (partial sums) ---- */
+static void b_conv(prog *p, lathe_function_t fn) {
+  /* input [batch 4, channels 4, width 6], kernel [out 4, in 4, width 3] */
+  lathe_value_t x = param(p, fn, F32(4, 4, 6), "x,y,-"), k = param(p, fn, F32(4, 4, 3), "-,y,-");
+  lathe_value_t x2 = param(p, fn, F32(4, 4, 6), "x,-,-"), k2 = param(p, fn, F32(4, 4, 3), "y,-,-"), o[2];
+  const int sp[1] = {2};
+  lathe_conv_axes axes = {.input_batch = 0, .input_channels = 1, .input_spatial = sp, .n_input_spatial = 1,
+                          .kernel_input_channels = 1, .kernel_output_channels = 0, .kernel_spatial = sp,
+                          .n_kernel_spatial = 1, .output_batch = 0, .output_channels = 1, .output_spatial = sp,
+                          .n_output_spatial = 1};
+  CHECK_OK(lathe_conv_general(fn, x, k, &axes, NULL, &o[0]));   /* batch over x, channels summed over y */
+  CHECK_OK(lathe_conv_general(fn, x2, k2, &axes, NULL, &o[1])); /* batch over x, output channels over y */
+  const char *specs[] = {"x,-,-", "x,y,-"};
+  ret(p, fn, 2, o, specs);
+}
+TEST(partition_conv) { check_all("conv", b_conv, 0); }
