@@ -674,6 +674,78 @@ static lathe_status_t rule_conv(part *p, const lathe_node *sn) {
   return n_ax ? combine(p, sn, v, rs, LATHE_OP_REDUCE_SUM, X->mesh, ax, n_ax) : NULL;
 }
 
+/* DynamicSlice and DynamicUpdateSlice: an axis taken whole (slice or update as large as the
+ * operand's axis: its start clamps to 0) keeps its split; the others are gathered. Start indices
+ * are replicated. */
+static lathe_status_t rule_dynamic_slice(part *p, const lathe_node *sn) {
+  const lathe_node *x = sn->in[0];
+  bool update = sn->op == LATHE_OP_DYNAMIC_UPDATE_SLICE;
+  const lathe_shape *part_shape = update ? &sn->in[1]->shape : &sn->shape;
+  spec in = *own(p, x->id);
+  if (replicated(&in) && p->hinted[sn->id]) in = p->hint[sn->id];
+  for (int a = 0; a < x->shape.rank; a++)
+    if (part_shape->dims[a] != x->shape.dims[a]) clear_axis(&in, a);
+  spec *need = p->need;
+  need[0] = in;
+  for (int i = 1; i < sn->n_operands; i++) need[i] = update && i == 1 ? in : replicated_spec(sn->in[i]->shape.rank);
+  if (update) {
+    lathe_node *out;
+    return emit_with(p, sn, need, &in, &out);
+  }
+  lathe_node **ops = p->ops, *out;
+  for (int i = 0; i < sn->n_operands; i++) LATHE_RETURN_IF_ERROR(get(p, sn->in[i], &need[i], &ops[i]));
+  lathe_shape ls;
+  local_shape(p, &in, &sn->shape, &ls);
+  LATHE_RETURN_IF_ERROR(lathe_dynamic_slice(p->fn, ops[0], ops + 1, sn->n_operands - 1, ls.dims, ls.rank, &out));
+  set(p, sn, out, &in);
+  return NULL;
+}
+
+/* Gather (an embedding lookup): an operand axis neither indexed nor collapsed and sliced whole keeps
+ * its split on the result axis it becomes; the indices' batch axes keep theirs on the result's
+ * batch axes; the index vector axis and the other operand axes are gathered. */
+static lathe_status_t rule_gather(part *p, const lathe_node *sn) {
+  const lathe_node *x = sn->in[0], *ix = sn->in[1];
+  const spec *X = own(p, x->id), *I = own(p, ix->id);
+  int iva = (int)lathe_attr_gather_index_vector_axis(sn);
+  lathe_ilist off = lathe_attr_gather_offset_output_axes(sn), col = lathe_attr_gather_collapsed_slice_axes(sn);
+  lathe_ilist map = lathe_attr_gather_start_index_map(sn), sizes = lathe_attr_gather_slice_sizes(sn);
+  spec nx = replicated_spec(x->shape.rank), ni = replicated_spec(ix->shape.rank), rs = replicated_spec(sn->shape.rank);
+  spec used = replicated_spec(LATHE_MAX_RANK);
+  int slot = 0;
+  bool is_off[LATHE_MAX_RANK] = {false};
+  for (int j = 0; j < off.n; j++) is_off[off.v[j]] = true;
+  /* the indices' batch axes, in order, are the result axes that are not offset axes */
+  for (int a = 0, r = 0; a < ix->shape.rank; a++) {
+    if (a == iva) continue;
+    while (r < sn->shape.rank && is_off[r]) r++;
+    if (I->n_axes[a] && try_copy_axis(&used, slot, I, a)) copy_axis(&ni, a, I, a), copy_axis(&rs, r, I, a), slot++;
+    r++;
+  }
+  for (int a = 0, j = 0; a < x->shape.rank; a++) {
+    bool collapsed = false, indexed = false;
+    for (int k = 0; k < col.n; k++) collapsed |= col.v[k] == a;
+    for (int k = 0; k < map.n; k++) indexed |= map.v[k] == a;
+    if (collapsed) continue;
+    int r = (int)off.v[j++];
+    if (!indexed && sizes.v[a] == x->shape.dims[a] && X->n_axes[a] && slot < LATHE_MAX_RANK && try_copy_axis(&used, slot, X, a))
+      copy_axis(&nx, a, X, a), copy_axis(&rs, r, X, a), slot++;
+  }
+  lathe_node *v, *iv, *out;
+  LATHE_RETURN_IF_ERROR(get(p, x, &nx, &v));
+  LATHE_RETURN_IF_ERROR(get(p, ix, &ni, &iv));
+  int o[LATHE_MAX_RANK], c[LATHE_MAX_RANK], m[LATHE_MAX_RANK];
+  int64_t ls[LATHE_MAX_RANK];
+  for (int k = 0; k < off.n; k++) o[k] = (int)off.v[k];
+  for (int k = 0; k < col.n; k++) c[k] = (int)col.v[k];
+  for (int k = 0; k < map.n && k < LATHE_MAX_RANK; k++) m[k] = (int)map.v[k];
+  for (int a = 0; a < sizes.n; a++) ls[a] = nx.n_axes[a] ? sizes.v[a] / parts(p, &nx, a) : sizes.v[a];
+  LATHE_RETURN_IF_ERROR(lathe_gather(p->fn, v, iv, iva, o, off.n, c, col.n, m, map.n, ls, sizes.n,
+                                     lathe_attr_gather_indices_are_sorted(sn), &out));
+  set(p, sn, out, &rs);
+  return NULL;
+}
+
 /* Ops that work along some axes of their first operand independently of its other axes: those
  * axes are gathered, the rest keep their split (or take the consumers' where the operand is
  * replicated). Reverse, CumSum, FusedSoftmax, FusedLayerNorm (its gamma and beta, over the
@@ -789,6 +861,8 @@ static lathe_status_t partition_node(part *p, const lathe_node *sn) {
     case LATHE_OP_DOT_GENERAL: return rule_dot(p, sn);
     case LATHE_OP_IOTA: return rule_iota(p, sn);
     case LATHE_OP_CONV_GENERAL: return rule_conv(p, sn);
+    case LATHE_OP_GATHER: return lathe_attr_gather_start_index_map(sn).n <= LATHE_MAX_RANK ? rule_gather(p, sn) : fallback(p, sn);
+    case LATHE_OP_DYNAMIC_SLICE: case LATHE_OP_DYNAMIC_UPDATE_SLICE: return rule_dynamic_slice(p, sn);
     case LATHE_OP_REVERSE: case LATHE_OP_CUM_SUM: case LATHE_OP_ARG_MIN_MAX: case LATHE_OP_FUSED_SOFTMAX:
     case LATHE_OP_FUSED_LAYER_NORM: case LATHE_OP_FUSED_ACTIVATION:
       return rule_axis_local(p, sn);

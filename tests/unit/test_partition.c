@@ -339,18 +339,30 @@ TEST(partition_reshard) { check_all("reshard", b_reshard, 0); }
 
 /* ---- the fallback: an op without a rule gets its operands gathered, and is counted ---- */
 static void b_fallback(prog *p, lathe_function_t fn) {
-  lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), o[2], start[2];
-  int64_t dims[2] = {2, 3};
-  int32_t one = 1;
-  lathe_shape s0 = tst_shape0(LATHE_DTYPE_INT32);
-  CHECK_OK(lathe_constant(fn, &s0, &one, sizeof one, &start[0]));
-  start[1] = start[0];
+  lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), o[2];
+  int64_t dims[2] = {3, 3};
+  lathe_window_params w = {.window_dims = dims, .n_window_dims = 2};
   CHECK_OK(lathe_bitcast(fn, x, LATHE_DTYPE_INT32, &o[0]));
-  CHECK_OK(lathe_dynamic_slice(fn, x, start, 2, dims, 2, &o[1]));
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MAX, x, &w, &o[1]));
   const char *specs[] = {"x,y", NULL};
   ret(p, fn, 2, o, specs);
 }
 TEST(partition_fallback) { check_all("fallback", b_fallback, 2); }
+
+/* ---- DynamicSlice and DynamicUpdateSlice: axes taken whole keep their split ---- */
+static void b_dynamic_slice(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), u = param(p, fn, F32(4, 2), "x,-"), o[2], start[2];
+  int64_t dims[2] = {4, 3};
+  int32_t one = 1, zero = 0;
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_INT32);
+  CHECK_OK(lathe_constant(fn, &s0, &zero, sizeof zero, &start[0]));
+  CHECK_OK(lathe_constant(fn, &s0, &one, sizeof one, &start[1]));
+  CHECK_OK(lathe_dynamic_slice(fn, x, start, 2, dims, 2, &o[0]));       /* rows whole: their split kept */
+  CHECK_OK(lathe_dynamic_update_slice(fn, x, u, start, 2, &o[1]));      /* columns 1..2 updated */
+  const char *specs[] = {"x,-", "x,y"};
+  ret(p, fn, 2, o, specs);
+}
+TEST(partition_dynamic_slice) { check_all("dynamic_slice", b_dynamic_slice, 0); }
 
 /* ---- ops along some axes: Reverse, CumSum, ArgMinMax, FusedSoftmax, FusedLayerNorm,
  * FusedActivation keep the other axes' split ---- */
@@ -502,3 +514,16 @@ static void b_conv(prog *p, lathe_function_t fn) {
   ret(p, fn, 2, o, specs);
 }
 TEST(partition_conv) { check_all("conv", b_conv, 0); }
+
+/* ---- Gather: an embedding table split along its features, indices along the batch ---- */
+static void b_gather(prog *p, lathe_function_t fn) {
+  lathe_value_t table = param(p, fn, F32(8, 6), "-,y"), ids = param(p, fn, TST_SHAPE(LATHE_DTYPE_INT32, 4), "x");
+  lathe_value_t t2 = param(p, fn, F32(8, 6), "x,-"), o[2];
+  const int off[1] = {1}, col[1] = {0}, map[1] = {0};
+  const int64_t sizes[2] = {1, 6};
+  CHECK_OK(lathe_gather(fn, table, ids, 1, off, 1, col, 1, map, 1, sizes, 2, false, &o[0]));
+  CHECK_OK(lathe_gather(fn, t2, ids, 1, off, 1, col, 1, map, 1, sizes, 2, false, &o[1])); /* indexed axis split: gathered */
+  const char *specs[] = {"x,y", "x,-"};
+  ret(p, fn, 2, o, specs);
+}
+TEST(partition_gather) { check_all("gather", b_gather, 0); }
