@@ -845,8 +845,9 @@ typedef struct lathe_executable_stats {
   int cached;        /* programs in the cache now */
   int capacity;      /* the cache's bound */
   /* AutoSharding: whether the program runs partitioned (one program of local shapes per device),
-   * else why not (static text; NULL for other programs); ops that ran whole on gathered operands
-   * for want of a partitioning rule; collectives the partitioner inserted */
+   * else why not (text that lives as long as the executable; NULL for other programs); ops that
+   * run whole on gathered operands for want of a partitioning rule; collectives the partitioner
+   * inserted */
   bool partitioned;
   const char *partition_declined;
   int partition_fallbacks;

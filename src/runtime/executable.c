@@ -123,6 +123,19 @@ static lathe_status_t resolve_at_compile(lathe_executable_t e, lathe_builder_t b
   return NULL;
 }
 
+/* A partitioned program that could not be made or compiled: the program runs whole, as the pass
+ * would have left it, and the stats keep why (out of memory stays an error). */
+static lathe_status_t whole_after(lathe_executable_t e, lathe_status_t st) {
+  if (lathe_status_code_of(st) == LATHE_STATUS_RESOURCE_EXHAUSTED) return st;
+  const char *msg = lathe_status_message(st);
+  size_t n = strlen(msg) + 64;
+  e->partition_note = malloc(n);
+  if (e->partition_note) snprintf(e->partition_note, n, "the partitioned program failed, so it runs whole: %s", msg);
+  e->stats.partition_declined = e->partition_note ? e->partition_note : "the partitioned program failed";
+  lathe_status_free(st);
+  return NULL;
+}
+
 /* AutoSharding: the per-device program of partition.c as e's base, run as SPMD with each device's
  * mesh coordinates as its last input; a program the pass declines runs whole (the reason goes
  * to the stats). */
@@ -146,7 +159,8 @@ static lathe_status_t partition(lathe_executable_t e, lathe_builder_t b, lathe_b
     }
   struct lathe_builder *p = NULL;
   lathe_partition_report rep;
-  LATHE_RETURN_IF_ERROR(lathe_partition(b, &p, &rep));
+  lathe_status_t st = lathe_partition(b, &p, &rep);
+  if (st) return whole_after(e, st);
   e->stats.partition_declined = rep.declined;
   if (!p) return NULL;
   /* the ops the pass adds, on a device that may lack some (lathe:cuda's untried collectives) */
@@ -159,10 +173,10 @@ static lathe_status_t partition(lathe_executable_t e, lathe_builder_t b, lathe_b
       return NULL;
     }
   }
-  lathe_status_t st = specialization_new(backend, b->graph, p, &e->base);
+  st = specialization_new(backend, b->graph, p, &e->base);
   if (st) {
     lathe_builder_free(p);
-    return st;
+    return whole_after(e, st);
   }
   e->base->builder = p;
   e->partitioned = e->stats.partitioned = true;
@@ -244,6 +258,7 @@ void lathe_executable_release(lathe_executable_t e) {
   }
   for (int r = 0; e->coords && r < e->n_replicas; r++) lathe_tensor_release(e->coords[r]);
   free(e->coords);
+  free(e->partition_note);
   free(e->source);
   free(e->dyn_names);
   free(e->devices);

@@ -105,6 +105,7 @@ struct lathe_executable {
    * its last parameter (src/graph/partition.h) */
   bool partitioned;
   lathe_tensor **coords;
+  char *partition_note; /* why the partitioned program was dropped (stats.partition_declined) */
 };
 
 void lathe_specialization_release(lathe_specialization *sp);
