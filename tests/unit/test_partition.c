@@ -460,11 +460,39 @@ static void b_many(prog *p, lathe_function_t fn) {
 }
 TEST(partition_many_operands) { check_all("many", b_many, 0); }
 
-/* ---- what the pass inserts: a Megatron MLP (columns then rows split) needs one AllReduce ---- */
+/* ---- what the pass inserts: a Megatron MLP (columns then rows split) needs one AllReduce, and
+ * each device's program plans for its half of the hidden layer only ---- */
+static lathe_executable_t megatron(const char *config, lathe_backend_t *out_be);
 TEST(partition_megatron_one_all_reduce) {
+  lathe_backend_t be = NULL, whole_be = NULL;
+  lathe_executable_t e = megatron("lathe:cpu,devices=2", &be), whole = megatron("lathe:cpu,devices=2,partition=0", &whole_be);
+  lathe_executable_stats st;
+  if (e) {
+    CHECK_OK(lathe_executable_get_stats(e, &st));
+    CHECK(st.partitioned && st.partition_collectives == 1 && st.partition_fallbacks == 0,
+          "partitioned %d, %d collectives (want 1), %d fallbacks", st.partitioned, st.partition_collectives,
+          st.partition_fallbacks);
+  }
+  if (e && whole) {
+    int64_t part_bytes = 0, whole_bytes = 0;
+    CHECK_OK(lathe_executable_arena_bytes(e, &part_bytes));
+    CHECK_OK(lathe_executable_arena_bytes(whole, &whole_bytes));
+    /* the hidden layer [8, 256] is the arena's bulk: halved on each device */
+    tst_log("megatron MLP arena: %lld bytes per device partitioned, %lld whole", (long long)part_bytes, (long long)whole_bytes);
+    CHECK(part_bytes > 0 && part_bytes * 3 <= whole_bytes * 2, "arena per device %lld bytes, whole %lld",
+          (long long)part_bytes, (long long)whole_bytes);
+  }
+  lathe_executable_free(e);
+  lathe_executable_free(whole);
+  lathe_backend_free(be);
+  lathe_backend_free(whole_be);
+}
+
+static lathe_executable_t megatron(const char *config, lathe_backend_t *out_be) {
   lathe_backend_t be = NULL;
-  CHECK_OK(lathe_backend_new("lathe:cpu,devices=2", &be));
-  if (!be) return;
+  CHECK_OK(lathe_backend_new(config, &be));
+  *out_be = be;
+  if (!be) return NULL;
   const int sizes[1] = {2};
   const char *names[1] = {"model"}, *model[1] = {"model"};
   lathe_mesh mesh = {"m", 1, sizes, names, NULL};
@@ -474,7 +502,7 @@ TEST(partition_megatron_one_all_reduce) {
   CHECK_OK(lathe_builder_new(be, "mlp", &b));
   CHECK_OK(lathe_builder_auto_sharding(b, &mesh, 1));
   lathe_function_t fn = lathe_builder_main(b);
-  lathe_shape xs = F32(8, 16), w1s = F32(16, 32), w2s = F32(32, 16);
+  lathe_shape xs = F32(8, 16), w1s = F32(16, 256), w2s = F32(256, 16);
   lathe_value_t x, w1, w2, h, y;
   int c1[1] = {1}, c0[1] = {0};
   CHECK_OK(lathe_parameter_sharded(fn, "x", &xs, NULL, &x));
@@ -487,15 +515,7 @@ TEST(partition_megatron_one_all_reduce) {
   lathe_executable_t e = NULL;
   CHECK_OK(lathe_builder_compile(b, &e));
   lathe_builder_free(b);
-  lathe_executable_stats st;
-  if (e) {
-    CHECK_OK(lathe_executable_get_stats(e, &st));
-    CHECK(st.partitioned && st.partition_collectives == 1 && st.partition_fallbacks == 0,
-          "partitioned %d, %d collectives (want 1), %d fallbacks", st.partitioned, st.partition_collectives,
-          st.partition_fallbacks);
-  }
-  lathe_executable_free(e);
-  lathe_backend_free(be);
+  return e;
 }
 
 /* ---- ConvGeneral: batch (data parallel), output channels, input channels (partial sums) ---- */
