@@ -852,6 +852,7 @@ typedef struct lathe_executable_stats {
   const char *partition_declined;
   int partition_fallbacks;
   int partition_collectives;
+  const char *partition_fallback_ops; /* the fallbacks' op names, comma-separated ("" for none) */
 } lathe_executable_stats;
 lathe_status_t lathe_executable_get_stats(lathe_executable_t exec, lathe_executable_stats *out_stats);
 /* Bytes of the planned arena one execution of exec's program takes (all functions; the main

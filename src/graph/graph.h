@@ -154,6 +154,7 @@ struct lathe_builder {
   bool partitioned;              /* made by the AutoSharding partitioner (partition.c), with */
   int partition_fallbacks;       /* ops run whole on gathered operands */
   int partition_collectives;     /* and the collectives the partitioner inserted */
+  const char *partition_fallback_ops; /* the fallbacks' op names, comma-separated (arena) */
   lathe_graph *graph;
   const char *name;
   lathe_function *main_fn;

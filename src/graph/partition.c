@@ -38,6 +38,7 @@ typedef struct {
   spec *need;        /* scratch: the shardings a node's operands must arrive in */
   lathe_node **ops;  /* scratch: its operands in dst */
   int fallbacks, collectives;
+  char fallback_ops[256]; /* the fallbacks' op names, each once */
 } part;
 
 /* ---- shardings ---- */
@@ -388,6 +389,13 @@ static lathe_status_t fallback(part *p, const lathe_node *sn) {
     gathered |= !replicated(own(p, sn->in[i]->id));
   }
   p->fallbacks += gathered;
+  const char *name = lathe_op_name(sn->op);
+  size_t at = strlen(p->fallback_ops), len = strlen(name);
+  bool listed = false;
+  for (const char *f = p->fallback_ops; gathered && (f = strstr(f, name)); f += len)
+    listed |= (f == p->fallback_ops || f[-1] == ' ') && (f[len] == ',' || f[len] == 0);
+  if (gathered && !listed && at + len + 3 < sizeof p->fallback_ops)
+    snprintf(p->fallback_ops + at, sizeof p->fallback_ops - at, "%s%s", at ? ", " : "", name);
   spec rs = replicated_spec(sn->multi ? 0 : sn->shape.rank);
   lathe_node *out;
   return emit_with(p, sn, need, &rs, &out);
@@ -928,6 +936,8 @@ static lathe_status_t run(part *p) {
   p->dst->partitioned = true;
   p->dst->partition_fallbacks = p->fallbacks;
   p->dst->partition_collectives = p->collectives;
+  p->dst->partition_fallback_ops = lathe_arena_strdup(&p->dst->graph->arena, p->fallback_ops);
+  if (!p->dst->partition_fallback_ops) return LATHE_OOM("Partition");
   return NULL;
 }
 

@@ -182,6 +182,7 @@ static lathe_status_t partition(lathe_executable_t e, lathe_builder_t b, lathe_b
   e->partitioned = e->stats.partitioned = true;
   e->stats.partition_fallbacks = rep.fallbacks;
   e->stats.partition_collectives = rep.collectives;
+  e->stats.partition_fallback_ops = p->partition_fallback_ops; /* p lives as long as e->base */
   e->stats.compiles = 1;
   return lathe_partition_upload_coords(e, b);
 }

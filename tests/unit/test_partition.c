@@ -128,6 +128,8 @@ static void check_prog(const char *what, build_fn build, int sx, int sy, const i
     CHECK(st.partitioned, "%s (%dx%d): not partitioned: %s", what, sx, sy, st.partition_declined ? st.partition_declined : "?");
     CHECK(fallbacks < 0 || st.partition_fallbacks == fallbacks, "%s: %d fallbacks, want %d", what, st.partition_fallbacks,
           fallbacks);
+    CHECK(st.partition_fallback_ops && (fallbacks == 0) == (st.partition_fallback_ops[0] == 0), "%s: fallback ops \"%s\"",
+          what, st.partition_fallback_ops ? st.partition_fallback_ops : "(null)");
     CHECK_OK(lathe_executable_get_stats(e[1], &st));
     CHECK(!st.partitioned && st.partition_declined, "%s: partition=0 still partitions", what);
     int np = p[0].n_params, no = lathe_executable_num_outputs(e[0]);
@@ -347,7 +349,33 @@ static void b_fallback(prog *p, lathe_function_t fn) {
   const char *specs[] = {"x,y", NULL};
   ret(p, fn, 2, o, specs);
 }
-TEST(partition_fallback) { check_all("fallback", b_fallback, 2); }
+TEST(partition_fallback) {
+  check_all("fallback", b_fallback, 2);
+  /* the stats name them */
+  lathe_backend_t be = NULL;
+  CHECK_OK(lathe_backend_new("lathe:cpu,devices=2", &be));
+  if (!be) return;
+  const int sizes[2] = {2, 1};
+  const char *names[2] = {AXIS_X, AXIS_Y};
+  lathe_mesh mesh = {"m", 2, sizes, names, NULL};
+  lathe_builder_t b;
+  prog p;
+  memset(&p, 0, sizeof p);
+  CHECK_OK(lathe_builder_new(be, "fallback", &b));
+  CHECK_OK(lathe_builder_auto_sharding(b, &mesh, 1));
+  b_fallback(&p, lathe_builder_main(b));
+  lathe_executable_t e = NULL;
+  CHECK_OK(lathe_builder_compile(b, &e));
+  lathe_builder_free(b);
+  lathe_executable_stats st;
+  if (e) {
+    CHECK_OK(lathe_executable_get_stats(e, &st));
+    CHECK(st.partition_fallback_ops && !strcmp(st.partition_fallback_ops, "Bitcast, ReduceWindow"), "fallback ops \"%s\"",
+          st.partition_fallback_ops ? st.partition_fallback_ops : "(null)");
+  }
+  lathe_executable_free(e);
+  lathe_backend_free(be);
+}
 
 /* ---- DynamicSlice and DynamicUpdateSlice: axes taken whole keep their split ---- */
 static void b_dynamic_slice(prog *p, lathe_function_t fn) {
