@@ -754,6 +754,45 @@ static lathe_status_t rule_gather(part *p, const lathe_node *sn) {
   return NULL;
 }
 
+/* ScatterSum/Max/Min (an embedding's gradient): an operand axis that is neither indexed nor
+ * inserted, and that the update windows cover whole, keeps its split, and the updates' window axis
+ * takes it; indices and the updates' other axes are replicated. The split comes from the operand,
+ * else from the consumers (the backward hint), else from the updates. */
+static lathe_status_t rule_scatter(part *p, const lathe_node *sn) {
+  const lathe_node *x = sn->in[0], *ix = sn->in[1], *up = sn->in[2];
+  lathe_ilist win = lathe_attr_scatter_update_window_axes(sn), ins = lathe_attr_scatter_inserted_window_axes(sn);
+  lathe_ilist map = lathe_attr_scatter_scatter_axes_to_operand_axes(sn);
+  int window_of[LATHE_MAX_RANK]; /* operand axis -> updates axis, or -1 where it cannot keep a split */
+  for (int a = 0, j = 0; a < x->shape.rank; a++) {
+    bool inserted = false, indexed = false;
+    for (int k = 0; k < ins.n; k++) inserted |= ins.v[k] == a;
+    for (int k = 0; k < map.n; k++) indexed |= map.v[k] == a;
+    window_of[a] = -1;
+    if (inserted) continue;
+    int u = (int)win.v[j++];
+    if (!indexed && up->shape.dims[u] == x->shape.dims[a]) window_of[a] = u;
+  }
+  spec cands[3] = {*own(p, x->id), p->hinted[sn->id] ? p->hint[sn->id] : replicated_spec(x->shape.rank),
+                   replicated_spec(x->shape.rank)};
+  const spec *U = own(p, up->id);
+  for (int a = 0; a < x->shape.rank; a++)
+    if (window_of[a] >= 0 && U->n_axes[window_of[a]]) try_copy_axis(&cands[2], a, U, window_of[a]);
+  spec in = replicated_spec(x->shape.rank);
+  for (int c = 0; c < 3 && replicated(&in); c++) {
+    in = cands[c];
+    for (int a = 0; a < x->shape.rank; a++)
+      if (window_of[a] < 0) clear_axis(&in, a);
+  }
+  spec *need = p->need;
+  need[0] = in;
+  need[1] = replicated_spec(ix->shape.rank);
+  need[2] = replicated_spec(up->shape.rank);
+  for (int a = 0; a < x->shape.rank; a++)
+    if (window_of[a] >= 0) copy_axis(&need[2], window_of[a], &in, a);
+  lathe_node *out;
+  return emit_with(p, sn, need, &in, &out);
+}
+
 /* Ops that work along some axes of their first operand independently of its other axes: those
  * axes are gathered, the rest keep their split (or take the consumers' where the operand is
  * replicated). Reverse, CumSum, FusedSoftmax, FusedLayerNorm (its gamma and beta, over the
@@ -869,6 +908,7 @@ static lathe_status_t partition_node(part *p, const lathe_node *sn) {
     case LATHE_OP_DOT_GENERAL: return rule_dot(p, sn);
     case LATHE_OP_IOTA: return rule_iota(p, sn);
     case LATHE_OP_CONV_GENERAL: return rule_conv(p, sn);
+    case LATHE_OP_SCATTER_SUM: case LATHE_OP_SCATTER_MAX: case LATHE_OP_SCATTER_MIN: return rule_scatter(p, sn);
     case LATHE_OP_GATHER: return lathe_attr_gather_start_index_map(sn).n <= LATHE_MAX_RANK ? rule_gather(p, sn) : fallback(p, sn);
     case LATHE_OP_DYNAMIC_SLICE: case LATHE_OP_DYNAMIC_UPDATE_SLICE: return rule_dynamic_slice(p, sn);
     case LATHE_OP_REVERSE: case LATHE_OP_CUM_SUM: case LATHE_OP_ARG_MIN_MAX: case LATHE_OP_FUSED_SOFTMAX:

@@ -575,3 +575,16 @@ static void b_gather(prog *p, lathe_function_t fn) {
   ret(p, fn, 2, o, specs);
 }
 TEST(partition_gather) { check_all("gather", b_gather, 0); }
+
+/* ---- Scatter: an embedding's gradient into a table split along its features ---- */
+static void b_scatter(prog *p, lathe_function_t fn) {
+  lathe_value_t table = param(p, fn, F32(8, 6), NULL), ids = param(p, fn, TST_SHAPE(LATHE_DTYPE_INT32, 4), NULL);
+  lathe_value_t dy = param(p, fn, F32(4, 6), "-,y"), t2 = param(p, fn, F32(8, 6), "x,-"), o[3];
+  const int win[1] = {1}, ins[1] = {0}, map[1] = {0};
+  CHECK_OK(lathe_scatter_sum(fn, table, ids, dy, 1, win, 1, ins, 1, map, 1, false, false, &o[0])); /* split from dy */
+  CHECK_OK(lathe_scatter_max(fn, t2, ids, dy, 1, win, 1, ins, 1, map, 1, false, false, &o[1]));   /* indexed axis split: gathered */
+  CHECK_OK(lathe_scatter_min(fn, table, ids, dy, 1, win, 1, ins, 1, map, 1, false, false, &o[2])); /* split from the output */
+  const char *specs[] = {"-,y", "x,-", "-,x"};
+  ret(p, fn, 3, o, specs);
+}
+TEST(partition_scatter) { check_all("scatter", b_scatter, 0); }
