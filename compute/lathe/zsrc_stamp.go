@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "ed1b6f9fcdc7305920f13db89e4af204"
+const engineSourcesHash = "cddb693ccf08afe08b444b5ad2a0820f"
