@@ -276,9 +276,12 @@ lathe_status_t lathe_builder_compile(lathe_builder_t builder, lathe_executable_t
  *    the outputs likewise.
  *  - AutoSharding (GoMLX's DistributedAutoSharding): parameters and outputs of main are declared
  *    with their global shape and a sharding over a mesh of devices; each device passes and gets
- *    its shard (device-major as above). lathe computes such a program whole on the first device
- *    of the assignment and splits the outputs by their shardings: results are exact, but the work
- *    is not spread over the devices.
+ *    its shard (device-major as above). Compile partitions such a program into a program of
+ *    local shapes that every device runs on its shards, with the collectives the shardings imply
+ *    (ops without a partitioning rule run on gathered operands; lathe_executable_get_stats counts
+ *    them). Programs the partitioner leaves whole (closures, shards that do not divide, several
+ *    processes, backend option partition=0; the stats say why) are computed on the first device
+ *    of the assignment and their outputs split by their shardings. Results are the same.
  * Fixes the devices of the compiled executable (GoMLX's DeviceAssignment): one device for a
  * single-device program (executions then run there whatever their default_device), or one per
  * replica / mesh device of a distributed program (default: 0, 1, 2, ...). */
@@ -841,6 +844,15 @@ typedef struct lathe_executable_stats {
   int64_t evictions; /* programs dropped from the full cache */
   int cached;        /* programs in the cache now */
   int capacity;      /* the cache's bound */
+  /* AutoSharding: whether the program runs partitioned (one program of local shapes per device),
+   * else why not (text that lives as long as the executable; NULL for other programs); ops that
+   * run whole on gathered operands for want of a partitioning rule; collectives the partitioner
+   * inserted */
+  bool partitioned;
+  const char *partition_declined;
+  int partition_fallbacks;
+  int partition_collectives;
+  const char *partition_fallback_ops; /* the fallbacks' op names, comma-separated ("" for none) */
 } lathe_executable_stats;
 lathe_status_t lathe_executable_get_stats(lathe_executable_t exec, lathe_executable_stats *out_stats);
 /* Bytes of the planned arena one execution of exec's program takes (all functions; the main

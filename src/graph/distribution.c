@@ -140,8 +140,15 @@ static lathe_status_t resolve_sharding(lathe_builder_t b, const char *op, const 
       int j = -1;
       for (int q = 0; s->axes[a][k] && q < mesh->rank; q++)
         if (!strcmp(mesh->axis_names[q], s->axes[a][k])) j = q;
-      if (j < 0)
-        return LATHE_INVALID("%s: mesh \"%s\" has no axis \"%s\"", op, mesh->name, s->axes[a][k] ? s->axes[a][k] : "(null)");
+      if (j < 0) {
+        char known[256];
+        size_t at = 0;
+        known[0] = 0;
+        for (int q = 0; q < mesh->rank && at < sizeof known; q++)
+          at += (size_t)snprintf(known + at, sizeof known - at, "%s\"%s\"", q ? ", " : "", mesh->axis_names[q]);
+        return LATHE_INVALID("%s: mesh \"%s\" has no axis \"%s\" (sharding of axis %d; the mesh's axes: %s)", op,
+                             mesh->name, s->axes[a][k] ? s->axes[a][k] : "(null)", a, known);
+      }
       if (used[j]) return LATHE_INVALID("%s: mesh axis \"%s\" is used twice in one sharding", op, mesh->axis_names[j]);
       used[j] = true;
       d->axes[a][k] = j;
@@ -160,7 +167,9 @@ lathe_status_t lathe_parameter_sharded(lathe_function_t fn, const char *name, co
   if (!fn) return LATHE_INVALID("Parameter: function is NULL");
   if (sharding && fn != fn->builder->main_fn) return LATHE_INVALID("Parameter: only main's parameters are sharded");
   const lathe_sharding_def *def = NULL;
-  if (shape) LATHE_RETURN_IF_ERROR(resolve_sharding(fn->builder, "Parameter", sharding, shape, &def));
+  char op[96]; /* errors name the parameter */
+  snprintf(op, sizeof op, "Parameter \"%.60s\"", name ? name : "");
+  if (shape) LATHE_RETURN_IF_ERROR(resolve_sharding(fn->builder, op, sharding, shape, &def));
   LATHE_RETURN_IF_ERROR(lathe_parameter(fn, name, shape, out));
   (*out)->sharding = def;
   return NULL;
@@ -176,7 +185,9 @@ lathe_status_t lathe_function_return_sharded(lathe_function_t fn, const lathe_va
     if (!defs) return LATHE_OOM("Return");
     for (int i = 0; i < n_outputs; i++) {
       if (!outputs || !outputs[i]) return LATHE_INVALID("Return: output %d is NULL", i);
-      LATHE_RETURN_IF_ERROR(resolve_sharding(fn->builder, "Return", shardings[i], &outputs[i]->shape, &defs[i]));
+      char op[32];
+      snprintf(op, sizeof op, "Return (output %d)", i);
+      LATHE_RETURN_IF_ERROR(resolve_sharding(fn->builder, op, shardings[i], &outputs[i]->shape, &defs[i]));
     }
   }
   /* shardings of other functions are placement hints: a program computed whole needs none */

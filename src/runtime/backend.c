@@ -112,16 +112,19 @@ static lathe_status_t open_entry(const device_entry *d, const char *options, lat
   char *dconf;
   /* the runtime's own options (LATHE_RUNTIME_OPTION_SPECS), by name */
   const char *trace = NULL, *dump = NULL;
+  bool partition = true;
   for (int i = 0; i < *d->n_options; i++) {
     if (!opt[i].set) continue;
     if (!strcmp(d->options[i].name, "trace")) trace = opt[i].text;
     if (!strcmp(d->options[i].name, "dump")) dump = opt[i].text;
+    if (!strcmp(d->options[i].name, "partition")) partition = opt[i].value == 1;
   }
   LATHE_RETURN_IF_ERROR(d->ctor(opt, &dev, &ctx, &dconf));
   lathe_status_t st = lathe_device_check(dev);
   if (!st) st = backend_make(d->backend, dev, ctx, dconf, out);
   free(dconf);
   if (st && dev && dev->destroy) dev->destroy(ctx);
+  if (!st) (*out)->partition = partition;
   if (!st && (st = lathe_profile_open(*out, trace, dump))) {
     lathe_backend_release(*out);
     *out = NULL;

@@ -206,12 +206,15 @@ typedef struct lathe_option_spec {
 #define LATHE_MAX_OPTIONS 16 /* per device */
 
 /* The runtime's own options, in every device's table (its last rows; the device ignores them):
- * the runtime reads them by name after parsing (backend.c). docs/PROFILING.md. */
+ * the runtime reads them by name after parsing (backend.c). docs/PROFILING.md; partition:
+ * docs/ARCHITECTURE.md "Partitioning". */
 #define LATHE_RUNTIME_OPTION_SPECS                                                                         \
   {"trace", LATHE_OPTION_TEXT, "FILE", 0, 0, false, "LATHE_TRACE, else off",                             \
    "write a Chrome/Perfetto trace of compiles, executions, steps and transfers to FILE"},                \
   {"dump", LATHE_OPTION_TEXT, "DIR", 0, 0, false, "LATHE_DUMP, else off",                                \
-   "write each compiled program (as built, after the passes, memory plan) as text and DOT into DIR"}
+   "write each compiled program (as built, after the passes, memory plan) as text and DOT into DIR"},     \
+  {"partition", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "1",                                            \
+   "AutoSharding programs run as per-device programs with collectives (1) or whole on the first device (0)"}
 
 /* One parsed option, at the index of its spec. */
 typedef struct lathe_option_value {

@@ -1,10 +1,12 @@
 /* distributed.c -- executions of programs over several devices.
  *
  * SPMD: one launch per replica, on its device, sharing a lathe_collective through which the
- * device's AllReduce kernels meet. AutoSharding: the shards of each sharded input are put
- * together on the first device of the assignment, the program runs there once, and each output
- * is split by its sharding onto every device (replicated outputs are copied whole) -- exact
- * results, with the work on one device. */
+ * device's collective kernels meet. AutoSharding, partitioned (src/graph/partition.c): the same,
+ * each device running the per-device program on its own shards plus its mesh coordinates.
+ * AutoSharding the partitioner declines: the shards of each sharded input are put together on the
+ * first device of the assignment, the program runs there once, and each output is split by its
+ * sharding onto every device (replicated outputs are copied whole) -- exact results, with the
+ * work on one device. */
 #include <stdio.h>
 
 #include "runtime.h"
@@ -137,6 +139,57 @@ static lathe_status_t download_from(lathe_backend_t be, lathe_tensor *t, void *b
   return t->nbytes ? be->dev->download(be->dev_ctx, t, bytes, t->nbytes) : NULL;
 }
 
+lathe_status_t lathe_partition_upload_coords(lathe_executable_t e, const struct lathe_builder *b) {
+  lathe_shape s = lathe_partition_coords_shape(b);
+  int32_t *c = malloc(sizeof(int32_t) * (size_t)(s.dims[0] + 1));
+  e->coords = calloc((size_t)e->n_replicas, sizeof *e->coords);
+  lathe_status_t st = (!c || !e->coords) ? LATHE_OOM("Compile") : NULL;
+  for (int r = 0; !st && r < e->n_replicas; r++) {
+    lathe_partition_coords(b, r, c);
+    st = upload_to(e->backend, e->devices[r], &s, c, &e->coords[r]);
+  }
+  free(c);
+  return st;
+}
+
+/* A partitioned program: as SPMD, each device's inputs its shards and its coordinates. */
+static lathe_status_t execute_partitioned(lathe_executable_t e, const lathe_buffer_t *inputs, const bool *donate,
+                                          int n_inputs, lathe_buffer_t *outputs, int n_outputs) {
+  int np = e->main_fn->n_params, no = e->main_fn->n_outputs, R = e->n_replicas, nl = np + 1;
+  for (int k = 0; k < n_inputs; k++)
+    for (int j = 0; j < k && donate && donate[k]; j++)
+      if (inputs[j] == inputs[k]) return LATHE_INVALID("Execute: input %d is donated and also passed as input %d", k, j);
+  lathe_specialization *sp;
+  LATHE_RETURN_IF_ERROR(lathe_executable_specialization(e, NULL, NULL, 0, NULL, 0, 0, &sp));
+  lathe_collective *group = NULL;
+  lathe_tensor **tin = calloc((size_t)(nl * R) + 1, sizeof *tin), **tout = calloc((size_t)n_outputs + 1, sizeof *tout);
+  bool *don = calloc((size_t)(nl * R) + 1, sizeof *don);
+  lathe_status_t st = (!tin || !tout || !don) ? LATHE_OOM("Execute") : lathe_collective_new(R, e->devices, &group);
+  if (!st)
+    for (int r = 0; r < R; r++) {
+      for (int i = 0; i < np; i++) {
+        int k = r * np + i;
+        don[r * nl + i] = donate && donate[k];
+        tin[r * nl + i] = don[r * nl + i] ? inputs[k]->t : lathe_tensor_retain(inputs[k]->t);
+        if (don[r * nl + i]) inputs[k]->t = NULL;
+      }
+      tin[r * nl + np] = lathe_tensor_retain(e->coords[r]);
+    }
+  int launched = 0;
+  for (; !st && launched < R; launched++)
+    st = lathe_launch_one(e, sp, e->devices[launched], tin + launched * nl, don + launched * nl, nl, tout + launched * no,
+                          no, launched, group);
+  for (int r = st ? launched : R; tin && r < R; r++)
+    for (int i = 0; i < nl; i++) lathe_tensor_release(tin[r * nl + i]);
+  lathe_buffer_wrap_outputs(e->backend, tout, outputs, n_outputs, &st);
+  lathe_collective_release(group);
+  lathe_specialization_release(sp);
+  free(tin);
+  free(tout);
+  free(don);
+  return st;
+}
+
 lathe_status_t lathe_execute_sharded(lathe_executable_t e, const lathe_buffer_t *inputs, const bool *donate, int n_inputs,
                                      lathe_buffer_t *outputs, int n_outputs) {
   LATHE_RETURN_IF_ERROR(check_common(e, inputs, n_inputs, outputs, n_outputs));
@@ -154,6 +207,7 @@ lathe_status_t lathe_execute_sharded(lathe_executable_t e, const lathe_buffer_t 
                            lathe_shape_str(&want, b, sizeof b));
     }
   }
+  if (e->partitioned) return execute_partitioned(e, inputs, donate, n_inputs, outputs, n_outputs);
   lathe_specialization *sp;
   LATHE_RETURN_IF_ERROR(lathe_executable_specialization(e, NULL, NULL, 0, NULL, 0, 0, &sp));
   lathe_tensor **gin = calloc((size_t)np + 1, sizeof *gin), **gout = calloc((size_t)no + 1, sizeof *gout);

@@ -125,6 +125,70 @@ static lathe_status_t resolve_at_compile(lathe_executable_t e, lathe_builder_t b
   return NULL;
 }
 
+/* A partitioned program that could not be made or compiled: the program runs whole, as the pass
+ * would have left it, and the stats keep why (out of memory stays an error). */
+static lathe_status_t whole_after(lathe_executable_t e, lathe_status_t st) {
+  if (lathe_status_code_of(st) == LATHE_STATUS_RESOURCE_EXHAUSTED) return st;
+  const char *msg = lathe_status_message(st);
+  size_t n = strlen(msg) + 64;
+  e->partition_note = malloc(n);
+  if (e->partition_note) snprintf(e->partition_note, n, "the partitioned program failed, so it runs whole: %s", msg);
+  e->stats.partition_declined = e->partition_note ? e->partition_note : "the partitioned program failed";
+  lathe_status_free(st);
+  return NULL;
+}
+
+/* AutoSharding: the per-device program of partition.c as e's base, run as SPMD with each device's
+ * mesh coordinates as its last input; a program the pass declines runs whole (the reason goes
+ * to the stats). */
+static lathe_status_t partition(lathe_executable_t e, lathe_builder_t b, lathe_backend_t backend, bool lowered) {
+  if (!backend->partition) {
+    e->stats.partition_declined = "the backend option partition=0";
+    return NULL;
+  }
+  if (lowered) {
+    e->stats.partition_declined = "the program has dynamic-size ops";
+    return NULL;
+  }
+  /* a device whose collectives are not all offered (lathe:cuda's, until they have run on GPUs)
+   * keeps the whole-program path it has been tested with */
+  static const lathe_op needed[] = {LATHE_OP_ALL_REDUCE, LATHE_OP_ALL_GATHER, LATHE_OP_REDUCE_SCATTER, LATHE_OP_ALL_TO_ALL};
+  for (size_t k = 0; k < sizeof needed / sizeof needed[0]; k++)
+    if (!lathe_backend_supports_op(backend, needed[k], LATHE_DTYPE_FLOAT32)) {
+      e->stats.partition_declined = "the device does not offer every collective (AllReduce, AllGather, ReduceScatter, "
+                                    "AllToAll)";
+      return NULL;
+    }
+  struct lathe_builder *p = NULL;
+  lathe_partition_report rep;
+  lathe_status_t st = lathe_partition(b, &p, &rep);
+  if (st) return whole_after(e, st);
+  e->stats.partition_declined = rep.declined;
+  if (!p) return NULL;
+  /* the ops the pass adds, on a device that may lack some (lathe:cuda's untried collectives) */
+  for (int k = 0; k < p->main_fn->n_nodes; k++) {
+    const lathe_node *n = p->main_fn->nodes[k];
+    if ((lathe_op_kind_of(n->op) == LATHE_KIND_COLLECTIVE || n->op == LATHE_OP_DYNAMIC_SLICE) &&
+        !lathe_backend_supports_op(backend, n->op, n->in[0]->shape.dtype)) {
+      e->stats.partition_declined = "the device lacks a collective the partitioned program needs";
+      lathe_builder_free(p);
+      return NULL;
+    }
+  }
+  st = specialization_new(backend, b->graph, p, &e->base);
+  if (st) {
+    lathe_builder_free(p);
+    return whole_after(e, st);
+  }
+  e->base->builder = p;
+  e->partitioned = e->stats.partitioned = true;
+  e->stats.partition_fallbacks = rep.fallbacks;
+  e->stats.partition_collectives = rep.collectives;
+  e->stats.partition_fallback_ops = p->partition_fallback_ops; /* p lives as long as e->base */
+  e->stats.compiles = 1;
+  return lathe_partition_upload_coords(e, b);
+}
+
 lathe_status_t lathe_builder_compile_for(lathe_builder_t b, lathe_backend_t backend, lathe_executable_t *out_exec) {
   if (!b) return LATHE_INVALID("Compile: builder is NULL");
   if (!backend) return LATHE_INVALID("Compile: backend is NULL");
@@ -160,7 +224,8 @@ lathe_status_t lathe_builder_compile_for(lathe_builder_t b, lathe_backend_t back
   }
   /* A program with dynamic-size ops is never compiled as built: no device runs those ops. */
   bool lowered = has_lowered_ops(b);
-  if (!st && !lowered) st = specialization_new(backend, b->graph, b, &e->base);
+  if (!st && b->distribution == LATHE_DIST_AUTO_SHARDING) st = partition(e, b, backend, lowered);
+  if (!st && !lowered && !e->partitioned) st = specialization_new(backend, b->graph, b, &e->base);
   if (!st && !lowered) e->stats.compiles = 1;
   if (!st) st = collect_dynamic_axes(e, b, lowered);
   if (!st) e->spec = lowered || (e->n_dyn && !(backend->caps & LATHE_DEVCAP_DYNAMIC_AXES));
@@ -194,6 +259,9 @@ void lathe_executable_release(lathe_executable_t e) {
     pthread_mutex_destroy(e->mu);
     free(e->mu);
   }
+  for (int r = 0; e->coords && r < e->n_replicas; r++) lathe_tensor_release(e->coords[r]);
+  free(e->coords);
+  free(e->partition_note);
   free(e->source);
   free(e->dyn_names);
   free(e->devices);

@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 
 #include "../graph/graph.h"
+#include "../graph/partition.h"
 #include "../graph/program.h"
 #include "device.h"
 #include "../core/trace.h"
@@ -26,6 +27,7 @@ struct lathe_backend {
   /* profiling (docs/PROFILING.md): option trace= or LATHE_TRACE, dump= or LATHE_DUMP */
   struct lathe_trace *trace; /* owned; closed when the backend goes; NULL: not tracing */
   char *dump_dir;            /* owned; NULL: no dumps */
+  bool partition;            /* option partition: AutoSharding programs are partitioned (partition.c) */
   atomic_int dump_seq;       /* numbers the dumped programs */
 };
 
@@ -106,9 +108,17 @@ struct lathe_executable {
   int n_specs, max_specs;
   uint64_t clock;
   lathe_executable_stats stats;
+  /* a partitioned AutoSharding program (base runs it as SPMD): each device's mesh coordinates,
+   * its last parameter (src/graph/partition.h) */
+  bool partitioned;
+  lathe_tensor **coords;
+  char *partition_note; /* why the partitioned program was dropped (stats.partition_declined) */
 };
 
 void lathe_specialization_release(lathe_specialization *sp);
+/* Each device's mesh coordinates of partitioned AutoSharding executable e (of builder b), on
+ * its device (distributed.c). */
+lathe_status_t lathe_partition_upload_coords(lathe_executable_t e, const struct lathe_builder *b);
 /* The specialisation an execution binding names[i] -> bound[i] uses (a new reference). Where
  * sizes depend on tensor contents, it first runs the program that computes them on device with
  * the n_inputs inputs (NULL: UNIMPLEMENTED) and reads them back. */

@@ -1,0 +1,433 @@
+/* partition.c -- the AutoSharding partitioner: the main function of an AutoSharding builder
+ * rewritten into an SPMD program of local shapes (docs/ARCHITECTURE.md "Partitioning").
+ *
+ * A backward pass carries the outputs' shardings up through elementwise ops, Transpose and
+ * BroadcastInDim (hints). Then one forward pass over main's nodes in order decides each value's
+ * sharding from its operands' and its hint (user specs on parameters are fixed) and emits the node
+ * on local shapes, resharding operands to what the op's rule needs: AllGather (drop a mesh axis),
+ * AllToAll (move one from an axis to another), DynamicSlice at the device's offset (add one; no
+ * communication). Where shardings disagree the rule picks the one whose reshards move the fewest
+ * bytes. Reductions and contractions over a sharded axis compute partial results and AllReduce
+ * them (ReduceScatter where the hint wants the result split). Ops without a rule get replicated
+ * operands and run whole on every device (a counted fallback). The outputs are resharded to their
+ * specs last. A device learns its offsets from a hidden Int32 parameter, its mesh coordinates
+ * (lathe_partition_coords). */
+#include "partition_impl.h"
+
+/* Whether every sharded axis of s divides g evenly (uneven shards are padded: left whole). */
+static bool even(const part *p, const spec *s, const lathe_shape *g) {
+  for (int a = 0; a < s->rank; a++)
+    if (g->dims[a] < 0 || g->dims[a] % parts(p, s, a)) return false;
+  return true;
+}
+
+/* The user's sharding of rank `rank` (NULL: replicated), without mesh axes of size 1 (which
+ * split nothing and would only add collectives of one member). */
+static spec user_spec(const struct lathe_builder *b, const lathe_sharding_def *d, int rank) {
+  spec s = replicated_spec(rank);
+  if (!d) return s;
+  s.mesh = d->mesh;
+  for (int a = 0; a < d->rank && a < rank; a++)
+    for (int k = 0; k < d->n_axes[a]; k++)
+      if (b->meshes[d->mesh].sizes[d->axes[a][k]] > 1) s.axes[a][s.n_axes[a]++] = d->axes[a][k];
+  return s;
+}
+
+/* ---- devices ---- */
+
+static int position_of(const lathe_mesh_def *m, int index) {
+  for (int i = 0; i < m->n_devices; i++)
+    if (m->logical[i] == index) return i;
+  return 0;
+}
+
+static void coords_of(const lathe_mesh_def *m, int pos, int64_t *c) {
+  for (int j = m->rank - 1; j >= 0; j--) {
+    c[j] = pos % m->sizes[j];
+    pos /= (int)m->sizes[j];
+  }
+}
+
+lathe_shape lathe_partition_coords_shape(const struct lathe_builder *src) {
+  lathe_shape s;
+  memset(&s, 0, sizeof s);
+  s.dtype = LATHE_DTYPE_INT32;
+  s.rank = 1;
+  for (int m = 0; m < src->n_meshes; m++) s.dims[0] += src->meshes[m].rank;
+  return s;
+}
+
+void lathe_partition_coords(const struct lathe_builder *src, int index, int32_t *out) {
+  int at = 0;
+  for (int m = 0; m < src->n_meshes; m++) {
+    const lathe_mesh_def *mesh = &src->meshes[m];
+    int64_t c[LATHE_MAX_MESH_RANK];
+    coords_of(mesh, position_of(mesh, index), c);
+    for (int j = 0; j < mesh->rank; j++) out[at++] = (int32_t)c[j];
+  }
+}
+
+/* Replica groups of the devices that differ only along mesh axes ax[0..k) of mesh m, each group
+ * in the row-major order of those axes as listed (a sharding's shard order). groups has room for
+ * every device, sizes for every group. */
+int lathe_part_groups(const part *p, int m, const int *ax, int k, int *groups, int *sizes) {
+  const lathe_mesh_def *mesh = &p->src->meshes[m];
+  int G = 1;
+  for (int q = 0; q < k; q++) G *= (int)mesh->sizes[ax[q]];
+  int n_groups = mesh->n_devices / G;
+  for (int pos = 0; pos < mesh->n_devices; pos++) {
+    int64_t c[LATHE_MAX_MESH_RANK];
+    coords_of(mesh, pos, c);
+    int64_t inner = 0, outer = 0;
+    for (int q = 0; q < k; q++) inner = inner * mesh->sizes[ax[q]] + c[ax[q]];
+    for (int j = 0; j < mesh->rank; j++) {
+      bool in = false;
+      for (int q = 0; q < k; q++) in |= ax[q] == j;
+      if (!in) outer = outer * mesh->sizes[j] + c[j];
+    }
+    groups[outer * G + inner] = mesh->logical[pos];
+  }
+  for (int g = 0; g < n_groups; g++) sizes[g] = G;
+  return n_groups;
+}
+
+/* ---- emission ---- */
+
+static lathe_status_t int_const(part *p, int32_t v, lathe_node **out) {
+  lathe_shape s;
+  memset(&s, 0, sizeof s);
+  s.dtype = LATHE_DTYPE_INT32;
+  return lathe_constant(p->fn, &s, &v, sizeof v, out);
+}
+
+/* The device's coordinate along axis j of mesh m, an Int32 scalar. */
+static lathe_status_t coord(part *p, int m, int j, lathe_node **out) {
+  if (!p->coord_val[m][j]) {
+    int64_t at = p->coord_base[m] + j, lim = at + 1, one = 1;
+    lathe_node *s;
+    LATHE_RETURN_IF_ERROR(lathe_slice(p->fn, p->coords, &at, &lim, NULL, 1, &s));
+    LATHE_RETURN_IF_ERROR(lathe_reshape(p->fn, s, &one, 0, &p->coord_val[m][j]));
+  }
+  *out = p->coord_val[m][j];
+  return NULL;
+}
+
+/* Where this device's shard of axis a under s starts: shard index (row-major over the mesh axes
+ * as listed) times the shard's size. */
+static lathe_status_t shard_offset(part *p, const spec *s, int a, int64_t local, lathe_node **out) {
+  const lathe_mesh_def *mesh = &p->src->meshes[s->mesh];
+  lathe_node *idx = NULL;
+  for (int k = 0; k < s->n_axes[a]; k++) {
+    int j = s->axes[a][k];
+    lathe_node *c, *sz;
+    LATHE_RETURN_IF_ERROR(coord(p, s->mesh, j, &c));
+    if (!idx) {
+      idx = c;
+      continue;
+    }
+    LATHE_RETURN_IF_ERROR(int_const(p, (int32_t)mesh->sizes[j], &sz));
+    LATHE_RETURN_IF_ERROR(lathe_mul(p->fn, idx, sz, &idx));
+    LATHE_RETURN_IF_ERROR(lathe_add(p->fn, idx, c, &idx));
+  }
+  lathe_node *n;
+  LATHE_RETURN_IF_ERROR(int_const(p, (int32_t)local, &n));
+  return lathe_mul(p->fn, idx, n, out);
+}
+
+static lathe_status_t all_gather(part *p, lathe_node *v, const spec *s, int a, lathe_node **out) {
+  int R = p->src->n_replicas, *groups = malloc(sizeof(int) * 2 * (size_t)R);
+  if (!groups) return LATHE_OOM("Partition");
+  int n = lathe_part_groups(p, s->mesh, s->axes[a], s->n_axes[a], groups, groups + R);
+  lathe_status_t st = lathe_all_gather(p->fn, v, a, groups, groups + R, n, out);
+  free(groups);
+  p->collectives++;
+  return st;
+}
+
+static lathe_status_t all_to_all(part *p, lathe_node *v, const spec *s, int from, int to, lathe_node **out) {
+  int R = p->src->n_replicas, *groups = malloc(sizeof(int) * 2 * (size_t)R);
+  if (!groups) return LATHE_OOM("Partition");
+  int n = lathe_part_groups(p, s->mesh, s->axes[from], s->n_axes[from], groups, groups + R);
+  lathe_status_t st = lathe_all_to_all(p->fn, v, to, from, groups, groups + R, n, out);
+  free(groups);
+  p->collectives++;
+  return st;
+}
+
+/* AllReduce(op) of v over the mesh axes ax[0..k) of mesh m. */
+lathe_status_t lathe_part_all_reduce(part *p, lathe_node *v, lathe_op op, int m, const int *ax, int k, lathe_node **out) {
+  int R = p->src->n_replicas, *groups = malloc(sizeof(int) * 2 * (size_t)R);
+  if (!groups) return LATHE_OOM("Partition");
+  int n = lathe_part_groups(p, m, ax, k, groups, groups + R);
+  lathe_status_t st = lathe_all_reduce(p->fn, &v, 1, op, groups, groups + R, n, out);
+  free(groups);
+  p->collectives++;
+  return st;
+}
+
+/* The axis AllToAll can move the split of axis a of s to, for target t (or -1). */
+static int all_to_all_target(const spec *s, const spec *t, int a) {
+  for (int b = 0; b < s->rank; b++)
+    if (b != a && !s->n_axes[b] && !t->n_axes[a] && axis_eq(s, a, t, b)) return b;
+  return -1;
+}
+
+/* v (global shape g, sharded by s) resharded to t. */
+static lathe_status_t reshard_value(part *p, lathe_node *v, spec s, const spec *t, const lathe_shape *g, lathe_node **out) {
+  int rank = g->rank;
+  /* first drop what t does not share: move a mesh-axis list to the axis t puts it on, else gather */
+  for (int a = 0; a < rank; a++) {
+    if (!s.n_axes[a] || axis_eq(&s, a, t, a)) continue;
+    int to = all_to_all_target(&s, t, a);
+    if (to >= 0) {
+      LATHE_RETURN_IF_ERROR(all_to_all(p, v, &s, a, to, &v));
+      copy_axis(&s, to, &s, a);
+    } else {
+      LATHE_RETURN_IF_ERROR(all_gather(p, v, &s, a, &v));
+    }
+    clear_axis(&s, a);
+  }
+  /* then cut what t adds: this device's slice, no communication */
+  bool cut = false;
+  for (int a = 0; a < rank; a++) cut |= t->n_axes[a] && !s.n_axes[a];
+  if (cut) {
+    lathe_shape ls;
+    local_shape(p, t, g, &ls);
+    lathe_node *starts[LATHE_MAX_RANK], *zero = NULL;
+    for (int a = 0; a < rank; a++) {
+      if (t->n_axes[a] && !s.n_axes[a]) {
+        LATHE_RETURN_IF_ERROR(shard_offset(p, t, a, ls.dims[a], &starts[a]));
+      } else {
+        if (!zero) LATHE_RETURN_IF_ERROR(int_const(p, 0, &zero));
+        starts[a] = zero;
+      }
+    }
+    /* axes t shares with s are local already: their slice is the whole local axis */
+    LATHE_RETURN_IF_ERROR(lathe_dynamic_slice(p->fn, v, starts, rank, ls.dims, rank, &v));
+  }
+  *out = v;
+  return NULL;
+}
+
+/* Source node id's value under sharding t (cached per sharding). */
+lathe_status_t lathe_part_get(part *p, const lathe_node *sn, const spec *t, lathe_node **out) {
+  int id = sn->id;
+  for (int k = 0; k < p->n_vars[id]; k++)
+    if (spec_eq(&p->vars[id][k].s, t) || (replicated(&p->vars[id][k].s) && replicated(t))) {
+      *out = p->vars[id][k].v;
+      return NULL;
+    }
+  /* a reshard that gathers everything first shares that replicated value with other reshards */
+  spec s = p->vars[id][0].s, m = s;
+  lathe_node *v = p->vars[id][0].v;
+  bool moves = false;
+  for (int a = 0; a < m.rank; a++)
+    if (m.n_axes[a] && !axis_eq(&m, a, t, a)) {
+      moves |= all_to_all_target(&m, t, a) >= 0;
+      clear_axis(&m, a);
+    }
+  if (!moves && replicated(&m) && !replicated(&s) && !replicated(t)) {
+    s = replicated_spec(s.rank);
+    LATHE_RETURN_IF_ERROR(lathe_part_get(p, sn, &s, &v));
+  }
+  LATHE_RETURN_IF_ERROR(reshard_value(p, v, s, t, &sn->shape, out));
+  if (p->n_vars[id] < MAX_VARIANTS) p->vars[id][p->n_vars[id]++] = (variant){*t, *out};
+  return NULL;
+}
+
+void lathe_part_set(part *p, const lathe_node *sn, lathe_node *v, const spec *s) {
+  p->vars[sn->id][0] = (variant){*s, v};
+  p->n_vars[sn->id] = 1;
+}
+
+/* Bytes each device receives to turn source value sn from its sharding into t (slicing is free). */
+double lathe_part_reshard_cost(const part *p, const lathe_node *sn, const spec *t) {
+  const spec *s = own(p, sn->id);
+  lathe_shape ls;
+  local_shape(p, s, &sn->shape, &ls);
+  double G = 1;
+  for (int a = 0; a < s->rank; a++)
+    if (s->n_axes[a] && !axis_eq(s, a, t, a)) G *= (double)parts(p, s, a);
+  return (double)lathe_shape_byte_size(&ls) * (G - 1);
+}
+
+/* A copy of source node sn on operands ops with result shape `shape` (sn's attributes, shared). */
+static lathe_status_t emit(part *p, const lathe_node *sn, lathe_node **ops, const lathe_shape *shape, lathe_node **out) {
+  lathe_node *n;
+  LATHE_RETURN_IF_ERROR(lathe_node_new(p->fn, sn->op, (lathe_value_t const *)ops, sn->n_operands, &n));
+  n->a = sn->a;
+  if (!sn->multi) {
+    n->shape = *shape;
+    return lathe_node_commit(n, out);
+  }
+  LATHE_RETURN_IF_ERROR(lathe_node_set_outputs(n, sn->out_shapes, sn->n_out));
+  lathe_node **vals = lathe_arena_alloc(&p->dst->graph->arena, sizeof(lathe_node *) * (size_t)sn->n_out);
+  if (!vals) return LATHE_OOM("Partition");
+  LATHE_RETURN_IF_ERROR(lathe_node_commit_multi(n, vals));
+  p->tuples[sn->id] = vals;
+  *out = n;
+  return NULL;
+}
+
+/* Emits sn on its operands resharded to need[i], with result sharding rs. */
+lathe_status_t lathe_part_emit_with(part *p, const lathe_node *sn, const spec *need, const spec *rs, lathe_node **out) {
+  lathe_node **ops = p->ops;
+  for (int i = 0; i < sn->n_operands; i++) LATHE_RETURN_IF_ERROR(lathe_part_get(p, sn->in[i], &need[i], &ops[i]));
+  lathe_shape ls;
+  local_shape(p, rs, &sn->shape, &ls);
+  LATHE_RETURN_IF_ERROR(emit(p, sn, ops, &ls, out));
+  lathe_part_set(p, sn, *out, rs);
+  return NULL;
+}
+
+/* The backward pass: from the outputs' shardings, through the ops whose operands could take the
+ * same split (elementwise, Transpose, BroadcastInDim), the sharding each value's consumers want.
+ * The forward pass weighs it with the operands' (rule_elementwise) or takes it where the operands
+ * are replicated: an open value is then computed split instead of whole and sliced. */
+static void hint(part *p, const lathe_node *n, const spec *s) {
+  if (p->hinted[n->id] || replicated(s) || n->fn != p->src->main_fn) return;
+  p->hint[n->id] = *s;
+  p->hinted[n->id] = true;
+}
+
+static void backward(part *p) {
+  const lathe_function *fn = p->src->main_fn;
+  for (int i = 0; i < fn->n_outputs; i++) {
+    spec t = user_spec(p->src, p->src->output_shardings ? p->src->output_shardings[i] : NULL, fn->outputs[i]->shape.rank);
+    hint(p, fn->outputs[i], &t);
+  }
+  for (int k = fn->n_nodes - 1; k >= 0; k--) {
+    const lathe_node *n = fn->nodes[k];
+    if (!p->hinted[n->id] || n->multi) continue;
+    const spec *h = &p->hint[n->id];
+    if (lathe_op_has(n->op, LATHE_OPF_EW)) {
+      for (int i = 0; i < n->n_operands; i++) {
+        const lathe_node *x = n->in[i];
+        if (x->shape.rank != n->shape.rank) continue;
+        spec t = *h;
+        for (int a = 0; a < t.rank; a++)
+          if (x->shape.dims[a] != n->shape.dims[a]) clear_axis(&t, a);
+        hint(p, x, &t);
+      }
+    } else if (n->op == LATHE_OP_TRANSPOSE) {
+      lathe_ilist perm = lathe_attr_transpose_permutation(n);
+      spec t = replicated_spec(n->in[0]->shape.rank);
+      for (int i = 0; i < perm.n; i++) copy_axis(&t, (int)perm.v[i], h, i);
+      hint(p, n->in[0], &t);
+    } else if (n->op == LATHE_OP_BROADCAST_IN_DIM) {
+      lathe_ilist axes = lathe_attr_broadcast_in_dim_axes(n);
+      spec t = replicated_spec(n->in[0]->shape.rank);
+      for (int i = 0; i < axes.n; i++)
+        if (n->in[0]->shape.dims[i] == n->shape.dims[axes.v[i]]) copy_axis(&t, i, h, (int)axes.v[i]);
+      hint(p, n->in[0], &t);
+    }
+  }
+}
+
+/* ---- the pass ---- */
+
+static const char *why_whole(struct lathe_builder *src) {
+  if (src->n_replicas < 2) return "one device";
+  if (src->n_fns > 1) return "the program has closures or called functions (While, If, Sort, Call)";
+  if (lathe_collective_processes() > 1) return "the devices span several processes";
+  if (src->n_meshes > 16) return "more than 16 meshes";
+  for (int i = 0; i < src->main_fn->n_params; i++)
+    for (int a = 0; a < src->main_fn->params[i]->shape.rank; a++)
+      if (src->main_fn->params[i]->shape.dims[a] < 0) return "dynamic axes";
+  return NULL;
+}
+
+static bool uneven(const part *p) {
+  const lathe_function *fn = p->src->main_fn;
+  for (int i = 0; i < fn->n_params; i++) {
+    spec s = user_spec(p->src, fn->params[i]->sharding, fn->params[i]->shape.rank);
+    if (!even(p, &s, &fn->params[i]->shape)) return true;
+  }
+  for (int i = 0; i < fn->n_outputs; i++) {
+    spec s = user_spec(p->src, p->src->output_shardings ? p->src->output_shardings[i] : NULL, fn->outputs[i]->shape.rank);
+    if (!even(p, &s, &fn->outputs[i]->shape)) return true;
+  }
+  return false;
+}
+
+static lathe_status_t run(part *p) {
+  struct lathe_builder *src = p->src;
+  const lathe_function *fn = src->main_fn;
+  LATHE_RETURN_IF_ERROR(lathe_builder_new(src->backend, src->name, &p->dst));
+  LATHE_RETURN_IF_ERROR(lathe_builder_spmd(p->dst, src->n_replicas));
+  if (src->devices) LATHE_RETURN_IF_ERROR(lathe_builder_assign_devices(p->dst, src->devices, src->n_assigned));
+  p->fn = p->dst->main_fn;
+  for (int i = 0; i < fn->n_params; i++) {
+    const lathe_node *sp = fn->params[i];
+    spec s = user_spec(src, sp->sharding, sp->shape.rank);
+    lathe_shape ls;
+    local_shape(p, &s, &sp->shape, &ls);
+    lathe_node *v;
+    LATHE_RETURN_IF_ERROR(lathe_parameter(p->fn, sp->name, &ls, &v));
+    lathe_part_set(p, sp, v, &s);
+  }
+  lathe_shape cs = lathe_partition_coords_shape(src);
+  LATHE_RETURN_IF_ERROR(lathe_parameter(p->fn, "lathe.mesh_coordinates", &cs, &p->coords));
+  for (int m = 0, at = 0; m < src->n_meshes; at += src->meshes[m++].rank) p->coord_base[m] = at;
+  backward(p);
+  for (int k = 0; k < fn->n_nodes; k++)
+    if (fn->nodes[k]->op != LATHE_OP_PARAMETER) LATHE_RETURN_IF_ERROR(lathe_part_node(p, fn->nodes[k]));
+  lathe_node **outs = lathe_arena_alloc(&p->dst->graph->arena, sizeof(lathe_node *) * (size_t)(fn->n_outputs + 1));
+  if (!outs) return LATHE_OOM("Partition");
+  for (int i = 0; i < fn->n_outputs; i++) {
+    spec t = user_spec(src, src->output_shardings ? src->output_shardings[i] : NULL, fn->outputs[i]->shape.rank);
+    LATHE_RETURN_IF_ERROR(lathe_part_get(p, fn->outputs[i], &t, &outs[i]));
+  }
+  LATHE_RETURN_IF_ERROR(lathe_function_return(p->fn, (lathe_value_t const *)outs, fn->n_outputs));
+  p->dst->partitioned = true;
+  p->dst->partition_fallbacks = p->fallbacks;
+  p->dst->partition_collectives = p->collectives;
+  p->dst->partition_fallback_ops = lathe_arena_strdup(&p->dst->graph->arena, p->fallback_ops);
+  if (!p->dst->partition_fallback_ops) return LATHE_OOM("Partition");
+  return NULL;
+}
+
+lathe_status_t lathe_partition(struct lathe_builder *src, struct lathe_builder **out, lathe_partition_report *report) {
+  *out = NULL;
+  memset(report, 0, sizeof *report);
+  if (src->distribution != LATHE_DIST_AUTO_SHARDING) {
+    report->declined = "not an AutoSharding program";
+    return NULL;
+  }
+  if ((report->declined = why_whole(src))) return NULL;
+  part p;
+  memset(&p, 0, sizeof p);
+  p.src = src;
+  if (uneven(&p)) {
+    report->declined = "a sharded axis does not divide by its shards (padded shards run whole)";
+    return NULL;
+  }
+  int n = src->main_fn->n_nodes + 1;
+  p.vars = calloc((size_t)n, sizeof *p.vars);
+  p.n_vars = calloc((size_t)n, sizeof *p.n_vars);
+  p.tuples = calloc((size_t)n, sizeof *p.tuples);
+  p.hint = calloc((size_t)n, sizeof *p.hint);
+  p.hinted = calloc((size_t)n, sizeof *p.hinted);
+  int max_ops = 1;
+  for (int k = 0; k < src->main_fn->n_nodes; k++)
+    if (src->main_fn->nodes[k]->n_operands > max_ops) max_ops = src->main_fn->nodes[k]->n_operands;
+  p.need = calloc((size_t)max_ops, sizeof *p.need);
+  p.ops = calloc((size_t)max_ops, sizeof *p.ops);
+  lathe_status_t st = (!p.vars || !p.n_vars || !p.tuples || !p.hint || !p.hinted || !p.need || !p.ops)
+                          ? LATHE_OOM("Partition") : run(&p);
+  free(p.vars);
+  free(p.n_vars);
+  free(p.tuples);
+  free(p.hint);
+  free(p.hinted);
+  free(p.need);
+  free(p.ops);
+  if (st) {
+    lathe_builder_free(p.dst);
+    return lathe_status_annotate(st, "Partition");
+  }
+  report->fallbacks = p.fallbacks;
+  report->collectives = p.collectives;
+  *out = p.dst;
+  return NULL;
+}

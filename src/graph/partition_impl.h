@@ -1,0 +1,129 @@
+/* partition_impl.h -- what the AutoSharding partitioner's two files share: partition.c (the pass,
+ * reshards, emission, the backward hints) and partition_rules.c (one propagation rule per op
+ * family). Shardings are lathe_sharding_def values of a value's rank (docs/ARCHITECTURE.md
+ * "Partitioning"). */
+#ifndef LATHE_PARTITION_IMPL_H
+#define LATHE_PARTITION_IMPL_H
+
+#include "partition.h"
+
+typedef lathe_sharding_def spec; /* rank = the value's; n_axes[a] == 0: axis a replicated */
+
+#define MAX_VARIANTS 4
+
+typedef struct {
+  spec s;
+  lathe_node *v;
+} variant;
+
+typedef struct {
+  struct lathe_builder *src;
+  lathe_builder_t dst;
+  lathe_function *fn;  /* dst's main */
+  lathe_node *coords;  /* the hidden parameter */
+  int coord_base[16];  /* offset of each mesh's coordinates in it */
+  lathe_node *coord_val[16][LATHE_MAX_MESH_RANK];
+  variant (*vars)[MAX_VARIANTS]; /* per source node id: the value under some shardings, [0] its own */
+  int *n_vars;
+  spec *hint;   /* per source node id: the sharding its consumers would take (outputs first), */
+  bool *hinted; /* from the backward pass */
+  lathe_node ***tuples; /* per source multi-result node id: its results in dst */
+  spec *need;        /* scratch: the shardings a node's operands must arrive in */
+  lathe_node **ops;  /* scratch: its operands in dst */
+  int fallbacks, collectives;
+  char fallback_ops[256]; /* the fallbacks' op names, each once */
+} part;
+
+/* ---- shardings ---- */
+
+static inline bool replicated(const spec *s) {
+  for (int a = 0; a < s->rank; a++)
+    if (s->n_axes[a]) return false;
+  return true;
+}
+
+static inline spec replicated_spec(int rank) {
+  spec s;
+  memset(&s, 0, sizeof s);
+  s.rank = rank;
+  return s;
+}
+
+static inline bool axis_eq(const spec *x, int a, const spec *y, int b) {
+  if (x->n_axes[a] != y->n_axes[b]) return false;
+  if (x->n_axes[a] && x->mesh != y->mesh) return false;
+  for (int k = 0; k < x->n_axes[a]; k++)
+    if (x->axes[a][k] != y->axes[b][k]) return false;
+  return true;
+}
+
+static inline bool spec_eq(const spec *x, const spec *y) {
+  if (x->rank != y->rank) return false;
+  for (int a = 0; a < x->rank; a++)
+    if (!axis_eq(x, a, y, a)) return false;
+  return true;
+}
+
+static inline int64_t parts(const part *p, const spec *s, int a) {
+  int64_t n = 1;
+  for (int k = 0; k < s->n_axes[a]; k++) n *= p->src->meshes[s->mesh].sizes[s->axes[a][k]];
+  return n;
+}
+
+static inline void clear_axis(spec *s, int a) { s->n_axes[a] = 0; }
+
+static inline void copy_axis(spec *to, int b, const spec *from, int a) {
+  to->n_axes[b] = from->n_axes[a];
+  for (int k = 0; k < from->n_axes[a]; k++) to->axes[b][k] = from->axes[a][k];
+  if (from->n_axes[a]) to->mesh = from->mesh;
+}
+
+/* Whether mesh axis j of mesh m is used by s on an axis other than `except`. */
+static inline bool uses(const spec *s, int m, int j, int except) {
+  for (int a = 0; a < s->rank; a++)
+    for (int k = 0; a != except && k < s->n_axes[a]; k++)
+      if (s->mesh == m && s->axes[a][k] == j) return true;
+  return false;
+}
+
+/* Copies axis a of from into axis b of to unless it clashes (other mesh, or a mesh axis to uses). */
+static inline bool try_copy_axis(spec *to, int b, const spec *from, int a) {
+  if (!from->n_axes[a]) return true;
+  if (!replicated(to) && to->mesh != from->mesh) return false;
+  for (int k = 0; k < from->n_axes[a]; k++)
+    if (uses(to, from->mesh, from->axes[a][k], b)) return false;
+  copy_axis(to, b, from, a);
+  return true;
+}
+
+static inline void local_shape(const part *p, const spec *s, const lathe_shape *g, lathe_shape *out) {
+  *out = *g;
+  for (int a = 0; a < s->rank && a < g->rank; a++) {
+    int64_t n = parts(p, s, a);
+    if (n > 1) out->dims[a] = g->dims[a] / n, out->axis_names[a] = NULL;
+  }
+}
+
+/* Source node id's own sharding. */
+static inline const spec *own(const part *p, int id) { return &p->vars[id][0].s; }
+
+/* ---- partition.c ---- */
+/* Source value sn under sharding t (resharded once per sharding, then cached). */
+lathe_status_t lathe_part_get(part *p, const lathe_node *sn, const spec *t, lathe_node **out);
+/* Records v as source value sn's own, with sharding s. */
+void lathe_part_set(part *p, const lathe_node *sn, lathe_node *v, const spec *s);
+/* Bytes each device receives to turn source value sn from its sharding into t (slicing is free). */
+double lathe_part_reshard_cost(const part *p, const lathe_node *sn, const spec *t);
+/* Emits sn on its operands resharded to need[i], with result sharding rs (its local shape). */
+lathe_status_t lathe_part_emit_with(part *p, const lathe_node *sn, const spec *need, const spec *rs, lathe_node **out);
+/* Replica groups of the devices that differ only along mesh axes ax[0..k) of mesh m, each in the
+ * row-major order of those axes as listed; returns the group count. */
+int lathe_part_groups(const part *p, int m, const int *ax, int k, int *groups, int *sizes);
+/* AllReduce(op) of v over the mesh axes ax[0..k) of mesh m. */
+lathe_status_t lathe_part_all_reduce(part *p, lathe_node *v, lathe_op op, int m, const int *ax, int k, lathe_node **out);
+
+/* ---- partition_rules.c ---- */
+/* Source node sn of main partitioned by its op's rule (or the fallback). */
+lathe_status_t lathe_part_node(part *p, const lathe_node *sn);
+
+#endif

@@ -1,0 +1,500 @@
+/* partition_rules.c -- the AutoSharding partitioner's propagation rules, one per op family: each
+ * decides the sharding its operands must arrive in and its result's, and emits the op on local
+ * shapes (partition.c reshards the operands); ops without a rule take the fallback (operands
+ * gathered, counted). docs/ARCHITECTURE.md "Partitioning" describes every rule. */
+#include "partition_impl.h"
+
+/* ---- rules: each decides the operands' and the result's shardings ---- */
+
+static lathe_status_t fallback(part *p, const lathe_node *sn) {
+  spec *need = p->need;
+  bool gathered = false;
+  for (int i = 0; i < sn->n_operands; i++) {
+    need[i] = replicated_spec(sn->in[i]->shape.rank);
+    gathered |= !replicated(own(p, sn->in[i]->id));
+  }
+  p->fallbacks += gathered;
+  const char *name = lathe_op_name(sn->op);
+  size_t at = strlen(p->fallback_ops), len = strlen(name);
+  bool listed = false;
+  for (const char *f = p->fallback_ops; gathered && (f = strstr(f, name)); f += len)
+    listed |= (f == p->fallback_ops || f[-1] == ' ') && (f[len] == ',' || f[len] == 0);
+  if (gathered && !listed && at + len + 3 < sizeof p->fallback_ops)
+    snprintf(p->fallback_ops + at, sizeof p->fallback_ops - at, "%s%s", at ? ", " : "", name);
+  spec rs = replicated_spec(sn->multi ? 0 : sn->shape.rank);
+  lathe_node *out;
+  return lathe_part_emit_with(p, sn, need, &rs, &out);
+}
+
+/* Elementwise (with GoMLX broadcasting: equal ranks with size-1 axes, or scalars): the result takes
+ * the sharding of one operand of its rank, the one whose choice moves the fewest bytes. */
+static lathe_status_t rule_elementwise(part *p, const lathe_node *sn) {
+  int r = sn->shape.rank, n = sn->n_operands;
+  spec best = replicated_spec(r), *need = p->need;
+  double best_cost = -1;
+  int64_t best_parts = 0;
+  for (int c = 0; c <= n; c++) { /* each operand's sharding, then the consumers' (backward) */
+    const lathe_node *x = c < n ? sn->in[c] : sn;
+    if (x->shape.rank != r || (c == n && !p->hinted[sn->id])) continue;
+    spec cand = c < n ? *own(p, x->id) : p->hint[sn->id];
+    int64_t np = 1;
+    for (int a = 0; a < r; a++)
+      if (x->shape.dims[a] != sn->shape.dims[a]) clear_axis(&cand, a);
+      else np *= parts(p, &cand, a);
+    double cost = 0;
+    for (int i = 0; i < n; i++) {
+      const lathe_node *y = sn->in[i];
+      spec t = cand;
+      if (y->shape.rank != r) t = replicated_spec(y->shape.rank);
+      for (int a = 0; y->shape.rank == r && a < r; a++)
+        if (y->shape.dims[a] != sn->shape.dims[a]) clear_axis(&t, a);
+      cost += lathe_part_reshard_cost(p, y, &t);
+    }
+    if (best_cost < 0 || cost < best_cost || (cost == best_cost && np > best_parts))
+      best = cand, best_cost = cost, best_parts = np;
+  }
+  for (int i = 0; i < n; i++) {
+    const lathe_node *y = sn->in[i];
+    need[i] = y->shape.rank == r ? best : replicated_spec(y->shape.rank);
+    for (int a = 0; y->shape.rank == r && a < r; a++)
+      if (y->shape.dims[a] != sn->shape.dims[a]) clear_axis(&need[i], a);
+  }
+  lathe_node *out;
+  return lathe_part_emit_with(p, sn, need, &best, &out);
+}
+
+/* Partial results v of sn (sharding rs, split nowhere over the mesh axes ax[0..n_ax) of mesh m)
+ * combined over those axes: a ReduceScatter where sn's consumers (the backward hint) want an axis
+ * split over exactly those mesh axes -- each device then receives only its slice, half the bytes
+ * of an AllReduce and no slice after it --, else an AllReduce. */
+static lathe_status_t combine(part *p, const lathe_node *sn, lathe_node *v, spec rs, lathe_op op, int m, const int *ax,
+                              int n_ax) {
+  const spec *h = p->hinted[sn->id] ? &p->hint[sn->id] : NULL;
+  for (int b = 0; h && b < rs.rank; b++) {
+    if (rs.n_axes[b] || h->n_axes[b] != n_ax || h->mesh != m) continue;
+    bool same = true;
+    for (int k = 0; k < n_ax; k++) {
+      bool in = false;
+      for (int q = 0; q < n_ax; q++) in |= h->axes[b][k] == ax[q];
+      same &= in;
+    }
+    if (!same || sn->shape.dims[b] % parts(p, h, b)) continue;
+    int R = p->src->n_replicas, *groups = malloc(sizeof(int) * 2 * (size_t)R);
+    if (!groups) return LATHE_OOM("Partition");
+    int n = lathe_part_groups(p, m, h->axes[b], n_ax, groups, groups + R);
+    lathe_status_t st = lathe_reduce_scatter(p->fn, v, b, op, groups, groups + R, n, &v);
+    free(groups);
+    LATHE_RETURN_IF_ERROR(st);
+    p->collectives++;
+    copy_axis(&rs, b, h, b);
+    lathe_part_set(p, sn, v, &rs);
+    return NULL;
+  }
+  LATHE_RETURN_IF_ERROR(lathe_part_all_reduce(p, v, op, m, ax, n_ax, &v));
+  lathe_part_set(p, sn, v, &rs);
+  return NULL;
+}
+
+static bool all_reducible(lathe_op op, lathe_dtype dt) {
+  if (dt == LATHE_DTYPE_BOOL) return false;
+  if (op == LATHE_OP_REDUCE_SUM || op == LATHE_OP_REDUCE_PRODUCT) return true;
+  return (op == LATHE_OP_REDUCE_MAX || op == LATHE_OP_REDUCE_MIN) && !lathe_dtype_is_complex(dt);
+}
+
+/* Reductions: a reduced axis that is sharded gives partial results, then an AllReduce of them
+ * (Sum, Product, Max, Min; the bitwise and logical ones gather the axis first). */
+static lathe_status_t rule_reduce(part *p, const lathe_node *sn) {
+  const lathe_node *x = sn->in[0];
+  spec in = *own(p, x->id), rs = replicated_spec(sn->shape.rank);
+  lathe_ilist axes = lathe_attr_reduce_axes(sn);
+  bool reduced[LATHE_MAX_RANK] = {false};
+  for (int k = 0; k < axes.n; k++) reduced[axes.v[k]] = true;
+  bool ar = all_reducible(sn->op, sn->shape.dtype);
+  int ax[LATHE_MAX_MESH_RANK], n_ax = 0;
+  for (int a = 0; a < in.rank; a++) {
+    if (!reduced[a] || !in.n_axes[a]) continue;
+    if (!ar) {
+      clear_axis(&in, a);
+      continue;
+    }
+    for (int k = 0; k < in.n_axes[a]; k++) ax[n_ax++] = in.axes[a][k];
+  }
+  for (int a = 0, b = 0; a < in.rank; a++)
+    if (!reduced[a]) copy_axis(&rs, b++, &in, a);
+  lathe_node *v;
+  LATHE_RETURN_IF_ERROR(lathe_part_emit_with(p, sn, &in, &rs, &v));
+  return n_ax ? combine(p, sn, v, rs, sn->op, in.mesh, ax, n_ax) : NULL;
+}
+
+static lathe_status_t rule_transpose(part *p, const lathe_node *sn) {
+  spec in = *own(p, sn->in[0]->id), rs = replicated_spec(sn->shape.rank);
+  lathe_ilist perm = lathe_attr_transpose_permutation(sn);
+  if (replicated(&in) && p->hinted[sn->id]) /* open: the consumers' sharding, sliced locally */
+    for (int i = 0; i < perm.n; i++) copy_axis(&in, (int)perm.v[i], &p->hint[sn->id], i);
+  for (int i = 0; i < perm.n; i++) copy_axis(&rs, i, &in, (int)perm.v[i]);
+  lathe_node *out;
+  return lathe_part_emit_with(p, sn, &in, &rs, &out);
+}
+
+/* BroadcastInDim: operand axis i keeps its sharding on result axis axes[i] (unless it broadcasts
+ * from size 1); new axes are replicated. */
+static lathe_status_t rule_broadcast(part *p, const lathe_node *sn) {
+  const lathe_node *x = sn->in[0];
+  spec in = *own(p, x->id), rs = replicated_spec(sn->shape.rank);
+  lathe_ilist axes = lathe_attr_broadcast_in_dim_axes(sn);
+  if (replicated(&in) && p->hinted[sn->id]) /* open: the consumers' sharding, sliced locally */
+    for (int i = 0; i < axes.n; i++) copy_axis(&in, i, &p->hint[sn->id], (int)axes.v[i]);
+  for (int i = 0; i < axes.n; i++) {
+    if (x->shape.dims[i] != sn->shape.dims[axes.v[i]]) clear_axis(&in, i);
+    copy_axis(&rs, (int)axes.v[i], &in, i);
+  }
+  lathe_node *out;
+  return lathe_part_emit_with(p, sn, &in, &rs, &out);
+}
+
+/* Reshape: a sharded operand axis a keeps its split on the result axis b that starts at the same
+ * element (equal products of the axes before them) and divides by the split; then both shards are
+ * the same contiguous block. Other sharded axes are gathered first. */
+static lathe_status_t rule_reshape(part *p, const lathe_node *sn) {
+  const lathe_shape *xs = &sn->in[0]->shape, *os = &sn->shape;
+  spec in = *own(p, sn->in[0]->id), rs = replicated_spec(os->rank);
+  int64_t pin = 1;
+  for (int a = 0; a < xs->rank; pin *= xs->dims[a], a++) {
+    if (!in.n_axes[a]) continue;
+    int64_t pout = 1, n = parts(p, &in, a);
+    int b = 0;
+    while (b < os->rank && pout < pin) pout *= os->dims[b++];
+    while (b < os->rank && pout == pin && os->dims[b] == 1 && xs->dims[a] != 1) b++; /* size-1 axes first */
+    if (b < os->rank && pout == pin && os->dims[b] % n == 0) copy_axis(&rs, b, &in, a);
+    else clear_axis(&in, a);
+  }
+  lathe_node *out;
+  return lathe_part_emit_with(p, sn, &in, &rs, &out);
+}
+
+/* Slice and Pad: axes the op changes are gathered; the rest keep their sharding. */
+static lathe_status_t rule_slice(part *p, const lathe_node *sn) {
+  const lathe_node *x = sn->in[0];
+  spec in = *own(p, x->id);
+  lathe_ilist st = lathe_attr_slice_starts(sn), li = lathe_attr_slice_limits(sn), sd = lathe_attr_slice_strides(sn);
+  int64_t starts[LATHE_MAX_RANK], limits[LATHE_MAX_RANK], strides[LATHE_MAX_RANK];
+  for (int a = 0; a < x->shape.rank; a++) {
+    if (st.v[a] != 0 || li.v[a] != x->shape.dims[a] || sd.v[a] != 1) clear_axis(&in, a);
+    starts[a] = st.v[a], limits[a] = li.v[a], strides[a] = sd.v[a];
+    if (in.n_axes[a]) limits[a] = x->shape.dims[a] / parts(p, &in, a);
+  }
+  lathe_node *v, *out;
+  LATHE_RETURN_IF_ERROR(lathe_part_get(p, x, &in, &v));
+  LATHE_RETURN_IF_ERROR(lathe_slice(p->fn, v, starts, limits, strides, x->shape.rank, &out));
+  lathe_part_set(p, sn, out, &in);
+  return NULL;
+}
+
+static lathe_status_t rule_pad(part *p, const lathe_node *sn) {
+  const lathe_node *x = sn->in[0];
+  spec need[2] = {*own(p, x->id), replicated_spec(sn->in[1]->shape.rank)};
+  lathe_ilist lo = lathe_attr_pad_start(sn), hi = lathe_attr_pad_end(sn), in = lathe_attr_pad_interior(sn);
+  for (int a = 0; a < x->shape.rank; a++)
+    if (lo.v[a] || hi.v[a] || in.v[a]) clear_axis(&need[0], a);
+  lathe_node *out;
+  return lathe_part_emit_with(p, sn, need, &need[0], &out);
+}
+
+/* Concatenate: every operand takes the first one's sharding, the concatenated axis gathered. */
+static lathe_status_t rule_concatenate(part *p, const lathe_node *sn) {
+  spec *need = p->need;
+  spec t = *own(p, sn->in[0]->id);
+  clear_axis(&t, (int)lathe_attr_concatenate_axis(sn));
+  for (int i = 0; i < sn->n_operands; i++) need[i] = t;
+  lathe_node *out;
+  return lathe_part_emit_with(p, sn, need, &t, &out);
+}
+
+/* DotGeneral: batch axes keep a sharding both sides can take; a contracting pair sharded alike
+ * gives partial sums and an AllReduce (one side sharded: the other is sliced to match when the
+ * AllReduce of the result moves fewer bytes than gathering that side); free axes keep theirs
+ * unless a mesh axis is taken. Result axes: batch, lhs free, rhs free. */
+static lathe_status_t rule_dot(part *p, const lathe_node *sn) {
+  const lathe_node *l = sn->in[0], *r = sn->in[1];
+  const spec *L = own(p, l->id), *R = own(p, r->id);
+  lathe_ilist lc = lathe_attr_dot_general_lhs_contracting(sn), lb = lathe_attr_dot_general_lhs_batch(sn);
+  lathe_ilist rc = lathe_attr_dot_general_rhs_contracting(sn), rb = lathe_attr_dot_general_rhs_batch(sn);
+  spec nl = replicated_spec(l->shape.rank), nr = replicated_spec(r->shape.rank), rs = replicated_spec(sn->shape.rank);
+  /* `used` collects every mesh axis the dot's operands are split over (one mesh). */
+  spec used = replicated_spec(LATHE_MAX_RANK);
+  int slot = 0, ax[LATHE_MAX_MESH_RANK], n_ax = 0, mesh = -1;
+  lathe_shape os;
+  local_shape(p, &rs, &sn->shape, &os);
+  for (int k = 0; k < lc.n; k++) {
+    int a = (int)lc.v[k], b = (int)rc.v[k];
+    spec pick = replicated_spec(1);
+    if (L->n_axes[a] && axis_eq(L, a, R, b)) copy_axis(&pick, 0, L, a);
+    else if (L->n_axes[a] || R->n_axes[b]) {
+      /* one side (or two different) splits: partial sums when their AllReduce is cheaper */
+      const spec *S = L->n_axes[a] ? L : R;
+      int sa = L->n_axes[a] ? a : b;
+      const lathe_node *sx = L->n_axes[a] ? l : r;
+      lathe_shape ls;
+      local_shape(p, S, &sx->shape, &ls);
+      double G = (double)parts(p, S, sa);
+      double gather = (double)lathe_shape_byte_size(&ls) * (G - 1), reduce = 2.0 * (double)lathe_shape_byte_size(&os) * (G - 1) / G;
+      if (reduce < gather) copy_axis(&pick, 0, S, sa);
+    }
+    if (pick.n_axes[0] && (mesh < 0 || mesh == pick.mesh) && try_copy_axis(&used, slot, &pick, 0)) {
+      copy_axis(&nl, a, &pick, 0), copy_axis(&nr, b, &pick, 0);
+      for (int q = 0; q < pick.n_axes[0]; q++) ax[n_ax++] = pick.axes[0][q];
+      mesh = pick.mesh, slot++;
+    }
+  }
+  int out = 0;
+  for (int k = 0; k < lb.n; k++, out++) {
+    int a = (int)lb.v[k], b = (int)rb.v[k];
+    const spec *S = L->n_axes[a] ? L : R;
+    int sa = L->n_axes[a] ? a : b;
+    if (S->n_axes[sa] && (mesh < 0 || mesh == S->mesh) && try_copy_axis(&used, slot, S, sa)) {
+      copy_axis(&nl, a, S, sa), copy_axis(&nr, b, S, sa), copy_axis(&rs, out, S, sa);
+      mesh = S->mesh, slot++;
+    }
+  }
+  for (int side = 0; side < 2; side++) {
+    const lathe_node *x = side ? r : l;
+    const spec *S = side ? R : L;
+    spec *N = side ? &nr : &nl;
+    lathe_ilist c = side ? rc : lc, bt = side ? rb : lb;
+    for (int a = 0; a < x->shape.rank; a++) {
+      bool paired = false;
+      for (int k = 0; k < c.n; k++) paired |= c.v[k] == a;
+      for (int k = 0; k < bt.n; k++) paired |= bt.v[k] == a;
+      if (paired) continue;
+      if (S->n_axes[a] && (mesh < 0 || mesh == S->mesh) && slot < LATHE_MAX_RANK && try_copy_axis(&used, slot, S, a)) {
+        copy_axis(N, a, S, a), copy_axis(&rs, out, S, a);
+        mesh = S->mesh, slot++;
+      }
+      out++;
+    }
+  }
+  spec need[2] = {nl, nr};
+  lathe_node *v;
+  LATHE_RETURN_IF_ERROR(lathe_part_emit_with(p, sn, need, &rs, &v));
+  return n_ax ? combine(p, sn, v, rs, LATHE_OP_REDUCE_SUM, mesh, ax, n_ax) : NULL;
+}
+
+/* ConvGeneral: the input's batch split and the kernel's output-channel split carry to the result's
+ * batch and channel axes; input channels split alike on both sides give partial sums and an
+ * AllReduce; spatial axes (windows cross shard edges) are gathered. With channel groups only the
+ * batch split is kept; batch groups gather everything. */
+static lathe_status_t rule_conv(part *p, const lathe_node *sn) {
+  if (lathe_attr_conv_general_batch_group_count(sn) > 1) return fallback(p, sn);
+  const lathe_node *x = sn->in[0], *k = sn->in[1];
+  const spec *X = own(p, x->id), *K = own(p, k->id);
+  int ib = (int)lathe_attr_conv_general_input_batch(sn), ic = (int)lathe_attr_conv_general_input_channels(sn);
+  int kic = (int)lathe_attr_conv_general_kernel_input_channels(sn), koc = (int)lathe_attr_conv_general_kernel_output_channels(sn);
+  int ob = (int)lathe_attr_conv_general_output_batch(sn), oc = (int)lathe_attr_conv_general_output_channels(sn);
+  bool grouped = lathe_attr_conv_general_channel_group_count(sn) > 1;
+  spec nx = replicated_spec(x->shape.rank), nk = replicated_spec(k->shape.rank), rs = replicated_spec(sn->shape.rank);
+  spec used = replicated_spec(LATHE_MAX_RANK);
+  int slot = 0, ax[LATHE_MAX_MESH_RANK], n_ax = 0;
+  if (!grouped && X->n_axes[ic] && axis_eq(X, ic, K, kic) && try_copy_axis(&used, slot, X, ic)) {
+    copy_axis(&nx, ic, X, ic), copy_axis(&nk, kic, X, ic), slot++;
+    for (int q = 0; q < X->n_axes[ic]; q++) ax[n_ax++] = X->axes[ic][q];
+  }
+  if (X->n_axes[ib] && try_copy_axis(&used, slot, X, ib)) copy_axis(&nx, ib, X, ib), copy_axis(&rs, ob, X, ib), slot++;
+  if (!grouped && K->n_axes[koc] && try_copy_axis(&used, slot, K, koc))
+    copy_axis(&nk, koc, K, koc), copy_axis(&rs, oc, K, koc), slot++;
+  spec need[2] = {nx, nk};
+  lathe_node *v;
+  LATHE_RETURN_IF_ERROR(lathe_part_emit_with(p, sn, need, &rs, &v));
+  return n_ax ? combine(p, sn, v, rs, LATHE_OP_REDUCE_SUM, X->mesh, ax, n_ax) : NULL;
+}
+
+/* DynamicSlice and DynamicUpdateSlice: an axis taken whole (slice or update as large as the
+ * operand's axis: its start clamps to 0) keeps its split; the others are gathered. Start indices
+ * are replicated. */
+static lathe_status_t rule_dynamic_slice(part *p, const lathe_node *sn) {
+  const lathe_node *x = sn->in[0];
+  bool update = sn->op == LATHE_OP_DYNAMIC_UPDATE_SLICE;
+  const lathe_shape *part_shape = update ? &sn->in[1]->shape : &sn->shape;
+  spec in = *own(p, x->id);
+  if (replicated(&in) && p->hinted[sn->id]) in = p->hint[sn->id];
+  for (int a = 0; a < x->shape.rank; a++)
+    if (part_shape->dims[a] != x->shape.dims[a]) clear_axis(&in, a);
+  spec *need = p->need;
+  need[0] = in;
+  for (int i = 1; i < sn->n_operands; i++) need[i] = update && i == 1 ? in : replicated_spec(sn->in[i]->shape.rank);
+  if (update) {
+    lathe_node *out;
+    return lathe_part_emit_with(p, sn, need, &in, &out);
+  }
+  lathe_node **ops = p->ops, *out;
+  for (int i = 0; i < sn->n_operands; i++) LATHE_RETURN_IF_ERROR(lathe_part_get(p, sn->in[i], &need[i], &ops[i]));
+  lathe_shape ls;
+  local_shape(p, &in, &sn->shape, &ls);
+  LATHE_RETURN_IF_ERROR(lathe_dynamic_slice(p->fn, ops[0], ops + 1, sn->n_operands - 1, ls.dims, ls.rank, &out));
+  lathe_part_set(p, sn, out, &in);
+  return NULL;
+}
+
+/* Gather (an embedding lookup): an operand axis neither indexed nor collapsed and sliced whole keeps
+ * its split on the result axis it becomes; the indices' batch axes keep theirs on the result's
+ * batch axes; the index vector axis and the other operand axes are gathered. */
+static lathe_status_t rule_gather(part *p, const lathe_node *sn) {
+  const lathe_node *x = sn->in[0], *ix = sn->in[1];
+  const spec *X = own(p, x->id), *I = own(p, ix->id);
+  int iva = (int)lathe_attr_gather_index_vector_axis(sn);
+  lathe_ilist off = lathe_attr_gather_offset_output_axes(sn), col = lathe_attr_gather_collapsed_slice_axes(sn);
+  lathe_ilist map = lathe_attr_gather_start_index_map(sn), sizes = lathe_attr_gather_slice_sizes(sn);
+  spec nx = replicated_spec(x->shape.rank), ni = replicated_spec(ix->shape.rank), rs = replicated_spec(sn->shape.rank);
+  spec used = replicated_spec(LATHE_MAX_RANK);
+  int slot = 0;
+  bool is_off[LATHE_MAX_RANK] = {false};
+  for (int j = 0; j < off.n; j++) is_off[off.v[j]] = true;
+  /* the indices' batch axes, in order, are the result axes that are not offset axes */
+  for (int a = 0, r = 0; a < ix->shape.rank; a++) {
+    if (a == iva) continue;
+    while (r < sn->shape.rank && is_off[r]) r++;
+    if (I->n_axes[a] && try_copy_axis(&used, slot, I, a)) copy_axis(&ni, a, I, a), copy_axis(&rs, r, I, a), slot++;
+    r++;
+  }
+  for (int a = 0, j = 0; a < x->shape.rank; a++) {
+    bool collapsed = false, indexed = false;
+    for (int k = 0; k < col.n; k++) collapsed |= col.v[k] == a;
+    for (int k = 0; k < map.n; k++) indexed |= map.v[k] == a;
+    if (collapsed) continue;
+    int r = (int)off.v[j++];
+    if (!indexed && sizes.v[a] == x->shape.dims[a] && X->n_axes[a] && slot < LATHE_MAX_RANK && try_copy_axis(&used, slot, X, a))
+      copy_axis(&nx, a, X, a), copy_axis(&rs, r, X, a), slot++;
+  }
+  lathe_node *v, *iv, *out;
+  LATHE_RETURN_IF_ERROR(lathe_part_get(p, x, &nx, &v));
+  LATHE_RETURN_IF_ERROR(lathe_part_get(p, ix, &ni, &iv));
+  int o[LATHE_MAX_RANK], c[LATHE_MAX_RANK], m[LATHE_MAX_RANK];
+  int64_t ls[LATHE_MAX_RANK];
+  for (int k = 0; k < off.n; k++) o[k] = (int)off.v[k];
+  for (int k = 0; k < col.n; k++) c[k] = (int)col.v[k];
+  for (int k = 0; k < map.n && k < LATHE_MAX_RANK; k++) m[k] = (int)map.v[k];
+  for (int a = 0; a < sizes.n; a++) ls[a] = nx.n_axes[a] ? sizes.v[a] / parts(p, &nx, a) : sizes.v[a];
+  LATHE_RETURN_IF_ERROR(lathe_gather(p->fn, v, iv, iva, o, off.n, c, col.n, m, map.n, ls, sizes.n,
+                                     lathe_attr_gather_indices_are_sorted(sn), &out));
+  lathe_part_set(p, sn, out, &rs);
+  return NULL;
+}
+
+/* ScatterSum/Max/Min (an embedding's gradient): an operand axis that is neither indexed nor
+ * inserted, and that the update windows cover whole, keeps its split, and the updates' window axis
+ * takes it; indices and the updates' other axes are replicated. The split comes from the operand,
+ * else from the consumers (the backward hint), else from the updates. */
+static lathe_status_t rule_scatter(part *p, const lathe_node *sn) {
+  const lathe_node *x = sn->in[0], *ix = sn->in[1], *up = sn->in[2];
+  lathe_ilist win = lathe_attr_scatter_update_window_axes(sn), ins = lathe_attr_scatter_inserted_window_axes(sn);
+  lathe_ilist map = lathe_attr_scatter_scatter_axes_to_operand_axes(sn);
+  int window_of[LATHE_MAX_RANK]; /* operand axis -> updates axis, or -1 where it cannot keep a split */
+  for (int a = 0, j = 0; a < x->shape.rank; a++) {
+    bool inserted = false, indexed = false;
+    for (int k = 0; k < ins.n; k++) inserted |= ins.v[k] == a;
+    for (int k = 0; k < map.n; k++) indexed |= map.v[k] == a;
+    window_of[a] = -1;
+    if (inserted) continue;
+    int u = (int)win.v[j++];
+    if (!indexed && up->shape.dims[u] == x->shape.dims[a]) window_of[a] = u;
+  }
+  spec cands[3] = {*own(p, x->id), p->hinted[sn->id] ? p->hint[sn->id] : replicated_spec(x->shape.rank),
+                   replicated_spec(x->shape.rank)};
+  const spec *U = own(p, up->id);
+  for (int a = 0; a < x->shape.rank; a++)
+    if (window_of[a] >= 0 && U->n_axes[window_of[a]]) try_copy_axis(&cands[2], a, U, window_of[a]);
+  spec in = replicated_spec(x->shape.rank);
+  for (int c = 0; c < 3 && replicated(&in); c++) {
+    in = cands[c];
+    for (int a = 0; a < x->shape.rank; a++)
+      if (window_of[a] < 0) clear_axis(&in, a);
+  }
+  spec *need = p->need;
+  need[0] = in;
+  need[1] = replicated_spec(ix->shape.rank);
+  need[2] = replicated_spec(up->shape.rank);
+  for (int a = 0; a < x->shape.rank; a++)
+    if (window_of[a] >= 0) copy_axis(&need[2], window_of[a], &in, a);
+  lathe_node *out;
+  return lathe_part_emit_with(p, sn, need, &in, &out);
+}
+
+/* Ops that work along some axes of their first operand independently of its other axes: those
+ * axes are gathered, the rest keep their split (or take the consumers' where the operand is
+ * replicated). Reverse, CumSum, FusedSoftmax, FusedLayerNorm (its gamma and beta, over the
+ * normalised axes, replicated), FusedActivation (an axis it resizes, as SwiGLU's, gathered);
+ * ArgMinMax also drops its axis. */
+static lathe_status_t rule_axis_local(part *p, const lathe_node *sn) {
+  const lathe_node *x = sn->in[0];
+  bool drop = sn->op == LATHE_OP_ARG_MIN_MAX;
+  spec in = *own(p, x->id), *need = p->need;
+  if (replicated(&in) && !drop && p->hinted[sn->id]) in = p->hint[sn->id];
+  bool along[LATHE_MAX_RANK] = {false};
+  lathe_ilist list = {NULL, 0};
+  switch (sn->op) {
+    case LATHE_OP_REVERSE: list = lathe_attr_reverse_axes(sn); break;
+    case LATHE_OP_FUSED_LAYER_NORM: list = lathe_attr_fused_layer_norm_axes(sn); break;
+    case LATHE_OP_CUM_SUM: along[lathe_attr_cum_sum_axis(sn)] = true; break;
+    case LATHE_OP_ARG_MIN_MAX: along[lathe_attr_arg_min_max_axis(sn)] = true; break;
+    case LATHE_OP_FUSED_SOFTMAX: along[lathe_attr_fused_softmax_axis(sn)] = true; break;
+    default: break;
+  }
+  for (int k = 0; k < list.n; k++) along[list.v[k]] = true;
+  for (int a = 0; a < x->shape.rank; a++)
+    if (along[a] || (!drop && x->shape.dims[a] != sn->shape.dims[a])) clear_axis(&in, a);
+  spec rs = replicated_spec(sn->shape.rank);
+  for (int a = 0, b = 0; a < x->shape.rank; a++)
+    if (!drop || !along[a]) copy_axis(&rs, b++, &in, a);
+  need[0] = in;
+  for (int i = 1; i < sn->n_operands; i++) need[i] = replicated_spec(sn->in[i]->shape.rank);
+  lathe_node *out;
+  return lathe_part_emit_with(p, sn, need, &rs, &out);
+}
+
+/* Iota: computed locally in the consumers' sharding where that leaves the counted axis whole
+ * (the other axes' values do not depend on the offset); else replicated. */
+static lathe_status_t rule_iota(part *p, const lathe_node *sn) {
+  spec rs = replicated_spec(sn->shape.rank);
+  if (p->hinted[sn->id] && !p->hint[sn->id].n_axes[lathe_attr_iota_axis(sn)]) rs = p->hint[sn->id];
+  lathe_node *out;
+  return lathe_part_emit_with(p, sn, NULL, &rs, &out);
+}
+
+static bool is_reduce(lathe_op op) {
+  switch (op) {
+    case LATHE_OP_REDUCE_SUM: case LATHE_OP_REDUCE_PRODUCT: case LATHE_OP_REDUCE_MAX: case LATHE_OP_REDUCE_MIN:
+    case LATHE_OP_REDUCE_BITWISE_AND: case LATHE_OP_REDUCE_BITWISE_OR: case LATHE_OP_REDUCE_BITWISE_XOR:
+    case LATHE_OP_REDUCE_LOGICAL_AND: case LATHE_OP_REDUCE_LOGICAL_OR: case LATHE_OP_REDUCE_LOGICAL_XOR:
+      return true;
+    default: return false;
+  }
+}
+
+lathe_status_t lathe_part_node(part *p, const lathe_node *sn) {
+  if (sn->op == LATHE_OP_TUPLE_ELEMENT) {
+    lathe_node *v = p->tuples[sn->in[0]->id][lathe_attr_tuple_element_index(sn)];
+    spec rs = replicated_spec(sn->shape.rank);
+    lathe_part_set(p, sn, v, &rs);
+    return NULL;
+  }
+  if (sn->multi) return fallback(p, sn);
+  if (lathe_op_has(sn->op, LATHE_OPF_EW)) return rule_elementwise(p, sn);
+  if (is_reduce(sn->op)) return rule_reduce(p, sn);
+  switch (sn->op) {
+    case LATHE_OP_TRANSPOSE: return rule_transpose(p, sn);
+    case LATHE_OP_BROADCAST_IN_DIM: return rule_broadcast(p, sn);
+    case LATHE_OP_RESHAPE: return rule_reshape(p, sn);
+    case LATHE_OP_SLICE: return rule_slice(p, sn);
+    case LATHE_OP_PAD: return rule_pad(p, sn);
+    case LATHE_OP_CONCATENATE: return rule_concatenate(p, sn);
+    case LATHE_OP_DOT_GENERAL: return rule_dot(p, sn);
+    case LATHE_OP_IOTA: return rule_iota(p, sn);
+    case LATHE_OP_CONV_GENERAL: return rule_conv(p, sn);
+    case LATHE_OP_SCATTER_SUM: case LATHE_OP_SCATTER_MAX: case LATHE_OP_SCATTER_MIN: return rule_scatter(p, sn);
+    case LATHE_OP_GATHER: return lathe_attr_gather_start_index_map(sn).n <= LATHE_MAX_RANK ? rule_gather(p, sn) : fallback(p, sn);
+    case LATHE_OP_DYNAMIC_SLICE: case LATHE_OP_DYNAMIC_UPDATE_SLICE: return rule_dynamic_slice(p, sn);
+    case LATHE_OP_REVERSE: case LATHE_OP_CUM_SUM: case LATHE_OP_ARG_MIN_MAX: case LATHE_OP_FUSED_SOFTMAX:
+    case LATHE_OP_FUSED_LAYER_NORM: case LATHE_OP_FUSED_ACTIVATION:
+      return rule_axis_local(p, sn);
+    default: return fallback(p, sn); /* constants too: replicated, sliced where needed */
+  }
+}

@@ -1,0 +1,590 @@
+/* test_partition.c -- the AutoSharding partitioner (src/graph/partition.c): each propagation rule
+ * and each reshard, run partitioned on lathe:cpu,devices=2 and devices=4 (also with the mesh laid
+ * over the devices out of order) against the same program run whole (partition=0), device by
+ * device and value by value; the fallback count; bad shardings. */
+#include <math.h>
+
+#include "core/core.h"
+#include "testing.h"
+
+/* A program under test: params and outputs with shardings written as text, one group per tensor
+ * axis separated by ',': "x" (mesh axis x), "xy" (x then y), "-" (replicated); NULL: replicated. */
+typedef struct {
+  int n_params;
+  lathe_shape shape[8];
+  const char *spec[8];
+  const char *store[16][LATHE_MAX_RANK][2];
+  lathe_sharding sh[16];
+  int n_sh;
+} prog;
+
+static const char *const AXIS_X = "x", *const AXIS_Y = "y";
+
+static const lathe_sharding *sharding_of(prog *p, const char *text, int rank) {
+  if (!text) return NULL;
+  lathe_sharding *s = &p->sh[p->n_sh];
+  memset(s, 0, sizeof *s);
+  s->mesh = "m";
+  s->rank = rank;
+  int a = 0;
+  for (const char *c = text; *c && a < rank; c++) {
+    if (*c == ',') {
+      a++;
+      continue;
+    }
+    if (*c == '-') continue;
+    p->store[p->n_sh][a][s->n_axes[a]++] = *c == 'x' ? AXIS_X : AXIS_Y;
+    s->axes[a] = p->store[p->n_sh][a];
+  }
+  p->n_sh++;
+  return s;
+}
+
+static lathe_value_t param(prog *p, lathe_function_t fn, lathe_shape s, const char *spec) {
+  lathe_value_t v = NULL;
+  char name[8];
+  snprintf(name, sizeof name, "p%d", p->n_params);
+  CHECK_OK(lathe_parameter_sharded(fn, name, &s, sharding_of(p, spec, s.rank), &v));
+  p->shape[p->n_params] = s;
+  p->spec[p->n_params++] = spec;
+  return v;
+}
+
+static void ret(prog *p, lathe_function_t fn, int n, const lathe_value_t *outs, const char *const *specs) {
+  const lathe_sharding *sh[8];
+  for (int i = 0; i < n; i++) {
+    lathe_shape s;
+    CHECK_OK(lathe_value_shape(outs[i], &s));
+    sh[i] = sharding_of(p, specs[i], s.rank);
+  }
+  CHECK_OK(lathe_function_return_sharded(fn, outs, sh, n));
+}
+
+typedef void (*build_fn)(prog *p, lathe_function_t fn);
+
+/* Device d's shard of global array g (shape s, element size es) under spec text on mesh (sx, sy)
+ * laid out by logical. */
+static void cut(const lathe_shape *s, const char *spec, int sx, int sy, const int *logical, int d, const char *g, char *out,
+                lathe_shape *ls) {
+  int pos = 0;
+  for (int i = 0; i < sx * sy; i++)
+    if (logical[i] == d) pos = i;
+  int c[2] = {pos / sy, pos % sy}, size[2] = {sx, sy};
+  int64_t off[LATHE_MAX_RANK] = {0};
+  *ls = *s;
+  int a = 0;
+  int64_t idx = 0, n = 1;
+  for (const char *q = spec; spec && *q; q++) {
+    if (*q == ',') {
+      ls->dims[a] = s->dims[a] / n, off[a] = idx * ls->dims[a];
+      a++, idx = 0, n = 1;
+      continue;
+    }
+    if (*q == '-') continue;
+    int j = *q == 'x' ? 0 : 1;
+    idx = idx * size[j] + c[j], n *= size[j];
+  }
+  if (spec) ls->dims[a] = s->dims[a] / n, off[a] = idx * ls->dims[a];
+  size_t es = (size_t)lathe_dtype_bits(s->dtype) / 8;
+  int64_t total = lathe_shape_size(ls);
+  for (int64_t k = 0; k < total; k++) {
+    int64_t rem = k, gi = 0, stride = 1;
+    for (int b = s->rank - 1; b >= 0; b--) {
+      int64_t i = rem % ls->dims[b];
+      rem /= ls->dims[b];
+      gi += (i + off[b]) * stride;
+      stride *= s->dims[b];
+    }
+    memcpy(out + (size_t)k * es, g + (size_t)gi * es, es);
+  }
+}
+
+/* Runs build partitioned and whole on lathe:cpu,devices=n (mesh x:sx, y:sy laid out by logical)
+ * and compares every output of every device; fallbacks >= 0: the partitioned run's count. */
+static void check_prog(const char *what, build_fn build, int sx, int sy, const int *logical, int fallbacks, const char *extra) {
+  int n = sx * sy;
+  lathe_executable_t e[2] = {NULL, NULL};
+  lathe_backend_t be[2] = {NULL, NULL};
+  prog p[2];
+  for (int k = 0; k < 2; k++) {
+    char cfg[64];
+    snprintf(cfg, sizeof cfg, "lathe:cpu,devices=%d%s%s", n, extra, k ? ",partition=0" : "");
+    CHECK_OK(lathe_backend_new(cfg, &be[k]));
+    if (!be[k]) return;
+    const int sizes[2] = {sx, sy};
+    const char *names[2] = {AXIS_X, AXIS_Y};
+    lathe_mesh mesh = {"m", 2, sizes, names, logical};
+    lathe_builder_t b;
+    CHECK_OK(lathe_builder_new(be[k], what, &b));
+    CHECK_OK(lathe_builder_auto_sharding(b, &mesh, 1));
+    memset(&p[k], 0, sizeof p[k]);
+    build(&p[k], lathe_builder_main(b));
+    CHECK_OK(lathe_builder_compile(b, &e[k]));
+    lathe_builder_free(b);
+  }
+  if (e[0] && e[1]) {
+    lathe_executable_stats st;
+    CHECK_OK(lathe_executable_get_stats(e[0], &st));
+    CHECK(st.partitioned, "%s (%dx%d): not partitioned: %s", what, sx, sy, st.partition_declined ? st.partition_declined : "?");
+    CHECK(fallbacks < 0 || st.partition_fallbacks == fallbacks, "%s: %d fallbacks, want %d", what, st.partition_fallbacks,
+          fallbacks);
+    CHECK(st.partition_fallback_ops && (fallbacks == 0) == (st.partition_fallback_ops[0] == 0), "%s: fallback ops \"%s\"",
+          what, st.partition_fallback_ops ? st.partition_fallback_ops : "(null)");
+    CHECK_OK(lathe_executable_get_stats(e[1], &st));
+    CHECK(!st.partitioned && st.partition_declined, "%s: partition=0 still partitions", what);
+    int np = p[0].n_params, no = lathe_executable_num_outputs(e[0]);
+    lathe_buffer_t in[2][8 * 4], out[2][8 * 4];
+    memset(out, 0, sizeof out);
+    for (int i = 0; i < np; i++) {
+      const lathe_shape *s = &p[0].shape[i];
+      size_t es = (size_t)lathe_dtype_bits(s->dtype) / 8, bytes = (size_t)lathe_shape_byte_size(s);
+      char *g = malloc(bytes + 1), *part = malloc(bytes + 1);
+      for (int64_t q = 0; q < lathe_shape_size(s); q++) {
+        int v = (int)((q * 7 + i * 3) % 11) - 5;
+        if (s->dtype == LATHE_DTYPE_FLOAT32) {
+          float f = (float)v;
+          memcpy(g + (size_t)q * es, &f, es);
+        } else {
+          int32_t w = v;
+          memcpy(g + (size_t)q * es, &w, es);
+        }
+      }
+      for (int d = 0; d < n; d++) {
+        lathe_shape ls;
+        cut(s, p[0].spec[i], sx, sy, logical, d, g, part, &ls);
+        for (int k = 0; k < 2; k++)
+          CHECK_OK(lathe_buffer_from_host(be[k], d, &ls, part, (size_t)lathe_shape_byte_size(&ls), &in[k][d * np + i]));
+      }
+      free(g);
+      free(part);
+    }
+    for (int k = 0; k < 2; k++) CHECK_OK(lathe_executable_execute(e[k], in[k], NULL, np * n, 0, out[k], no * n));
+    for (int q = 0; q < no * n; q++) {
+      if (!out[0][q] || !out[1][q]) continue;
+      lathe_shape s0, s1;
+      CHECK_OK(lathe_buffer_shape(out[0][q], &s0));
+      CHECK_OK(lathe_buffer_shape(out[1][q], &s1));
+      CHECK(lathe_shape_equal(&s0, &s1), "%s: output %d of device %d: shapes differ", what, q % no, q / no);
+      if (!lathe_shape_equal(&s0, &s1)) continue;
+      size_t bytes = (size_t)lathe_shape_byte_size(&s0);
+      char *a = malloc(bytes + 1), *b = malloc(bytes + 1);
+      CHECK_OK(lathe_buffer_to_host(out[0][q], a, bytes));
+      CHECK_OK(lathe_buffer_to_host(out[1][q], b, bytes));
+      /* sums of small integers are exact; others (tanh) may round differently summed in parts */
+      double worst = 0;
+      bool same = memcmp(a, b, bytes) == 0;
+      if (!same && s0.dtype == LATHE_DTYPE_FLOAT32) {
+        same = true;
+        for (size_t j = 0; j < bytes / 4; j++) {
+          float fa, fb;
+          memcpy(&fa, a + 4 * j, 4);
+          memcpy(&fb, b + 4 * j, 4);
+          double err = fabs((double)fa - (double)fb) / (1 + fabs((double)fb));
+          worst = err > worst ? err : worst;
+          same &= err <= 1e-6;
+        }
+      }
+      CHECK(same, "%s (%dx%d): output %d of device %d differs from the whole run (relative %g)", what, sx, sy, q % no, q / no,
+            worst);
+      free(a);
+      free(b);
+    }
+    for (int k = 0; k < 2; k++) {
+      for (int q = 0; q < np * n; q++) lathe_buffer_free(in[k][q]);
+      for (int q = 0; q < no * n; q++) lathe_buffer_free(out[k][q]);
+    }
+  }
+  for (int k = 0; k < 2; k++) {
+    lathe_executable_free(e[k]);
+    lathe_backend_free(be[k]);
+  }
+}
+
+/* On 2 devices (x:2), 4 (x:2, y:2), 4 laid out of order, and 4 running asynchronously (each
+ * device's run delayed on a worker thread). */
+static void check_all(const char *what, build_fn build, int fallbacks) {
+  static const int id[4] = {0, 1, 2, 3}, shuffled[4] = {2, 0, 3, 1};
+  check_prog(what, build, 2, 1, id, fallbacks, "");
+  check_prog(what, build, 2, 2, id, fallbacks, "");
+  check_prog(what, build, 2, 2, shuffled, fallbacks, "");
+  check_prog(what, build, 2, 2, shuffled, fallbacks, ",async=late");
+}
+
+#define F32(...) TST_SHAPE(LATHE_DTYPE_FLOAT32, __VA_ARGS__)
+
+/* ---- elementwise, broadcasting, Convert, constants ---- */
+static void b_elementwise(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), r = param(p, fn, F32(1, 6), "-,y"), s = param(p, fn, F32(4, 6), "y,x");
+  lathe_value_t c, y, z, w, i, o[4];
+  float two = 2;
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  CHECK_OK(lathe_constant(fn, &s0, &two, sizeof two, &c));
+  CHECK_OK(lathe_mul(fn, x, r, &y));        /* broadcast of a size-1 axis */
+  CHECK_OK(lathe_add(fn, y, c, &y));        /* a scalar constant */
+  CHECK_OK(lathe_sub(fn, y, s, &z));        /* conflicting shardings: one side resharded */
+  CHECK_OK(lathe_abs(fn, z, &w));
+  CHECK_OK(lathe_convert_dtype(fn, w, LATHE_DTYPE_INT32, &i));
+  o[0] = y, o[1] = z, o[2] = i, o[3] = w;
+  const char *specs[] = {"x,y", NULL, "x,y", "y,x"};
+  ret(p, fn, 4, o, specs);
+}
+TEST(partition_elementwise) { check_all("elementwise", b_elementwise, 0); }
+
+static void b_where_clamp(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(8, 4), "x,-"), lo = param(p, fn, tst_shape0(LATHE_DTYPE_FLOAT32), NULL);
+  lathe_value_t zero, cond, y, hi, o[2];
+  float z = 0, h = 3;
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  CHECK_OK(lathe_constant(fn, &s0, &z, sizeof z, &zero));
+  CHECK_OK(lathe_constant(fn, &s0, &h, sizeof h, &hi));
+  CHECK_OK(lathe_greater_than(fn, x, zero, &cond));
+  CHECK_OK(lathe_where(fn, cond, x, lo, &y));
+  CHECK_OK(lathe_clamp(fn, lo, x, hi, &o[1]));
+  o[0] = y;
+  const char *specs[] = {"x,-", "-,x"};
+  ret(p, fn, 2, o, specs);
+}
+TEST(partition_where_clamp) { check_all("where_clamp", b_where_clamp, 0); }
+
+/* ---- layout: BroadcastInDim, Reshape, Transpose ---- */
+static void b_layout(prog *p, lathe_function_t fn) {
+  lathe_value_t v = param(p, fn, F32(6), "x"), x = param(p, fn, F32(4, 6), "x,y");
+  lathe_value_t bc, r1, r2, r3, t, o[5];
+  lathe_shape bs = F32(4, 6);
+  int ax[1] = {1}, perm[2] = {1, 0};
+  int64_t d1[3] = {2, 2, 6}, d2[1] = {24}, d3[3] = {4, 3, 2};
+  CHECK_OK(lathe_broadcast_in_dim(fn, v, &bs, ax, 1, &bc));
+  CHECK_OK(lathe_reshape(fn, x, d1, 3, &r1)); /* axis 0 split 2 -> axis 0 of size 2 */
+  CHECK_OK(lathe_reshape(fn, x, d2, 1, &r2)); /* merges a sharded minor axis: gathered */
+  CHECK_OK(lathe_reshape(fn, x, d3, 3, &r3)); /* axis 1 (6 over y) -> axis 1 of size 3 */
+  CHECK_OK(lathe_transpose(fn, x, perm, 2, &t));
+  o[0] = bc, o[1] = r1, o[2] = r2, o[3] = r3, o[4] = t;
+  const char *specs[] = {"-,x", "x,-,-", "x", NULL, "y,x"};
+  ret(p, fn, 5, o, specs);
+}
+TEST(partition_layout) { check_all("layout", b_layout, 0); }
+
+/* ---- reductions: over a sharded axis (partial + AllReduce), over an unsharded one ---- */
+static void b_reduce(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), xi = param(p, fn, TST_SHAPE(LATHE_DTYPE_INT32, 8, 2), "xy,-");
+  lathe_value_t o[6];
+  int a0[1] = {0}, a1[1] = {1};
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_SUM, x, a0, 1, &o[0]));
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_MAX, x, a1, 1, &o[1]));
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_MIN, x, NULL, 0, &o[2]));
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_PRODUCT, xi, a0, 1, &o[3]));
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_BITWISE_XOR, xi, a0, 1, &o[4])); /* no AllReduce: gathered first */
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_SUM, xi, a1, 1, &o[5]));
+  const char *specs[] = {"y", NULL, NULL, NULL, NULL, "xy"};
+  ret(p, fn, 6, o, specs);
+}
+TEST(partition_reduce) { check_all("reduce", b_reduce, 0); }
+
+/* ---- DotGeneral: contracting sharded on both sides, batch, free axes (Megatron MLP) ---- */
+static void b_dot(prog *p, lathe_function_t fn) {
+  lathe_value_t a = param(p, fn, F32(4, 8), "-,x"), b = param(p, fn, F32(8, 6), "x,-");
+  lathe_value_t q = param(p, fn, F32(2, 4, 8), "x,-,y"), k = param(p, fn, F32(2, 6, 8), "x,y,-");
+  lathe_value_t h = param(p, fn, F32(4, 8), NULL), w1 = param(p, fn, F32(8, 16), "-,x"), w2 = param(p, fn, F32(16, 8), "x,-");
+  lathe_value_t o[4], u;
+  int c1[1] = {1}, c0[1] = {0}, c2[1] = {2}, b0[1] = {0};
+  CHECK_OK(lathe_dot_general(fn, a, c1, 1, NULL, 0, b, c0, 1, NULL, 0, NULL, &o[0]));
+  CHECK_OK(lathe_dot_general(fn, q, c2, 1, b0, 1, k, c2, 1, b0, 1, NULL, &o[1])); /* [2, 4, 6] */
+  CHECK_OK(lathe_dot_general(fn, h, c1, 1, NULL, 0, w1, c0, 1, NULL, 0, NULL, &u)); /* [4, 16], columns split */
+  CHECK_OK(lathe_tanh(fn, u, &u));
+  CHECK_OK(lathe_dot_general(fn, u, c1, 1, NULL, 0, w2, c0, 1, NULL, 0, NULL, &o[2])); /* rows split: AllReduce */
+  o[3] = u;
+  const char *specs[] = {NULL, "x,-,y", NULL, "-,x"};
+  ret(p, fn, 4, o, specs);
+}
+TEST(partition_dot) { check_all("dot", b_dot, 0); }
+
+/* ---- Slice, Concatenate, Pad on unsharded axes; on a sharded one (gathered) ---- */
+static void b_slice_concat_pad(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "x,-"), y = param(p, fn, F32(4, 2), "x,-");
+  lathe_value_t o[5], fill, parts[2];
+  int64_t st[2] = {0, 1}, li[2] = {4, 5}, st2[2] = {1, 0}, li2[2] = {3, 6};
+  float z = -1;
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  CHECK_OK(lathe_constant(fn, &s0, &z, sizeof z, &fill));
+  CHECK_OK(lathe_slice(fn, x, st, li, NULL, 2, &o[0]));
+  CHECK_OK(lathe_slice(fn, x, st2, li2, NULL, 2, &o[1])); /* the sharded axis: gathered */
+  parts[0] = x, parts[1] = y;
+  CHECK_OK(lathe_concatenate(fn, 1, parts, 2, &o[2]));
+  lathe_pad_axis pad[2] = {{0, 0, 0}, {1, 2, 1}};
+  CHECK_OK(lathe_pad(fn, x, fill, pad, 2, &o[3]));
+  CHECK_OK(lathe_concatenate(fn, 0, parts, 1, &o[4]));
+  const char *specs[] = {"x,-", NULL, "x,-", "x,-", "-,x"};
+  ret(p, fn, 5, o, specs);
+}
+TEST(partition_slice_concat_pad) { check_all("slice_concat_pad", b_slice_concat_pad, 0); }
+
+/* ---- Iota (replicated, sliced where it meets a sharded value) ---- */
+static void b_iota(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), io, o[2];
+  lathe_shape s = F32(4, 6);
+  CHECK_OK(lathe_iota(fn, &s, 1, &io));
+  CHECK_OK(lathe_add(fn, x, io, &o[0]));
+  o[1] = io;
+  const char *specs[] = {"x,y", "y,x"};
+  ret(p, fn, 2, o, specs);
+}
+TEST(partition_iota) { check_all("iota", b_iota, 0); }
+
+/* ---- reshards between a parameter's and an output's sharding ---- */
+static void b_reshard(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 8), "x,-"), r = param(p, fn, F32(4, 8), NULL), b = param(p, fn, F32(4, 8), "x,y");
+  lathe_value_t o[7] = {x, x, x, r, r, b, b};
+  const char *specs[] = {"-,x", NULL, "x,-", "x,y", "yx,-", "y,x", "-,xy"};
+  ret(p, fn, 7, o, specs);
+}
+TEST(partition_reshard) { check_all("reshard", b_reshard, 0); }
+
+/* ---- the fallback: an op without a rule gets its operands gathered, and is counted ---- */
+static void b_fallback(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), o[2];
+  int64_t dims[2] = {3, 3};
+  lathe_window_params w = {.window_dims = dims, .n_window_dims = 2};
+  CHECK_OK(lathe_bitcast(fn, x, LATHE_DTYPE_INT32, &o[0]));
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MAX, x, &w, &o[1]));
+  const char *specs[] = {"x,y", NULL};
+  ret(p, fn, 2, o, specs);
+}
+TEST(partition_fallback) {
+  check_all("fallback", b_fallback, 2);
+  /* the stats name them */
+  lathe_backend_t be = NULL;
+  CHECK_OK(lathe_backend_new("lathe:cpu,devices=2", &be));
+  if (!be) return;
+  const int sizes[2] = {2, 1};
+  const char *names[2] = {AXIS_X, AXIS_Y};
+  lathe_mesh mesh = {"m", 2, sizes, names, NULL};
+  lathe_builder_t b;
+  prog p;
+  memset(&p, 0, sizeof p);
+  CHECK_OK(lathe_builder_new(be, "fallback", &b));
+  CHECK_OK(lathe_builder_auto_sharding(b, &mesh, 1));
+  b_fallback(&p, lathe_builder_main(b));
+  lathe_executable_t e = NULL;
+  CHECK_OK(lathe_builder_compile(b, &e));
+  lathe_builder_free(b);
+  lathe_executable_stats st;
+  if (e) {
+    CHECK_OK(lathe_executable_get_stats(e, &st));
+    CHECK(st.partition_fallback_ops && !strcmp(st.partition_fallback_ops, "Bitcast, ReduceWindow"), "fallback ops \"%s\"",
+          st.partition_fallback_ops ? st.partition_fallback_ops : "(null)");
+  }
+  lathe_executable_free(e);
+  lathe_backend_free(be);
+}
+
+/* ---- DynamicSlice and DynamicUpdateSlice: axes taken whole keep their split ---- */
+static void b_dynamic_slice(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), u = param(p, fn, F32(4, 2), "x,-"), o[2], start[2];
+  int64_t dims[2] = {4, 3};
+  int32_t one = 1, zero = 0;
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_INT32);
+  CHECK_OK(lathe_constant(fn, &s0, &zero, sizeof zero, &start[0]));
+  CHECK_OK(lathe_constant(fn, &s0, &one, sizeof one, &start[1]));
+  CHECK_OK(lathe_dynamic_slice(fn, x, start, 2, dims, 2, &o[0]));       /* rows whole: their split kept */
+  CHECK_OK(lathe_dynamic_update_slice(fn, x, u, start, 2, &o[1]));      /* columns 1..2 updated */
+  const char *specs[] = {"x,-", "x,y"};
+  ret(p, fn, 2, o, specs);
+}
+TEST(partition_dynamic_slice) { check_all("dynamic_slice", b_dynamic_slice, 0); }
+
+/* ---- ops along some axes: Reverse, CumSum, ArgMinMax, FusedSoftmax, FusedLayerNorm,
+ * FusedActivation keep the other axes' split ---- */
+static void b_axis_local(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), g = param(p, fn, F32(6), "x"), o[6];
+  int ax[1] = {1}, ln[1] = {-1};
+  CHECK_OK(lathe_reverse(fn, x, ax, 1, &o[0]));
+  CHECK_OK(lathe_cum_sum(fn, x, 0, false, false, &o[1]));
+  CHECK_OK(lathe_arg_min_max(fn, x, 1, LATHE_DTYPE_INT32, false, &o[2]));
+  CHECK_OK(lathe_fused_softmax(fn, x, 1, &o[3]));
+  CHECK_OK(lathe_fused_layer_norm(fn, x, ln, 1, 1e-5, g, NULL, &o[4]));
+  CHECK_OK(lathe_fused_activation(fn, x, LATHE_ACTIVATION_SIGMOID, &o[5]));
+  const char *specs[] = {"x,y", "x,-", "x", "x,-", NULL, "y,x"};
+  ret(p, fn, 6, o, specs);
+}
+TEST(partition_axis_local) { check_all("axis_local", b_axis_local, 0); }
+
+/* ---- bad shardings; uneven shards run whole (padded, as XLA's tiles) ---- */
+TEST(partition_bad_shardings) {
+  lathe_backend_t be = NULL;
+  CHECK_OK(lathe_backend_new("lathe:cpu,devices=2", &be));
+  if (!be) return;
+  const int sizes[1] = {2};
+  const char *names[1] = {"x"}, *bad[1] = {"model"}, *good[1] = {"x"};
+  lathe_mesh mesh = {"m", 1, sizes, names, NULL};
+  lathe_builder_t b;
+  CHECK_OK(lathe_builder_new(be, "bad", &b));
+  CHECK_OK(lathe_builder_auto_sharding(b, &mesh, 1));
+  lathe_function_t fn = lathe_builder_main(b);
+  lathe_shape s = F32(3, 4);
+  lathe_sharding sh = {.mesh = "m", .rank = 2, .axes = {NULL, bad}, .n_axes = {0, 1}};
+  lathe_value_t w, y;
+  CHECK_ERR(lathe_parameter_sharded(fn, "w", &s, &sh, &w), INVALID_ARGUMENT,
+            "Parameter \"w\": mesh \"m\" has no axis \"model\" (sharding of axis 1; the mesh's axes: \"x\")");
+  sh.mesh = "other";
+  CHECK_ERR(lathe_parameter_sharded(fn, "w", &s, &sh, &w), INVALID_ARGUMENT, "Parameter \"w\": unknown mesh \"other\"");
+  const int assign1[1] = {1};
+  CHECK_ERR(lathe_builder_assign_devices(b, assign1, 1), INVALID_ARGUMENT, "1 devices for a program distributed over 2");
+  lathe_sharding uneven = {.mesh = "m", .rank = 1, .axes = {good}, .n_axes = {1}};
+  CHECK_OK(lathe_parameter_sharded(fn, "w", &s, &uneven, &w));
+  CHECK_OK(lathe_neg(fn, w, &y));
+  const lathe_sharding *outs[1] = {&uneven};
+  CHECK_OK(lathe_function_return_sharded(fn, &y, outs, 1));
+  lathe_executable_t e = NULL;
+  CHECK_OK(lathe_builder_compile(b, &e));
+  lathe_builder_free(b);
+  lathe_executable_stats st;
+  if (e) {
+    CHECK_OK(lathe_executable_get_stats(e, &st));
+    CHECK(!st.partitioned && st.partition_declined && strstr(st.partition_declined, "does not divide"),
+          "3 rows over 2 devices run whole: %s", st.partition_declined ? st.partition_declined : "(none)");
+  }
+  lathe_executable_free(e);
+  lathe_backend_free(be);
+}
+
+/* ---- backward: values computed from replicated ones take the outputs' sharding ---- */
+static void b_backward(prog *p, lathe_function_t fn) {
+  lathe_value_t r = param(p, fn, F32(6), NULL), x = param(p, fn, F32(4, 6), "x,-");
+  lathe_value_t io, bc, y, t, o[3];
+  lathe_shape s = F32(6, 4), bs = F32(6, 4);
+  int ax[1] = {0}, perm[2] = {1, 0};
+  CHECK_OK(lathe_iota(fn, &s, 1, &io));               /* [6, 4] counting along axis 1 */
+  CHECK_OK(lathe_broadcast_in_dim(fn, r, &bs, ax, 1, &bc));
+  CHECK_OK(lathe_add(fn, io, bc, &y));
+  CHECK_OK(lathe_transpose(fn, y, perm, 2, &t));      /* [4, 6] */
+  CHECK_OK(lathe_mul(fn, t, x, &o[1]));
+  o[0] = y, o[2] = t;
+  const char *specs[] = {"y,x", "x,y", "yx,-"};
+  ret(p, fn, 3, o, specs);
+}
+TEST(partition_backward) { check_all("backward", b_backward, 0); }
+
+/* ---- partial results whose consumer wants them split: ReduceScatter ---- */
+static void b_reduce_scatter(prog *p, lathe_function_t fn) {
+  lathe_value_t a = param(p, fn, F32(4, 8), "-,xy"), b = param(p, fn, F32(8, 6), "xy,-"), x = param(p, fn, F32(8, 4), "x,-");
+  lathe_value_t o[3], d;
+  int c1[1] = {1}, c0[1] = {0}, a0[1] = {0};
+  CHECK_OK(lathe_dot_general(fn, a, c1, 1, NULL, 0, b, c0, 1, NULL, 0, NULL, &d)); /* [4, 6] partial sums */
+  CHECK_OK(lathe_neg(fn, d, &o[0]));
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_SUM, x, a0, 1, &o[1])); /* [4] partial over x */
+  o[2] = d;
+  const char *specs[] = {"yx,-", "x", NULL};
+  ret(p, fn, 3, o, specs);
+}
+TEST(partition_reduce_scatter) { check_all("reduce_scatter", b_reduce_scatter, 0); }
+
+/* ---- many operands (a Concatenate of 70) ---- */
+static void b_many(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 1), "x,-"), parts[70], o[1];
+  for (int i = 0; i < 70; i++) parts[i] = x;
+  CHECK_OK(lathe_concatenate(fn, 1, parts, 70, &o[0]));
+  const char *specs[] = {"x,-"};
+  ret(p, fn, 1, o, specs);
+}
+TEST(partition_many_operands) { check_all("many", b_many, 0); }
+
+/* ---- what the pass inserts: a Megatron MLP (columns then rows split) needs one AllReduce, and
+ * each device's program plans for its half of the hidden layer only ---- */
+static lathe_executable_t megatron(const char *config, lathe_backend_t *out_be);
+TEST(partition_megatron_one_all_reduce) {
+  lathe_backend_t be = NULL, whole_be = NULL;
+  lathe_executable_t e = megatron("lathe:cpu,devices=2", &be), whole = megatron("lathe:cpu,devices=2,partition=0", &whole_be);
+  lathe_executable_stats st;
+  if (e) {
+    CHECK_OK(lathe_executable_get_stats(e, &st));
+    CHECK(st.partitioned && st.partition_collectives == 1 && st.partition_fallbacks == 0,
+          "partitioned %d, %d collectives (want 1), %d fallbacks", st.partitioned, st.partition_collectives,
+          st.partition_fallbacks);
+  }
+  if (e && whole) {
+    int64_t part_bytes = 0, whole_bytes = 0;
+    CHECK_OK(lathe_executable_arena_bytes(e, &part_bytes));
+    CHECK_OK(lathe_executable_arena_bytes(whole, &whole_bytes));
+    /* the hidden layer [8, 256] is the arena's bulk: halved on each device */
+    tst_log("megatron MLP arena: %lld bytes per device partitioned, %lld whole", (long long)part_bytes, (long long)whole_bytes);
+    CHECK(part_bytes > 0 && part_bytes * 3 <= whole_bytes * 2, "arena per device %lld bytes, whole %lld",
+          (long long)part_bytes, (long long)whole_bytes);
+  }
+  lathe_executable_free(e);
+  lathe_executable_free(whole);
+  lathe_backend_free(be);
+  lathe_backend_free(whole_be);
+}
+
+static lathe_executable_t megatron(const char *config, lathe_backend_t *out_be) {
+  lathe_backend_t be = NULL;
+  CHECK_OK(lathe_backend_new(config, &be));
+  *out_be = be;
+  if (!be) return NULL;
+  const int sizes[1] = {2};
+  const char *names[1] = {"model"}, *model[1] = {"model"};
+  lathe_mesh mesh = {"m", 1, sizes, names, NULL};
+  lathe_sharding cols = {.mesh = "m", .rank = 2, .axes = {NULL, model}, .n_axes = {0, 1}};
+  lathe_sharding rows = {.mesh = "m", .rank = 2, .axes = {model, NULL}, .n_axes = {1, 0}};
+  lathe_builder_t b;
+  CHECK_OK(lathe_builder_new(be, "mlp", &b));
+  CHECK_OK(lathe_builder_auto_sharding(b, &mesh, 1));
+  lathe_function_t fn = lathe_builder_main(b);
+  lathe_shape xs = F32(8, 16), w1s = F32(16, 256), w2s = F32(256, 16);
+  lathe_value_t x, w1, w2, h, y;
+  int c1[1] = {1}, c0[1] = {0};
+  CHECK_OK(lathe_parameter_sharded(fn, "x", &xs, NULL, &x));
+  CHECK_OK(lathe_parameter_sharded(fn, "w1", &w1s, &cols, &w1));
+  CHECK_OK(lathe_parameter_sharded(fn, "w2", &w2s, &rows, &w2));
+  CHECK_OK(lathe_dot_general(fn, x, c1, 1, NULL, 0, w1, c0, 1, NULL, 0, NULL, &h));
+  CHECK_OK(lathe_tanh(fn, h, &h));
+  CHECK_OK(lathe_dot_general(fn, h, c1, 1, NULL, 0, w2, c0, 1, NULL, 0, NULL, &y));
+  CHECK_OK(lathe_function_return_sharded(fn, &y, NULL, 1));
+  lathe_executable_t e = NULL;
+  CHECK_OK(lathe_builder_compile(b, &e));
+  lathe_builder_free(b);
+  return e;
+}
+
+/* ---- ConvGeneral: batch (data parallel), output channels, input channels (partial sums) ---- */
+static void b_conv(prog *p, lathe_function_t fn) {
+  /* input [batch 4, channels 4, width 6], kernel [out 4, in 4, width 3] */
+  lathe_value_t x = param(p, fn, F32(4, 4, 6), "x,y,-"), k = param(p, fn, F32(4, 4, 3), "-,y,-");
+  lathe_value_t x2 = param(p, fn, F32(4, 4, 6), "x,-,-"), k2 = param(p, fn, F32(4, 4, 3), "y,-,-"), o[2];
+  const int sp[1] = {2};
+  lathe_conv_axes axes = {.input_batch = 0, .input_channels = 1, .input_spatial = sp, .n_input_spatial = 1,
+                          .kernel_input_channels = 1, .kernel_output_channels = 0, .kernel_spatial = sp,
+                          .n_kernel_spatial = 1, .output_batch = 0, .output_channels = 1, .output_spatial = sp,
+                          .n_output_spatial = 1};
+  CHECK_OK(lathe_conv_general(fn, x, k, &axes, NULL, &o[0]));   /* batch over x, channels summed over y */
+  CHECK_OK(lathe_conv_general(fn, x2, k2, &axes, NULL, &o[1])); /* batch over x, output channels over y */
+  const char *specs[] = {"x,-,-", "x,y,-"};
+  ret(p, fn, 2, o, specs);
+}
+TEST(partition_conv) { check_all("conv", b_conv, 0); }
+
+/* ---- Gather: an embedding table split along its features, indices along the batch ---- */
+static void b_gather(prog *p, lathe_function_t fn) {
+  lathe_value_t table = param(p, fn, F32(8, 6), "-,y"), ids = param(p, fn, TST_SHAPE(LATHE_DTYPE_INT32, 4), "x");
+  lathe_value_t t2 = param(p, fn, F32(8, 6), "x,-"), o[2];
+  const int off[1] = {1}, col[1] = {0}, map[1] = {0};
+  const int64_t sizes[2] = {1, 6};
+  CHECK_OK(lathe_gather(fn, table, ids, 1, off, 1, col, 1, map, 1, sizes, 2, false, &o[0]));
+  CHECK_OK(lathe_gather(fn, t2, ids, 1, off, 1, col, 1, map, 1, sizes, 2, false, &o[1])); /* indexed axis split: gathered */
+  const char *specs[] = {"x,y", "x,-"};
+  ret(p, fn, 2, o, specs);
+}
+TEST(partition_gather) { check_all("gather", b_gather, 0); }
+
+/* ---- Scatter: an embedding's gradient into a table split along its features ---- */
+static void b_scatter(prog *p, lathe_function_t fn) {
+  lathe_value_t table = param(p, fn, F32(8, 6), NULL), ids = param(p, fn, TST_SHAPE(LATHE_DTYPE_INT32, 4), NULL);
+  lathe_value_t dy = param(p, fn, F32(4, 6), "-,y"), t2 = param(p, fn, F32(8, 6), "x,-"), o[3];
+  const int win[1] = {1}, ins[1] = {0}, map[1] = {0};
+  CHECK_OK(lathe_scatter_sum(fn, table, ids, dy, 1, win, 1, ins, 1, map, 1, false, false, &o[0])); /* split from dy */
+  CHECK_OK(lathe_scatter_max(fn, t2, ids, dy, 1, win, 1, ins, 1, map, 1, false, false, &o[1]));   /* indexed axis split: gathered */
+  CHECK_OK(lathe_scatter_min(fn, table, ids, dy, 1, win, 1, ins, 1, map, 1, false, false, &o[2])); /* split from the output */
+  const char *specs[] = {"-,y", "x,-", "-,x"};
+  ret(p, fn, 3, o, specs);
+}
+TEST(partition_scatter) { check_all("scatter", b_scatter, 0); }
