@@ -37,12 +37,35 @@ static lathe_status_t check_common(lathe_executable_t e, const lathe_buffer_t *i
   return NULL;
 }
 
+/* Launches replica r of sp on its device with inputs tin[r*ni ..] (donated where don says) and
+ * outputs tout[r*no ..], unless st is already an error; releases the inputs of replicas never
+ * launched, wraps the outputs into buffers (all released on failure), and frees what the caller
+ * allocated: sp, group, tin, don and tout are taken. */
+static lathe_status_t launch_replicas(lathe_executable_t e, lathe_specialization *sp, lathe_collective *group, lathe_tensor **tin,
+                                      bool *don, int ni, lathe_tensor **tout, lathe_buffer_t *outputs, int n_outputs,
+                                      lathe_status_t st) {
+  int R = e->n_replicas, no = e->main_fn->n_outputs, launched = 0;
+  for (; !st && launched < R; launched++)
+    st = lathe_launch_one(e, sp, e->devices[launched], tin + launched * ni, don + launched * ni, ni, tout + launched * no, no,
+                          launched, group);
+  /* inputs of replicas never launched are still ours */
+  for (int r = st ? launched : R; tin && r < R; r++)
+    for (int i = 0; i < ni; i++) lathe_tensor_release(tin[r * ni + i]);
+  lathe_buffer_wrap_outputs(e->backend, tout, outputs, n_outputs, &st);
+  lathe_collective_release(group);
+  lathe_specialization_release(sp);
+  free(tin);
+  free(tout);
+  free(don);
+  return st;
+}
+
 /* Wraps the output tensors into buffers (when *st is OK); on any failure every output buffer and
  * tensor is released. */
 lathe_status_t lathe_execute_spmd(lathe_executable_t e, const lathe_buffer_t *inputs, const bool *donate, int n_inputs,
                                   lathe_buffer_t *outputs, int n_outputs) {
   LATHE_RETURN_IF_ERROR(check_common(e, inputs, n_inputs, outputs, n_outputs));
-  int np = e->main_fn->n_params, no = e->main_fn->n_outputs, R = e->n_replicas;
+  int np = e->main_fn->n_params, R = e->n_replicas;
   int64_t bound[LATHE_MAX_DYNAMIC_NAMES];
   const char *names[LATHE_MAX_DYNAMIC_NAMES];
   int n_names = 0;
@@ -65,20 +88,7 @@ lathe_status_t lathe_execute_spmd(lathe_executable_t e, const lathe_buffer_t *in
       tin[k] = don[k] ? inputs[k]->t : lathe_tensor_retain(inputs[k]->t);
       if (don[k]) inputs[k]->t = NULL;
     }
-  int launched = 0;
-  for (; !st && launched < R; launched++)
-    st = lathe_launch_one(e, sp, e->devices[launched], tin + launched * np, don + launched * np, np, tout + launched * no, no,
-                          launched, group);
-  /* inputs of replicas never launched are still ours */
-  for (int r = st ? launched : R; tin && r < R; r++)
-    for (int i = 0; i < np; i++) lathe_tensor_release(tin[r * np + i]);
-  lathe_buffer_wrap_outputs(e->backend, tout, outputs, n_outputs, &st);
-  lathe_collective_release(group);
-  lathe_specialization_release(sp);
-  free(tin);
-  free(tout);
-  free(don);
-  return st;
+  return launch_replicas(e, sp, group, tin, don, np, tout, outputs, n_outputs, st);
 }
 
 /* ---- AutoSharding ---- */
@@ -155,7 +165,7 @@ lathe_status_t lathe_partition_upload_coords(lathe_executable_t e, const struct 
 /* A partitioned program: as SPMD, each device's inputs its shards and its coordinates. */
 static lathe_status_t execute_partitioned(lathe_executable_t e, const lathe_buffer_t *inputs, const bool *donate,
                                           int n_inputs, lathe_buffer_t *outputs, int n_outputs) {
-  int np = e->main_fn->n_params, no = e->main_fn->n_outputs, R = e->n_replicas, nl = np + 1;
+  int np = e->main_fn->n_params, R = e->n_replicas, nl = np + 1;
   for (int k = 0; k < n_inputs; k++)
     for (int j = 0; j < k && donate && donate[k]; j++)
       if (inputs[j] == inputs[k]) return LATHE_INVALID("Execute: input %d is donated and also passed as input %d", k, j);
@@ -175,19 +185,7 @@ static lathe_status_t execute_partitioned(lathe_executable_t e, const lathe_buff
       }
       tin[r * nl + np] = lathe_tensor_retain(e->coords[r]);
     }
-  int launched = 0;
-  for (; !st && launched < R; launched++)
-    st = lathe_launch_one(e, sp, e->devices[launched], tin + launched * nl, don + launched * nl, nl, tout + launched * no,
-                          no, launched, group);
-  for (int r = st ? launched : R; tin && r < R; r++)
-    for (int i = 0; i < nl; i++) lathe_tensor_release(tin[r * nl + i]);
-  lathe_buffer_wrap_outputs(e->backend, tout, outputs, n_outputs, &st);
-  lathe_collective_release(group);
-  lathe_specialization_release(sp);
-  free(tin);
-  free(tout);
-  free(don);
-  return st;
+  return launch_replicas(e, sp, group, tin, don, nl, tout, outputs, n_outputs, st);
 }
 
 lathe_status_t lathe_execute_sharded(lathe_executable_t e, const lathe_buffer_t *inputs, const bool *donate, int n_inputs,
