@@ -280,7 +280,7 @@ static lathe_status_t lower_nodes(lower_ctx *c) {
     }
     /* cheap operands read before: computed again first (their copies precede this step) */
     int in_slots[LATHE_PMEMBER_MAX_IN];
-    bool copies = c->chain && n->n_in <= LATHE_PMEMBER_MAX_IN && n->op != LATHE_OP_CONSTANT;
+    bool copies = c->chain && n->n_in <= LATHE_PMEMBER_MAX_IN;
     for (int i = 0; copies && i < n->n_in; i++) {
       const lathe_node *in = canonical(c, n->in[i]);
       in_slots[i] = slot_of_node(c, in);
@@ -288,7 +288,6 @@ static lathe_status_t lower_nodes(lower_ctx *c) {
     }
     lathe_pstep *st;
     LATHE_RETURN_IF_ERROR(new_step(c, n, &st));
-    pf->n_steps--; /* counted below, once its sub-functions are known */
     for (int i = 0; i < n->n_in; i++) st->in[i] = copies ? in_slots[i] : slot_of_node(c, n->in[i]);
     for (int i = 0; c->chain && i < n->n_in; i++) c->read[canonical(c, n->in[i])->id] = true;
     c->slot_of[n->id] = st->out[0];
@@ -306,7 +305,6 @@ static lathe_status_t lower_nodes(lower_ctx *c) {
       if (!same) cap += sub->n_captures;
       st->n_sub++;
     }
-    pf->n_steps++;
   }
   pf->n_outputs = fn->n_outputs;
   pf->outputs = arena_array(c->p, (size_t)fn->n_outputs, sizeof(int));
