@@ -265,7 +265,9 @@ lathe_status_t lathe_cuda_read(lathe_cuda_exec *ex, const lathe_tensor *t, void 
 lathe_status_t lathe_cuda_compile(void *ctx, const lathe_program *program, lathe_plan **out);
 void lathe_cuda_plan_free(void *ctx, lathe_plan *plan);
 void lathe_cuda_dump_plan(void *ctx, const lathe_plan *plan, FILE *f);
-/* While dumping (option dump=): the directory where run-time choices are noted, else NULL. */
+/* While dumping (option dump=): the directory where run-time choices are noted, else NULL (the
+ * libraries' choices: lathe_profile_note into LATHE_CUDA_LIBRARY_NOTES there). */
+#define LATHE_CUDA_LIBRARY_NOTES "cuda-libraries.txt"
 const char *lathe_cuda_exec_dump_dir(const lathe_cuda_exec *ex);
 /* While tracing: the trace, for compile-like work done at a first run (cuDNN's engine search). */
 struct lathe_trace *lathe_cuda_exec_trace(const lathe_cuda_exec *ex);

@@ -543,23 +543,23 @@ static lathe_status_t g_execute(void *arg) {
 static void note_choice(lathe_cuda_exec *ex, const lt_conv_desc *c, const cudnn_choice *got, float best_ms, float own_ms) {
   char what[256];
   size_t at = 0;
-  lathe_bufprintf(what, sizeof what, &at, "cuDNN %s ConvGeneral x[", lathe_dtype_name(c->dt));
-  for (int a = 0; a < c->x.nd; a++) lathe_bufprintf(what, sizeof what, &at, "%s%lld", a ? "," : "", (long long)c->x.dim[a]);
-  lathe_bufprintf(what, sizeof what, &at, "] w[");
-  for (int a = 0; a < c->w.nd; a++) lathe_bufprintf(what, sizeof what, &at, "%s%lld", a ? "," : "", (long long)c->w.dim[a]);
-  lathe_bufprintf(what, sizeof what, &at, "] y[");
-  for (int a = 0; a < c->y.nd; a++) lathe_bufprintf(what, sizeof what, &at, "%s%lld", a ? "," : "", (long long)c->y.dim[a]);
-  lathe_bufprintf(what, sizeof what, &at, "]");
+  lathe_bufprintf(what, sizeof what, &at, "cuDNN %s ConvGeneral", lathe_dtype_name(c->dt));
+  const lt_conv_view *views[3] = {&c->x, &c->w, &c->y};
+  for (int v = 0; v < 3; v++) {
+    lathe_bufprintf(what, sizeof what, &at, " %c[", "xwy"[v]);
+    for (int a = 0; a < views[v]->nd; a++) lathe_bufprintf(what, sizeof what, &at, "%s%lld", a ? "," : "", (long long)views[v]->dim[a]);
+    lathe_bufprintf(what, sizeof what, &at, "]");
+  }
   const char *dir = lathe_cuda_exec_dump_dir(ex), *way = got->way == WAY_FWD ? "as a forward convolution" : "as a kernel gradient";
   if (got->way == WAY_OWN && own_ms < 0)
-    lathe_profile_note(dir, "cuda-libraries.txt", "%s: lathe's own kernels (no cuDNN engine or algorithm ran it)", what);
+    lathe_profile_note(dir, LATHE_CUDA_LIBRARY_NOTES, "%s: lathe's own kernels (no cuDNN engine or algorithm ran it)", what);
   else if (got->way == WAY_OWN)
-    lathe_profile_note(dir, "cuda-libraries.txt", "%s: lathe's own kernels, %.4f ms (cuDNN's best %.4f ms)", what, own_ms, best_ms);
+    lathe_profile_note(dir, LATHE_CUDA_LIBRARY_NOTES, "%s: lathe's own kernels, %.4f ms (cuDNN's best %.4f ms)", what, own_ms, best_ms);
   else if (got->math == MATH_GRAPH)
-    lathe_profile_note(dir, "cuda-libraries.txt", "%s: graph-API engine %lld %s, %.4f ms (lathe's own %.4f ms), workspace %zu bytes",
+    lathe_profile_note(dir, LATHE_CUDA_LIBRARY_NOTES, "%s: graph-API engine %lld %s, %.4f ms (lathe's own %.4f ms), workspace %zu bytes",
                        what, (long long)got->index, way, best_ms, own_ms, got->ws);
   else
-    lathe_profile_note(dir, "cuda-libraries.txt", "%s: algorithm %d (math %d) %s, %.4f ms (lathe's own %.4f ms), workspace %zu bytes",
+    lathe_profile_note(dir, LATHE_CUDA_LIBRARY_NOTES, "%s: algorithm %d (math %d) %s, %.4f ms (lathe's own %.4f ms), workspace %zu bytes",
                        what, got->algo, got->math, way, best_ms, own_ms, got->ws);
 }
 

@@ -323,7 +323,7 @@ static void note_heuristic(lathe_cuda_exec *ex, const lt_gemm *g, const heur_key
   snprintf(what, sizeof what, "cuBLASLt %s GEMM m=%lld n=%lld k=%lld batch=%lld trans=%d%d compute=%d", lathe_dtype_name(g->ab),
            (long long)k->m, (long long)k->n, (long long)k->k, (long long)k->batch, k->transa, k->transb, k->compute);
   if (!he->found) {
-    lathe_profile_note(lathe_cuda_exec_dump_dir(ex), "cuda-libraries.txt", "%s: no algorithm (lathe's own kernel)", what);
+    lathe_profile_note(lathe_cuda_exec_dump_dir(ex), LATHE_CUDA_LIBRARY_NOTES, "%s: no algorithm (lathe's own kernel)", what);
     return;
   }
   int32_t id = -1;
@@ -333,7 +333,7 @@ static void note_heuristic(lathe_cuda_exec *ex, const lt_gemm *g, const heur_key
   api->cublasLtMatmulAlgoConfigGetAttribute(&he->algo, 1, &tile, sizeof tile, &w);
   api->cublasLtMatmulAlgoConfigGetAttribute(&he->algo, 2, &splitk, sizeof splitk, &w);
   api->cublasLtMatmulAlgoConfigGetAttribute(&he->algo, 6, &stages, sizeof stages, &w);
-  lathe_profile_note(lathe_cuda_exec_dump_dir(ex), "cuda-libraries.txt",
+  lathe_profile_note(lathe_cuda_exec_dump_dir(ex), LATHE_CUDA_LIBRARY_NOTES,
                      "%s: algorithm %d, tile %u, stages %u, split-K %u, workspace %zu bytes", what, id, tile, stages, splitk, he->ws);
 }
 
