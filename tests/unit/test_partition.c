@@ -349,6 +349,16 @@ static void b_fallback(prog *p, lathe_function_t fn) {
   const char *specs[] = {"x,y", NULL};
   ret(p, fn, 2, o, specs);
 }
+/* Compiles b (then freed) and reads the executable's stats (zeroed when it did not compile). */
+static lathe_executable_t compile_stats(lathe_builder_t b, lathe_executable_stats *st) {
+  lathe_executable_t e = NULL;
+  memset(st, 0, sizeof *st);
+  CHECK_OK(lathe_builder_compile(b, &e));
+  lathe_builder_free(b);
+  if (e) CHECK_OK(lathe_executable_get_stats(e, st));
+  return e;
+}
+
 TEST(partition_fallback) {
   check_all("fallback", b_fallback, 2);
   /* the stats name them */
@@ -364,15 +374,11 @@ TEST(partition_fallback) {
   CHECK_OK(lathe_builder_new(be, "fallback", &b));
   CHECK_OK(lathe_builder_auto_sharding(b, &mesh, 1));
   b_fallback(&p, lathe_builder_main(b));
-  lathe_executable_t e = NULL;
-  CHECK_OK(lathe_builder_compile(b, &e));
-  lathe_builder_free(b);
   lathe_executable_stats st;
-  if (e) {
-    CHECK_OK(lathe_executable_get_stats(e, &st));
+  lathe_executable_t e = compile_stats(b, &st);
+  if (e)
     CHECK(st.partition_fallback_ops && !strcmp(st.partition_fallback_ops, "Bitcast, ReduceWindow"), "fallback ops \"%s\"",
           st.partition_fallback_ops ? st.partition_fallback_ops : "(null)");
-  }
   lathe_executable_free(e);
   lathe_backend_free(be);
 }
@@ -434,15 +440,11 @@ TEST(partition_bad_shardings) {
   CHECK_OK(lathe_neg(fn, w, &y));
   const lathe_sharding *outs[1] = {&uneven};
   CHECK_OK(lathe_function_return_sharded(fn, &y, outs, 1));
-  lathe_executable_t e = NULL;
-  CHECK_OK(lathe_builder_compile(b, &e));
-  lathe_builder_free(b);
   lathe_executable_stats st;
-  if (e) {
-    CHECK_OK(lathe_executable_get_stats(e, &st));
+  lathe_executable_t e = compile_stats(b, &st);
+  if (e)
     CHECK(!st.partitioned && st.partition_declined && strstr(st.partition_declined, "does not divide"),
           "3 rows over 2 devices run whole: %s", st.partition_declined ? st.partition_declined : "(none)");
-  }
   lathe_executable_free(e);
   lathe_backend_free(be);
 }
