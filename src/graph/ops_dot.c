@@ -58,6 +58,14 @@ static lathe_status_t check_config_dtype(const char *what, lathe_dtype dt) {
   return NULL;
 }
 
+/* v's Float16 or BFloat16 operand when v is that operand widened to Float32 in v's function;
+ * NULL otherwise. */
+static lathe_value_t widened_half(lathe_function_t fn, lathe_value_t v) {
+  if (!v || v->fn != fn || v->op != LATHE_OP_CONVERT_DTYPE || v->shape.dtype != LATHE_DTYPE_FLOAT32) return NULL;
+  lathe_dtype from = v->in[0]->shape.dtype;
+  return from == LATHE_DTYPE_FLOAT16 || from == LATHE_DTYPE_BFLOAT16 ? v->in[0] : NULL;
+}
+
 lathe_status_t lathe_dot_general(lathe_function_t fn, lathe_value_t lhs, const int *lhs_contracting, int n_lc,
                                  const int *lhs_batch, int n_lb, lathe_value_t rhs, const int *rhs_contracting,
                                  int n_rc, const int *rhs_batch, int n_rb, const lathe_dot_config *config,
@@ -66,6 +74,21 @@ lathe_status_t lathe_dot_general(lathe_function_t fn, lathe_value_t lhs, const i
   lathe_node *n;
   LATHE_RETURN_IF_ERROR(lathe_check_fn(OP, fn));
   if (!out) return LATHE_INVALID(OP ": output pointer is NULL");
+  /* A Float32 product of two halves widened to Float32 (GoMLX's gradient of a half product)
+   * multiplies the halves with a Float32 accumulator instead: widening is exact, so every
+   * product and Float32 sum is the same, while the device reads half the bytes and may use its
+   * half-precision tensor cores (lathe:cuda's exact Float32 products cannot). The converts die
+   * unless something else reads them. */
+  lathe_value_t lh = widened_half(fn, lhs), rh = widened_half(fn, rhs);
+  lathe_dtype want_acc = config ? config->accumulator_dtype : LATHE_DTYPE_INVALID;
+  lathe_dtype want_out = config ? config->output_dtype : LATHE_DTYPE_INVALID;
+  if (lh && rh && lh->shape.dtype == rh->shape.dtype &&
+      (want_acc == LATHE_DTYPE_INVALID || want_acc == LATHE_DTYPE_FLOAT32) &&
+      (want_out == LATHE_DTYPE_INVALID || want_out == LATHE_DTYPE_FLOAT32)) {
+    const lathe_dot_config f32 = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT32};
+    return lathe_dot_general(fn, lh, lhs_contracting, n_lc, lhs_batch, n_lb, rh, rhs_contracting, n_rc, rhs_batch,
+                             n_rb, &f32, out);
+  }
   LATHE_RETURN_IF_ERROR(lathe_node_new(fn, LATHE_OP_DOT_GENERAL, ops, 2, &n));
   const lathe_shape *l = &lhs->shape, *r = &rhs->shape;
   lathe_dtype dt = l->dtype;

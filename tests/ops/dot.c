@@ -5,6 +5,7 @@
 #include "core/core.h"
 #include "cpu/blas.h"
 #include "cpu/gemm.h"
+#include "graph/graph.h"
 #include "testing.h"
 
 typedef struct dot_spec {
@@ -37,11 +38,14 @@ static double round_to(lathe_dtype dt, double v) {
   return v;
 }
 
-/* Runs one DotGeneral and compares with the reference. acc/out may be INVALID (defaults). */
-static void dot_case(const char *label, lathe_dtype dt, const dot_spec *sp, lathe_dtype acc, lathe_dtype odt) {
+/* Runs one DotGeneral and compares with the reference. acc/out may be INVALID (defaults). widen:
+ * the operands are dt parameters widened to Float32 by ConvertDType first (the product is then
+ * of Float32 operands; the builder multiplies the halves instead where that is exact). */
+static void dot_case_widened(const char *label, lathe_dtype dt, const dot_spec *sp, lathe_dtype acc, lathe_dtype odt,
+                             bool widen) {
   char lab[160];
-  snprintf(lab, sizeof lab, "%s %s acc=%s out=%s", label, lathe_dtype_name(dt), lathe_dtype_name(acc),
-           lathe_dtype_name(odt));
+  snprintf(lab, sizeof lab, "%s %s%s acc=%s out=%s", label, lathe_dtype_name(dt), widen ? "->Float32" : "",
+           lathe_dtype_name(acc), lathe_dtype_name(odt));
   if (!lathe_backend_supports_op(tst_backend(), LATHE_OP_DOT_GENERAL, dt)) {
     tst_skipf(lab, "DotGeneral unsupported on this backend");
     return;
@@ -52,9 +56,20 @@ static void dot_case(const char *label, lathe_dtype dt, const dot_spec *sp, lath
   lathe_value_t x, y, z = NULL;
   x = tst_param(fn, "lhs", ls);
   y = tst_param(fn, "rhs", rs);
+  if (widen) {
+    CHECK_OK(lathe_convert_dtype(fn, x, LATHE_DTYPE_FLOAT32, &x));
+    CHECK_OK(lathe_convert_dtype(fn, y, LATHE_DTYPE_FLOAT32, &y));
+  }
   lathe_dot_config cfg = {acc, odt};
   lathe_status_t st = lathe_dot_general(fn, x, sp->lc, sp->nc, sp->lb, sp->nb, y, sp->rc, sp->nc, sp->rb, sp->nb, &cfg, &z);
   CHECK(st == NULL, "%s: build: %s", lab, lathe_status_message(st));
+  lathe_dtype pdt = widen ? LATHE_DTYPE_FLOAT32 : dt; /* the product's operand dtype as written */
+  if (z && widen) {
+    /* multiplied as halves exactly when the product is Float32 throughout */
+    bool f32 = (!acc || acc == LATHE_DTYPE_FLOAT32) && (!odt || odt == LATHE_DTYPE_FLOAT32);
+    CHECK(z->in[0]->shape.dtype == (f32 ? dt : LATHE_DTYPE_FLOAT32) && z->in[1]->shape.dtype == z->in[0]->shape.dtype,
+          "%s: the product reads %s operands", lab, lathe_dtype_name(z->in[0]->shape.dtype));
+  }
   lathe_status_free(st);
   if (!z) {
     lathe_builder_free(b);
@@ -63,7 +78,7 @@ static void dot_case(const char *label, lathe_dtype dt, const dot_spec *sp, lath
   CHECK_OK(lathe_function_return(fn, &z, 1));
   lathe_shape os;
   CHECK_OK(lathe_value_shape(z, &os));
-  lathe_dtype eacc = acc ? acc : default_acc(dt), eout = odt ? odt : dt;
+  lathe_dtype eacc = acc ? acc : default_acc(pdt), eout = odt ? odt : pdt;
   CHECK(os.dtype == eout, "%s: result dtype %s", lab, lathe_dtype_name(os.dtype));
 
   /* expected dims: batch, lhs cross, rhs cross */
@@ -163,6 +178,10 @@ static void dot_case(const char *label, lathe_dtype dt, const dot_spec *sp, lath
   tst_free_output(got[0]);
   free(ld), free(rd), free(want), free(tol);
   lathe_builder_free(b);
+}
+
+static void dot_case(const char *label, lathe_dtype dt, const dot_spec *sp, lathe_dtype acc, lathe_dtype odt) {
+  dot_case_widened(label, dt, sp, acc, odt, false);
 }
 
 #define D(...) {__VA_ARGS__}
@@ -272,6 +291,23 @@ TEST(dot_general_accumulator_output) {
   for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
     dot_case("acc/out", v[i].in, &s, v[i].acc, v[i].out);
     dot_case("acc/out 40x70x50", v[i].in, &big, v[i].acc, v[i].out);
+  }
+}
+
+/* GoMLX's gradient of a half product: both operands widened to Float32, then multiplied; the
+ * builder multiplies the halves with a Float32 accumulator instead (same products and sums). Also
+ * where it must not: a Float64 accumulator or a half result. */
+TEST(dot_general_widened_halves) {
+  if (!tst_rows_of(LATHE_OP_DOT_GENERAL)) return;
+  const lathe_dtype halves[] = {LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_FLOAT16};
+  const struct {
+    lathe_dtype acc, out;
+  } cfg[] = {{0, 0}, {LATHE_DTYPE_FLOAT32, 0}, {LATHE_DTYPE_FLOAT64, LATHE_DTYPE_FLOAT32}, {0, LATHE_DTYPE_BFLOAT16}};
+  for (int h = 0; h < 2; h++) {
+    for (size_t c = 0; c < sizeof cfg / sizeof cfg[0]; c++)
+      for (int i = 0; i < N_LAYOUTS; i++) dot_case_widened("widened", halves[h], &layouts[i].s, cfg[c].acc, cfg[c].out, true);
+    dot_spec big = SPEC((96, 130), (130, 72), (1), (0), (0), (0), 1, 0);
+    dot_case_widened("widened 96x130x72", halves[h], &big, 0, 0, true);
   }
 }
 
