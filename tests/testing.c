@@ -1030,6 +1030,27 @@ lathe_builder_t tst_rows_graph(lathe_backend_t be, lathe_dtype dt, int which, in
     CHECK_OK(lathe_mul(fn, tst_reduce_keep(fn, LATHE_OP_REDUCE_SUM, t, 1, &ks), k, &y));
     CHECK_OK(lathe_rsqrt(fn, y, &y));
     CHECK_OK(lathe_function_return(fn, &y, 1));
+  } else if (which == 3) { /* a language model's loss: softmax cross-entropy per row of x [1200, n] against
+                             * labels l [1200, 1] (one-hot by Equal with an Iota) and its gradient */
+    lathe_shape xs = TST_SHAPE(dt, 1200, n), ks = TST_SHAPE(dt, 1200, 1), ls = TST_SHAPE(LATHE_DTYPE_INT32, 1200, 1),
+                is = TST_SHAPE(LATHE_DTYPE_INT32, 1, n);
+    lathe_value_t x = tst_param(fn, "x", xs), l = tst_param(fn, "l", ls), io, oh, lg, lsm, outs[2];
+    CHECK_OK(lathe_iota(fn, &is, 1, &io));
+    CHECK_OK(lathe_equal(fn, l, io, &oh));
+    CHECK_OK(lathe_convert_dtype(fn, oh, dt, &oh));
+    CHECK_OK(lathe_sub(fn, x, tst_broadcast_same_rank(fn, tst_reduce_keep(fn, LATHE_OP_REDUCE_MAX, x, 1, &ks), &xs), &c));
+    CHECK_OK(lathe_exp(fn, c, &e));
+    lathe_value_t s = tst_reduce_keep(fn, LATHE_OP_REDUCE_SUM, e, 1, &ks);
+    CHECK_OK(lathe_log(fn, s, &lg));
+    CHECK_OK(lathe_sub(fn, c, tst_broadcast_same_rank(fn, lg, &xs), &lsm));
+    CHECK_OK(lathe_mul(fn, oh, lsm, &t));
+    CHECK_OK(lathe_neg(fn, t, &t));
+    outs[0] = tst_reduce_keep(fn, LATHE_OP_REDUCE_SUM, t, 1, &ks);
+    /* d loss / d x = exp(c) * sum(one-hot) / s - one-hot */
+    CHECK_OK(lathe_div(fn, tst_reduce_keep(fn, LATHE_OP_REDUCE_SUM, oh, 1, &ks), s, &t));
+    CHECK_OK(lathe_mul(fn, e, tst_broadcast_same_rank(fn, t, &xs), &y));
+    CHECK_OK(lathe_sub(fn, y, oh, &outs[1]));
+    CHECK_OK(lathe_function_return(fn, outs, 2));
   } else { /* masked softmax over [2, 3, n], the mask [2, 1, n] */
     lathe_shape ss = TST_SHAPE(dt, 2, 3, n), ms = TST_SHAPE(dt, 2, 1, n), rs = TST_SHAPE(dt, 2, 3, 1);
     lathe_value_t x = tst_param(fn, "s", ss), mask = tst_param(fn, "m", ms), mb;

@@ -199,7 +199,9 @@ lathe_value_t tst_broadcast_same_rank(lathe_function_t fn, lathe_value_t v, cons
  * of x [6, n] times gamma g [n] (results y and the [6, 1] inverse deviation); which 1, a softmax
  * over the last axis of s [2, 3, n] plus a mask m [2, 1, n] broadcast over axis 1; which 2, a
  * lone reduction rsqrt(mean((x g)^2)) of x [1200, n], g [n] (a ROWS region where rows_lone <=
- * 1200). NULL when the builder cannot be made (one CHECK). */
+ * 1200); which 3, a language model's loss over x [1200, n] with labels l [1200, 1] Int32 (results:
+ * each row's softmax cross-entropy [1200, 1] and its gradient by x). NULL when the builder cannot
+ * be made (one CHECK). */
 lathe_builder_t tst_rows_graph(lathe_backend_t be, lathe_dtype dt, int which, int64_t n);
 
 /* The reference value of activation a at v (in double). */

@@ -104,6 +104,7 @@ typedef struct lathe_cuda {
   bool tf32; /* Float32 products may use TF32 tensor cores (option tf32=1; off by default) */
   bool fuse;
   bool rows;  /* ROWS regions (the option rows=0|1) */
+  bool rows_long; /* ROWS regions over rows longer than LATHE_CUDA_ROWS_MAX too (option rows_long=1) */
   bool flash; /* attention by the streaming kernels where they apply (option flash=0|1; attention.c) */
   bool trace_graphs; /* while tracing, CUDA graphs still replay (option trace_graphs=1; src/exec/xtrace.c) */
   bool remat;        /* recomputing cheap values (option remat=1; src/graph/program.c) */
@@ -387,8 +388,10 @@ const char *lathe_cuda_ew_store(char *buf, size_t cap, lathe_dtype dt, const cha
  * across a group's warps), and writes only the values that escape. Made at compile from the
  * region's static shapes; ew.c's kernel object carries it (lathe_cuda_ewk_region). */
 typedef struct lathe_cuda_rowk lathe_cuda_rowk;
-/* Rows of at most this many elements form ROWS regions (the program option rows_max). */
-enum { LATHE_CUDA_ROWS_MAX = 8192 };
+/* Rows of at most this many elements form ROWS regions (the program option rows_max), held in
+ * registers; with the option rows_long=1, rows of up to LATHE_CUDA_ROWS_LONG_MAX (program option
+ * rows_long) too, walked in chunks once per reduction level. */
+enum { LATHE_CUDA_ROWS_MAX = 8192, LATHE_CUDA_ROWS_LONG_MAX = 1 << 20 };
 /* The geometry (*out) and kernel source `lt_fused` (*source, malloc'd) of ROWS region g. */
 lathe_status_t lathe_cuda_rowk_new(const lathe_pfunc *pf, const lathe_pregion *g, lathe_cuda_rowk **out, char **source);
 /* Queues k's function f over outputs outs (the escaping members, in order) and inputs ins. */

@@ -234,6 +234,7 @@ static void program_options(void *ctx, lathe_program_options *opt) {
   lathe_cuda *cu = ctx;
   opt->fuse = cu->fuse;
   opt->rows_max = cu->fuse && cu->rows ? LATHE_CUDA_ROWS_MAX : 0;
+  opt->rows_long = opt->rows_max && cu->rows_long ? LATHE_CUDA_ROWS_LONG_MAX : 0;
   /* a lone reduction in a ROWS kernel when its rows give 8 groups per SM (fewer rows: the
    * reduction kernels split each row across blocks instead) */
   opt->rows_lone = (int64_t)(cu->n_devices && cu->devs[0].sm_count > 0 ? cu->devs[0].sm_count : 80) * 8;
@@ -401,8 +402,9 @@ const lathe_device_i lathe_cuda_device = {
 
 /* lathe:cuda's options (docs/CUDA.md), parsed by the runtime (runtime/options.c); CONF_CAP holds
  * the longest configuration string they make. */
-enum { CONF_CAP = 128 };
-enum { OPT_DEVICE, OPT_TF32, OPT_FUSE, OPT_CUDNN, OPT_GRAPHS, OPT_ROWS, OPT_FLASH, OPT_DENSE_VJP, OPT_TRACE_GRAPHS, OPT_REMAT };
+enum { CONF_CAP = 160 };
+enum { OPT_DEVICE, OPT_TF32, OPT_FUSE, OPT_CUDNN, OPT_GRAPHS, OPT_ROWS, OPT_FLASH, OPT_DENSE_VJP, OPT_TRACE_GRAPHS, OPT_REMAT,
+       OPT_ROWS_LONG };
 const lathe_option_spec lathe_cuda_options[] = {
     [OPT_DEVICE] = {"device", LATHE_OPTION_INT, "N", 0, 1024, false, "every GPU", "GPU N alone (as device 0)"},
     [OPT_TF32] = {"tf32", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
@@ -423,6 +425,9 @@ const lathe_option_spec lathe_cuda_options[] = {
     [OPT_REMAT] = {"remat", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
                    "large values made elementwise from small ones (a one-hot) are computed again for each later reader "
                    "instead of kept in memory between them (on with lathe:cpu; here until it has run on a GPU)"},
+    [OPT_ROWS_LONG] = {"rows_long", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
+                       "rows longer than 8192 elements (a vocabulary's softmax and cross-entropy) fuse too, each "
+                       "read once per reduction level instead of kept in memory (off until it has run on a GPU)"},
     LATHE_RUNTIME_OPTION_SPECS, /* the runtime's (trace, dump) */
 };
 const int lathe_cuda_n_options = (int)(sizeof lathe_cuda_options / sizeof lathe_cuda_options[0]);
@@ -455,6 +460,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   bool dense_vjp = opt[OPT_DENSE_VJP].set && opt[OPT_DENSE_VJP].value == 1;
   bool trace_graphs = opt[OPT_TRACE_GRAPHS].set && opt[OPT_TRACE_GRAPHS].value == 1;
   bool remat = opt[OPT_REMAT].set && opt[OPT_REMAT].value == 1;
+  bool rows_long = opt[OPT_ROWS_LONG].set && opt[OPT_ROWS_LONG].value == 1;
   const lcu_api *api;
   int count;
   LATHE_RETURN_IF_ERROR(gpu_count(&api, &count));
@@ -471,6 +477,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   cu->dense_vjp = dense_vjp;
   cu->trace_graphs = trace_graphs;
   cu->remat = remat;
+  cu->rows_long = rows_long;
   cu->graph_after = graph_after;
   cu->n_devices = only >= 0 ? 1 : count;
   cu->devs = calloc((size_t)cu->n_devices, sizeof(cuda_dev));
@@ -503,6 +510,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   if (dense_vjp) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",dense_vjp=1");
   if (trace_graphs) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",trace_graphs=1");
   if (remat) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",remat=1");
+  if (rows_long) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",rows_long=1");
   if (graph_after != 2) snprintf(conf + n, (size_t)(CONF_CAP - n), ",graphs=%d", graph_after);
   *out_dev = &lathe_cuda_device;
   *out_ctx = cu;

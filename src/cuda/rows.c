@@ -32,6 +32,7 @@ typedef struct {
 struct lathe_cuda_rowk {
   int64_t R;
   int N, G, PER, block;
+  int chunks;                  /* > 1: a long row, read again by each pass in chunks of G * PER */
   int nk;                      /* row axes of size > 1 */
   int64_t kd[LATHE_MAX_RANK];  /* their sizes */
   bool decompose;              /* some input's row offset is not linear */
@@ -93,6 +94,7 @@ typedef struct {
   int out;      /* output index, or -1 */
   const char *T;
   lathe_dtype dt; /* widened */
+  int level;      /* reductions on the way from the inputs to it (a long row's pass) */
 } mem_info;
 
 static const char *fold_of(lathe_op op) {
@@ -115,6 +117,98 @@ static bool operand_varies(int q, const mem_info *mi, const lathe_cuda_rowk *k) 
   return q >= 0 ? mi[q].varying : k->in[-q - 1].kind == IN_ELEM;
 }
 
+/* Loads region input i's values of the thread's part of the chunk at base_ (IN_ELEM only). */
+static void load_elem(lt_text *t, const lathe_cuda_rowk *k, int i) {
+  const row_input *ri = &k->in[i];
+  const char *S = lathe_cuda_ew_storage(ri->dtype), *T = lathe_cuda_ew_compute(ri->dtype);
+  char a[64], c[160];
+  lt_put(t, "  %s x%d[PER];\n", T, i);
+  if (k->vec) { /* cs == 1 here: groups of 4 in a row */
+    lt_put(t, "#pragma unroll\n  for (int u = 0; u < PER / 4; u++) {\n    const int j = base_ + 4 * (lane + u * G);\n");
+    lt_put(t, "    lt_v4<%s> w;\n    if (live && j < N && vec) w = *(const lt_v4<%s> *)(i%d + ro%d + j);\n", S, S, i, i);
+    lt_put(t, "    else\n#pragma unroll\n      for (int q = 0; q < 4; q++) w.v[q] = live && j + q < N ? i%d[ro%d + j + q] : (%s)0;\n", i, i, S);
+    lt_put(t, "#pragma unroll\n    for (int q = 0; q < 4; q++) x%d[4 * u + q] = %s;\n  }\n", i,
+           lathe_cuda_ew_load(c, sizeof c, ri->dtype, "w.v[q]"));
+    return;
+  }
+  lt_put(t, "#pragma unroll\n  for (int t = 0; t < PER; t++) {\n    const int j = base_ + lane + t * G;\n");
+  if (ri->cs == 1) snprintf(a, sizeof a, "i%d[ro%d + j]", i, i);
+  else snprintf(a, sizeof a, "i%d[ro%d + (int64_t)j * c%d]", i, i, i);
+  lt_put(t, "    x%d[t] = live && j < N ? %s : (%s)0;\n  }\n", i, lathe_cuda_ew_load(c, sizeof c, ri->dtype, a), T);
+}
+
+/* Member i (not a reduction): its value(s) from its operands. */
+static void compute(lt_text *t, const lathe_pregion *g, const lathe_cuda_rowk *k, const mem_info *mi, char names[][96],
+                    int i) {
+  const lathe_pmember *m = &g->members[i];
+  char ops[LATHE_PMEMBER_MAX_IN][48], expr[320], rounded[400];
+  bool half = mi[i].dt == LATHE_DTYPE_FLOAT16 || mi[i].dt == LATHE_DTYPE_BFLOAT16;
+  const char *hs = mi[i].dt == LATHE_DTYPE_FLOAT16 ? "f16" : "bf16";
+  for (int q = 0; q < m->n_in; q++) operand(ops[q], sizeof ops[q], m->in[q], mi, k);
+  if (m->identity) {
+    snprintf(expr, sizeof expr, "%s", ops[0]);
+  } else {
+    int w = snprintf(expr, sizeof expr, "%s(", names[i]);
+    for (int q = 0; q < m->n_in; q++) w += snprintf(expr + w, sizeof expr - (size_t)w, "%s%s", q ? ", " : "", ops[q]);
+    snprintf(expr + w, sizeof expr - (size_t)w, ")");
+  }
+  /* a Float16/BFloat16 value is stored between ops when unfused: round it alike */
+  if (half && !m->identity) snprintf(rounded, sizeof rounded, "lt_%s_to_f32(lt_f32_to_%s(%s))", hs, hs, expr);
+  else snprintf(rounded, sizeof rounded, "%s", expr);
+  if (mi[i].varying)
+    lt_put(t, "  %s v%d[PER];\n#pragma unroll\n  for (int t = 0; t < PER; t++) v%d[t] = %s;\n", mi[i].T, i, i, rounded);
+  else lt_put(t, "  const %s v%d = %s;\n", mi[i].T, i, rounded);
+}
+
+/* Folds the thread's part of the chunk into reduction i's accumulator acc<i>. */
+static void accumulate(lt_text *t, const lathe_pregion *g, const lathe_cuda_rowk *k, const mem_info *mi, int i) {
+  char op[48];
+  bool half = mi[i].dt == LATHE_DTYPE_FLOAT16 || mi[i].dt == LATHE_DTYPE_BFLOAT16;
+  const char *A = half ? "float" : mi[i].T;
+  operand(op, sizeof op, g->members[i].in[0], mi, k);
+  lt_put(t, "#pragma unroll\n  for (int t = 0; t < PER; t++)\n    if (base_ + LT_J(t) < N) acc%d = %s<%s>::f(acc%d, (%s)%s);\n", i,
+         fold_of(g->members[i].node->op), A, i, A, op);
+}
+
+/* Reduction i's accumulator, its sm<i> and its result v<i> (declared). */
+static void reduction_decl(lt_text *t, const lathe_pregion *g, const lathe_cuda_rowk *k, const mem_info *mi, int i) {
+  bool half = mi[i].dt == LATHE_DTYPE_FLOAT16 || mi[i].dt == LATHE_DTYPE_BFLOAT16;
+  const char *A = half ? "float" : mi[i].T;
+  lt_put(t, "  __shared__ %s sm%d[%d];\n  %s v%d;\n  %s acc%d = %s<%s>::id();\n", A, i, k->block / 32, mi[i].T, i, A, i,
+         fold_of(g->members[i].node->op), A);
+}
+
+/* Folds reduction i's accumulators over the group into v<i>. */
+static void reduction_fold(lt_text *t, const lathe_pregion *g, const mem_info *mi, int i) {
+  bool half = mi[i].dt == LATHE_DTYPE_FLOAT16 || mi[i].dt == LATHE_DTYPE_BFLOAT16;
+  const char *A = half ? "float" : mi[i].T, *hs = mi[i].dt == LATHE_DTYPE_FLOAT16 ? "f16" : "bf16";
+  lt_put(t, "  acc%d = lt_rows_fold<%s<%s>, G, %s>(acc%d, sm%d);\n", i, fold_of(g->members[i].node->op), A, A, i, i);
+  if (half) lt_put(t, "  v%d = lt_%s_to_f32(lt_f32_to_%s(acc%d));\n", i, hs, hs, i);
+  else lt_put(t, "  v%d = acc%d;\n", i, i);
+}
+
+/* Stores member i's row value, or its values over the chunk at base_. */
+static void store(lt_text *t, const lathe_pregion *g, const lathe_cuda_rowk *k, const mem_info *mi, int i) {
+  char a[64], c[160];
+  if (g->members[i].row) {
+    snprintf(a, sizeof a, "v%d", i);
+    lt_put(t, "  if (live && lane == 0) o%d[r] = %s;\n", mi[i].out, lathe_cuda_ew_store(c, sizeof c, mi[i].dt, a));
+  } else if (k->vec) {
+    const char *S = lathe_cuda_ew_storage(mi[i].dt);
+    snprintf(a, sizeof a, mi[i].varying ? "v%d[4 * u + q]" : "v%d", i);
+    lt_put(t, "#pragma unroll\n  for (int u = 0; u < PER / 4; u++) {\n    const int j = base_ + 4 * (lane + u * G);\n");
+    lt_put(t, "    lt_v4<%s> w;\n#pragma unroll\n    for (int q = 0; q < 4; q++) w.v[q] = %s;\n", S,
+           lathe_cuda_ew_store(c, sizeof c, mi[i].dt, a));
+    lt_put(t, "    if (live && j < N) {\n      if (vec) *(lt_v4<%s> *)(o%d + r * N + j) = w;\n", S, mi[i].out);
+    lt_put(t, "      else\n#pragma unroll\n        for (int q = 0; q < 4; q++) if (j + q < N) o%d[r * N + j + q] = w.v[q];\n    }\n  }\n",
+           mi[i].out);
+  } else {
+    snprintf(a, sizeof a, mi[i].varying ? "v%d[t]" : "v%d", i);
+    lt_put(t, "#pragma unroll\n  for (int t = 0; t < PER; t++)\n    if (live && base_ + LT_J(t) < N) o%d[r * N + base_ + LT_J(t)] = %s;\n",
+           mi[i].out, lathe_cuda_ew_store(c, sizeof c, mi[i].dt, a));
+  }
+}
+
 static lathe_status_t gen(lt_text *t, const lathe_pregion *g, lathe_cuda_rowk *k) {
   int n = g->n_members;
   mem_info mi[ROWS_MAX_VALUES];
@@ -130,7 +224,13 @@ static lathe_status_t gen(lt_text *t, const lathe_pregion *g, lathe_cuda_rowk *k
     if (!mi[i].T) return LATHE_UNIMPL("lathe:cuda: a fused row region over %s", lathe_dtype_name(nd->shape.dtype));
     if (mi[i].red && !fold_of(nd->op)) return LATHE_UNIMPL("lathe:cuda: %s in a fused row region", lathe_op_name(nd->op));
     mi[i].varying = false;
-    for (int q = 0; !mi[i].red && q < m->n_in; q++) mi[i].varying |= operand_varies(m->in[q], mi, k);
+    mi[i].level = 0;
+    for (int q = 0; q < m->n_in; q++) {
+      if (!mi[i].red) mi[i].varying |= operand_varies(m->in[q], mi, k);
+      int l = m->in[q] >= 0 ? mi[m->in[q]].level : 0;
+      if (l > mi[i].level) mi[i].level = l;
+    }
+    if (mi[i].red) mi[i].level++;
     names[i][0] = 0;
     if (mi[i].red || m->identity) continue;
     bool dup = false;
@@ -164,7 +264,7 @@ static lathe_status_t gen(lt_text *t, const lathe_pregion *g, lathe_cuda_rowk *k
   }
   lt_put(t, ") {\n");
   lt_put(t, "  enum { G = %d, PER = %d };\n", k->G, k->PER);
-  /* the row position of a thread's value t */
+  /* the row position of a thread's value t (in its chunk, from base_) */
   if (k->vec) lt_put(t, "#define LT_J(t) (4 * (lane + ((t) >> 2) * G) + ((t) & 3))\n");
   else lt_put(t, "#define LT_J(t) (lane + (t) * G)\n");
   lt_put(t, "  const int lane = threadIdx.x %% G;\n");
@@ -175,7 +275,7 @@ static lathe_status_t gen(lt_text *t, const lathe_pregion *g, lathe_cuda_rowk *k
     for (int x = k->nk - 1; x >= 1; x--) lt_put(t, "  const int64_t a%d = q_ %% d%d; q_ /= d%d;\n", x, x, x);
     lt_put(t, "  const int64_t a0 = q_;\n");
   }
-  /* inputs: row offsets, then the loads (all of them first: every load of the row in flight) */
+  /* inputs: row offsets and the values read once per row */
   for (int i = 0; i < k->n_inputs; i++) {
     const row_input *ri = &k->in[i];
     const char *S = lathe_cuda_ew_storage(ri->dtype), *T = lathe_cuda_ew_compute(ri->dtype);
@@ -195,74 +295,59 @@ static lathe_status_t gen(lt_text *t, const lathe_pregion *g, lathe_cuda_rowk *k
     if (ri->kind == IN_ROW) {
       snprintf(a, sizeof a, "i%d[ro%d]", i, i);
       lt_put(t, "  const %s x%d = %s;\n", T, i, lathe_cuda_ew_load(c, sizeof c, ri->dtype, a));
-      continue;
     }
-    lt_put(t, "  %s x%d[PER];\n", T, i);
-    if (k->vec) { /* cs == 1 here: groups of 4 in a row */
-      lt_put(t, "#pragma unroll\n  for (int u = 0; u < PER / 4; u++) {\n    const int j = 4 * (lane + u * G);\n");
-      lt_put(t, "    lt_v4<%s> w;\n    if (live && j < N && vec) w = *(const lt_v4<%s> *)(i%d + ro%d + j);\n", S, S, i, i);
-      lt_put(t, "    else\n#pragma unroll\n      for (int q = 0; q < 4; q++) w.v[q] = live && j < N ? i%d[ro%d + j + q] : (%s)0;\n", i, i, S);
-      lt_put(t, "#pragma unroll\n    for (int q = 0; q < 4; q++) x%d[4 * u + q] = %s;\n  }\n", i,
-             lathe_cuda_ew_load(c, sizeof c, ri->dtype, "w.v[q]"));
-      continue;
-    }
-    lt_put(t, "#pragma unroll\n  for (int t = 0; t < PER; t++) {\n    const int j = lane + t * G;\n");
-    if (ri->cs == 1) snprintf(a, sizeof a, "i%d[ro%d + j]", i, i);
-    else snprintf(a, sizeof a, "i%d[ro%d + (int64_t)j * c%d]", i, i, i);
-    lt_put(t, "    x%d[t] = live && j < N ? %s : (%s)0;\n  }\n", i, lathe_cuda_ew_load(c, sizeof c, ri->dtype, a), T);
   }
-  /* members in order */
-  for (int i = 0; i < n; i++) {
-    const lathe_pmember *m = &g->members[i];
-    const char *T = mi[i].T;
-    char ops[LATHE_PMEMBER_MAX_IN][48];
-    bool half = mi[i].dt == LATHE_DTYPE_FLOAT16 || mi[i].dt == LATHE_DTYPE_BFLOAT16;
-    const char *hs = mi[i].dt == LATHE_DTYPE_FLOAT16 ? "f16" : "bf16";
-    if (mi[i].red) {
-      const char *A = half ? "float" : T;
-      operand(ops[0], sizeof ops[0], m->in[0], mi, k);
-      lt_put(t, "  __shared__ %s sm%d[%d];\n  %s v%d;\n  {\n    %s acc = %s<%s>::id();\n", A, i, k->block / 32, T, i, A,
-             fold_of(m->node->op), A);
-      lt_put(t, "#pragma unroll\n    for (int t = 0; t < PER; t++)\n      if (LT_J(t) < N) acc = %s<%s>::f(acc, (%s)%s);\n",
-             fold_of(m->node->op), A, A, ops[0]);
-      lt_put(t, "    acc = lt_rows_fold<%s<%s>, G, %s>(acc, sm%d);\n", fold_of(m->node->op), A, A, i);
-      if (half) lt_put(t, "    v%d = lt_%s_to_f32(lt_f32_to_%s(acc));\n  }\n", i, hs, hs);
-      else lt_put(t, "    v%d = acc;\n  }\n", i);
-    } else {
-      for (int q = 0; q < m->n_in; q++) operand(ops[q], sizeof ops[q], m->in[q], mi, k);
-      char expr[320];
-      if (m->identity) {
-        snprintf(expr, sizeof expr, "%s", ops[0]);
+  if (k->chunks == 1) {
+    /* the row in registers: every load in flight first, then the members in order */
+    lt_put(t, "  const int base_ = 0;\n");
+    for (int i = 0; i < k->n_inputs; i++)
+      if (k->in[i].kind == IN_ELEM) load_elem(t, k, i);
+    for (int i = 0; i < n; i++) {
+      if (mi[i].red) {
+        reduction_decl(t, g, k, mi, i);
+        accumulate(t, g, k, mi, i);
+        reduction_fold(t, g, mi, i);
       } else {
-        int w = snprintf(expr, sizeof expr, "%s(", names[i]);
-        for (int q = 0; q < m->n_in; q++) w += snprintf(expr + w, sizeof expr - (size_t)w, "%s%s", q ? ", " : "", ops[q]);
-        snprintf(expr + w, sizeof expr - (size_t)w, ")");
+        compute(t, g, k, mi, names, i);
       }
-      /* a Float16/BFloat16 value is stored between ops when unfused: round it alike */
-      char rounded[400];
-      if (half && !m->identity) snprintf(rounded, sizeof rounded, "lt_%s_to_f32(lt_f32_to_%s(%s))", hs, hs, expr);
-      else snprintf(rounded, sizeof rounded, "%s", expr);
-      if (mi[i].varying)
-        lt_put(t, "  %s v%d[PER];\n#pragma unroll\n  for (int t = 0; t < PER; t++) v%d[t] = %s;\n", T, i, i, rounded);
-      else lt_put(t, "  const %s v%d = %s;\n", T, i, rounded);
+      if (mi[i].out >= 0) store(t, g, k, mi, i);
     }
-    if (mi[i].out < 0) continue;
-    if (m->row) {
-      snprintf(a, sizeof a, "v%d", i);
-      lt_put(t, "  if (live && lane == 0) o%d[r] = %s;\n", mi[i].out, lathe_cuda_ew_store(c, sizeof c, mi[i].dt, a));
-    } else if (k->vec) {
-      const char *S = lathe_cuda_ew_storage(mi[i].dt);
-      snprintf(a, sizeof a, mi[i].varying ? "v%d[4 * u + q]" : "v%d", i);
-      lt_put(t, "#pragma unroll\n  for (int u = 0; u < PER / 4; u++) {\n    const int j = 4 * (lane + u * G);\n");
-      lt_put(t, "    lt_v4<%s> w;\n#pragma unroll\n    for (int q = 0; q < 4; q++) w.v[q] = %s;\n", S,
-             lathe_cuda_ew_store(c, sizeof c, mi[i].dt, a));
-      lt_put(t, "    if (live && j < N) {\n      if (vec) *(lt_v4<%s> *)(o%d + r * N + j) = w;\n", S, mi[i].out);
-      lt_put(t, "      else\n#pragma unroll\n        for (int q = 0; q < 4; q++) o%d[r * N + j + q] = w.v[q];\n    }\n  }\n",
-             mi[i].out);
-    } else {
-      snprintf(a, sizeof a, mi[i].varying ? "v%d[t]" : "v%d", i);
-      lt_put(t, "#pragma unroll\n  for (int t = 0; t < PER; t++)\n    if (live && LT_J(t) < N) o%d[r * N + LT_J(t)] = %s;\n", mi[i].out,
-             lathe_cuda_ew_store(c, sizeof c, mi[i].dt, a));
+  } else {
+    /* a long row, in chunks of G * PER: pass p reads the row again to fold the reductions of
+     * values of level p (the values that need p reductions before them), recomputing those values
+     * from the inputs, and writes the results over the row of that level; values per row of level
+     * p + 1 follow its folds. The row's later passes mostly hit L2. */
+    int passes = 1;
+    for (int i = 0; i < n; i++) {
+      if (mi[i].red && mi[i].level > passes) passes = mi[i].level;
+      if (mi[i].out >= 0 && !g->members[i].row && mi[i].level + 1 > passes) passes = mi[i].level + 1;
+    }
+    for (int i = 0; i < n; i++) {
+      if (mi[i].red) reduction_decl(t, g, k, mi, i);
+      else if (!mi[i].varying && mi[i].level == 0) compute(t, g, k, mi, names, i);
+      if (mi[i].out >= 0 && g->members[i].row && !mi[i].red && !mi[i].varying && mi[i].level == 0) store(t, g, k, mi, i);
+    }
+    for (int p = 0; p < passes; p++) {
+      lt_put(t, "  for (int ch_ = 0; ch_ < %d; ch_++) {\n  const int base_ = ch_ * (G * PER);\n", k->chunks);
+      for (int i = 0; i < k->n_inputs; i++)
+        if (k->in[i].kind == IN_ELEM) load_elem(t, k, i);
+      for (int i = 0; i < n; i++) {
+        if (mi[i].red || !mi[i].varying || mi[i].level > p) continue;
+        compute(t, g, k, mi, names, i);
+        if (mi[i].out >= 0 && mi[i].level == p) store(t, g, k, mi, i);
+      }
+      for (int i = 0; i < n; i++) {
+        if (mi[i].red && mi[i].level == p + 1) accumulate(t, g, k, mi, i);
+        /* a value per row written over the row */
+        if (!mi[i].red && !mi[i].varying && !g->members[i].row && mi[i].out >= 0 && mi[i].level == p) store(t, g, k, mi, i);
+      }
+      lt_put(t, "  }\n");
+      for (int i = 0; i < n; i++) {
+        if (mi[i].red && mi[i].level == p + 1) reduction_fold(t, g, mi, i);
+        else if (!mi[i].red && !mi[i].varying && mi[i].level == p + 1) compute(t, g, k, mi, names, i);
+        else continue;
+        if (mi[i].out >= 0 && g->members[i].row) store(t, g, k, mi, i);
+      }
     }
   }
   lt_put(t, "#undef LT_J\n}\n");
@@ -283,7 +368,7 @@ lathe_status_t lathe_cuda_rowk_new(const lathe_pfunc *pf, const lathe_pregion *g
     else N *= F->dims[a];
     if (a < g->row_axes && F->dims[a] != 1) k->kd[k->nk++] = F->dims[a];
   }
-  if (N > LATHE_CUDA_ROWS_MAX) {
+  if (N > LATHE_CUDA_ROWS_LONG_MAX) {
     free(k);
     return LATHE_UNIMPL("lathe:cuda: a fused row region over rows of %lld", (long long)N);
   }
@@ -292,6 +377,8 @@ lathe_status_t lathe_cuda_rowk_new(const lathe_pfunc *pf, const lathe_pregion *g
   }
   k->PER = (int)((N + k->G - 1) / k->G);
   if (k->PER < 1) k->PER = 1;
+  if (k->PER > ROWS_PER) k->PER = ROWS_PER; /* a long row: walked in chunks of G * PER */
+  k->chunks = (int)((N + (int64_t)k->G * k->PER - 1) / ((int64_t)k->G * k->PER));
   k->n_inputs = g->n_inputs;
   for (int i = 0; i < g->n_inputs; i++) classify(k, pf, g, i);
   /* groups of 4: rows of a multiple of 4, every row read whole starting on one */

@@ -571,7 +571,8 @@ typedef struct {
   int64_t R, N; /* rows, elements per row */
 } rspace;
 
-/* Whether n reduces the trailing axes of its operand, rows of at most rows_max; *sp its space. */
+/* Whether n reduces the trailing axes of its operand, rows of at most rows_max (or rows_long,
+ * when there are rows_lone rows or more); *sp its space. */
 static bool row_reduction(const lower_ctx *c, const lathe_node *n, rspace *sp) {
   if (!fold_op(n->op)) return false;
   /* floats only: that leaves Sum, Product, Max and Min (the bitwise and logical folds are not
@@ -593,7 +594,9 @@ static bool row_reduction(const lower_ctx *c, const lathe_node *n, rspace *sp) {
     if (a < k) R *= F->dims[a];
     else N *= F->dims[a];
   }
-  if (N < 2 || N > c->p->options.rows_max || R < 1) return false;
+  const lathe_program_options *o = &c->p->options;
+  bool fits = N <= o->rows_max || (N <= o->rows_long && o->rows_lone > 0 && R >= o->rows_lone);
+  if (N < 2 || !fits || R < 1) return false;
   *sp = (rspace){*F, k, R, N};
   return true;
 }

@@ -125,6 +125,9 @@ typedef struct lathe_program_options {
   int64_t rows_lone;  /* > 0: a lone reduction with elementwise work before or after it also
                        * forms a ROWS region when it has at least this many rows (enough to keep
                        * the device busy a group per row) */
+  int64_t rows_long;  /* > rows_max: rows of up to this many elements form ROWS regions too when
+                       * there are at least rows_lone of them (the device walks such a row in
+                       * chunks, once per reduction level: a vocabulary's softmax and loss) */
   struct lathe_trace *trace; /* set by the runtime while tracing: the phases of each function's
                               * lowering are recorded there (src/core/trace.h) */
   bool remat; /* a large value computed elementwise from small ones only (a one-hot of labels,

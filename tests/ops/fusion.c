@@ -325,8 +325,8 @@ static bool run_rows(lathe_backend_t be, lathe_dtype dt, int which, int64_t n, v
     lathe_status_free(st);
     return false;
   }
-  lathe_shape s0 = which == 1 ? TST_SHAPE(dt, 2, 3, n) : which == 2 ? TST_SHAPE(dt, 1200, n) : TST_SHAPE(dt, 6, n),
-              s1 = which == 1 ? TST_SHAPE(dt, 2, 1, n) : TST_SHAPE(dt, n);
+  lathe_shape s0 = which == 1 ? TST_SHAPE(dt, 2, 3, n) : which >= 2 ? TST_SHAPE(dt, 1200, n) : TST_SHAPE(dt, 6, n),
+              s1 = which == 1 ? TST_SHAPE(dt, 2, 1, n) : which == 3 ? TST_SHAPE(LATHE_DTYPE_INT32, 1200, 1) : TST_SHAPE(dt, n);
   lathe_buffer_t bi[2] = {0}, bo[2] = {0};
   CHECK_OK(lathe_buffer_from_host(be, 0, &s0, in[0], (size_t)lathe_shape_byte_size(&s0), &bi[0]));
   CHECK_OK(lathe_buffer_from_host(be, 0, &s1, in[1], (size_t)lathe_shape_byte_size(&s1), &bi[1]));
@@ -377,4 +377,44 @@ TEST(fusion_rows_dtypes) {
         }
         for (int k = 0; k < 2; k++) free(got[k]), free(want[k]), free(in[k]);
       }
+}
+
+/* Rows longer than lathe:cuda keeps in registers (8192; with its option rows_long=1 walked in
+ * chunks, once per reduction level): a language model's softmax cross-entropy and its gradient
+ * (four reductions at three levels, a one-hot of Int32 labels) over 1200 rows, in rows that end
+ * inside a chunk, and the masked-softmax and lone-reduction graphs; against the unfused run. */
+TEST(fusion_long_rows) {
+  lathe_backend_t unfused = tst_backend_variant("fuse=0");
+  if (!unfused) SKIP("the backend under test takes no fuse=0");
+  const struct {
+    lathe_dtype dt;
+    int which;
+    int64_t n;
+    double tol;
+  } rows[] = {
+      {LATHE_DTYPE_FLOAT32, 3, 8200, 2e-5}, {LATHE_DTYPE_FLOAT32, 3, 20011, 2e-5}, {LATHE_DTYPE_BFLOAT16, 3, 12000, 3e-2},
+      {LATHE_DTYPE_FLOAT32, 1, 30000, 2e-5}, {LATHE_DTYPE_FLOAT32, 2, 9000, 2e-5},
+  };
+  for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+    lathe_dtype dt = rows[i].dt;
+    int which = rows[i].which;
+    int64_t n = rows[i].n, n0 = which == 1 ? 6 * n : 1200 * n, n1 = which == 1 ? 2 * n : which == 3 ? 1200 : n;
+    if (!lathe_backend_supports_op(tst_backend(), LATHE_OP_REDUCE_SUM, dt)) continue;
+    tst_row_begin();
+    void *in[2] = {malloc((size_t)(n0 * 8)), malloc((size_t)(n1 * 8))}, *got[2] = {0}, *want[2] = {0};
+    int64_t gb[2] = {0}, wb[2] = {0};
+    tst_fill(in[0], dt, n0, 41 + (unsigned)i);
+    if (which == 3)
+      for (int64_t r = 0; r < n1; r++) ((int32_t *)in[1])[r] = (int32_t)((r * 7919) % n);
+    else tst_fill(in[1], dt, n1, 43 + (unsigned)i);
+    if (run_rows(tst_backend(), dt, which, n, in, got, gb) && run_rows(unfused, dt, which, n, in, want, wb)) {
+      char label[96];
+      for (int k = 0; k < (which == 3 ? 2 : 1); k++) {
+        snprintf(label, sizeof label, "long rows graph %d %s n %lld output %d", which, lathe_dtype_name(dt), (long long)n, k);
+        CHECK(gb[k] == wb[k], "%s: %lld bytes, want %lld", label, (long long)gb[k], (long long)wb[k]);
+        if (gb[k] == wb[k]) tst_expect_close(label, got[k], want[k], dt, gb[k] * 8 / lathe_dtype_bits(dt), rows[i].tol);
+      }
+    }
+    for (int k = 0; k < 2; k++) free(got[k]), free(want[k]), free(in[k]);
+  }
 }

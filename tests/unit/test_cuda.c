@@ -176,6 +176,68 @@ TEST(cuda_rows_kernels_compile) {
   printf("note: %d ROWS kernels made, %d compiled by NVRTC%s\n", made, compiled, nvrtc ? "" : " (no NVRTC here)");
 }
 
+/* Rows longer than the registers hold (rows_long): a language model's loss and gradient (graph 3:
+ * four reductions at three levels) and a lone reduction (graph 2), over 1200 rows, each one ROWS
+ * region whose kernel walks the row in chunks; compiled by NVRTC in every float dtype. Their
+ * values: tests/ops fusion_long_rows on a GPU with lathe:cuda,rows_long=1. */
+TEST(cuda_long_rows_kernels_compile) {
+  const lcu_api *api;
+  lathe_status_t st = test_nvrtc(&api);
+  bool nvrtc = st == NULL;
+  lathe_status_free(st);
+  lathe_dtype dts[] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_FLOAT64};
+  lathe_program_options opt = {.fuse = true, .plan_memory = true, .alignment = 256, .rows_max = LATHE_CUDA_ROWS_MAX,
+                               .rows_lone = 1056, .rows_long = LATHE_CUDA_ROWS_LONG_MAX};
+  lathe_cuda cu;
+  memset(&cu, 0, sizeof cu);
+  int compiled = 0;
+  for (int d = 0; d < 4; d++)
+    for (int which = 2; which <= 3; which++) {
+      int64_t n = which == 3 ? 50257 : 9000;
+      lathe_builder_t b = tst_rows_graph(tst_backend(), dts[d], which, n);
+      lathe_program *p = NULL;
+      CHECK_OK(lathe_program_build(b, &opt, &p));
+      const lathe_pfunc *pf = p ? lathe_program_main(p) : NULL;
+      int regions = 0, reds = 0;
+      for (int r = 0; pf && r < pf->n_regions; r++) {
+        if (pf->regions[r].kind != LATHE_PREGION_ROWS) continue;
+        regions++;
+        for (int m = 0; m < pf->regions[r].n_members; m++)
+          reds += lathe_op_kind_of(pf->regions[r].members[m].node->op) == LATHE_KIND_REDUCE;
+        lathe_cuda_ewk *k = NULL;
+        CHECK_OK(lathe_cuda_ewk_region(&cu, pf, &pf->regions[r], &k));
+        const char *src = k ? lathe_cuda_ewk_source(k) : NULL;
+        CHECK(src && strstr(src, "for (int ch_ = 0; ch_ < "), "%s graph %d: a kernel walking rows in chunks", lathe_dtype_name(dts[d]), which);
+        if (k && nvrtc) {
+          void *cubin = NULL;
+          size_t size = 0;
+          lathe_status_t cs = lathe_cuda_compile_source(src, 90, &cubin, &size);
+          CHECK(cs == NULL, "NVRTC: long rows kernel %s graph %d: %s", lathe_dtype_name(dts[d]), which, lathe_status_message(cs));
+          compiled += cs == NULL;
+          lathe_status_free(cs);
+          free(cubin);
+        }
+        lathe_cuda_ewk_free(k);
+      }
+      CHECK(regions == 1, "%s graph %d: one ROWS region, got %d", lathe_dtype_name(dts[d]), which, regions);
+      CHECK(reds == (which == 3 ? 4 : 1), "%s graph %d: %d reductions in it", lathe_dtype_name(dts[d]), which, reds);
+      lathe_program_free(p);
+      lathe_builder_free(b);
+      /* without rows_long, no ROWS region over such rows */
+      lathe_program_options short_rows = opt;
+      short_rows.rows_long = 0;
+      b = tst_rows_graph(tst_backend(), dts[d], which, n);
+      p = NULL;
+      CHECK_OK(lathe_program_build(b, &short_rows, &p));
+      pf = p ? lathe_program_main(p) : NULL;
+      for (int r = 0; pf && r < pf->n_regions; r++)
+        CHECK(pf->regions[r].kind != LATHE_PREGION_ROWS, "%s graph %d: a ROWS region without rows_long", lathe_dtype_name(dts[d]), which);
+      lathe_program_free(p);
+      lathe_builder_free(b);
+    }
+  printf("note: %d long-row kernels compiled by NVRTC%s\n", compiled, nvrtc ? "" : " (no NVRTC here)");
+}
+
 /* Where's operands broadcasting together (compute v0.1.11+), in generated kernels: one Where step
  * whose three operands each have 1s on other axes, in dtypes of every width and class; a LOOP
  * region where Where reads a broadcast mask and a scalar; and a masked softmax (a ROWS region)
