@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "62ef0732dcc5b873e14204d1a69f62cf"
+const engineSourcesHash = "36be7aefce5f644eca813051a80b25f9"
