@@ -6,6 +6,8 @@ import (
 	"github.com/gomlx/compute"
 	"github.com/gomlx/compute/dtypes"
 	"github.com/gomlx/compute/shapes"
+
+	"github.com/lathe-dev/lathe/compute/lathe"
 )
 
 func scalarOn(t *testing.T, b compute.Backend, device int, v float32) compute.Buffer {
@@ -112,5 +114,11 @@ func TestAutoSharding(t *testing.T) {
 		if err := o.ToFlatData(got); err != nil || got[0] != want[i][0] || got[1] != want[i][1] {
 			t.Errorf("device %d: %v (%v), want %v", i, got, err, want[i])
 		}
+	}
+	// Partitioned: x's scalar is broadcast on each device, no collective, nothing run whole.
+	st, err := e.(*lathe.Executable).Stats()
+	if err != nil || !st.Partitioned || st.PartitionDeclined != "" || st.PartitionFallbacks != 0 ||
+		st.PartitionCollectives != 0 || st.PartitionFallbackOps != "" || st.Compiles != 1 {
+		t.Errorf("Stats() = %+v, %v; want partitioned, 0 collectives, 0 fallbacks, 1 compile", st, err)
 	}
 }

@@ -2,6 +2,7 @@
  * decides the sharding its operands must arrive in and its result's, and emits the op on local
  * shapes (partition.c reshards the operands); ops without a rule take the fallback (operands
  * gathered, counted). docs/ARCHITECTURE.md "Partitioning" describes every rule. */
+#include "ew.h"
 #include "partition_impl.h"
 
 /* ---- rules: each decides the operands' and the result's shardings ---- */
@@ -279,6 +280,73 @@ static lathe_status_t rule_dot(part *p, const lathe_node *sn) {
   return n_ax ? combine(p, sn, v, rs, LATHE_OP_REDUCE_SUM, mesh, ax, n_ax) : NULL;
 }
 
+/* FusedDense, activation(x @ w + bias): x's batch axes keep their split and w's output axes theirs
+ * (the bias takes the same), as DotGeneral's free axes; the contracting axis split alike on both
+ * sides (or on one side, sliced on the other, where the AllReduce moves fewer bytes than the
+ * gather) gives partial sums: the op then runs without bias and activation, the sums are combined,
+ * and the bias and activation follow on the result. */
+static lathe_status_t rule_fused_dense(part *p, const lathe_node *sn) {
+  const lathe_node *x = sn->in[0], *w = sn->in[1];
+  bool has_bias = lathe_attr_fused_dense_has_bias(sn);
+  lathe_dense_layout layout = (lathe_dense_layout)lathe_attr_fused_dense_layout(sn);
+  lathe_activation act = (lathe_activation)lathe_attr_fused_dense_activation(sn);
+  const spec *X = own(p, x->id), *W = own(p, w->id);
+  int xr = x->shape.rank, wr = w->shape.rank, r = sn->shape.rank, nb = xr - 1;
+  int xin = xr - 1, win = layout == LATHE_DENSE_INPUT_OUTPUTS ? 0 : wr - 1, wout = layout == LATHE_DENSE_INPUT_OUTPUTS ? 1 : 0;
+  spec nx = replicated_spec(xr), nw = replicated_spec(wr), rs = replicated_spec(r), used = replicated_spec(LATHE_MAX_RANK);
+  int slot = 0, ax[LATHE_MAX_MESH_RANK], n_ax = 0, mesh = -1;
+  spec pick = replicated_spec(1);
+  if (X->n_axes[xin] && axis_eq(X, xin, W, win)) copy_axis(&pick, 0, X, xin);
+  else if (X->n_axes[xin] || W->n_axes[win]) { /* one side splits: weigh the AllReduce against the gather */
+    const spec *S = X->n_axes[xin] ? X : W;
+    int sa = X->n_axes[xin] ? xin : win;
+    lathe_shape ls, os;
+    local_shape(p, S, X->n_axes[xin] ? &x->shape : &w->shape, &ls);
+    local_shape(p, &rs, &sn->shape, &os);
+    double G = (double)parts(p, S, sa);
+    if (2.0 * (double)lathe_shape_byte_size(&os) * (G - 1) / G < (double)lathe_shape_byte_size(&ls) * (G - 1))
+      copy_axis(&pick, 0, S, sa);
+  }
+  if (pick.n_axes[0] && try_copy_axis(&used, slot, &pick, 0)) {
+    copy_axis(&nx, xin, &pick, 0), copy_axis(&nw, win, &pick, 0);
+    for (int q = 0; q < pick.n_axes[0]; q++) ax[n_ax++] = pick.axes[0][q];
+    mesh = pick.mesh, slot++;
+  }
+  for (int a = 0; a < nb; a++)
+    if (X->n_axes[a] && (mesh < 0 || mesh == X->mesh) && try_copy_axis(&used, slot, X, a))
+      copy_axis(&nx, a, X, a), copy_axis(&rs, a, X, a), mesh = X->mesh, slot++;
+  for (int k = 0; k < wr - 1; k++)
+    if (W->n_axes[wout + k] && (mesh < 0 || mesh == W->mesh) && slot < LATHE_MAX_RANK && try_copy_axis(&used, slot, W, wout + k))
+      copy_axis(&nw, wout + k, W, wout + k), copy_axis(&rs, nb + k, W, wout + k), mesh = W->mesh, slot++;
+  spec nbias = replicated_spec(has_bias ? sn->in[2]->shape.rank : 0);
+  for (int k = 0; has_bias && k < wr - 1; k++) copy_axis(&nbias, k, &rs, nb + k);
+  spec need[3] = {nx, nw, nbias};
+  lathe_node *v;
+  if (!n_ax) return lathe_part_emit_with(p, sn, need, &rs, &v);
+  if (!has_bias && act == LATHE_ACTIVATION_NONE) {
+    LATHE_RETURN_IF_ERROR(lathe_part_emit_with(p, sn, need, &rs, &v));
+    return combine(p, sn, v, rs, LATHE_OP_REDUCE_SUM, mesh, ax, n_ax);
+  }
+  lathe_node *lx, *lw;
+  LATHE_RETURN_IF_ERROR(lathe_part_get(p, x, &nx, &lx));
+  LATHE_RETURN_IF_ERROR(lathe_part_get(p, w, &nw, &lw));
+  LATHE_RETURN_IF_ERROR(lathe_fused_dense(p->fn, lx, lw, NULL, LATHE_ACTIVATION_NONE, layout, &v));
+  LATHE_RETURN_IF_ERROR(lathe_part_all_reduce(p, v, LATHE_OP_REDUCE_SUM, mesh, ax, n_ax, &v));
+  if (has_bias) {
+    lathe_node *lb;
+    LATHE_RETURN_IF_ERROR(lathe_part_get(p, sn->in[2], &nbias, &lb));
+    int bax[LATHE_MAX_RANK];
+    for (int k = 0; k < wr - 1; k++) bax[k] = nb + k;
+    lathe_shape ls;
+    local_shape(p, &rs, &sn->shape, &ls);
+    LATHE_RETURN_IF_ERROR(lathe_broadcast_in_dim(p->fn, lb, &ls, bax, wr - 1, &lb));
+    LATHE_RETURN_IF_ERROR(lathe_add(p->fn, v, lb, &v));
+  }
+  if (act != LATHE_ACTIVATION_NONE) LATHE_RETURN_IF_ERROR(lathe_fused_activation(p->fn, v, act, &v));
+  lathe_part_set(p, sn, v, &rs);
+  return NULL;
+}
+
 /* ConvGeneral: the input's batch split and the kernel's output-channel split carry to the result's
  * batch and channel axes; input channels split alike on both sides give partial sums and an
  * AllReduce; spatial axes (windows cross shard edges) are gathered. With channel groups only the
@@ -495,6 +563,11 @@ lathe_status_t lathe_part_node(part *p, const lathe_node *sn) {
     case LATHE_OP_REVERSE: case LATHE_OP_CUM_SUM: case LATHE_OP_ARG_MIN_MAX: case LATHE_OP_FUSED_SOFTMAX:
     case LATHE_OP_FUSED_LAYER_NORM: case LATHE_OP_FUSED_ACTIVATION:
       return rule_axis_local(p, sn);
+    case LATHE_OP_FUSED_DENSE: return rule_fused_dense(p, sn);
+    case LATHE_OP_FUSED_ACTIVATION_VJP: /* elementwise, but for a gated one's halved last axis */
+      return lathe_act_form_of((lathe_activation)lathe_attr_fused_activation_vjp_activation(sn)) != LATHE_ACT_FORM_GLU
+                 ? rule_elementwise(p, sn)
+                 : fallback(p, sn);
     default: return fallback(p, sn); /* constants too: replicated, sliced where needed */
   }
 }

@@ -415,6 +415,27 @@ static void b_axis_local(prog *p, lathe_function_t fn) {
 TEST(partition_axis_local) { check_all("axis_local", b_axis_local, 0); }
 
 /* ---- bad shardings; uneven shards run whole (padded, as XLA's tiles) ---- */
+/* ---- FusedDense: batch split (data parallel), output columns split (its bias alike), input rows
+ * split alike on x and w (partial sums; with a bias and an activation, which follow the sum), rows
+ * split on w only (x sliced), the [out, in] layout; FusedActivationVJP elementwise ---- */
+static void b_fused_dense(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 8), "x,-"), h = param(p, fn, F32(4, 8), NULL), w1 = param(p, fn, F32(8, 16), "-,y");
+  lathe_value_t b1 = param(p, fn, F32(16), "y"), w2 = param(p, fn, F32(16, 6), "y,-"), b2 = param(p, fn, F32(6), NULL);
+  lathe_value_t wt = param(p, fn, F32(6, 8), "-,x"), h2 = param(p, fn, F32(4, 16), NULL);
+  lathe_value_t o[7], u;
+  CHECK_OK(lathe_fused_dense(fn, x, wt, b2, LATHE_ACTIVATION_TANH, LATHE_DENSE_OUTPUTS_INPUT, &o[0])); /* batch */
+  CHECK_OK(lathe_fused_dense(fn, h, w1, b1, LATHE_ACTIVATION_RELU, LATHE_DENSE_INPUT_OUTPUTS, &u));    /* columns */
+  CHECK_OK(lathe_fused_dense(fn, u, w2, b2, LATHE_ACTIVATION_SIGMOID, LATHE_DENSE_INPUT_OUTPUTS, &o[1])); /* rows, bias */
+  CHECK_OK(lathe_fused_dense(fn, u, w2, NULL, LATHE_ACTIVATION_NONE, LATHE_DENSE_INPUT_OUTPUTS, &o[2])); /* rows, bare */
+  CHECK_OK(lathe_fused_dense(fn, h2, w2, NULL, LATHE_ACTIVATION_NONE, LATHE_DENSE_INPUT_OUTPUTS, &o[3])); /* x sliced */
+  CHECK_OK(lathe_fused_dense(fn, h2, w2, b2, LATHE_ACTIVATION_NONE, LATHE_DENSE_INPUT_OUTPUTS, &o[6]));
+  CHECK_OK(lathe_fused_activation_vjp(fn, NULL, u, u, LATHE_ACTIVATION_GELU, &o[4])); /* [4, 16], columns split */
+  CHECK_OK(lathe_fused_activation_vjp(fn, o[0], NULL, o[0], LATHE_ACTIVATION_TANH, &o[5]));
+  const char *specs[] = {"x,-", NULL, "-,y", NULL, "-,y", "x,-", NULL};
+  ret(p, fn, 7, o, specs);
+}
+TEST(partition_fused_dense) { check_all("fused_dense", b_fused_dense, 0); }
+
 TEST(partition_bad_shardings) {
   lathe_backend_t be = NULL;
   CHECK_OK(lathe_backend_new("lathe:cpu,devices=2", &be));
