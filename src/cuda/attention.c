@@ -359,12 +359,19 @@ static lathe_status_t flash_backward(lathe_cuda_exec *ex, att *c, int size, lcuD
                                      lcuDeviceptr delta, lcuDeviceptr *grads) {
   lcuFunction f;
   bool masked = flash_masked(c);
-  LATHE_RETURN_IF_ERROR(flash_kernel(ex, c, size, masked, masked ? "lt_att_flash_bwd_masked" : "lt_att_flash_bwd", &f));
+  /* halves on the half tensor cores (half_bwd=1, heads of 32 or more), else the TF32 kernel */
+  bool half = c->half && flash_sizes[size] >= 32 && lathe_cuda_exec_dev(ex)->cu->half_bwd;
+  const char *name = half ? (masked ? "lt_att_flash_bwd_h_masked" : "lt_att_flash_bwd_h")
+                          : (masked ? "lt_att_flash_bwd_masked" : "lt_att_flash_bwd");
+  LATHE_RETURN_IF_ERROR(flash_kernel(ex, c, size, masked, name, &f));
   const lcuDeviceptr mats[] = {c->q, c->k, c->v, dout, grads[1], grads[2]};
   c->a.vec = flash_vec(c, mats, 6);
   unsigned blocks = (unsigned)(c->a.B * c->Hkv * ((c->a.Skv + FA_BK - 1) / FA_BK));
-  int p = flash_sizes[size] + 4;
-  unsigned shared = (unsigned)((2 * FA_BK * p + 2 * FA_BQB * p + FA_BK * FA_PS + 2 * FA_BQB) * 4);
+  /* flash.cuh's shared layouts: K, V, Q and dO tiles, dS (TF32 words, or halves as stored), the
+   * step's logsumexp and delta */
+  int p = half ? flash_sizes[size] / 2 + 4 : flash_sizes[size] + 4;
+  unsigned shared = half ? (unsigned)((2 * FA_BK * p + 2 * FA_BQB * p + FA_BQB * (FA_BK / 2 + 4) + 2 * FA_BQB) * 4)
+                         : (unsigned)((2 * FA_BK * p + 2 * FA_BQB * p + FA_BK * FA_PS + 2 * FA_BQB) * 4);
   void *args[] = {&c->q,     &c->k,     &c->v,     &dout,     &lse,       &delta, &grads[0], &grads[1],
                   &grads[2], &c->amask, &c->bmask, &c->bias, &c->qlen, &c->kvlen, &c->a};
   return lathe_cuda_launch(ex, f, blocks, 128, shared, args);

@@ -106,6 +106,7 @@ typedef struct lathe_cuda {
   bool rows;  /* ROWS regions (the option rows=0|1) */
   bool rows_long; /* ROWS regions over rows longer than LATHE_CUDA_ROWS_MAX too (option rows_long=1) */
   bool flash; /* attention by the streaming kernels where they apply (option flash=0|1; attention.c) */
+  bool half_bwd; /* half attention gradients on the half tensor cores (option half_bwd=1; flash.cuh) */
   bool trace_graphs; /* while tracing, CUDA graphs still replay (option trace_graphs=1; src/exec/xtrace.c) */
   bool remat;        /* recomputing cheap values (option remat=1; src/graph/program.c) */
   bool cudnn; /* convolutions may use cuDNN (option cudnn=1, the default) */

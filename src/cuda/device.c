@@ -404,7 +404,7 @@ const lathe_device_i lathe_cuda_device = {
  * the longest configuration string they make. */
 enum { CONF_CAP = 160 };
 enum { OPT_DEVICE, OPT_TF32, OPT_FUSE, OPT_CUDNN, OPT_GRAPHS, OPT_ROWS, OPT_FLASH, OPT_DENSE_VJP, OPT_TRACE_GRAPHS, OPT_REMAT,
-       OPT_ROWS_LONG };
+       OPT_ROWS_LONG, OPT_HALF_BWD };
 const lathe_option_spec lathe_cuda_options[] = {
     [OPT_DEVICE] = {"device", LATHE_OPTION_INT, "N", 0, 1024, false, "every GPU", "GPU N alone (as device 0)"},
     [OPT_TF32] = {"tf32", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
@@ -428,6 +428,9 @@ const lathe_option_spec lathe_cuda_options[] = {
     [OPT_ROWS_LONG] = {"rows_long", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
                        "rows longer than 8192 elements (a vocabulary's softmax and cross-entropy) fuse too, each "
                        "read once per reduction level instead of kept in memory (off until it has run on a GPU)"},
+    [OPT_HALF_BWD] = {"half_bwd", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
+                      "Float16/BFloat16 attention gradients on the half tensor cores, P and dS rounded to the storage "
+                      "type as FlashAttention does (heads of 32 or more; off until it has run on a GPU)"},
     LATHE_RUNTIME_OPTION_SPECS, /* the runtime's (trace, dump) */
 };
 const int lathe_cuda_n_options = (int)(sizeof lathe_cuda_options / sizeof lathe_cuda_options[0]);
@@ -461,6 +464,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   bool trace_graphs = opt[OPT_TRACE_GRAPHS].set && opt[OPT_TRACE_GRAPHS].value == 1;
   bool remat = opt[OPT_REMAT].set && opt[OPT_REMAT].value == 1;
   bool rows_long = opt[OPT_ROWS_LONG].set && opt[OPT_ROWS_LONG].value == 1;
+  bool half_bwd = opt[OPT_HALF_BWD].set && opt[OPT_HALF_BWD].value == 1;
   const lcu_api *api;
   int count;
   LATHE_RETURN_IF_ERROR(gpu_count(&api, &count));
@@ -478,6 +482,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   cu->trace_graphs = trace_graphs;
   cu->remat = remat;
   cu->rows_long = rows_long;
+  cu->half_bwd = half_bwd;
   cu->graph_after = graph_after;
   cu->n_devices = only >= 0 ? 1 : count;
   cu->devs = calloc((size_t)cu->n_devices, sizeof(cuda_dev));
@@ -511,6 +516,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   if (trace_graphs) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",trace_graphs=1");
   if (remat) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",remat=1");
   if (rows_long) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",rows_long=1");
+  if (half_bwd) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",half_bwd=1");
   if (graph_after != 2) snprintf(conf + n, (size_t)(CONF_CAP - n), ",graphs=%d", graph_after);
   *out_dev = &lathe_cuda_device;
   *out_ctx = cu;

@@ -331,6 +331,24 @@ TEST(fused_sdpa_vjp) { sdpa_rows(true); }
 
 /* The VJP kernel against finite differences of L = sum(output * dOutput) in Float64, through
  * the reference forward (which the rows above check against the kernel's forward). */
+/* Head sizes of real models (32 to 128, and 40, which the streaming kernels pad to 64), several
+ * query and key blocks, causal and masked, GQA, both layouts: on lathe:cuda the streaming kernels'
+ * texts per head size (forward and both backwards: half_bwd=0 and 1) against the reference. */
+static void sdpa_head_rows(bool vjp) {
+  const int64_t heads[] = {32, 40, 64, 128};
+  const lathe_dtype dts[] = {LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_FLOAT32};
+  for (int d = 0; d < 3; d++)
+    for (int i = 0; i < 4; i++) {
+      lathe_dtype dt = dts[d];
+      int64_t D = heads[i];
+      sdpa_case((acase){dt, BHSD, 2, 4, 2, 70, 130, D, true, 0, .vjp = vjp});
+      sdpa_case((acase){dt, BSHD, 1, 2, 2, 96, 96, D, false, 0, MASK_BOOL, 4, true, true, .vjp = vjp});
+      sdpa_case((acase){dt, BSHD, 2, 4, 1, 65, 65, D, true, 0, MASK_ADD, 2, .seqlens = true, .vjp = vjp});
+    }
+}
+TEST(fused_sdpa_heads) { sdpa_head_rows(false); }
+TEST(fused_sdpa_vjp_heads) { sdpa_head_rows(true); }
+
 TEST(fused_sdpa_vjp_finite_differences) {
   acase c = {LATHE_DTYPE_FLOAT64, BSHD, 1, 2, 1, 3, 4, 3, true, 0, MASK_ADD, 2, .bias_rank = 2, .vjp = true};
   geo g = make_geo(&c);

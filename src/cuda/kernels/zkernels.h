@@ -900,11 +900,12 @@
   "  return lo | hi << 16;\n" \
   "}\n" \
   "/* Rows r0 .. r0 + LT_FA_BK (rows rs apart, D values each) as stored into sh, LT_FA_PH words a\n" \
-  " * row, zero past row n and past D. vec 2 (D, rs and the address multiples of 8): 16-byte cp.async\n" \
+  " * row, zero past row n and past D (R rows: the forward's tiles by default). vec 2 (D, rs and the address multiples of 8): 16-byte cp.async\n" \
   " * copies, waited for by fh_wait1; vec 1 (multiples of 4): 8-byte loads; else one value at a time. */\n" \
+  "template <int R = LT_FA_BK>\n" \
   "LT_DEV void fh_tile(uint32_t *sh, const LT_FA_S *src, int64_t r0, int64_t n, int64_t rs, int64_t D, int64_t vec) {\n" \
   "  if (vec == 2) {\n" \
-  "    for (int e = threadIdx.x; e < LT_FA_BK * (LT_FA_D / 8); e += blockDim.x) {\n" \
+  "    for (int e = threadIdx.x; e < R * (LT_FA_D / 8); e += blockDim.x) {\n" \
   "      int r = e / (LT_FA_D / 8), d = e % (LT_FA_D / 8) * 8;\n" \
   "      bool in = r0 + r < n && d < D;\n" \
   "      unsigned dst = (unsigned)__cvta_generic_to_shared(sh + r * LT_FA_PH + d / 2);\n" \
@@ -912,7 +913,7 @@
   "                   \"r\"(in \? 16 : 0));\n" \
   "    }\n" \
   "  } else if (vec) {\n" \
-  "    for (int e = threadIdx.x; e < LT_FA_BK * (LT_FA_D / 4); e += blockDim.x) {\n" \
+  "    for (int e = threadIdx.x; e < R * (LT_FA_D / 4); e += blockDim.x) {\n" \
   "      int r = e / (LT_FA_D / 4), d = e % (LT_FA_D / 4) * 4;\n" \
   "      uint2 x = make_uint2(0u, 0u);\n" \
   "      if (r0 + r < n && d < D) x = *(const uint2 *)(src + (r0 + r) * rs + d);\n" \
@@ -920,7 +921,7 @@
   "    }\n" \
   "  } else {\n" \
   "    uint16_t *s16 = (uint16_t *)sh;\n" \
-  "    for (int e = threadIdx.x; e < LT_FA_BK * LT_FA_D; e += blockDim.x) {\n" \
+  "    for (int e = threadIdx.x; e < R * LT_FA_D; e += blockDim.x) {\n" \
   "      int r = e / LT_FA_D, d = e % LT_FA_D;\n" \
   "      s16[r * 2 * LT_FA_PH + d] = r0 + r < n && d < D \? src[(r0 + r) * rs + d].h : (uint16_t)0;\n" \
   "    }\n" \
@@ -928,6 +929,7 @@
   "}\n" \
   "LT_DEV void fh_commit() { asm volatile(\"cp.async.commit_group;\" ::: \"memory\"); }\n" \
   "LT_DEV void fh_wait1() { asm volatile(\"cp.async.wait_group 1;\" ::: \"memory\"); } /* all but the newest group */\n" \
+  "LT_DEV void fh_wait0() { asm volatile(\"cp.async.wait_group 0;\" ::: \"memory\"); }\n" \
   "/* lt_ldsm4 transposed: a thread gets column g, rows 2t and 2t + 1 of each matrix */\n" \
   "LT_DEV void fh_ldsm4t(uint32_t &r0, uint32_t &r1, uint32_t &r2, uint32_t &r3, const uint32_t *p) {\n" \
   "  unsigned a = (unsigned)__cvta_generic_to_shared(p);\n" \
@@ -1150,6 +1152,156 @@
   "      }\n" \
   "    }\n" \
   "}\n" \
+  "#if LT_FA_T != 0 && LT_FA_D >= 32\n" \
+  "/* The backward on Float16/BFloat16 tensor cores (option half_bwd=1; heads of 32 or more): the\n" \
+  " * TF32 backward's blocks and steps, its products as mma.sync m16n8k16 of the storage type with\n" \
+  " * Float32 sums. Tiles stay as stored in shared memory; P and dS enter their products rounded to\n" \
+  " * the storage type, as FlashAttention does. dS is kept [query row][key] for dQ = dS K, whose\n" \
+  " * key fragments, like the value-side B operands (dO, Q), are read transposed by ldmatrix. */\n" \
+  "#define LT_FA_PSH (LT_FA_BK / 2 + 4) /* words of a dS row (the block's keys as halves) */\n" \
+  "template <bool MASKED> __device__ void fh_bwd(const LT_FA_S *q, const LT_FA_S *k, const LT_FA_S *v, const LT_FA_S *dout,\n" \
+  "                                              const float *lse, const float *delta, float *dq, LT_FA_S *dk, LT_FA_S *dv,\n" \
+  "                                              const float *am, const uint8_t *bm, const float *bi, const int32_t *ql,\n" \
+  "                                              const int32_t *kl, const lt_att &a) {\n" \
+  "  extern __shared__ __align__(16) uint32_t fa_sh[];\n" \
+  "  uint32_t *ks = fa_sh, *vs = ks + LT_FA_BK * LT_FA_PH, *qs = vs + LT_FA_BK * LT_FA_PH, *dos = qs + LT_FA_BQB * LT_FA_PH;\n" \
+  "  uint32_t *dss = dos + LT_FA_BQB * LT_FA_PH;\n" \
+  "  float *ls = (float *)(dss + LT_FA_BQB * LT_FA_PSH), *dls = ls + LT_FA_BQB;\n" \
+  "  uint16_t *ds16 = (uint16_t *)dss;\n" \
+  "  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;\n" \
+  "  const int64_t Hkv = a.H / a.group, tiles = (a.Skv + LT_FA_BK - 1) / LT_FA_BK;\n" \
+  "  const int64_t pair = blockIdx.x / tiles, kt0 = blockIdx.x % tiles * LT_FA_BK, b = pair / Hkv, hk = pair % Hkv;\n" \
+  "  const int64_t koff = b * a.kbs + hk * a.khs, j0 = kt0 + w * 16 + g, j1 = j0 + 8;\n" \
+  "  const float scale = (float)a.scale, sl2 = scale * LT_LOG2E;\n" \
+  "  fh_tile<LT_FA_BK>(ks, k + koff, kt0, a.Skv, a.kss, a.D, a.vec);\n" \
+  "  fh_tile<LT_FA_BK>(vs, v + koff, kt0, a.Skv, a.kss, a.D, a.vec);\n" \
+  "  fh_commit();\n" \
+  "  float dka[LT_FA_D / 8][4], dva[LT_FA_D / 8][4];\n" \
+  "#pragma unroll\n" \
+  "  for (int dn = 0; dn < LT_FA_D / 8; dn++)\n" \
+  "#pragma unroll\n" \
+  "    for (int e = 0; e < 4; e++) dka[dn][e] = dva[dn][e] = 0.f;\n" \
+  "  const int64_t qlim = lt_qlim(a, ql, b), kvmax = a.has_lens \? lt_clamp(kl[b], 0, a.Skv) : a.Skv;\n" \
+  "  const int64_t qstart = kt0 >= kvmax \? qlim : a.causal \? kt0 / LT_FA_BQB * LT_FA_BQB : 0;\n" \
+  "  /* the warp's 16 keys as A fragments; a lane's row and column of the transposed ldmatrix reads */\n" \
+  "  const uint32_t *kw = ks + (w * 16 + g) * LT_FA_PH + t, *vw = vs + (w * 16 + g) * LT_FA_PH + t;\n" \
+  "  const int trow = (lane >> 3 & 1) * 8 + (lane & 7), tcol = (lane >> 4) * 4;\n" \
+  "  for (int64_t gi = 0; gi < a.group; gi++) {\n" \
+  "    const int64_t h = hk * a.group + gi, qoff = b * a.qbs + h * a.qhs, roff = (b * a.H + h) * a.S;\n" \
+  "    for (int64_t qt = qstart; qt < qlim; qt += LT_FA_BQB) {\n" \
+  "      __syncthreads(); /* the last step's readers of qs, dos and dss are done */\n" \
+  "      fh_tile<LT_FA_BQB>(qs, q + qoff, qt, a.S, a.qss, a.D, a.vec);\n" \
+  "      fh_tile<LT_FA_BQB>(dos, dout + qoff, qt, a.S, a.qss, a.D, a.vec);\n" \
+  "      fh_commit();\n" \
+  "      if (threadIdx.x < LT_FA_BQB) { /* the logsumexp in log2 units; +inf (P = 0) where nothing is visible */\n" \
+  "        int64_t i = qt + threadIdx.x;\n" \
+  "        float L = i < qlim \? lse[roff + i] : -INFINITY;\n" \
+  "        ls[threadIdx.x] = L == -INFINITY \? INFINITY : L * LT_LOG2E;\n" \
+  "        dls[threadIdx.x] = i < a.S \? delta[roff + i] : 0.f;\n" \
+  "      }\n" \
+  "      fh_wait0();\n" \
+  "      __syncthreads();\n" \
+  "      /* S^T = K Q^T and dP^T = V dO^T: the warp's 16 keys by the step's query rows */\n" \
+  "      float st[LT_FA_BQB / 8][4], dpt[LT_FA_BQB / 8][4];\n" \
+  "#pragma unroll\n" \
+  "      for (int n = 0; n < LT_FA_BQB / 8; n++)\n" \
+  "#pragma unroll\n" \
+  "        for (int e = 0; e < 4; e++) st[n][e] = dpt[n][e] = 0.f;\n" \
+  "#pragma unroll\n" \
+  "      for (int kk = 0; kk < LT_FA_D / 16; kk++) {\n" \
+  "        const uint32_t *kr = kw + kk * 8, *vr = vw + kk * 8;\n" \
+  "        uint32_t k0 = kr[0], k1 = kr[8 * LT_FA_PH], k2 = kr[4], k3 = kr[8 * LT_FA_PH + 4];\n" \
+  "        uint32_t v0 = vr[0], v1 = vr[8 * LT_FA_PH], v2 = vr[4], v3 = vr[8 * LT_FA_PH + 4];\n" \
+  "#pragma unroll\n" \
+  "        for (int n = 0; n < LT_FA_BQB / 8; n++) {\n" \
+  "          const uint32_t *qr = qs + (n * 8 + g) * LT_FA_PH + kk * 8 + t, *dr = dos + (n * 8 + g) * LT_FA_PH + kk * 8 + t;\n" \
+  "          lt_mma16(st[n], k0, k1, k2, k3, qr[0], qr[4]);\n" \
+  "          lt_mma16(dpt[n], v0, v1, v2, v3, dr[0], dr[4]);\n" \
+  "        }\n" \
+  "      }\n" \
+  "#pragma unroll\n" \
+  "      for (int n = 0; n < LT_FA_BQB / 8; n++)\n" \
+  "#pragma unroll\n" \
+  "        for (int e = 0; e < 4; e++) {\n" \
+  "          int c = n * 8 + 2 * t + (e & 1);\n" \
+  "          int64_t i = qt + c, j = e < 2 \? j0 : j1;\n" \
+  "          float P = 0.f; /* as in fa_bwd: the logit only where the row and the key exist */\n" \
+  "          if (i < qlim && j < kvmax && (!a.causal || j <= i)) {\n" \
+  "            float x = MASKED \? lt_logit(a, st[n][e], am, bm, bi, b, h, i, j) * LT_LOG2E : st[n][e] * sl2;\n" \
+  "            P = lt_ex2(x - ls[c]);\n" \
+  "          }\n" \
+  "          st[n][e] = P;\n" \
+  "          dpt[n][e] = P * (dpt[n][e] - dls[c]) * scale;\n" \
+  "          ds16[c * 2 * LT_FA_PSH + w * 16 + g + (e >> 1) * 8] = (uint16_t)fh_pack(dpt[n][e], 0.f);\n" \
+  "        }\n" \
+  "      /* dV += P^T dO, dK += dS^T Q: score tiles 2j and 2j + 1 are the A fragment's 16 query rows */\n" \
+  "#pragma unroll\n" \
+  "      for (int j = 0; j < LT_FA_BQB / 16; j++) {\n" \
+  "        uint32_t p0 = fh_pack(st[2 * j][0], st[2 * j][1]), p1 = fh_pack(st[2 * j][2], st[2 * j][3]);\n" \
+  "        uint32_t p2 = fh_pack(st[2 * j + 1][0], st[2 * j + 1][1]), p3 = fh_pack(st[2 * j + 1][2], st[2 * j + 1][3]);\n" \
+  "        uint32_t s0 = fh_pack(dpt[2 * j][0], dpt[2 * j][1]), s1 = fh_pack(dpt[2 * j][2], dpt[2 * j][3]);\n" \
+  "        uint32_t s2 = fh_pack(dpt[2 * j + 1][0], dpt[2 * j + 1][1]), s3 = fh_pack(dpt[2 * j + 1][2], dpt[2 * j + 1][3]);\n" \
+  "#pragma unroll\n" \
+  "        for (int dn = 0; dn < LT_FA_D / 8; dn += 2) {\n" \
+  "          uint32_t b0, b1, b2, b3;\n" \
+  "          fh_ldsm4t(b0, b1, b2, b3, dos + (j * 16 + trow) * LT_FA_PH + dn * 4 + tcol);\n" \
+  "          lt_mma16(dva[dn], p0, p1, p2, p3, b0, b1);\n" \
+  "          lt_mma16(dva[dn + 1], p0, p1, p2, p3, b2, b3);\n" \
+  "          fh_ldsm4t(b0, b1, b2, b3, qs + (j * 16 + trow) * LT_FA_PH + dn * 4 + tcol);\n" \
+  "          lt_mma16(dka[dn], s0, s1, s2, s3, b0, b1);\n" \
+  "          lt_mma16(dka[dn + 1], s0, s1, s2, s3, b2, b3);\n" \
+  "        }\n" \
+  "      }\n" \
+  "      __syncthreads(); /* dS complete */\n" \
+  "      /* dQ += dS K: warp w makes query rows (w & 1) 16.. and half of the head's columns */\n" \
+  "      const int mt = (w & 1) * 16, d0 = (w >> 1) * (LT_FA_D / 16);\n" \
+  "      float dqa[LT_FA_D / 16][4];\n" \
+  "#pragma unroll\n" \
+  "      for (int dn = 0; dn < LT_FA_D / 16; dn++) dqa[dn][0] = dqa[dn][1] = dqa[dn][2] = dqa[dn][3] = 0.f;\n" \
+  "#pragma unroll\n" \
+  "      for (int kk = 0; kk < LT_FA_BK / 16; kk++) {\n" \
+  "        const uint32_t *sr = dss + (mt + g) * LT_FA_PSH + kk * 8 + t;\n" \
+  "        uint32_t a0 = sr[0], a1 = sr[8 * LT_FA_PSH], a2 = sr[4], a3 = sr[8 * LT_FA_PSH + 4];\n" \
+  "#pragma unroll\n" \
+  "        for (int dn = 0; dn < LT_FA_D / 16; dn += 2) {\n" \
+  "          uint32_t b0, b1, b2, b3;\n" \
+  "          fh_ldsm4t(b0, b1, b2, b3, ks + (kk * 16 + trow) * LT_FA_PH + (d0 + dn) * 4 + tcol);\n" \
+  "          lt_mma16(dqa[dn], a0, a1, a2, a3, b0, b1);\n" \
+  "          lt_mma16(dqa[dn + 1], a0, a1, a2, a3, b2, b3);\n" \
+  "        }\n" \
+  "      }\n" \
+  "#pragma unroll\n" \
+  "      for (int dn = 0; dn < LT_FA_D / 16; dn++)\n" \
+  "#pragma unroll\n" \
+  "        for (int e = 0; e < 4; e++) {\n" \
+  "          int64_t i = qt + mt + g + (e >> 1) * 8, d = (d0 + dn) * 8 + 2 * t + (e & 1);\n" \
+  "          if (i < a.S && d < a.D) atomicAdd(dq + qoff + i * a.qss + d, dqa[dn][e]);\n" \
+  "        }\n" \
+  "    }\n" \
+  "  }\n" \
+  "#pragma unroll\n" \
+  "  for (int dn = 0; dn < LT_FA_D / 8; dn++)\n" \
+  "#pragma unroll\n" \
+  "    for (int e = 0; e < 4; e++) {\n" \
+  "      int64_t j = e < 2 \? j0 : j1, d = dn * 8 + 2 * t + (e & 1);\n" \
+  "      if (j < a.Skv && d < a.D) {\n" \
+  "        lt_s(dk, koff + j * a.kss + d, dka[dn][e]);\n" \
+  "        lt_s(dv, koff + j * a.kss + d, dva[dn][e]);\n" \
+  "      }\n" \
+  "    }\n" \
+  "}\n" \
+  "#define LT_FA_BWD_H(suffix, MASKED)                                                                                   \\\n" \
+  "  extern \"C\" __global__ void __launch_bounds__(128) lt_att_flash_bwd_h##suffix(const LT_FA_S *q, const LT_FA_S *k,    \\\n" \
+  "      const LT_FA_S *v, const LT_FA_S *dout, const float *lse, const float *delta, float *dq, LT_FA_S *dk, LT_FA_S *dv, \\\n" \
+  "      const float *am, const uint8_t *bm, const float *bi, const int32_t *ql, const int32_t *kl,                      \\\n" \
+  "      const __grid_constant__ lt_att a) {                                                                             \\\n" \
+  "    fh_bwd<MASKED>(q, k, v, dout, lse, delta, dq, dk, dv, am, bm, bi, ql, kl, a); }\n" \
+  "#if LT_FA_MASKED\n" \
+  "LT_FA_BWD_H(_masked, true)\n" \
+  "#else\n" \
+  "LT_FA_BWD_H(, false)\n" \
+  "#endif\n" \
+  "#endif\n" \
   "#define LT_FA_BWD(suffix, MASKED)                                                                                     \\\n" \
   "  extern \"C\" __global__ void __launch_bounds__(128) lt_att_flash_bwd##suffix(const LT_FA_S *q, const LT_FA_S *k,      \\\n" \
   "      const LT_FA_S *v, const LT_FA_S *dout, const float *lse, const float *delta, float *dq, LT_FA_S *dk, LT_FA_S *dv, \\\n" \
