@@ -603,6 +603,35 @@ static lathe_status_t rule_attention(part *p, const lathe_node *sn) {
   return lathe_part_emit_multi(p, sn, need, p->rs);
 }
 
+/* Batch normalisation works per feature: the feature axis keeps its split (from the operand, else
+ * from a per-feature vector or grad_output), the vectors and the statistics take it, and each
+ * device normalises its features exactly as the whole run does. BatchNormForInference is
+ * elementwise besides, so the operand's other axes keep their split too; training and gradient
+ * reduce over the other axes, which are gathered (a split batch would need an AllReduce of the
+ * statistics inside the op). Nothing left split: the fallback. */
+static lathe_status_t rule_batch_norm(part *p, const lathe_node *sn) {
+  const lathe_node *x = sn->in[0];
+  int fa = (int)lathe_attr_batch_norm_feature_axis(sn), n = sn->n_operands;
+  bool inference = sn->op == LATHE_OP_BATCH_NORM_FOR_INFERENCE;
+  spec in = *own(p, x->id), f = replicated_spec(1); /* f: the feature split */
+  copy_axis(&f, 0, &in, fa);
+  for (int i = 1; i < n && !f.n_axes[0]; i++) {
+    const spec *s = own(p, sn->in[i]->id);
+    int a = sn->in[i]->shape.rank == 1 ? 0 : fa; /* the vectors, or BatchNormGradient's grad_output */
+    if (s->n_axes[a]) copy_axis(&f, 0, s, a);
+  }
+  if (!inference) in = replicated_spec(x->shape.rank);
+  if (!try_copy_axis(&in, fa, &f, 0)) clear_axis(&in, fa);
+  if (replicated(&in)) return fallback(p, sn);
+  spec vec = replicated_spec(1), *need = p->need;
+  copy_axis(&vec, 0, &in, fa);
+  for (int i = 0; i < n; i++) need[i] = sn->in[i]->shape.rank == 1 ? vec : in;
+  lathe_node *out;
+  if (inference) return lathe_part_emit_with(p, sn, need, &in, &out);
+  p->rs[0] = in, p->rs[1] = vec, p->rs[2] = vec;
+  return lathe_part_emit_multi(p, sn, need, p->rs);
+}
+
 static bool is_reduce(lathe_op op) {
   switch (op) {
     case LATHE_OP_REDUCE_SUM: case LATHE_OP_REDUCE_PRODUCT: case LATHE_OP_REDUCE_MAX: case LATHE_OP_REDUCE_MIN:
@@ -622,6 +651,7 @@ lathe_status_t lathe_part_node(part *p, const lathe_node *sn) {
   if (sn->multi) switch (sn->op) {
       case LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION: case LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION_VJP:
         return rule_attention(p, sn);
+      case LATHE_OP_BATCH_NORM_FOR_TRAINING: case LATHE_OP_BATCH_NORM_GRADIENT: return rule_batch_norm(p, sn);
       default: return fallback(p, sn);
     }
   if (lathe_op_has(sn->op, LATHE_OPF_EW)) return rule_elementwise(p, sn);
@@ -643,6 +673,7 @@ lathe_status_t lathe_part_node(part *p, const lathe_node *sn) {
     case LATHE_OP_FUSED_LAYER_NORM: case LATHE_OP_FUSED_ACTIVATION:
       return rule_axis_local(p, sn);
     case LATHE_OP_FUSED_DENSE: return rule_fused_dense(p, sn);
+    case LATHE_OP_BATCH_NORM_FOR_INFERENCE: return rule_batch_norm(p, sn);
     case LATHE_OP_FUSED_ACTIVATION_VJP: /* elementwise, but for a gated one's halved last axis */
       return lathe_act_form_of((lathe_activation)lathe_attr_fused_activation_vjp_activation(sn)) != LATHE_ACT_FORM_GLU
                  ? rule_elementwise(p, sn)

@@ -730,3 +730,31 @@ TEST(partition_attention_fallback) {
   check_attention("attention MQA heads split VJP", (attn_case){.heads = 4, .kv_heads = 1, .q_spec = "-,x,-,-", .kv_spec = NULL,
                                                                .out_spec = "-,x,-,-", .vjp = true}, 2);
 }
+
+/* ---- batch normalisation: the feature axis keeps its split (training and gradient gather the
+ * others; inference keeps them too) ---- */
+static void b_batch_norm(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "y,x"), scale = param(p, fn, F32(6), NULL), offset = param(p, fn, F32(6), "x");
+  lathe_value_t g = param(p, fn, F32(4, 6), NULL), t[3], d[3], var, one, o[6];
+  float f1 = 1;
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  CHECK_OK(lathe_constant(fn, &s0, &f1, sizeof f1, &one));
+  CHECK_OK(lathe_batch_norm_for_training(fn, x, scale, offset, 1e-3f, 1, t));
+  CHECK_OK(lathe_batch_norm_gradient(fn, x, scale, t[1], t[2], g, 1e-3f, 1, d));
+  CHECK_OK(lathe_abs(fn, offset, &var));
+  CHECK_OK(lathe_add(fn, var, one, &var));
+  CHECK_OK(lathe_batch_norm_for_inference(fn, x, scale, offset, scale, var, 1e-3f, 1, &o[5]));
+  o[0] = t[0], o[1] = t[1], o[2] = t[2], o[3] = d[0], o[4] = d[1];
+  const char *specs[] = {"-,x", "x", NULL, "y,x", "x", "y,x"};
+  ret(p, fn, 6, o, specs);
+}
+TEST(partition_batch_norm) { check_all("batch_norm", b_batch_norm, 0); }
+
+/* only the batch split: the statistics would need an AllReduce inside the op -- the fallback */
+static void b_batch_norm_batch(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "x,-"), scale = param(p, fn, F32(6), NULL), t[3];
+  CHECK_OK(lathe_batch_norm_for_training(fn, x, scale, scale, 1e-3f, 1, t));
+  const char *specs[] = {"x,-", NULL, NULL};
+  ret(p, fn, 3, t, specs);
+}
+TEST(partition_batch_norm_batch_falls_back) { check_all("batch_norm batch", b_batch_norm_batch, 1); }
