@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "6c5c055bfe91f26158fadf66b026abf2"
+const engineSourcesHash = "eab6fd9318bed06bac90345013267a74"

@@ -632,6 +632,21 @@ static lathe_status_t rule_batch_norm(part *p, const lathe_node *sn) {
   return lathe_part_emit_multi(p, sn, need, p->rs);
 }
 
+/* FusedAttentionQKVProjection, x [batch..., in] . wQKV split into query, key and value: each row
+ * of x is projected on its own, so x's batch axes keep their split and the three results take
+ * it; the input-feature axis, wQKV and the biases are gathered (the query/key/value columns
+ * share wQKV's one axis). Nothing left split: the fallback. */
+static lathe_status_t rule_qkv_projection(part *p, const lathe_node *sn) {
+  const lathe_node *x = sn->in[0];
+  spec in = *own(p, x->id), *need = p->need;
+  clear_axis(&in, x->shape.rank - 1);
+  if (replicated(&in)) return fallback(p, sn);
+  need[0] = in;
+  for (int i = 1; i < sn->n_operands; i++) need[i] = replicated_spec(sn->in[i]->shape.rank);
+  for (int i = 0; i < sn->n_out; i++) p->rs[i] = in;
+  return lathe_part_emit_multi(p, sn, need, p->rs);
+}
+
 static bool is_reduce(lathe_op op) {
   switch (op) {
     case LATHE_OP_REDUCE_SUM: case LATHE_OP_REDUCE_PRODUCT: case LATHE_OP_REDUCE_MAX: case LATHE_OP_REDUCE_MIN:
@@ -652,6 +667,7 @@ lathe_status_t lathe_part_node(part *p, const lathe_node *sn) {
       case LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION: case LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION_VJP:
         return rule_attention(p, sn);
       case LATHE_OP_BATCH_NORM_FOR_TRAINING: case LATHE_OP_BATCH_NORM_GRADIENT: return rule_batch_norm(p, sn);
+      case LATHE_OP_FUSED_ATTENTION_QKV_PROJECTION: return rule_qkv_projection(p, sn);
       default: return fallback(p, sn);
     }
   if (lathe_op_has(sn->op, LATHE_OPF_EW)) return rule_elementwise(p, sn);

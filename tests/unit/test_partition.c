@@ -758,3 +758,22 @@ static void b_batch_norm_batch(prog *p, lathe_function_t fn) {
   ret(p, fn, 3, t, specs);
 }
 TEST(partition_batch_norm_batch_falls_back) { check_all("batch_norm batch", b_batch_norm_batch, 1); }
+
+/* ---- FusedAttentionQKVProjection: x's batch axes keep their split; its features, wQKV and the
+ * biases are gathered; with only the features split, the fallback ---- */
+static void b_qkv(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 2, 6), "x,y,-"), w = param(p, fn, F32(6, 16), "-,x"), bq = param(p, fn, F32(8), "y");
+  lathe_value_t bv = param(p, fn, F32(4), NULL), o[3];
+  CHECK_OK(lathe_fused_attention_qkv_projection(fn, x, w, bq, NULL, bv, 8, 4, o));
+  const char *specs[] = {"x,y,-", NULL, "-,x,-"};
+  ret(p, fn, 3, o, specs);
+}
+TEST(partition_qkv_projection) { check_all("qkv_projection", b_qkv, 0); }
+
+static void b_qkv_features(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "-,x"), w = param(p, fn, F32(6, 16), NULL), o[3];
+  CHECK_OK(lathe_fused_attention_qkv_projection(fn, x, w, NULL, NULL, NULL, 8, 4, o));
+  const char *specs[] = {NULL, NULL, NULL};
+  ret(p, fn, 3, o, specs);
+}
+TEST(partition_qkv_projection_features_fall_back) { check_all("qkv_projection features", b_qkv_features, 1); }
