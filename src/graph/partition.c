@@ -251,8 +251,10 @@ double lathe_part_reshard_cost(const part *p, const lathe_node *sn, const spec *
   return (double)lathe_shape_byte_size(&ls) * (G - 1);
 }
 
-/* A copy of source node sn on operands ops with result shape `shape` (sn's attributes, shared). */
-static lathe_status_t emit(part *p, const lathe_node *sn, lathe_node **ops, const lathe_shape *shape, lathe_node **out) {
+/* A copy of source node sn on operands ops with result shape `shape` (sn's attributes, shared); a
+ * multi-result sn gets result i's local shape under rs[i], and its results in p->tuples. */
+static lathe_status_t emit(part *p, const lathe_node *sn, lathe_node **ops, const lathe_shape *shape, const spec *rs,
+                           lathe_node **out) {
   lathe_node *n;
   LATHE_RETURN_IF_ERROR(lathe_node_new(p->fn, sn->op, (lathe_value_t const *)ops, sn->n_operands, &n));
   n->a = sn->a;
@@ -260,9 +262,12 @@ static lathe_status_t emit(part *p, const lathe_node *sn, lathe_node **ops, cons
     n->shape = *shape;
     return lathe_node_commit(n, out);
   }
-  LATHE_RETURN_IF_ERROR(lathe_node_set_outputs(n, sn->out_shapes, sn->n_out));
-  lathe_node **vals = lathe_arena_alloc(&p->dst->graph->arena, sizeof(lathe_node *) * (size_t)sn->n_out);
-  if (!vals) return LATHE_OOM("Partition");
+  lathe_arena *arena = &p->dst->graph->arena;
+  lathe_shape *ls = lathe_arena_alloc(arena, sizeof(lathe_shape) * (size_t)sn->n_out);
+  lathe_node **vals = lathe_arena_alloc(arena, sizeof(lathe_node *) * (size_t)sn->n_out);
+  if (!ls || !vals) return LATHE_OOM("Partition");
+  for (int i = 0; i < sn->n_out; i++) local_shape(p, &rs[i], &sn->out_shapes[i], &ls[i]);
+  LATHE_RETURN_IF_ERROR(lathe_node_set_outputs(n, ls, sn->n_out));
   LATHE_RETURN_IF_ERROR(lathe_node_commit_multi(n, vals));
   p->tuples[sn->id] = vals;
   *out = n;
@@ -275,8 +280,18 @@ lathe_status_t lathe_part_emit_with(part *p, const lathe_node *sn, const spec *n
   for (int i = 0; i < sn->n_operands; i++) LATHE_RETURN_IF_ERROR(lathe_part_get(p, sn->in[i], &need[i], &ops[i]));
   lathe_shape ls;
   local_shape(p, rs, &sn->shape, &ls);
-  LATHE_RETURN_IF_ERROR(emit(p, sn, ops, &ls, out));
+  LATHE_RETURN_IF_ERROR(emit(p, sn, ops, &ls, NULL, out));
   lathe_part_set(p, sn, *out, rs);
+  return NULL;
+}
+
+lathe_status_t lathe_part_emit_multi(part *p, const lathe_node *sn, const spec *need, const spec *rs) {
+  lathe_node **ops = p->ops, *out;
+  for (int i = 0; i < sn->n_operands; i++) LATHE_RETURN_IF_ERROR(lathe_part_get(p, sn->in[i], &need[i], &ops[i]));
+  LATHE_RETURN_IF_ERROR(emit(p, sn, ops, NULL, rs, &out));
+  for (int i = 0; i < sn->n_out; i++) p->res[p->res_at[sn->id] + i] = rs[i];
+  spec none = replicated_spec(0); /* the node itself is read only through its TUPLE_ELEMENTs */
+  lathe_part_set(p, sn, out, &none);
   return NULL;
 }
 
@@ -408,12 +423,22 @@ lathe_status_t lathe_partition(struct lathe_builder *src, struct lathe_builder *
   p.tuples = calloc((size_t)n, sizeof *p.tuples);
   p.hint = calloc((size_t)n, sizeof *p.hint);
   p.hinted = calloc((size_t)n, sizeof *p.hinted);
-  int max_ops = 1;
-  for (int k = 0; k < src->main_fn->n_nodes; k++)
-    if (src->main_fn->nodes[k]->n_operands > max_ops) max_ops = src->main_fn->nodes[k]->n_operands;
+  p.res_at = calloc((size_t)n, sizeof *p.res_at);
+  int max_ops = 1, max_out = 1, n_res = 0;
+  for (int k = 0; k < src->main_fn->n_nodes; k++) {
+    const lathe_node *sn = src->main_fn->nodes[k];
+    if (sn->n_operands > max_ops) max_ops = sn->n_operands;
+    if (!sn->multi) continue;
+    if (sn->n_out > max_out) max_out = sn->n_out;
+    if (p.res_at) p.res_at[sn->id] = n_res;
+    n_res += sn->n_out;
+  }
   p.need = calloc((size_t)max_ops, sizeof *p.need);
   p.ops = calloc((size_t)max_ops, sizeof *p.ops);
-  lathe_status_t st = (!p.vars || !p.n_vars || !p.tuples || !p.hint || !p.hinted || !p.need || !p.ops)
+  p.rs = calloc((size_t)max_out, sizeof *p.rs);
+  p.res = calloc((size_t)(n_res ? n_res : 1), sizeof *p.res);
+  lathe_status_t st = (!p.vars || !p.n_vars || !p.tuples || !p.hint || !p.hinted || !p.need || !p.ops || !p.res_at ||
+                       !p.rs || !p.res)
                           ? LATHE_OOM("Partition") : run(&p);
   free(p.vars);
   free(p.n_vars);
@@ -422,6 +447,9 @@ lathe_status_t lathe_partition(struct lathe_builder *src, struct lathe_builder *
   free(p.hinted);
   free(p.need);
   free(p.ops);
+  free(p.res_at);
+  free(p.rs);
+  free(p.res);
   if (st) {
     lathe_builder_free(p.dst);
     return lathe_status_annotate(st, "Partition");

@@ -28,7 +28,10 @@ typedef struct {
   spec *hint;   /* per source node id: the sharding its consumers would take (outputs first), */
   bool *hinted; /* from the backward pass */
   lathe_node ***tuples; /* per source multi-result node id: its results in dst */
+  spec *res;            /* the results' shardings: result i of multi-result node id at res[res_at[id] + i] */
+  int *res_at;
   spec *need;        /* scratch: the shardings a node's operands must arrive in */
+  spec *rs;          /* scratch: a multi-result node's results' shardings */
   lathe_node **ops;  /* scratch: its operands in dst */
   int fallbacks, collectives;
   char fallback_ops[256]; /* the fallbacks' op names, each once */
@@ -116,6 +119,9 @@ void lathe_part_set(part *p, const lathe_node *sn, lathe_node *v, const spec *s)
 double lathe_part_reshard_cost(const part *p, const lathe_node *sn, const spec *t);
 /* Emits sn on its operands resharded to need[i], with result sharding rs (its local shape). */
 lathe_status_t lathe_part_emit_with(part *p, const lathe_node *sn, const spec *need, const spec *rs, lathe_node **out);
+/* Multi-result sn emitted on its operands resharded to need[i], result i with sharding rs[i] (its
+ * local shape); its TUPLE_ELEMENTs then read result i under rs[i]. */
+lathe_status_t lathe_part_emit_multi(part *p, const lathe_node *sn, const spec *need, const spec *rs);
 /* Replica groups of the devices that differ only along mesh axes ax[0..k) of mesh m, each in the
  * row-major order of those axes as listed; returns the group count. */
 int lathe_part_groups(const part *p, int m, const int *ax, int k, int *groups, int *sizes);

@@ -22,8 +22,12 @@ static lathe_status_t fallback(part *p, const lathe_node *sn) {
     listed |= (f == p->fallback_ops || f[-1] == ' ') && (f[len] == ',' || f[len] == 0);
   if (gathered && !listed && at + len + 3 < sizeof p->fallback_ops)
     snprintf(p->fallback_ops + at, sizeof p->fallback_ops - at, "%s%s", at ? ", " : "", name);
-  spec rs = replicated_spec(sn->multi ? 0 : sn->shape.rank);
   lathe_node *out;
+  if (sn->multi) {
+    for (int i = 0; i < sn->n_out; i++) p->rs[i] = replicated_spec(sn->out_shapes[i].rank);
+    return lathe_part_emit_multi(p, sn, need, p->rs);
+  }
+  spec rs = replicated_spec(sn->shape.rank);
   return lathe_part_emit_with(p, sn, need, &rs, &out);
 }
 
@@ -527,6 +531,122 @@ static lathe_status_t rule_iota(part *p, const lathe_node *sn) {
   return lathe_part_emit_with(p, sn, NULL, &rs, &out);
 }
 
+/* FusedScaledDotProductAttention and its VJP: every (batch, head) pair is an attention of its own,
+ * so the batch axis and the heads axis may stay split while the sequence and head-dim axes (each
+ * row's softmax runs over all keys) are gathered. Heads split only where the query heads and the
+ * KV heads both divide by the shards: then each device's query heads read its own KV heads (a
+ * GQA group never straddles devices). The split is one operand's (batch, heads) pair, the one
+ * whose reshards move the fewest bytes. Masks and bias take it on their batch and heads axes
+ * (broadcast axes of size 1 stay replicated), the sequence lengths on their batch axis. Results:
+ * the output and the gradients like query, key and value; the logsumexp [batch, heads, seq]
+ * alike. Nothing left split: the fallback. */
+typedef struct {
+  int heads_axis, n_main, mask; /* n_main: operands with batch and heads (q, k, v[, out, lse, dOut]); mask: index or -1 */
+  bool bshd;
+} attn_form;
+
+/* Operand i's sharding under bh (rank 2: [batch, heads]). */
+static spec attn_need(const attn_form *f, const lathe_node *sn, int i, const spec *bh) {
+  const lathe_shape *s = &sn->in[i]->shape;
+  spec t = replicated_spec(s->rank);
+  bool vjp = sn->op == LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION_VJP;
+  if (i < f->n_main) { /* the VJP's operand 4 is the logsumexp [batch, heads, seq] */
+    copy_axis(&t, 0, bh, 0);
+    copy_axis(&t, vjp && i == 4 ? 1 : f->heads_axis, bh, 1);
+  } else if (s->rank == 1) { /* QuerySeqLen, KeyValueSeqLen: Int32 [batch] */
+    copy_axis(&t, 0, bh, 0);
+  } else if (s->rank == 4) { /* mask or bias in the scores' order; a BSHD mask is [batch, seq, heads, kvLen] */
+    int h = i == f->mask && f->bshd ? 2 : 1;
+    if (s->dims[0] != 1) copy_axis(&t, 0, bh, 0);
+    if (s->dims[h] != 1) copy_axis(&t, h, bh, 1);
+  } /* rank 2 and 3 ([seq, kvLen], [1, seq, kvLen]) broadcast over batch and heads: replicated */
+  return t;
+}
+
+static lathe_status_t rule_attention(part *p, const lathe_node *sn) {
+  bool vjp = sn->op == LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION_VJP;
+  attn_form f = {.bshd = lathe_attr_sdpa_layout(sn) == LATHE_ATTENTION_LAYOUT_BSHD, .n_main = vjp ? 6 : 3, .mask = -1};
+  f.heads_axis = f.bshd ? 2 : 1;
+  if (lathe_attr_sdpa_has_mask(sn)) f.mask = f.n_main;
+  const lathe_node *q = sn->in[0], *k = sn->in[1];
+  int64_t heads = q->shape.dims[f.heads_axis], kv_heads = k->shape.dims[f.heads_axis], batch = q->shape.dims[0];
+  spec best = replicated_spec(2);
+  double best_cost = -1;
+  int64_t best_parts = 0;
+  for (int c = -1; c < f.n_main; c++) { /* -1: everything gathered */
+    spec bh = replicated_spec(2);
+    if (c >= 0) {
+      const spec *x = own(p, sn->in[c]->id);
+      copy_axis(&bh, 0, x, 0);
+      copy_axis(&bh, 1, x, vjp && c == 4 ? 1 : f.heads_axis);
+      if (batch % parts(p, &bh, 0)) clear_axis(&bh, 0);
+      if (heads % parts(p, &bh, 1) || kv_heads % parts(p, &bh, 1)) clear_axis(&bh, 1);
+    }
+    double cost = 0;
+    for (int i = 0; i < sn->n_operands; i++) {
+      spec t = attn_need(&f, sn, i, &bh);
+      cost += lathe_part_reshard_cost(p, sn->in[i], &t);
+    }
+    int64_t np = parts(p, &bh, 0) * parts(p, &bh, 1);
+    if (best_cost < 0 || cost < best_cost || (cost == best_cost && np > best_parts))
+      best = bh, best_cost = cost, best_parts = np;
+  }
+  if (replicated(&best)) return fallback(p, sn);
+  spec *need = p->need;
+  for (int i = 0; i < sn->n_operands; i++) need[i] = attn_need(&f, sn, i, &best);
+  for (int i = 0; i < sn->n_out; i++) p->rs[i] = need[i]; /* output (and dQuery, dKey, dValue) like q, k, v */
+  if (!vjp) { /* the logsumexp: [batch, heads, seq] */
+    p->rs[1] = replicated_spec(3);
+    copy_axis(&p->rs[1], 0, &best, 0);
+    copy_axis(&p->rs[1], 1, &best, 1);
+  }
+  return lathe_part_emit_multi(p, sn, need, p->rs);
+}
+
+/* Batch normalisation works per feature: the feature axis keeps its split (from the operand, else
+ * from a per-feature vector or grad_output), the vectors and the statistics take it, and each
+ * device normalises its features exactly as the whole run does. BatchNormForInference is
+ * elementwise besides, so the operand's other axes keep their split too; training and gradient
+ * reduce over the other axes, which are gathered (a split batch would need an AllReduce of the
+ * statistics inside the op). Nothing left split: the fallback. */
+static lathe_status_t rule_batch_norm(part *p, const lathe_node *sn) {
+  const lathe_node *x = sn->in[0];
+  int fa = (int)lathe_attr_batch_norm_feature_axis(sn), n = sn->n_operands;
+  bool inference = sn->op == LATHE_OP_BATCH_NORM_FOR_INFERENCE;
+  spec in = *own(p, x->id), f = replicated_spec(1); /* f: the feature split */
+  copy_axis(&f, 0, &in, fa);
+  for (int i = 1; i < n && !f.n_axes[0]; i++) {
+    const spec *s = own(p, sn->in[i]->id);
+    int a = sn->in[i]->shape.rank == 1 ? 0 : fa; /* the vectors, or BatchNormGradient's grad_output */
+    if (s->n_axes[a]) copy_axis(&f, 0, s, a);
+  }
+  if (!inference) in = replicated_spec(x->shape.rank);
+  if (!try_copy_axis(&in, fa, &f, 0)) clear_axis(&in, fa);
+  if (replicated(&in)) return fallback(p, sn);
+  spec vec = replicated_spec(1), *need = p->need;
+  copy_axis(&vec, 0, &in, fa);
+  for (int i = 0; i < n; i++) need[i] = sn->in[i]->shape.rank == 1 ? vec : in;
+  lathe_node *out;
+  if (inference) return lathe_part_emit_with(p, sn, need, &in, &out);
+  p->rs[0] = in, p->rs[1] = vec, p->rs[2] = vec;
+  return lathe_part_emit_multi(p, sn, need, p->rs);
+}
+
+/* FusedAttentionQKVProjection, x [batch..., in] . wQKV split into query, key and value: each row
+ * of x is projected on its own, so x's batch axes keep their split and the three results take
+ * it; the input-feature axis, wQKV and the biases are gathered (the query/key/value columns
+ * share wQKV's one axis). Nothing left split: the fallback. */
+static lathe_status_t rule_qkv_projection(part *p, const lathe_node *sn) {
+  const lathe_node *x = sn->in[0];
+  spec in = *own(p, x->id), *need = p->need;
+  clear_axis(&in, x->shape.rank - 1);
+  if (replicated(&in)) return fallback(p, sn);
+  need[0] = in;
+  for (int i = 1; i < sn->n_operands; i++) need[i] = replicated_spec(sn->in[i]->shape.rank);
+  for (int i = 0; i < sn->n_out; i++) p->rs[i] = in;
+  return lathe_part_emit_multi(p, sn, need, p->rs);
+}
+
 static bool is_reduce(lathe_op op) {
   switch (op) {
     case LATHE_OP_REDUCE_SUM: case LATHE_OP_REDUCE_PRODUCT: case LATHE_OP_REDUCE_MAX: case LATHE_OP_REDUCE_MIN:
@@ -539,12 +659,17 @@ static bool is_reduce(lathe_op op) {
 
 lathe_status_t lathe_part_node(part *p, const lathe_node *sn) {
   if (sn->op == LATHE_OP_TUPLE_ELEMENT) {
-    lathe_node *v = p->tuples[sn->in[0]->id][lathe_attr_tuple_element_index(sn)];
-    spec rs = replicated_spec(sn->shape.rank);
-    lathe_part_set(p, sn, v, &rs);
+    int id = sn->in[0]->id, i = (int)lathe_attr_tuple_element_index(sn);
+    lathe_part_set(p, sn, p->tuples[id][i], &p->res[p->res_at[id] + i]);
     return NULL;
   }
-  if (sn->multi) return fallback(p, sn);
+  if (sn->multi) switch (sn->op) {
+      case LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION: case LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION_VJP:
+        return rule_attention(p, sn);
+      case LATHE_OP_BATCH_NORM_FOR_TRAINING: case LATHE_OP_BATCH_NORM_GRADIENT: return rule_batch_norm(p, sn);
+      case LATHE_OP_FUSED_ATTENTION_QKV_PROJECTION: return rule_qkv_projection(p, sn);
+      default: return fallback(p, sn);
+    }
   if (lathe_op_has(sn->op, LATHE_OPF_EW)) return rule_elementwise(p, sn);
   if (is_reduce(sn->op)) return rule_reduce(p, sn);
   switch (sn->op) {
@@ -564,6 +689,7 @@ lathe_status_t lathe_part_node(part *p, const lathe_node *sn) {
     case LATHE_OP_FUSED_LAYER_NORM: case LATHE_OP_FUSED_ACTIVATION:
       return rule_axis_local(p, sn);
     case LATHE_OP_FUSED_DENSE: return rule_fused_dense(p, sn);
+    case LATHE_OP_BATCH_NORM_FOR_INFERENCE: return rule_batch_norm(p, sn);
     case LATHE_OP_FUSED_ACTIVATION_VJP: /* elementwise, but for a gated one's halved last axis */
       return lathe_act_form_of((lathe_activation)lathe_attr_fused_activation_vjp_activation(sn)) != LATHE_ACT_FORM_GLU
                  ? rule_elementwise(p, sn)

@@ -134,6 +134,7 @@ static void check_prog(const char *what, build_fn build, int sx, int sy, const i
     CHECK(!st.partitioned && st.partition_declined, "%s: partition=0 still partitions", what);
     int np = p[0].n_params, no = lathe_executable_num_outputs(e[0]);
     lathe_buffer_t in[2][8 * 4], out[2][8 * 4];
+    CHECK(np <= 8 && no <= 8, "%s: at most 8 parameters and 8 outputs", what);
     memset(out, 0, sizeof out);
     for (int i = 0; i < np; i++) {
       const lathe_shape *s = &p[0].shape[i];
@@ -144,6 +145,8 @@ static void check_prog(const char *what, build_fn build, int sx, int sy, const i
         if (s->dtype == LATHE_DTYPE_FLOAT32) {
           float f = (float)v;
           memcpy(g + (size_t)q * es, &f, es);
+        } else if (s->dtype == LATHE_DTYPE_BOOL) {
+          g[q] = v > -2;
         } else {
           int32_t w = v;
           memcpy(g + (size_t)q * es, &w, es);
@@ -611,3 +614,166 @@ static void b_scatter(prog *p, lathe_function_t fn) {
   ret(p, fn, 3, o, specs);
 }
 TEST(partition_scatter) { check_all("scatter", b_scatter, 0); }
+
+/* ---- FusedScaledDotProductAttention and its VJP: batch and heads keep their split, sequence and
+ * head-dim axes are gathered; masks, bias and sequence lengths follow the batch and heads ---- */
+typedef struct {
+  lathe_attention_layout layout;
+  int64_t heads, kv_heads;
+  const char *q_spec, *kv_spec; /* shardings of q (and dOutput), of k and v */
+  const char *out_spec, *lse_spec;
+  int mask; /* 0 none, 1 Bool [batch, 1, seq, kv] (BHSD) or [batch, seq, heads, kv] (BSHD), 2 Float32 [seq, kv] */
+  bool causal, bias, seq_lens, vjp;
+} attn_case;
+
+static attn_case AC;
+
+/* [batch 4, heads, seq 6, headDim 4] (BHSD) or [batch 4, seq 6, heads, headDim 4] (BSHD); kvLen 5 */
+static lathe_shape attn_shape(bool bshd, int64_t heads, int64_t seq) {
+  return bshd ? F32(4, seq, heads, 4) : F32(4, heads, seq, 4);
+}
+
+static void b_attention(prog *p, lathe_function_t fn) {
+  bool bshd = AC.layout == LATHE_ATTENTION_LAYOUT_BSHD;
+  lathe_value_t q = param(p, fn, attn_shape(bshd, AC.heads, 6), AC.q_spec);
+  lathe_value_t k = param(p, fn, attn_shape(bshd, AC.kv_heads, 5), AC.kv_spec);
+  lathe_value_t v = param(p, fn, attn_shape(bshd, AC.kv_heads, 5), AC.kv_spec);
+  lathe_attention_config cfg = {.causal = AC.causal, .scale = 0.25};
+  if (AC.mask == 1) {
+    lathe_shape ms = bshd ? TST_SHAPE(LATHE_DTYPE_BOOL, 4, 6, AC.heads, 5) : TST_SHAPE(LATHE_DTYPE_BOOL, 4, 1, 6, 5);
+    cfg.mask = param(p, fn, ms, bshd ? "-,-,-,-" : NULL); /* replicated: sliced to the batch and heads */
+  } else if (AC.mask == 2) {
+    cfg.mask = param(p, fn, F32(6, 5), "x,-"); /* broadcast over batch and heads: gathered */
+  }
+  /* a BSHD rank-4 bias may split only its batch ([batch, 1, 1, kvLen]: lathe's check_broadcast) */
+  if (AC.bias) cfg.bias = param(p, fn, bshd ? F32(4, 1, 1, 5) : F32(4, AC.heads, 6, 5), "x,-,-,-");
+  if (AC.seq_lens) {
+    int32_t ql[4] = {6, 3, 5, 1}, kl[4] = {5, 2, 0, 4};
+    lathe_shape s = TST_SHAPE(LATHE_DTYPE_INT32, 4);
+    CHECK_OK(lathe_constant(fn, &s, ql, sizeof ql, &cfg.query_seq_len));
+    CHECK_OK(lathe_constant(fn, &s, kl, sizeof kl, &cfg.key_value_seq_len));
+  }
+  lathe_value_t fw[2], o[4];
+  CHECK_OK(lathe_fused_scaled_dot_product_attention(fn, q, k, v, AC.layout, &cfg, fw));
+  if (!AC.vjp) {
+    const char *specs[] = {AC.out_spec, AC.lse_spec};
+    ret(p, fn, 2, fw, specs);
+    return;
+  }
+  lathe_value_t d = param(p, fn, attn_shape(bshd, AC.heads, 6), AC.q_spec);
+  CHECK_OK(lathe_fused_scaled_dot_product_attention_vjp(fn, q, k, v, AC.layout, &cfg, fw[0], &fw[1], 1, d, o));
+  o[3] = fw[0];
+  const char *specs[] = {AC.q_spec, AC.kv_spec, AC.kv_spec, AC.out_spec};
+  ret(p, fn, 4, o, specs);
+}
+
+static void check_attention(const char *what, attn_case c, int fallbacks) {
+  AC = c;
+  check_all(what, b_attention, fallbacks);
+}
+
+TEST(partition_attention_batch) {
+  check_attention("attention batch", (attn_case){.heads = 4, .kv_heads = 4, .q_spec = "x,-,-,-", .kv_spec = "x,-,-,-",
+                                                 .out_spec = "x,-,-,-", .lse_spec = "x,-,-"}, 0);
+  check_attention("attention batch xy, BSHD", (attn_case){.layout = LATHE_ATTENTION_LAYOUT_BSHD, .heads = 4, .kv_heads = 4,
+                                                          .q_spec = "xy,-,-,-", .kv_spec = "xy,-,-,-", .out_spec = NULL,
+                                                          .lse_spec = "xy,-,-"}, 0);
+}
+
+TEST(partition_attention_heads) {
+  check_attention("attention heads", (attn_case){.heads = 4, .kv_heads = 4, .q_spec = "-,x,-,-", .kv_spec = "-,x,-,-",
+                                                 .out_spec = "-,x,-,-", .lse_spec = "-,x,-"}, 0);
+  /* GQA: 4 query heads read 2 KV heads; on 2 devices each holds one group (2 query heads, 1 KV head) */
+  check_attention("attention heads GQA", (attn_case){.heads = 4, .kv_heads = 2, .q_spec = "-,x,-,-", .kv_spec = "-,x,-,-",
+                                                     .out_spec = "-,x,-,-", .lse_spec = NULL}, 0);
+  /* BSHD, the KV heads split and the query's heads taken from them (q sliced); output back whole */
+  check_attention("attention heads GQA BSHD", (attn_case){.layout = LATHE_ATTENTION_LAYOUT_BSHD, .heads = 4, .kv_heads = 2,
+                                                          .q_spec = NULL, .kv_spec = "-,-,x,-", .out_spec = NULL,
+                                                          .lse_spec = "-,x,-"}, 0);
+}
+
+TEST(partition_attention_batch_heads) {
+  check_attention("attention batch x heads y", (attn_case){.heads = 4, .kv_heads = 2, .q_spec = "x,y,-,-", .kv_spec = "x,y,-,-",
+                                                           .out_spec = "x,y,-,-", .lse_spec = "x,y,-", .causal = true}, 0);
+  /* q split along its sequence, k and v along batch and heads: the sequence is gathered */
+  check_attention("attention seq gathered", (attn_case){.heads = 4, .kv_heads = 4, .q_spec = "x,-,y,-", .kv_spec = "x,y,-,-",
+                                                        .out_spec = "x,y,-,-", .lse_spec = NULL}, 0);
+}
+
+TEST(partition_attention_masks) {
+  check_attention("attention Bool mask", (attn_case){.heads = 4, .kv_heads = 4, .q_spec = "x,y,-,-", .kv_spec = "x,y,-,-",
+                                                     .out_spec = "x,y,-,-", .lse_spec = "x,y,-", .mask = 1}, 0);
+  check_attention("attention Bool mask BSHD", (attn_case){.layout = LATHE_ATTENTION_LAYOUT_BSHD, .heads = 4, .kv_heads = 2,
+                                                          .q_spec = "x,-,y,-", .kv_spec = "x,-,y,-", .out_spec = "x,-,y,-",
+                                                          .lse_spec = "x,y,-", .mask = 1, .causal = true}, 0);
+  check_attention("attention float mask, bias, seq lens",
+                  (attn_case){.heads = 4, .kv_heads = 4, .q_spec = "x,y,-,-", .kv_spec = "x,y,-,-", .out_spec = "x,y,-,-",
+                              .lse_spec = "x,y,-", .mask = 2, .bias = true, .seq_lens = true}, 0);
+}
+
+TEST(partition_attention_vjp) {
+  check_attention("attention VJP batch", (attn_case){.heads = 4, .kv_heads = 4, .q_spec = "x,-,-,-", .kv_spec = "x,-,-,-",
+                                                     .out_spec = "x,-,-,-", .vjp = true}, 0);
+  check_attention("attention VJP GQA batch x heads y, causal, mask",
+                  (attn_case){.heads = 4, .kv_heads = 2, .q_spec = "x,y,-,-", .kv_spec = "x,y,-,-", .out_spec = "x,y,-,-",
+                              .mask = 1, .causal = true, .vjp = true}, 0);
+  check_attention("attention VJP BSHD heads, bias, seq lens",
+                  (attn_case){.layout = LATHE_ATTENTION_LAYOUT_BSHD, .heads = 4, .kv_heads = 4, .q_spec = "-,-,x,-",
+                              .kv_spec = "-,-,x,-", .out_spec = NULL, .bias = true, .seq_lens = true, .vjp = true}, 0);
+}
+
+/* Heads split where the KV heads (one: multi-query attention) cannot follow, nothing else split:
+ * the attention runs whole, a counted fallback (forward and VJP) */
+TEST(partition_attention_fallback) {
+  check_attention("attention MQA heads split", (attn_case){.heads = 4, .kv_heads = 1, .q_spec = "-,x,-,-", .kv_spec = NULL,
+                                                           .out_spec = "-,x,-,-", .lse_spec = NULL}, 1);
+  check_attention("attention MQA heads split VJP", (attn_case){.heads = 4, .kv_heads = 1, .q_spec = "-,x,-,-", .kv_spec = NULL,
+                                                               .out_spec = "-,x,-,-", .vjp = true}, 2);
+}
+
+/* ---- batch normalisation: the feature axis keeps its split (training and gradient gather the
+ * others; inference keeps them too) ---- */
+static void b_batch_norm(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "y,x"), scale = param(p, fn, F32(6), NULL), offset = param(p, fn, F32(6), "x");
+  lathe_value_t g = param(p, fn, F32(4, 6), NULL), t[3], d[3], var, one, o[6];
+  float f1 = 1;
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  CHECK_OK(lathe_constant(fn, &s0, &f1, sizeof f1, &one));
+  CHECK_OK(lathe_batch_norm_for_training(fn, x, scale, offset, 1e-3f, 1, t));
+  CHECK_OK(lathe_batch_norm_gradient(fn, x, scale, t[1], t[2], g, 1e-3f, 1, d));
+  CHECK_OK(lathe_abs(fn, offset, &var));
+  CHECK_OK(lathe_add(fn, var, one, &var));
+  CHECK_OK(lathe_batch_norm_for_inference(fn, x, scale, offset, scale, var, 1e-3f, 1, &o[5]));
+  o[0] = t[0], o[1] = t[1], o[2] = t[2], o[3] = d[0], o[4] = d[1];
+  const char *specs[] = {"-,x", "x", NULL, "y,x", "x", "y,x"};
+  ret(p, fn, 6, o, specs);
+}
+TEST(partition_batch_norm) { check_all("batch_norm", b_batch_norm, 0); }
+
+/* only the batch split: the statistics would need an AllReduce inside the op -- the fallback */
+static void b_batch_norm_batch(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "x,-"), scale = param(p, fn, F32(6), NULL), t[3];
+  CHECK_OK(lathe_batch_norm_for_training(fn, x, scale, scale, 1e-3f, 1, t));
+  const char *specs[] = {"x,-", NULL, NULL};
+  ret(p, fn, 3, t, specs);
+}
+TEST(partition_batch_norm_batch_falls_back) { check_all("batch_norm batch", b_batch_norm_batch, 1); }
+
+/* ---- FusedAttentionQKVProjection: x's batch axes keep their split; its features, wQKV and the
+ * biases are gathered; with only the features split, the fallback ---- */
+static void b_qkv(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 2, 6), "x,y,-"), w = param(p, fn, F32(6, 16), "-,x"), bq = param(p, fn, F32(8), "y");
+  lathe_value_t bv = param(p, fn, F32(4), NULL), o[3];
+  CHECK_OK(lathe_fused_attention_qkv_projection(fn, x, w, bq, NULL, bv, 8, 4, o));
+  const char *specs[] = {"x,y,-", NULL, "-,x,-"};
+  ret(p, fn, 3, o, specs);
+}
+TEST(partition_qkv_projection) { check_all("qkv_projection", b_qkv, 0); }
+
+static void b_qkv_features(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "-,x"), w = param(p, fn, F32(6, 16), NULL), o[3];
+  CHECK_OK(lathe_fused_attention_qkv_projection(fn, x, w, NULL, NULL, NULL, 8, 4, o));
+  const char *specs[] = {NULL, NULL, NULL};
+  ret(p, fn, 3, o, specs);
+}
+TEST(partition_qkv_projection_features_fall_back) { check_all("qkv_projection features", b_qkv_features, 1); }
