@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "a6a9c3e37a0b16b2552b711a2596fb4a"
+const engineSourcesHash = "6ee5ad357579d44272223584cbd3f9e6"

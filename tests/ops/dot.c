@@ -311,6 +311,19 @@ TEST(dot_general_widened_halves) {
   }
 }
 
+/* Products whose operands and result have rows (or columns) starting off 16 bytes and more than
+ * 512 of the other size: on lathe:cuda with gemm_stage=N they are staged in padded rows (with
+ * gemm_stage=1, in blocks along m and k). Row-major and transposed operands, Float32 and BFloat16. */
+TEST(dot_general_misaligned_rows) {
+  if (!tst_rows_of(LATHE_OP_DOT_GENERAL)) return;
+  dot_spec plain = SPEC((520, 515), (515, 517), (1), (0), (0), (0), 1, 0);
+  dot_spec lt = SPEC((515, 521), (515, 517), (0), (0), (0), (0), 1, 0);
+  dot_spec rt = SPEC((520, 515), (517, 515), (1), (0), (1), (0), 1, 0);
+  dot_case("misaligned rows", LATHE_DTYPE_FLOAT32, &plain, 0, 0);
+  dot_case("misaligned columns of lhs", LATHE_DTYPE_FLOAT32, &lt, 0, 0);
+  dot_case("misaligned columns of rhs", LATHE_DTYPE_BFLOAT16, &rt, 0, LATHE_DTYPE_FLOAT32);
+}
+
 /* The same rows on lathe's own loops (what runs where BLAS cannot), for the float dtypes. */
 TEST(dot_general_loops_without_blas) {
   if (!tst_rows_of(LATHE_OP_DOT_GENERAL)) return;
