@@ -107,8 +107,6 @@ typedef struct lathe_cuda {
   bool rows_long; /* ROWS regions over rows longer than LATHE_CUDA_ROWS_MAX too (option rows_long=1) */
   bool flash; /* attention by the streaming kernels where they apply (option flash=0|1; attention.c) */
   bool half_bwd; /* half attention gradients on the half tensor cores (option half_bwd=1; flash.cuh) */
-  int64_t stage_bytes; /* products stage matrices whose lines start off 16 bytes in chunks of at most this
-                        * (option gemm_stage=MiB; 0: never; gemm.c) */
   bool trace_graphs; /* while tracing, CUDA graphs still replay (option trace_graphs=1; src/exec/xtrace.c) */
   bool remat;        /* recomputing cheap values (option remat=1; src/graph/program.c) */
   bool cudnn; /* convolutions may use cuDNN (option cudnn=1, the default) */
@@ -209,10 +207,6 @@ typedef struct lathe_cuda_exec lathe_cuda_exec;
 cuda_dev *lathe_cuda_exec_dev(lathe_cuda_exec *ex);
 lcuStream lathe_cuda_exec_stream(lathe_cuda_exec *ex);
 const lcu_api *lathe_cuda_exec_api(lathe_cuda_exec *ex);
-/* At least bytes of device memory for ex's products to stage matrices in (gemm.c): one buffer per
- * execution, grown when asked for more, reused in the stream's order; valid until the execution
- * is done. */
-lathe_status_t lathe_cuda_exec_stage(lathe_cuda_exec *ex, size_t bytes, lcuDeviceptr *out);
 /* Whether ex's launches are being captured into a CUDA graph (graph.c): nothing runs, so a step
  * that needs a result on the host (a read back, a measurement) fails and the run is walked instead. */
 bool lathe_cuda_exec_capturing(const lathe_cuda_exec *ex);

@@ -385,20 +385,6 @@ lathe_status_t lathe_cuda_exec_tensor(lathe_cuda_exec *ex, const lathe_shape *sh
   return NULL;
 }
 
-lathe_status_t lathe_cuda_exec_stage(lathe_cuda_exec *ex, size_t bytes, lcuDeviceptr *out) {
-  if (bytes > ex->stage_bytes) {
-    lathe_shape s;
-    memset(&s, 0, sizeof s);
-    s.dtype = LATHE_DTYPE_UINT8, s.rank = 1, s.dims[0] = (int64_t)bytes;
-    lathe_tensor *t;
-    LATHE_RETURN_IF_ERROR(lathe_cuda_exec_tensor(ex, &s, &t));
-    ex->stage = lathe_cuda_ptr(t), ex->stage_bytes = bytes;
-    lathe_tensor_release(t); /* the execution keeps its own reference */
-  }
-  *out = ex->stage;
-  return NULL;
-}
-
 lathe_status_t lathe_cuda_read(lathe_cuda_exec *ex, const lathe_tensor *t, void *dst, size_t nbytes) {
   const lcu_api *api = ex->cu->api;
   if (ex->capturing) /* the value does not exist yet: this program cannot be a graph */

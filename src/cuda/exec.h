@@ -28,9 +28,6 @@ struct lathe_cuda_exec {
   /* tensors released during the walk, freed once the stream has finished with them */
   lathe_tensor **dead;
   int n_dead, cap_dead;
-  /* the products' staging buffer (gemm.c), reused by each product in stream order */
-  lcuDeviceptr stage;
-  size_t stage_bytes;
   /* finishing */
   lathe_tensor **inputs;
   int n_inputs;

@@ -477,108 +477,6 @@ void lathe_cuda_gemm_texts(const lt_gemm *g, lathe_cuda_text_fn fn, void *ctx) {
     fn(ctx, tiled_src);
 }
 
-/* ---- staging matrices whose lines start off 16 bytes ----
- * cuBLASLt's fastest kernels (Hopper's, through TMA) need every row (or column) of a matrix to
- * start on 16 bytes. A matrix with lines of 50257 values (a vocabulary) leaves only slower ones:
- * on an H100 the GPT-2 logits product ran at 90 TFLOP/s in TF32 and 98 in BFloat16, where the
- * step's aligned products reach 180 and 670. Such a matrix is copied (cuMemcpy2DAsync) into the
- * execution's staging buffer with lines padded to 16 bytes, a result copied back, when its product
- * does at least 512 multiply-adds per value moved; in blocks of at most the gemm_stage option's
- * size: the operand in rows of m (A and the result) or of k (B; the result then accumulates). */
-typedef struct {
-  bool rows;       /* lines are rows (cs == 1), else columns (rs == 1) */
-  int64_t pitch;   /* elements between lines */
-} lines_of;
-
-/* Whether an R x C matrix walks lines of one stride that start off 16 bytes. */
-static bool off16(const lt_mat *x, int64_t R, int64_t C, size_t es, lines_of *o) {
-  if (R <= 1 || C <= 1) return false;
-  if (x->cs == 1 && x->rs >= C) *o = (lines_of){true, x->rs};
-  else if (x->rs == 1 && x->cs >= R) *o = (lines_of){false, x->cs};
-  else return false;
-  return (o->pitch * (int64_t)es) % 16 != 0;
-}
-
-static int64_t up16(int64_t bytes) { return (bytes + 15) / 16 * 16; }
-
-/* Bytes of an rc x cc block of a matrix with lines l, staged. */
-static int64_t staged_bytes(const lines_of *l, int64_t rc, int64_t cc, size_t es) {
-  return l->rows ? rc * up16(cc * (int64_t)es) : cc * up16(rc * (int64_t)es);
-}
-
-/* Rows [r0, r0 + rc) and columns [c0, c0 + cc) of x, lines l, between x and staged memory at dst
- * (back: from dst into x); *out: the staged block. */
-static lathe_status_t stage(lathe_cuda_exec *ex, const lt_mat *x, const lines_of *l, size_t es, int64_t r0, int64_t rc,
-                            int64_t c0, int64_t cc, lcuDeviceptr dst, lt_mat *out, bool copy, bool back) {
-  int64_t n_lines = l->rows ? rc : cc, len = l->rows ? cc : rc, pitch = up16(len * (int64_t)es);
-  *out = l->rows ? (lt_mat){dst, pitch / (int64_t)es, 1, 0} : (lt_mat){dst, 1, pitch / (int64_t)es, 0};
-  if (!copy) return NULL;
-  lcuMemcpy2D m;
-  memset(&m, 0, sizeof m);
-  lcuDeviceptr at = x->p + (lcuDeviceptr)((r0 * x->rs + c0 * x->cs) * (int64_t)es);
-  m.srcMemoryType = m.dstMemoryType = LCU_MEMORYTYPE_DEVICE;
-  m.srcDevice = back ? dst : at, m.srcPitch = back ? (size_t)pitch : (size_t)(l->pitch * (int64_t)es);
-  m.dstDevice = back ? at : dst, m.dstPitch = back ? (size_t)(l->pitch * (int64_t)es) : (size_t)pitch;
-  m.WidthInBytes = (size_t)(len * (int64_t)es), m.Height = (size_t)n_lines;
-  const lcu_api *api = lathe_cuda_exec_api(ex);
-  return lathe_cuda_error(api, api->cuMemcpy2DAsync(&m, lathe_cuda_exec_stream(ex)), "lathe:cuda: staging a matrix");
-}
-
-/* g (one matrix of a batch) through staged operands where that pays; *done false: not staged. */
-static lathe_status_t staged_gemm(lathe_cuda_exec *ex, const lt_gemm *g, bool *done) {
-  *done = false;
-  int64_t limit = lathe_cuda_exec_dev(ex)->cu->stage_bytes;
-  if (g->batch != 1 || limit <= 0) return NULL;
-  size_t ea = (size_t)lathe_dtype_bits(g->ab) / 8, ed = (size_t)lathe_dtype_bits(g->d) / 8;
-  lines_of la, lb, lc;
-  bool sa = g->n >= 512 && off16(&g->a, g->m, g->k, ea, &la), sb = g->m >= 512 && off16(&g->b, g->k, g->n, ea, &lb);
-  bool sc = g->k >= 512 && off16(&g->c, g->m, g->n, ed, &lc);
-  if (!sa && !sb && !sc) return NULL;
-  /* B in blocks of kc rows; A and the result in blocks of mc rows (multiples of 8) */
-  int64_t kc = g->k, mc = g->m;
-  if (sb && staged_bytes(&lb, g->k, g->n, ea) > limit) {
-    kc = limit / staged_bytes(&lb, 1, g->n, ea) / 8 * 8;
-    if (kc < 8) return NULL;
-  }
-  int64_t per_m = (sa ? staged_bytes(&la, 1, kc, ea) : 0) + (sc ? staged_bytes(&lc, 1, g->n, ed) : 0);
-  if (per_m * g->m > limit) {
-    mc = limit / per_m / 8 * 8;
-    if (mc < 8) return NULL;
-  }
-  if (mc > g->m) mc = g->m;
-  int64_t bb = sb ? up16(staged_bytes(&lb, kc, g->n, ea)) : 0, ab = sa ? up16(staged_bytes(&la, mc, kc, ea)) : 0;
-  int64_t cb = sc ? up16(staged_bytes(&lc, mc, g->n, ed)) : 0;
-  lcuDeviceptr base;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_exec_stage(ex, (size_t)(bb + ab + cb), &base));
-  lcuDeviceptr pb = base, pa = base + (lcuDeviceptr)bb, pc = pa + (lcuDeviceptr)ab;
-  lt_mat b_all;
-  if (sb && kc == g->k) LATHE_RETURN_IF_ERROR(stage(ex, &g->b, &lb, ea, 0, g->k, 0, g->n, pb, &b_all, true, false));
-  for (int64_t m0 = 0; m0 < g->m; m0 += mc) {
-    int64_t mr = g->m - m0 < mc ? g->m - m0 : mc;
-    lt_gemm q = *g;
-    q.m = mr;
-    q.c.p = g->c.p + (lcuDeviceptr)(m0 * g->c.rs * (int64_t)ed);
-    if (sc) LATHE_RETURN_IF_ERROR(stage(ex, &g->c, &lc, ed, m0, mr, 0, g->n, pc, &q.c, g->accumulate, false));
-    for (int64_t k0 = 0; k0 < g->k; k0 += kc) {
-      int64_t kr = g->k - k0 < kc ? g->k - k0 : kc;
-      q.k = kr;
-      q.accumulate = g->accumulate || k0 > 0;
-      q.a = g->a, q.a.p += (lcuDeviceptr)((m0 * g->a.rs + k0 * g->a.cs) * (int64_t)ea);
-      if (sa) LATHE_RETURN_IF_ERROR(stage(ex, &g->a, &la, ea, m0, mr, k0, kr, pa, &q.a, true, false));
-      q.b = g->b, q.b.p += (lcuDeviceptr)(k0 * g->b.rs * (int64_t)ea);
-      if (sb && kc == g->k) q.b = b_all;
-      else if (sb) LATHE_RETURN_IF_ERROR(stage(ex, &g->b, &lb, ea, k0, kr, 0, g->n, pb, &q.b, true, false));
-      bool ok;
-      LATHE_RETURN_IF_ERROR(lt_matmul(ex, &q, &ok));
-      if (!ok) LATHE_RETURN_IF_ERROR(tiled(ex, &q));
-    }
-    lt_mat unused;
-    if (sc) LATHE_RETURN_IF_ERROR(stage(ex, &g->c, &lc, ed, m0, mr, 0, g->n, pc, &unused, true, true));
-  }
-  *done = true;
-  return NULL;
-}
-
 lathe_status_t lathe_cuda_gemm(lathe_cuda_exec *ex, const lt_gemm *g) {
   if (g->batch <= 0 || g->m <= 0 || g->n <= 0) return NULL;
   if (g->k <= 0) {
@@ -589,9 +487,6 @@ lathe_status_t lathe_cuda_gemm(lathe_cuda_exec *ex, const lt_gemm *g) {
    * cuBLASLt's call there, and it sums k in order, as lathe:cpu does, so a small product gives
    * the CPU's result where cuBLASLt's split order would round otherwise. */
   if (!lt_pair(g->ab, g->d) || (double)g->batch * (double)g->m * (double)g->n * (double)g->k <= 65536.0) return tiled(ex, g);
-  bool staged;
-  LATHE_RETURN_IF_ERROR(staged_gemm(ex, g, &staged));
-  if (staged) return NULL;
   size_t es_ab = (size_t)lathe_dtype_bits(g->ab) / 8, es_d = (size_t)lathe_dtype_bits(g->d) / 8;
   enum { CHUNK = 1 << 30 };
   for (int64_t b0 = 0; b0 < g->batch; b0 += CHUNK) {

@@ -311,9 +311,9 @@ TEST(dot_general_widened_halves) {
   }
 }
 
-/* Products whose operands and result have rows (or columns) starting off 16 bytes and more than
- * 512 of the other size: on lathe:cuda with gemm_stage=N they are staged in padded rows (with
- * gemm_stage=1, in blocks along m and k). Row-major and transposed operands, Float32 and BFloat16. */
+/* Products whose operands and result have rows (or columns) starting off 16 bytes (a vocabulary
+ * of 50257), where cuBLASLt's TMA kernels cannot read them, and more than 512 of the other size.
+ * Row-major and transposed operands, Float32 and BFloat16. */
 TEST(dot_general_misaligned_rows) {
   if (!tst_rows_of(LATHE_OP_DOT_GENERAL)) return;
   dot_spec plain = SPEC((520, 515), (515, 517), (1), (0), (0), (0), 1, 0);
