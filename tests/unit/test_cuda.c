@@ -128,6 +128,50 @@ TEST(cuda_kernels_compile_with_nvrtc) {
   free(cubin);
 }
 
+/* Builds rows graph `which` (tst_rows_graph) of dtype dt and rows of n under opt, makes each ROWS
+ * region's kernel and compiles it with NVRTC (when nvrtc) for sm; counts the ROWS regions, the
+ * reductions in them, the kernels that walk rows in chunks, and the kernels made and compiled. */
+typedef struct {
+  int regions, reds, chunked, made, compiled;
+} rows_made;
+
+static rows_made rows_kernels(const lathe_program_options *opt, lathe_dtype dt, int which, int64_t n, bool nvrtc, int sm) {
+  rows_made m = {0};
+  lathe_cuda cu;
+  memset(&cu, 0, sizeof cu);
+  lathe_builder_t b = tst_rows_graph(tst_backend(), dt, which, n);
+  lathe_program *p = NULL;
+  CHECK_OK(lathe_program_build(b, opt, &p));
+  const lathe_pfunc *pf = p ? lathe_program_main(p) : NULL;
+  for (int r = 0; pf && r < pf->n_regions; r++) {
+    if (pf->regions[r].kind != LATHE_PREGION_ROWS) continue;
+    m.regions++;
+    for (int k = 0; k < pf->regions[r].n_members; k++)
+      m.reds += lathe_op_kind_of(pf->regions[r].members[k].node->op) == LATHE_KIND_REDUCE;
+    lathe_cuda_ewk *k = NULL;
+    CHECK_OK(lathe_cuda_ewk_region(&cu, pf, &pf->regions[r], &k));
+    const char *src = k ? lathe_cuda_ewk_source(k) : NULL;
+    m.made += k != NULL;
+    m.chunked += src && strstr(src, "for (int ch_ = 0; ch_ < ") != NULL;
+    if (src && nvrtc) {
+      void *cubin = NULL;
+      size_t size = 0;
+      lathe_status_t cs = lathe_cuda_compile_source(src, sm, &cubin, &size);
+      CHECK(cs == NULL, "NVRTC: rows kernel %s graph %d n %lld: %s", lathe_dtype_name(dt), which, (long long)n,
+            lathe_status_message(cs));
+      m.compiled += cs == NULL;
+      lathe_status_free(cs);
+      free(cubin);
+    }
+    lathe_cuda_ewk_free(k);
+  }
+  lathe_program_free(p);
+  lathe_builder_free(b);
+  return m;
+}
+
+static const lathe_dtype rows_dts[] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_FLOAT64};
+
 /* ROWS regions (rows.c) made from real programs and compiled by NVRTC: a layer norm with a
  * gamma broadcast along the rows, a masked softmax whose mask is broadcast over heads (row
  * offsets by axis), in every float dtype and in rows from 64 to 5000 elements (groups of 32
@@ -137,103 +181,46 @@ TEST(cuda_rows_kernels_compile) {
   lathe_status_t st = test_nvrtc(&api);
   bool nvrtc = st == NULL;
   lathe_status_free(st);
-  lathe_dtype dts[] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_FLOAT64};
   int64_t ns[] = {64, 1000, 5000};
   lathe_program_options opt = {.fuse = true, .plan_memory = true, .alignment = 256, .rows_max = LATHE_CUDA_ROWS_MAX, .rows_lone = 1056};
-  lathe_cuda cu;
-  memset(&cu, 0, sizeof cu);
   int made = 0, compiled = 0;
   for (int d = 0; d < 4; d++)
     for (int which = 0; which < 3; which++)
       for (int ni = 0; ni < 3; ni++) {
-        lathe_builder_t b = tst_rows_graph(tst_backend(), dts[d], which, ns[ni]);
-        lathe_program *p = NULL;
-        CHECK_OK(lathe_program_build(b, &opt, &p));
-        const lathe_pfunc *pf = p ? lathe_program_main(p) : NULL;
-        int regions = 0;
-        for (int r = 0; pf && r < pf->n_regions; r++) {
-          if (pf->regions[r].kind != LATHE_PREGION_ROWS) continue;
-          regions++;
-          lathe_cuda_ewk *k = NULL;
-          CHECK_OK(lathe_cuda_ewk_region(&cu, pf, &pf->regions[r], &k));
-          if (k && nvrtc) {
-            void *cubin = NULL;
-            size_t size = 0;
-            lathe_status_t cs = lathe_cuda_compile_source(lathe_cuda_ewk_source(k), d % 2 ? 80 : 90, &cubin, &size);
-            CHECK(cs == NULL, "NVRTC: rows kernel %s graph %d n %lld: %s", lathe_dtype_name(dts[d]), which, (long long)ns[ni],
-                  lathe_status_message(cs));
-            compiled += cs == NULL;
-            lathe_status_free(cs);
-            free(cubin);
-          }
-          made += k != NULL;
-          lathe_cuda_ewk_free(k);
-        }
-        CHECK(regions == 1, "%s graph %d n %lld: one ROWS region, got %d", lathe_dtype_name(dts[d]), which, (long long)ns[ni], regions);
-        lathe_program_free(p);
-        lathe_builder_free(b);
+        rows_made m = rows_kernels(&opt, rows_dts[d], which, ns[ni], nvrtc, d % 2 ? 80 : 90);
+        CHECK(m.regions == 1, "%s graph %d n %lld: one ROWS region, got %d", lathe_dtype_name(rows_dts[d]), which,
+              (long long)ns[ni], m.regions);
+        CHECK(m.chunked == 0, "%s graph %d n %lld: rows in registers", lathe_dtype_name(rows_dts[d]), which, (long long)ns[ni]);
+        made += m.made, compiled += m.compiled;
       }
   printf("note: %d ROWS kernels made, %d compiled by NVRTC%s\n", made, compiled, nvrtc ? "" : " (no NVRTC here)");
 }
 
 /* Rows longer than the registers hold (rows_long): a language model's loss and gradient (graph 3:
  * four reductions at three levels) and a lone reduction (graph 2), over 1200 rows, each one ROWS
- * region whose kernel walks the row in chunks; compiled by NVRTC in every float dtype. Their
- * values: tests/ops fusion_long_rows on a GPU with lathe:cuda,rows_long=1. */
+ * region whose kernel walks the row in chunks; compiled by NVRTC in every float dtype. Without
+ * rows_long no ROWS region forms over such rows. Their values: tests/ops fusion_long_rows. */
 TEST(cuda_long_rows_kernels_compile) {
   const lcu_api *api;
   lathe_status_t st = test_nvrtc(&api);
   bool nvrtc = st == NULL;
   lathe_status_free(st);
-  lathe_dtype dts[] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_FLOAT64};
   lathe_program_options opt = {.fuse = true, .plan_memory = true, .alignment = 256, .rows_max = LATHE_CUDA_ROWS_MAX,
                                .rows_lone = 1056, .rows_long = LATHE_CUDA_ROWS_LONG_MAX};
-  lathe_cuda cu;
-  memset(&cu, 0, sizeof cu);
+  lathe_program_options short_rows = opt;
+  short_rows.rows_long = 0;
   int compiled = 0;
   for (int d = 0; d < 4; d++)
     for (int which = 2; which <= 3; which++) {
+      const char *dn = lathe_dtype_name(rows_dts[d]);
       int64_t n = which == 3 ? 50257 : 9000;
-      lathe_builder_t b = tst_rows_graph(tst_backend(), dts[d], which, n);
-      lathe_program *p = NULL;
-      CHECK_OK(lathe_program_build(b, &opt, &p));
-      const lathe_pfunc *pf = p ? lathe_program_main(p) : NULL;
-      int regions = 0, reds = 0;
-      for (int r = 0; pf && r < pf->n_regions; r++) {
-        if (pf->regions[r].kind != LATHE_PREGION_ROWS) continue;
-        regions++;
-        for (int m = 0; m < pf->regions[r].n_members; m++)
-          reds += lathe_op_kind_of(pf->regions[r].members[m].node->op) == LATHE_KIND_REDUCE;
-        lathe_cuda_ewk *k = NULL;
-        CHECK_OK(lathe_cuda_ewk_region(&cu, pf, &pf->regions[r], &k));
-        const char *src = k ? lathe_cuda_ewk_source(k) : NULL;
-        CHECK(src && strstr(src, "for (int ch_ = 0; ch_ < "), "%s graph %d: a kernel walking rows in chunks", lathe_dtype_name(dts[d]), which);
-        if (k && nvrtc) {
-          void *cubin = NULL;
-          size_t size = 0;
-          lathe_status_t cs = lathe_cuda_compile_source(src, 90, &cubin, &size);
-          CHECK(cs == NULL, "NVRTC: long rows kernel %s graph %d: %s", lathe_dtype_name(dts[d]), which, lathe_status_message(cs));
-          compiled += cs == NULL;
-          lathe_status_free(cs);
-          free(cubin);
-        }
-        lathe_cuda_ewk_free(k);
-      }
-      CHECK(regions == 1, "%s graph %d: one ROWS region, got %d", lathe_dtype_name(dts[d]), which, regions);
-      CHECK(reds == (which == 3 ? 4 : 1), "%s graph %d: %d reductions in it", lathe_dtype_name(dts[d]), which, reds);
-      lathe_program_free(p);
-      lathe_builder_free(b);
-      /* without rows_long, no ROWS region over such rows */
-      lathe_program_options short_rows = opt;
-      short_rows.rows_long = 0;
-      b = tst_rows_graph(tst_backend(), dts[d], which, n);
-      p = NULL;
-      CHECK_OK(lathe_program_build(b, &short_rows, &p));
-      pf = p ? lathe_program_main(p) : NULL;
-      for (int r = 0; pf && r < pf->n_regions; r++)
-        CHECK(pf->regions[r].kind != LATHE_PREGION_ROWS, "%s graph %d: a ROWS region without rows_long", lathe_dtype_name(dts[d]), which);
-      lathe_program_free(p);
-      lathe_builder_free(b);
+      rows_made m = rows_kernels(&opt, rows_dts[d], which, n, nvrtc, 90);
+      CHECK(m.regions == 1 && m.chunked == 1, "%s graph %d: one ROWS region walking rows in chunks, got %d (%d)", dn, which,
+            m.regions, m.chunked);
+      CHECK(m.reds == (which == 3 ? 4 : 1), "%s graph %d: %d reductions in it", dn, which, m.reds);
+      compiled += m.compiled;
+      m = rows_kernels(&short_rows, rows_dts[d], which, n, false, 90);
+      CHECK(m.regions == 0, "%s graph %d: %d ROWS regions without rows_long", dn, which, m.regions);
     }
   printf("note: %d long-row kernels compiled by NVRTC%s\n", compiled, nvrtc ? "" : " (no NVRTC here)");
 }
