@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "b960d757cbe3ca79d4d77c52d3eeaf8b"
+const engineSourcesHash = "e6a2c54c351508c560c0568e9e37372e"

@@ -1171,11 +1171,16 @@ static lathe_status_t plan_memory(lower_ctx *c) {
       int o = sp->out[0];
       for (int k = 0; k < sp->n_in; k++) {
         int i = sp->in[k];
-        if (group_of[i] < 0 || taken[i] || pf->slots[i].last_use != s || pf->slots[i].nbytes != pf->slots[o].nbytes ||
+        /* an in-place op takes an operand whose memory is free after this step; a Reshape takes
+         * its operand's bytes even while the operand lives on (both keep them until the later of
+         * their last uses: the group's end, which every in-place test below reads) */
+        if (group_of[i] < 0 || taken[i] || (!reshape && groups[group_of[i]].end != s) ||
+            pf->slots[i].nbytes != pf->slots[o].nbytes ||
             (!reshape && !lathe_shape_equal(&pf->slots[i].shape, &pf->slots[o].shape)) ||
             lathe_dtype_is_packed(pf->slots[o].shape.dtype))
           continue;
         JOIN(o, i);
+        if (reshape) taken[i] = false; /* shared, not used up: the step that ends the group may take it */
         break;
       }
     } else if (sp->region >= 0 && pf->regions[sp->region].kind == LATHE_PREGION_LOOP) {
@@ -1185,7 +1190,7 @@ static lathe_status_t plan_memory(lower_ctx *c) {
         if (o < 0 || group_of[o] < 0) continue;
         for (int k = 0; k < g->n_inputs; k++) {
           int i = g->inputs[k].slot;
-          if (g->inputs[k].access != LATHE_PACCESS_FULL || group_of[i] < 0 || taken[i] || pf->slots[i].last_use != s ||
+          if (g->inputs[k].access != LATHE_PACCESS_FULL || group_of[i] < 0 || taken[i] || groups[group_of[i]].end != s ||
               !lathe_shape_equal(&pf->slots[i].shape, &pf->slots[o].shape) || region_reads_after(g, i, k, m))
             continue;
           JOIN(o, i);

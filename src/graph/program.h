@@ -117,8 +117,9 @@ typedef struct lathe_program_options {
   bool fuse;         /* build fusion regions */
   bool plan_memory;  /* give static intermediates arena offsets */
   int64_t alignment; /* of arena offsets (a power of two >= 16) */
-  bool alias_reshape; /* a Reshape whose operand dies there takes the operand's bytes (the device
-                       * then skips the copy when they are the same memory) */
+  bool alias_reshape; /* a Reshape takes its operand's bytes (the device then skips the copy when
+                       * they are the same memory): where the operand dies, and where it lives on
+                       * (both keep the bytes until the later of their last uses) */
   bool fuse_activations; /* FusedActivation and its VJP (not the gated SwiGLU) join LOOP regions as
                           * members (a device whose region tiles run them) */
   int64_t rows_max;   /* > 0: build ROWS regions over rows of up to this many elements */

@@ -2,6 +2,7 @@
  * (and which must not), how regions read their inputs, REDUCE regions, closure captures as
  * parameters, liveness and the memory plan. Results of the same graphs are checked against the
  * unfused interpreter in tests/ops/fusion.c. */
+#include <math.h>
 #include <string.h>
 
 #include "graph/program.h"
@@ -422,6 +423,68 @@ TEST(program_memory_plan) {
     CHECK(pf->arena_bytes == 2 * 1024, "two 1 KiB blocks alternate: %lld bytes", (long long)pf->arena_bytes);
   }
   lathe_program_free(p);
+  lathe_builder_free(b);
+}
+
+/* A Reshape of a value that lives on takes its bytes (alias_reshape): a = exp(x); r = Reshape(a);
+ * then neg(a) and neg(r), each of which may write in place only into memory nothing reads later.
+ * a and r share one offset; neg(r) must not write there (a is read after it), neg(a), the last
+ * reader of both, may; and the values stay what they must. */
+TEST(program_reshape_of_a_live_value) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("alias", &fn);
+  lathe_shape s = TST_SHAPE(LATHE_DTYPE_FLOAT32, 16, 16);
+  int64_t flat[1] = {256};
+  lathe_value_t x = tst_param(fn, "x", s), a, r, na, nr, outs[1];
+  CHECK_OK(lathe_exp(fn, x, &a));
+  CHECK_OK(lathe_reshape(fn, a, flat, 1, &r));
+  CHECK_OK(lathe_neg(fn, r, &nr));
+  CHECK_OK(lathe_neg(fn, a, &na));
+  CHECK_OK(lathe_reshape(fn, na, flat, 1, &na));
+  CHECK_OK(lathe_add(fn, na, nr, &outs[0]));
+  CHECK_OK(lathe_function_return(fn, outs, 1));
+  lathe_program_options opt = unfused;
+  opt.alias_reshape = true;
+  lathe_program *p = program_of(b, &opt);
+  if (p) {
+    const lathe_pfunc *pf = lathe_program_main(p);
+    int64_t off[8];
+    int n = 0;
+    for (int s_ = 0; s_ < pf->n_steps && n < 8; s_++) off[n++] = pf->slots[pf->steps[s_].out[0]].offset;
+    /* steps: exp, reshape, neg(r), neg(a), reshape, add */
+    CHECK(n == 6, "six steps, got %d", n);
+    if (n == 6) {
+      CHECK(off[0] >= 0 && off[1] == off[0], "the Reshape shares exp's bytes: %lld, %lld", (long long)off[0], (long long)off[1]);
+      CHECK(off[2] != off[0], "neg(r) does not write over a, which neg(a) still reads");
+      CHECK(off[3] == off[0], "neg(a), the last reader of both, writes in place");
+    }
+  }
+  lathe_program_free(p);
+  lathe_builder_free(b);
+  /* the values: exp(x) reshaped twice and negated, summed */
+  b = tst_builder("alias_run", &fn);
+  x = tst_param(fn, "x", s);
+  CHECK_OK(lathe_exp(fn, x, &a));
+  CHECK_OK(lathe_reshape(fn, a, flat, 1, &r));
+  CHECK_OK(lathe_neg(fn, r, &nr));
+  CHECK_OK(lathe_neg(fn, a, &na));
+  CHECK_OK(lathe_reshape(fn, na, flat, 1, &na));
+  CHECK_OK(lathe_add(fn, na, nr, &outs[0]));
+  CHECK_OK(lathe_function_return(fn, outs, 1));
+  float in[256], got[256];
+  for (int i = 0; i < 256; i++) in[i] = (float)(i % 7) * 0.25f - 0.5f;
+  const void *ins[1] = {in};
+  void *outp[1] = {NULL};
+  lathe_status_t st = tst_run(b, ins, 1, outp, 1, NULL);
+  CHECK(st == NULL, "run: %s", lathe_status_message(st));
+  lathe_status_free(st);
+  if (outp[0]) {
+    memcpy(got, outp[0], sizeof got);
+    int bad = 0;
+    for (int i = 0; i < 256; i++) bad += got[i] != -2.0f * expf(in[i]);
+    CHECK(bad == 0, "%d of 256 values differ from -2 exp(x)", bad);
+  }
+  tst_free_output(outp[0]);
   lathe_builder_free(b);
 }
 
