@@ -1051,6 +1051,32 @@ lathe_builder_t tst_rows_graph(lathe_backend_t be, lathe_dtype dt, int which, in
     CHECK_OK(lathe_mul(fn, e, tst_broadcast_same_rank(fn, t, &xs), &y));
     CHECK_OK(lathe_sub(fn, y, oh, &outs[1]));
     CHECK_OK(lathe_function_return(fn, outs, 2));
+  } else if (which == 4) { /* GoMLX's MaskedSoftmax of scaled scores s [2, 4, n, n] under a causal mask
+                             * from two Iotas, [1, 1, n, n], that Where and the binary ops broadcast */
+    lathe_shape ss = TST_SHAPE(dt, 2, 4, n, n), is = TST_SHAPE(LATHE_DTYPE_INT64, n, n), ks = TST_SHAPE(dt, 2, 4, n, 1);
+    int64_t md[4] = {1, 1, n, n};
+    lathe_value_t x = tst_param(fn, "s", ss), rows_i, cols_i, mask, low, zero, sc;
+    double lowest = -3.0e38, nil = 0, scale = 0.125;
+    CHECK_OK(lathe_iota(fn, &is, 0, &rows_i));
+    CHECK_OK(lathe_iota(fn, &is, 1, &cols_i));
+    CHECK_OK(lathe_less_or_equal(fn, cols_i, rows_i, &mask));
+    CHECK_OK(lathe_reshape(fn, mask, md, 4, &mask));
+    lathe_shape f64 = {.dtype = LATHE_DTYPE_FLOAT64};
+    CHECK_OK(lathe_constant(fn, &f64, &lowest, sizeof lowest, &low));
+    CHECK_OK(lathe_convert_dtype(fn, low, dt, &low));
+    CHECK_OK(lathe_constant(fn, &f64, &nil, sizeof nil, &zero));
+    CHECK_OK(lathe_convert_dtype(fn, zero, dt, &zero));
+    CHECK_OK(lathe_constant(fn, &f64, &scale, sizeof scale, &sc));
+    CHECK_OK(lathe_convert_dtype(fn, sc, dt, &sc));
+    CHECK_OK(lathe_mul(fn, x, sc, &t));
+    CHECK_OK(lathe_where(fn, mask, t, low, &e));
+    CHECK_OK(lathe_sub(fn, t, tst_reduce_keep(fn, LATHE_OP_REDUCE_MAX, e, 3, &ks), &c));
+    CHECK_OK(lathe_where(fn, mask, c, zero, &c));
+    CHECK_OK(lathe_exp(fn, c, &c));
+    CHECK_OK(lathe_where(fn, mask, c, zero, &c));
+    CHECK_OK(lathe_div(fn, c, tst_reduce_keep(fn, LATHE_OP_REDUCE_SUM, c, 3, &ks), &y));
+    CHECK_OK(lathe_where(fn, mask, y, zero, &y));
+    CHECK_OK(lathe_function_return(fn, &y, 1));
   } else { /* masked softmax over [2, 3, n], the mask [2, 1, n] */
     lathe_shape ss = TST_SHAPE(dt, 2, 3, n), ms = TST_SHAPE(dt, 2, 1, n), rs = TST_SHAPE(dt, 2, 3, 1);
     lathe_value_t x = tst_param(fn, "s", ss), mask = tst_param(fn, "m", ms), mb;

@@ -200,8 +200,9 @@ lathe_value_t tst_broadcast_same_rank(lathe_function_t fn, lathe_value_t v, cons
  * over the last axis of s [2, 3, n] plus a mask m [2, 1, n] broadcast over axis 1; which 2, a
  * lone reduction rsqrt(mean((x g)^2)) of x [1200, n], g [n] (a ROWS region where rows_lone <=
  * 1200); which 3, a language model's loss over x [1200, n] with labels l [1200, 1] Int32 (results:
- * each row's softmax cross-entropy [1200, 1] and its gradient by x). NULL when the builder cannot
- * be made (one CHECK). */
+ * each row's softmax cross-entropy [1200, 1] and its gradient by x); which 4, GoMLX's MaskedSoftmax
+ * (Where before the max, around the exponentials and after the division) of s [2, 4, n, n] scaled,
+ * under a causal mask made from two Iotas. NULL when the builder cannot be made (one CHECK). */
 lathe_builder_t tst_rows_graph(lathe_backend_t be, lathe_dtype dt, int which, int64_t n);
 
 /* The reference value of activation a at v (in double). */

@@ -196,6 +196,42 @@ TEST(cuda_rows_kernels_compile) {
   printf("note: %d ROWS kernels made, %d compiled by NVRTC%s\n", made, compiled, nvrtc ? "" : " (no NVRTC here)");
 }
 
+/* The attention GoMLX builds when the fused op is not taken: its MaskedSoftmax of scaled scores
+ * (graph 4: the scale, four Wheres under a causal mask from two Iotas, max, exponentials, sum,
+ * division) is one ROWS region -- one kernel -- for rows of 64 to 1024 keys, in every float
+ * dtype, compiled by NVRTC. Values: tests/ops fusion_masked_softmax. */
+TEST(cuda_masked_softmax_one_kernel) {
+  const lcu_api *api;
+  lathe_status_t st = test_nvrtc(&api);
+  bool nvrtc = st == NULL;
+  lathe_status_free(st);
+  lathe_program_options opt = {.fuse = true, .plan_memory = true, .alignment = 256, .rows_max = LATHE_CUDA_ROWS_MAX,
+                               .rows_lone = 1056, .rows_long = LATHE_CUDA_ROWS_LONG_MAX};
+  const int64_t ns[] = {64, 1024};
+  int compiled = 0;
+  for (int d = 0; d < 4; d++)
+    for (int i = 0; i < 2; i++) {
+      rows_made m = rows_kernels(&opt, rows_dts[d], 4, ns[i], nvrtc, 90);
+      CHECK(m.regions == 1 && m.reds == 2, "%s n %lld: one ROWS region with both reductions, got %d regions, %d reductions",
+            lathe_dtype_name(rows_dts[d]), (long long)ns[i], m.regions, m.reds);
+      compiled += m.compiled;
+      /* and nothing else runs: the region is the program's only step besides the mask's */
+      lathe_builder_t b = tst_rows_graph(tst_backend(), rows_dts[d], 4, ns[i]);
+      lathe_program *p = NULL;
+      CHECK_OK(lathe_program_build(b, &opt, &p));
+      const lathe_pfunc *pf = p ? lathe_program_main(p) : NULL;
+      int full = 0; /* steps whose results are as large as the scores */
+      for (int k = 0; pf && k < pf->n_steps; k++)
+        for (int o = 0; o < pf->steps[k].n_out; o++)
+          full += lathe_shape_size(&pf->slots[pf->steps[k].out[o]].shape) == 8 * ns[i] * ns[i];
+      CHECK(full == 1, "%s n %lld: one step writes a scores-sized value, got %d", lathe_dtype_name(rows_dts[d]),
+            (long long)ns[i], full);
+      lathe_program_free(p);
+      lathe_builder_free(b);
+    }
+  printf("note: %d masked-softmax kernels compiled by NVRTC%s\n", compiled, nvrtc ? "" : " (no NVRTC here)");
+}
+
 /* Rows longer than the registers hold (rows_long): a language model's loss and gradient (graph 3:
  * four reductions at three levels) and a lone reduction (graph 2), over 1200 rows, each one ROWS
  * region whose kernel walks the row in chunks; compiled by NVRTC in every float dtype. Without
