@@ -455,9 +455,12 @@ static void own_batches(void *vc, int64_t b0, int64_t b1) {
 /* bf16: both operands are BFloat16 with merged axes, read in place. */
 static lathe_status_t own_product(lathe_pool *pool, operand *l, operand *r, lathe_dtype acc, bool bf16, float *c) {
   int64_t B = l->B;
-  if (bf16 || (l->t->shape.dtype == acc && l->r_merged && l->k_merged)) use_in_place(l);
+  /* in place only what is stored as the kernel reads it: Float32 (a Float16 operand with a
+   * Float16 accumulator is packed, widened, like any other) */
+  bool f32 = acc == LATHE_DTYPE_FLOAT32;
+  if (bf16 || (f32 && l->t->shape.dtype == acc && l->r_merged && l->k_merged)) use_in_place(l);
   else LATHE_RETURN_IF_ERROR(pack(l, acc, CT_F32, pool));
-  if (bf16 || (r->t->shape.dtype == acc && r->r_merged && r->k_merged)) use_in_place(r);
+  if (bf16 || (f32 && r->t->shape.dtype == acc && r->r_merged && r->k_merged)) use_in_place(r);
   else LATHE_RETURN_IF_ERROR(pack(r, acc, CT_F32, pool));
   own_ctx g = {.l = l, .r = r, .M = l->R, .N = r->R, .K = l->K, .bf16 = bf16, .c = c};
   atomic_init(&g.oom, 0);
