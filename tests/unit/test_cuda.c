@@ -133,6 +133,7 @@ TEST(cuda_kernels_compile_with_nvrtc) {
  * reductions in them, the kernels that walk rows in chunks, and the kernels made and compiled. */
 typedef struct {
   int regions, reds, chunked, made, compiled;
+  int full; /* steps writing a value the size of the graph's first parameter */
 } rows_made;
 
 static rows_made rows_kernels(const lathe_program_options *opt, lathe_dtype dt, int which, int64_t n, bool nvrtc, int sm) {
@@ -143,6 +144,9 @@ static rows_made rows_kernels(const lathe_program_options *opt, lathe_dtype dt, 
   lathe_program *p = NULL;
   CHECK_OK(lathe_program_build(b, opt, &p));
   const lathe_pfunc *pf = p ? lathe_program_main(p) : NULL;
+  for (int k = 0; pf && pf->n_params && k < pf->n_steps; k++)
+    for (int o = 0; o < pf->steps[k].n_out; o++)
+      m.full += lathe_shape_size(&pf->slots[pf->steps[k].out[o]].shape) == lathe_shape_size(&pf->slots[pf->params[0]].shape);
   for (int r = 0; pf && r < pf->n_regions; r++) {
     if (pf->regions[r].kind != LATHE_PREGION_ROWS) continue;
     m.regions++;
@@ -171,18 +175,28 @@ static rows_made rows_kernels(const lathe_program_options *opt, lathe_dtype dt, 
 }
 
 static const lathe_dtype rows_dts[] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_FLOAT64};
+/* lathe:cuda's program options for ROWS regions (device.c's, with rows_long) */
+static const lathe_program_options rows_opt = {.fuse = true, .plan_memory = true, .alignment = 256,
+                                               .rows_max = LATHE_CUDA_ROWS_MAX, .rows_lone = 1056,
+                                               .rows_long = LATHE_CUDA_ROWS_LONG_MAX};
+
+/* Whether NVRTC loads here (test_nvrtc). */
+static bool have_nvrtc(void) {
+  const lcu_api *api;
+  lathe_status_t st = test_nvrtc(&api);
+  lathe_status_free(st);
+  return st == NULL;
+}
 
 /* ROWS regions (rows.c) made from real programs and compiled by NVRTC: a layer norm with a
  * gamma broadcast along the rows, a masked softmax whose mask is broadcast over heads (row
  * offsets by axis), in every float dtype and in rows from 64 to 5000 elements (groups of 32
  * to 1024 threads). Their values are checked on a GPU by the conformance run (tests/ops). */
 TEST(cuda_rows_kernels_compile) {
-  const lcu_api *api;
-  lathe_status_t st = test_nvrtc(&api);
-  bool nvrtc = st == NULL;
-  lathe_status_free(st);
+  bool nvrtc = have_nvrtc();
   int64_t ns[] = {64, 1000, 5000};
-  lathe_program_options opt = {.fuse = true, .plan_memory = true, .alignment = 256, .rows_max = LATHE_CUDA_ROWS_MAX, .rows_lone = 1056};
+  lathe_program_options opt = rows_opt;
+  opt.rows_long = 0;
   int made = 0, compiled = 0;
   for (int d = 0; d < 4; d++)
     for (int which = 0; which < 3; which++)
@@ -201,33 +215,18 @@ TEST(cuda_rows_kernels_compile) {
  * division) is one ROWS region -- one kernel -- for rows of 64 to 1024 keys, in every float
  * dtype, compiled by NVRTC. Values: tests/ops fusion_masked_softmax. */
 TEST(cuda_masked_softmax_one_kernel) {
-  const lcu_api *api;
-  lathe_status_t st = test_nvrtc(&api);
-  bool nvrtc = st == NULL;
-  lathe_status_free(st);
-  lathe_program_options opt = {.fuse = true, .plan_memory = true, .alignment = 256, .rows_max = LATHE_CUDA_ROWS_MAX,
-                               .rows_lone = 1056, .rows_long = LATHE_CUDA_ROWS_LONG_MAX};
+  bool nvrtc = have_nvrtc();
   const int64_t ns[] = {64, 1024};
   int compiled = 0;
   for (int d = 0; d < 4; d++)
     for (int i = 0; i < 2; i++) {
-      rows_made m = rows_kernels(&opt, rows_dts[d], 4, ns[i], nvrtc, 90);
+      rows_made m = rows_kernels(&rows_opt, rows_dts[d], 4, ns[i], nvrtc, 90);
       CHECK(m.regions == 1 && m.reds == 2, "%s n %lld: one ROWS region with both reductions, got %d regions, %d reductions",
             lathe_dtype_name(rows_dts[d]), (long long)ns[i], m.regions, m.reds);
+      /* and nothing else writes a scores-sized value: the region is the only such step */
+      CHECK(m.full == 1, "%s n %lld: one step writes a scores-sized value, got %d", lathe_dtype_name(rows_dts[d]),
+            (long long)ns[i], m.full);
       compiled += m.compiled;
-      /* and nothing else runs: the region is the program's only step besides the mask's */
-      lathe_builder_t b = tst_rows_graph(tst_backend(), rows_dts[d], 4, ns[i]);
-      lathe_program *p = NULL;
-      CHECK_OK(lathe_program_build(b, &opt, &p));
-      const lathe_pfunc *pf = p ? lathe_program_main(p) : NULL;
-      int full = 0; /* steps whose results are as large as the scores */
-      for (int k = 0; pf && k < pf->n_steps; k++)
-        for (int o = 0; o < pf->steps[k].n_out; o++)
-          full += lathe_shape_size(&pf->slots[pf->steps[k].out[o]].shape) == 8 * ns[i] * ns[i];
-      CHECK(full == 1, "%s n %lld: one step writes a scores-sized value, got %d", lathe_dtype_name(rows_dts[d]),
-            (long long)ns[i], full);
-      lathe_program_free(p);
-      lathe_builder_free(b);
     }
   printf("note: %d masked-softmax kernels compiled by NVRTC%s\n", compiled, nvrtc ? "" : " (no NVRTC here)");
 }
@@ -237,13 +236,8 @@ TEST(cuda_masked_softmax_one_kernel) {
  * region whose kernel walks the row in chunks; compiled by NVRTC in every float dtype. Without
  * rows_long no ROWS region forms over such rows. Their values: tests/ops fusion_long_rows. */
 TEST(cuda_long_rows_kernels_compile) {
-  const lcu_api *api;
-  lathe_status_t st = test_nvrtc(&api);
-  bool nvrtc = st == NULL;
-  lathe_status_free(st);
-  lathe_program_options opt = {.fuse = true, .plan_memory = true, .alignment = 256, .rows_max = LATHE_CUDA_ROWS_MAX,
-                               .rows_lone = 1056, .rows_long = LATHE_CUDA_ROWS_LONG_MAX};
-  lathe_program_options short_rows = opt;
+  bool nvrtc = have_nvrtc();
+  lathe_program_options opt = rows_opt, short_rows = rows_opt;
   short_rows.rows_long = 0;
   int compiled = 0;
   for (int d = 0; d < 4; d++)

@@ -430,19 +430,24 @@ TEST(program_memory_plan) {
  * then neg(a) and neg(r), each of which may write in place only into memory nothing reads later.
  * a and r share one offset; neg(r) must not write there (a is read after it), neg(a), the last
  * reader of both, may; and the values stay what they must. */
-TEST(program_reshape_of_a_live_value) {
+static lathe_builder_t reshape_of_live_value(void) {
   lathe_function_t fn;
   lathe_builder_t b = tst_builder("alias", &fn);
   lathe_shape s = TST_SHAPE(LATHE_DTYPE_FLOAT32, 16, 16);
   int64_t flat[1] = {256};
-  lathe_value_t x = tst_param(fn, "x", s), a, r, na, nr, outs[1];
+  lathe_value_t x = tst_param(fn, "x", s), a, r, na, nr, out;
   CHECK_OK(lathe_exp(fn, x, &a));
   CHECK_OK(lathe_reshape(fn, a, flat, 1, &r));
   CHECK_OK(lathe_neg(fn, r, &nr));
   CHECK_OK(lathe_neg(fn, a, &na));
   CHECK_OK(lathe_reshape(fn, na, flat, 1, &na));
-  CHECK_OK(lathe_add(fn, na, nr, &outs[0]));
-  CHECK_OK(lathe_function_return(fn, outs, 1));
+  CHECK_OK(lathe_add(fn, na, nr, &out));
+  CHECK_OK(lathe_function_return(fn, &out, 1));
+  return b;
+}
+
+TEST(program_reshape_of_a_live_value) {
+  lathe_builder_t b = reshape_of_live_value();
   lathe_program_options opt = unfused;
   opt.alias_reshape = true;
   lathe_program *p = program_of(b, &opt);
@@ -462,15 +467,7 @@ TEST(program_reshape_of_a_live_value) {
   lathe_program_free(p);
   lathe_builder_free(b);
   /* the values: exp(x) reshaped twice and negated, summed */
-  b = tst_builder("alias_run", &fn);
-  x = tst_param(fn, "x", s);
-  CHECK_OK(lathe_exp(fn, x, &a));
-  CHECK_OK(lathe_reshape(fn, a, flat, 1, &r));
-  CHECK_OK(lathe_neg(fn, r, &nr));
-  CHECK_OK(lathe_neg(fn, a, &na));
-  CHECK_OK(lathe_reshape(fn, na, flat, 1, &na));
-  CHECK_OK(lathe_add(fn, na, nr, &outs[0]));
-  CHECK_OK(lathe_function_return(fn, outs, 1));
+  b = reshape_of_live_value();
   float in[256], got[256];
   for (int i = 0; i < 256; i++) in[i] = (float)(i % 7) * 0.25f - 0.5f;
   const void *ins[1] = {in};
