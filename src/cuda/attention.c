@@ -560,7 +560,8 @@ static lathe_status_t run_qkv(lathe_cuda_exec *ex, const lathe_node *n, lathe_te
     g.b = (lt_mat){lathe_cuda_ptr(in[1]) + (lcuDeviceptr)((size_t)col0 * es), total, 1, 0};
     g.c = (lt_mat){acc, dims[o], 1, 0};
     LATHE_RETURN_IF_ERROR(lathe_cuda_gemm(ex, &g));
-    LATHE_RETURN_IF_ERROR(lathe_cuda_dense_epilogue(ex, dt, acc, lathe_cuda_ptr(out[o]), bias, m, dims[o], LATHE_ACTIVATION_NONE));
+    LATHE_RETURN_IF_ERROR(
+        lathe_cuda_dense_epilogue(ex, dt, acc, dims[o], lathe_cuda_ptr(out[o]), bias, m, dims[o], LATHE_ACTIVATION_NONE));
     col0 += dims[o];
   }
   return NULL;

@@ -107,6 +107,9 @@ typedef struct lathe_cuda {
   bool rows_long; /* ROWS regions over rows longer than LATHE_CUDA_ROWS_MAX too (option rows_long=1) */
   bool flash; /* attention by the streaming kernels where they apply (option flash=0|1; attention.c) */
   bool half_bwd; /* half attention gradients on the half tensor cores (option half_bwd=1; flash.cuh) */
+  int64_t gemm_pad; /* > 0: tensor-core products stage operands whose lines start off 16 bytes or
+                     * whose sizes are not whole 16 bytes in padded lines, in blocks of at most this
+                     * many bytes (option gemm_pad=MiB; gemm.c) */
   bool trace_graphs; /* while tracing, CUDA graphs still replay (option trace_graphs=1; src/exec/xtrace.c) */
   bool remat;        /* recomputing cheap values (option remat=1; src/graph/program.c) */
   bool cudnn; /* convolutions may use cuDNN (option cudnn=1, the default) */
@@ -218,6 +221,15 @@ void lathe_cuda_grid(int64_t n, unsigned *blocks, unsigned *threads);
 /* A scratch tensor of the execution, freed (stream-ordered) with it. *out is a new reference of the
  * caller's: release it (the data stays valid until the execution's stream is done). */
 lathe_status_t lathe_cuda_exec_tensor(lathe_cuda_exec *ex, const lathe_shape *shape, lathe_tensor **out);
+/* Scratch memory for the step being run (lathe_cuda_scratch): the memory of an earlier step's
+ * scratch when reuse is set and one fits (the stream runs the steps in order), else new; *out is
+ * borrowed (its shape may be another's when reused: read its pointer only), valid until the step
+ * is done. */
+lathe_status_t lathe_cuda_exec_scratch(lathe_cuda_exec *ex, const lathe_shape *shape, bool reuse, lathe_tensor **out);
+/* Steps nest (a control op runs its bodies' steps): the scratch handed out since mark (the count
+ * lathe_cuda_exec_scratch_mark gave when the step began) is free for later steps once it is done. */
+int lathe_cuda_exec_scratch_mark(const lathe_cuda_exec *ex);
+void lathe_cuda_exec_scratch_done(lathe_cuda_exec *ex, int mark);
 /* Packs wide (Int8/Uint8, one value per byte) into t, a sub-byte integer tensor of the same
  * element count: each value keeps its low bits (the wrap of a conversion to t's width). */
 lathe_status_t lathe_cuda_pack(lathe_cuda_exec *ex, const lathe_tensor *wide, lathe_tensor *t);
@@ -324,6 +336,11 @@ bool lathe_cuda_dims32(const lt_dims_h *d, const lt_strides_h *s, int64_t n, int
 /* The same move between device pointers, of elements of w bytes (1, 2, 4, 8 or 16). */
 lathe_status_t lathe_cuda_move(lathe_cuda_exec *ex, bool scatter, lcuDeviceptr in, lcuDeviceptr out, int w, int64_t n,
                                const lt_dims_h *dims, const lt_strides_h *strides, int64_t base);
+/* Lines of a matrix moved between pitches, elements of w bytes: out line l < n_out, element
+ * j < len_out (at element l * op + j) gets in[l * ip + j] where l < n_in and j < len_in, else
+ * zero (gemm.c stages matrices in padded lines with it, and copies results back). */
+lathe_status_t lathe_cuda_lines(lathe_cuda_exec *ex, lcuDeviceptr in, lcuDeviceptr out, int w, int64_t n_out, int64_t len_out,
+                                int64_t op, int64_t n_in, int64_t len_in, int64_t ip);
 /* The index of such a move simplified as lathe_cuda_strided launches it (layout.c; exposed for
  * tests): n elements of *w bytes, `strided_p` the strided side's pointer, `plain_p` the other's;
  * afterwards n / (new *w / old *w) elements of the new *w bytes move the same bytes. */

@@ -385,6 +385,48 @@ lathe_status_t lathe_cuda_exec_tensor(lathe_cuda_exec *ex, const lathe_shape *sh
   return NULL;
 }
 
+static bool push(lathe_tensor ***list, int *n, int *cap, lathe_tensor *t) {
+  if (*n == *cap) {
+    int nc = *cap ? 2 * *cap : 16;
+    lathe_tensor **l = realloc(*list, sizeof *l * (size_t)nc);
+    if (!l) return false;
+    *list = l, *cap = nc;
+  }
+  (*list)[(*n)++] = t;
+  return true;
+}
+
+lathe_status_t lathe_cuda_exec_scratch(lathe_cuda_exec *ex, const lathe_shape *shape, bool reuse, lathe_tensor **out) {
+  size_t need = (size_t)lathe_shape_byte_size(shape);
+  int best = -1;
+  /* the smallest that fits, and not more than twice the need (a small request would otherwise
+   * hold a large buffer that a later large one then allocates again) */
+  for (int i = 0; reuse && i < ex->n_free_scratch; i++) {
+    size_t have = ex->free_scratch[i]->nbytes;
+    if (have >= need && have <= 2 * need + 65536 && (best < 0 || have < ex->free_scratch[best]->nbytes)) best = i;
+  }
+  lathe_tensor *t;
+  if (best >= 0) {
+    t = ex->free_scratch[best];
+    ex->free_scratch[best] = ex->free_scratch[--ex->n_free_scratch];
+  } else {
+    LATHE_RETURN_IF_ERROR(lathe_cuda_exec_tensor(ex, shape, &t));
+    lathe_tensor_release(t); /* the execution keeps its own reference until the stream is done */
+  }
+  /* not listed (no memory for the list): kept to the execution's end, as before reuse */
+  push(&ex->step_scratch, &ex->n_step_scratch, &ex->cap_step_scratch, t);
+  *out = t;
+  return NULL;
+}
+
+int lathe_cuda_exec_scratch_mark(const lathe_cuda_exec *ex) { return ex->n_step_scratch; }
+
+void lathe_cuda_exec_scratch_done(lathe_cuda_exec *ex, int mark) {
+  for (int i = mark; i < ex->n_step_scratch; i++)
+    push(&ex->free_scratch, &ex->n_free_scratch, &ex->cap_free_scratch, ex->step_scratch[i]);
+  if (mark < ex->n_step_scratch) ex->n_step_scratch = mark;
+}
+
 lathe_status_t lathe_cuda_read(lathe_cuda_exec *ex, const lathe_tensor *t, void *dst, size_t nbytes) {
   const lcu_api *api = ex->cu->api;
   if (ex->capturing) /* the value does not exist yet: this program cannot be a graph */
@@ -462,7 +504,10 @@ static lathe_status_t launch(lathe_exec *x, int fi, int pos, const lathe_node *n
   lathe_cuda_exec *ex = cuda_exec(x);
   lathe_cuda_ewk *const *sk = ex->plan->fns[fi].step_k;
   lathe_cuda_ewk *bound = sk && pos >= 0 ? sk[pos] : NULL;
-  return bound ? lathe_cuda_ewk_launch(ex, bound, out, in) : lathe_cuda_run_kernel(ex, n, in, out);
+  int mark = lathe_cuda_exec_scratch_mark(ex);
+  lathe_status_t st = bound ? lathe_cuda_ewk_launch(ex, bound, out, in) : lathe_cuda_run_kernel(ex, n, in, out);
+  lathe_cuda_exec_scratch_done(ex, mark);
+  return st;
 }
 
 /* A LOOP or ROWS region: one generated kernel (bound at compile when it could be made then). */
@@ -471,7 +516,10 @@ static lathe_status_t launch_loop(lathe_exec *x, int pos, int region, bool in_pl
   lathe_cuda_exec *ex = cuda_exec(x);
   const lathe_pfunc *pf = lathe_exec_pfunc(x);
   lathe_cuda_ewk *const *rk = ex->plan->fns[lathe_exec_fn_index(x)].region_k;
-  return lathe_cuda_region_loop(ex, pf, &pf->regions[region], rk ? rk[region] : NULL, lathe_exec_vals(x), result_tensor);
+  int mark = lathe_cuda_exec_scratch_mark(ex);
+  lathe_status_t st = lathe_cuda_region_loop(ex, pf, &pf->regions[region], rk ? rk[region] : NULL, lathe_exec_vals(x), result_tensor);
+  lathe_cuda_exec_scratch_done(ex, mark);
+  return st;
 }
 
 lathe_status_t lathe_cuda_exec_error_flag(lathe_cuda_exec *ex, const char *message, lcuDeviceptr *out_flag,
@@ -571,6 +619,8 @@ static void finish(void *arg, lathe_status_t st) {
   lathe_event_signal(ex->done, st);
   lathe_event_release(ex->done);
   free(ex->dead);
+  free(ex->step_scratch);
+  free(ex->free_scratch);
   free(ex->inputs);
   free(ex);
 }

@@ -28,6 +28,11 @@ struct lathe_cuda_exec {
   /* tensors released during the walk, freed once the stream has finished with them */
   lathe_tensor **dead;
   int n_dead, cap_dead;
+  /* scratch (lathe_cuda_scratch) handed out during the step being run, and that of finished
+   * steps, free for later steps: one stream runs them in order, so a later step's kernels start
+   * after the earlier ones are done with it (both lists borrow from dead) */
+  lathe_tensor **step_scratch, **free_scratch;
+  int n_step_scratch, cap_step_scratch, n_free_scratch, cap_free_scratch;
   /* finishing */
   lathe_tensor **inputs;
   int n_inputs;

@@ -223,14 +223,21 @@ static lathe_status_t run_layer_norm(lathe_cuda_exec *ex, const lathe_node *n, l
   return lathe_cuda_launch(ex, f, b, th, 0, args);
 }
 
-lathe_status_t lathe_cuda_dense_epilogue(lathe_cuda_exec *ex, lathe_dtype out_dt, lcuDeviceptr acc, lcuDeviceptr y,
+lathe_status_t lathe_cuda_acc_scratch(lathe_cuda_exec *ex, int64_t m, int64_t n, lcuDeviceptr *out, int64_t *pitch, bool *room) {
+  *room = lathe_cuda_exec_dev(ex)->cu->gemm_pad > 0;
+  int64_t rows = *room ? (m + 7) / 8 * 8 : m;
+  *pitch = *room ? (n + 7) / 8 * 8 : n;
+  return lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, rows * *pitch, out, NULL);
+}
+
+lathe_status_t lathe_cuda_dense_epilogue(lathe_cuda_exec *ex, lathe_dtype out_dt, lcuDeviceptr acc, int64_t lda, lcuDeviceptr y,
                                          lcuDeviceptr bias, int64_t m, int64_t n, int act) {
   if (m * n == 0 || (acc == y && !bias && act == LATHE_ACTIVATION_NONE)) return NULL;
   lcuFunction f;
   LATHE_RETURN_IF_ERROR(fused_kernel(ex, FG_DENSE, "dense_epi", out_dt, &f));
   int tpr = lathe_cuda_row_threads(n);
   tpr = tpr < 256 ? tpr : 256;
-  void *args[] = {&acc, &y, &bias, &m, &n, &act, &tpr};
+  void *args[] = {&acc, &lda, &y, &bias, &m, &n, &act, &tpr};
   unsigned b, th;
   lathe_cuda_row_grid(m, tpr, &b, &th);
   return lathe_cuda_launch(ex, f, b, th, 0, args);
@@ -248,11 +255,12 @@ static lathe_status_t run_dense(lathe_cuda_exec *ex, const lathe_node *n, lathe_
   g.a = (lt_mat){lathe_cuda_ptr(in[0]), k, 1, 0};
   g.b = io ? (lt_mat){lathe_cuda_ptr(in[1]), nn, 1, 0} : (lt_mat){lathe_cuda_ptr(in[1]), 1, k, 0};
   lcuDeviceptr acc = lathe_cuda_ptr(y);
-  if (half) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, m * nn, &acc, NULL));
-  g.c = (lt_mat){acc, nn, 1, 0};
+  int64_t lda = nn;
+  if (half) LATHE_RETURN_IF_ERROR(lathe_cuda_acc_scratch(ex, m, nn, &acc, &lda, &g.c_room));
+  g.c = (lt_mat){acc, lda, 1, 0};
   LATHE_RETURN_IF_ERROR(lathe_cuda_gemm(ex, &g));
   lcuDeviceptr bias = lathe_attr_fused_dense_has_bias(n) ? lathe_cuda_ptr(in[2]) : 0;
-  return lathe_cuda_dense_epilogue(ex, dt, acc, lathe_cuda_ptr(y), bias, m, nn, (int)lathe_attr_fused_dense_activation(n));
+  return lathe_cuda_dense_epilogue(ex, dt, acc, lda, lathe_cuda_ptr(y), bias, m, nn, (int)lathe_attr_fused_dense_activation(n));
 }
 
 /* A grid-stride kernel of group FG_ACT over n elements (n > 0). */
@@ -301,10 +309,11 @@ static lathe_status_t vjp_product(lathe_cuda_exec *ex, lathe_dtype dt, int64_t r
   bool half = dt == LATHE_DTYPE_FLOAT16 || dt == LATHE_DTYPE_BFLOAT16;
   lt_gemm g = {.ab = dt, .d = half ? LATHE_DTYPE_FLOAT32 : dt, .batch = 1, .m = rows, .n = cols, .k = kk, .a = a, .b = b};
   lcuDeviceptr acc = c;
-  if (half) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, rows * cols, &acc, NULL));
-  g.c = (lt_mat){acc, cols, 1, 0};
+  int64_t lda = cols;
+  if (half) LATHE_RETURN_IF_ERROR(lathe_cuda_acc_scratch(ex, rows, cols, &acc, &lda, &g.c_room));
+  g.c = (lt_mat){acc, lda, 1, 0};
   LATHE_RETURN_IF_ERROR(lathe_cuda_gemm(ex, &g));
-  return half ? lathe_cuda_dense_epilogue(ex, dt, acc, c, 0, rows, cols, LATHE_ACTIVATION_NONE) : NULL;
+  return half ? lathe_cuda_dense_epilogue(ex, dt, acc, lda, c, 0, rows, cols, LATHE_ACTIVATION_NONE) : NULL;
 }
 
 /* dz = act'(y) g (in the operands' dtype), dx = dz . weight', dWeight = x' . dz (io) or dz' . x

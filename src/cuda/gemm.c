@@ -164,10 +164,10 @@ lathe_status_t lathe_cuda_scratch(lathe_cuda_exec *ex, lathe_dtype dt, int64_t n
   s.rank = 1;
   s.dims[0] = n > 0 ? n : 0;
   lathe_tensor *t;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_exec_tensor(ex, &s, &t));
+  /* a caller that takes the tensor reads its shape: only a pointer may be another step's memory */
+  LATHE_RETURN_IF_ERROR(lathe_cuda_exec_scratch(ex, &s, out_t == NULL, &t));
   *out = lathe_cuda_ptr(t);
   if (out_t) *out_t = t;
-  lathe_tensor_release(t); /* ours; the execution keeps its own until the stream is done */
   return NULL;
 }
 
@@ -477,6 +477,116 @@ void lathe_cuda_gemm_texts(const lt_gemm *g, lathe_cuda_text_fn fn, void *ctx) {
     fn(ctx, tiled_src);
 }
 
+/* ---- products staged in padded lines ----
+ * cuBLASLt's fastest kernels on Hopper (through TMA) need each line of a matrix (a row, or a
+ * column when it is column-major) to start on 16 bytes, and m, n and k of whole 16 bytes. A
+ * vocabulary of 50257 gives neither: GPT-2's logits product and its two gradients ran at about
+ * 100 TFLOP/s in BFloat16 on an H100 where aligned products reach 600. With gemm_pad=MiB such a
+ * tensor-core product (halves, and Float32 with tf32=1) copies the operands that need it into
+ * lines padded to 16 bytes with m, n and k rounded up (zeros in the padding, so the sums are the
+ * same), runs on the copies and copies the staged result back. The copies are step scratch, in
+ * blocks of at most the option's size: rows of the result, and, where the result is Float32 (the
+ * blocks' partial sums then add in Float32, as a split-k product's do), parts of k. Only where the product does
+ * at least 160 multiply-adds per value moved: about where a BFloat16 product's time saved
+ * (1/100 - 1/600 ms per TFLOP) pays for a copy at 1.5 TB/s. */
+typedef struct {
+  bool rows;             /* lines are rows (cs == 1), else columns (rs == 1) */
+  int64_t n, len, pitch; /* lines, their length, elements from one to the next */
+} lines_of;
+
+static bool lines_init(const lt_mat *x, int64_t R, int64_t C, lines_of *o) {
+  if (x->cs == 1 && x->rs >= C) *o = (lines_of){true, R, C, x->rs};
+  else if (x->rs == 1 && x->cs >= R) *o = (lines_of){false, C, R, x->cs};
+  else return false;
+  return true;
+}
+
+static int64_t round_up(int64_t v, int64_t unit) { return (v + unit - 1) / unit * unit; }
+static int64_t clamp64(int64_t v, int64_t hi) { return v < 0 ? 0 : v > hi ? hi : v; }
+
+static bool off16(const lines_of *l, lcuDeviceptr p, size_t es) { return (l->pitch * (int64_t)es) % 16 || p % 16; }
+
+/* A block of x (lines l): rows [r0, r0 + R2), columns [c0, c0 + C2), as a matrix of lines padded
+ * to 16 bytes at buf (elements outside x read as zeros; back: buf's block is copied into x
+ * instead, x's part of it only). */
+static lathe_status_t stage_block(lathe_cuda_exec *ex, const lt_mat *x, const lines_of *l, size_t es, int64_t r0, int64_t c0,
+                                  int64_t R2, int64_t C2, lcuDeviceptr buf, lt_mat *out, bool back) {
+  int64_t line0 = l->rows ? r0 : c0, elem0 = l->rows ? c0 : r0;
+  int64_t n2 = l->rows ? R2 : C2, len2 = l->rows ? C2 : R2, pitch2 = round_up(len2, 16 / (int64_t)es);
+  int64_t nv = clamp64(l->n - line0, n2), lv = clamp64(l->len - elem0, len2);
+  lcuDeviceptr at = x->p + (lcuDeviceptr)((line0 * l->pitch + elem0) * (int64_t)es);
+  *out = l->rows ? (lt_mat){buf, pitch2, 1, 0} : (lt_mat){buf, 1, pitch2, 0};
+  if (back) return lathe_cuda_lines(ex, buf, at, (int)es, nv, lv, l->pitch, nv, lv, pitch2);
+  return lathe_cuda_lines(ex, at, buf, (int)es, n2, pitch2, pitch2, nv, lv, l->pitch);
+}
+
+static lt_mat block_of(const lt_mat *x, size_t es, int64_t r0, int64_t c0) {
+  lt_mat b = *x;
+  b.p += (lcuDeviceptr)((r0 * x->rs + c0 * x->cs) * (int64_t)es);
+  return b;
+}
+
+/* g (one matrix) on staged copies where that pays; *done false: not staged, nothing queued. */
+static lathe_status_t staged_gemm(lathe_cuda_exec *ex, const lt_gemm *g, bool *done) {
+  *done = false;
+  cuda_dev *d = lathe_cuda_exec_dev(ex);
+  if (!d->cu->gemm_pad || g->batch != 1 || g->m < 64 || g->n < 64 || g->k < 64) return NULL;
+  if (!is_half(g->ab) && !(g->ab == LATHE_DTYPE_FLOAT32 && d->cu->tf32)) return NULL; /* no tensor cores */
+  size_t ea = (size_t)lathe_dtype_bits(g->ab) / 8, ed = (size_t)lathe_dtype_bits(g->d) / 8;
+  lines_of la, lb, lc;
+  if (!lines_init(&g->a, g->m, g->k, &la) || !lines_init(&g->b, g->k, g->n, &lb) || !lines_init(&g->c, g->m, g->n, &lc))
+    return NULL;
+  int64_t u = 16 / (int64_t)ea, m2 = round_up(g->m, u), n2 = round_up(g->n, u), k2 = round_up(g->k, u);
+  bool sa = off16(&la, g->a.p, ea) || m2 != g->m || k2 != g->k, sb = off16(&lb, g->b.p, ea) || k2 != g->k || n2 != g->n;
+  bool sc = off16(&lc, g->c.p, ed) || (!g->c_room && (m2 != g->m || n2 != g->n));
+  if (!sa && !sb && !sc) return NULL;
+  double moved = (sa ? (double)g->m * (double)g->k : 0) + (sb ? (double)g->k * (double)g->n : 0) +
+                 (sc ? (g->accumulate ? 2.0 : 1.0) * (double)g->m * (double)g->n : 0);
+  if ((double)g->m * (double)g->n * (double)g->k < 160.0 * moved) return NULL;
+  /* blocks: mc rows of the result, kc of k (only into a Float32 result) */
+  bool split_k = g->d == LATHE_DTYPE_FLOAT32;
+  int64_t mc = m2, kc = k2;
+  for (;;) { /* the result's rows where its copy is the most, else k (products keep their m x n) */
+    int64_t ab = sa ? mc * kc * (int64_t)ea : 0, bb = sb ? kc * n2 * (int64_t)ea : 0, cb = sc ? mc * n2 * (int64_t)ed : 0;
+    if (ab + bb + cb <= d->cu->gemm_pad) break;
+    if (cb >= ab + bb && mc > 64 * u) mc = round_up(mc / 2, u);
+    else if (split_k && kc > 64 * u) kc = round_up(kc / 2, u);
+    else if (mc > 64 * u && ab + cb > 0) mc = round_up(mc / 2, u);
+    else break; /* blocks this small would be slow products: more memory instead */
+  }
+  lcuDeviceptr pa = 0, pb = 0, pc = 0;
+  if (sa) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_UINT8, mc * kc * (int64_t)ea, &pa, NULL));
+  if (sb) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_UINT8, kc * n2 * (int64_t)ea, &pb, NULL));
+  if (sc) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_UINT8, mc * n2 * (int64_t)ed, &pc, NULL));
+  lt_gemm q = *g;
+  q.n = n2;
+  if (sb && kc == k2) LATHE_RETURN_IF_ERROR(stage_block(ex, &g->b, &lb, ea, 0, 0, k2, n2, pb, &q.b, false));
+  for (int64_t m0 = 0; m0 < m2; m0 += mc) {
+    q.m = m2 - m0 < mc ? m2 - m0 : mc;
+    if (!sc) q.c = block_of(&g->c, ed, m0, 0);
+    else if (g->accumulate) LATHE_RETURN_IF_ERROR(stage_block(ex, &g->c, &lc, ed, m0, 0, q.m, n2, pc, &q.c, false));
+    else { /* room only */
+      int64_t pitch2 = round_up(lc.rows ? n2 : q.m, 16 / (int64_t)ed);
+      q.c = lc.rows ? (lt_mat){pc, pitch2, 1, 0} : (lt_mat){pc, 1, pitch2, 0};
+    }
+    for (int64_t k0 = 0; k0 < k2; k0 += kc) {
+      q.k = k2 - k0 < kc ? k2 - k0 : kc;
+      q.accumulate = g->accumulate || k0 > 0;
+      if (sa) LATHE_RETURN_IF_ERROR(stage_block(ex, &g->a, &la, ea, m0, k0, q.m, q.k, pa, &q.a, false));
+      else q.a = block_of(&g->a, ea, m0, k0);
+      if (sb && kc < k2) LATHE_RETURN_IF_ERROR(stage_block(ex, &g->b, &lb, ea, k0, 0, q.k, n2, pb, &q.b, false));
+      else if (!sb) q.b = block_of(&g->b, ea, k0, 0);
+      bool ok;
+      LATHE_RETURN_IF_ERROR(lt_matmul(ex, &q, &ok));
+      if (!ok) LATHE_RETURN_IF_ERROR(tiled(ex, &q)); /* no algorithm even so */
+    }
+    lt_mat unused;
+    if (sc) LATHE_RETURN_IF_ERROR(stage_block(ex, &g->c, &lc, ed, m0, 0, q.m, n2, pc, &unused, true));
+  }
+  *done = true;
+  return NULL;
+}
+
 lathe_status_t lathe_cuda_gemm(lathe_cuda_exec *ex, const lt_gemm *g) {
   if (g->batch <= 0 || g->m <= 0 || g->n <= 0) return NULL;
   if (g->k <= 0) {
@@ -487,6 +597,9 @@ lathe_status_t lathe_cuda_gemm(lathe_cuda_exec *ex, const lt_gemm *g) {
    * cuBLASLt's call there, and it sums k in order, as lathe:cpu does, so a small product gives
    * the CPU's result where cuBLASLt's split order would round otherwise. */
   if (!lt_pair(g->ab, g->d) || (double)g->batch * (double)g->m * (double)g->n * (double)g->k <= 65536.0) return tiled(ex, g);
+  bool staged;
+  LATHE_RETURN_IF_ERROR(staged_gemm(ex, g, &staged));
+  if (staged) return NULL;
   size_t es_ab = (size_t)lathe_dtype_bits(g->ab) / 8, es_d = (size_t)lathe_dtype_bits(g->d) / 8;
   enum { CHUNK = 1 << 30 };
   for (int64_t b0 = 0; b0 < g->batch; b0 += CHUNK) {

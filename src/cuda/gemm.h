@@ -32,8 +32,10 @@ char *lathe_cuda_cvt_text(const lathe_dtype *path, int n_path, const char *kerne
 /* lathe_cuda_convert's text of a path (lasting: made once per path), or NULL. */
 const char *lathe_cuda_convert_text(const lathe_dtype *path, int n_path);
 
-/* Scratch device memory of n elements of dt for the running execution (freed when its stream is
- * done); *out_t (may be NULL) receives the tensor, borrowed: valid while the execution runs. */
+/* Scratch device memory of n elements of dt for the step being run: valid until the step is done
+ * (then later steps' scratch may reuse it: one stream runs them in order); memory is given back
+ * when the execution's stream is done. *out_t (may be NULL) receives the tensor, borrowed; only
+ * scratch asked for without it reuses an earlier step's memory. */
 lathe_status_t lathe_cuda_scratch(lathe_cuda_exec *ex, lathe_dtype dt, int64_t n, lcuDeviceptr *out,
                                   lathe_tensor **out_t);
 /* Zeroes nbytes at p on the execution's stream. */
@@ -65,6 +67,8 @@ typedef struct lt_gemm {
   int64_t batch, m, n, k;
   lt_mat a, b, c; /* c: the result d */
   bool accumulate;
+  bool c_room; /* c has rows up to m and lines up to n rounded up to 16 bytes of ab (a scratch
+                * accumulator): a staged product may write that padding (gemm.c) */
 } lt_gemm;
 lathe_status_t lathe_cuda_gemm(lathe_cuda_exec *ex, const lt_gemm *g);
 /* Passes fn the lasting text lathe_cuda_gemm will launch for g's dtypes and sizes (its tiled
@@ -134,11 +138,15 @@ const char *lathe_cuda_dense_epilogue_text(lathe_dtype dt);
 lathe_status_t lathe_cuda_run_quantized(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in,
                                         lathe_tensor **out);
 void lathe_cuda_sources_quantized(lathe_cuda_source_fn fn, void *ctx);
-/* y[r, j] = act(acc[r, j] + bias[j]) for a contiguous [m, n] result: acc of dtype acc_dt
- * (Float32 for half outputs, else out_dt), y of out_dt (may be acc itself), bias of out_dt
- * (0: none). */
-lathe_status_t lathe_cuda_dense_epilogue(lathe_cuda_exec *ex, lathe_dtype out_dt, lcuDeviceptr acc, lcuDeviceptr y,
+/* y[r, j] = act(acc[r * lda + j] + bias[j]) for a contiguous [m, n] result: acc of dtype acc_dt
+ * (Float32 for half outputs, else out_dt) with rows lda apart, y of out_dt (may be acc itself,
+ * then lda == n), bias of out_dt (0: none). */
+lathe_status_t lathe_cuda_dense_epilogue(lathe_cuda_exec *ex, lathe_dtype out_dt, lcuDeviceptr acc, int64_t lda, lcuDeviceptr y,
                                          lcuDeviceptr bias, int64_t m, int64_t n, int act);
+/* A Float32 scratch accumulator of m x n for a half product's result: its row pitch, and *room
+ * whether it has the padding a staged product writes (gemm_pad: rows and lines rounded up to 16
+ * bytes of the half operands), so the product writes it in place. */
+lathe_status_t lathe_cuda_acc_scratch(lathe_cuda_exec *ex, int64_t m, int64_t n, lcuDeviceptr *out, int64_t *pitch, bool *room);
 /* The activation of FusedDense / FusedQuantizedDense as CUDA source: `T lt_act(T v, int act)`
  * for T float and double (LATHE_ACTIVATION_* values), exact GELU. */
 const char *lathe_cuda_activation_source(void);

@@ -147,6 +147,7 @@ static lathe_status_t capture(lathe_cuda_exec *ex, cuda_replay *r, const lathe_l
   r->n_kept = ex->n_dead;
   ex->dead = NULL;
   ex->n_dead = ex->cap_dead = 0;
+  ex->n_step_scratch = ex->n_free_scratch = 0; /* theirs too */
   r->err_word = ex->err_word;
   ex->err_word = NULL;
   for (int k = 0; k < ex->n_err_msgs; k++) r->err_msgs[k] = ex->err_msgs[k];

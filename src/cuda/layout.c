@@ -158,6 +158,25 @@ lathe_status_t lathe_cuda_move(lathe_cuda_exec *ex, bool scatter, lcuDeviceptr p
   return lathe_cuda_launch(ex, f, b, t, 0, args);
 }
 
+lathe_status_t lathe_cuda_lines(lathe_cuda_exec *ex, lcuDeviceptr in, lcuDeviceptr out, int w, int64_t n_out, int64_t len_out,
+                                int64_t op, int64_t n_in, int64_t len_in, int64_t ip) {
+  if (n_out <= 0 || len_out <= 0) return NULL;
+  const char *src = width_source(w);
+  if (!src) return LATHE_OOM("lathe:cuda: codegen");
+  char name[32];
+  snprintf(name, sizeof name, "lt_lines_%d", w);
+  lcuFunction f;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), src, name, &f));
+  /* bx blocks of 256 cover a line (at most 64: they loop), as many lines at once as a grid of
+   * 2^16 blocks holds */
+  int64_t bx = (len_out + 255) / 256;
+  if (bx > 64) bx = 64;
+  int64_t by = n_out < 65536 / bx ? n_out : 65536 / bx;
+  unsigned blocks = (unsigned)(bx * by);
+  void *args[] = {&in, &out, &n_out, &len_out, &op, &n_in, &len_in, &ip, &bx};
+  return lathe_cuda_launch(ex, f, blocks, 256, 0, args);
+}
+
 lathe_status_t lathe_cuda_strided(lathe_cuda_exec *ex, bool scatter, const lathe_tensor *in, lathe_tensor *out,
                                   int64_t n, const lt_dims_h *dims, const lt_strides_h *strides, int64_t base) {
   return lathe_cuda_move(ex, scatter, lathe_cuda_ptr(in), lathe_cuda_ptr(out), width_of(in->shape.dtype), n, dims, strides,

@@ -115,7 +115,7 @@ static lathe_status_t run_dense(lathe_cuda_exec *ex, const lathe_node *n, lathe_
     g.c = (lt_mat){y + (lcuDeviceptr)((size_t)j0 * 4), q.n, 1, 0};
     LATHE_RETURN_IF_ERROR(lathe_cuda_gemm(ex, &g));
   }
-  return lathe_cuda_dense_epilogue(ex, LATHE_DTYPE_FLOAT32, y, y, bias, q.m, q.n, (int)q.act);
+  return lathe_cuda_dense_epilogue(ex, LATHE_DTYPE_FLOAT32, y, q.n, y, bias, q.m, q.n, (int)q.act);
 }
 
 static lathe_status_t run_lookup(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {

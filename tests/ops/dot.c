@@ -324,6 +324,15 @@ TEST(dot_general_misaligned_rows) {
   dot_case("misaligned rows", LATHE_DTYPE_FLOAT32, &plain, 0, 0);
   dot_case("misaligned columns of lhs", LATHE_DTYPE_FLOAT32, &lt, 0, 0);
   dot_case("misaligned columns of rhs", LATHE_DTYPE_BFLOAT16, &rt, 0, LATHE_DTYPE_FLOAT32);
+  /* a vocabulary's products at a size lathe:cuda stages in padded lines (gemm_pad): the logits'
+   * gradients (k odd and both operands' lines off 16 bytes; a misaligned Float32 result), and an
+   * odd inner size with aligned lines */
+  dot_spec dx = SPEC((320, 1027), (320, 1027), (1), (0), (1), (0), 1, 0);
+  dot_spec dw = SPEC((320, 320), (320, 1027), (0), (0), (0), (0), 1, 0);
+  dot_spec odd_k = SPEC((1001, 320), (1001, 320), (0), (0), (0), (0), 1, 0);
+  dot_case("vocabulary input gradient", LATHE_DTYPE_BFLOAT16, &dx, 0, 0);
+  dot_case("vocabulary weight gradient", LATHE_DTYPE_BFLOAT16, &dw, 0, LATHE_DTYPE_FLOAT32);
+  dot_case("odd inner size", LATHE_DTYPE_FLOAT16, &odd_k, 0, 0);
 }
 
 /* The same rows on lathe's own loops (what runs where BLAS cannot), for the float dtypes. */

@@ -213,6 +213,13 @@ TEST(fused_dense) {
   dense_case(LATHE_DTYPE_FLOAT32, 4, 0, 3, LATHE_ACTIVATION_SILU, LATHE_DENSE_INPUT_OUTPUTS, true);
   dense_case(LATHE_DTYPE_FLOAT32, 0, 3, 3, LATHE_ACTIVATION_NONE, LATHE_DENSE_INPUT_OUTPUTS, true);
   dense_case(LATHE_DTYPE_FLOAT32, 129, 67, 33, LATHE_ACTIVATION_GELU, LATHE_DENSE_OUTPUTS_INPUT, true);
+  /* a vocabulary's logits: rows of outputs off 16 bytes (lathe:cuda's gemm_pad stages the weights
+   * and pitches a half result's Float32 sums) */
+  for (int d = 0; d < N_FLOAT_DTS; d++)
+    if (float_dts[d] != LATHE_DTYPE_FLOAT64) {
+      dense_case(float_dts[d], 256, 96, 1031, LATHE_ACTIVATION_NONE, LATHE_DENSE_INPUT_OUTPUTS, true);
+      dense_case(float_dts[d], 256, 96, 1031, LATHE_ACTIVATION_NONE, LATHE_DENSE_OUTPUTS_INPUT, false);
+    }
 }
 
 TEST(fused_bad_inputs) {

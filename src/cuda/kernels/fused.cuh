@@ -100,14 +100,14 @@ template <typename S, int PER> __device__ void layer_norm_warp(const S *x, S *y,
     }
   }
 }
-/* y[r, j] = act(acc[r, j] + bias[j]): tpr threads a row, so a column is a loop index, not a
+/* y[r, j] = act(acc[r * lda + j] + bias[j]): tpr threads a row, so a column is a loop index, not a
  * 64-bit remainder per element */
-template <typename A, typename S> __device__ void dense_epi(const A *acc, S *y, const S *bias, int64_t m, int64_t n, int act,
-                                                           int tpr) {
+template <typename A, typename S> __device__ void dense_epi(const A *acc, int64_t lda, S *y, const S *bias, int64_t m, int64_t n,
+                                                           int act, int tpr) {
   typedef typename lt_ct<S>::T T;
   int rpb = blockDim.x / tpr, sub = threadIdx.x / tpr, lane = threadIdx.x % tpr;
   for (int64_t r = (int64_t)blockIdx.x * rpb + sub; r < m; r += (int64_t)gridDim.x * rpb) {
-    const A *ar = acc + r * n;
+    const A *ar = acc + r * lda;
     S *yr = y + r * n;
     for (int64_t j = lane; j < n; j += tpr) {
       T v = (T)lt_g(ar, j);
@@ -129,8 +129,8 @@ template <typename A, typename S> __device__ void dense_epi(const A *acc, S *y, 
       int64_t norm, const __grid_constant__ lt_dims od, const __grid_constant__ lt_strides os, const __grid_constant__ lt_dims nd, const __grid_constant__ lt_strides ns, double eps, int tpr) {            \
     layer_norm(x, y, g, b, rows, norm, od, os, nd, ns, eps, tpr); }
 #define LT_FUSED_DENSE(name, S, A)                                                                       \
-  extern "C" __global__ void lt_dense_epi_##name(const A *acc, S *y, const S *b, int64_t m, int64_t n, int act, \
-      int tpr) { dense_epi(acc, y, b, m, n, act, tpr); }
+  extern "C" __global__ void lt_dense_epi_##name(const A *acc, int64_t lda, S *y, const S *b, int64_t m, int64_t n, \
+      int act, int tpr) { dense_epi(acc, lda, y, b, m, n, act, tpr); }
 /* blocks of 256; MINB blocks per SM cap the registers (softmax_warp.cuh says why), as high as the
  * row's values allow without spilling: ptxas spilled 32-value Float32 rows at 4 blocks (64
  * registers) and 16-value ones at 4 */

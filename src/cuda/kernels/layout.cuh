@@ -41,12 +41,24 @@ template <typename W> __device__ void pad(const W *in, W *out, const W *fill, in
     out[i] = inside ? in[src] : fill[0];
   }
 }
+/* lines of a matrix between pitches (gemm.c's staging): out line l < n_out, element j < len_out
+ * (at l * op + j) gets in[l * ip + j] where l < n_in and j < len_in, else zero; the grid's
+ * blocks are bx per line, so a lane walks a line without dividing */
+template <typename W> __device__ void lines(const W *in, W *out, int64_t n_out, int64_t len_out, int64_t op, int64_t n_in,
+                                          int64_t len_in, int64_t ip, int64_t bx) {
+  const W z = W();
+  const int64_t step_l = gridDim.x / bx, step_j = bx * blockDim.x;
+  for (int64_t l = blockIdx.x / bx; l < n_out; l += step_l)
+    for (int64_t j = (blockIdx.x % bx) * blockDim.x + threadIdx.x; j < len_out; j += step_j)
+      out[l * op + j] = l < n_in && j < len_in ? in[l * ip + j] : z;
+}
 #define LT_W(w, W) \
   extern "C" __global__ void lt_gather_##w(const W *in, W *out, int64_t n, const __grid_constant__ lt_dims d, const __grid_constant__ lt_strides s, int64_t b) { gather(in, out, n, d, s, b); } \
   extern "C" __global__ void lt_scatter_##w(const W *in, W *out, int64_t n, const __grid_constant__ lt_dims d, const __grid_constant__ lt_strides s, int64_t b) { scatter(in, out, n, d, s, b); } \
   extern "C" __global__ void lt_gather32_##w(const W *in, W *out, uint32_t n, const __grid_constant__ lt_dims32 g, int32_t b) { gather32(in, out, n, g, b); } \
   extern "C" __global__ void lt_scatter32_##w(const W *in, W *out, uint32_t n, const __grid_constant__ lt_dims32 g, int32_t b) { scatter32(in, out, n, g, b); } \
   extern "C" __global__ void lt_fill_##w(const W *v, W *out, int64_t n) { fill(v, out, n); } \
+  extern "C" __global__ void lt_lines_##w(const W *in, W *out, int64_t no, int64_t lo, int64_t op, int64_t ni, int64_t li, int64_t ip, int64_t bx) { lines(in, out, no, lo, op, ni, li, ip, bx); } \
   extern "C" __global__ void lt_pad_##w(const W *in, W *out, const W *f, int64_t n, const __grid_constant__ lt_dims od, const __grid_constant__ lt_dims id, const __grid_constant__ lt_strides lo, const __grid_constant__ lt_strides in_) { pad(in, out, f, n, od, id, lo, in_); }
 /* layout.c makes a text per width (LT_LW): a model compiles the widths it moves */
 #if LT_LW == 1

@@ -1422,14 +1422,14 @@
   "    }\n" \
   "  }\n" \
   "}\n" \
-  "/* y[r, j] = act(acc[r, j] + bias[j]): tpr threads a row, so a column is a loop index, not a\n" \
+  "/* y[r, j] = act(acc[r * lda + j] + bias[j]): tpr threads a row, so a column is a loop index, not a\n" \
   " * 64-bit remainder per element */\n" \
-  "template <typename A, typename S> __device__ void dense_epi(const A *acc, S *y, const S *bias, int64_t m, int64_t n, int act,\n" \
-  "                                                           int tpr) {\n" \
+  "template <typename A, typename S> __device__ void dense_epi(const A *acc, int64_t lda, S *y, const S *bias, int64_t m, int64_t n,\n" \
+  "                                                           int act, int tpr) {\n" \
   "  typedef typename lt_ct<S>::T T;\n" \
   "  int rpb = blockDim.x / tpr, sub = threadIdx.x / tpr, lane = threadIdx.x % tpr;\n" \
   "  for (int64_t r = (int64_t)blockIdx.x * rpb + sub; r < m; r += (int64_t)gridDim.x * rpb) {\n" \
-  "    const A *ar = acc + r * n;\n" \
+  "    const A *ar = acc + r * lda;\n" \
   "    S *yr = y + r * n;\n" \
   "    for (int64_t j = lane; j < n; j += tpr) {\n" \
   "      T v = (T)lt_g(ar, j);\n" \
@@ -1451,8 +1451,8 @@
   "      int64_t norm, const __grid_constant__ lt_dims od, const __grid_constant__ lt_strides os, const __grid_constant__ lt_dims nd, const __grid_constant__ lt_strides ns, double eps, int tpr) {            \\\n" \
   "    layer_norm(x, y, g, b, rows, norm, od, os, nd, ns, eps, tpr); }\n" \
   "#define LT_FUSED_DENSE(name, S, A)                                                                       \\\n" \
-  "  extern \"C\" __global__ void lt_dense_epi_##name(const A *acc, S *y, const S *b, int64_t m, int64_t n, int act, \\\n" \
-  "      int tpr) { dense_epi(acc, y, b, m, n, act, tpr); }\n" \
+  "  extern \"C\" __global__ void lt_dense_epi_##name(const A *acc, int64_t lda, S *y, const S *b, int64_t m, int64_t n, \\\n" \
+  "      int act, int tpr) { dense_epi(acc, lda, y, b, m, n, act, tpr); }\n" \
   "/* blocks of 256; MINB blocks per SM cap the registers (softmax_warp.cuh says why), as high as the\n" \
   " * row's values allow without spilling: ptxas spilled 32-value Float32 rows at 4 blocks (64\n" \
   " * registers) and 16-value ones at 4 */\n" \
@@ -1667,12 +1667,24 @@
   "    out[i] = inside \? in[src] : fill[0];\n" \
   "  }\n" \
   "}\n" \
+  "/* lines of a matrix between pitches (gemm.c's staging): out line l < n_out, element j < len_out\n" \
+  " * (at l * op + j) gets in[l * ip + j] where l < n_in and j < len_in, else zero; the grid's\n" \
+  " * blocks are bx per line, so a lane walks a line without dividing */\n" \
+  "template <typename W> __device__ void lines(const W *in, W *out, int64_t n_out, int64_t len_out, int64_t op, int64_t n_in,\n" \
+  "                                          int64_t len_in, int64_t ip, int64_t bx) {\n" \
+  "  const W z = W();\n" \
+  "  const int64_t step_l = gridDim.x / bx, step_j = bx * blockDim.x;\n" \
+  "  for (int64_t l = blockIdx.x / bx; l < n_out; l += step_l)\n" \
+  "    for (int64_t j = (blockIdx.x % bx) * blockDim.x + threadIdx.x; j < len_out; j += step_j)\n" \
+  "      out[l * op + j] = l < n_in && j < len_in \? in[l * ip + j] : z;\n" \
+  "}\n" \
   "#define LT_W(w, W) \\\n" \
   "  extern \"C\" __global__ void lt_gather_##w(const W *in, W *out, int64_t n, const __grid_constant__ lt_dims d, const __grid_constant__ lt_strides s, int64_t b) { gather(in, out, n, d, s, b); } \\\n" \
   "  extern \"C\" __global__ void lt_scatter_##w(const W *in, W *out, int64_t n, const __grid_constant__ lt_dims d, const __grid_constant__ lt_strides s, int64_t b) { scatter(in, out, n, d, s, b); } \\\n" \
   "  extern \"C\" __global__ void lt_gather32_##w(const W *in, W *out, uint32_t n, const __grid_constant__ lt_dims32 g, int32_t b) { gather32(in, out, n, g, b); } \\\n" \
   "  extern \"C\" __global__ void lt_scatter32_##w(const W *in, W *out, uint32_t n, const __grid_constant__ lt_dims32 g, int32_t b) { scatter32(in, out, n, g, b); } \\\n" \
   "  extern \"C\" __global__ void lt_fill_##w(const W *v, W *out, int64_t n) { fill(v, out, n); } \\\n" \
+  "  extern \"C\" __global__ void lt_lines_##w(const W *in, W *out, int64_t no, int64_t lo, int64_t op, int64_t ni, int64_t li, int64_t ip, int64_t bx) { lines(in, out, no, lo, op, ni, li, ip, bx); } \\\n" \
   "  extern \"C\" __global__ void lt_pad_##w(const W *in, W *out, const W *f, int64_t n, const __grid_constant__ lt_dims od, const __grid_constant__ lt_dims id, const __grid_constant__ lt_strides lo, const __grid_constant__ lt_strides in_) { pad(in, out, f, n, od, id, lo, in_); }\n" \
   "/* layout.c makes a text per width (LT_LW): a model compiles the widths it moves */\n" \
   "#if LT_LW == 1\n" \
