@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "4b4400c8de81086d18f92662729e7be6"
+const engineSourcesHash = "56402143d7d427d39e2c1fe61d51aba7"
