@@ -846,8 +846,8 @@ typedef struct lathe_executable_stats {
   int capacity;      /* the cache's bound */
   /* AutoSharding: whether the program runs partitioned (one program of local shapes per device),
    * else why not (text that lives as long as the executable; NULL for other programs); ops that
-   * run whole on gathered operands for want of a partitioning rule; collectives the partitioner
-   * inserted */
+   * run whole on every device: on gathered operands for want of a partitioning rule, and every
+   * RNGBitGenerator (a split would change its values); collectives the partitioner inserted */
   bool partitioned;
   const char *partition_declined;
   int partition_fallbacks;

@@ -66,7 +66,7 @@ type ExecutableStats struct {
 	// PartitionDeclined says why ("" for a program that is not AutoSharding).
 	Partitioned          bool
 	PartitionDeclined    string
-	PartitionFallbacks   int    // ops run whole on gathered operands for want of a rule
+	PartitionFallbacks   int    // ops run whole: on gathered operands for want of a rule, or RNGBitGenerator
 	PartitionCollectives int    // collectives the partitioner inserted
 	PartitionFallbackOps string // the fallbacks' op names, comma-separated
 	ArenaBytes           int64  // the planned arena of one execution (lathe_executable_arena_bytes)

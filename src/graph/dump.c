@@ -29,8 +29,8 @@ static void node_line(const lathe_node *n, FILE *f) {
 void lathe_dump_builder_text(const struct lathe_builder *b, FILE *f) {
   fprintf(f, "# \"%s\" as built: %d function(s)\n", b->name ? b->name : "", b->n_fns);
   if (b->partitioned)
-    fprintf(f, "# partitioned from AutoSharding over %d devices: %d collective(s) inserted, %d op(s) without a rule "
-               "run whole on gathered operands (fallbacks%s%s)\n", b->n_replicas, b->partition_collectives, b->partition_fallbacks,
+    fprintf(f, "# partitioned from AutoSharding over %d devices: %d collective(s) inserted, %d op(s) run whole "
+               "on every device (fallbacks%s%s)\n", b->n_replicas, b->partition_collectives, b->partition_fallbacks,
             b->partition_fallbacks ? ": " : "", b->partition_fallbacks ? b->partition_fallback_ops : "");
   for (int i = 0; i < b->n_fns; i++) {
     const lathe_function *fn = b->fns[i];

@@ -152,7 +152,7 @@ struct lathe_builder {
   int n_meshes;
   const lathe_sharding_def **output_shardings; /* AutoSharding: per main output (NULL: replicated) */
   bool partitioned;              /* made by the AutoSharding partitioner (partition.c), with */
-  int partition_fallbacks;       /* ops run whole on gathered operands */
+  int partition_fallbacks;       /* ops run whole: on gathered operands, or RNGBitGenerator */
   int partition_collectives;     /* and the collectives the partitioner inserted */
   const char *partition_fallback_ops; /* the fallbacks' op names, comma-separated (arena) */
   lathe_graph *graph;

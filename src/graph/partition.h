@@ -7,7 +7,7 @@
 
 typedef struct lathe_partition_report {
   const char *declined; /* why the program is left whole (static text), or NULL: partitioned */
-  int fallbacks;        /* ops without a rule whose sharded operands were gathered first */
+  int fallbacks;        /* ops run whole: without a rule, sharded operands gathered first; RNGBitGenerator */
   int collectives;      /* collectives the pass inserted */
 } lathe_partition_report;
 

@@ -1,27 +1,35 @@
 /* partition_rules.c -- the AutoSharding partitioner's propagation rules, one per op family: each
  * decides the sharding its operands must arrive in and its result's, and emits the op on local
  * shapes (partition.c reshards the operands); ops without a rule take the fallback (operands
- * gathered, counted). docs/ARCHITECTURE.md "Partitioning" describes every rule. */
+ * gathered, counted), and RNGBitGenerator runs whole by design (counted too).
+ * docs/ARCHITECTURE.md "Partitioning" describes every rule. */
 #include "ew.h"
 #include "partition_impl.h"
 
 /* ---- rules: each decides the operands' and the result's shardings ---- */
 
-static lathe_status_t fallback(part *p, const lathe_node *sn) {
+/* Records sn as run whole on every device: counted, its op name listed once. */
+static void count_whole(part *p, const lathe_node *sn) {
+  p->fallbacks++;
+  const char *name = lathe_op_name(sn->op);
+  size_t at = strlen(p->fallback_ops), len = strlen(name);
+  bool listed = false;
+  for (const char *f = p->fallback_ops; (f = strstr(f, name)); f += len)
+    listed |= (f == p->fallback_ops || f[-1] == ' ') && (f[len] == ',' || f[len] == 0);
+  if (!listed && at + len + 3 < sizeof p->fallback_ops)
+    snprintf(p->fallback_ops + at, sizeof p->fallback_ops - at, "%s%s", at ? ", " : "", name);
+}
+
+/* sn run whole on every device on replicated operands, its results replicated; counted where
+ * that gathers a split operand, or always where `always`. */
+static lathe_status_t run_whole(part *p, const lathe_node *sn, bool always) {
   spec *need = p->need;
   bool gathered = false;
   for (int i = 0; i < sn->n_operands; i++) {
     need[i] = replicated_spec(sn->in[i]->shape.rank);
     gathered |= !replicated(own(p, sn->in[i]->id));
   }
-  p->fallbacks += gathered;
-  const char *name = lathe_op_name(sn->op);
-  size_t at = strlen(p->fallback_ops), len = strlen(name);
-  bool listed = false;
-  for (const char *f = p->fallback_ops; gathered && (f = strstr(f, name)); f += len)
-    listed |= (f == p->fallback_ops || f[-1] == ' ') && (f[len] == ',' || f[len] == 0);
-  if (gathered && !listed && at + len + 3 < sizeof p->fallback_ops)
-    snprintf(p->fallback_ops + at, sizeof p->fallback_ops - at, "%s%s", at ? ", " : "", name);
+  if (gathered || always) count_whole(p, sn);
   lathe_node *out;
   if (sn->multi) {
     for (int i = 0; i < sn->n_out; i++) p->rs[i] = replicated_spec(sn->out_shapes[i].rank);
@@ -30,6 +38,8 @@ static lathe_status_t fallback(part *p, const lathe_node *sn) {
   spec rs = replicated_spec(sn->shape.rank);
   return lathe_part_emit_with(p, sn, need, &rs, &out);
 }
+
+static lathe_status_t fallback(part *p, const lathe_node *sn) { return run_whole(p, sn, false); }
 
 /* Elementwise (with GoMLX broadcasting: equal ranks with size-1 axes, or scalars): the result takes
  * the sharding of one operand of its rank, the one whose choice moves the fewest bytes. */
@@ -351,6 +361,80 @@ static lathe_status_t rule_fused_dense(part *p, const lathe_node *sn) {
   return NULL;
 }
 
+/* The mesh axes a rule has taken so far (one mesh, each mesh axis once). */
+typedef struct {
+  spec used;
+  int slot, mesh;
+} taken;
+
+/* Takes the split of axis a of s where it is on the same mesh and uses no mesh axis taken. */
+static bool take(taken *t, const spec *s, int a) {
+  if (!s->n_axes[a] || (t->mesh >= 0 && t->mesh != s->mesh) || t->slot >= LATHE_MAX_RANK ||
+      !try_copy_axis(&t->used, t->slot, s, a))
+    return false;
+  t->mesh = s->mesh, t->slot++;
+  return true;
+}
+
+static void add_mesh_axes(int *ax, int *n, const spec *s, int a) {
+  for (int k = 0; k < s->n_axes[a]; k++) ax[(*n)++] = s->axes[a][k];
+}
+
+/* FusedDenseVJP (x, weight[, bias], y, dOutput -> dx, dWeight[, dBias]), FusedDense's gradients:
+ * dz = dOutput * activation'(y) elementwise, dx = dz . weight' (a sum over the output features),
+ * dWeight = x' . dz and dBias = the sum of dz's rows (sums over the batch). So a batch axis split
+ * on x (else on dOutput, else on y) stays split on x, y, dOutput and dx, and makes dWeight and dBias
+ * partial sums (AllReduce); an output-feature axis split on the weight (else on the bias: a
+ * Megatron column split) stays split on the weight, the bias, y, dOutput, dWeight and dBias, and
+ * makes dx a partial sum (AllReduce); the input-feature axis split on x (else on the weight: a row
+ * split) stays split on both and on dx and dWeight, with nothing to sum. Other splits (y and
+ * dOutput split along the output features with the weight whole) are gathered; nothing left
+ * split: the fallback. */
+static lathe_status_t rule_dense_vjp(part *p, const lathe_node *sn) {
+  bool has_bias = lathe_attr_fused_dense_vjp_has_bias(sn);
+  bool io = lathe_attr_fused_dense_vjp_layout(sn) == LATHE_DENSE_INPUT_OUTPUTS;
+  int n_in = has_bias ? 5 : 4;
+  if (sn->n_operands != n_in || sn->n_out != n_in - 2)
+    return LATHE_INVALID("FusedDenseVJP: %d operands and %d results (has_bias %d)", sn->n_operands, sn->n_out, has_bias);
+  const lathe_node *x = sn->in[0], *w = sn->in[1], *y = sn->in[n_in - 2], *g = sn->in[n_in - 1];
+  int xr = x->shape.rank, wr = w->shape.rank, nb = xr - 1, win = io ? 0 : wr - 1, wout = io ? 1 : 0;
+  if (xr < 1 || wr < 1 || g->shape.rank != nb + wr - 1 || y->shape.rank != g->shape.rank)
+    return LATHE_INVALID("FusedDenseVJP: x of rank %d, weight of rank %d, dOutput of rank %d", xr, wr, g->shape.rank);
+  const spec *X = own(p, x->id), *W = own(p, w->id), *G = own(p, g->id), *Y = own(p, y->id);
+  const spec *B = has_bias ? own(p, sn->in[2]->id) : NULL;
+  spec nx = replicated_spec(xr), nw = replicated_spec(wr), ng = replicated_spec(g->shape.rank), nbias = replicated_spec(wr - 1);
+  taken t = {replicated_spec(LATHE_MAX_RANK), 0, -1};
+  int bax[LATHE_MAX_MESH_RANK], n_b = 0, oax[LATHE_MAX_MESH_RANK], n_o = 0;
+  for (int a = 0; a < nb; a++) {
+    const spec *S = X->n_axes[a] ? X : G->n_axes[a] ? G : Y;
+    if (take(&t, S, a)) copy_axis(&nx, a, S, a), copy_axis(&ng, a, S, a), add_mesh_axes(bax, &n_b, S, a);
+  }
+  for (int k = 0; k < wr - 1; k++) {
+    bool from_w = W->n_axes[wout + k] || !has_bias;
+    const spec *S = from_w ? W : B;
+    int sa = from_w ? wout + k : k;
+    if (!take(&t, S, sa)) continue;
+    copy_axis(&nw, wout + k, S, sa), copy_axis(&ng, nb + k, S, sa), copy_axis(&nbias, k, S, sa);
+    add_mesh_axes(oax, &n_o, S, sa);
+  }
+  bool from_x = X->n_axes[nb];
+  const spec *F = from_x ? X : W;
+  int fa = from_x ? nb : win;
+  if (take(&t, F, fa)) copy_axis(&nx, nb, F, fa), copy_axis(&nw, win, F, fa);
+  if (replicated(&nx) && replicated(&nw) && replicated(&ng)) return fallback(p, sn);
+  spec *need = p->need;
+  need[0] = nx, need[1] = nw, need[n_in - 2] = ng, need[n_in - 1] = ng;
+  p->rs[0] = nx, p->rs[1] = nw;
+  if (has_bias) need[2] = nbias, p->rs[2] = nbias;
+  LATHE_RETURN_IF_ERROR(lathe_part_emit_multi(p, sn, need, p->rs));
+  /* the partial sums, summed where the TUPLE_ELEMENTs will read them */
+  lathe_node **res = p->tuples[sn->id];
+  if (n_o) LATHE_RETURN_IF_ERROR(lathe_part_all_reduce(p, res[0], LATHE_OP_REDUCE_SUM, t.mesh, oax, n_o, &res[0]));
+  for (int i = 1; n_b && i < sn->n_out; i++)
+    LATHE_RETURN_IF_ERROR(lathe_part_all_reduce(p, res[i], LATHE_OP_REDUCE_SUM, t.mesh, bax, n_b, &res[i]));
+  return NULL;
+}
+
 /* ConvGeneral: the input's batch split and the kernel's output-channel split carry to the result's
  * batch and channel axes; input channels split alike on both sides give partial sums and an
  * AllReduce; spatial axes (windows cross shard edges) are gathered. With channel groups only the
@@ -522,6 +606,61 @@ static lathe_status_t rule_axis_local(part *p, const lathe_node *sn) {
   return lathe_part_emit_with(p, sn, need, &rs, &out);
 }
 
+/* An op whose result depends, along the axes where along[a], on neighbouring elements of its
+ * operands, and along the others only on the element at the same position (operands and result
+ * alike in rank and in those axes' sizes): those axes keep a split -- the first operand's, else
+ * the next's (SelectAndScatter's source), else the consumers' where every operand is replicated --
+ * and the axes along[] are gathered. Nothing left split: the fallback. */
+static lathe_status_t rule_local_except(part *p, const lathe_node *sn, const bool *along) {
+  int r = sn->shape.rank, n = sn->n_operands;
+  spec in = replicated_spec(r);
+  bool split = false;
+  for (int c = 0; c < n && replicated(&in); c++) {
+    in = *own(p, sn->in[c]->id);
+    split |= !replicated(&in);
+    for (int a = 0; a < r; a++)
+      if (along[a]) clear_axis(&in, a);
+  }
+  if (!split && p->hinted[sn->id]) {
+    in = p->hint[sn->id];
+    for (int a = 0; a < r; a++)
+      if (along[a]) clear_axis(&in, a);
+  }
+  if (replicated(&in)) return fallback(p, sn);
+  spec *need = p->need;
+  for (int i = 0; i < n; i++) need[i] = in;
+  lathe_node *out;
+  return lathe_part_emit_with(p, sn, need, &in, &out);
+}
+
+/* ReduceWindow (every reduction) and SelectAndScatter: along an axis whose window is one element
+ * with stride 1, no dilation and no padding, a result element reads only the operand element at
+ * its own position, so that axis keeps its split (a CNN's batch and channels under pooling); the
+ * axes the windows slide along are gathered (no halo exchange). */
+static lathe_status_t rule_window(part *p, const lathe_node *sn) {
+  int r = sn->in[0]->shape.rank;
+  lathe_ilist d = lathe_attr_window_dims(sn), st = lathe_attr_window_strides(sn), pd = lathe_attr_window_paddings(sn);
+  lathe_ilist id = lathe_attr_window_input_dilations(sn), wd = lathe_attr_window_window_dilations(sn);
+  if (d.n != r || st.n != r || id.n != r || wd.n != r || pd.n != 2 * r || sn->shape.rank != r)
+    return LATHE_INVALID("%s: window attributes (%d dims, %d strides, %d paddings) do not fit an operand of rank %d",
+                         lathe_op_name(sn->op), d.n, st.n, pd.n / 2, r);
+  bool along[LATHE_MAX_RANK] = {false};
+  for (int a = 0; a < r; a++)
+    along[a] = d.v[a] != 1 || st.v[a] != 1 || id.v[a] != 1 || wd.v[a] != 1 || pd.v[2 * a] || pd.v[2 * a + 1];
+  return rule_local_except(p, sn, along);
+}
+
+/* FFT transforms its trailing fft_length axes, each position of the leading axes on its own:
+ * the leading axes keep their split, the transformed ones are gathered. */
+static lathe_status_t rule_fft(part *p, const lathe_node *sn) {
+  int r = sn->in[0]->shape.rank, n = lathe_attr_fft_length(sn).n;
+  if (n < 1 || n > r || sn->shape.rank != r)
+    return LATHE_INVALID("FFT: a transform over %d axes of an operand of rank %d", n, r);
+  bool along[LATHE_MAX_RANK] = {false};
+  for (int a = r - n; a < r; a++) along[a] = true;
+  return rule_local_except(p, sn, along);
+}
+
 /* Iota: computed locally in the consumers' sharding where that leaves the counted axis whole
  * (the other axes' values do not depend on the offset); else replicated. */
 static lathe_status_t rule_iota(part *p, const lathe_node *sn) {
@@ -668,6 +807,14 @@ lathe_status_t lathe_part_node(part *p, const lathe_node *sn) {
         return rule_attention(p, sn);
       case LATHE_OP_BATCH_NORM_FOR_TRAINING: case LATHE_OP_BATCH_NORM_GRADIENT: return rule_batch_norm(p, sn);
       case LATHE_OP_FUSED_ATTENTION_QKV_PROJECTION: return rule_qkv_projection(p, sn);
+      case LATHE_OP_FUSED_DENSE_VJP: return rule_dense_vjp(p, sn);
+      /* RNGBitGenerator runs whole on every device, always counted: its values are the Philox
+       * stream of the state's counter in row-major order, so the op run on a shard's local shape
+       * would give every device the stream's first values (the same on each, and not the whole
+       * run's shard). A split would need each device's counter advanced to its shard's first
+       * block, which only a contiguous shard (a split leading axis) has; lathe does not do that. The
+       * consumers slice the whole values to their split, so results match the unpartitioned run. */
+      case LATHE_OP_RNG_BIT_GENERATOR: return run_whole(p, sn, true);
       default: return fallback(p, sn);
     }
   if (lathe_op_has(sn->op, LATHE_OPF_EW)) return rule_elementwise(p, sn);
@@ -682,6 +829,10 @@ lathe_status_t lathe_part_node(part *p, const lathe_node *sn) {
     case LATHE_OP_DOT_GENERAL: return rule_dot(p, sn);
     case LATHE_OP_IOTA: return rule_iota(p, sn);
     case LATHE_OP_CONV_GENERAL: return rule_conv(p, sn);
+    case LATHE_OP_REDUCE_WINDOW: case LATHE_OP_SELECT_AND_SCATTER_MAX: case LATHE_OP_SELECT_AND_SCATTER_MIN:
+    case LATHE_OP_SELECT_AND_SCATTER_SUM:
+      return rule_window(p, sn);
+    case LATHE_OP_FFT: return rule_fft(p, sn);
     case LATHE_OP_SCATTER_SUM: case LATHE_OP_SCATTER_MAX: case LATHE_OP_SCATTER_MIN: return rule_scatter(p, sn);
     case LATHE_OP_GATHER: return lathe_attr_gather_start_index_map(sn).n <= LATHE_MAX_RANK ? rule_gather(p, sn) : fallback(p, sn);
     case LATHE_OP_DYNAMIC_SLICE: case LATHE_OP_DYNAMIC_UPDATE_SLICE: return rule_dynamic_slice(p, sn);

@@ -342,7 +342,8 @@ static void b_reshard(prog *p, lathe_function_t fn) {
 }
 TEST(partition_reshard) { check_all("reshard", b_reshard, 0); }
 
-/* ---- the fallback: an op without a rule gets its operands gathered, and is counted ---- */
+/* ---- the fallback: an op without a rule (Bitcast), or a form its rule cannot split (a window over
+ * every split axis), gets its operands gathered, and is counted ---- */
 static void b_fallback(prog *p, lathe_function_t fn) {
   lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), o[2];
   int64_t dims[2] = {3, 3};
@@ -362,9 +363,9 @@ static lathe_executable_t compile_stats(lathe_builder_t b, lathe_executable_stat
   return e;
 }
 
-TEST(partition_fallback) {
-  check_all("fallback", b_fallback, 2);
-  /* the stats name them */
+/* Build partitioned on a 2x1 mesh: the stats name the ops that ran whole (want_ops) and count
+ * want_collectives collectives (< 0: any). */
+static void check_stats(const char *what, build_fn build, const char *want_ops, int want_collectives) {
   lathe_backend_t be = NULL;
   CHECK_OK(lathe_backend_new("lathe:cpu,devices=2", &be));
   if (!be) return;
@@ -374,16 +375,24 @@ TEST(partition_fallback) {
   lathe_builder_t b;
   prog p;
   memset(&p, 0, sizeof p);
-  CHECK_OK(lathe_builder_new(be, "fallback", &b));
+  CHECK_OK(lathe_builder_new(be, what, &b));
   CHECK_OK(lathe_builder_auto_sharding(b, &mesh, 1));
-  b_fallback(&p, lathe_builder_main(b));
+  build(&p, lathe_builder_main(b));
   lathe_executable_stats st;
   lathe_executable_t e = compile_stats(b, &st);
-  if (e)
-    CHECK(st.partition_fallback_ops && !strcmp(st.partition_fallback_ops, "Bitcast, ReduceWindow"), "fallback ops \"%s\"",
-          st.partition_fallback_ops ? st.partition_fallback_ops : "(null)");
+  if (e) {
+    CHECK(st.partition_fallback_ops && !strcmp(st.partition_fallback_ops, want_ops), "%s: fallback ops \"%s\", want \"%s\"",
+          what, st.partition_fallback_ops ? st.partition_fallback_ops : "(null)", want_ops);
+    CHECK(want_collectives < 0 || st.partition_collectives == want_collectives, "%s: %d collectives, want %d", what,
+          st.partition_collectives, want_collectives);
+  }
   lathe_executable_free(e);
   lathe_backend_free(be);
+}
+
+TEST(partition_fallback) {
+  check_all("fallback", b_fallback, 2);
+  check_stats("fallback", b_fallback, "Bitcast, ReduceWindow", -1);
 }
 
 /* ---- DynamicSlice and DynamicUpdateSlice: axes taken whole keep their split ---- */
@@ -777,3 +786,261 @@ static void b_qkv_features(prog *p, lathe_function_t fn) {
   ret(p, fn, 3, o, specs);
 }
 TEST(partition_qkv_projection_features_fall_back) { check_all("qkv_projection features", b_qkv_features, 1); }
+
+/* ---- ReduceWindow and SelectAndScatter: an axis whose window is one element (stride 1, no
+ * dilation, no padding) keeps its split -- pooling over a CNN's spatial axes with its batch and
+ * channels split --; the axes the windows slide along are gathered ---- */
+static const int64_t POOL2[4] = {1, 2, 2, 1}, POOL3[4] = {1, 3, 3, 1}, ONES4[4] = {1, 1, 1, 1}, STRIDE2[4] = {1, 2, 2, 1};
+static const lathe_padding SAME4[4] = {{0, 0}, {1, 1}, {1, 1}, {0, 0}};
+
+static void b_pool(prog *p, lathe_function_t fn) {
+  /* NHWC [batch 4, height 6, width 6, channels 2]; NCHW Int32 [4, 2, 6, 6] */
+  lathe_value_t x = param(p, fn, F32(4, 6, 6, 2), "x,-,-,y"), m = param(p, fn, TST_SHAPE(LATHE_DTYPE_BOOL, 4, 6, 6, 2), "xy,-,-,-");
+  lathe_value_t xi = param(p, fn, TST_SHAPE(LATHE_DTYPE_INT32, 4, 2, 6, 6), "x,y,-,-"), o[6];
+  const int64_t nchw[4] = {1, 1, 3, 3}, dil[4] = {1, 1, 2, 1};
+  lathe_window_params max2 = {.window_dims = POOL2, .n_window_dims = 4}; /* 2x2, stride 2 */
+  lathe_window_params sum3 = {.window_dims = POOL3, .n_window_dims = 4, .strides = ONES4, .n_strides = 4,
+                              .paddings = SAME4, .n_paddings = 4};
+  lathe_window_params over = {.window_dims = POOL3, .n_window_dims = 4, .strides = STRIDE2, .n_strides = 4,
+                              .paddings = SAME4, .n_paddings = 4}; /* overlapping windows */
+  lathe_window_params prod = {.window_dims = nchw, .n_window_dims = 4, .strides = ONES4, .n_strides = 4};
+  lathe_window_params dilated = {.window_dims = nchw, .n_window_dims = 4, .strides = ONES4, .n_strides = 4,
+                                 .input_dilations = dil, .n_input_dilations = 4, .window_dilations = dil,
+                                 .n_window_dilations = 4};
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MAX, x, &max2, &o[0]));     /* max pool */
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_SUM, x, &sum3, &o[1]));     /* average pool's sums, SAME */
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MIN, m, &max2, &o[2]));     /* DropBlock's Bool min-pool */
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_PRODUCT, xi, &prod, &o[3])); /* NCHW */
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_SUM, xi, &dilated, &o[4]));
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MAX, x, &over, &o[5]));
+  const char *specs[] = {"x,-,-,y", NULL, "xy,-,-,-", "x,y,-,-", "xy,-,-,-", "y,-,-,x"};
+  ret(p, fn, 6, o, specs);
+}
+TEST(partition_reduce_window_pooling) { check_all("reduce_window pooling", b_pool, 0); }
+
+/* a CNN block on a split batch: convolution, max pool, and the pool's gradient -- no collective
+ * but the output's */
+static void b_cnn(prog *p, lathe_function_t fn) {
+  /* NCHW input [4, 2, 6, 6], kernel [out 3, in 2, 3, 3] */
+  lathe_value_t x = param(p, fn, F32(4, 2, 6, 6), "x,-,-,-"), k = param(p, fn, F32(3, 2, 3, 3), NULL), c, o[2];
+  const int sp[2] = {2, 3};
+  const lathe_padding pad[2] = {{1, 1}, {1, 1}};
+  lathe_conv_axes axes = {.input_batch = 0, .input_channels = 1, .input_spatial = sp, .n_input_spatial = 2,
+                          .kernel_input_channels = 1, .kernel_output_channels = 0, .kernel_spatial = sp,
+                          .n_kernel_spatial = 2, .output_batch = 0, .output_channels = 1, .output_spatial = sp,
+                          .n_output_spatial = 2};
+  lathe_conv_params cp = {.paddings = pad, .n_paddings = 2};
+  const int64_t pool[4] = {1, 1, 2, 2};
+  lathe_window_params w = {.window_dims = pool, .n_window_dims = 4};
+  CHECK_OK(lathe_conv_general(fn, x, k, &axes, &cp, &c)); /* [4, 3, 6, 6] */
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MAX, c, &w, &o[0]));       /* [4, 3, 3, 3] */
+  CHECK_OK(lathe_select_and_scatter(fn, LATHE_OP_SELECT_AND_SCATTER_MAX, c, o[0], &w, &o[1]));
+  const char *specs[] = {"x,-,-,-", "x,-,-,-"};
+  ret(p, fn, 2, o, specs);
+}
+TEST(partition_cnn_pooling) {
+  check_all("cnn pooling", b_cnn, 0);
+  check_stats("cnn pooling", b_cnn, "", 0);
+}
+
+/* max pooling's gradient: the operand's split, else the source's, else the consumers' */
+static void b_pool_grad(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6, 6, 2), "x,-,-,y"), g = param(p, fn, F32(4, 3, 3, 2), "x,-,-,y");
+  lathe_value_t xr = param(p, fn, F32(4, 6, 6, 2), NULL), gr = param(p, fn, F32(4, 3, 3, 2), NULL), o[5];
+  lathe_value_t xh = param(p, fn, F32(4, 6, 6, 2), "x,y,-,-"); /* height split: gathered */
+  lathe_window_params max2 = {.window_dims = POOL2, .n_window_dims = 4};
+  lathe_window_params over = {.window_dims = POOL3, .n_window_dims = 4, .strides = STRIDE2, .n_strides = 4,
+                              .paddings = SAME4, .n_paddings = 4};
+  CHECK_OK(lathe_select_and_scatter(fn, LATHE_OP_SELECT_AND_SCATTER_MAX, x, g, &max2, &o[0]));
+  CHECK_OK(lathe_select_and_scatter(fn, LATHE_OP_SELECT_AND_SCATTER_MIN, xr, g, &over, &o[1])); /* split from g */
+  CHECK_OK(lathe_select_and_scatter(fn, LATHE_OP_SELECT_AND_SCATTER_MAX, x, gr, &over, &o[2])); /* gr sliced */
+  CHECK_OK(lathe_select_and_scatter(fn, LATHE_OP_SELECT_AND_SCATTER_MAX, xr, gr, &max2, &o[3])); /* the output's split */
+  CHECK_OK(lathe_select_and_scatter(fn, LATHE_OP_SELECT_AND_SCATTER_MIN, xh, g, &max2, &o[4]));
+  const char *specs[] = {"x,-,-,y", "x,-,-,-", NULL, "-,-,-,x", "x,y,-,-"};
+  ret(p, fn, 5, o, specs);
+}
+TEST(partition_select_and_scatter) { check_all("select_and_scatter", b_pool_grad, 0); }
+
+/* split axes a window slides along, strides, padding or dilation change: gathered, the others kept */
+static void b_window_partial(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), o[5];
+  const int64_t w13[2] = {1, 3}, ones[2] = {1, 1}, s12[2] = {1, 2};
+  const lathe_padding pad[2] = {{0, 0}, {1, 0}};
+  lathe_window_params slide = {.window_dims = w13, .n_window_dims = 2, .strides = ones, .n_strides = 2};
+  lathe_window_params strided = {.window_dims = ones, .n_window_dims = 2, .strides = s12, .n_strides = 2};
+  lathe_window_params padded = {.window_dims = ones, .n_window_dims = 2, .paddings = pad, .n_paddings = 2};
+  lathe_window_params idil = {.window_dims = ones, .n_window_dims = 2, .input_dilations = s12, .n_input_dilations = 2};
+  lathe_window_params wdil = {.window_dims = ones, .n_window_dims = 2, .window_dilations = s12, .n_window_dilations = 2};
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_SUM, x, &slide, &o[0]));    /* [4, 4] */
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MAX, x, &strided, &o[1]));  /* [4, 3] */
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MIN, x, &padded, &o[2]));   /* [4, 7] */
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_SUM, x, &idil, &o[3]));     /* [4, 11] */
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_PRODUCT, x, &wdil, &o[4])); /* [4, 6] */
+  const char *specs[] = {"x,-", "x,-", NULL, "x,-", "x,y"};
+  ret(p, fn, 5, o, specs);
+}
+TEST(partition_reduce_window_partial) { check_all("reduce_window partial", b_window_partial, 0); }
+
+/* every split axis under a window: gathered, the op runs whole, a counted fallback */
+static void b_window_whole(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "x,-"), g = param(p, fn, F32(2, 6), NULL), o[2];
+  const int64_t w21[2] = {2, 1};
+  lathe_window_params w = {.window_dims = w21, .n_window_dims = 2};
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MAX, x, &w, &o[0]));
+  CHECK_OK(lathe_select_and_scatter(fn, LATHE_OP_SELECT_AND_SCATTER_MAX, x, g, &w, &o[1]));
+  const char *specs[] = {NULL, "x,-"};
+  ret(p, fn, 2, o, specs);
+}
+TEST(partition_window_falls_back) {
+  check_all("window whole", b_window_whole, 2);
+  check_stats("window whole", b_window_whole, "ReduceWindow, SelectAndScatterMax", -1);
+}
+
+/* ---- FFT: the axes it does not transform keep their split, the transformed ones are gathered ---- */
+static void b_fft(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 2, 8), "x,y,-"), r = param(p, fn, F32(4, 8), NULL), c, o[5];
+  const int64_t n8[1] = {8}, n25[2] = {2, 5}, n5[1] = {5};
+  CHECK_OK(lathe_fft(fn, x, LATHE_FFT_TYPE_FORWARD_REAL, n8, 1, &c));   /* Complex64 [4, 2, 5] */
+  CHECK_OK(lathe_fft(fn, c, LATHE_FFT_TYPE_FORWARD, n25, 2, &o[1]));    /* axis 1 transformed: gathered */
+  CHECK_OK(lathe_fft(fn, c, LATHE_FFT_TYPE_INVERSE_REAL, n8, 1, &o[2])); /* Float32 [4, 2, 8] */
+  CHECK_OK(lathe_fft(fn, r, LATHE_FFT_TYPE_FORWARD_REAL, n8, 1, &o[3])); /* replicated: the output's split */
+  CHECK_OK(lathe_fft(fn, c, LATHE_FFT_TYPE_INVERSE, n5, 1, &o[4]));
+  o[0] = c;
+  const char *specs[] = {"x,y,-", "x,-,-", "x,y,-", "x,-", "y,x,-"};
+  ret(p, fn, 5, o, specs);
+}
+TEST(partition_fft) { check_all("fft", b_fft, 0); }
+
+static void b_fft_whole(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 8), "-,x"), o[1];
+  const int64_t n8[1] = {8};
+  CHECK_OK(lathe_fft(fn, x, LATHE_FFT_TYPE_FORWARD_REAL, n8, 1, &o[0])); /* only the transformed axis split */
+  const char *specs[] = {"x,-"};
+  ret(p, fn, 1, o, specs);
+}
+TEST(partition_fft_falls_back) {
+  check_all("fft whole", b_fft_whole, 1);
+  check_stats("fft whole", b_fft_whole, "FFT", -1);
+}
+
+/* ---- FusedDenseVJP: a split batch keeps dx split, dWeight and dBias are partial sums (AllReduce);
+ * the weight's output features split (Megatron columns) keep dWeight and dBias split, dx is a
+ * partial sum; the input features split (rows) keep dx and dWeight split ---- */
+static void b_dense_vjp_batch(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 8), "xy,-"), w = param(p, fn, F32(8, 6), NULL), b = param(p, fn, F32(6), NULL);
+  lathe_value_t y = param(p, fn, F32(4, 6), "x,-"), g = param(p, fn, F32(4, 6), "xy,-"), d[3], e[3], o[5];
+  CHECK_OK(lathe_fused_dense_vjp(fn, x, w, b, y, g, LATHE_ACTIVATION_TANH, LATHE_DENSE_INPUT_OUTPUTS, d));
+  CHECK_OK(lathe_fused_dense_vjp(fn, x, w, NULL, y, g, LATHE_ACTIVATION_RELU, LATHE_DENSE_INPUT_OUTPUTS, e));
+  o[0] = d[0], o[1] = d[1], o[2] = d[2], o[3] = e[0], o[4] = e[1];
+  const char *specs[] = {"xy,-", NULL, NULL, "x,-", "-,x"};
+  ret(p, fn, 5, o, specs);
+}
+TEST(partition_dense_vjp_batch) {
+  check_all("dense_vjp batch", b_dense_vjp_batch, 0);
+  check_stats("dense_vjp batch", b_dense_vjp_batch, "", 3); /* AllReduce of dW, db; of dW */
+}
+
+static void b_dense_vjp_columns(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 8), NULL), w = param(p, fn, F32(8, 16), "-,x"), b = param(p, fn, F32(16), "x");
+  lathe_value_t y = param(p, fn, F32(4, 16), "-,x"), g = param(p, fn, F32(4, 16), NULL), wt = param(p, fn, F32(16, 8), NULL);
+  lathe_value_t d[3], e[3], o[6];
+  CHECK_OK(lathe_fused_dense_vjp(fn, x, w, b, y, g, LATHE_ACTIVATION_RELU, LATHE_DENSE_INPUT_OUTPUTS, d));
+  /* [out, in] layout, the split from the bias (the weight sliced) */
+  CHECK_OK(lathe_fused_dense_vjp(fn, x, wt, b, y, g, LATHE_ACTIVATION_SIGMOID, LATHE_DENSE_OUTPUTS_INPUT, e));
+  o[0] = d[0], o[1] = d[1], o[2] = d[2], o[3] = e[0], o[4] = e[1], o[5] = e[2];
+  const char *specs[] = {NULL, "-,x", "x", "x,-", "x,-", NULL};
+  ret(p, fn, 6, o, specs);
+}
+TEST(partition_dense_vjp_columns) {
+  check_all("dense_vjp columns", b_dense_vjp_columns, 0);
+  check_stats("dense_vjp columns", b_dense_vjp_columns, "", 3); /* AllReduce of each dx; the last dBias gathered */
+}
+
+/* batch over x and output features over y at once; the input features split (rows); a weight of
+ * two output axes */
+static void b_dense_vjp_2d(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 8), "x,-"), w = param(p, fn, F32(6, 8), "y,-"), y = param(p, fn, F32(4, 6), "x,y");
+  lathe_value_t g = param(p, fn, F32(4, 6), "x,-"), h = param(p, fn, F32(4, 16), "-,x"), w2 = param(p, fn, F32(16, 2, 3), "x,y,-");
+  lathe_value_t y2 = param(p, fn, F32(4, 2, 3), NULL), d[3], e[3], o[5];
+  CHECK_OK(lathe_fused_dense_vjp(fn, x, w, NULL, y, g, LATHE_ACTIVATION_SIGMOID, LATHE_DENSE_OUTPUTS_INPUT, d));
+  CHECK_OK(lathe_fused_dense_vjp(fn, h, w2, NULL, y2, y2, LATHE_ACTIVATION_NONE, LATHE_DENSE_INPUT_OUTPUTS, e));
+  o[0] = d[0], o[1] = d[1], o[2] = e[0], o[3] = e[1], o[4] = d[0];
+  const char *specs[] = {"x,-", "y,-", "-,x", "x,y,-", "-,y"};
+  ret(p, fn, 5, o, specs);
+}
+TEST(partition_dense_vjp_2d) { check_all("dense_vjp 2d", b_dense_vjp_2d, 0); }
+
+/* y and dOutput split along the output features with the weight whole: gathered, a fallback */
+static void b_dense_vjp_whole(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 8), NULL), w = param(p, fn, F32(8, 6), NULL), y = param(p, fn, F32(4, 6), "-,x");
+  lathe_value_t d[3];
+  CHECK_OK(lathe_fused_dense_vjp(fn, x, w, NULL, y, y, LATHE_ACTIVATION_TANH, LATHE_DENSE_INPUT_OUTPUTS, d));
+  const char *specs[] = {"x,-", NULL};
+  ret(p, fn, 2, d, specs);
+}
+TEST(partition_dense_vjp_falls_back) {
+  check_all("dense_vjp whole", b_dense_vjp_whole, 1);
+  check_stats("dense_vjp whole", b_dense_vjp_whole, "FusedDenseVJP", -1);
+}
+
+/* ---- RNGBitGenerator runs whole on every device by design (a split would change which bits each
+ * element gets), counted; its consumers slice the values ---- */
+static void b_rng(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, TST_SHAPE(LATHE_DTYPE_INT32, 4, 6), "x,y"), state, r[2], o[3];
+  const uint64_t st[3] = {42, 7, 0};
+  lathe_shape ss = TST_SHAPE(LATHE_DTYPE_UINT64, 3), vs = TST_SHAPE(LATHE_DTYPE_INT32, 4, 6);
+  CHECK_OK(lathe_constant(fn, &ss, st, sizeof st, &state));
+  CHECK_OK(lathe_rng_bit_generator(fn, state, &vs, r));
+  CHECK_OK(lathe_bitwise_xor(fn, x, r[1], &o[0]));
+  o[1] = r[1], o[2] = r[0];
+  const char *specs[] = {"x,y", "y,x", NULL};
+  ret(p, fn, 3, o, specs);
+}
+TEST(partition_rng_whole) {
+  check_all("rng", b_rng, 1);
+  check_stats("rng", b_rng, "RNGBitGenerator", -1);
+}
+
+/* ---- bad input to the ops above, on sharded values: errors naming the op, and the builder still
+ * compiles what was built right ---- */
+TEST(partition_new_rules_bad_inputs) {
+  lathe_backend_t be = NULL;
+  CHECK_OK(lathe_backend_new("lathe:cpu,devices=2", &be));
+  if (!be) return;
+  const int sizes[1] = {2};
+  const char *names[1] = {"x"}, *ax[1] = {"x"};
+  lathe_mesh mesh = {"m", 1, sizes, names, NULL};
+  lathe_builder_t b;
+  CHECK_OK(lathe_builder_new(be, "bad_new_rules", &b));
+  CHECK_OK(lathe_builder_auto_sharding(b, &mesh, 1));
+  lathe_function_t fn = lathe_builder_main(b);
+  lathe_sharding rows = {.mesh = "m", .rank = 2, .axes = {ax, NULL}, .n_axes = {1, 0}};
+  lathe_shape s = F32(4, 8), s3 = F32(4, 2, 8), bad_state = TST_SHAPE(LATHE_DTYPE_UINT64, 4);
+  lathe_value_t x, w, st, y, out[3];
+  CHECK_OK(lathe_parameter_sharded(fn, "x", &s, &rows, &x));
+  CHECK_OK(lathe_parameter_sharded(fn, "w", &s3, NULL, &w));
+  CHECK_OK(lathe_parameter_sharded(fn, "state", &bad_state, NULL, &st));
+  const int64_t dims1[1] = {2}, dims2[2] = {1, 2}, n[3] = {4, 2, 8}, zero[1] = {0};
+  lathe_window_params wp = {.window_dims = dims1, .n_window_dims = 1};
+  CHECK_ERR(lathe_reduce_window(fn, LATHE_OP_REDUCE_SUM, x, &wp, &y), INVALID_ARGUMENT,
+            "ReduceWindow: window_dims has 1 entries, but the operand has rank 2");
+  wp = (lathe_window_params){.window_dims = dims2, .n_window_dims = 2};
+  CHECK_ERR(lathe_reduce_window(fn, LATHE_OP_REDUCE_BITWISE_AND, x, &wp, &y), INVALID_ARGUMENT, "ReduceWindow: reduction");
+  CHECK_ERR(lathe_select_and_scatter(fn, LATHE_OP_SELECT_AND_SCATTER_MAX, x, x, &wp, &y), INVALID_ARGUMENT,
+            "SelectAndScatterMax: source shape");
+  CHECK_ERR(lathe_fft(fn, x, LATHE_FFT_TYPE_FORWARD_REAL, n, 3, &y), INVALID_ARGUMENT, "needs an operand of rank >= 3");
+  CHECK_ERR(lathe_fft(fn, x, LATHE_FFT_TYPE_FORWARD_REAL, zero, 1, &y), INVALID_ARGUMENT, "must be positive");
+  CHECK_ERR(lathe_fused_dense_vjp(fn, x, w, NULL, x, x, LATHE_ACTIVATION_NONE, LATHE_DENSE_INPUT_OUTPUTS, out),
+            INVALID_ARGUMENT, "FusedDenseVJP: x has 8 input features, weight 4");
+  lathe_shape vs = F32(4);
+  CHECK_ERR(lathe_rng_bit_generator(fn, st, &vs, out), INVALID_ARGUMENT, "RNGBitGenerator: state must be shaped Uint64[3]");
+  /* what was built right still partitions */
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_SUM, x, &wp, &y));
+  const lathe_sharding *outs[1] = {&rows};
+  CHECK_OK(lathe_function_return_sharded(fn, &y, outs, 1));
+  lathe_executable_stats es;
+  lathe_executable_t e = compile_stats(b, &es);
+  if (e) CHECK(es.partitioned && es.partition_fallbacks == 0, "partitioned %d, %d fallbacks", es.partitioned, es.partition_fallbacks);
+  lathe_executable_free(e);
+  lathe_backend_free(be);
+}
