@@ -223,10 +223,16 @@ static lathe_status_t run_layer_norm(lathe_cuda_exec *ex, const lathe_node *n, l
   return lathe_cuda_launch(ex, f, b, th, 0, args);
 }
 
-lathe_status_t lathe_cuda_acc_scratch(lathe_cuda_exec *ex, int64_t m, int64_t n, lcuDeviceptr *out, int64_t *pitch, bool *room) {
-  *room = lathe_cuda_exec_dev(ex)->cu->gemm_pad > 0;
-  int64_t rows = *room ? (m + 7) / 8 * 8 : m;
+/* Float32 sums of an m x n result in scratch, padded as a staged product writes them (gemm_pad:
+ * rows and lines to 8 values) and in blocks of at most gemm_pad bytes (*rows_per rows each). */
+static lathe_status_t acc_scratch(lathe_cuda_exec *ex, int64_t m, int64_t n, lcuDeviceptr *out, int64_t *rows_per,
+                                  int64_t *pitch, bool *room) {
+  int64_t pad = lathe_cuda_exec_dev(ex)->cu->gemm_pad;
+  *room = pad > 0;
   *pitch = *room ? (n + 7) / 8 * 8 : n;
+  *rows_per = m;
+  if (*room && pad / (*pitch * 4) < m) *rows_per = pad / (*pitch * 4) / 8 * 8 > 64 ? pad / (*pitch * 4) / 8 * 8 : 64;
+  int64_t rows = *room ? (*rows_per + 7) / 8 * 8 : *rows_per;
   return lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, rows * *pitch, out, NULL);
 }
 
@@ -243,6 +249,30 @@ lathe_status_t lathe_cuda_dense_epilogue(lathe_cuda_exec *ex, lathe_dtype out_dt
   return lathe_cuda_launch(ex, f, b, th, 0, args);
 }
 
+/* c [rows x cols] (dt, contiguous) = act(a . b + bias) (kk summed). A half result goes through
+ * Float32 sums in scratch and the epilogue's rounding; so does a Float32 one on TF32 whose rows
+ * start off 16 bytes where products stage (gemm_pad), which the product then writes in place;
+ * such sums in blocks of rows (acc_scratch). */
+static lathe_status_t dense_product(lathe_cuda_exec *ex, lathe_dtype dt, int64_t rows, int64_t cols, int64_t kk, lt_mat a,
+                                    lt_mat b, lcuDeviceptr c, lcuDeviceptr bias, int act) {
+  const lathe_cuda *cu = lathe_cuda_exec_dev(ex)->cu;
+  bool half = dt == LATHE_DTYPE_FLOAT16 || dt == LATHE_DTYPE_BFLOAT16;
+  bool via = half || (dt == LATHE_DTYPE_FLOAT32 && cu->gemm_pad && cu->tf32 && (cols % 4 || c % 16) && rows >= 64 &&
+                      cols >= 64 && kk >= 64);
+  lt_gemm g = {.ab = dt, .d = half ? LATHE_DTYPE_FLOAT32 : dt, .batch = 1, .m = rows, .n = cols, .k = kk, .a = a, .b = b};
+  lcuDeviceptr acc = c;
+  int64_t lda = cols, per = rows, es = lathe_dtype_bits(dt) / 8;
+  if (via) LATHE_RETURN_IF_ERROR(acc_scratch(ex, rows, cols, &acc, &per, &lda, &g.c_room));
+  for (int64_t r0 = 0; r0 < rows; r0 += per) {
+    g.m = rows - r0 < per ? rows - r0 : per;
+    g.a.p = a.p + (lcuDeviceptr)(r0 * a.rs * es);
+    g.c = (lt_mat){acc, lda, 1, 0};
+    LATHE_RETURN_IF_ERROR(lathe_cuda_gemm(ex, &g));
+    LATHE_RETURN_IF_ERROR(lathe_cuda_dense_epilogue(ex, dt, acc, lda, c + (lcuDeviceptr)(r0 * cols * es), bias, g.m, cols, act));
+  }
+  return NULL;
+}
+
 static lathe_status_t run_dense(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor *y) {
   const lathe_shape *xs = &in[0]->shape, *os = &y->shape;
   lathe_dtype dt = xs->dtype;
@@ -250,17 +280,10 @@ static lathe_status_t run_dense(lathe_cuda_exec *ex, const lathe_node *n, lathe_
   int64_t nn = lathe_dims_product(os->dims, xs->rank - 1, os->rank);
   if (!m || !nn) return NULL;
   bool io = lathe_attr_fused_dense_layout(n) == LATHE_DENSE_INPUT_OUTPUTS;
-  bool half = dt == LATHE_DTYPE_FLOAT16 || dt == LATHE_DTYPE_BFLOAT16;
-  lt_gemm g = {.ab = dt, .d = half ? LATHE_DTYPE_FLOAT32 : dt, .batch = 1, .m = m, .n = nn, .k = k};
-  g.a = (lt_mat){lathe_cuda_ptr(in[0]), k, 1, 0};
-  g.b = io ? (lt_mat){lathe_cuda_ptr(in[1]), nn, 1, 0} : (lt_mat){lathe_cuda_ptr(in[1]), 1, k, 0};
-  lcuDeviceptr acc = lathe_cuda_ptr(y);
-  int64_t lda = nn;
-  if (half) LATHE_RETURN_IF_ERROR(lathe_cuda_acc_scratch(ex, m, nn, &acc, &lda, &g.c_room));
-  g.c = (lt_mat){acc, lda, 1, 0};
-  LATHE_RETURN_IF_ERROR(lathe_cuda_gemm(ex, &g));
+  lt_mat a = {lathe_cuda_ptr(in[0]), k, 1, 0};
+  lt_mat b = io ? (lt_mat){lathe_cuda_ptr(in[1]), nn, 1, 0} : (lt_mat){lathe_cuda_ptr(in[1]), 1, k, 0};
   lcuDeviceptr bias = lathe_attr_fused_dense_has_bias(n) ? lathe_cuda_ptr(in[2]) : 0;
-  return lathe_cuda_dense_epilogue(ex, dt, acc, lda, lathe_cuda_ptr(y), bias, m, nn, (int)lathe_attr_fused_dense_activation(n));
+  return dense_product(ex, dt, m, nn, k, a, b, lathe_cuda_ptr(y), bias, (int)lathe_attr_fused_dense_activation(n));
 }
 
 /* A grid-stride kernel of group FG_ACT over n elements (n > 0). */
@@ -302,18 +325,10 @@ static lathe_status_t run_activation(lathe_cuda_exec *ex, const lathe_node *n, l
   return launch_act(ex, "act_vjp", dt, total, args);
 }
 
-/* c [rows x cols] = a . b (inner dimension kk), rounded into dt's storage once (halves go through
- * an f32 scratch and the dense epilogue's conversion). */
+/* c [rows x cols] = a . b (inner dimension kk), rounded into dt's storage once. */
 static lathe_status_t vjp_product(lathe_cuda_exec *ex, lathe_dtype dt, int64_t rows, int64_t cols, int64_t kk, lt_mat a,
                                   lt_mat b, lcuDeviceptr c) {
-  bool half = dt == LATHE_DTYPE_FLOAT16 || dt == LATHE_DTYPE_BFLOAT16;
-  lt_gemm g = {.ab = dt, .d = half ? LATHE_DTYPE_FLOAT32 : dt, .batch = 1, .m = rows, .n = cols, .k = kk, .a = a, .b = b};
-  lcuDeviceptr acc = c;
-  int64_t lda = cols;
-  if (half) LATHE_RETURN_IF_ERROR(lathe_cuda_acc_scratch(ex, rows, cols, &acc, &lda, &g.c_room));
-  g.c = (lt_mat){acc, lda, 1, 0};
-  LATHE_RETURN_IF_ERROR(lathe_cuda_gemm(ex, &g));
-  return half ? lathe_cuda_dense_epilogue(ex, dt, acc, lda, c, 0, rows, cols, LATHE_ACTIVATION_NONE) : NULL;
+  return dense_product(ex, dt, rows, cols, kk, a, b, c, 0, LATHE_ACTIVATION_NONE);
 }
 
 /* dz = act'(y) g (in the operands' dtype), dx = dz . weight', dWeight = x' . dz (io) or dz' . x

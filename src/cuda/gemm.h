@@ -143,10 +143,7 @@ void lathe_cuda_sources_quantized(lathe_cuda_source_fn fn, void *ctx);
  * then lda == n), bias of out_dt (0: none). */
 lathe_status_t lathe_cuda_dense_epilogue(lathe_cuda_exec *ex, lathe_dtype out_dt, lcuDeviceptr acc, int64_t lda, lcuDeviceptr y,
                                          lcuDeviceptr bias, int64_t m, int64_t n, int act);
-/* A Float32 scratch accumulator of m x n for a half product's result: its row pitch, and *room
- * whether it has the padding a staged product writes (gemm_pad: rows and lines rounded up to 16
- * bytes of the half operands), so the product writes it in place. */
-lathe_status_t lathe_cuda_acc_scratch(lathe_cuda_exec *ex, int64_t m, int64_t n, lcuDeviceptr *out, int64_t *pitch, bool *room);
+
 /* The activation of FusedDense / FusedQuantizedDense as CUDA source: `T lt_act(T v, int act)`
  * for T float and double (LATHE_ACTIVATION_* values), exact GELU. */
 const char *lathe_cuda_activation_source(void);
