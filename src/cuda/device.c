@@ -431,7 +431,7 @@ const lathe_option_spec lathe_cuda_options[] = {
     [OPT_HALF_BWD] = {"half_bwd", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "1",
                       "Float16/BFloat16 attention gradients on the half tensor cores, P and dS rounded to the storage "
                       "type as FlashAttention does (heads of 32 or more; 0: the TF32 backward on half storage)"},
-    [OPT_GEMM_PAD] = {"gemm_pad", LATHE_OPTION_INT, "MiB", 0, 1 << 20, false, "0",
+    [OPT_GEMM_PAD] = {"gemm_pad", LATHE_OPTION_INT, "MiB", 0, 1 << 20, false, "512",
                       "tensor-core products copy operands whose rows start off 16 bytes (a vocabulary of 50257) or "
                       "whose sizes are not whole 16 bytes into padded rows (zeros in the padding), in blocks of at "
                       "most this many MiB, so cuBLASLt's fastest kernels take them (0: never)"},
@@ -469,7 +469,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   bool remat = !opt[OPT_REMAT].set || opt[OPT_REMAT].value == 1;
   bool rows_long = !opt[OPT_ROWS_LONG].set || opt[OPT_ROWS_LONG].value == 1;
   bool half_bwd = !opt[OPT_HALF_BWD].set || opt[OPT_HALF_BWD].value == 1;
-  int64_t gemm_pad = opt[OPT_GEMM_PAD].set ? opt[OPT_GEMM_PAD].value : 0;
+  int64_t gemm_pad = opt[OPT_GEMM_PAD].set ? opt[OPT_GEMM_PAD].value : 512;
   const lcu_api *api;
   int count;
   LATHE_RETURN_IF_ERROR(gpu_count(&api, &count));
@@ -523,7 +523,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   if (!remat) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",remat=0");
   if (!rows_long) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",rows_long=0");
   if (!half_bwd) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",half_bwd=0");
-  if (gemm_pad) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",gemm_pad=%lld", (long long)gemm_pad);
+  if (gemm_pad != 512) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",gemm_pad=%lld", (long long)gemm_pad);
   if (graph_after != 2) snprintf(conf + n, (size_t)(CONF_CAP - n), ",graphs=%d", graph_after);
   *out_dev = &lathe_cuda_device;
   *out_ctx = cu;
