@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "4ab82ff2ada72098d9708f98727e54d1"
+const engineSourcesHash = "ec55dd0b243196efa4298b932e6affd3"

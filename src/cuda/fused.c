@@ -223,17 +223,22 @@ static lathe_status_t run_layer_norm(lathe_cuda_exec *ex, const lathe_node *n, l
   return lathe_cuda_launch(ex, f, b, th, 0, args);
 }
 
+static int64_t round8(int64_t v) { return (v + 7) / 8 * 8; }
+
 /* Float32 sums of an m x n result in scratch, padded as a staged product writes them (gemm_pad:
- * rows and lines to 8 values) and in blocks of at most gemm_pad bytes (*rows_per rows each). */
+ * rows and lines to 8 values) and in blocks of at most gemm_pad bytes (*rows_per rows each, at
+ * least 64). */
 static lathe_status_t acc_scratch(lathe_cuda_exec *ex, int64_t m, int64_t n, lcuDeviceptr *out, int64_t *rows_per,
                                   int64_t *pitch, bool *room) {
   int64_t pad = lathe_cuda_exec_dev(ex)->cu->gemm_pad;
   *room = pad > 0;
-  *pitch = *room ? (n + 7) / 8 * 8 : n;
+  *pitch = *room ? round8(n) : n;
   *rows_per = m;
-  if (*room && pad / (*pitch * 4) < m) *rows_per = pad / (*pitch * 4) / 8 * 8 > 64 ? pad / (*pitch * 4) / 8 * 8 : 64;
-  int64_t rows = *room ? (*rows_per + 7) / 8 * 8 : *rows_per;
-  return lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, rows * *pitch, out, NULL);
+  if (*room) {
+    int64_t fit = pad / (*pitch * 4);
+    if (fit < m) *rows_per = fit / 8 * 8 > 64 ? fit / 8 * 8 : 64;
+  }
+  return lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, (*room ? round8(*rows_per) : m) * *pitch, out, NULL);
 }
 
 lathe_status_t lathe_cuda_dense_epilogue(lathe_cuda_exec *ex, lathe_dtype out_dt, lcuDeviceptr acc, int64_t lda, lcuDeviceptr y,
@@ -255,10 +260,8 @@ lathe_status_t lathe_cuda_dense_epilogue(lathe_cuda_exec *ex, lathe_dtype out_dt
  * such sums in blocks of rows (acc_scratch). */
 static lathe_status_t dense_product(lathe_cuda_exec *ex, lathe_dtype dt, int64_t rows, int64_t cols, int64_t kk, lt_mat a,
                                     lt_mat b, lcuDeviceptr c, lcuDeviceptr bias, int act) {
-  const lathe_cuda *cu = lathe_cuda_exec_dev(ex)->cu;
   bool half = dt == LATHE_DTYPE_FLOAT16 || dt == LATHE_DTYPE_BFLOAT16;
-  bool via = half || (dt == LATHE_DTYPE_FLOAT32 && cu->gemm_pad && cu->tf32 && (cols % 4 || c % 16) && rows >= 64 &&
-                      cols >= 64 && kk >= 64);
+  bool via = half || (dt == LATHE_DTYPE_FLOAT32 && (cols % 4 || c % 16) && lathe_cuda_gemm_stages(ex, dt, rows, cols, kk));
   lt_gemm g = {.ab = dt, .d = half ? LATHE_DTYPE_FLOAT32 : dt, .batch = 1, .m = rows, .n = cols, .k = kk, .a = a, .b = b};
   lcuDeviceptr acc = c;
   int64_t lda = cols, per = rows, es = lathe_dtype_bits(dt) / 8;

@@ -506,16 +506,23 @@ static int64_t clamp64(int64_t v, int64_t hi) { return v < 0 ? 0 : v > hi ? hi :
 
 static bool off16(const lines_of *l, lcuDeviceptr p, size_t es) { return (l->pitch * (int64_t)es) % 16 || p % 16; }
 
+/* An R2 x C2 matrix at buf laid out as l's lines (rows or columns), each padded to 16 bytes. */
+static lt_mat staged_view(const lines_of *l, size_t es, int64_t R2, int64_t C2, lcuDeviceptr buf) {
+  int64_t pitch2 = round_up(l->rows ? C2 : R2, 16 / (int64_t)es);
+  return l->rows ? (lt_mat){buf, pitch2, 1, 0} : (lt_mat){buf, 1, pitch2, 0};
+}
+
 /* A block of x (lines l): rows [r0, r0 + R2), columns [c0, c0 + C2), as a matrix of lines padded
  * to 16 bytes at buf (elements outside x read as zeros; back: buf's block is copied into x
  * instead, x's part of it only). */
 static lathe_status_t stage_block(lathe_cuda_exec *ex, const lt_mat *x, const lines_of *l, size_t es, int64_t r0, int64_t c0,
                                   int64_t R2, int64_t C2, lcuDeviceptr buf, lt_mat *out, bool back) {
   int64_t line0 = l->rows ? r0 : c0, elem0 = l->rows ? c0 : r0;
-  int64_t n2 = l->rows ? R2 : C2, len2 = l->rows ? C2 : R2, pitch2 = round_up(len2, 16 / (int64_t)es);
+  int64_t n2 = l->rows ? R2 : C2, len2 = l->rows ? C2 : R2;
   int64_t nv = clamp64(l->n - line0, n2), lv = clamp64(l->len - elem0, len2);
   lcuDeviceptr at = x->p + (lcuDeviceptr)((line0 * l->pitch + elem0) * (int64_t)es);
-  *out = l->rows ? (lt_mat){buf, pitch2, 1, 0} : (lt_mat){buf, 1, pitch2, 0};
+  *out = staged_view(l, es, R2, C2, buf);
+  int64_t pitch2 = l->rows ? out->rs : out->cs;
   if (back) return lathe_cuda_lines(ex, buf, at, (int)es, nv, lv, l->pitch, nv, lv, pitch2);
   return lathe_cuda_lines(ex, at, buf, (int)es, n2, pitch2, pitch2, nv, lv, l->pitch);
 }
@@ -526,12 +533,17 @@ static lt_mat block_of(const lt_mat *x, size_t es, int64_t r0, int64_t c0) {
   return b;
 }
 
+bool lathe_cuda_gemm_stages(lathe_cuda_exec *ex, lathe_dtype ab, int64_t m, int64_t n, int64_t k) {
+  const lathe_cuda *cu = lathe_cuda_exec_dev(ex)->cu;
+  bool tensor_cores = is_half(ab) || (ab == LATHE_DTYPE_FLOAT32 && cu->tf32);
+  return cu->gemm_pad > 0 && tensor_cores && m >= 64 && n >= 64 && k >= 64;
+}
+
 /* g (one matrix) on staged copies where that pays; *done false: not staged, nothing queued. */
 static lathe_status_t staged_gemm(lathe_cuda_exec *ex, const lt_gemm *g, bool *done) {
   *done = false;
   cuda_dev *d = lathe_cuda_exec_dev(ex);
-  if (!d->cu->gemm_pad || g->batch != 1 || g->m < 64 || g->n < 64 || g->k < 64) return NULL;
-  if (!is_half(g->ab) && !(g->ab == LATHE_DTYPE_FLOAT32 && d->cu->tf32)) return NULL; /* no tensor cores */
+  if (g->batch != 1 || !lathe_cuda_gemm_stages(ex, g->ab, g->m, g->n, g->k)) return NULL;
   size_t ea = (size_t)lathe_dtype_bits(g->ab) / 8, ed = (size_t)lathe_dtype_bits(g->d) / 8;
   lines_of la, lb, lc;
   if (!lines_init(&g->a, g->m, g->k, &la) || !lines_init(&g->b, g->k, g->n, &lb) || !lines_init(&g->c, g->m, g->n, &lc))
@@ -565,10 +577,7 @@ static lathe_status_t staged_gemm(lathe_cuda_exec *ex, const lt_gemm *g, bool *d
     q.m = m2 - m0 < mc ? m2 - m0 : mc;
     if (!sc) q.c = block_of(&g->c, ed, m0, 0);
     else if (g->accumulate) LATHE_RETURN_IF_ERROR(stage_block(ex, &g->c, &lc, ed, m0, 0, q.m, n2, pc, &q.c, false));
-    else { /* room only */
-      int64_t pitch2 = round_up(lc.rows ? n2 : q.m, 16 / (int64_t)ed);
-      q.c = lc.rows ? (lt_mat){pc, pitch2, 1, 0} : (lt_mat){pc, 1, pitch2, 0};
-    }
+    else q.c = staged_view(&lc, ed, q.m, n2, pc); /* room only */
     for (int64_t k0 = 0; k0 < k2; k0 += kc) {
       q.k = k2 - k0 < kc ? k2 - k0 : kc;
       q.accumulate = g->accumulate || k0 > 0;

@@ -74,6 +74,9 @@ lathe_status_t lathe_cuda_gemm(lathe_cuda_exec *ex, const lt_gemm *g);
 /* Passes fn the lasting text lathe_cuda_gemm will launch for g's dtypes and sizes (its tiled
  * kernel), if any. */
 void lathe_cuda_gemm_texts(const lt_gemm *g, lathe_cuda_text_fn fn, void *ctx);
+/* Whether a product of ab operands and these sizes is one that stages misaligned matrices in
+ * padded lines (gemm_pad on, tensor cores: halves, or Float32 with tf32, every size >= 64). */
+bool lathe_cuda_gemm_stages(lathe_cuda_exec *ex, lathe_dtype ab, int64_t m, int64_t n, int64_t k);
 /* Whether cuBLASLt reads a rows x cols matrix of strides rs, cs in place (one of them unit). */
 bool lathe_cuda_gemm_viewable(int64_t rows, int64_t cols, int64_t rs, int64_t cs);
 
