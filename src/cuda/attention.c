@@ -427,7 +427,50 @@ static lathe_status_t products_forward(lathe_cuda_exec *ex, const att *cp, lcuDe
   return st;
 }
 
-static lathe_status_t run_forward(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
+/* One attention op's operands, for lathe's own path run as a callback (cuDNN's measuring times it). */
+typedef struct own_att {
+  lathe_cuda_exec *ex;
+  const lathe_node *n;
+  lathe_tensor *const *in;
+  lathe_tensor **out;
+} own_att;
+
+/* The op as cuDNN's fused attention would take it (lathe_cuda_cudnn_sdpa); false where it cannot:
+ * a mask, bias or sequence lengths, grouped key heads, a dtype other than Float16/BFloat16. */
+static bool sdpa_desc(const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out, bool vjp, lt_sdpa_desc *s) {
+  if (lathe_attr_sdpa_has_mask(n) || lathe_attr_sdpa_has_seq_lens(n) || lathe_attr_sdpa_has_bias(n)) return false;
+  att c;
+  shape_geometry(&c, n, &in[0]->shape, &in[1]->shape);
+  if (!c.half || c.Hkv != c.a.H) return false;
+  memset(s, 0, sizeof *s);
+  s->dt = c.sdt, s->B = c.a.B, s->H = c.a.H, s->S = c.a.S, s->Skv = c.a.Skv, s->D = c.a.D;
+  const int64_t qst[4] = {c.qbs, c.qhs, c.qss, 1}, kst[4] = {c.kbs, c.khs, c.kss, 1};
+  memcpy(s->qst, qst, sizeof qst), memcpy(s->kst, kst, sizeof kst);
+  s->causal = c.a.causal, s->scale = (float)c.a.scale;
+  s->q = lathe_cuda_ptr(in[0]), s->k = lathe_cuda_ptr(in[1]), s->v = lathe_cuda_ptr(in[2]);
+  if (vjp) {
+    s->o = lathe_cuda_ptr(in[3]), s->lse = lathe_cuda_ptr(in[4]), s->dout = lathe_cuda_ptr(in[5]);
+    s->dq = lathe_cuda_ptr(out[0]), s->dk = lathe_cuda_ptr(out[1]), s->dv = lathe_cuda_ptr(out[2]);
+  } else {
+    s->o = lathe_cuda_ptr(out[0]), s->lse = lathe_cuda_ptr(out[1]);
+  }
+  return lathe_cuda_sdpa_form(s);
+}
+
+/* cuDNN's fused attention where it takes the op and is chosen (*done), else nothing. */
+static lathe_status_t try_cudnn(own_att *o, bool vjp, lathe_status_t (*own)(void *), bool *done) {
+  lt_sdpa_desc s;
+  *done = false;
+  if (!lathe_cuda_exec_dev(o->ex)->cu->cudnn_sdpa || !sdpa_desc(o->n, o->in, o->out, vjp, &s)) return NULL;
+  return lathe_cuda_cudnn_sdpa(o->ex, &s, vjp, own, o, done);
+}
+
+static lathe_status_t own_forward(void *arg) {
+  const own_att *oa = arg;
+  lathe_cuda_exec *ex = oa->ex;
+  const lathe_node *n = oa->n;
+  lathe_tensor *const *in = oa->in;
+  lathe_tensor **out = oa->out;
   att c;
   LATHE_RETURN_IF_ERROR(geometry(ex, &c, n, in, false));
   if (!c.a.B || !c.a.H || !c.a.S) return NULL;
@@ -494,7 +537,12 @@ static lathe_status_t products_vjp(lathe_cuda_exec *ex, const att *c, lcuFunctio
   return st;
 }
 
-static lathe_status_t run_vjp(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
+static lathe_status_t own_vjp(void *arg) {
+  const own_att *oa = arg;
+  lathe_cuda_exec *ex = oa->ex;
+  const lathe_node *n = oa->n;
+  lathe_tensor *const *in = oa->in;
+  lathe_tensor **out = oa->out;
   att c;
   LATHE_RETURN_IF_ERROR(geometry(ex, &c, n, in, true));
   att_args *a = &c.a;
@@ -570,8 +618,13 @@ static lathe_status_t run_qkv(lathe_cuda_exec *ex, const lathe_node *n, lathe_te
 lathe_status_t lathe_cuda_run_attention(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in,
                                         lathe_tensor **out) {
   switch (n->op) {
-    case LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION: return run_forward(ex, n, in, out);
-    case LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION_VJP: return run_vjp(ex, n, in, out);
+    case LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION:
+    case LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION_VJP: {
+      bool vjp = n->op == LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION_VJP, done;
+      own_att o = {ex, n, in, out};
+      LATHE_RETURN_IF_ERROR(try_cudnn(&o, vjp, vjp ? own_vjp : own_forward, &done));
+      return done ? NULL : vjp ? own_vjp(&o) : own_forward(&o);
+    }
     case LATHE_OP_FUSED_ATTENTION_QKV_PROJECTION: return run_qkv(ex, n, in, out);
     default: return LATHE_UNIMPL("%s: not an attention op", lathe_op_name(n->op));
   }

@@ -79,6 +79,7 @@ typedef struct cuda_dev {
   int dnn_state;
   lcudnnHandle dnn;
   struct cudnn_choice *dnn_choices; /* per configuration: cuDNN's algorithm, or lathe's own path */
+  struct sdpa_choice *sdpa_choices; /* per attention form and shape: cuDNN's plan, or lathe's kernels */
   /* host staging: pinned memory for transfers */
   pthread_mutex_t staging_mu;
   void *staging;
@@ -113,6 +114,8 @@ typedef struct lathe_cuda {
   bool trace_graphs; /* while tracing, CUDA graphs still replay (option trace_graphs=1; src/exec/xtrace.c) */
   bool remat;        /* recomputing cheap values (option remat=1; src/graph/program.c) */
   bool cudnn; /* convolutions may use cuDNN (option cudnn=1, the default) */
+  int cudnn_sdpa; /* half attention may use cuDNN's fused attention: 1 (default) where measured faster, 2 always,
+                   * 0 never (option cudnn_sdpa) */
   bool dense_vjp; /* FusedDenseVJP advertised (option dense_vjp=1; off by default) */
   int graph_after; /* a plan becomes a CUDA graph at its graph_after-th run on a GPU (option graphs; 0: never) */
   char description[256];
@@ -124,6 +127,8 @@ extern const lathe_device_i lathe_cuda_device;
 
 /* Frees device d's cuDNN handle and remembered choices (cudnn.c; at device teardown). */
 void lathe_cuda_cudnn_release(cuda_dev *d);
+/* Frees d's remembered attention plans (cudnn_sdpa.c; lathe_cuda_cudnn_release calls it). */
+void lathe_cuda_sdpa_release(cuda_dev *d);
 /* Destroys d's cached cuFFT plans (fft.c; at device teardown, with d's context current). */
 void lathe_cuda_fft_release(cuda_dev *d);
 

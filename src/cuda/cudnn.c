@@ -22,12 +22,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gemm.h"
+#include "dnn.h"
 
 enum { ND = 2 + LT_CONV_MAX_SP, KEYN = 5 + 6 * ND + 4 * LT_CONV_MAX_SP };
 enum { WAY_OWN, WAY_FWD, WAY_BWD_FILTER };
-/* cuDNN's workspace while measuring and running (an algorithm that needs more is not chosen) */
-#define WS_MAX ((size_t)256 << 20)
+#define WS_MAX LATHE_DNN_WS_MAX
 
 typedef struct cudnn_choice {
   struct cudnn_choice *next;
@@ -63,6 +62,7 @@ static lathe_status_t dnn_error(const lcu_api *api, lcudnnStatus s, const char *
 
 void lathe_cuda_cudnn_release(cuda_dev *d) {
   const lcu_api *api = d->cu->api;
+  lathe_cuda_sdpa_release(d);
   for (cudnn_choice *c = d->dnn_choices, *next; c; c = next) next = c->next, plan_free(api, c->g), free(c);
   if (d->dnn_state == 1 && d->dnn) api->cudnnDestroy(d->dnn);
   d->dnn = NULL;
@@ -314,20 +314,18 @@ static lathe_status_t run_reading(lathe_cuda_exec *ex, const lt_conv_desc *c, dn
   return st;
 }
 
-/* GPU time of one run of fn (the mean of reps, after an untimed one, which compiles kernels or
- * warms cuDNN's engine). */
-static lathe_status_t time_runs(lathe_cuda_exec *ex, lathe_status_t (*fn)(void *), void *ctx, int reps, float *ms) {
+lathe_status_t lathe_cuda_time_runs(lathe_cuda_exec *ex, lathe_status_t (*fn)(void *), void *ctx, int reps, float *ms) {
   const lcu_api *api = lathe_cuda_exec_api(ex);
   lcuStream s = lathe_cuda_exec_stream(ex);
   LATHE_RETURN_IF_ERROR(fn(ctx));
   lcuEvent e[2] = {NULL, NULL};
-  lathe_status_t st = lathe_cuda_error(api, api->cuEventCreate(&e[0], 0), "ConvGeneral: cuEventCreate");
-  if (!st) st = lathe_cuda_error(api, api->cuEventCreate(&e[1], 0), "ConvGeneral: cuEventCreate");
-  if (!st) st = lathe_cuda_error(api, api->cuEventRecord(e[0], s), "ConvGeneral: cuEventRecord");
+  lathe_status_t st = lathe_cuda_error(api, api->cuEventCreate(&e[0], 0), "cuDNN timing: cuEventCreate");
+  if (!st) st = lathe_cuda_error(api, api->cuEventCreate(&e[1], 0), "cuDNN timing: cuEventCreate");
+  if (!st) st = lathe_cuda_error(api, api->cuEventRecord(e[0], s), "cuDNN timing: cuEventRecord");
   for (int i = 0; i < reps && !st; i++) st = fn(ctx);
-  if (!st) st = lathe_cuda_error(api, api->cuEventRecord(e[1], s), "ConvGeneral: cuEventRecord");
-  if (!st) st = lathe_cuda_error(api, api->cuEventSynchronize(e[1]), "ConvGeneral: cuEventSynchronize");
-  if (!st) st = lathe_cuda_error(api, api->cuEventElapsedTime(ms, e[0], e[1]), "ConvGeneral: cuEventElapsedTime");
+  if (!st) st = lathe_cuda_error(api, api->cuEventRecord(e[1], s), "cuDNN timing: cuEventRecord");
+  if (!st) st = lathe_cuda_error(api, api->cuEventSynchronize(e[1]), "cuDNN timing: cuEventSynchronize");
+  if (!st) st = lathe_cuda_error(api, api->cuEventElapsedTime(ms, e[0], e[1]), "cuDNN timing: cuEventElapsedTime");
   if (!st) *ms /= (float)reps;
   for (int i = 0; i < 2; i++)
     if (e[i]) api->cuEventDestroy(e[i]);
@@ -347,23 +345,6 @@ static lathe_status_t time_runs(lathe_cuda_exec *ex, lathe_status_t (*fn)(void *
  * the engine's global index, which must match when the plan is made again. */
 /* GRAPH_LIST: the heuristics rank TF32 engines first; the CNN's exact Float32 ones came 29th and 32nd */
 enum { GRAPH_TRY = 8, GRAPH_LIST = 64, MATH_GRAPH = -1 };
-enum { /* cudnn_graph.h's values */
-  G_T_HANDLE = 0, G_T_DATA_TYPE = 1, G_T_INT64 = 3, G_T_FLOAT = 4, G_T_DOUBLE = 5, G_T_VOID_PTR = 6, G_T_CONV_MODE = 7,
-  G_T_HEUR_MODE = 8, G_T_NUMERICAL_NOTE = 11, G_T_DESC = 15, G_T_BEHAVIOR_NOTE = 19,
-  G_CONVOLUTION = 1, G_ENGINE = 2, G_ENGINECFG = 3, G_ENGINEHEUR = 4, G_PLAN = 5, G_OP_FWD = 10, G_OP_BWD_FILTER = 11,
-  G_OPGRAPH = 15, G_VARIANT_PACK = 16, G_TENSOR = 17,
-  A_CONV_COMP_TYPE = 100, A_CONV_MODE = 101, A_CONV_DILATIONS = 102, A_CONV_STRIDES = 103, A_CONV_POST_PAD = 104,
-  A_CONV_PRE_PAD = 105, A_CONV_SPATIAL_DIMS = 106,
-  A_HEUR_MODE = 200, A_HEUR_GRAPH = 201, A_HEUR_RESULTS = 202, A_CFG_ENGINE = 300,
-  A_PLAN_HANDLE = 400, A_PLAN_CFG = 401, A_PLAN_WORKSPACE = 402,
-  A_FWD_ALPHA = 700, A_FWD_BETA = 701, A_FWD_CONV = 702, A_FWD_W = 703, A_FWD_X = 704, A_FWD_Y = 705,
-  A_BWF_ALPHA = 712, A_BWF_BETA = 713, A_BWF_CONV = 714, A_BWF_DW = 715, A_BWF_X = 716, A_BWF_DY = 717,
-  A_GRAPH_HANDLE = 800, A_GRAPH_OPS = 801,
-  A_T_ALIGN = 900, A_T_DATA_TYPE = 901, A_T_DIMS = 902, A_T_STRIDES = 903, A_T_UID = 906,
-  A_VP_UIDS = 1000, A_VP_PTRS = 1001, A_VP_WORKSPACE = 1003,
-  A_ENGINE_INDEX = 1301, A_ENGINE_NUMERICAL = 1303, A_ENGINE_BEHAVIOR = 1305,
-  HEUR_MODE_A = 3, NOTE_TENSOR_CORE = 0, NOTE_DOWN_CONVERT = 1, NOTE_REDUCED_REDUCTION = 2, BEHAVIOR_RUNTIME_COMPILATION = 0,
-};
 enum { GD_T0, GD_T1, GD_T2, GD_CONV, GD_OP, GD_GRAPH, GD_CFG, GD_PLAN, GD_N };
 
 /* A reading's descriptors, its plan last; all kept while the plan lives. */
@@ -440,17 +421,17 @@ static lcudnnStatus g_graph(cuda_dev *dv, const dnn_reading *r, int type, int co
   return s ? s : api->cudnnBackendFinalize(g);
 }
 
-/* The heuristics' engine configurations of p's graph, best first: *n of them in cfg (made here). */
-static lcudnnStatus g_configs(const lcu_api *api, const dnn_plan *p, lcudnnBackendDesc *cfg, int64_t *n) {
+lcudnnStatus lathe_cuda_dnn_configs(const lcu_api *api, lcudnnBackendDesc graph, lcudnnBackendDesc *cfg, int cap,
+                                    int64_t *n) {
   lcudnnBackendDesc h = NULL;
   int mode = HEUR_MODE_A;
   *n = 0;
   lcudnnStatus s = api->cudnnBackendCreateDescriptor(G_ENGINEHEUR, &h);
-  if (!s) s = api->cudnnBackendSetAttribute(h, A_HEUR_GRAPH, G_T_DESC, 1, &p->d[GD_GRAPH]);
+  if (!s) s = api->cudnnBackendSetAttribute(h, A_HEUR_GRAPH, G_T_DESC, 1, &graph);
   if (!s) s = api->cudnnBackendSetAttribute(h, A_HEUR_MODE, G_T_HEUR_MODE, 1, &mode);
   if (!s) s = api->cudnnBackendFinalize(h);
-  for (int i = 0; i < GRAPH_LIST && !s; i++) s = api->cudnnBackendCreateDescriptor(G_ENGINECFG, &cfg[i]);
-  if (!s) s = api->cudnnBackendGetAttribute(h, A_HEUR_RESULTS, G_T_DESC, GRAPH_LIST, n, cfg);
+  for (int i = 0; i < cap && !s; i++) s = api->cudnnBackendCreateDescriptor(G_ENGINECFG, &cfg[i]);
+  if (!s) s = api->cudnnBackendGetAttribute(h, A_HEUR_RESULTS, G_T_DESC, cap, n, cfg);
   if (h) api->cudnnBackendDestroyDescriptor(h);
   if (s) *n = 0;
   return s;
@@ -487,19 +468,44 @@ static bool g_acceptable(const lcu_api *api, lcudnnBackendDesc cfg, int way, boo
   return ok;
 }
 
-/* Configuration cfg finalized as p's plan, with its workspace size. */
-static lcudnnStatus g_plan(cuda_dev *dv, dnn_plan *p, lcudnnBackendDesc cfg) {
+lcudnnStatus lathe_cuda_dnn_plan(cuda_dev *dv, lcudnnBackendDesc cfg, lcudnnBackendDesc *plan, int64_t *ws) {
   const lcu_api *api = dv->cu->api;
   lcudnnBackendDesc pl = NULL;
   int64_t n = 0;
+  *plan = NULL;
   lcudnnStatus s = api->cudnnBackendCreateDescriptor(G_PLAN, &pl);
   if (!s) s = api->cudnnBackendSetAttribute(pl, A_PLAN_HANDLE, G_T_HANDLE, 1, &dv->dnn);
   if (!s) s = api->cudnnBackendSetAttribute(pl, A_PLAN_CFG, G_T_DESC, 1, &cfg);
   if (!s) s = api->cudnnBackendFinalize(pl);
-  if (!s) s = api->cudnnBackendGetAttribute(pl, A_PLAN_WORKSPACE, G_T_INT64, 1, &n, &p->ws);
-  if (!s && (p->ws < 0 || (size_t)p->ws > WS_MAX)) s = -1;
+  if (!s) s = api->cudnnBackendGetAttribute(pl, A_PLAN_WORKSPACE, G_T_INT64, 1, &n, ws);
+  if (!s && (*ws < 0 || (size_t)*ws > WS_MAX)) s = -1;
   if (s && pl) api->cudnnBackendDestroyDescriptor(pl);
-  if (!s) p->d[GD_PLAN] = pl;
+  if (!s) *plan = pl;
+  return s;
+}
+
+static lcudnnStatus g_plan(cuda_dev *dv, dnn_plan *p, lcudnnBackendDesc cfg) {
+  return lathe_cuda_dnn_plan(dv, cfg, &p->d[GD_PLAN], &p->ws);
+}
+
+lcudnnStatus lathe_cuda_dnn_execute(lathe_cuda_exec *ex, lcudnnBackendDesc plan, int n, const int64_t *uids, void **ptrs,
+                                    lcuDeviceptr ws) {
+  cuda_dev *dv = lathe_cuda_exec_dev(ex);
+  const lcu_api *api = dv->cu->api;
+  void *w = (void *)(uintptr_t)ws;
+  lcudnnBackendDesc vp = NULL;
+  lcudnnStatus s = api->cudnnBackendCreateDescriptor(G_VARIANT_PACK, &vp);
+  if (!s) s = api->cudnnBackendSetAttribute(vp, A_VP_PTRS, G_T_VOID_PTR, n, ptrs);
+  if (!s) s = api->cudnnBackendSetAttribute(vp, A_VP_UIDS, G_T_INT64, n, uids);
+  if (!s) s = api->cudnnBackendSetAttribute(vp, A_VP_WORKSPACE, G_T_VOID_PTR, 1, &w);
+  if (!s) s = api->cudnnBackendFinalize(vp);
+  if (!s) {
+    pthread_mutex_lock(&dv->dnn_mu);
+    s = api->cudnnSetStream(dv->dnn, lathe_cuda_exec_stream(ex));
+    if (!s) s = api->cudnnBackendExecute(dv->dnn, plan, vp);
+    pthread_mutex_unlock(&dv->dnn_mu);
+  }
+  if (vp) api->cudnnBackendDestroyDescriptor(vp);
   return s;
 }
 
@@ -513,29 +519,15 @@ typedef struct g_run {
 /* Runs plan p on reading r: stages its inputs, executes, copies a staged result out. */
 static lathe_status_t g_execute(void *arg) {
   g_run *g = arg;
-  cuda_dev *dv = lathe_cuda_exec_dev(g->ex);
-  const lcu_api *api = dv->cu->api;
+  const lcu_api *api = lathe_cuda_exec_api(g->ex);
   lcuDeviceptr a, b, cp = g->r->c.p, ws = 0;
   LATHE_RETURN_IF_ERROR(stage_in(g->ex, g->c->dt, &g->r->a, &a));
   LATHE_RETURN_IF_ERROR(stage_in(g->ex, g->c->dt, &g->r->b, &b));
   if (g->r->c.scratch) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(g->ex, g->c->dt, count(&g->r->c), &cp, NULL));
   if (g->p->ws) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(g->ex, LATHE_DTYPE_UINT8, g->p->ws, &ws, NULL));
-  void *ptr[3] = {(void *)(uintptr_t)a, (void *)(uintptr_t)b, (void *)(uintptr_t)cp}, *w = (void *)(uintptr_t)ws;
+  void *ptr[3] = {(void *)(uintptr_t)a, (void *)(uintptr_t)b, (void *)(uintptr_t)cp};
   int64_t uid[3] = {1, 2, 3};
-  lcudnnBackendDesc vp = NULL;
-  lcudnnStatus s = api->cudnnBackendCreateDescriptor(G_VARIANT_PACK, &vp);
-  if (!s) s = api->cudnnBackendSetAttribute(vp, A_VP_PTRS, G_T_VOID_PTR, 3, ptr);
-  if (!s) s = api->cudnnBackendSetAttribute(vp, A_VP_UIDS, G_T_INT64, 3, uid);
-  if (!s) s = api->cudnnBackendSetAttribute(vp, A_VP_WORKSPACE, G_T_VOID_PTR, 1, &w);
-  if (!s) s = api->cudnnBackendFinalize(vp);
-  if (!s) {
-    pthread_mutex_lock(&dv->dnn_mu);
-    s = api->cudnnSetStream(dv->dnn, lathe_cuda_exec_stream(g->ex));
-    if (!s) s = api->cudnnBackendExecute(dv->dnn, g->p->d[GD_PLAN], vp);
-    pthread_mutex_unlock(&dv->dnn_mu);
-  }
-  if (vp) api->cudnnBackendDestroyDescriptor(vp);
-  LATHE_RETURN_IF_ERROR(dnn_error(api, s, "graph API execution"));
+  LATHE_RETURN_IF_ERROR(dnn_error(api, lathe_cuda_dnn_execute(g->ex, g->p->d[GD_PLAN], 3, uid, ptr, ws), "graph API execution"));
   return stage_out(g->ex, g->c, &g->r->c, cp);
 }
 
@@ -574,7 +566,7 @@ static lathe_status_t g_measure(lathe_cuda_exec *ex, const lt_conv_desc *c, dnn_
   lcudnnBackendDesc cfg[GRAPH_LIST] = {0};
   int64_t n = 0;
   lathe_status_t st = NULL;
-  if (!g_graph(dv, r, type, compute, c->ns, align, &base)) g_configs(api, &base, cfg, &n);
+  if (!g_graph(dv, r, type, compute, c->ns, align, &base)) lathe_cuda_dnn_configs(api, base.d[GD_GRAPH], cfg, GRAPH_LIST, &n);
   for (int i = 0, tried = 0; i < n && tried < GRAPH_TRY && !st; i++) {
     int64_t gi = -1;
     dnn_plan *p = calloc(1, sizeof *p);
@@ -589,7 +581,7 @@ static lathe_status_t g_measure(lathe_cuda_exec *ex, const lt_conv_desc *c, dnn_
     tried++;
     float t = 0;
     g_run run = {ex, c, r, p};
-    lathe_status_t e = time_runs(ex, g_execute, &run, 3, &t);
+    lathe_status_t e = lathe_cuda_time_runs(ex, g_execute, &run, 3, &t);
     if (e && lathe_status_code_of(e) != LATHE_STATUS_INTERNAL) st = e; /* out of memory, say: not the engine's fault */
     else if (e) lathe_status_free(e);
     if (e || (*best && t >= *ms)) {
@@ -619,7 +611,7 @@ static lathe_status_t g_remake(cuda_dev *dv, const lt_conv_desc *c, const dnn_re
   lcudnnBackendDesc cfg[GRAPH_LIST] = {0};
   int64_t n = 0, gi = -1;
   lcudnnStatus s = g_graph(dv, r, type, compute, c->ns, align, p);
-  if (!s) s = g_configs(api, p, cfg, &n);
+  if (!s) s = lathe_cuda_dnn_configs(api, p->d[GD_GRAPH], cfg, GRAPH_LIST, &n);
   if (!s) s = pos < n && g_acceptable(api, cfg[pos], r->way, tensor_cores, &gi) && gi == index ? g_plan(dv, p, cfg[pos]) : -1;
   if (!s) p->d[GD_CFG] = cfg[pos], cfg[pos] = NULL;
   for (int i = 0; i < GRAPH_LIST; i++)
@@ -689,9 +681,7 @@ static void choices_save(cuda_dev *d) {
   free(recs);
 }
 
-/* The device's handle, made once (with the choices on disk); false when cuDNN is missing or
- * refuses (then never again). */
-static bool have_handle(cuda_dev *d) {
+bool lathe_cuda_dnn_ready(cuda_dev *d) {
   pthread_mutex_lock(&d->dnn_mu);
   if (d->dnn_state == 0) {
     const lcu_api *api;
@@ -722,7 +712,7 @@ lathe_status_t lathe_cuda_cudnn_conv(lathe_cuda_exec *ex, const lt_conv_desc *c,
   bool tensor_cores = c->dt != LATHE_DTYPE_FLOAT32 || tf32;
   dnn_reading r[2];
   int nr;
-  if (!d->cu->cudnn || !(nr = readings(c, r)) || !have_handle(d)) return NULL;
+  if (!d->cu->cudnn || !(nr = readings(c, r)) || !lathe_cuda_dnn_ready(d)) return NULL;
   /* the graph API is told the pointers' alignment: part of the key, as a plan assumes it */
   int64_t align = 16;
   while (align > 1 && ((c->xp | c->wp | c->yp) & (lcuDeviceptr)(align - 1))) align /= 2;
@@ -773,7 +763,7 @@ lathe_status_t lathe_cuda_cudnn_conv(lathe_cuda_exec *ex, const lt_conv_desc *c,
     }
     float own_ms = -1; /* not measured: nothing of cuDNN's ran */
     if (got.way != WAY_OWN) {
-      lathe_status_t st = time_runs(ex, own, own_ctx, 1, &own_ms);
+      lathe_status_t st = lathe_cuda_time_runs(ex, own, own_ctx, 1, &own_ms);
       if (st) {
         plan_free(api, got.g);
         return st;

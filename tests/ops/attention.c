@@ -333,7 +333,8 @@ TEST(fused_sdpa_vjp) { sdpa_rows(true); }
  * the reference forward (which the rows above check against the kernel's forward). */
 /* Head sizes of real models (32 to 128, and 40, which the streaming kernels pad to 64), several
  * query and key blocks, causal and masked, GQA, both layouts: on lathe:cuda the streaming kernels'
- * texts per head size (forward and both backwards: half_bwd=0 and 1) against the reference. */
+ * texts per head size (forward and both backwards: half_bwd=0 and 1) and cuDNN's fused attention
+ * (cudnn_sdpa=1: the unmasked rows without GQA) against the reference. */
 static void sdpa_head_rows(bool vjp) {
   const int64_t heads[] = {32, 40, 64, 128};
   const lathe_dtype dts[] = {LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_FLOAT32};
@@ -344,6 +345,10 @@ static void sdpa_head_rows(bool vjp) {
       sdpa_case((acase){dt, BHSD, 2, 4, 2, 70, 130, D, true, 0, .vjp = vjp});
       sdpa_case((acase){dt, BSHD, 1, 2, 2, 96, 96, D, false, 0, MASK_BOOL, 4, true, true, .vjp = vjp});
       sdpa_case((acase){dt, BSHD, 2, 4, 1, 65, 65, D, true, 0, MASK_ADD, 2, .seqlens = true, .vjp = vjp});
+      /* unmasked, as many key as query heads: the forms cuDNN's fused attention takes (cudnn_sdpa=1) */
+      sdpa_case((acase){dt, BHSD, 2, 3, 3, 70, 130, D, true, 0, .vjp = vjp});
+      sdpa_case((acase){dt, BSHD, 2, 2, 2, 128, 128, D, true, 0, .vjp = vjp});
+      sdpa_case((acase){dt, BSHD, 1, 2, 2, 100, 36, D, false, 0, .vjp = vjp});
     }
 }
 TEST(fused_sdpa_heads) { sdpa_head_rows(false); }
