@@ -375,6 +375,8 @@ lathe_status_t lathe_cum_sum(lathe_function_t fn, lathe_value_t x, int axis, boo
                              lathe_value_t *out);
 
 lathe_status_t lathe_reshape(lathe_function_t fn, lathe_value_t x, const int64_t *dims, int rank, lathe_value_t *out);
+/* Axis i of the result is axis permutation[i] of x. The identity permutation gives x itself (as
+ * *out: no new value). */
 lathe_status_t lathe_transpose(lathe_function_t fn, lathe_value_t x, const int *permutation, int rank,
                                lathe_value_t *out);
 /* Axis i of x becomes axis broadcast_axes[i] of shape (increasing); x's size there is 1 or equal. */

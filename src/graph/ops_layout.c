@@ -97,6 +97,15 @@ lathe_status_t lathe_transpose(lathe_function_t fn, lathe_value_t x, const int *
     return LATHE_INVALID("Transpose: the permutation has %d axes, operand %s has rank %d", rank, SHAPE_STR(xs, buf),
                          xs->rank);
   LATHE_RETURN_IF_ERROR(check_axes("Transpose", "permutation", permutation, rank, xs));
+  /* A Transpose that keeps every axis in place is its operand, not a copy: GoMLX's gradients of
+   * DotGeneral end in such (every dense layer's input gradient), a copy each on every device. */
+  bool identity = true;
+  for (int i = 0; i < rank; i++) identity &= permutation[i] == i;
+  if (identity) {
+    if (!out) return LATHE_INVALID("Transpose: output pointer is NULL");
+    *out = n->in[0];
+    return NULL;
+  }
   n->shape = *xs;
   for (int i = 0; i < rank; i++) {
     n->shape.dims[i] = xs->dims[permutation[i]];

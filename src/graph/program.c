@@ -88,9 +88,10 @@ static bool swaps_free_groups(const lathe_node *t, const lathe_node *d) {
   return true;
 }
 
-/* fold[id]: for a folded Transpose, the swapped product that replaces it; for its product,
- * the Transpose (which means: no step of its own). */
-static lathe_status_t fold_transposed_products(lower_ctx *c) {
+/* fold[id]: for a folded Transpose (or ConvertDType), the product that replaces it (a node of
+ * the same id); for a node it replaces, that Transpose or ConvertDType (a node of another id,
+ * which means: no step of its own). */
+static lathe_status_t fold_products(lower_ctx *c) {
   const lathe_function *fn = c->pf->fn;
   int n = fn->n_nodes;
   const lathe_node **fold = calloc((size_t)n + 1, sizeof *fold);
@@ -130,6 +131,31 @@ static lathe_status_t fold_transposed_products(lower_ctx *c) {
     }
     fold[t->id] = sw;
     fold[d->id] = t;
+  }
+  /* A product of two halves summed in Float32 whose only reader rounds it to the halves' dtype
+   * (GoMLX's half products: DotGeneral to Float32, then ConvertDType) is the product with a half
+   * result: every device sums in Float32 and rounds once either way (the same bits), without the
+   * Float32 result in memory or the pass that converts it. Also after a folded Transpose. */
+  for (int k = 0; k < c->s.n_order && !st; k++) {
+    const lathe_node *t = fn->nodes[c->s.order[k]];
+    lathe_dtype half = t->shape.dtype;
+    if (t->op != LATHE_OP_CONVERT_DTYPE || (half != LATHE_DTYPE_FLOAT16 && half != LATHE_DTYPE_BFLOAT16)) continue;
+    const lathe_node *src = fn->nodes[c->s.remap[t->in[0]->id]];
+    const lathe_node *d = !fold[src->id] ? src : fold[src->id]->id == src->id ? fold[src->id] : NULL;
+    if (!d || d->op != LATHE_OP_DOT_GENERAL || d->multi || d->n_in != 2 || uses[src->id] != 1 || fold[t->id] ||
+        d->shape.dtype != LATHE_DTYPE_FLOAT32 || lathe_attr_dot_general_accumulator(d) != LATHE_DTYPE_FLOAT32 ||
+        d->in[0]->shape.dtype != half || d->in[1]->shape.dtype != half)
+      continue;
+    lathe_node *h = lathe_arena_alloc(&c->p->arena, sizeof *h);
+    if (!h) {
+      st = LATHE_OOM("Compile");
+      break;
+    }
+    *h = *d;
+    h->id = t->id;
+    h->shape = t->shape;
+    fold[t->id] = h;
+    fold[src->id] = t;
   }
   free(uses);
   if (st) {
@@ -227,7 +253,7 @@ static lathe_status_t lower_nodes(lower_ctx *c) {
   c->slot_of = malloc(sizeof(int) * (size_t)(fn->n_nodes + 1));
   if (!c->slot_of) return LATHE_OOM("Compile");
   for (int i = 0; i <= fn->n_nodes; i++) c->slot_of[i] = -1;
-  LATHE_RETURN_IF_ERROR(fold_transposed_products(c));
+  LATHE_RETURN_IF_ERROR(fold_products(c));
   const lathe_node **fold = c->fold;
   if (c->p->options.remat) {
     c->chain = malloc(sizeof(int) * (size_t)(fn->n_nodes + 1));
@@ -263,7 +289,7 @@ static lathe_status_t lower_nodes(lower_ctx *c) {
   }
   for (int k = 0; k < c->s.n_order; k++) {
     const lathe_node *n = fn->nodes[c->s.order[k]];
-    if (fold[n->id] && n->op == LATHE_OP_DOT_GENERAL) continue; /* computed by its Transpose's step */
+    if (fold[n->id] && fold[n->id]->id != n->id) continue; /* computed by a later node's step */
     if (fold[n->id]) n = fold[n->id];
     switch (n->op) {
       case LATHE_OP_PARAMETER:

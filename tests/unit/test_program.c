@@ -529,6 +529,58 @@ TEST(program_closure_captures) {
   lathe_builder_free(b);
 }
 
+/* ConvertDType to BFloat16 of a Float32 product of BFloat16 operands (GoMLX's half products)
+ * lowers to one step, the product with a BFloat16 result; also behind a folded Transpose, and an
+ * identity Transpose is no node at all; not when the Float32 result has another reader. Run, the
+ * folded product gives the bits the unfolded one does (lathe:cpu). */
+TEST(program_converted_product) {
+  const lathe_dtype bf = LATHE_DTYPE_BFLOAT16;
+  void *out[3][2] = {{0}};
+  for (int variant = 0; variant < 3; variant++) {
+    lathe_function_t fn;
+    lathe_builder_t b = tst_builder("cdot", &fn);
+    lathe_value_t x = tst_param(fn, "x", TST_SHAPE(bf, 2, 7, 24));
+    lathe_value_t y = tst_param(fn, "y", TST_SHAPE(bf, 2, 24, 5)), d, t, h;
+    int lc = 2, rc = 1, bt = 0, swap[3] = {0, 2, 1}, same[3] = {0, 1, 2};
+    const lathe_dot_config f32 = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT32};
+    CHECK_OK(lathe_dot_general(fn, x, &lc, 1, &bt, 1, y, &rc, 1, &bt, 1, &f32, &d));
+    CHECK_OK(lathe_transpose(fn, d, variant == 1 ? swap : same, 3, &t));
+    if (variant != 1) CHECK(t == d, "variant %d: an identity Transpose is its operand", variant);
+    CHECK_OK(lathe_convert_dtype(fn, t, bf, &h));
+    lathe_value_t outs[2] = {h, d};
+    int n_out = variant == 2 ? 2 : 1;
+    CHECK_OK(lathe_function_return(fn, outs, n_out));
+    lathe_program *p = program_of(b, &fused);
+    if (p) {
+      const lathe_pfunc *pf = lathe_program_main(p);
+      if (variant != 2) {
+        const lathe_pstep *s = pf->n_steps ? &pf->steps[0] : NULL;
+        CHECK(pf->n_steps == 1 && s->node->op == LATHE_OP_DOT_GENERAL, "variant %d: one DotGeneral step, got %d steps",
+              variant, pf->n_steps);
+        if (s) CHECK(pf->slots[s->out[0]].shape.dtype == bf, "variant %d: a BFloat16 result", variant);
+      } else {
+        CHECK(pf->n_steps == 2, "the Float32 result read twice: DotGeneral and ConvertDType, got %d steps", pf->n_steps);
+      }
+    }
+    lathe_program_free(p);
+    if (variant == 1) { /* the transposed result: compared with variant 0's below */
+      lathe_builder_free(b);
+      continue;
+    }
+    int64_t nx = 2 * 7 * 24, ny = 2 * 24 * 5;
+    uint16_t *xd = malloc((size_t)nx * 2), *yd = malloc((size_t)ny * 2);
+    tst_fill(xd, bf, nx, 11), tst_fill(yd, bf, ny, 12);
+    const void *in[2] = {xd, yd};
+    CHECK_OK(tst_run(b, in, 2, out[variant], n_out, NULL));
+    free(xd), free(yd);
+    lathe_builder_free(b);
+  }
+  if (out[0][0] && out[2][0])
+    CHECK(memcmp(out[0][0], out[2][0], 2 * 7 * 5 * 2) == 0, "the folded product rounds as DotGeneral + ConvertDType");
+  for (int v = 0; v < 3; v++)
+    for (int k = 0; k < 2; k++) tst_free_output(out[v][k]);
+}
+
 /* Transpose(DotGeneral(x, y)) swapping the free groups lowers to one step, DotGeneral(y, x) with
  * the transposed shape; not when the product has another reader, nor for other permutations. */
 TEST(program_transposed_product) {
