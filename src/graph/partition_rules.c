@@ -577,8 +577,9 @@ static lathe_status_t rule_scatter(part *p, const lathe_node *sn) {
 /* Ops that work along some axes of their first operand independently of its other axes: those
  * axes are gathered, the rest keep their split (or take the consumers' where the operand is
  * replicated). Reverse, CumSum, FusedSoftmax, FusedLayerNorm (its gamma and beta, over the
- * normalised axes, replicated), FusedActivation (an axis it resizes, as SwiGLU's, gathered);
- * ArgMinMax also drops its axis. */
+ * normalised axes, replicated), FusedActivation (an axis it resizes, as SwiGLU's, gathered),
+ * FusedQuantizedDense (the batch axes of x; its weights, scales and bias replicated); ArgMinMax
+ * also drops its axis. */
 static lathe_status_t rule_axis_local(part *p, const lathe_node *sn) {
   const lathe_node *x = sn->in[0];
   bool drop = sn->op == LATHE_OP_ARG_MIN_MAX;
@@ -592,6 +593,7 @@ static lathe_status_t rule_axis_local(part *p, const lathe_node *sn) {
     case LATHE_OP_CUM_SUM: along[lathe_attr_cum_sum_axis(sn)] = true; break;
     case LATHE_OP_ARG_MIN_MAX: along[lathe_attr_arg_min_max_axis(sn)] = true; break;
     case LATHE_OP_FUSED_SOFTMAX: along[lathe_attr_fused_softmax_axis(sn)] = true; break;
+    case LATHE_OP_FUSED_QUANTIZED_DENSE: along[x->shape.rank - 1] = true; break; /* K becomes N */
     default: break;
   }
   for (int k = 0; k < list.n; k++) along[list.v[k]] = true;
@@ -786,6 +788,45 @@ static lathe_status_t rule_qkv_projection(part *p, const lathe_node *sn) {
   return lathe_part_emit_multi(p, sn, need, p->rs);
 }
 
+/* Bitcast: the axes both sides have keep their split; the axis a width change adds or drops is
+ * replicated, and with a packed (sub-byte) dtype on either side the last shared axis too (a
+ * shard's bytes must hold whole values). */
+static lathe_status_t rule_bitcast(part *p, const lathe_node *sn) {
+  const lathe_node *x = sn->in[0];
+  int rx = x->shape.rank, ro = sn->shape.rank, r = rx < ro ? rx : ro;
+  if (lathe_dtype_is_packed(x->shape.dtype) || lathe_dtype_is_packed(sn->shape.dtype)) r--;
+  spec in = *own(p, x->id), rs = replicated_spec(ro);
+  for (int a = r < 0 ? 0 : r; a < rx; a++) clear_axis(&in, a);
+  for (int a = 0; a < r; a++) copy_axis(&rs, a, &in, a);
+  p->need[0] = in;
+  lathe_node *out;
+  return lathe_part_emit_with(p, sn, p->need, &rs, &out);
+}
+
+/* QuantizedEmbeddingLookup: the result [indices' axes but the last..., K] follows the indices'
+ * split (their last axis, of size 1, replicated); the table is replicated. */
+static lathe_status_t rule_embedding_lookup(part *p, const lathe_node *sn) {
+  const lathe_node *idx = sn->in[1];
+  int ri = idx->shape.rank;
+  spec in = *own(p, idx->id), rs = replicated_spec(sn->shape.rank);
+  if (replicated(&in) && p->hinted[sn->id])
+    for (int a = 0; a < ri - 1; a++) copy_axis(&in, a, &p->hint[sn->id], a);
+  clear_axis(&in, ri - 1);
+  for (int a = 0; a < ri - 1; a++) copy_axis(&rs, a, &in, a);
+  p->need[0] = replicated_spec(sn->in[0]->shape.rank), p->need[1] = in;
+  lathe_node *out;
+  return lathe_part_emit_with(p, sn, p->need, &rs, &out);
+}
+
+/* OptimizationBarrier: each result is its operand, in the operand's sharding; SchedulingBarrier:
+ * its result is its first operand, in that one's sharding (the others only ordered before it). */
+static lathe_status_t rule_barrier(part *p, const lathe_node *sn) {
+  for (int i = 0; i < sn->n_operands; i++) p->need[i] = p->rs[i] = *own(p, sn->in[i]->id);
+  if (sn->multi) return lathe_part_emit_multi(p, sn, p->need, p->rs);
+  lathe_node *out;
+  return lathe_part_emit_with(p, sn, p->need, &p->rs[0], &out);
+}
+
 static bool is_reduce(lathe_op op) {
   switch (op) {
     case LATHE_OP_REDUCE_SUM: case LATHE_OP_REDUCE_PRODUCT: case LATHE_OP_REDUCE_MAX: case LATHE_OP_REDUCE_MIN:
@@ -815,6 +856,7 @@ lathe_status_t lathe_part_node(part *p, const lathe_node *sn) {
        * block, which only a contiguous shard (a split leading axis) has; lathe does not do that. The
        * consumers slice the whole values to their split, so results match the unpartitioned run. */
       case LATHE_OP_RNG_BIT_GENERATOR: return run_whole(p, sn, true);
+      case LATHE_OP_OPTIMIZATION_BARRIER: return rule_barrier(p, sn);
       default: return fallback(p, sn);
     }
   if (lathe_op_has(sn->op, LATHE_OPF_EW)) return rule_elementwise(p, sn);
@@ -837,14 +879,20 @@ lathe_status_t lathe_part_node(part *p, const lathe_node *sn) {
     case LATHE_OP_GATHER: return lathe_attr_gather_start_index_map(sn).n <= LATHE_MAX_RANK ? rule_gather(p, sn) : fallback(p, sn);
     case LATHE_OP_DYNAMIC_SLICE: case LATHE_OP_DYNAMIC_UPDATE_SLICE: return rule_dynamic_slice(p, sn);
     case LATHE_OP_REVERSE: case LATHE_OP_CUM_SUM: case LATHE_OP_ARG_MIN_MAX: case LATHE_OP_FUSED_SOFTMAX:
-    case LATHE_OP_FUSED_LAYER_NORM: case LATHE_OP_FUSED_ACTIVATION:
+    case LATHE_OP_FUSED_LAYER_NORM: case LATHE_OP_FUSED_ACTIVATION: case LATHE_OP_FUSED_QUANTIZED_DENSE:
       return rule_axis_local(p, sn);
+    case LATHE_OP_BITCAST: return rule_bitcast(p, sn);
+    case LATHE_OP_SCHEDULING_BARRIER: return rule_barrier(p, sn);
+    case LATHE_OP_QUANTIZED_EMBEDDING_LOOKUP: return rule_embedding_lookup(p, sn);
     case LATHE_OP_FUSED_DENSE: return rule_fused_dense(p, sn);
     case LATHE_OP_BATCH_NORM_FOR_INFERENCE: return rule_batch_norm(p, sn);
-    case LATHE_OP_FUSED_ACTIVATION_VJP: /* elementwise, but for a gated one's halved last axis */
-      return lathe_act_form_of((lathe_activation)lathe_attr_fused_activation_vjp_activation(sn)) != LATHE_ACT_FORM_GLU
-                 ? rule_elementwise(p, sn)
-                 : fallback(p, sn);
+    case LATHE_OP_FUSED_ACTIVATION_VJP: { /* elementwise, but for a gated one's halved last axis (gathered) */
+      if (lathe_act_form_of((lathe_activation)lathe_attr_fused_activation_vjp_activation(sn)) != LATHE_ACT_FORM_GLU)
+        return rule_elementwise(p, sn);
+      bool along[LATHE_MAX_RANK] = {false};
+      along[sn->shape.rank - 1] = true;
+      return rule_local_except(p, sn, along);
+    }
     default: return fallback(p, sn); /* constants too: replicated, sliced where needed */
   }
 }

@@ -342,15 +342,15 @@ static void b_reshard(prog *p, lathe_function_t fn) {
 }
 TEST(partition_reshard) { check_all("reshard", b_reshard, 0); }
 
-/* ---- the fallback: an op without a rule (Bitcast), or a form its rule cannot split (a window over
- * every split axis), gets its operands gathered, and is counted ---- */
+/* ---- the fallback: a form its rule cannot split (a window over every split axis, an FFT over
+ * its split axis) gets its operands gathered, and is counted ---- */
 static void b_fallback(prog *p, lathe_function_t fn) {
   lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), o[2];
-  int64_t dims[2] = {3, 3};
+  int64_t dims[2] = {3, 3}, n[2] = {4, 6};
   lathe_window_params w = {.window_dims = dims, .n_window_dims = 2};
-  CHECK_OK(lathe_bitcast(fn, x, LATHE_DTYPE_INT32, &o[0]));
+  CHECK_OK(lathe_fft(fn, x, LATHE_FFT_TYPE_FORWARD_REAL, n, 2, &o[0])); /* over both split axes */
   CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MAX, x, &w, &o[1]));
-  const char *specs[] = {"x,y", NULL};
+  const char *specs[] = {NULL, NULL};
   ret(p, fn, 2, o, specs);
 }
 /* Compiles b (then freed) and reads the executable's stats (zeroed when it did not compile). */
@@ -392,8 +392,45 @@ static void check_stats(const char *what, build_fn build, const char *want_ops, 
 
 TEST(partition_fallback) {
   check_all("fallback", b_fallback, 2);
-  check_stats("fallback", b_fallback, "Bitcast, ReduceWindow", -1);
+  check_stats("fallback", b_fallback, "FFT, ReduceWindow", -1);
 }
+
+/* ---- Bitcast: shared axes keep their split, the axis a width change adds or drops replicated;
+ * the optimization and scheduling barriers: their operands' shardings ---- */
+static void b_bitcast(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), y = param(p, fn, F32(4, 6), "y,-"), o[5], bar[2];
+  CHECK_OK(lathe_bitcast(fn, x, LATHE_DTYPE_INT32, &o[0]));      /* same width: every axis keeps its split */
+  CHECK_OK(lathe_bitcast(fn, x, LATHE_DTYPE_UINT8, &o[1]));      /* [4, 6, 4]: the new axis replicated */
+  CHECK_OK(lathe_bitcast(fn, o[1], LATHE_DTYPE_FLOAT32, &o[2])); /* back: the axis dropped */
+  lathe_value_t xy[2] = {x, y};
+  CHECK_OK(lathe_optimization_barrier(fn, xy, 2, bar));
+  CHECK_OK(lathe_scheduling_barrier(fn, bar[0], &o[0], 1, &o[3]));
+  CHECK_OK(lathe_add(fn, o[3], bar[0], &o[3]));
+  o[4] = bar[1];
+  const char *specs[] = {"x,y", "x,y,-", NULL, "x,y", "y,-"};
+  ret(p, fn, 5, o, specs);
+}
+TEST(partition_bitcast_barrier) { check_all("bitcast", b_bitcast, 0); }
+
+/* ---- FusedQuantizedDense: x's batch axes keep their split (K gathered), QuantizedEmbeddingLookup:
+ * the indices' split; FusedActivationVJP of SwiGLU: all but the halved last axis ---- */
+static void b_quantized(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), w = param(p, fn, TST_SHAPE(LATHE_DTYPE_INT8, 6, 6), NULL);
+  lathe_value_t sc = param(p, fn, F32(6, 2), NULL), b = param(p, fn, F32(6), NULL);
+  lathe_value_t tab = param(p, fn, TST_SHAPE(LATHE_DTYPE_UINT8, 8, 34), NULL);
+  lathe_value_t ix = param(p, fn, TST_SHAPE(LATHE_DTYPE_INT32, 4, 2, 1), "x,y,-"), g = param(p, fn, F32(4, 8), "x,y");
+  lathe_value_t ia, dy, o[3];
+  lathe_quantization lin = {.scheme = LATHE_QUANT_LINEAR, .block_axis = 1, .block_size = 3};
+  lathe_quantization q8 = {.scheme = LATHE_QUANT_GGML, .ggml_type = LATHE_GGML_Q8_0};
+  CHECK_OK(lathe_fused_quantized_dense(fn, x, w, &lin, sc, NULL, b, LATHE_ACTIVATION_RELU, &o[0])); /* K == N */
+  CHECK_OK(lathe_abs(fn, ix, &ia)); /* indices 0..5 of 8 rows */
+  CHECK_OK(lathe_quantized_embedding_lookup(fn, tab, ia, &q8, &o[1])); /* [4, 2, 32] */
+  CHECK_OK(lathe_fused_activation(fn, g, LATHE_ACTIVATION_SWIGLU, &dy)); /* [4, 4], a stand-in gradient */
+  CHECK_OK(lathe_fused_activation_vjp(fn, NULL, g, dy, LATHE_ACTIVATION_SWIGLU, &o[2]));
+  const char *specs[] = {"x,-", "x,y,-", "x,-"};
+  ret(p, fn, 3, o, specs);
+}
+TEST(partition_quantized_gated) { check_all("quantized", b_quantized, 0); }
 
 /* ---- DynamicSlice and DynamicUpdateSlice: axes taken whole keep their split ---- */
 static void b_dynamic_slice(prog *p, lathe_function_t fn) {
