@@ -78,35 +78,52 @@ static lathe_status_t rule_elementwise(part *p, const lathe_node *sn) {
   return lathe_part_emit_with(p, sn, need, &best, &out);
 }
 
-/* Partial results v of sn (sharding rs, split nowhere over the mesh axes ax[0..n_ax) of mesh m)
- * combined over those axes: a ReduceScatter where sn's consumers (the backward hint) want an axis
- * split over exactly those mesh axes -- each device then receives only its slice, half the bytes
- * of an AllReduce and no slice after it --, else an AllReduce. */
-static lathe_status_t combine(part *p, const lathe_node *sn, lathe_node *v, spec rs, lathe_op op, int m, const int *ax,
-                              int n_ax) {
-  const spec *h = p->hinted[sn->id] ? &p->hint[sn->id] : NULL;
-  for (int b = 0; h && b < rs.rank; b++) {
-    if (rs.n_axes[b] || h->n_axes[b] != n_ax || h->mesh != m) continue;
+/* Partial results *v (sharding *rs, split nowhere over the mesh axes ax[0..n_ax) of mesh m, of
+ * global dims) combined over those axes: a ReduceScatter where the consumers' wish h (the backward
+ * hint, or NULL) splits an axis over exactly those mesh axes -- each device then receives only its
+ * slice, half the bytes of an AllReduce and no slice after it --, else an AllReduce. *v and *rs
+ * become the combined value and its sharding. */
+static lathe_status_t combine_into(part *p, const spec *h, const int64_t *dims, lathe_node **v, spec *rs, lathe_op op,
+                                   int m, const int *ax, int n_ax) {
+  for (int b = 0; h && b < rs->rank; b++) {
+    if (rs->n_axes[b] || h->n_axes[b] != n_ax || h->mesh != m) continue;
     bool same = true;
     for (int k = 0; k < n_ax; k++) {
       bool in = false;
       for (int q = 0; q < n_ax; q++) in |= h->axes[b][k] == ax[q];
       same &= in;
     }
-    if (!same || sn->shape.dims[b] % parts(p, h, b)) continue;
+    if (!same || dims[b] % parts(p, h, b)) continue;
     int R = p->src->n_replicas, *groups = malloc(sizeof(int) * 2 * (size_t)R);
     if (!groups) return LATHE_OOM("Partition");
     int n = lathe_part_groups(p, m, h->axes[b], n_ax, groups, groups + R);
-    lathe_status_t st = lathe_reduce_scatter(p->fn, v, b, op, groups, groups + R, n, &v);
+    lathe_status_t st = lathe_reduce_scatter(p->fn, *v, b, op, groups, groups + R, n, v);
     free(groups);
     LATHE_RETURN_IF_ERROR(st);
     p->collectives++;
-    copy_axis(&rs, b, h, b);
-    lathe_part_set(p, sn, v, &rs);
+    copy_axis(rs, b, h, b);
     return NULL;
   }
-  LATHE_RETURN_IF_ERROR(lathe_part_all_reduce(p, v, op, m, ax, n_ax, &v));
+  return lathe_part_all_reduce(p, *v, op, m, ax, n_ax, v);
+}
+
+/* combine_into for sn's one result, whose consumers' wish is sn's hint; the result set. */
+static lathe_status_t combine(part *p, const lathe_node *sn, lathe_node *v, spec rs, lathe_op op, int m, const int *ax,
+                              int n_ax) {
+  LATHE_RETURN_IF_ERROR(combine_into(p, p->hinted[sn->id] ? &p->hint[sn->id] : NULL, sn->shape.dims, &v, &rs, op, m, ax, n_ax));
   lathe_part_set(p, sn, v, &rs);
+  return NULL;
+}
+
+/* The consumers' wish for result i of multi-result sn: the hint of the TUPLE_ELEMENT that reads
+ * it (NULL: none, or not hinted). */
+static const spec *result_hint(const part *p, const lathe_node *sn, int i) {
+  const lathe_function *fn = sn->fn;
+  for (int k = 0; k < fn->n_nodes; k++) {
+    const lathe_node *t = fn->nodes[k];
+    if (t->op == LATHE_OP_TUPLE_ELEMENT && t->in[0] == sn && lathe_attr_tuple_element_index(t) == i)
+      return p->hinted[t->id] ? &p->hint[t->id] : NULL;
+  }
   return NULL;
 }
 
@@ -389,7 +406,8 @@ static void add_mesh_axes(int *ax, int *n, const spec *s, int a) {
  * makes dx a partial sum (AllReduce); the input-feature axis split on x (else on the weight: a row
  * split) stays split on both and on dx and dWeight, with nothing to sum. Other splits (y and
  * dOutput split along the output features with the weight whole) are gathered; nothing left
- * split: the fallback. */
+ * split: the fallback. A partial sum whose readers want it split over the summed mesh axes is
+ * ReduceScattered instead of AllReduced. */
 static lathe_status_t rule_dense_vjp(part *p, const lathe_node *sn) {
   bool has_bias = lathe_attr_fused_dense_vjp_has_bias(sn);
   bool io = lathe_attr_fused_dense_vjp_layout(sn) == LATHE_DENSE_INPUT_OUTPUTS;
@@ -427,11 +445,16 @@ static lathe_status_t rule_dense_vjp(part *p, const lathe_node *sn) {
   p->rs[0] = nx, p->rs[1] = nw;
   if (has_bias) need[2] = nbias, p->rs[2] = nbias;
   LATHE_RETURN_IF_ERROR(lathe_part_emit_multi(p, sn, need, p->rs));
-  /* the partial sums, summed where the TUPLE_ELEMENTs will read them */
+  /* the partial sums, combined where the TUPLE_ELEMENTs will read them: ReduceScattered where
+   * their readers want them split over the summed mesh axes (dWeight of FSDP-style sharded
+   * weights), else AllReduced */
   lathe_node **res = p->tuples[sn->id];
-  if (n_o) LATHE_RETURN_IF_ERROR(lathe_part_all_reduce(p, res[0], LATHE_OP_REDUCE_SUM, t.mesh, oax, n_o, &res[0]));
-  for (int i = 1; n_b && i < sn->n_out; i++)
-    LATHE_RETURN_IF_ERROR(lathe_part_all_reduce(p, res[i], LATHE_OP_REDUCE_SUM, t.mesh, bax, n_b, &res[i]));
+  spec *rsp = &p->res[p->res_at[sn->id]];
+  for (int i = n_o ? 0 : 1; i < (n_b ? sn->n_out : 1); i++) {
+    const int *ax = i == 0 ? oax : bax;
+    LATHE_RETURN_IF_ERROR(combine_into(p, result_hint(p, sn, i), sn->out_shapes[i].dims, &res[i], &rsp[i],
+                                       LATHE_OP_REDUCE_SUM, t.mesh, ax, i == 0 ? n_o : n_b));
+  }
   return NULL;
 }
 

@@ -977,6 +977,22 @@ TEST(partition_dense_vjp_batch) {
   check_stats("dense_vjp batch", b_dense_vjp_batch, "", 3); /* AllReduce of dW, db; of dW */
 }
 
+/* data parallel with sharded weights (FSDP's layout): dWeight and dBias, partial sums over the
+ * batch's mesh axis, are wanted split over that same axis: ReduceScattered, not AllReduced */
+static void b_dense_vjp_fsdp(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 8), "x,-"), w = param(p, fn, F32(8, 6), "x,-"), b = param(p, fn, F32(6), NULL);
+  lathe_value_t y = param(p, fn, F32(4, 6), "x,-"), g = param(p, fn, F32(4, 6), "x,-"), d[3], o[3];
+  CHECK_OK(lathe_fused_dense_vjp(fn, x, w, b, y, g, LATHE_ACTIVATION_TANH, LATHE_DENSE_INPUT_OUTPUTS, d));
+  CHECK_OK(lathe_neg(fn, d[1], &o[1])); /* the update's shape: wanted split as the weight */
+  o[0] = d[0], o[2] = d[2];
+  const char *specs[] = {"x,-", "x,-", "x"};
+  ret(p, fn, 3, o, specs);
+}
+TEST(partition_dense_vjp_reduce_scatter) {
+  check_all("dense_vjp fsdp", b_dense_vjp_fsdp, 0);
+  check_stats("dense_vjp fsdp", b_dense_vjp_fsdp, "", 3); /* AllGather of w; ReduceScatter of dW and of db */
+}
+
 static void b_dense_vjp_columns(prog *p, lathe_function_t fn) {
   lathe_value_t x = param(p, fn, F32(4, 8), NULL), w = param(p, fn, F32(8, 16), "-,x"), b = param(p, fn, F32(16), "x");
   lathe_value_t y = param(p, fn, F32(4, 16), "-,x"), g = param(p, fn, F32(4, 16), NULL), wt = param(p, fn, F32(16, 8), NULL);
