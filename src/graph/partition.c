@@ -295,6 +295,156 @@ lathe_status_t lathe_part_emit_multi(part *p, const lathe_node *sn, const spec *
   return NULL;
 }
 
+/* ---- sub-functions, copied whole ----
+ * A control-flow op runs whole on every device: its sub-functions (and theirs) are copied into dst
+ * node by node with their global shapes. A value a copy captures from main is main's value
+ * gathered to replicated; from a function being copied, that copy's. */
+struct part_clone {
+  const lathe_function *src;
+  lathe_function *dst;
+};
+
+typedef struct clone_ctx {
+  const lathe_function *src;
+  lathe_function *dst;
+  lathe_node **node;  /* per source node id */
+  lathe_node ***tup;  /* per source multi-result node id: its results */
+  const struct clone_ctx *parent;
+} clone_ctx;
+
+static lathe_status_t clone_fn(part *p, const lathe_function *src, const clone_ctx *parent, lathe_function **out);
+
+/* dst's value for source value v, used in c's function: a capture stands for its ancestor's value */
+static lathe_status_t clone_value(part *p, const clone_ctx *c, const lathe_node *v, lathe_node **out) {
+  while (v->op == LATHE_OP_CAPTURE) v = v->captured;
+  for (const clone_ctx *k = c; k; k = k->parent)
+    if (k->src == v->fn) {
+      *out = k->node[v->id];
+      return *out ? NULL : lathe_status_new(LATHE_STATUS_INTERNAL, "Partition: a sub-function reads a value before it is made");
+    }
+  if (v->fn != p->src->main_fn) return lathe_status_new(LATHE_STATUS_INTERNAL, "Partition: a captured value of another function");
+  spec r = replicated_spec(v->shape.rank);
+  return lathe_part_get(p, v, &r, out);
+}
+
+/* Source node sn (with sub-functions or not) copied into c's function on dst operands. */
+static lathe_status_t clone_node(part *p, const clone_ctx *c, const lathe_node *sn, lathe_node *const *ops, lathe_node **out,
+                                 lathe_node ***results) {
+  lathe_node *n;
+  LATHE_RETURN_IF_ERROR(lathe_node_new(c->dst, sn->op, (lathe_value_t const *)ops, sn->n_operands, &n));
+  n->a = sn->a;
+  for (int j = 0; j < LATHE_MAX_SUBFNS; j++) {
+    if (!sn->a.fn[j]) continue;
+    if (j && sn->a.fn[j] == sn->a.fn[0]) n->a.fn[j] = n->a.fn[0];
+    else LATHE_RETURN_IF_ERROR(clone_fn(p, sn->a.fn[j], c, &n->a.fn[j]));
+    if (!j || n->a.fn[j] != n->a.fn[0]) LATHE_RETURN_IF_ERROR(lathe_node_add_captures(n, n->a.fn[j]));
+  }
+  if (!sn->multi) {
+    n->shape = sn->shape;
+    return lathe_node_commit(n, out);
+  }
+  lathe_node **vals = lathe_arena_alloc(&p->dst->graph->arena, sizeof(lathe_node *) * (size_t)sn->n_out);
+  if (!vals) return LATHE_OOM("Partition");
+  LATHE_RETURN_IF_ERROR(lathe_node_set_outputs(n, sn->out_shapes, sn->n_out));
+  LATHE_RETURN_IF_ERROR(lathe_node_commit_multi(n, vals));
+  *out = n, *results = vals;
+  return NULL;
+}
+
+static lathe_status_t clone_body(part *p, clone_ctx *c) {
+  const lathe_function *src = c->src;
+  for (int i = 0; i < src->n_params; i++) {
+    const lathe_node *sp = src->params[i];
+    LATHE_RETURN_IF_ERROR(lathe_parameter(c->dst, sp->name, &sp->shape, &c->node[sp->id]));
+  }
+  lathe_node *ops[64], **many = NULL;
+  lathe_status_t st = NULL;
+  for (int k = 0; k < src->n_nodes && !st; k++) {
+    const lathe_node *sn = src->nodes[k];
+    if (sn->op == LATHE_OP_PARAMETER || sn->op == LATHE_OP_CAPTURE) continue;
+    if (sn->op == LATHE_OP_TUPLE_ELEMENT) {
+      lathe_node **r = c->tup[sn->in[0]->id];
+      c->node[sn->id] = r ? r[lathe_attr_tuple_element_index(sn)] : NULL;
+      continue;
+    }
+    lathe_node **o = ops;
+    if (sn->n_operands > 64) {
+      free(many);
+      o = many = malloc(sizeof *many * (size_t)sn->n_operands);
+      if (!many) {
+        st = LATHE_OOM("Partition");
+        break;
+      }
+    }
+    for (int i = 0; i < sn->n_operands && !st; i++) st = clone_value(p, c, sn->in[i], &o[i]);
+    if (!st) st = clone_node(p, c, sn, o, &c->node[sn->id], &c->tup[sn->id]);
+  }
+  free(many);
+  LATHE_RETURN_IF_ERROR(st);
+  lathe_node **outs = lathe_arena_alloc(&p->dst->graph->arena, sizeof(lathe_node *) * (size_t)(src->n_outputs + 1));
+  if (!outs) return LATHE_OOM("Partition");
+  for (int i = 0; i < src->n_outputs; i++) LATHE_RETURN_IF_ERROR(clone_value(p, c, src->outputs[i], &outs[i]));
+  return lathe_function_return(c->dst, (lathe_value_t const *)outs, src->n_outputs);
+}
+
+static lathe_status_t clone_fn(part *p, const lathe_function *src, const clone_ctx *parent, lathe_function **out) {
+  for (int i = 0; i < p->n_clones; i++)
+    if (p->clones[i].src == src) {
+      *out = p->clones[i].dst;
+      return NULL;
+    }
+  lathe_function *dst = NULL;
+  if (!src->parent) {
+    LATHE_RETURN_IF_ERROR(lathe_builder_new_function(p->dst, src->name, &dst));
+  } else {
+    lathe_function *dp = src->parent == p->src->main_fn ? p->fn : NULL;
+    for (const clone_ctx *k = parent; k && !dp; k = k->parent)
+      if (k->src == src->parent) dp = k->dst;
+    if (!dp) return lathe_status_new(LATHE_STATUS_INTERNAL, "Partition: closure \"%s\" of a function not copied", src->name);
+    LATHE_RETURN_IF_ERROR(lathe_function_closure(dp, &dst));
+  }
+  clone_ctx c = {src, dst, calloc((size_t)src->n_nodes + 1, sizeof(lathe_node *)),
+                 calloc((size_t)src->n_nodes + 1, sizeof(lathe_node **)), parent};
+  lathe_status_t st = c.node && c.tup ? clone_body(p, &c) : LATHE_OOM("Partition");
+  free(c.node);
+  free(c.tup);
+  LATHE_RETURN_IF_ERROR(st);
+  if (p->n_clones == p->cap_clones) {
+    int cap = p->cap_clones ? 2 * p->cap_clones : 8;
+    struct part_clone *g = realloc(p->clones, sizeof *g * (size_t)cap);
+    if (!g) return LATHE_OOM("Partition");
+    p->clones = g, p->cap_clones = cap;
+  }
+  p->clones[p->n_clones++] = (struct part_clone){src, dst};
+  *out = dst;
+  return NULL;
+}
+
+lathe_status_t lathe_part_emit_whole(part *p, const lathe_node *sn, bool *gathered) {
+  *gathered = false;
+  for (int i = 0; i < sn->n_in; i++) {
+    const lathe_node *v = sn->in[i];
+    *gathered |= !replicated(own(p, v->id)); /* operands, and the captured values (hidden inputs) */
+  }
+  clone_ctx top = {NULL, p->fn, NULL, NULL, NULL}; /* main's values come through lathe_part_get */
+  lathe_node **ops = p->ops, *out, **vals = NULL;
+  for (int i = 0; i < sn->n_operands; i++) {
+    spec r = replicated_spec(sn->in[i]->shape.rank);
+    LATHE_RETURN_IF_ERROR(lathe_part_get(p, sn->in[i], &r, &ops[i]));
+  }
+  LATHE_RETURN_IF_ERROR(clone_node(p, &top, sn, ops, &out, &vals));
+  if (!sn->multi) {
+    spec r = replicated_spec(sn->shape.rank);
+    lathe_part_set(p, sn, out, &r);
+    return NULL;
+  }
+  p->tuples[sn->id] = vals;
+  for (int i = 0; i < sn->n_out; i++) p->res[p->res_at[sn->id] + i] = replicated_spec(sn->out_shapes[i].rank);
+  spec none = replicated_spec(0);
+  lathe_part_set(p, sn, out, &none);
+  return NULL;
+}
+
 /* The backward pass: from the outputs' shardings, through the ops whose operands could take the
  * same split (elementwise, Transpose, BroadcastInDim), the sharding each value's consumers want.
  * The forward pass weighs it with the operands' (rule_elementwise) or takes it where the operands
@@ -343,7 +493,6 @@ static void backward(part *p) {
 
 static const char *why_whole(struct lathe_builder *src) {
   if (src->n_replicas < 2) return "one device";
-  if (src->n_fns > 1) return "the program has closures or called functions (While, If, Sort, Call)";
   if (lathe_collective_processes() > 1) return "the devices span several processes";
   if (src->n_meshes > 16) return "more than 16 meshes";
   for (int i = 0; i < src->main_fn->n_params; i++)
@@ -450,6 +599,7 @@ lathe_status_t lathe_partition(struct lathe_builder *src, struct lathe_builder *
   free(p.res_at);
   free(p.rs);
   free(p.res);
+  free(p.clones);
   if (st) {
     lathe_builder_free(p.dst);
     return lathe_status_annotate(st, "Partition");

@@ -35,6 +35,8 @@ typedef struct {
   lathe_node **ops;  /* scratch: its operands in dst */
   int fallbacks, collectives;
   char fallback_ops[256]; /* the fallbacks' op names, each once */
+  struct part_clone *clones; /* sub-functions copied into dst (lathe_part_emit_whole), by source */
+  int n_clones, cap_clones;
 } part;
 
 /* ---- shardings ---- */
@@ -122,6 +124,10 @@ lathe_status_t lathe_part_emit_with(part *p, const lathe_node *sn, const spec *n
 /* Multi-result sn emitted on its operands resharded to need[i], result i with sharding rs[i] (its
  * local shape); its TUPLE_ELEMENTs then read result i under rs[i]. */
 lathe_status_t lathe_part_emit_multi(part *p, const lathe_node *sn, const spec *need, const spec *rs);
+/* Control-flow sn (While, If, Sort, Call) emitted whole on replicated operands, result i
+ * replicated: its sub-functions copied into dst as they are (their captured values of main
+ * gathered); *gathered: whether an operand or a captured value was split. */
+lathe_status_t lathe_part_emit_whole(part *p, const lathe_node *sn, bool *gathered);
 /* Replica groups of the devices that differ only along mesh axes ax[0..k) of mesh m, each in the
  * row-major order of those axes as listed; returns the group count. */
 int lathe_part_groups(const part *p, int m, const int *ax, int k, int *groups, int *sizes);

@@ -850,6 +850,15 @@ static lathe_status_t rule_barrier(part *p, const lathe_node *sn) {
   return lathe_part_emit_with(p, sn, p->need, &p->rs[0], &out);
 }
 
+/* While, If, Sort and Call run whole on every device, their sub-functions copied as they are, on
+ * replicated operands and captured values; counted where that gathers a split one. */
+static lathe_status_t rule_control(part *p, const lathe_node *sn) {
+  bool gathered;
+  LATHE_RETURN_IF_ERROR(lathe_part_emit_whole(p, sn, &gathered));
+  if (gathered) count_whole(p, sn);
+  return NULL;
+}
+
 static bool is_reduce(lathe_op op) {
   switch (op) {
     case LATHE_OP_REDUCE_SUM: case LATHE_OP_REDUCE_PRODUCT: case LATHE_OP_REDUCE_MAX: case LATHE_OP_REDUCE_MIN:
@@ -880,6 +889,7 @@ lathe_status_t lathe_part_node(part *p, const lathe_node *sn) {
        * consumers slice the whole values to their split, so results match the unpartitioned run. */
       case LATHE_OP_RNG_BIT_GENERATOR: return run_whole(p, sn, true);
       case LATHE_OP_OPTIMIZATION_BARRIER: return rule_barrier(p, sn);
+      case LATHE_OP_WHILE: case LATHE_OP_IF: case LATHE_OP_SORT: case LATHE_OP_CALL: return rule_control(p, sn);
       default: return fallback(p, sn);
     }
   if (lathe_op_has(sn->op, LATHE_OPF_EW)) return rule_elementwise(p, sn);

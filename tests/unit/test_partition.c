@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "core/core.h"
+#include "graph/graph.h"
 #include "testing.h"
 
 /* A program under test: params and outputs with shardings written as text, one group per tensor
@@ -431,6 +432,61 @@ static void b_quantized(prog *p, lathe_function_t fn) {
   ret(p, fn, 3, o, specs);
 }
 TEST(partition_quantized_gated) { check_all("quantized", b_quantized, 0); }
+
+/* ---- While (an If in its body, closures capturing main's and the body's values), Sort and Call:
+ * run whole on gathered operands and captured values, their sub-functions copied, each counted ---- */
+static lathe_function_t closure_of(lathe_function_t f) {
+  lathe_function_t c = NULL;
+  CHECK_OK(lathe_function_closure(f, &c));
+  return c;
+}
+static lathe_value_t i32(lathe_function_t f, int32_t v) {
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_INT32);
+  lathe_value_t out = NULL;
+  CHECK_OK(lathe_constant(f, &s0, &v, sizeof v, &out));
+  return out;
+}
+static void b_control(prog *p, lathe_function_t fn) {
+  lathe_value_t c = param(p, fn, F32(4, 6), "x,y"), x0 = param(p, fn, F32(4, 6), "y,-"), o[3], v;
+  lathe_shape si = tst_shape0(LATHE_DTYPE_INT32), sx = F32(4, 6), f0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  lathe_function_t cond = closure_of(fn), body = closure_of(fn);
+  lathe_value_t ci = tst_param(cond, NULL, si);
+  tst_param(cond, NULL, sx);
+  CHECK_OK(lathe_less_than(cond, ci, i32(cond, 4), &v));
+  CHECK_OK(lathe_function_return(cond, &v, 1));
+  lathe_value_t bi = tst_param(body, NULL, si), bx = tst_param(body, NULL, sx), r[2], pred, next;
+  lathe_function_t t = closure_of(body), e = closure_of(body);
+  CHECK_OK(lathe_add(t, bx, c, &v)); /* a body value and a main value, captured two levels down */
+  CHECK_OK(lathe_function_return(t, &v, 1));
+  CHECK_OK(lathe_mul(e, bx, c, &v));
+  CHECK_OK(lathe_function_return(e, &v, 1));
+  int n = 0;
+  CHECK_OK(lathe_less_than(body, bi, i32(body, 2), &pred));
+  CHECK_OK(lathe_if(body, pred, t, e, r, 1, &n));
+  CHECK_OK(lathe_add(body, bi, i32(body, 1), &next));
+  lathe_value_t bo[2] = {next, r[0]};
+  CHECK_OK(lathe_function_return(body, bo, 2));
+  lathe_value_t st[2] = {i32(fn, 0), x0};
+  CHECK_OK(lathe_while(fn, cond, body, st, 2, r, 2, &n));
+  o[0] = r[1];
+  lathe_function_t cmp = closure_of(fn);
+  lathe_value_t a = tst_param(cmp, NULL, f0), b = tst_param(cmp, NULL, f0);
+  CHECK_OK(lathe_less_than(cmp, a, b, &v));
+  CHECK_OK(lathe_function_return(cmp, &v, 1));
+  CHECK_OK(lathe_sort(fn, cmp, 1, true, &c, 1, &o[1]));
+  lathe_function_t twice = NULL;
+  CHECK_OK(lathe_builder_new_function(fn->builder, "twice", &twice)); /* top-level */
+  lathe_value_t tv = tst_param(twice, NULL, sx);
+  CHECK_OK(lathe_add(twice, tv, tv, &v));
+  CHECK_OK(lathe_function_return(twice, &v, 1));
+  CHECK_OK(lathe_call(fn, twice, &c, 1, &o[2], 1, &n));
+  const char *specs[] = {"x,y", "x,-", "x,y"};
+  ret(p, fn, 3, o, specs);
+}
+TEST(partition_control_flow_whole) {
+  check_all("control", b_control, 3);
+  check_stats("control", b_control, "While, Sort, Call", -1);
+}
 
 /* ---- DynamicSlice and DynamicUpdateSlice: axes taken whole keep their split ---- */
 static void b_dynamic_slice(prog *p, lathe_function_t fn) {
