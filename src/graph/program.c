@@ -175,10 +175,23 @@ static lathe_status_t fold_products(lower_ctx *c) {
  * steps between; each reader after the first instead gets a copy of its chain, lowered just
  * before it, which fusion then joins to the reader's region: the value lives only as long as one
  * reader, often never in memory at all, for a little arithmetic. */
-enum { REMAT_RATIO = 8, REMAT_CHAIN = 8 };
+enum { REMAT_RATIO = 8, REMAT_CHAIN = 8, REMAT_WIDEN = 2 };
 #define REMAT_MIN_BYTES ((int64_t)1 << 20)
 
 static const lathe_node *canonical(const lower_ctx *c, const lathe_node *n) { return c->pf->fn->nodes[c->s.remap[n->id]]; }
+
+static int chain_of(lower_ctx *c, const lathe_node *n);
+
+/* Whether a chain that makes n reads its operand in as it is rather than computing it again too:
+ * in is small (at most 1/REMAT_RATIO of n's elements); or in is not cheap itself but holds at most
+ * 1/REMAT_WIDEN of n's bytes -- a narrower dtype, as the BFloat16 logits a Float32 softmax chain
+ * widens: reading them again costs less than writing and reading the wide value, and they hold
+ * less memory while they wait. */
+static bool read_as_is(lower_ctx *c, const lathe_node *in, const lathe_node *n) {
+  if (lathe_shape_num_elements(&in->shape) * REMAT_RATIO <= lathe_shape_num_elements(&n->shape)) return true;
+  bool leaf = in->op == LATHE_OP_PARAMETER || in->op == LATHE_OP_CAPTURE;
+  return (leaf || !chain_of(c, in)) && lathe_shape_byte_size(&in->shape) * REMAT_WIDEN <= lathe_shape_byte_size(&n->shape);
+}
 
 /* Steps in n's chain (0: n is not cheap). */
 static int chain_of(lower_ctx *c, const lathe_node *n) {
@@ -193,7 +206,7 @@ static int chain_of(lower_ctx *c, const lathe_node *n) {
     const lathe_node *in = canonical(c, n->in[i]);
     int64_t isz = lathe_shape_num_elements(&in->shape);
     if (isz < 0 || lathe_dtype_is_packed(in->shape.dtype)) return 0;
-    if (isz * REMAT_RATIO <= size) continue; /* small: read as it is */
+    if (read_as_is(c, in, n)) continue;
     int k = in->op == LATHE_OP_PARAMETER || in->op == LATHE_OP_CAPTURE ? 0 : chain_of(c, in);
     if (!k) return 0;
     steps += k;
@@ -211,11 +224,10 @@ static lathe_status_t new_step(lower_ctx *c, const lathe_node *n, lathe_pstep **
 
 /* A copy of n's chain lowered now (its cheap operands first); *slot: the copy's result. */
 static lathe_status_t lower_copy(lower_ctx *c, const lathe_node *n, int *slot) {
-  int64_t size = lathe_shape_num_elements(&n->shape);
   int in_slots[LATHE_PMEMBER_MAX_IN];
   for (int i = 0; i < n->n_in; i++) {
     const lathe_node *in = canonical(c, n->in[i]);
-    if (lathe_shape_num_elements(&in->shape) * REMAT_RATIO <= size) in_slots[i] = slot_of_node(c, in);
+    if (read_as_is(c, in, n)) in_slots[i] = slot_of_node(c, in);
     else LATHE_RETURN_IF_ERROR(lower_copy(c, in, &in_slots[i]));
   }
   lathe_pstep *st;
