@@ -436,14 +436,28 @@ typedef struct own_att {
 } own_att;
 
 /* The op as cuDNN's fused attention would take it (lathe_cuda_cudnn_sdpa); false where it cannot:
- * a mask, bias or sequence lengths, grouped key heads, a dtype other than Float16/BFloat16. */
+ * a Bool mask, sequence lengths, both an additive mask and a bias, a dtype other than
+ * Float16/BFloat16 (lathe_cuda_sdpa_form has the rest). */
 static bool sdpa_desc(const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out, bool vjp, lt_sdpa_desc *s) {
-  if (lathe_attr_sdpa_has_mask(n) || lathe_attr_sdpa_has_seq_lens(n) || lathe_attr_sdpa_has_bias(n)) return false;
+  bool has_mask = lathe_attr_sdpa_has_mask(n), has_bias = lathe_attr_sdpa_has_bias(n);
+  if (lathe_attr_sdpa_has_seq_lens(n) || (has_mask && has_bias)) return false;
   att c;
   shape_geometry(&c, n, &in[0]->shape, &in[1]->shape);
-  if (!c.half || c.Hkv != c.a.H) return false;
+  if (!c.half) return false;
   memset(s, 0, sizeof *s);
-  s->dt = c.sdt, s->B = c.a.B, s->H = c.a.H, s->S = c.a.S, s->Skv = c.a.Skv, s->D = c.a.D;
+  if (has_mask || has_bias) { /* the additive mask or the bias: 1 where they broadcast */
+    const lathe_tensor *b = in[vjp ? 6 : 3];
+    if (b->shape.dtype == LATHE_DTYPE_BOOL) return false;
+    broadcast_strides(&b->shape, has_mask && !c.bhsd, s->bst);
+    const int64_t full[4] = {c.a.B, c.a.H, c.a.S, c.a.Skv};
+    for (int a = 0; a < 4; a++) s->bdim[a] = s->bst[a] ? full[a] : 1;
+    s->bdim[2] = c.a.S, s->bdim[3] = c.a.Skv; /* broadcast along these: not a form cuDNN takes */
+    if ((!s->bst[2] && c.a.S > 1) || (!s->bst[3] && c.a.Skv > 1)) return false;
+    for (int a = 3; a >= 0; a--) /* an axis of size 1: any positive stride (cuDNN takes no 0) */
+      if (s->bdim[a] == 1) s->bst[a] = a == 3 ? 1 : s->bst[a + 1] * s->bdim[a + 1];
+    s->bias = lathe_cuda_ptr(b), s->bdt = b->shape.dtype;
+  }
+  s->dt = c.sdt, s->B = c.a.B, s->H = c.a.H, s->Hkv = c.Hkv, s->S = c.a.S, s->Skv = c.a.Skv, s->D = c.a.D;
   const int64_t qst[4] = {c.qbs, c.qhs, c.qss, 1}, kst[4] = {c.kbs, c.khs, c.kss, 1};
   memcpy(s->qst, qst, sizeof qst), memcpy(s->kst, kst, sizeof kst);
   s->causal = c.a.causal, s->scale = (float)c.a.scale;

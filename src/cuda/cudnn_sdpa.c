@@ -8,9 +8,11 @@
  * lathe's lse: [batch, heads, seq] Float32, natural log), O = P V. The backward recomputes P
  * from Stats: dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(dO O)) scale, dK = dS^T Q, and
  * dQ = dS K summed in a Float32 buffer, then rounded. Forms taken (lathe_cuda_sdpa_form):
- * Float16/BFloat16, no mask, bias or sequence lengths, as many key as query heads, heads of 8 to
- * 128 values in multiples of 8, 16-byte aligned tensors with a contiguous head axis (BHSD and
- * BSHD alike). Every other form, and a shape cuDNN refuses, runs lathe's own kernels
+ * Float16/BFloat16; causal or not; one additive mask or bias over the scores (not both, not a Bool
+ * mask, not sequence lengths), [1 or batch, 1 or heads, seq, kv]; grouped-query attention (the
+ * key-side gradients summed over each group by a reduction); heads of 8 to 128 values in
+ * multiples of 8; 16-byte aligned tensors with a contiguous head axis (BHSD and BSHD alike).
+ * Every other form, and a shape cuDNN refuses, runs lathe's own kernels
  * (attention.c). The first time a form and shape runs on a device, the first SD_TRY plans of the
  * heuristics' list are timed against lathe's own kernels and the fastest is kept for the device's
  * lifetime (not on disk: a plan is made in milliseconds, not a convolution's seconds of search). */
@@ -21,8 +23,9 @@
 
 #include "dnn.h"
 
-enum { U_Q = 1, U_K, U_V, U_O, U_LSE, U_SCALE, U_NEG_INF, U_DO, U_DQ, U_DK, U_DV, U_ONE, U_SUM, U_DQ_ACC, U_VIRTUAL = 100 };
-enum { SD_MAX = 160, SD_OPS = 40, SD_CFGS = 16, SD_TRY = 3, KEYN = 20, N_UIDS = 16 };
+enum { U_Q = 1, U_K, U_V, U_O, U_LSE, U_SCALE, U_NEG_INF, U_DO, U_DQ, U_DK, U_DV, U_ONE, U_SUM, U_DQ_ACC, U_BIAS,
+       U_VIRTUAL = 100 };
+enum { SD_MAX = 176, SD_OPS = 44, SD_CFGS = 16, SD_TRY = 3, KEYN = 32, N_UIDS = 16 };
 
 /* An operation graph being built: every descriptor made (destroyed in reverse), the operations,
  * and the first failing call's status (later calls then do nothing). */
@@ -142,15 +145,43 @@ typedef struct sdpa_dims {
   int64_t q[4], k[4], t[4], tst[4]; /* query, key (value), and key^T (value^T) with its strides */
   int64_t s[4], sst[4], p[4], pst[4]; /* scores [b, h, s, kv] (packed) and their transpose */
   int64_t r[4], rst[4], qp[4], one[4]; /* a value per query row; packed query strides; a scalar */
+  int64_t kf[4], kfst[4];              /* a key-side gradient over every query head (GQA), packed */
 } sdpa_dims;
 
 static void dims_of(const lt_sdpa_desc *s, sdpa_dims *m) {
-  int64_t B = s->B, H = s->H, S = s->S, K = s->Skv, D = s->D;
-  const int64_t v[][4] = {{B, H, S, D},         {B, H, K, D},     {B, H, D, K},          {s->kst[0], s->kst[1], s->kst[3], s->kst[2]},
+  int64_t B = s->B, H = s->H, G = s->Hkv, S = s->S, K = s->Skv, D = s->D;
+  const int64_t v[][4] = {{B, H, S, D},         {B, G, K, D},     {B, G, D, K},          {s->kst[0], s->kst[1], s->kst[3], s->kst[2]},
                           {B, H, S, K},         {H * S * K, S * K, K, 1}, {B, H, K, S},  {H * S * K, S * K, 1, K},
-                          {B, H, S, 1},         {H * S, S, 1, 1}, {H * S * D, S * D, D, 1}, {1, 1, 1, 1}};
-  int64_t *out[] = {m->q, m->k, m->t, m->tst, m->s, m->sst, m->p, m->pst, m->r, m->rst, m->qp, m->one};
-  for (int i = 0; i < 12; i++) memcpy(out[i], v[i], sizeof v[i]);
+                          {B, H, S, 1},         {H * S, S, 1, 1}, {H * S * D, S * D, D, 1}, {1, 1, 1, 1},
+                          {B, H, K, D},         {H * K * D, K * D, D, 1}};
+  int64_t *out[] = {m->q, m->k, m->t, m->tst, m->s, m->sst, m->p, m->pst, m->r, m->rst, m->qp, m->one, m->kf, m->kfst};
+  for (int i = 0; i < 14; i++) memcpy(out[i], v[i], sizeof v[i]);
+}
+
+static int dnn_type(lathe_dtype dt) {
+  return dt == LATHE_DTYPE_BFLOAT16 ? LCUDNN_DATA_BFLOAT16 : dt == LATHE_DTYPE_FLOAT16 ? LCUDNN_DATA_HALF : LCUDNN_DATA_FLOAT;
+}
+
+/* The scaled scores x plus the additive mask or bias, where s has one. */
+static lcudnnBackendDesc add_bias(sdpa_graph *g, const lt_sdpa_desc *s, const sdpa_dims *m, lcudnnBackendDesc x,
+                                  lcudnnBackendDesc bias) {
+  if (!s->bias) return x;
+  lcudnnBackendDesc y = tensor(g, LCUDNN_DATA_FLOAT, m->s, m->sst, 0, false);
+  pw(g, PW_ADD, LCUDNN_DATA_FLOAT, x, bias, NULL, y, -1);
+  return y;
+}
+
+/* c = a b into d over every query head, then summed over each KV head's group into d (GQA: the
+ * key-side gradients), or straight into d (as many KV as query heads). */
+static void matmul_heads(sdpa_graph *g, const lt_sdpa_desc *s, const sdpa_dims *m, int io, lcudnnBackendDesc a,
+                         lcudnnBackendDesc b, lcudnnBackendDesc d) {
+  if (s->Hkv == s->H) {
+    matmul(g, a, b, d);
+    return;
+  }
+  lcudnnBackendDesc full = tensor(g, io, m->kf, m->kfst, 0, false);
+  matmul(g, a, b, full);
+  reduce(g, RED_ADD, full, d);
 }
 
 /* x with -inf above the diagonal (key j > query i hidden: the top-left causality lathe:cpu has). */
@@ -167,7 +198,7 @@ static lcudnnBackendDesc causal(sdpa_graph *g, const sdpa_dims *m, lcudnnBackend
 
 /* Builds and finalizes s's operation graph on handle h into g (g->graph; g->s: the status). */
 static void build(sdpa_graph *g, lcudnnHandle h, const lt_sdpa_desc *s, bool vjp) {
-  const int F = LCUDNN_DATA_FLOAT, io = s->dt == LATHE_DTYPE_BFLOAT16 ? LCUDNN_DATA_BFLOAT16 : LCUDNN_DATA_HALF;
+  const int F = LCUDNN_DATA_FLOAT, io = dnn_type(s->dt);
   sdpa_dims m;
   dims_of(s, &m);
   g->uid = U_VIRTUAL;
@@ -176,11 +207,13 @@ static void build(sdpa_graph *g, lcudnnHandle h, const lt_sdpa_desc *s, bool vjp
   lcudnnBackendDesc o = tensor(g, io, m.q, s->qst, U_O, false), lse = tensor(g, F, m.r, m.rst, U_LSE, false);
   lcudnnBackendDesc scale = tensor(g, F, m.one, m.one, U_SCALE, true);
   lcudnnBackendDesc ninf = s->causal ? tensor(g, F, m.one, m.one, U_NEG_INF, true) : NULL;
+  lcudnnBackendDesc bias = s->bias ? tensor(g, dnn_type(s->bdt), s->bdim, s->bst, U_BIAS, false) : NULL;
   lcudnnBackendDesc sc = tensor(g, F, m.s, m.sst, 0, false), ss = tensor(g, F, m.s, m.sst, 0, false);
   if (!vjp) {
     lcudnnBackendDesc v = tensor(g, io, m.k, s->kst, U_V, false);
     matmul(g, q, kt, sc);
     pw(g, PW_MUL, F, sc, scale, NULL, ss, -1);
+    ss = add_bias(g, s, &m, ss, bias);
     if (s->causal) ss = causal(g, &m, ss, ninf);
     lcudnnBackendDesc mx = tensor(g, F, m.r, m.rst, 0, false), x = tensor(g, F, m.s, m.sst, 0, false);
     lcudnnBackendDesc e = tensor(g, F, m.s, m.sst, 0, false), sum = tensor(g, F, m.r, m.rst, 0, false);
@@ -208,11 +241,11 @@ static void build(sdpa_graph *g, lcudnnHandle h, const lt_sdpa_desc *s, bool vjp
     lcudnnBackendDesc pt = tensor(g, io, m.p, m.pst, 0, false);
     matmul(g, q, kt, sc);
     pw(g, PW_MUL, F, sc, scale, NULL, ss, -1);
-    pw(g, PW_SUB, F, ss, lse, NULL, x, -1);
+    pw(g, PW_SUB, F, add_bias(g, s, &m, ss, bias), lse, NULL, x, -1);
     if (s->causal) x = causal(g, &m, x, ninf);
     pw(g, PW_EXP, F, x, NULL, NULL, e, -1);
     reshape(g, e, pt);
-    matmul(g, pt, dout, dv);
+    matmul_heads(g, s, &m, io, pt, dout, dv);
     /* dS = P (dO V^T - rowsum) scale; dK = dS^T Q; dQ = dS K through the Float32 buffer */
     lcudnnBackendDesc dp = tensor(g, F, m.s, m.sst, 0, false), a = tensor(g, F, m.s, m.sst, 0, false);
     lcudnnBackendDesc b = tensor(g, F, m.s, m.sst, 0, false), ds = tensor(g, F, m.s, m.sst, 0, false);
@@ -222,7 +255,7 @@ static void build(sdpa_graph *g, lcudnnHandle h, const lt_sdpa_desc *s, bool vjp
     pw(g, PW_MUL, F, a, e, NULL, b, -1);
     pw(g, PW_MUL, F, b, scale, NULL, ds, -1);
     reshape(g, ds, dst);
-    matmul(g, dst, q, dk);
+    matmul_heads(g, s, &m, io, dst, q, dk);
     reshape(g, kt, kn);
     matmul(g, ds, kn, dqa);
     pw(g, PW_IDENTITY, F, dqa, NULL, NULL, dq, -1);
@@ -245,10 +278,19 @@ lcudnnStatus lathe_cuda_sdpa_graph_check(const lcu_api *api, lcudnnHandle h, con
 bool lathe_cuda_sdpa_form(const lt_sdpa_desc *s) {
   if (s->dt != LATHE_DTYPE_FLOAT16 && s->dt != LATHE_DTYPE_BFLOAT16) return false;
   if (s->B < 1 || s->H < 1 || s->S < 1 || s->Skv < 1 || s->D < 8 || s->D > 128 || s->D % 8) return false;
+  if (s->Hkv < 1 || s->H % s->Hkv) return false;
   if (s->qst[3] != 1 || s->kst[3] != 1) return false;
   for (int i = 0; i < 3; i++)
     if (s->qst[i] % 8 || s->kst[i] % 8) return false;
-  const lcuDeviceptr p[] = {s->q, s->k, s->v, s->o, s->lse, s->dout, s->dq, s->dk, s->dv};
+  if (s->bias) { /* [1 or batch, 1 or heads, seq, kv], rows of whole 16 bytes */
+    int64_t per16 = s->bdt == LATHE_DTYPE_FLOAT32 ? 4 : 8;
+    if (s->bdt != s->dt && s->bdt != LATHE_DTYPE_FLOAT32) return false;
+    if ((s->bdim[0] != 1 && s->bdim[0] != s->B) || (s->bdim[1] != 1 && s->bdim[1] != s->H)) return false;
+    if (s->bdim[2] != s->S || s->bdim[3] != s->Skv || s->bst[3] != 1 || (s->S > 1 && s->bst[2] % per16)) return false;
+    for (int a = 0; a < 4; a++)
+      if (s->bst[a] < 0) return false;
+  }
+  const lcuDeviceptr p[] = {s->q, s->k, s->v, s->o, s->lse, s->dout, s->dq, s->dk, s->dv, s->bias};
   for (size_t i = 0; i < sizeof p / sizeof p[0]; i++)
     if (p[i] % 16) return false;
   return true;
@@ -287,8 +329,10 @@ static void make_key(const lt_sdpa_desc *s, bool vjp, int64_t *key) {
   memcpy(&bits, &s->scale, sizeof bits);
   memset(key, 0, sizeof(int64_t) * KEYN);
   key[k++] = vjp, key[k++] = s->dt, key[k++] = s->causal, key[k++] = bits;
-  key[k++] = s->B, key[k++] = s->H, key[k++] = s->S, key[k++] = s->Skv, key[k++] = s->D;
-  for (int i = 0; i < 4; i++) key[k++] = s->qst[i], key[k++] = s->kst[i];
+  key[k++] = s->B, key[k++] = s->H, key[k++] = s->Hkv, key[k++] = s->S, key[k++] = s->Skv, key[k++] = s->D;
+  key[k++] = s->bias ? s->bdt + 1 : 0;
+  for (int i = 0; i < 4; i++)
+    key[k++] = s->qst[i], key[k++] = s->kst[i], key[k++] = s->bias ? s->bdim[i] : 0, key[k++] = s->bias ? s->bst[i] : 0;
 }
 
 static lathe_status_t sdpa_error(const lcu_api *api, lcudnnStatus st, bool vjp, const char *what) {
@@ -321,6 +365,7 @@ static lathe_status_t execute(void *arg) {
   PUT(U_Q, DEV(s->q)), PUT(U_K, DEV(s->k)), PUT(U_V, DEV(s->v)), PUT(U_O, DEV(s->o)), PUT(U_LSE, DEV(s->lse));
   PUT(U_SCALE, &scale);
   if (s->causal) PUT(U_NEG_INF, &ninf);
+  if (s->bias) PUT(U_BIAS, DEV(s->bias));
   if (r->vjp) {
     LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(r->ex, LATHE_DTYPE_FLOAT32, s->B * s->H * s->S, &sum, NULL));
     LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(r->ex, LATHE_DTYPE_FLOAT32, s->B * s->H * s->S * s->D, &dqa, NULL));
@@ -389,6 +434,8 @@ lathe_status_t lathe_cuda_cudnn_sdpa(lathe_cuda_exec *ex, const lt_sdpa_desc *s,
   *done = false;
   cuda_dev *d = lathe_cuda_exec_dev(ex);
   if (!d->cu->cudnn_sdpa || d->cc < 80 || !lathe_cuda_sdpa_form(s) || !lathe_cuda_dnn_ready(d)) return NULL;
+  /* grouped-query and masked graphs have not run on a GPU yet: only where asked for (2) */
+  if (d->cu->cudnn_sdpa == 1 && (s->bias || s->Hkv != s->H)) return NULL;
   int64_t key[KEYN];
   make_key(s, vjp, key);
   pthread_mutex_lock(&d->dnn_mu);
@@ -415,9 +462,9 @@ lathe_status_t lathe_cuda_cudnn_sdpa(lathe_cuda_exec *ex, const lt_sdpa_desc *s,
     const char *what = vjp ? "FusedScaledDotProductAttentionVJP" : "FusedScaledDotProductAttention";
     if (lathe_cuda_exec_dump_dir(ex))
       lathe_profile_note(lathe_cuda_exec_dump_dir(ex), LATHE_CUDA_LIBRARY_NOTES,
-                         "cuDNN %s %s b%lld h%lld s%lld kv%lld d%lld%s: %s, %.4f ms (cuDNN's best %.4f ms, lathe's own %.4f ms)",
-                         lathe_dtype_name(s->dt), what, (long long)s->B, (long long)s->H, (long long)s->S,
-                         (long long)s->Skv, (long long)s->D, s->causal ? " causal" : "",
+                         "cuDNN %s %s b%lld h%lld/%lld s%lld kv%lld d%lld%s%s: %s, %.4f ms (cuDNN's best %.4f ms, lathe's own %.4f ms)",
+                         lathe_dtype_name(s->dt), what, (long long)s->B, (long long)s->H, (long long)s->Hkv, (long long)s->S,
+                         (long long)s->Skv, (long long)s->D, s->causal ? " causal" : "", s->bias ? " bias" : "",
                          best ? "cuDNN's fused attention" : "lathe's own kernels", best ? best_ms : own_ms, best_ms, own_ms);
     if (tr) {
       char args[96];

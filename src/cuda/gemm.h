@@ -133,14 +133,17 @@ lathe_status_t lathe_cuda_cudnn_conv(lathe_cuda_exec *ex, const lt_conv_desc *c,
  * One FusedScaledDotProductAttention (vjp false: o and lse from q, k and v) or its VJP (dq, dk
  * and dv from q, k, v, o, lse and dout) of Float16/BFloat16 tensors: strides in elements over
  * [batch, heads, seq, head] of the query (the output, dOutput and dQuery share them) and of the
- * key (the value, dKey and dValue share them); lse is [batch, heads, seq] Float32. */
+ * key (the value, dKey and dValue share them; Hkv heads, each serving H / Hkv query heads in
+ * turn); lse is [batch, heads, seq] Float32. bias (0: none) is added to the scaled scores: an
+ * additive mask or bias of dtype bdt, dims bdim over [batch, heads, seq, kv] (1 where it
+ * broadcasts) at strides bst. */
 typedef struct lt_sdpa_desc {
-  lathe_dtype dt;
-  int64_t B, H, S, Skv, D;
-  int64_t qst[4], kst[4];
+  lathe_dtype dt, bdt;
+  int64_t B, H, Hkv, S, Skv, D;
+  int64_t qst[4], kst[4], bdim[4], bst[4];
   bool causal;
   float scale;
-  lcuDeviceptr q, k, v, o, lse, dout, dq, dk, dv;
+  lcuDeviceptr q, k, v, o, lse, dout, dq, dk, dv, bias;
 } lt_sdpa_desc;
 /* Runs s with cuDNN's fused attention where option cudnn_sdpa allows, cuDNN is present and takes
  * the form, and its plan measured faster than lathe's own kernels, own(own_ctx) (which write the
@@ -148,8 +151,8 @@ typedef struct lt_sdpa_desc {
  * false: nothing ran, the caller runs its own kernels. */
 lathe_status_t lathe_cuda_cudnn_sdpa(lathe_cuda_exec *ex, const lt_sdpa_desc *s, bool vjp, lathe_status_t (*own)(void *),
                                      void *own_ctx, bool *done);
-/* Whether cuDNN's fused attention could take s (dtype, head size, alignment; not whether the
- * installed cuDNN has an engine for it). */
+/* Whether cuDNN's fused attention could take s (dtype, head size, heads, bias, alignment; not
+ * whether the installed cuDNN has an engine for it). */
 bool lathe_cuda_sdpa_form(const lt_sdpa_desc *s);
 /* Tests: builds and finalizes s's operation graph with api's cuDNN functions on handle h (a
  * stand-in's, where no GPU is), then destroys it; the first failing call's status. */

@@ -345,10 +345,14 @@ static void sdpa_head_rows(bool vjp) {
       sdpa_case((acase){dt, BHSD, 2, 4, 2, 70, 130, D, true, 0, .vjp = vjp});
       sdpa_case((acase){dt, BSHD, 1, 2, 2, 96, 96, D, false, 0, MASK_BOOL, 4, true, true, .vjp = vjp});
       sdpa_case((acase){dt, BSHD, 2, 4, 1, 65, 65, D, true, 0, MASK_ADD, 2, .seqlens = true, .vjp = vjp});
-      /* unmasked, as many key as query heads: the forms cuDNN's fused attention takes (cudnn_sdpa=1) */
+      /* forms cuDNN's fused attention takes (cudnn_sdpa): unmasked; with an additive mask or a
+       * bias whose rows are whole 16 bytes (GQA too: the first row above is GQA unmasked) */
       sdpa_case((acase){dt, BHSD, 2, 3, 3, 70, 130, D, true, 0, .vjp = vjp});
       sdpa_case((acase){dt, BSHD, 2, 2, 2, 128, 128, D, true, 0, .vjp = vjp});
       sdpa_case((acase){dt, BSHD, 1, 2, 2, 100, 36, D, false, 0, .vjp = vjp});
+      sdpa_case((acase){dt, BHSD, 2, 4, 2, 64, 96, D, false, 0, MASK_ADD, 4, true, true, .vjp = vjp});
+      sdpa_case((acase){dt, BSHD, 1, 4, 4, 70, 72, D, true, 0, MASK_ADD, 2, .vjp = vjp});
+      sdpa_case((acase){dt, BHSD, 2, 2, 2, 64, 64, D, true, 0, .bias_rank = 4, .vjp = vjp});
     }
 }
 TEST(fused_sdpa_heads) { sdpa_head_rows(false); }

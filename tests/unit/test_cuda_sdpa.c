@@ -5,7 +5,8 @@
  * required attribute, operand shapes that do not agree, a unique id used twice. The recorded
  * graph must then compute attention: every virtual tensor made by one operation and read by
  * another, every input read and made by none, every output made exactly once, and the operations
- * the pattern needs (two products forward, five backward; the causal mask's index comparison). */
+ * the pattern needs (two products forward, five backward; the causal mask's index comparison);
+ * plain, grouped-query (the key-side gradients summed over each group) and with an additive mask. */
 #include <string.h>
 
 #include "cuda/dnn.h"
@@ -131,7 +132,8 @@ static lcudnnStatus fake_finalize(lcudnnBackendDesc d) {
     case G_OP_MATMUL: {
       const int64_t *a = dims(ref(f, A_OPMM_A)), *b = dims(ref(f, A_OPMM_B)), *c = dims(ref(f, A_OPMM_C));
       if (!a || !b || !c || !ref(f, A_OPMM_DESC)) return refuse("matmul op without a, b, c or descriptor", 0);
-      if (a[0] != c[0] || a[1] != c[1] || b[0] != c[0] || b[1] != c[1] || a[2] != c[2] || b[3] != c[3] || a[3] != b[2])
+      /* batch axes equal, or (grouped heads) dividing the result's */
+      if (a[0] != c[0] || c[1] % a[1] || b[0] != c[0] || c[1] % b[1] || a[2] != c[2] || b[3] != c[3] || a[3] != b[2])
         return refuse("matmul shapes disagree", 0);
       break;
     }
@@ -140,7 +142,9 @@ static lcudnnStatus fake_finalize(lcudnnBackendDesc d) {
       break;
     case G_OP_REDUCTION: {
       const int64_t *x = dims(ref(f, A_OPRED_X)), *y = dims(ref(f, A_OPRED_Y));
-      if (!x || !y || !ref(f, A_OPRED_DESC) || !broadcasts(y, x)) return refuse("reduction op shapes", 0);
+      bool groups = x && y; /* each axis kept, reduced to 1, or summed in groups (GQA's heads) */
+      for (int i = 0; groups && i < 4; i++) groups = y[i] >= 1 && x[i] % y[i] == 0;
+      if (!groups || !ref(f, A_OPRED_DESC)) return refuse("reduction op shapes", 0);
       break;
     }
     case G_OP_RESHAPE: {
@@ -223,12 +227,14 @@ static lcu_api fake_api(void) {
   return api;
 }
 
-/* GPT-2's attention: batch 2, 12 heads, 64 query rows over 80 keys, heads of 64 values. */
-static lt_sdpa_desc gpt2_like(bool bshd, bool causal) {
-  lt_sdpa_desc s = {.dt = LATHE_DTYPE_BFLOAT16, .B = 2, .H = 12, .S = 64, .Skv = 80, .D = 64, .causal = causal, .scale = 0.125f};
-  int64_t H = s.H, D = s.D;
+/* GPT-2's attention: batch 2, 12 heads (kv_heads of keys and values), 64 query rows over 80
+ * keys, heads of 64 values. */
+static lt_sdpa_desc attention_of(bool bshd, bool causal, int64_t kv_heads) {
+  lt_sdpa_desc s = {.dt = LATHE_DTYPE_BFLOAT16, .B = 2, .H = 12, .Hkv = kv_heads, .S = 64, .Skv = 80, .D = 64,
+                    .causal = causal, .scale = 0.125f};
+  int64_t D = s.D;
   for (int t = 0; t < 2; t++) {
-    int64_t L = t ? s.Skv : s.S, *st = t ? s.kst : s.qst;
+    int64_t L = t ? s.Skv : s.S, H = t ? s.Hkv : s.H, *st = t ? s.kst : s.qst;
     int64_t v[4] = {H * L * D, bshd ? D : L * D, bshd ? H * D : D, 1};
     memcpy(st, v, sizeof v);
   }
@@ -236,24 +242,39 @@ static lt_sdpa_desc gpt2_like(bool bshd, bool causal) {
   s.dk = 8 << 20, s.dv = 9 << 20;
   return s;
 }
+static lt_sdpa_desc gpt2_like(bool bshd, bool causal) { return attention_of(bshd, causal, 12); }
+
+/* ... with an additive mask [1, heads, seq, kv] of the query's dtype */
+static lt_sdpa_desc with_bias(lt_sdpa_desc s) {
+  const int64_t dim[4] = {1, s.H, s.S, s.Skv}, st[4] = {s.H * s.S * s.Skv, s.S * s.Skv, s.Skv, 1};
+  memcpy(s.bdim, dim, sizeof dim), memcpy(s.bst, st, sizeof st);
+  s.bias = 10 << 20, s.bdt = s.dt;
+  return s;
+}
 
 TEST(cuda_sdpa_graphs_on_a_stand_in) {
   lcu_api api = fake_api();
-  static const int64_t fwd_in[] = {1, 2, 3, 6, 7}, fwd_out[] = {4, 5};
-  static const int64_t bwd_in[] = {1, 2, 3, 4, 5, 6, 8, 12, 7}, bwd_out[] = {9, 10, 11, 13, 14};
-  for (int layout = 0; layout < 2; layout++)
-    for (int causal = 0; causal < 2; causal++)
-      for (int vjp = 0; vjp < 2; vjp++) {
-        lt_sdpa_desc s = gpt2_like(layout, causal);
-        char what[64];
-        snprintf(what, sizeof what, "%s%s %s", vjp ? "VJP" : "forward", causal ? " causal" : "", layout ? "BSHD" : "BHSD");
-        n_fake = fake_errors = 0;
-        CHECK(lathe_cuda_sdpa_form(&s), "%s: a form cuDNN takes", what);
-        lcudnnStatus st = lathe_cuda_sdpa_graph_check(&api, (lcudnnHandle)&api, &s, vjp);
-        CHECK(st == 0 && fake_errors == 0, "%s: the stand-in refused: %s", what, fake_why);
-        if (vjp) check_graph(what, bwd_in, causal ? 9 : 8, bwd_out, 5, 5, causal);
-        else check_graph(what, fwd_in, causal ? 5 : 4, fwd_out, 2, 2, causal);
-      }
+  for (int form = 0; form < 3; form++) /* plain; GQA (4 KV heads); an additive mask */
+    for (int layout = 0; layout < 2; layout++)
+      for (int causal = 0; causal < 2; causal++)
+        for (int vjp = 0; vjp < 2; vjp++) {
+          lt_sdpa_desc s = form == 1 ? attention_of(layout, causal, 4) : gpt2_like(layout, causal);
+          if (form == 2) s = with_bias(s);
+          char what[64];
+          snprintf(what, sizeof what, "%s%s %s%s", vjp ? "VJP" : "forward", causal ? " causal" : "", layout ? "BSHD" : "BHSD",
+                   form == 1 ? " GQA" : form == 2 ? " masked" : "");
+          int64_t in[12] = {1, 2, 3, 6}, n_in = 4, out[6], n_out = 0;
+          if (vjp) in[n_in++] = 4, in[n_in++] = 5, in[n_in++] = 8, in[n_in++] = 12;
+          if (causal) in[n_in++] = 7;
+          if (form == 2) in[n_in++] = 15;
+          if (vjp) out[n_out++] = 9, out[n_out++] = 10, out[n_out++] = 11, out[n_out++] = 13, out[n_out++] = 14;
+          else out[n_out++] = 4, out[n_out++] = 5;
+          n_fake = fake_errors = 0;
+          CHECK(lathe_cuda_sdpa_form(&s), "%s: a form cuDNN takes", what);
+          lcudnnStatus st = lathe_cuda_sdpa_graph_check(&api, (lcudnnHandle)&api, &s, vjp);
+          CHECK(st == 0 && fake_errors == 0, "%s: the stand-in refused: %s", what, fake_why);
+          check_graph(what, in, (int)n_in, out, (int)n_out, vjp ? 5 : 2, causal);
+        }
   /* a refusal mid-way comes back as the first failing call's status, and nothing leaks */
   lt_sdpa_desc s = gpt2_like(false, true);
   s.Skv = 0; /* a tensor of size 0: refused at its finalize */
@@ -278,4 +299,16 @@ TEST(cuda_sdpa_forms) {
   CHECK(!lathe_cuda_sdpa_form(&s), "not rows off 16 bytes");
   s = gpt2_like(false, false), s.S = 0;
   CHECK(!lathe_cuda_sdpa_form(&s), "not an empty query");
+  s = attention_of(false, true, 5);
+  CHECK(!lathe_cuda_sdpa_form(&s), "not 12 query heads over 5 KV heads");
+  s = with_bias(gpt2_like(false, true));
+  CHECK(lathe_cuda_sdpa_form(&s), "an additive mask [1, H, S, Skv]");
+  s.bdt = LATHE_DTYPE_FLOAT32;
+  CHECK(lathe_cuda_sdpa_form(&s), "a Float32 one");
+  s.bdt = LATHE_DTYPE_FLOAT16;
+  CHECK(!lathe_cuda_sdpa_form(&s), "not a Float16 mask on BFloat16 attention");
+  s = with_bias(gpt2_like(false, true)), s.bdim[2] = 1;
+  CHECK(!lathe_cuda_sdpa_form(&s), "not a mask broadcast along the query rows");
+  s = with_bias(gpt2_like(false, true)), s.bdim[1] = 3;
+  CHECK(!lathe_cuda_sdpa_form(&s), "not a mask of 3 heads for 12");
 }
