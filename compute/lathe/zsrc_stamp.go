@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "4b93590427eee2e650aa8eaabdc5c4c9"
+const engineSourcesHash = "f944c7a8f9c4b8e5906c1de341ba137b"

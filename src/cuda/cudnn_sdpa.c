@@ -434,8 +434,6 @@ lathe_status_t lathe_cuda_cudnn_sdpa(lathe_cuda_exec *ex, const lt_sdpa_desc *s,
   *done = false;
   cuda_dev *d = lathe_cuda_exec_dev(ex);
   if (!d->cu->cudnn_sdpa || d->cc < 80 || !lathe_cuda_sdpa_form(s) || !lathe_cuda_dnn_ready(d)) return NULL;
-  /* grouped-query and masked graphs have not run on a GPU yet: only where asked for (2) */
-  if (d->cu->cudnn_sdpa == 1 && (s->bias || s->Hkv != s->H)) return NULL;
   int64_t key[KEYN];
   make_key(s, vjp, key);
   pthread_mutex_lock(&d->dnn_mu);
