@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "f944c7a8f9c4b8e5906c1de341ba137b"
+const engineSourcesHash = "d2da089e94e4d30ba3d6dac7ffb78151"

@@ -408,6 +408,7 @@ static lathe_status_t measure(lathe_cuda_exec *ex, const lt_sdpa_desc *s, bool v
     }
     /* the faster plan, with its configuration (the graph's descriptors stay with p until the end) */
     plan_free(*best);
+    *best = NULL;
     sdpa_plan *keep = calloc(1, sizeof *keep);
     if (!keep) {
       st = LATHE_OOM("FusedScaledDotProductAttention");
