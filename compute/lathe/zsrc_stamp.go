@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "d2da089e94e4d30ba3d6dac7ffb78151"
+const engineSourcesHash = "e45e44e06f8d19a597cf3587b907c9cc"

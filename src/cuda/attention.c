@@ -427,7 +427,7 @@ static lathe_status_t products_forward(lathe_cuda_exec *ex, const att *cp, lcuDe
   return st;
 }
 
-/* One attention op's operands, for lathe's own path run as a callback (cuDNN's measuring times it). */
+/* One attention op's operands, for lathe's own path run as a callback (own_forward, own_vjp). */
 typedef struct own_att {
   lathe_cuda_exec *ex;
   const lathe_node *n;
@@ -475,16 +475,11 @@ static bool sdpa_desc(const lathe_node *n, lathe_tensor *const *in, lathe_tensor
 static lathe_status_t try_cudnn(own_att *o, bool vjp, lathe_status_t (*own)(void *), bool *done) {
   lt_sdpa_desc s;
   *done = false;
-  if (!lathe_cuda_exec_dev(o->ex)->cu->cudnn_sdpa || !sdpa_desc(o->n, o->in, o->out, vjp, &s)) return NULL;
+  if (!sdpa_desc(o->n, o->in, o->out, vjp, &s)) return NULL;
   return lathe_cuda_cudnn_sdpa(o->ex, &s, vjp, own, o, done);
 }
 
-static lathe_status_t own_forward(void *arg) {
-  const own_att *oa = arg;
-  lathe_cuda_exec *ex = oa->ex;
-  const lathe_node *n = oa->n;
-  lathe_tensor *const *in = oa->in;
-  lathe_tensor **out = oa->out;
+static lathe_status_t run_forward(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
   att c;
   LATHE_RETURN_IF_ERROR(geometry(ex, &c, n, in, false));
   if (!c.a.B || !c.a.H || !c.a.S) return NULL;
@@ -551,12 +546,7 @@ static lathe_status_t products_vjp(lathe_cuda_exec *ex, const att *c, lcuFunctio
   return st;
 }
 
-static lathe_status_t own_vjp(void *arg) {
-  const own_att *oa = arg;
-  lathe_cuda_exec *ex = oa->ex;
-  const lathe_node *n = oa->n;
-  lathe_tensor *const *in = oa->in;
-  lathe_tensor **out = oa->out;
+static lathe_status_t run_vjp(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {
   att c;
   LATHE_RETURN_IF_ERROR(geometry(ex, &c, n, in, true));
   att_args *a = &c.a;
@@ -629,6 +619,16 @@ static lathe_status_t run_qkv(lathe_cuda_exec *ex, const lathe_node *n, lathe_te
   return NULL;
 }
 
+/* lathe's own paths as callbacks (cuDNN's measuring times them) */
+static lathe_status_t own_forward(void *arg) {
+  const own_att *o = arg;
+  return run_forward(o->ex, o->n, o->in, o->out);
+}
+static lathe_status_t own_vjp(void *arg) {
+  const own_att *o = arg;
+  return run_vjp(o->ex, o->n, o->in, o->out);
+}
+
 lathe_status_t lathe_cuda_run_attention(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in,
                                         lathe_tensor **out) {
   switch (n->op) {
@@ -637,7 +637,7 @@ lathe_status_t lathe_cuda_run_attention(lathe_cuda_exec *ex, const lathe_node *n
       bool vjp = n->op == LATHE_OP_FUSED_SCALED_DOT_PRODUCT_ATTENTION_VJP, done;
       own_att o = {ex, n, in, out};
       LATHE_RETURN_IF_ERROR(try_cudnn(&o, vjp, vjp ? own_vjp : own_forward, &done));
-      return done ? NULL : vjp ? own_vjp(&o) : own_forward(&o);
+      return done ? NULL : vjp ? run_vjp(ex, n, in, out) : run_forward(ex, n, in, out);
     }
     case LATHE_OP_FUSED_ATTENTION_QKV_PROJECTION: return run_qkv(ex, n, in, out);
     default: return LATHE_UNIMPL("%s: not an attention op", lathe_op_name(n->op));
