@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "e45e44e06f8d19a597cf3587b907c9cc"
+const engineSourcesHash = "a47e5917506c7b34162ccec00423b2f3"

@@ -435,9 +435,9 @@ typedef struct own_att {
   lathe_tensor **out;
 } own_att;
 
-/* The op as cuDNN's fused attention would take it (lathe_cuda_cudnn_sdpa); false where it cannot:
- * a Bool mask, sequence lengths, both an additive mask and a bias, a dtype other than
- * Float16/BFloat16 (lathe_cuda_sdpa_form has the rest). */
+/* The op as cuDNN's fused attention would see it (lathe_cuda_cudnn_sdpa); false where it cannot
+ * take it: a Bool mask, sequence lengths, both an additive mask and a bias, a dtype other than
+ * Float16/BFloat16, a mask broadcast along the query or key axis. */
 static bool sdpa_desc(const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out, bool vjp, lt_sdpa_desc *s) {
   bool has_mask = lathe_attr_sdpa_has_mask(n), has_bias = lathe_attr_sdpa_has_bias(n);
   if (lathe_attr_sdpa_has_seq_lens(n) || (has_mask && has_bias)) return false;
@@ -468,7 +468,7 @@ static bool sdpa_desc(const lathe_node *n, lathe_tensor *const *in, lathe_tensor
   } else {
     s->o = lathe_cuda_ptr(out[0]), s->lse = lathe_cuda_ptr(out[1]);
   }
-  return lathe_cuda_sdpa_form(s);
+  return true; /* lathe_cuda_cudnn_sdpa checks the rest (lathe_cuda_sdpa_form) */
 }
 
 /* cuDNN's fused attention where it takes the op and is chosen (*done), else nothing. */
