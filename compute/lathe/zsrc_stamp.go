@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "a47e5917506c7b34162ccec00423b2f3"
+const engineSourcesHash = "ee7abf6a87cc5cf6556b9115b1582c7e"

@@ -213,10 +213,69 @@ static lathe_status_t launch_one(lathe_cuda_exec *ex, const red_launch *L, bool 
   return lathe_cuda_launch(ex, f, (unsigned)blocks, 256, 0, args);
 }
 
+/* Whether the column kernels (lt_redc_*) take geometry g for elements of es bytes at p: the
+ * innermost kept run contiguous in whole 16-byte vectors, and every vector's start aligned. */
+static bool cols_fit(const rgeom_h *g, int es, uintptr_t p) {
+  if (es <= 0 || 16 % es || p % 16 || g->nk < 1 || g->ks[g->nk - 1] != 1) return false;
+  int64_t v = 16 / es;
+  if (g->kd[g->nk - 1] % v) return false;
+  for (int k = 0; k < g->nk - 1; k++)
+    if (g->ks[k] % v) return false;
+  for (int k = 0; k < g->nr; k++)
+    if (g->rs[k] % v) return false;
+  return true;
+}
+
+/* A column reduction through lt_redc_*: parts enough for 4 blocks an SM, each warp of a block
+ * taking at least 8 rows; their accumulators ([splits][n_out]) reduced again, as columns (in one
+ * part unless a warp would take more than 64 of them), until one part is left. */
+static lathe_status_t reduce_cols(lathe_cuda_exec *ex, const red_launch *L, lathe_dtype dt, const void *in, void *out,
+                                  int64_t n_out, int64_t n_red, const rgeom_h *g) {
+  cuda_dev *d = lathe_cuda_exec_dev(ex);
+  int64_t want = 4 * (int64_t)(d->sm_count > 0 ? d->sm_count : 80);
+  size_t as = acc_size(dt, L->col);
+  rgeom_h gg = *g;
+  bool partial_in = false;
+  for (;;) {
+    int64_t v = partial_in ? 16 / (int64_t)as : 16 / L->es, tiles = (n_out / v + 31) / 32;
+    int64_t splits = (want + tiles - 1) / tiles, most = n_red / (partial_in ? 512 : 64);
+    if (splits > most) splits = most;
+    if (splits < 1) splits = 1;
+    if (tiles * splits > INT32_MAX) splits = INT32_MAX / tiles;
+    void *part = NULL;
+    if (splits > 1) {
+      lathe_shape ps;
+      memset(&ps, 0, sizeof ps);
+      ps.dtype = LATHE_DTYPE_UINT8, ps.rank = 1, ps.dims[0] = (int64_t)as * n_out * splits;
+      lathe_tensor *t;
+      LATHE_RETURN_IF_ERROR(lathe_cuda_exec_tensor(ex, &ps, &t));
+      lathe_tensor_release(t); /* ours; the execution keeps its own until the stream is done */
+      part = t->data;
+    }
+    char name[32];
+    snprintf(name, sizeof name, "lt_redc%s_%s", partial_in ? "p" : "", op_names[L->col]);
+    lcuFunction f;
+    LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(d, L->source, name, &f));
+    lcuDeviceptr pi = (lcuDeviceptr)(uintptr_t)in, po = (lcuDeviceptr)(uintptr_t)out, pp = (lcuDeviceptr)(uintptr_t)part;
+    void *args[] = {&pi, &po, &pp, &n_out, &n_red, &splits, &gg};
+    LATHE_RETURN_IF_ERROR(lathe_cuda_launch(ex, f, (unsigned)(tiles * splits), 256, 0, args));
+    if (splits == 1) return NULL;
+    /* the partials, [splits][n_out], reduced along splits */
+    memset(&gg, 0, sizeof gg);
+    gg.nk = 1, gg.kd[0] = n_out, gg.ks[0] = 1;
+    gg.nr = 1, gg.rd[0] = splits, gg.rs[0] = n_out;
+    in = part, n_red = splits, partial_in = true;
+  }
+}
+
 /* Reduces x (laid out by g: n_out outputs of n_red elements) into out, in one or two passes. */
 static lathe_status_t reduce_any(lathe_cuda_exec *ex, const red_launch *L, lathe_dtype dt, const lathe_tensor *x,
                                  lathe_tensor *out, int64_t n_out, int64_t n_red, bool inner_reduced, const rgeom_h *g) {
   cuda_dev *d = lathe_cuda_exec_dev(ex);
+  /* a column reduction's partials are read as 16-byte vectors too: whole ones of accumulators */
+  if (!inner_reduced && L->col != R_ARG && cols_fit(g, L->es, (uintptr_t)x->data) &&
+      n_out % (16 / (int64_t)acc_size(dt, L->col)) == 0)
+    return reduce_cols(ex, L, dt, x->data, out->data, n_out, n_red, g);
   int group;
   int64_t splits;
   plan(d, n_out, n_red, inner_reduced, &group, &splits);

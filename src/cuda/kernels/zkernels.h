@@ -2024,6 +2024,58 @@
   "    }\n" \
   "  }\n" \
   "}\n" \
+  "template <bool B, class X, class Y> struct lt_pick_t { typedef X T; };\n" \
+  "template <class X, class Y> struct lt_pick_t<false, X, Y> { typedef Y T; };\n" \
+  "__shared__ __align__(16) unsigned char lt_cols_sm[8 * 32 * 32];\n" \
+  "/* Column reductions (the innermost kept run contiguous): a block of 8 warps takes 32 vectors of V\n" \
+  " * adjacent outputs (16-byte loads: a warp reads 512 consecutive bytes of a row) over one part of\n" \
+  " * the reduced range, each warp every 8th row of it with 4 rows in flight; the warps' accumulators\n" \
+  " * then combine in shared memory in warp order. Blocks are (tile of 32 vectors, part); with several\n" \
+  " * parts each writes its accumulators to part[s * n_out + o], which a pass of lt_redcp_* (PART:\n" \
+  " * reading accumulators) reduces as a column reduction of its own. */\n" \
+  "template <class Op, bool PART> __device__ void lt_reduce_cols(const Op &op, const void *in, void *out, void *part,\n" \
+  "    int64_t n_out, int64_t n_red, int64_t splits, const lt_rgeom &g) {\n" \
+  "  typedef typename Op::A A;\n" \
+  "  typedef typename lt_pick_t<PART, A, typename Op::S>::T T;\n" \
+  "  enum { V = 16 / sizeof(T) };\n" \
+  "  struct alignas(16) vec { T v[V]; };\n" \
+  "  int64_t nv = n_out / V, tiles = (nv + 31) / 32, tile = blockIdx.x % tiles, s = blockIdx.x / tiles;\n" \
+  "  int lane = threadIdx.x & 31, wy = threadIdx.x >> 5;\n" \
+  "  int64_t cv = tile * 32 + lane, chunk = (n_red + splits - 1) / splits, r0 = s * chunk;\n" \
+  "  int64_t r1 = r0 + chunk < n_red \? r0 + chunk : n_red;\n" \
+  "  A acc[V];\n" \
+  "  for (int k = 0; k < V; k++) acc[k] = op.ident();\n" \
+  "#define LT_CLD(x, rr) (PART \? (A)(x) : op.load(x, rr))\n" \
+  "  if (cv < nv) {\n" \
+  "    const T *p = (const T *)in + lt_goff(cv * V, g.nk, g.kd, g.ks);\n" \
+  "    int64_t r = r0 + wy;\n" \
+  "    for (; r + 24 < r1; r += 32) {\n" \
+  "      vec u0 = *(const vec *)(p + lt_goff(r, g.nr, g.rd, g.rs)), u1 = *(const vec *)(p + lt_goff(r + 8, g.nr, g.rd, g.rs));\n" \
+  "      vec u2 = *(const vec *)(p + lt_goff(r + 16, g.nr, g.rd, g.rs)), u3 = *(const vec *)(p + lt_goff(r + 24, g.nr, g.rd, g.rs));\n" \
+  "      for (int k = 0; k < V; k++) {\n" \
+  "        acc[k] = op.comb(acc[k], LT_CLD(u0.v[k], r));\n" \
+  "        acc[k] = op.comb(acc[k], LT_CLD(u1.v[k], r + 8));\n" \
+  "        acc[k] = op.comb(acc[k], LT_CLD(u2.v[k], r + 16));\n" \
+  "        acc[k] = op.comb(acc[k], LT_CLD(u3.v[k], r + 24));\n" \
+  "      }\n" \
+  "    }\n" \
+  "    for (; r < r1; r += 8) {\n" \
+  "      vec u = *(const vec *)(p + lt_goff(r, g.nr, g.rd, g.rs));\n" \
+  "      for (int k = 0; k < V; k++) acc[k] = op.comb(acc[k], LT_CLD(u.v[k], r));\n" \
+  "    }\n" \
+  "  }\n" \
+  "#undef LT_CLD\n" \
+  "  A *sm = (A *)lt_cols_sm; /* [warp][k][lane]: no bank conflicts */\n" \
+  "  for (int k = 0; k < V; k++) sm[(wy * V + k) * 32 + lane] = acc[k];\n" \
+  "  __syncthreads();\n" \
+  "  if (wy || cv >= nv) return;\n" \
+  "  for (int w = 1; w < 8; w++)\n" \
+  "    for (int k = 0; k < V; k++) acc[k] = op.comb(acc[k], sm[(w * V + k) * 32 + lane]);\n" \
+  "  for (int k = 0; k < V; k++) {\n" \
+  "    if (splits > 1) ((A *)part)[s * n_out + cv * V + k] = acc[k];\n" \
+  "    else op.store(out, cv * V + k, acc[k]);\n" \
+  "  }\n" \
+  "}\n" \
   "/* a module instantiates one op: its prefix defines LT_PICK_<op> to expand */\n" \
   "#define LT_PICK(NAME, ...) LT_PICK_##NAME(__VA_ARGS__)\n" \
   "#ifndef LT_PICK_sum\n" \
@@ -2075,6 +2127,14 @@
   "  extern \"C\" __global__ void __launch_bounds__(256) lt_redp_##NAME(const void *in, void *out, void *part, \\\n" \
   "      int64_t n_out, int64_t n_red, int64_t splits, int group, const __grid_constant__ lt_rgeom g) {                     \\\n" \
   "    lt_reduce<rop_##NAME, true>(rop_##NAME(), in, out, part, n_out, n_red, splits, group, g);                \\\n" \
+  "  } \\\n" \
+  "  extern \"C\" __global__ void __launch_bounds__(256) lt_redc_##NAME(const void *in, void *out, void *part,  \\\n" \
+  "      int64_t n_out, int64_t n_red, int64_t splits, const __grid_constant__ lt_rgeom g) {                 \\\n" \
+  "    lt_reduce_cols<rop_##NAME, false>(rop_##NAME(), in, out, part, n_out, n_red, splits, g);             \\\n" \
+  "  }                                                                                              \\\n" \
+  "  extern \"C\" __global__ void __launch_bounds__(256) lt_redcp_##NAME(const void *in, void *out, void *part, \\\n" \
+  "      int64_t n_out, int64_t n_red, int64_t splits, const __grid_constant__ lt_rgeom g) {                 \\\n" \
+  "    lt_reduce_cols<rop_##NAME, true>(rop_##NAME(), in, out, part, n_out, n_red, splits, g);              \\\n" \
   "  }\n" \
   "/* integers (T, its unsigned U, and the extremes): arithmetic wraps through U */\n" \
   "#define LT_RED_INT(T, U, MN, MX)                                                                 \\\n" \
