@@ -254,10 +254,15 @@ double lathe_part_reshard_cost(const part *p, const lathe_node *sn, const spec *
 /* A copy of source node sn on operands ops with result shape `shape` (sn's attributes, shared); a
  * multi-result sn gets result i's local shape under rs[i], and its results in p->tuples. */
 static lathe_status_t emit(part *p, const lathe_node *sn, lathe_node **ops, const lathe_shape *shape, const spec *rs,
-                           lathe_node **out) {
+                           lathe_function *const *fns, lathe_node **out) {
   lathe_node *n;
   LATHE_RETURN_IF_ERROR(lathe_node_new(p->fn, sn->op, (lathe_value_t const *)ops, sn->n_operands, &n));
   n->a = sn->a;
+  for (int j = 0; fns && j < LATHE_MAX_SUBFNS; j++)
+    if (sn->a.fn[j]) {
+      n->a.fn[j] = fns[j];
+      LATHE_RETURN_IF_ERROR(lathe_node_add_captures(n, fns[j]));
+    }
   if (!sn->multi) {
     n->shape = *shape;
     return lathe_node_commit(n, out);
@@ -280,25 +285,31 @@ lathe_status_t lathe_part_emit_with(part *p, const lathe_node *sn, const spec *n
   for (int i = 0; i < sn->n_operands; i++) LATHE_RETURN_IF_ERROR(lathe_part_get(p, sn->in[i], &need[i], &ops[i]));
   lathe_shape ls;
   local_shape(p, rs, &sn->shape, &ls);
-  LATHE_RETURN_IF_ERROR(emit(p, sn, ops, &ls, NULL, out));
+  LATHE_RETURN_IF_ERROR(emit(p, sn, ops, &ls, NULL, NULL, out));
   lathe_part_set(p, sn, *out, rs);
   return NULL;
 }
 
-lathe_status_t lathe_part_emit_multi(part *p, const lathe_node *sn, const spec *need, const spec *rs) {
+lathe_status_t lathe_part_emit_control(part *p, const lathe_node *sn, const spec *need, const spec *rs,
+                                       lathe_function *const *fns) {
   lathe_node **ops = p->ops, *out;
   for (int i = 0; i < sn->n_operands; i++) LATHE_RETURN_IF_ERROR(lathe_part_get(p, sn->in[i], &need[i], &ops[i]));
-  LATHE_RETURN_IF_ERROR(emit(p, sn, ops, NULL, rs, &out));
+  LATHE_RETURN_IF_ERROR(emit(p, sn, ops, NULL, rs, fns, &out));
   for (int i = 0; i < sn->n_out; i++) p->res[p->res_at[sn->id] + i] = rs[i];
   spec none = replicated_spec(0); /* the node itself is read only through its TUPLE_ELEMENTs */
   lathe_part_set(p, sn, out, &none);
   return NULL;
 }
 
+lathe_status_t lathe_part_emit_multi(part *p, const lathe_node *sn, const spec *need, const spec *rs) {
+  return lathe_part_emit_control(p, sn, need, rs, NULL);
+}
+
 /* ---- sub-functions, copied whole ----
  * A control-flow op runs whole on every device: its sub-functions (and theirs) are copied into dst
- * node by node with their global shapes. A value a copy captures from main is main's value
- * gathered to replicated; from a function being copied, that copy's. */
+ * node by node with their global shapes. A value a copy captures from a partitioned function (main,
+ * or a sub-function of a partitioned control op) is that function's value gathered to replicated;
+ * from a function being copied, that copy's. */
 struct part_clone {
   const lathe_function *src;
   lathe_function *dst;
@@ -322,9 +333,13 @@ static lathe_status_t clone_value(part *p, const clone_ctx *c, const lathe_node 
       *out = k->node[v->id];
       return *out ? NULL : lathe_status_new(LATHE_STATUS_INTERNAL, "Partition: a sub-function reads a value before it is made");
     }
-  if (v->fn != p->src->main_fn) return lathe_status_new(LATHE_STATUS_INTERNAL, "Partition: a captured value of another function");
-  spec r = replicated_spec(v->shape.rank);
-  return lathe_part_get(p, v, &r, out);
+  /* a value of a partitioned function: that function's, gathered there (once, outside any loop of ours) */
+  for (part *a = p; a; a = a->parent)
+    if (a->sfn == v->fn) {
+      spec r = replicated_spec(v->shape.rank);
+      return lathe_part_get(a, v, &r, out);
+    }
+  return lathe_status_new(LATHE_STATUS_INTERNAL, "Partition: a captured value of another function");
 }
 
 /* Source node sn (with sub-functions or not) copied into c's function on dst operands. */
@@ -397,7 +412,7 @@ static lathe_status_t clone_fn(part *p, const lathe_function *src, const clone_c
   if (!src->parent) {
     LATHE_RETURN_IF_ERROR(lathe_builder_new_function(p->dst, src->name, &dst));
   } else {
-    lathe_function *dp = src->parent == p->src->main_fn ? p->fn : NULL;
+    lathe_function *dp = src->parent == p->sfn ? p->fn : NULL;
     for (const clone_ctx *k = parent; k && !dp; k = k->parent)
       if (k->src == src->parent) dp = k->dst;
     if (!dp) return lathe_status_new(LATHE_STATUS_INTERNAL, "Partition: closure \"%s\" of a function not copied", src->name);
@@ -450,17 +465,14 @@ lathe_status_t lathe_part_emit_whole(part *p, const lathe_node *sn, bool *gather
  * The forward pass weighs it with the operands' (rule_elementwise) or takes it where the operands
  * are replicated: an open value is then computed split instead of whole and sliced. */
 static void hint(part *p, const lathe_node *n, const spec *s) {
-  if (p->hinted[n->id] || replicated(s) || n->fn != p->src->main_fn) return;
+  if (p->hinted[n->id] || replicated(s) || n->fn != p->sfn) return;
   p->hint[n->id] = *s;
   p->hinted[n->id] = true;
 }
 
-static void backward(part *p) {
-  const lathe_function *fn = p->src->main_fn;
-  for (int i = 0; i < fn->n_outputs; i++) {
-    spec t = user_spec(p->src, p->src->output_shardings ? p->src->output_shardings[i] : NULL, fn->outputs[i]->shape.rank);
-    hint(p, fn->outputs[i], &t);
-  }
+static void backward(part *p, const spec *outs) {
+  const lathe_function *fn = p->sfn;
+  for (int i = 0; outs && i < fn->n_outputs; i++) hint(p, fn->outputs[i], &outs[i]);
   for (int k = fn->n_nodes - 1; k >= 0; k--) {
     const lathe_node *n = fn->nodes[k];
     if (!p->hinted[n->id] || n->multi) continue;
@@ -514,6 +526,56 @@ static bool uneven(const part *p) {
   return false;
 }
 
+/* p's per-node tables for its source function p->sfn. */
+static lathe_status_t part_alloc(part *p) {
+  const lathe_function *fn = p->sfn;
+  int n = fn->n_nodes + 1;
+  p->vars = calloc((size_t)n, sizeof *p->vars);
+  p->n_vars = calloc((size_t)n, sizeof *p->n_vars);
+  p->tuples = calloc((size_t)n, sizeof *p->tuples);
+  p->hint = calloc((size_t)n, sizeof *p->hint);
+  p->hinted = calloc((size_t)n, sizeof *p->hinted);
+  p->res_at = calloc((size_t)n, sizeof *p->res_at);
+  int max_ops = 1, max_out = 1, n_res = 0;
+  for (int k = 0; k < fn->n_nodes; k++) {
+    const lathe_node *sn = fn->nodes[k];
+    if (sn->n_operands > max_ops) max_ops = sn->n_operands;
+    if (!sn->multi) continue;
+    if (sn->n_out > max_out) max_out = sn->n_out;
+    if (p->res_at) p->res_at[sn->id] = n_res;
+    n_res += sn->n_out;
+  }
+  p->need = calloc((size_t)max_ops, sizeof *p->need);
+  p->ops = calloc((size_t)max_ops, sizeof *p->ops);
+  p->rs = calloc((size_t)max_out, sizeof *p->rs);
+  p->res = calloc((size_t)(n_res ? n_res : 1), sizeof *p->res);
+  bool ok = p->vars && p->n_vars && p->tuples && p->hint && p->hinted && p->need && p->ops && p->res_at && p->rs && p->res;
+  return ok ? NULL : LATHE_OOM("Partition");
+}
+
+static void part_free(part *p) {
+  free(p->vars);
+  free(p->n_vars);
+  free(p->tuples);
+  free(p->hint);
+  free(p->hinted);
+  free(p->need);
+  free(p->ops);
+  free(p->res_at);
+  free(p->rs);
+  free(p->res);
+  free(p->clones);
+}
+
+/* p's source function's nodes partitioned in order (its parameters and captures already set). */
+static lathe_status_t run_nodes(part *p) {
+  const lathe_function *fn = p->sfn;
+  for (int k = 0; k < fn->n_nodes; k++)
+    if (fn->nodes[k]->op != LATHE_OP_PARAMETER && fn->nodes[k]->op != LATHE_OP_CAPTURE)
+      LATHE_RETURN_IF_ERROR(lathe_part_node(p, fn->nodes[k]));
+  return NULL;
+}
+
 static lathe_status_t run(part *p) {
   struct lathe_builder *src = p->src;
   const lathe_function *fn = src->main_fn;
@@ -533,22 +595,74 @@ static lathe_status_t run(part *p) {
   lathe_shape cs = lathe_partition_coords_shape(src);
   LATHE_RETURN_IF_ERROR(lathe_parameter(p->fn, "lathe.mesh_coordinates", &cs, &p->coords));
   for (int m = 0, at = 0; m < src->n_meshes; at += src->meshes[m++].rank) p->coord_base[m] = at;
-  backward(p);
-  for (int k = 0; k < fn->n_nodes; k++)
-    if (fn->nodes[k]->op != LATHE_OP_PARAMETER) LATHE_RETURN_IF_ERROR(lathe_part_node(p, fn->nodes[k]));
-  lathe_node **outs = lathe_arena_alloc(&p->dst->graph->arena, sizeof(lathe_node *) * (size_t)(fn->n_outputs + 1));
+  spec *outs = calloc((size_t)fn->n_outputs + 1, sizeof *outs);
   if (!outs) return LATHE_OOM("Partition");
-  for (int i = 0; i < fn->n_outputs; i++) {
-    spec t = user_spec(src, src->output_shardings ? src->output_shardings[i] : NULL, fn->outputs[i]->shape.rank);
-    LATHE_RETURN_IF_ERROR(lathe_part_get(p, fn->outputs[i], &t, &outs[i]));
-  }
-  LATHE_RETURN_IF_ERROR(lathe_function_return(p->fn, (lathe_value_t const *)outs, fn->n_outputs));
+  for (int i = 0; i < fn->n_outputs; i++)
+    outs[i] = user_spec(src, src->output_shardings ? src->output_shardings[i] : NULL, fn->outputs[i]->shape.rank);
+  backward(p, outs);
+  lathe_status_t st = run_nodes(p);
+  lathe_node **vals = st ? NULL : lathe_arena_alloc(&p->dst->graph->arena, sizeof(lathe_node *) * (size_t)(fn->n_outputs + 1));
+  if (!st && !vals) st = LATHE_OOM("Partition");
+  for (int i = 0; i < fn->n_outputs && !st; i++) st = lathe_part_get(p, fn->outputs[i], &outs[i], &vals[i]);
+  free(outs);
+  LATHE_RETURN_IF_ERROR(st);
+  LATHE_RETURN_IF_ERROR(lathe_function_return(p->fn, (lathe_value_t const *)vals, fn->n_outputs));
   p->dst->partitioned = true;
   p->dst->partition_fallbacks = p->fallbacks;
   p->dst->partition_collectives = p->collectives;
   p->dst->partition_fallback_ops = lathe_arena_strdup(&p->dst->graph->arena, p->fallback_ops);
   if (!p->dst->partition_fallback_ops) return LATHE_OOM("Partition");
   return NULL;
+}
+
+/* q's parameters, captures, nodes and outputs (lathe_part_function). */
+static lathe_status_t run_function(part *q, const spec *in, spec *out, bool fixed) {
+  const lathe_function *fn = q->sfn;
+  LATHE_RETURN_IF_ERROR(part_alloc(q));
+  for (int i = 0; i < fn->n_params; i++) {
+    const lathe_node *sp = fn->params[i];
+    lathe_shape ls;
+    local_shape(q, &in[i], &sp->shape, &ls);
+    lathe_node *v;
+    LATHE_RETURN_IF_ERROR(lathe_parameter(q->fn, sp->name, &ls, &v));
+    lathe_part_set(q, sp, v, &in[i]);
+  }
+  /* a captured value is its function's own (sharded as it is there; the copy captures it in turn) */
+  for (int i = 0; i < fn->n_captures; i++) {
+    const lathe_node *c = fn->captures[i], *v = c->captured;
+    part *a = q->parent;
+    while (a && a->sfn != v->fn) a = a->parent;
+    if (!a || !a->n_vars[v->id]) return lathe_status_new(LATHE_STATUS_INTERNAL, "Partition: \"%s\" captures a value not partitioned", fn->name);
+    lathe_part_set(q, c, a->vars[v->id][0].v, own(a, v->id));
+  }
+  backward(q, fixed ? out : NULL);
+  LATHE_RETURN_IF_ERROR(run_nodes(q));
+  lathe_node **vals = lathe_arena_alloc(&q->dst->graph->arena, sizeof(lathe_node *) * (size_t)(fn->n_outputs + 1));
+  if (!vals) return LATHE_OOM("Partition");
+  for (int i = 0; i < fn->n_outputs; i++) {
+    if (!fixed) out[i] = *own(q, fn->outputs[i]->id);
+    LATHE_RETURN_IF_ERROR(lathe_part_get(q, fn->outputs[i], &out[i], &vals[i]));
+  }
+  return lathe_function_return(q->fn, (lathe_value_t const *)vals, fn->n_outputs);
+}
+
+lathe_status_t lathe_part_function(part *p, const lathe_function *sfn, const spec *in, spec *out, bool fixed,
+                                   lathe_function **dst) {
+  part q;
+  memset(&q, 0, sizeof q);
+  q.src = p->src, q.dst = p->dst, q.sfn = sfn, q.parent = p, q.coords = p->coords;
+  memcpy(q.coord_base, p->coord_base, sizeof q.coord_base);
+  lathe_status_t st = lathe_function_closure(p->fn, &q.fn);
+  if (!st) st = run_function(&q, in, out, fixed);
+  part_free(&q);
+  p->fallbacks += q.fallbacks, p->collectives += q.collectives;
+  for (char *name = q.fallback_ops, *next; name && *name; name = next) {
+    next = strstr(name, ", ");
+    if (next) *next = 0, next += 2;
+    note_fallback_op(p, name);
+  }
+  *dst = q.fn;
+  return st;
 }
 
 lathe_status_t lathe_partition(struct lathe_builder *src, struct lathe_builder **out, lathe_partition_report *report) {
@@ -566,40 +680,10 @@ lathe_status_t lathe_partition(struct lathe_builder *src, struct lathe_builder *
     report->declined = "a sharded axis does not divide by its shards (padded shards run whole)";
     return NULL;
   }
-  int n = src->main_fn->n_nodes + 1;
-  p.vars = calloc((size_t)n, sizeof *p.vars);
-  p.n_vars = calloc((size_t)n, sizeof *p.n_vars);
-  p.tuples = calloc((size_t)n, sizeof *p.tuples);
-  p.hint = calloc((size_t)n, sizeof *p.hint);
-  p.hinted = calloc((size_t)n, sizeof *p.hinted);
-  p.res_at = calloc((size_t)n, sizeof *p.res_at);
-  int max_ops = 1, max_out = 1, n_res = 0;
-  for (int k = 0; k < src->main_fn->n_nodes; k++) {
-    const lathe_node *sn = src->main_fn->nodes[k];
-    if (sn->n_operands > max_ops) max_ops = sn->n_operands;
-    if (!sn->multi) continue;
-    if (sn->n_out > max_out) max_out = sn->n_out;
-    if (p.res_at) p.res_at[sn->id] = n_res;
-    n_res += sn->n_out;
-  }
-  p.need = calloc((size_t)max_ops, sizeof *p.need);
-  p.ops = calloc((size_t)max_ops, sizeof *p.ops);
-  p.rs = calloc((size_t)max_out, sizeof *p.rs);
-  p.res = calloc((size_t)(n_res ? n_res : 1), sizeof *p.res);
-  lathe_status_t st = (!p.vars || !p.n_vars || !p.tuples || !p.hint || !p.hinted || !p.need || !p.ops || !p.res_at ||
-                       !p.rs || !p.res)
-                          ? LATHE_OOM("Partition") : run(&p);
-  free(p.vars);
-  free(p.n_vars);
-  free(p.tuples);
-  free(p.hint);
-  free(p.hinted);
-  free(p.need);
-  free(p.ops);
-  free(p.res_at);
-  free(p.rs);
-  free(p.res);
-  free(p.clones);
+  p.sfn = src->main_fn;
+  lathe_status_t st = part_alloc(&p);
+  if (!st) st = run(&p);
+  part_free(&p);
   if (st) {
     lathe_builder_free(p.dst);
     return lathe_status_annotate(st, "Partition");

@@ -16,10 +16,12 @@ typedef struct {
   lathe_node *v;
 } variant;
 
-typedef struct {
+typedef struct part {
   struct lathe_builder *src;
   lathe_builder_t dst;
-  lathe_function *fn;  /* dst's main */
+  const lathe_function *sfn;  /* the source function partitioned: main, or a control op's sub-function */
+  struct part *parent;        /* the partitioning of sfn's caller (NULL for main) */
+  lathe_function *fn;  /* its copy in dst: dst's main, or a closure of the parent's */
   lathe_node *coords;  /* the hidden parameter */
   int coord_base[16];  /* offset of each mesh's coordinates in it */
   lathe_node *coord_val[16][LATHE_MAX_MESH_RANK];
@@ -109,6 +111,16 @@ static inline void local_shape(const part *p, const spec *s, const lathe_shape *
   }
 }
 
+/* Lists op name in p's fallback ops (each once, while there is room). */
+static inline void note_fallback_op(part *p, const char *name) {
+  size_t at = strlen(p->fallback_ops), len = strlen(name);
+  bool listed = false;
+  for (const char *f = p->fallback_ops; (f = strstr(f, name)); f += len)
+    listed |= (f == p->fallback_ops || f[-1] == ' ') && (f[len] == ',' || f[len] == 0);
+  if (!listed && at + len + 3 < sizeof p->fallback_ops)
+    snprintf(p->fallback_ops + at, sizeof p->fallback_ops - at, "%s%s", at ? ", " : "", name);
+}
+
 /* Source node id's own sharding. */
 static inline const spec *own(const part *p, int id) { return &p->vars[id][0].s; }
 
@@ -124,6 +136,15 @@ lathe_status_t lathe_part_emit_with(part *p, const lathe_node *sn, const spec *n
 /* Multi-result sn emitted on its operands resharded to need[i], result i with sharding rs[i] (its
  * local shape); its TUPLE_ELEMENTs then read result i under rs[i]. */
 lathe_status_t lathe_part_emit_multi(part *p, const lathe_node *sn, const spec *need, const spec *rs);
+/* sn emitted on its operands resharded to need[i], result i with sharding rs[i], its sub-function j
+ * replaced by fns[j] (partitioned, lathe_part_function). */
+lathe_status_t lathe_part_emit_control(part *p, const lathe_node *sn, const spec *need, const spec *rs,
+                                       lathe_function *const *fns);
+/* Source sub-function sfn of a control op of p partitioned into a new closure of p's function: its
+ * parameter i arrives in sharding in[i]; its output i leaves in out[i] when `fixed`, else in its own
+ * sharding, written to out[i]. Fallbacks and collectives count into p. */
+lathe_status_t lathe_part_function(part *p, const lathe_function *sfn, const spec *in, spec *out, bool fixed,
+                                   lathe_function **dst);
 /* Control-flow sn (While, If, Sort, Call) emitted whole on replicated operands, result i
  * replicated: its sub-functions copied into dst as they are (their captured values of main
  * gathered); *gathered: whether an operand or a captured value was split. */
@@ -135,7 +156,7 @@ int lathe_part_groups(const part *p, int m, const int *ax, int k, int *groups, i
 lathe_status_t lathe_part_all_reduce(part *p, lathe_node *v, lathe_op op, int m, const int *ax, int k, lathe_node **out);
 
 /* ---- partition_rules.c ---- */
-/* Source node sn of main partitioned by its op's rule (or the fallback). */
+/* Source node sn of p's function partitioned by its op's rule (or the fallback). */
 lathe_status_t lathe_part_node(part *p, const lathe_node *sn);
 
 #endif

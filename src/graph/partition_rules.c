@@ -11,13 +11,7 @@
 /* Records sn as run whole on every device: counted, its op name listed once. */
 static void count_whole(part *p, const lathe_node *sn) {
   p->fallbacks++;
-  const char *name = lathe_op_name(sn->op);
-  size_t at = strlen(p->fallback_ops), len = strlen(name);
-  bool listed = false;
-  for (const char *f = p->fallback_ops; (f = strstr(f, name)); f += len)
-    listed |= (f == p->fallback_ops || f[-1] == ' ') && (f[len] == ',' || f[len] == 0);
-  if (!listed && at + len + 3 < sizeof p->fallback_ops)
-    snprintf(p->fallback_ops + at, sizeof p->fallback_ops - at, "%s%s", at ? ", " : "", name);
+  note_fallback_op(p, lathe_op_name(sn->op));
 }
 
 /* sn run whole on every device on replicated operands, its results replicated; counted where
@@ -850,8 +844,40 @@ static lathe_status_t rule_barrier(part *p, const lathe_node *sn) {
   return lathe_part_emit_with(p, sn, p->need, &p->rs[0], &out);
 }
 
-/* While, If, Sort and Call run whole on every device, their sub-functions copied as they are, on
- * replicated operands and captured values; counted where that gathers a split one. */
+/* While: the loop state keeps its operands' shardings through every iteration (the body's results
+ * resharded to them at its end, a fixed point by construction); cond and body are partitioned
+ * like main, on the state's local shapes, cond's predicate replicated. */
+static lathe_status_t rule_while(part *p, const lathe_node *sn) {
+  int n = sn->n_operands;
+  spec *st = malloc(sizeof *st * 2 * (size_t)n);
+  if (!st) return LATHE_OOM("Partition");
+  for (int i = 0; i < n; i++) st[i] = st[n + i] = *own(p, sn->in[i]->id);
+  spec pred = replicated_spec(0);
+  lathe_function *fns[LATHE_MAX_SUBFNS] = {NULL};
+  lathe_status_t e = lathe_part_function(p, lathe_attr_while_cond(sn), st, &pred, true, &fns[0]);
+  if (!e) e = lathe_part_function(p, lathe_attr_while_body(sn), st, st + n, true, &fns[1]);
+  if (!e) e = lathe_part_emit_control(p, sn, st, st, fns);
+  free(st);
+  return e;
+}
+
+/* If: the predicate replicated; the true branch partitioned first, its results in their own
+ * shardings, which the false branch's results are resharded to. */
+static lathe_status_t rule_if(part *p, const lathe_node *sn) {
+  int n = sn->n_out;
+  spec *rs = malloc(sizeof *rs * (size_t)(n + 1));
+  if (!rs) return LATHE_OOM("Partition");
+  spec pred = replicated_spec(0);
+  lathe_function *fns[LATHE_MAX_SUBFNS] = {NULL};
+  lathe_status_t e = lathe_part_function(p, lathe_attr_if_true_branch(sn), NULL, rs, false, &fns[0]);
+  if (!e) e = lathe_part_function(p, lathe_attr_if_false_branch(sn), NULL, rs, true, &fns[1]);
+  if (!e) e = lathe_part_emit_control(p, sn, &pred, rs, fns);
+  free(rs);
+  return e;
+}
+
+/* Sort and Call run whole on every device, their sub-functions copied as they are, on replicated
+ * operands and captured values; counted where that gathers a split one. */
 static lathe_status_t rule_control(part *p, const lathe_node *sn) {
   bool gathered;
   LATHE_RETURN_IF_ERROR(lathe_part_emit_whole(p, sn, &gathered));
@@ -889,7 +915,9 @@ lathe_status_t lathe_part_node(part *p, const lathe_node *sn) {
        * consumers slice the whole values to their split, so results match the unpartitioned run. */
       case LATHE_OP_RNG_BIT_GENERATOR: return run_whole(p, sn, true);
       case LATHE_OP_OPTIMIZATION_BARRIER: return rule_barrier(p, sn);
-      case LATHE_OP_WHILE: case LATHE_OP_IF: case LATHE_OP_SORT: case LATHE_OP_CALL: return rule_control(p, sn);
+      case LATHE_OP_WHILE: return rule_while(p, sn);
+      case LATHE_OP_IF: return rule_if(p, sn);
+      case LATHE_OP_SORT: case LATHE_OP_CALL: return rule_control(p, sn);
       default: return fallback(p, sn);
     }
   if (lathe_op_has(sn->op, LATHE_OPF_EW)) return rule_elementwise(p, sn);

@@ -483,9 +483,72 @@ static void b_control(prog *p, lathe_function_t fn) {
   const char *specs[] = {"x,y", "x,-", "x,y"};
   ret(p, fn, 3, o, specs);
 }
-TEST(partition_control_flow_whole) {
-  check_all("control", b_control, 3);
-  check_stats("control", b_control, "While, Sort, Call", -1);
+/* While and If partition (the loop's state keeps its sharding, an If's branches agree); Sort and
+ * Call run whole */
+TEST(partition_control_flow) {
+  check_all("control", b_control, 2);
+  check_stats("control", b_control, "Sort, Call", -1);
+}
+
+/* ---- a While whose body computes on the split state: a tensor-parallel layer iterated (weights
+ * captured from main, split by columns: the body gathers its result back to the state's rows
+ * split), a nested While, an If on a predicate reduced from split values ---- */
+static void b_loop(prog *p, lathe_function_t fn) {
+  lathe_value_t h0 = param(p, fn, F32(4, 8), "x,-"), w = param(p, fn, F32(8, 8), "-,y"), o[3], v, r[2];
+  lathe_shape si = tst_shape0(LATHE_DTYPE_INT32), sh = F32(4, 8);
+  lathe_function_t cond = closure_of(fn), body = closure_of(fn);
+  lathe_value_t ci = tst_param(cond, NULL, si);
+  tst_param(cond, NULL, sh);
+  CHECK_OK(lathe_less_than(cond, ci, i32(cond, 3), &v));
+  CHECK_OK(lathe_function_return(cond, &v, 1));
+  lathe_value_t bi = tst_param(body, NULL, si), bh = tst_param(body, NULL, sh), y, next;
+  int ca = 1, cb = 0, n = 0;
+  CHECK_OK(lathe_dot_general(body, bh, &ca, 1, NULL, 0, w, &cb, 1, NULL, 0, NULL, &y));
+  CHECK_OK(lathe_tanh(body, y, &y));
+  /* an inner loop over the body's value: y halved twice */
+  lathe_function_t c2 = closure_of(body), b2 = closure_of(body);
+  lathe_value_t c2i = tst_param(c2, NULL, si);
+  tst_param(c2, NULL, sh);
+  CHECK_OK(lathe_less_than(c2, c2i, i32(c2, 2), &v));
+  CHECK_OK(lathe_function_return(c2, &v, 1));
+  lathe_value_t b2i = tst_param(b2, NULL, si), b2y = tst_param(b2, NULL, sh), b2o[2];
+  CHECK_OK(lathe_add(b2, b2i, i32(b2, 1), &b2o[0]));
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  float half = 0.5f;
+  lathe_value_t hv;
+  CHECK_OK(lathe_constant(b2, &s0, &half, sizeof half, &hv));
+  CHECK_OK(lathe_mul(b2, b2y, hv, &b2o[1]));
+  CHECK_OK(lathe_function_return(b2, b2o, 2));
+  lathe_value_t st2[2] = {i32(body, 0), y}, r2[2];
+  CHECK_OK(lathe_while(body, c2, b2, st2, 2, r2, 2, &n));
+  CHECK_OK(lathe_add(body, r2[1], bh, &y));
+  CHECK_OK(lathe_add(body, bi, i32(body, 1), &next));
+  lathe_value_t bo[2] = {next, y};
+  CHECK_OK(lathe_function_return(body, bo, 2));
+  lathe_value_t st[2] = {i32(fn, 0), h0};
+  CHECK_OK(lathe_while(fn, cond, body, st, 2, r, 2, &n));
+  o[0] = r[1];
+  /* If: its predicate from split values (a sum AllReduced), branches on split values */
+  lathe_value_t sum, pred;
+  int all[2] = {0, 1};
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_SUM, h0, all, 2, &sum));
+  float zero = 0;
+  lathe_value_t z;
+  CHECK_OK(lathe_constant(fn, &s0, &zero, sizeof zero, &z));
+  CHECK_OK(lathe_greater_than(fn, sum, z, &pred));
+  lathe_function_t t = closure_of(fn), e = closure_of(fn);
+  CHECK_OK(lathe_mul(t, h0, h0, &v));
+  CHECK_OK(lathe_function_return(t, &v, 1));
+  CHECK_OK(lathe_neg(e, h0, &v));
+  CHECK_OK(lathe_function_return(e, &v, 1));
+  CHECK_OK(lathe_if(fn, pred, t, e, &o[1], 1, &n));
+  o[2] = r[1];
+  const char *specs[] = {"x,-", "x,-", NULL};
+  ret(p, fn, 3, o, specs);
+}
+TEST(partition_loop) {
+  check_all("loop", b_loop, 0);
+  check_stats("loop", b_loop, "", -1);
 }
 
 /* ---- DynamicSlice and DynamicUpdateSlice: axes taken whole keep their split ---- */
