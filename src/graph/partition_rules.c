@@ -876,8 +876,46 @@ static lathe_status_t rule_if(part *p, const lathe_node *sn) {
   return e;
 }
 
-/* Sort and Call run whole on every device, their sub-functions copied as they are, on replicated
- * operands and captured values; counted where that gathers a split one. */
+/* Call: the callee partitioned for this call site, its parameters in the arguments' shardings, its
+ * results in their own. */
+static lathe_status_t rule_call(part *p, const lathe_node *sn) {
+  int n = sn->n_operands;
+  spec *in = malloc(sizeof *in * (size_t)(n + sn->n_out + 1));
+  if (!in) return LATHE_OOM("Partition");
+  for (int i = 0; i < n; i++) in[i] = *own(p, sn->in[i]->id);
+  lathe_function *fns[LATHE_MAX_SUBFNS] = {NULL};
+  lathe_status_t e = lathe_part_function(p, lathe_attr_call_callee(sn), in, in + n, false, &fns[0]);
+  if (!e) e = lathe_part_emit_control(p, sn, in, in + n, fns);
+  free(in);
+  return e;
+}
+
+static lathe_status_t rule_control(part *p, const lathe_node *sn);
+
+/* Sort: every operand and result split alike along the other axes (each device sorts its rows);
+ * the sorted axis gathered. The comparator, on scalars, is copied as partitioned. */
+static lathe_status_t rule_sort(part *p, const lathe_node *sn) {
+  int n = sn->n_operands, axis = (int)lathe_attr_sort_axis(sn), r = sn->in[0]->shape.rank;
+  spec s = replicated_spec(r);
+  for (int c = 0; c < n && replicated(&s); c++) {
+    s = *own(p, sn->in[c]->id);
+    clear_axis(&s, axis);
+  }
+  if (replicated(&s)) return rule_control(p, sn);
+  const lathe_function *cmp = lathe_attr_sort_comparator(sn);
+  spec *in = malloc(sizeof *in * (size_t)(cmp->n_params + 1));
+  if (!in) return LATHE_OOM("Partition");
+  for (int i = 0; i < cmp->n_params; i++) in[i] = replicated_spec(0);
+  spec pred = replicated_spec(0);
+  lathe_function *fns[LATHE_MAX_SUBFNS] = {NULL};
+  lathe_status_t e = lathe_part_function(p, cmp, in, &pred, true, &fns[0]);
+  free(in);
+  for (int i = 0; i < n; i++) p->need[i] = p->rs[i] = s;
+  return e ? e : lathe_part_emit_control(p, sn, p->need, p->rs, fns);
+}
+
+/* Sort along its only split axes runs whole on every device, its comparator copied as it is, on
+ * replicated operands and captured values; counted where that gathers a split one. */
 static lathe_status_t rule_control(part *p, const lathe_node *sn) {
   bool gathered;
   LATHE_RETURN_IF_ERROR(lathe_part_emit_whole(p, sn, &gathered));
@@ -917,7 +955,8 @@ lathe_status_t lathe_part_node(part *p, const lathe_node *sn) {
       case LATHE_OP_OPTIMIZATION_BARRIER: return rule_barrier(p, sn);
       case LATHE_OP_WHILE: return rule_while(p, sn);
       case LATHE_OP_IF: return rule_if(p, sn);
-      case LATHE_OP_SORT: case LATHE_OP_CALL: return rule_control(p, sn);
+      case LATHE_OP_CALL: return rule_call(p, sn);
+      case LATHE_OP_SORT: return rule_sort(p, sn);
       default: return fallback(p, sn);
     }
   if (lathe_op_has(sn->op, LATHE_OPF_EW)) return rule_elementwise(p, sn);

@@ -447,7 +447,7 @@ static lathe_value_t i32(lathe_function_t f, int32_t v) {
   return out;
 }
 static void b_control(prog *p, lathe_function_t fn) {
-  lathe_value_t c = param(p, fn, F32(4, 6), "x,y"), x0 = param(p, fn, F32(4, 6), "y,-"), o[3], v;
+  lathe_value_t c = param(p, fn, F32(4, 6), "x,y"), x0 = param(p, fn, F32(4, 6), "y,-"), o[4], v;
   lathe_shape si = tst_shape0(LATHE_DTYPE_INT32), sx = F32(4, 6), f0 = tst_shape0(LATHE_DTYPE_FLOAT32);
   lathe_function_t cond = closure_of(fn), body = closure_of(fn);
   lathe_value_t ci = tst_param(cond, NULL, si);
@@ -473,21 +473,23 @@ static void b_control(prog *p, lathe_function_t fn) {
   lathe_value_t a = tst_param(cmp, NULL, f0), b = tst_param(cmp, NULL, f0);
   CHECK_OK(lathe_less_than(cmp, a, b, &v));
   CHECK_OK(lathe_function_return(cmp, &v, 1));
-  CHECK_OK(lathe_sort(fn, cmp, 1, true, &c, 1, &o[1]));
+  CHECK_OK(lathe_sort(fn, cmp, 1, true, &c, 1, &o[1])); /* rows split: each device sorts its own */
+  lathe_value_t x1 = param(p, fn, F32(4, 6), "x,-");
+  CHECK_OK(lathe_sort(fn, cmp, 0, true, &x1, 1, &o[3])); /* along its only split axis: whole */
   lathe_function_t twice = NULL;
   CHECK_OK(lathe_builder_new_function(fn->builder, "twice", &twice)); /* top-level */
   lathe_value_t tv = tst_param(twice, NULL, sx);
   CHECK_OK(lathe_add(twice, tv, tv, &v));
   CHECK_OK(lathe_function_return(twice, &v, 1));
   CHECK_OK(lathe_call(fn, twice, &c, 1, &o[2], 1, &n));
-  const char *specs[] = {"x,y", "x,-", "x,y"};
-  ret(p, fn, 3, o, specs);
+  const char *specs[] = {"x,y", "x,-", "x,y", "-,y"};
+  ret(p, fn, 4, o, specs);
 }
-/* While and If partition (the loop's state keeps its sharding, an If's branches agree); Sort and
- * Call run whole */
+/* While, If and Call partition (the loop's state keeps its sharding, an If's branches agree, a
+ * callee takes its arguments' shardings); Sort splits its other axes, runs whole along a split one */
 TEST(partition_control_flow) {
-  check_all("control", b_control, 2);
-  check_stats("control", b_control, "Sort, Call", -1);
+  check_all("control", b_control, 1);
+  check_stats("control", b_control, "Sort", -1);
 }
 
 /* ---- a While whose body computes on the split state: a tensor-parallel layer iterated (weights
