@@ -87,8 +87,14 @@ lathe_dtype lathe_dtype_real_of(lathe_dtype dt);
 /* Float16 / BFloat16 <-> float, round to nearest even, NaN kept. */
 float lathe_f16_to_f32(uint16_t h);
 uint16_t lathe_f32_to_f16(float f);
-float lathe_bf16_to_f32(uint16_t h);
 uint16_t lathe_f32_to_bf16(float f);
+/* inline: the widening is a shift, which loops over halves (reductions) vectorise */
+static inline float lathe_bf16_to_f32(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
 
 /* Overflow-checked int64 arithmetic: true when the exact result does not fit (then *out is
  * unspecified). */

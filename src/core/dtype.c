@@ -70,8 +70,6 @@ uint16_t lathe_f32_to_f16(float f) {
   return (uint16_t)(sign | h);
 }
 
-float lathe_bf16_to_f32(uint16_t h) { return u2f((uint32_t)h << 16); }
-
 uint16_t lathe_f32_to_bf16(float f) {
   uint32_t u = f2u(f);
   if ((u & 0x7fffffff) > 0x7f800000) return (uint16_t)((u >> 16) | 0x40); /* quiet nan */
