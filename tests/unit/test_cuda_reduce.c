@@ -96,10 +96,11 @@ TEST(cuda_reduce_layouts_and_sizes) {
       {1, {1000003}, 1, {0}},     {2, {4, 1000003}, 1, {1}},     {2, {1000003, 3}, 1, {0}},   {2, {257, 4099}, 1, {0}},
       {3, {7, 5003, 9}, 1, {1}},  {3, {7, 5003, 9}, 2, {0, 2}},  {5, {2, 3, 4, 5, 6}, 3, {0, 2, 4}},
       {5, {3, 1, 5, 7, 2}, 2, {1, 3}}, {2, {100000, 20}, 1, {1}}, {2, {20, 50}, 1, {1}},
-      /* column kernels (whole 16-byte vectors of outputs): a bias gradient's shape, outer kept
-       * groups, parts reduced again, fewer than 32 vectors, two reduced groups */
-      {2, {8192, 768}, 1, {0}},   {3, {8, 1024, 768}, 2, {0, 1}}, {3, {6, 3000, 64}, 1, {1}},  {2, {70000, 48}, 1, {0}},
-      {2, {1000, 48}, 1, {0}},    {4, {4, 6, 5, 32}, 2, {0, 2}},  {2, {13, 32}, 1, {0}},
+      /* column kernels (whole 16-byte vectors of outputs, at least 16 of them): a bias gradient's
+       * shape, outer kept groups, parts reduced again, tiles of 32 vectors partly filled, two
+       * reduced groups; narrower columns keep the other path */
+      {2, {8192, 768}, 1, {0}},   {3, {8, 1024, 768}, 2, {0, 1}}, {3, {6, 3000, 64}, 1, {1}},  {2, {70000, 96}, 1, {0}},
+      {2, {2000, 200}, 1, {0}},   {4, {4, 6, 5, 64}, 2, {0, 2}},  {2, {13, 32}, 1, {0}},       {2, {1000, 48}, 1, {0}},
   };
   const lathe_dtype dts[] = {F32, LATHE_DTYPE_FLOAT64, LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_INT32, LATHE_DTYPE_COMPLEX64,
                              LATHE_DTYPE_UINT8};
