@@ -274,7 +274,7 @@ static lathe_status_t reduce_any(lathe_cuda_exec *ex, const red_launch *L, lathe
   cuda_dev *d = lathe_cuda_exec_dev(ex);
   /* a column reduction's partials are read as 16-byte vectors too: whole ones of accumulators;
    * fewer than 16 vectors of outputs leave most of a block's lanes idle (the other path) */
-  if (!inner_reduced && L->col != R_ARG && cols_fit(g, L->es, (uintptr_t)x->data) &&
+  if (d->cu->reduce_cols && !inner_reduced && L->col != R_ARG && cols_fit(g, L->es, (uintptr_t)x->data) &&
       n_out % (16 / (int64_t)acc_size(dt, L->col)) == 0 && n_out / (16 / L->es) >= 16)
     return reduce_cols(ex, L, dt, x->data, out->data, n_out, n_red, g);
   int group;
