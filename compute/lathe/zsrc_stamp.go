@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "e5e868855cb65a3dd8db791383b87fe3"
+const engineSourcesHash = "809c56de8292a69df6d3f2c7946103ae"

@@ -188,9 +188,10 @@ static int chain_of(lower_ctx *c, const lathe_node *n);
  * widens: reading them again costs less than writing and reading the wide value, and they hold
  * less memory while they wait. */
 static bool read_as_is(lower_ctx *c, const lathe_node *in, const lathe_node *n) {
-  if (lathe_shape_num_elements(&in->shape) * REMAT_RATIO <= lathe_shape_num_elements(&n->shape)) return true;
+  /* divided, not multiplied: sizes near INT64_MAX must not overflow */
+  if (lathe_shape_num_elements(&in->shape) <= lathe_shape_num_elements(&n->shape) / REMAT_RATIO) return true;
   bool leaf = in->op == LATHE_OP_PARAMETER || in->op == LATHE_OP_CAPTURE;
-  return (leaf || !chain_of(c, in)) && lathe_shape_byte_size(&in->shape) * REMAT_WIDEN <= lathe_shape_byte_size(&n->shape);
+  return (leaf || !chain_of(c, in)) && lathe_shape_byte_size(&in->shape) <= lathe_shape_byte_size(&n->shape) / REMAT_WIDEN;
 }
 
 /* Steps in n's chain (0: n is not cheap). */
