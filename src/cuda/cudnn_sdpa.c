@@ -307,7 +307,6 @@ typedef struct sdpa_choice {
   struct sdpa_choice *next;
   int64_t key[KEYN];
   sdpa_plan *p; /* NULL: lathe's own kernels */
-  int failed;   /* p failed when run: lathe's own kernels from then on (atomic) */
 } sdpa_choice;
 
 static void plan_free(sdpa_plan *p) {
@@ -471,7 +470,7 @@ lathe_status_t lathe_cuda_cudnn_sdpa(lathe_cuda_exec *ex, const lt_sdpa_desc *s,
       snprintf(args, sizeof args, "\"op\":\"%s\",\"chosen\":\"%s\"", what, best ? "cuDNN" : "lathe");
       lathe_trace_complete(tr, "cuDNN engine search", "compile", t0, lathe_trace_now(), args);
     }
-    sdpa_choice *n = calloc(1, sizeof *n);
+    sdpa_choice *n = malloc(sizeof *n);
     if (!n) {
       plan_free(best);
       return LATHE_OOM("FusedScaledDotProductAttention");
@@ -483,20 +482,9 @@ lathe_status_t lathe_cuda_cudnn_sdpa(lathe_cuda_exec *ex, const lt_sdpa_desc *s,
     pthread_mutex_unlock(&d->dnn_mu);
     ch = n;
   }
-  if (!ch->p || __atomic_load_n(&ch->failed, __ATOMIC_RELAXED)) return NULL; /* lathe's own kernels */
+  if (!ch->p) return NULL; /* lathe's own kernels */
   sdpa_run run = {ex, s, vjp, ch->p};
-  lathe_status_t st = execute(&run);
-  /* A measured plan that cuDNN refuses to run later (its engine's own checks) leaves the op to lathe's kernels,
-     which write every output; forced (cudnn_sdpa=2), the failure is the answer. Out of memory stays an error. */
-  if (st && d->cu->cudnn_sdpa == 1 && lathe_status_code_of(st) == LATHE_STATUS_INTERNAL) {
-    __atomic_store_n(&ch->failed, 1, __ATOMIC_RELAXED);
-    if (lathe_cuda_exec_dump_dir(ex))
-      lathe_profile_note(lathe_cuda_exec_dump_dir(ex), LATHE_CUDA_LIBRARY_NOTES, "cuDNN %s: %s; lathe's own kernels from now on",
-                         vjp ? "FusedScaledDotProductAttentionVJP" : "FusedScaledDotProductAttention", lathe_status_message(st));
-    lathe_status_free(st);
-    return NULL;
-  }
-  LATHE_RETURN_IF_ERROR(st);
+  LATHE_RETURN_IF_ERROR(execute(&run));
   *done = true;
   return NULL;
 }

@@ -3,7 +3,7 @@
  * (scalar, size 0 and 1, odd sizes) x every subset of axes; the layouts that take the GPU's
  * other paths (a warp or a block per output, one thread per output, reduced ranges split in two
  * passes, several reduced groups, full reductions of a million elements, column reductions by
- * 16-byte vectors); NaN propagation;
+ * 16-byte vectors, on lathe:cuda,reduce_cols=1 too); NaN propagation;
  * ArgMinMax with ties, NaN and several output dtypes; a reduction fused with elementwise ops. */
 #include "core/core.h"
 #include "cuda_testing.h"
@@ -30,7 +30,15 @@ static double tol_for(lathe_op op, lathe_dtype dt, int64_t n_red) {
   return t;
 }
 
-static void check_reduce(lathe_op op, const lathe_shape *xs, const int *axes, int n_axes, unsigned seed) {
+/* lathe:cuda,reduce_cols=1: column reductions by the 16-byte vector kernels (lt_redc_*). */
+static lathe_backend_t gpu_cols(void) {
+  static lathe_backend_t b;
+  static bool tried;
+  return gpu_once("lathe:cuda,reduce_cols=1", &b, &tried);
+}
+
+static void check_reduce_on(lathe_backend_t g, lathe_op op, const lathe_shape *xs, const int *axes, int n_axes,
+                            unsigned seed) {
   lathe_function_t fn;
   lathe_builder_t b = tst_builder("cuda_reduce", &fn);
   lathe_value_t x = tst_param(fn, "x", *xs), r = NULL;
@@ -45,9 +53,13 @@ static void check_reduce(lathe_op op, const lathe_shape *xs, const int *axes, in
   int o = snprintf(label, sizeof label, "%s %s axes", lathe_op_name(op), lathe_shape_str(xs, sb, sizeof sb));
   for (int i = 0; i < n_axes && o < (int)sizeof label - 8; i++) o += snprintf(label + o, sizeof label - (size_t)o, " %d", axes[i]);
   const void *ins[1] = {xv};
-  agree(label, b, ins, 1, tol_for(op, xs->dtype, n_axes ? n_red : n));
+  agree_on(g, label, b, ins, 1, tol_for(op, xs->dtype, n_axes ? n_red : n));
   free(xv);
   lathe_builder_free(b);
+}
+
+static void check_reduce(lathe_op op, const lathe_shape *xs, const int *axes, int n_axes, unsigned seed) {
+  check_reduce_on(gpu(), op, xs, axes, n_axes, seed);
 }
 
 TEST(cuda_reduce_ops_dtypes_axes) {
@@ -111,6 +123,7 @@ TEST(cuda_reduce_layouts_and_sizes) {
         if (!lathe_backend_supports_op(tst_backend(), ops[k], dts[d])) continue;
         lathe_shape xs = tst_shape(dts[d], cases[c].rank, cases[c].dims);
         check_reduce(ops[k], &xs, cases[c].axes, cases[c].n_axes, (unsigned)(c * 13 + d * 3 + k));
+        if (gpu_cols()) check_reduce_on(gpu_cols(), ops[k], &xs, cases[c].axes, cases[c].n_axes, (unsigned)(c * 13 + d * 3 + k));
       }
   /* Bool over a long run */
   lathe_shape bs = TST_SHAPE(LATHE_DTYPE_BOOL, 3, 400001);
@@ -146,6 +159,7 @@ TEST(cuda_reduce_nan) {
         snprintf(label, sizeof label, "%s NaN %s axes set %d", lathe_op_name(ops[k]), lathe_dtype_name(dts[d]), a);
         const void *ins[1] = {x};
         agree(label, b, ins, 1, 0);
+        if (gpu_cols()) agree_on(gpu_cols(), label, b, ins, 1, 0);
         lathe_builder_free(b);
       }
     free(x);
