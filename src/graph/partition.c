@@ -10,8 +10,9 @@
  * bytes. Reductions and contractions over a sharded axis compute partial results and AllReduce
  * them (ReduceScatter where the hint wants the result split). Ops without a rule get replicated
  * operands and run whole on every device (a counted fallback), as RNGBitGenerator always does.
- * The outputs are resharded to their specs last. A device learns its offsets from a hidden Int32
- * parameter, its mesh coordinates (lathe_partition_coords). */
+ * The outputs are resharded to their specs last. The sub-functions of While, If, Call and Sort go
+ * through the same passes, each as a closure of its caller's copy (lathe_part_function). A device
+ * learns its offsets from a hidden Int32 parameter, its mesh coordinates (lathe_partition_coords). */
 #include "partition_impl.h"
 
 /* Whether every sharded axis of s divides g evenly (uneven shards are padded: left whole). */

@@ -145,9 +145,10 @@ lathe_status_t lathe_part_emit_control(part *p, const lathe_node *sn, const spec
  * sharding, written to out[i]. Fallbacks and collectives count into p. */
 lathe_status_t lathe_part_function(part *p, const lathe_function *sfn, const spec *in, spec *out, bool fixed,
                                    lathe_function **dst);
-/* Control-flow sn (While, If, Sort, Call) emitted whole on replicated operands, result i
- * replicated: its sub-functions copied into dst as they are (their captured values of main
- * gathered); *gathered: whether an operand or a captured value was split. */
+/* An op with sub-functions (a Sort along its split axis) emitted whole on replicated operands,
+ * result i replicated: its sub-functions copied into dst as they are (the values they capture
+ * gathered in the function that made them); *gathered: whether an operand or a captured value
+ * was split. */
 lathe_status_t lathe_part_emit_whole(part *p, const lathe_node *sn, bool *gathered);
 /* Replica groups of the devices that differ only along mesh axes ax[0..k) of mesh m, each in the
  * row-major order of those axes as listed; returns the group count. */
