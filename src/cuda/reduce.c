@@ -272,10 +272,10 @@ static lathe_status_t reduce_cols(lathe_cuda_exec *ex, const red_launch *L, lath
 static lathe_status_t reduce_any(lathe_cuda_exec *ex, const red_launch *L, lathe_dtype dt, const lathe_tensor *x,
                                  lathe_tensor *out, int64_t n_out, int64_t n_red, bool inner_reduced, const rgeom_h *g) {
   cuda_dev *d = lathe_cuda_exec_dev(ex);
-  /* a column reduction's partials are read as 16-byte vectors too: whole ones of accumulators;
-   * fewer than 16 vectors of outputs leave most of a block's lanes idle (the other path) */
+  /* fewer than 16 vectors of outputs leave most of a block's lanes idle (the other path); the
+   * partials' vectors (of accumulators, as wide as the elements or twice: halves) divide n_out too */
   if (d->cu->reduce_cols && !inner_reduced && L->col != R_ARG && cols_fit(g, L->es, (uintptr_t)x->data) &&
-      n_out % (16 / (int64_t)acc_size(dt, L->col)) == 0 && n_out / (16 / L->es) >= 16)
+      n_out / (16 / L->es) >= 16)
     return reduce_cols(ex, L, dt, x->data, out->data, n_out, n_red, g);
   int group;
   int64_t splits;

@@ -141,7 +141,7 @@ static lathe_status_t all_gather(part *p, lathe_node *v, const spec *s, int a, l
   int n = lathe_part_groups(p, s->mesh, s->axes[a], s->n_axes[a], groups, groups + R);
   lathe_status_t st = lathe_all_gather(p->fn, v, a, groups, groups + R, n, out);
   free(groups);
-  p->collectives++;
+  p->stats->collectives++;
   return st;
 }
 
@@ -151,7 +151,7 @@ static lathe_status_t all_to_all(part *p, lathe_node *v, const spec *s, int from
   int n = lathe_part_groups(p, s->mesh, s->axes[from], s->n_axes[from], groups, groups + R);
   lathe_status_t st = lathe_all_to_all(p->fn, v, to, from, groups, groups + R, n, out);
   free(groups);
-  p->collectives++;
+  p->stats->collectives++;
   return st;
 }
 
@@ -162,7 +162,7 @@ lathe_status_t lathe_part_all_reduce(part *p, lathe_node *v, lathe_op op, int m,
   int n = lathe_part_groups(p, m, ax, k, groups, groups + R);
   lathe_status_t st = lathe_all_reduce(p->fn, &v, 1, op, groups, groups + R, n, out);
   free(groups);
-  p->collectives++;
+  p->stats->collectives++;
   return st;
 }
 
@@ -335,12 +335,10 @@ static lathe_status_t clone_value(part *p, const clone_ctx *c, const lathe_node 
       return *out ? NULL : lathe_status_new(LATHE_STATUS_INTERNAL, "Partition: a sub-function reads a value before it is made");
     }
   /* a value of a partitioned function: that function's, gathered there (once, outside any loop of ours) */
-  for (part *a = p; a; a = a->parent)
-    if (a->sfn == v->fn) {
-      spec r = replicated_spec(v->shape.rank);
-      return lathe_part_get(a, v, &r, out);
-    }
-  return lathe_status_new(LATHE_STATUS_INTERNAL, "Partition: a captured value of another function");
+  part *a = part_of(p, v->fn);
+  if (!a) return lathe_status_new(LATHE_STATUS_INTERNAL, "Partition: a captured value of another function");
+  spec r = replicated_spec(v->shape.rank);
+  return lathe_part_get(a, v, &r, out);
 }
 
 /* Source node sn (with sub-functions or not) copied into c's function on dst operands. */
@@ -577,6 +575,25 @@ static lathe_status_t run_nodes(part *p) {
   return NULL;
 }
 
+/* Source parameter sp of p's function as a parameter of its copy, sharded by s (its local shape). */
+static lathe_status_t add_param(part *p, const lathe_node *sp, const spec *s) {
+  lathe_shape ls;
+  local_shape(p, s, &sp->shape, &ls);
+  lathe_node *v;
+  LATHE_RETURN_IF_ERROR(lathe_parameter(p->fn, sp->name, &ls, &v));
+  lathe_part_set(p, sp, v, s);
+  return NULL;
+}
+
+/* p's copy returns its source function's outputs, output i resharded to outs[i]. */
+static lathe_status_t return_outputs(part *p, const spec *outs) {
+  const lathe_function *fn = p->sfn;
+  lathe_node **vals = lathe_arena_alloc(&p->dst->graph->arena, sizeof(lathe_node *) * (size_t)(fn->n_outputs + 1));
+  if (!vals) return LATHE_OOM("Partition");
+  for (int i = 0; i < fn->n_outputs; i++) LATHE_RETURN_IF_ERROR(lathe_part_get(p, fn->outputs[i], &outs[i], &vals[i]));
+  return lathe_function_return(p->fn, (lathe_value_t const *)vals, fn->n_outputs);
+}
+
 static lathe_status_t run(part *p) {
   struct lathe_builder *src = p->src;
   const lathe_function *fn = src->main_fn;
@@ -585,13 +602,8 @@ static lathe_status_t run(part *p) {
   if (src->devices) LATHE_RETURN_IF_ERROR(lathe_builder_assign_devices(p->dst, src->devices, src->n_assigned));
   p->fn = p->dst->main_fn;
   for (int i = 0; i < fn->n_params; i++) {
-    const lathe_node *sp = fn->params[i];
-    spec s = user_spec(src, sp->sharding, sp->shape.rank);
-    lathe_shape ls;
-    local_shape(p, &s, &sp->shape, &ls);
-    lathe_node *v;
-    LATHE_RETURN_IF_ERROR(lathe_parameter(p->fn, sp->name, &ls, &v));
-    lathe_part_set(p, sp, v, &s);
+    spec s = user_spec(src, fn->params[i]->sharding, fn->params[i]->shape.rank);
+    LATHE_RETURN_IF_ERROR(add_param(p, fn->params[i], &s));
   }
   lathe_shape cs = lathe_partition_coords_shape(src);
   LATHE_RETURN_IF_ERROR(lathe_parameter(p->fn, "lathe.mesh_coordinates", &cs, &p->coords));
@@ -602,16 +614,13 @@ static lathe_status_t run(part *p) {
     outs[i] = user_spec(src, src->output_shardings ? src->output_shardings[i] : NULL, fn->outputs[i]->shape.rank);
   backward(p, outs);
   lathe_status_t st = run_nodes(p);
-  lathe_node **vals = st ? NULL : lathe_arena_alloc(&p->dst->graph->arena, sizeof(lathe_node *) * (size_t)(fn->n_outputs + 1));
-  if (!st && !vals) st = LATHE_OOM("Partition");
-  for (int i = 0; i < fn->n_outputs && !st; i++) st = lathe_part_get(p, fn->outputs[i], &outs[i], &vals[i]);
+  if (!st) st = return_outputs(p, outs);
   free(outs);
   LATHE_RETURN_IF_ERROR(st);
-  LATHE_RETURN_IF_ERROR(lathe_function_return(p->fn, (lathe_value_t const *)vals, fn->n_outputs));
   p->dst->partitioned = true;
-  p->dst->partition_fallbacks = p->fallbacks;
-  p->dst->partition_collectives = p->collectives;
-  p->dst->partition_fallback_ops = lathe_arena_strdup(&p->dst->graph->arena, p->fallback_ops);
+  p->dst->partition_fallbacks = p->stats->fallbacks;
+  p->dst->partition_collectives = p->stats->collectives;
+  p->dst->partition_fallback_ops = lathe_arena_strdup(&p->dst->graph->arena, p->stats->fallback_ops);
   if (!p->dst->partition_fallback_ops) return LATHE_OOM("Partition");
   return NULL;
 }
@@ -620,48 +629,29 @@ static lathe_status_t run(part *p) {
 static lathe_status_t run_function(part *q, const spec *in, spec *out, bool fixed) {
   const lathe_function *fn = q->sfn;
   LATHE_RETURN_IF_ERROR(part_alloc(q));
-  for (int i = 0; i < fn->n_params; i++) {
-    const lathe_node *sp = fn->params[i];
-    lathe_shape ls;
-    local_shape(q, &in[i], &sp->shape, &ls);
-    lathe_node *v;
-    LATHE_RETURN_IF_ERROR(lathe_parameter(q->fn, sp->name, &ls, &v));
-    lathe_part_set(q, sp, v, &in[i]);
-  }
+  for (int i = 0; i < fn->n_params; i++) LATHE_RETURN_IF_ERROR(add_param(q, fn->params[i], &in[i]));
   /* a captured value is its function's own (sharded as it is there; the copy captures it in turn) */
   for (int i = 0; i < fn->n_captures; i++) {
     const lathe_node *c = fn->captures[i], *v = c->captured;
-    part *a = q->parent;
-    while (a && a->sfn != v->fn) a = a->parent;
+    part *a = part_of(q->parent, v->fn);
     if (!a || !a->n_vars[v->id]) return lathe_status_new(LATHE_STATUS_INTERNAL, "Partition: \"%s\" captures a value not partitioned", fn->name);
     lathe_part_set(q, c, a->vars[v->id][0].v, own(a, v->id));
   }
   backward(q, fixed ? out : NULL);
   LATHE_RETURN_IF_ERROR(run_nodes(q));
-  lathe_node **vals = lathe_arena_alloc(&q->dst->graph->arena, sizeof(lathe_node *) * (size_t)(fn->n_outputs + 1));
-  if (!vals) return LATHE_OOM("Partition");
-  for (int i = 0; i < fn->n_outputs; i++) {
-    if (!fixed) out[i] = *own(q, fn->outputs[i]->id);
-    LATHE_RETURN_IF_ERROR(lathe_part_get(q, fn->outputs[i], &out[i], &vals[i]));
-  }
-  return lathe_function_return(q->fn, (lathe_value_t const *)vals, fn->n_outputs);
+  for (int i = 0; i < fn->n_outputs && !fixed; i++) out[i] = *own(q, fn->outputs[i]->id);
+  return return_outputs(q, out);
 }
 
 lathe_status_t lathe_part_function(part *p, const lathe_function *sfn, const spec *in, spec *out, bool fixed,
                                    lathe_function **dst) {
   part q;
   memset(&q, 0, sizeof q);
-  q.src = p->src, q.dst = p->dst, q.sfn = sfn, q.parent = p, q.coords = p->coords;
+  q.src = p->src, q.dst = p->dst, q.sfn = sfn, q.parent = p, q.coords = p->coords, q.stats = p->stats;
   memcpy(q.coord_base, p->coord_base, sizeof q.coord_base);
   lathe_status_t st = lathe_function_closure(p->fn, &q.fn);
   if (!st) st = run_function(&q, in, out, fixed);
   part_free(&q);
-  p->fallbacks += q.fallbacks, p->collectives += q.collectives;
-  for (char *name = q.fallback_ops, *next; name && *name; name = next) {
-    next = strstr(name, ", ");
-    if (next) *next = 0, next += 2;
-    note_fallback_op(p, name);
-  }
   *dst = q.fn;
   return st;
 }
@@ -675,8 +665,10 @@ lathe_status_t lathe_partition(struct lathe_builder *src, struct lathe_builder *
   }
   if ((report->declined = why_whole(src))) return NULL;
   part p;
+  part_stats stats;
   memset(&p, 0, sizeof p);
-  p.src = src;
+  memset(&stats, 0, sizeof stats);
+  p.src = src, p.stats = &stats;
   if (uneven(&p)) {
     report->declined = "a sharded axis does not divide by its shards (padded shards run whole)";
     return NULL;
@@ -689,8 +681,8 @@ lathe_status_t lathe_partition(struct lathe_builder *src, struct lathe_builder *
     lathe_builder_free(p.dst);
     return lathe_status_annotate(st, "Partition");
   }
-  report->fallbacks = p.fallbacks;
-  report->collectives = p.collectives;
+  report->fallbacks = stats.fallbacks;
+  report->collectives = stats.collectives;
   *out = p.dst;
   return NULL;
 }

@@ -16,6 +16,11 @@ typedef struct {
   lathe_node *v;
 } variant;
 
+typedef struct {
+  int fallbacks, collectives;
+  char fallback_ops[256]; /* the fallbacks' op names, each once */
+} part_stats;
+
 typedef struct part {
   struct lathe_builder *src;
   lathe_builder_t dst;
@@ -35,8 +40,7 @@ typedef struct part {
   spec *need;        /* scratch: the shardings a node's operands must arrive in */
   spec *rs;          /* scratch: a multi-result node's results' shardings */
   lathe_node **ops;  /* scratch: its operands in dst */
-  int fallbacks, collectives;
-  char fallback_ops[256]; /* the fallbacks' op names, each once */
+  part_stats *stats; /* the whole partitioning's counts (main's and its sub-functions' parts share them) */
   struct part_clone *clones; /* sub-functions copied into dst (lathe_part_emit_whole), by source */
   int n_clones, cap_clones;
 } part;
@@ -111,14 +115,10 @@ static inline void local_shape(const part *p, const spec *s, const lathe_shape *
   }
 }
 
-/* Lists op name in p's fallback ops (each once, while there is room). */
-static inline void note_fallback_op(part *p, const char *name) {
-  size_t at = strlen(p->fallback_ops), len = strlen(name);
-  bool listed = false;
-  for (const char *f = p->fallback_ops; (f = strstr(f, name)); f += len)
-    listed |= (f == p->fallback_ops || f[-1] == ' ') && (f[len] == ',' || f[len] == 0);
-  if (!listed && at + len + 3 < sizeof p->fallback_ops)
-    snprintf(p->fallback_ops + at, sizeof p->fallback_ops - at, "%s%s", at ? ", " : "", name);
+/* The part partitioning source function fn: p or one of its ancestors (NULL: none). */
+static inline struct part *part_of(struct part *p, const lathe_function *fn) {
+  while (p && p->sfn != fn) p = p->parent;
+  return p;
 }
 
 /* Source node id's own sharding. */
@@ -142,7 +142,7 @@ lathe_status_t lathe_part_emit_control(part *p, const lathe_node *sn, const spec
                                        lathe_function *const *fns);
 /* Source sub-function sfn of a control op of p partitioned into a new closure of p's function: its
  * parameter i arrives in sharding in[i]; its output i leaves in out[i] when `fixed`, else in its own
- * sharding, written to out[i]. Fallbacks and collectives count into p. */
+ * sharding, written to out[i]. */
 lathe_status_t lathe_part_function(part *p, const lathe_function *sfn, const spec *in, spec *out, bool fixed,
                                    lathe_function **dst);
 /* An op with sub-functions (a Sort along its split axis) emitted whole on replicated operands,

@@ -10,8 +10,15 @@
 
 /* Records sn as run whole on every device: counted, its op name listed once. */
 static void count_whole(part *p, const lathe_node *sn) {
-  p->fallbacks++;
-  note_fallback_op(p, lathe_op_name(sn->op));
+  part_stats *t = p->stats;
+  t->fallbacks++;
+  const char *name = lathe_op_name(sn->op);
+  size_t at = strlen(t->fallback_ops), len = strlen(name);
+  bool listed = false;
+  for (const char *f = t->fallback_ops; (f = strstr(f, name)); f += len)
+    listed |= (f == t->fallback_ops || f[-1] == ' ') && (f[len] == ',' || f[len] == 0);
+  if (!listed && at + len + 3 < sizeof t->fallback_ops)
+    snprintf(t->fallback_ops + at, sizeof t->fallback_ops - at, "%s%s", at ? ", " : "", name);
 }
 
 /* sn run whole on every device on replicated operands, its results replicated; counted where
@@ -94,7 +101,7 @@ static lathe_status_t combine_into(part *p, const spec *h, const int64_t *dims, 
     lathe_status_t st = lathe_reduce_scatter(p->fn, *v, b, op, groups, groups + R, n, v);
     free(groups);
     LATHE_RETURN_IF_ERROR(st);
-    p->collectives++;
+    p->stats->collectives++;
     copy_axis(rs, b, h, b);
     return NULL;
   }
