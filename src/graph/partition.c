@@ -94,7 +94,7 @@ int lathe_part_groups(const part *p, int m, const int *ax, int k, int *groups, i
 
 /* ---- emission ---- */
 
-static lathe_status_t int_const(part *p, int32_t v, lathe_node **out) {
+lathe_status_t lathe_part_int_const(part *p, int32_t v, lathe_node **out) {
   lathe_shape s;
   memset(&s, 0, sizeof s);
   s.dtype = LATHE_DTYPE_INT32;
@@ -113,9 +113,7 @@ static lathe_status_t coord(part *p, int m, int j, lathe_node **out) {
   return NULL;
 }
 
-/* Where this device's shard of axis a under s starts: shard index (row-major over the mesh axes
- * as listed) times the shard's size. */
-static lathe_status_t shard_offset(part *p, const spec *s, int a, int64_t local, lathe_node **out) {
+lathe_status_t lathe_part_shard_offset(part *p, const spec *s, int a, int64_t local, lathe_node **out) {
   const lathe_mesh_def *mesh = &p->src->meshes[s->mesh];
   lathe_node *idx = NULL;
   for (int k = 0; k < s->n_axes[a]; k++) {
@@ -126,12 +124,12 @@ static lathe_status_t shard_offset(part *p, const spec *s, int a, int64_t local,
       idx = c;
       continue;
     }
-    LATHE_RETURN_IF_ERROR(int_const(p, (int32_t)mesh->sizes[j], &sz));
+    LATHE_RETURN_IF_ERROR(lathe_part_int_const(p, (int32_t)mesh->sizes[j], &sz));
     LATHE_RETURN_IF_ERROR(lathe_mul(p->fn, idx, sz, &idx));
     LATHE_RETURN_IF_ERROR(lathe_add(p->fn, idx, c, &idx));
   }
   lathe_node *n;
-  LATHE_RETURN_IF_ERROR(int_const(p, (int32_t)local, &n));
+  LATHE_RETURN_IF_ERROR(lathe_part_int_const(p, (int32_t)local, &n));
   return lathe_mul(p->fn, idx, n, out);
 }
 
@@ -173,9 +171,64 @@ static int all_to_all_target(const spec *s, const spec *t, int a) {
   return -1;
 }
 
+/* Whether t splits every axis into as many shards as s does, over other mesh axes somewhere: then
+ * each device's shard under t is some device's shard under s (the same local shape). */
+static bool permutes(const part *p, const spec *s, const spec *t) {
+  if (replicated(s) || replicated(t) || s->mesh != t->mesh || spec_eq(s, t)) return false;
+  for (int a = 0; a < s->rank; a++)
+    if (parts(p, s, a) != parts(p, t, a)) return false;
+  return true;
+}
+
+/* The shards device `pos` of mesh m holds under s, one index per value axis, as one number. */
+static int64_t shard_combo(const lathe_mesh_def *mesh, const spec *s, int pos) {
+  int64_t c[LATHE_MAX_MESH_RANK], combo = 0;
+  coords_of(mesh, pos, c);
+  for (int a = 0; a < s->rank; a++)
+    for (int k = 0; k < s->n_axes[a]; k++) combo = combo * mesh->sizes[s->axes[a][k]] + c[s->axes[a][k]];
+  return combo;
+}
+
+/* v (split by s) moved to t where permutes(): one CollectivePermute, each device sending its shard
+ * to a device that wants it (itself first, where it holds what it wants). */
+static lathe_status_t permute(part *p, lathe_node *v, const spec *s, const spec *t, lathe_node **out) {
+  const lathe_mesh_def *mesh = &p->src->meshes[s->mesh];
+  int N = mesh->n_devices, n_pairs = 0;
+  int64_t *held = malloc(sizeof(int64_t) * 2 * (size_t)N);
+  int *pairs = malloc(sizeof(int) * 2 * (size_t)N);
+  bool *sent = calloc((size_t)N, 2 * sizeof(bool)), *got = sent + N;
+  lathe_status_t st = NULL;
+  if (!held || !pairs || !sent) st = LATHE_OOM("Partition");
+  int64_t *want = held + N;
+  for (int d = 0; !st && d < N; d++) held[d] = shard_combo(mesh, s, d), want[d] = shard_combo(mesh, t, d);
+  for (int d = 0; !st && d < N; d++)
+    if (held[d] == want[d]) sent[d] = got[d] = true;
+  bool moved = false;
+  for (int d = 0; !st && d < N; d++) {
+    for (int e = 0; !got[d] && e < N; e++)
+      if (!sent[e] && held[e] == want[d]) {
+        pairs[2 * n_pairs] = mesh->logical[e], pairs[2 * n_pairs + 1] = mesh->logical[d], n_pairs++;
+        sent[e] = got[d] = moved = true;
+      }
+    if (!got[d]) st = lathe_status_new(LATHE_STATUS_INTERNAL, "Partition: no device holds the shard device %d wants", mesh->logical[d]);
+  }
+  for (int d = 0; !st && moved && d < N; d++) /* the others keep theirs */
+    if (held[d] == want[d]) pairs[2 * n_pairs] = pairs[2 * n_pairs + 1] = mesh->logical[d], n_pairs++;
+  if (!st && moved) {
+    st = lathe_collective_permute(p->fn, v, pairs, n_pairs, &v);
+    p->stats->collectives++;
+  }
+  free(held);
+  free(pairs);
+  free(sent);
+  *out = v;
+  return st;
+}
+
 /* v (global shape g, sharded by s) resharded to t. */
 static lathe_status_t reshard_value(part *p, lathe_node *v, spec s, const spec *t, const lathe_shape *g, lathe_node **out) {
   int rank = g->rank;
+  if (permutes(p, &s, t)) return permute(p, v, &s, t, out);
   /* first drop what t does not share: move a mesh-axis list to the axis t puts it on, else gather */
   for (int a = 0; a < rank; a++) {
     if (!s.n_axes[a] || axis_eq(&s, a, t, a)) continue;
@@ -197,9 +250,9 @@ static lathe_status_t reshard_value(part *p, lathe_node *v, spec s, const spec *
     lathe_node *starts[LATHE_MAX_RANK], *zero = NULL;
     for (int a = 0; a < rank; a++) {
       if (t->n_axes[a] && !s.n_axes[a]) {
-        LATHE_RETURN_IF_ERROR(shard_offset(p, t, a, ls.dims[a], &starts[a]));
+        LATHE_RETURN_IF_ERROR(lathe_part_shard_offset(p, t, a, ls.dims[a], &starts[a]));
       } else {
-        if (!zero) LATHE_RETURN_IF_ERROR(int_const(p, 0, &zero));
+        if (!zero) LATHE_RETURN_IF_ERROR(lathe_part_int_const(p, 0, &zero));
         starts[a] = zero;
       }
     }
@@ -227,7 +280,7 @@ lathe_status_t lathe_part_get(part *p, const lathe_node *sn, const spec *t, lath
       moves |= all_to_all_target(&m, t, a) >= 0;
       clear_axis(&m, a);
     }
-  if (!moves && replicated(&m) && !replicated(&s) && !replicated(t)) {
+  if (!moves && replicated(&m) && !replicated(&s) && !replicated(t) && !permutes(p, &s, t)) {
     s = replicated_spec(s.rank);
     LATHE_RETURN_IF_ERROR(lathe_part_get(p, sn, &s, &v));
   }
@@ -246,6 +299,7 @@ double lathe_part_reshard_cost(const part *p, const lathe_node *sn, const spec *
   const spec *s = own(p, sn->id);
   lathe_shape ls;
   local_shape(p, s, &sn->shape, &ls);
+  if (permutes(p, s, t)) return (double)lathe_shape_byte_size(&ls); /* at most one shard received */
   double G = 1;
   for (int a = 0; a < s->rank; a++)
     if (s->n_axes[a] && !axis_eq(s, a, t, a)) G *= (double)parts(p, s, a);
@@ -281,12 +335,16 @@ static lathe_status_t emit(part *p, const lathe_node *sn, lathe_node **ops, cons
 }
 
 /* Emits sn on its operands resharded to need[i], with result sharding rs. */
+lathe_status_t lathe_part_emit_ops(part *p, const lathe_node *sn, lathe_node **ops, const spec *rs, lathe_node **out) {
+  lathe_shape ls;
+  local_shape(p, rs, &sn->shape, &ls);
+  return emit(p, sn, ops, &ls, NULL, NULL, out);
+}
+
 lathe_status_t lathe_part_emit_with(part *p, const lathe_node *sn, const spec *need, const spec *rs, lathe_node **out) {
   lathe_node **ops = p->ops;
   for (int i = 0; i < sn->n_operands; i++) LATHE_RETURN_IF_ERROR(lathe_part_get(p, sn->in[i], &need[i], &ops[i]));
-  lathe_shape ls;
-  local_shape(p, rs, &sn->shape, &ls);
-  LATHE_RETURN_IF_ERROR(emit(p, sn, ops, &ls, NULL, NULL, out));
+  LATHE_RETURN_IF_ERROR(lathe_part_emit_ops(p, sn, ops, rs, out));
   lathe_part_set(p, sn, *out, rs);
   return NULL;
 }
@@ -564,6 +622,7 @@ static void part_free(part *p) {
   free(p->rs);
   free(p->res);
   free(p->clones);
+  free(p->halos);
 }
 
 /* p's source function's nodes partitioned in order (its parameters and captures already set). */

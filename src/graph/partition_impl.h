@@ -43,6 +43,8 @@ typedef struct part {
   part_stats *stats; /* the whole partitioning's counts (main's and its sub-functions' parts share them) */
   struct part_clone *clones; /* sub-functions copied into dst (lathe_part_emit_whole), by source */
   int n_clones, cap_clones;
+  struct part_halo *halos; /* operands extended with their halos (partition_window.c), by source */
+  int n_halos, cap_halos;
 } part;
 
 /* ---- shardings ---- */
@@ -156,8 +158,28 @@ int lathe_part_groups(const part *p, int m, const int *ax, int k, int *groups, i
 /* AllReduce(op) of v over the mesh axes ax[0..k) of mesh m. */
 lathe_status_t lathe_part_all_reduce(part *p, lathe_node *v, lathe_op op, int m, const int *ax, int k, lathe_node **out);
 
+/* An Int32 scalar constant in p's function. */
+lathe_status_t lathe_part_int_const(part *p, int32_t v, lathe_node **out);
+/* Where this device's shard of axis a under s starts: its shard index (row-major over the mesh
+ * axes as listed) times local. */
+lathe_status_t lathe_part_shard_offset(part *p, const spec *s, int a, int64_t local, lathe_node **out);
+/* sn emitted on dst operands ops (already in their local shapes), its result in its local shape
+ * under rs; not yet recorded as sn's value (lathe_part_set). */
+lathe_status_t lathe_part_emit_ops(part *p, const lathe_node *sn, lathe_node **ops, const spec *rs, lathe_node **out);
+
 /* ---- partition_rules.c ---- */
 /* Source node sn of p's function partitioned by its op's rule (or the fallback). */
 lathe_status_t lathe_part_node(part *p, const lathe_node *sn);
+/* sn run whole on every device on replicated operands (counted where that gathers a split one). */
+lathe_status_t lathe_part_fallback(part *p, const lathe_node *sn);
+/* sn's partial results v (sharding rs) combined over the mesh axes ax[0..n_ax) of mesh m: a
+ * ReduceScatter where sn's consumers want an axis split over exactly those, else an AllReduce;
+ * the result recorded as sn's value. */
+lathe_status_t lathe_part_combine(part *p, const lathe_node *sn, lathe_node *v, spec rs, lathe_op op, int m, const int *ax,
+                                  int n_ax);
+
+/* ---- partition_window.c ---- */
+lathe_status_t lathe_part_rule_conv(part *p, const lathe_node *sn);
+lathe_status_t lathe_part_rule_window(part *p, const lathe_node *sn);
 
 #endif

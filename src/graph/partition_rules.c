@@ -40,7 +40,7 @@ static lathe_status_t run_whole(part *p, const lathe_node *sn, bool always) {
   return lathe_part_emit_with(p, sn, need, &rs, &out);
 }
 
-static lathe_status_t fallback(part *p, const lathe_node *sn) { return run_whole(p, sn, false); }
+lathe_status_t lathe_part_fallback(part *p, const lathe_node *sn) { return run_whole(p, sn, false); }
 
 /* Elementwise (with GoMLX broadcasting: equal ranks with size-1 axes, or scalars): the result takes
  * the sharding of one operand of its rank, the one whose choice moves the fewest bytes. */
@@ -108,9 +108,8 @@ static lathe_status_t combine_into(part *p, const spec *h, const int64_t *dims, 
   return lathe_part_all_reduce(p, *v, op, m, ax, n_ax, v);
 }
 
-/* combine_into for sn's one result, whose consumers' wish is sn's hint; the result set. */
-static lathe_status_t combine(part *p, const lathe_node *sn, lathe_node *v, spec rs, lathe_op op, int m, const int *ax,
-                              int n_ax) {
+lathe_status_t lathe_part_combine(part *p, const lathe_node *sn, lathe_node *v, spec rs, lathe_op op, int m, const int *ax,
+                                  int n_ax) {
   LATHE_RETURN_IF_ERROR(combine_into(p, p->hinted[sn->id] ? &p->hint[sn->id] : NULL, sn->shape.dims, &v, &rs, op, m, ax, n_ax));
   lathe_part_set(p, sn, v, &rs);
   return NULL;
@@ -156,7 +155,7 @@ static lathe_status_t rule_reduce(part *p, const lathe_node *sn) {
     if (!reduced[a]) copy_axis(&rs, b++, &in, a);
   lathe_node *v;
   LATHE_RETURN_IF_ERROR(lathe_part_emit_with(p, sn, &in, &rs, &v));
-  return n_ax ? combine(p, sn, v, rs, sn->op, in.mesh, ax, n_ax) : NULL;
+  return n_ax ? lathe_part_combine(p, sn, v, rs, sn->op, in.mesh, ax, n_ax) : NULL;
 }
 
 static lathe_status_t rule_transpose(part *p, const lathe_node *sn) {
@@ -309,7 +308,7 @@ static lathe_status_t rule_dot(part *p, const lathe_node *sn) {
   spec need[2] = {nl, nr};
   lathe_node *v;
   LATHE_RETURN_IF_ERROR(lathe_part_emit_with(p, sn, need, &rs, &v));
-  return n_ax ? combine(p, sn, v, rs, LATHE_OP_REDUCE_SUM, mesh, ax, n_ax) : NULL;
+  return n_ax ? lathe_part_combine(p, sn, v, rs, LATHE_OP_REDUCE_SUM, mesh, ax, n_ax) : NULL;
 }
 
 /* FusedDense, activation(x @ w + bias): x's batch axes keep their split and w's output axes theirs
@@ -357,7 +356,7 @@ static lathe_status_t rule_fused_dense(part *p, const lathe_node *sn) {
   if (!n_ax) return lathe_part_emit_with(p, sn, need, &rs, &v);
   if (!has_bias && act == LATHE_ACTIVATION_NONE) {
     LATHE_RETURN_IF_ERROR(lathe_part_emit_with(p, sn, need, &rs, &v));
-    return combine(p, sn, v, rs, LATHE_OP_REDUCE_SUM, mesh, ax, n_ax);
+    return lathe_part_combine(p, sn, v, rs, LATHE_OP_REDUCE_SUM, mesh, ax, n_ax);
   }
   lathe_node *lx, *lw;
   LATHE_RETURN_IF_ERROR(lathe_part_get(p, x, &nx, &lx));
@@ -440,7 +439,7 @@ static lathe_status_t rule_dense_vjp(part *p, const lathe_node *sn) {
   const spec *F = from_x ? X : W;
   int fa = from_x ? nb : win;
   if (take(&t, F, fa)) copy_axis(&nx, nb, F, fa), copy_axis(&nw, win, F, fa);
-  if (replicated(&nx) && replicated(&nw) && replicated(&ng)) return fallback(p, sn);
+  if (replicated(&nx) && replicated(&nw) && replicated(&ng)) return lathe_part_fallback(p, sn);
   spec *need = p->need;
   need[0] = nx, need[1] = nw, need[n_in - 2] = ng, need[n_in - 1] = ng;
   p->rs[0] = nx, p->rs[1] = nw;
@@ -457,34 +456,6 @@ static lathe_status_t rule_dense_vjp(part *p, const lathe_node *sn) {
                                        LATHE_OP_REDUCE_SUM, t.mesh, ax, i == 0 ? n_o : n_b));
   }
   return NULL;
-}
-
-/* ConvGeneral: the input's batch split and the kernel's output-channel split carry to the result's
- * batch and channel axes; input channels split alike on both sides give partial sums and an
- * AllReduce; spatial axes (windows cross shard edges) are gathered. With channel groups only the
- * batch split is kept; batch groups gather everything. */
-static lathe_status_t rule_conv(part *p, const lathe_node *sn) {
-  if (lathe_attr_conv_general_batch_group_count(sn) > 1) return fallback(p, sn);
-  const lathe_node *x = sn->in[0], *k = sn->in[1];
-  const spec *X = own(p, x->id), *K = own(p, k->id);
-  int ib = (int)lathe_attr_conv_general_input_batch(sn), ic = (int)lathe_attr_conv_general_input_channels(sn);
-  int kic = (int)lathe_attr_conv_general_kernel_input_channels(sn), koc = (int)lathe_attr_conv_general_kernel_output_channels(sn);
-  int ob = (int)lathe_attr_conv_general_output_batch(sn), oc = (int)lathe_attr_conv_general_output_channels(sn);
-  bool grouped = lathe_attr_conv_general_channel_group_count(sn) > 1;
-  spec nx = replicated_spec(x->shape.rank), nk = replicated_spec(k->shape.rank), rs = replicated_spec(sn->shape.rank);
-  spec used = replicated_spec(LATHE_MAX_RANK);
-  int slot = 0, ax[LATHE_MAX_MESH_RANK], n_ax = 0;
-  if (!grouped && X->n_axes[ic] && axis_eq(X, ic, K, kic) && try_copy_axis(&used, slot, X, ic)) {
-    copy_axis(&nx, ic, X, ic), copy_axis(&nk, kic, X, ic), slot++;
-    for (int q = 0; q < X->n_axes[ic]; q++) ax[n_ax++] = X->axes[ic][q];
-  }
-  if (X->n_axes[ib] && try_copy_axis(&used, slot, X, ib)) copy_axis(&nx, ib, X, ib), copy_axis(&rs, ob, X, ib), slot++;
-  if (!grouped && K->n_axes[koc] && try_copy_axis(&used, slot, K, koc))
-    copy_axis(&nk, koc, K, koc), copy_axis(&rs, oc, K, koc), slot++;
-  spec need[2] = {nx, nk};
-  lathe_node *v;
-  LATHE_RETURN_IF_ERROR(lathe_part_emit_with(p, sn, need, &rs, &v));
-  return n_ax ? combine(p, sn, v, rs, LATHE_OP_REDUCE_SUM, X->mesh, ax, n_ax) : NULL;
 }
 
 /* DynamicSlice and DynamicUpdateSlice: an axis taken whole (slice or update as large as the
@@ -635,8 +606,8 @@ static lathe_status_t rule_axis_local(part *p, const lathe_node *sn) {
 /* An op whose result depends, along the axes where along[a], on neighbouring elements of its
  * operands, and along the others only on the element at the same position (operands and result
  * alike in rank and in those axes' sizes): those axes keep a split -- the first operand's, else
- * the next's (SelectAndScatter's source), else the consumers' where every operand is replicated --
- * and the axes along[] are gathered. Nothing left split: the fallback. */
+ * the next's, else the consumers' where every operand is replicated -- and the axes along[] are
+ * gathered (FFT, a gated FusedActivationVJP). Nothing left split: the fallback. */
 static lathe_status_t rule_local_except(part *p, const lathe_node *sn, const bool *along) {
   int r = sn->shape.rank, n = sn->n_operands;
   spec in = replicated_spec(r);
@@ -652,28 +623,11 @@ static lathe_status_t rule_local_except(part *p, const lathe_node *sn, const boo
     for (int a = 0; a < r; a++)
       if (along[a]) clear_axis(&in, a);
   }
-  if (replicated(&in)) return fallback(p, sn);
+  if (replicated(&in)) return lathe_part_fallback(p, sn);
   spec *need = p->need;
   for (int i = 0; i < n; i++) need[i] = in;
   lathe_node *out;
   return lathe_part_emit_with(p, sn, need, &in, &out);
-}
-
-/* ReduceWindow (every reduction) and SelectAndScatter: along an axis whose window is one element
- * with stride 1, no dilation and no padding, a result element reads only the operand element at
- * its own position, so that axis keeps its split (a CNN's batch and channels under pooling); the
- * axes the windows slide along are gathered (no halo exchange). */
-static lathe_status_t rule_window(part *p, const lathe_node *sn) {
-  int r = sn->in[0]->shape.rank;
-  lathe_ilist d = lathe_attr_window_dims(sn), st = lathe_attr_window_strides(sn), pd = lathe_attr_window_paddings(sn);
-  lathe_ilist id = lathe_attr_window_input_dilations(sn), wd = lathe_attr_window_window_dilations(sn);
-  if (d.n != r || st.n != r || id.n != r || wd.n != r || pd.n != 2 * r || sn->shape.rank != r)
-    return LATHE_INVALID("%s: window attributes (%d dims, %d strides, %d paddings) do not fit an operand of rank %d",
-                         lathe_op_name(sn->op), d.n, st.n, pd.n / 2, r);
-  bool along[LATHE_MAX_RANK] = {false};
-  for (int a = 0; a < r; a++)
-    along[a] = d.v[a] != 1 || st.v[a] != 1 || id.v[a] != 1 || wd.v[a] != 1 || pd.v[2 * a] || pd.v[2 * a + 1];
-  return rule_local_except(p, sn, along);
 }
 
 /* FFT transforms its trailing fft_length axes, each position of the leading axes on its own:
@@ -756,7 +710,7 @@ static lathe_status_t rule_attention(part *p, const lathe_node *sn) {
     if (best_cost < 0 || cost < best_cost || (cost == best_cost && np > best_parts))
       best = bh, best_cost = cost, best_parts = np;
   }
-  if (replicated(&best)) return fallback(p, sn);
+  if (replicated(&best)) return lathe_part_fallback(p, sn);
   spec *need = p->need;
   for (int i = 0; i < sn->n_operands; i++) need[i] = attn_need(&f, sn, i, &best);
   for (int i = 0; i < sn->n_out; i++) p->rs[i] = need[i]; /* output (and dQuery, dKey, dValue) like q, k, v */
@@ -787,7 +741,7 @@ static lathe_status_t rule_batch_norm(part *p, const lathe_node *sn) {
   }
   if (!inference) in = replicated_spec(x->shape.rank);
   if (!try_copy_axis(&in, fa, &f, 0)) clear_axis(&in, fa);
-  if (replicated(&in)) return fallback(p, sn);
+  if (replicated(&in)) return lathe_part_fallback(p, sn);
   spec vec = replicated_spec(1), *need = p->need;
   copy_axis(&vec, 0, &in, fa);
   for (int i = 0; i < n; i++) need[i] = sn->in[i]->shape.rank == 1 ? vec : in;
@@ -805,7 +759,7 @@ static lathe_status_t rule_qkv_projection(part *p, const lathe_node *sn) {
   const lathe_node *x = sn->in[0];
   spec in = *own(p, x->id), *need = p->need;
   clear_axis(&in, x->shape.rank - 1);
-  if (replicated(&in)) return fallback(p, sn);
+  if (replicated(&in)) return lathe_part_fallback(p, sn);
   need[0] = in;
   for (int i = 1; i < sn->n_operands; i++) need[i] = replicated_spec(sn->in[i]->shape.rank);
   for (int i = 0; i < sn->n_out; i++) p->rs[i] = in;
@@ -964,7 +918,7 @@ lathe_status_t lathe_part_node(part *p, const lathe_node *sn) {
       case LATHE_OP_IF: return rule_if(p, sn);
       case LATHE_OP_CALL: return rule_call(p, sn);
       case LATHE_OP_SORT: return rule_sort(p, sn);
-      default: return fallback(p, sn);
+      default: return lathe_part_fallback(p, sn);
     }
   if (lathe_op_has(sn->op, LATHE_OPF_EW)) return rule_elementwise(p, sn);
   if (is_reduce(sn->op)) return rule_reduce(p, sn);
@@ -977,13 +931,13 @@ lathe_status_t lathe_part_node(part *p, const lathe_node *sn) {
     case LATHE_OP_CONCATENATE: return rule_concatenate(p, sn);
     case LATHE_OP_DOT_GENERAL: return rule_dot(p, sn);
     case LATHE_OP_IOTA: return rule_iota(p, sn);
-    case LATHE_OP_CONV_GENERAL: return rule_conv(p, sn);
+    case LATHE_OP_CONV_GENERAL: return lathe_part_rule_conv(p, sn);
     case LATHE_OP_REDUCE_WINDOW: case LATHE_OP_SELECT_AND_SCATTER_MAX: case LATHE_OP_SELECT_AND_SCATTER_MIN:
     case LATHE_OP_SELECT_AND_SCATTER_SUM:
-      return rule_window(p, sn);
+      return lathe_part_rule_window(p, sn);
     case LATHE_OP_FFT: return rule_fft(p, sn);
     case LATHE_OP_SCATTER_SUM: case LATHE_OP_SCATTER_MAX: case LATHE_OP_SCATTER_MIN: return rule_scatter(p, sn);
-    case LATHE_OP_GATHER: return lathe_attr_gather_start_index_map(sn).n <= LATHE_MAX_RANK ? rule_gather(p, sn) : fallback(p, sn);
+    case LATHE_OP_GATHER: return lathe_attr_gather_start_index_map(sn).n <= LATHE_MAX_RANK ? rule_gather(p, sn) : lathe_part_fallback(p, sn);
     case LATHE_OP_DYNAMIC_SLICE: case LATHE_OP_DYNAMIC_UPDATE_SLICE: return rule_dynamic_slice(p, sn);
     case LATHE_OP_REVERSE: case LATHE_OP_CUM_SUM: case LATHE_OP_ARG_MIN_MAX: case LATHE_OP_FUSED_SOFTMAX:
     case LATHE_OP_FUSED_LAYER_NORM: case LATHE_OP_FUSED_ACTIVATION: case LATHE_OP_FUSED_QUANTIZED_DENSE:
@@ -1000,6 +954,6 @@ lathe_status_t lathe_part_node(part *p, const lathe_node *sn) {
       along[sn->shape.rank - 1] = true;
       return rule_local_except(p, sn, along);
     }
-    default: return fallback(p, sn); /* constants too: replicated, sliced where needed */
+    default: return lathe_part_fallback(p, sn); /* constants too: replicated, sliced where needed */
   }
 }

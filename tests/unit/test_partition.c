@@ -343,12 +343,30 @@ static void b_reshard(prog *p, lathe_function_t fn) {
 }
 TEST(partition_reshard) { check_all("reshard", b_reshard, 0); }
 
+/* a split moving between mesh axes, shard counts unchanged: one CollectivePermute (each device
+ * sends its shard to one that wants it), not a gather and a slice */
+static void b_permute(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 8), "x,y"), y = param(p, fn, F32(4, 8), "x,-");
+  lathe_value_t o[4] = {x, y, x, y};
+  const char *specs[] = {"y,x", "y,-", "yx,-", "-,y"};
+  ret(p, fn, 4, o, specs);
+}
+static void check_stats_on(int sx, int sy, const char *what, build_fn build, const char *want_ops, int want_collectives);
+TEST(partition_reshard_permutes) {
+  static const int id[4] = {0, 1, 2, 3}, shuffled[4] = {2, 0, 3, 1};
+  check_prog("permute", b_permute, 2, 2, id, 0, "");
+  check_prog("permute", b_permute, 2, 2, shuffled, 0, "");
+  check_prog("permute", b_permute, 2, 2, shuffled, 0, ",async=late");
+  /* two CollectivePermutes; "yx,-" (4 shards of axis 0) gathers both axes (2) and "-,y" axis 0 (1) */
+  check_stats_on(2, 2, "permute", b_permute, "", 5);
+}
+
 /* ---- the fallback: a form its rule cannot split (a window over every split axis, an FFT over
  * its split axis) gets its operands gathered, and is counted ---- */
 static void b_fallback(prog *p, lathe_function_t fn) {
   lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), o[2];
-  int64_t dims[2] = {3, 3}, n[2] = {4, 6};
-  lathe_window_params w = {.window_dims = dims, .n_window_dims = 2};
+  int64_t dims[2] = {3, 3}, n[2] = {4, 6}, ones[2] = {1, 1};
+  lathe_window_params w = {.window_dims = dims, .n_window_dims = 2, .strides = ones, .n_strides = 2};
   CHECK_OK(lathe_fft(fn, x, LATHE_FFT_TYPE_FORWARD_REAL, n, 2, &o[0])); /* over both split axes */
   CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MAX, x, &w, &o[1]));
   const char *specs[] = {NULL, NULL};
@@ -364,13 +382,15 @@ static lathe_executable_t compile_stats(lathe_builder_t b, lathe_executable_stat
   return e;
 }
 
-/* Build partitioned on a 2x1 mesh: the stats name the ops that ran whole (want_ops) and count
- * want_collectives collectives (< 0: any). */
-static void check_stats(const char *what, build_fn build, const char *want_ops, int want_collectives) {
+/* Build partitioned on a mesh x:sx, y:sy: the stats name the ops that ran whole (want_ops) and
+ * count want_collectives collectives (< 0: any). */
+static void check_stats_on(int sx, int sy, const char *what, build_fn build, const char *want_ops, int want_collectives) {
   lathe_backend_t be = NULL;
-  CHECK_OK(lathe_backend_new("lathe:cpu,devices=2", &be));
+  char cfg[32];
+  snprintf(cfg, sizeof cfg, "lathe:cpu,devices=%d", sx * sy);
+  CHECK_OK(lathe_backend_new(cfg, &be));
   if (!be) return;
-  const int sizes[2] = {2, 1};
+  const int sizes[2] = {sx, sy};
   const char *names[2] = {AXIS_X, AXIS_Y};
   lathe_mesh mesh = {"m", 2, sizes, names, NULL};
   lathe_builder_t b;
@@ -389,6 +409,11 @@ static void check_stats(const char *what, build_fn build, const char *want_ops, 
   }
   lathe_executable_free(e);
   lathe_backend_free(be);
+}
+
+/* check_stats_on a 2x1 mesh */
+static void check_stats(const char *what, build_fn build, const char *want_ops, int want_collectives) {
+  check_stats_on(2, 1, what, build, want_ops, want_collectives);
 }
 
 TEST(partition_fallback) {
@@ -1042,8 +1067,8 @@ TEST(partition_reduce_window_partial) { check_all("reduce_window partial", b_win
 /* every split axis under a window: gathered, the op runs whole, a counted fallback */
 static void b_window_whole(prog *p, lathe_function_t fn) {
   lathe_value_t x = param(p, fn, F32(4, 6), "x,-"), g = param(p, fn, F32(2, 6), NULL), o[2];
-  const int64_t w21[2] = {2, 1};
-  lathe_window_params w = {.window_dims = w21, .n_window_dims = 2};
+  const int64_t w31[2] = {3, 1}, ones[2] = {1, 1}; /* unpadded windows of stride 1: 2 outputs of 4 */
+  lathe_window_params w = {.window_dims = w31, .n_window_dims = 2, .strides = ones, .n_strides = 2};
   CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MAX, x, &w, &o[0]));
   CHECK_OK(lathe_select_and_scatter(fn, LATHE_OP_SELECT_AND_SCATTER_MAX, x, g, &w, &o[1]));
   const char *specs[] = {NULL, "x,-"};
@@ -1052,6 +1077,97 @@ static void b_window_whole(prog *p, lathe_function_t fn) {
 TEST(partition_window_falls_back) {
   check_all("window whole", b_window_whole, 2);
   check_stats("window whole", b_window_whole, "ReduceWindow, SelectAndScatterMax", -1);
+}
+
+/* ---- halo exchange: spatial axes split over the mesh (an image's height over x, its width over
+ * y) stay split under convolutions and pooling whose windows cross the shards' edges ---- */
+static const int NHWC_SP[2] = {1, 2}, HWIO_SP[2] = {0, 1};
+
+static lathe_conv_axes nhwc_axes(void) {
+  lathe_conv_axes a = {.input_batch = 0, .input_channels = 3, .input_spatial = NHWC_SP, .n_input_spatial = 2,
+                       .kernel_input_channels = 2, .kernel_output_channels = 3, .kernel_spatial = HWIO_SP,
+                       .n_kernel_spatial = 2, .output_batch = 0, .output_channels = 3, .output_spatial = NHWC_SP,
+                       .n_output_spatial = 2};
+  return a;
+}
+
+static void b_halo_conv(prog *p, lathe_function_t fn) {
+  /* NHWC [2, 8, 8, 2], HWIO kernel [3, 3, 2, 3], output gradient NHWC [2, 8, 8, 3] */
+  lathe_value_t x = param(p, fn, F32(2, 8, 8, 2), "-,x,y,-"), k = param(p, fn, F32(3, 3, 2, 3), NULL);
+  lathe_value_t dy = param(p, fn, F32(2, 8, 8, 3), "-,x,y,-"), o[7];
+  lathe_conv_axes axes = nhwc_axes();
+  const lathe_padding same[2] = {{1, 1}, {1, 1}}, wide[2] = {{2, 2}, {2, 2}}, causal[2] = {{2, 0}, {1, 1}};
+  const int64_t two[2] = {2, 2};
+  lathe_conv_params p_same = {.paddings = same, .n_paddings = 2};
+  lathe_conv_params p_strided = {.paddings = same, .n_paddings = 2, .strides = two, .n_strides = 2};
+  lathe_conv_params p_dilated = {.paddings = wide, .n_paddings = 2, .kernel_dilations = two, .n_kernel_dilations = 2};
+  lathe_conv_params p_causal = {.paddings = causal, .n_paddings = 2};
+  lathe_conv_params p_transposed = {.paddings = same, .n_paddings = 2, .input_dilations = two, .n_input_dilations = 2};
+  CHECK_OK(lathe_conv_general(fn, x, k, &axes, &p_same, &o[0]));       /* halos of 1 both sides */
+  CHECK_OK(lathe_conv_general(fn, x, k, &axes, &p_strided, &o[1]));    /* [2, 4, 4, 3]: a left halo only */
+  CHECK_OK(lathe_conv_general(fn, x, k, &axes, &p_dilated, &o[2]));    /* halos of 2 */
+  CHECK_OK(lathe_conv_general(fn, x, k, &axes, &p_causal, &o[3]));     /* height: 2 on the left, none right */
+  CHECK_OK(lathe_conv_general(fn, x, k, &axes, &p_transposed, &o[4])); /* input dilated: gathered */
+  /* the kernel gradient as GoMLX builds it: x's channels as batch, its batch contracted, the output
+   * gradient as the kernel -- its taps split like x: partial sums over both mesh axes */
+  lathe_conv_axes kg = {.input_batch = 3, .input_channels = 0, .input_spatial = NHWC_SP, .n_input_spatial = 2,
+                        .kernel_input_channels = 0, .kernel_output_channels = 3, .kernel_spatial = NHWC_SP,
+                        .n_kernel_spatial = 2, .output_batch = 0, .output_channels = 3, .output_spatial = NHWC_SP,
+                        .n_output_spatial = 2};
+  CHECK_OK(lathe_conv_general(fn, x, dy, &kg, &p_same, &o[5])); /* [2, 3, 3, 3] */
+  /* and the input gradient: the output gradient against the kernel reversed, halos of 1 */
+  lathe_value_t kr, kt;
+  const int rev[2] = {0, 1};
+  const int perm[4] = {0, 1, 3, 2};
+  CHECK_OK(lathe_reverse(fn, k, rev, 2, &kr));
+  CHECK_OK(lathe_transpose(fn, kr, perm, 4, &kt));
+  CHECK_OK(lathe_conv_general(fn, dy, kt, &axes, &p_same, &o[6]));
+  const char *specs[] = {"-,x,y,-", "-,x,y,-", NULL, "-,x,y,-", NULL, NULL, "-,x,y,-"};
+  ret(p, fn, 7, o, specs);
+}
+
+static void b_halo_pool(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(2, 8, 8, 2), "-,x,y,-"), xi = param(p, fn, TST_SHAPE(LATHE_DTYPE_INT32, 2, 8, 8, 2), "-,x,y,-");
+  lathe_value_t m = param(p, fn, TST_SHAPE(LATHE_DTYPE_BOOL, 2, 8, 8, 2), "-,y,x,-"), g = param(p, fn, F32(2, 4, 4, 2), "-,x,y,-");
+  lathe_value_t o[8];
+  lathe_window_params same = {.window_dims = POOL3, .n_window_dims = 4, .strides = ONES4, .n_strides = 4,
+                              .paddings = SAME4, .n_paddings = 4};
+  lathe_window_params over = {.window_dims = POOL3, .n_window_dims = 4, .strides = STRIDE2, .n_strides = 4,
+                              .paddings = SAME4, .n_paddings = 4};
+  lathe_window_params max2 = {.window_dims = POOL2, .n_window_dims = 4};
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MAX, x, &same, &o[0]));        /* the ends get -inf */
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MAX, x, &over, &o[1]));        /* [2, 4, 4, 2], left halos */
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_SUM, x, &same, &o[2]));        /* zeros */
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_PRODUCT, xi, &same, &o[3]));   /* ones */
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MIN, xi, &same, &o[4]));       /* the largest Int32 */
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MIN, m, &same, &o[5]));        /* true */
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MAX, x, &max2, &o[6]));        /* windows tile the shards */
+  CHECK_OK(lathe_select_and_scatter(fn, LATHE_OP_SELECT_AND_SCATTER_MAX, x, g, &max2, &o[7])); /* the same */
+  const char *specs[] = {"-,x,y,-", NULL, "-,y,x,-", "-,x,y,-", NULL, "-,y,x,-", "-,x,y,-", "-,x,y,-"};
+  ret(p, fn, 8, o, specs);
+}
+
+/* one convolution with "same" padding on a height split over 2 devices: two CollectivePermutes */
+static void b_halo_count(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(2, 8, 8, 2), "-,x,-,-"), k = param(p, fn, F32(3, 3, 2, 3), NULL), o;
+  lathe_conv_axes axes = nhwc_axes();
+  const lathe_padding same[2] = {{1, 1}, {1, 1}};
+  lathe_conv_params cp = {.paddings = same, .n_paddings = 2};
+  CHECK_OK(lathe_conv_general(fn, x, k, &axes, &cp, &o));
+  const char *specs[] = {"-,x,-,-"};
+  ret(p, fn, 1, &o, specs);
+}
+
+TEST(partition_halo_exchange) {
+  check_all("halo conv", b_halo_conv, 0);
+  check_all("halo pool", b_halo_pool, 0);
+  check_stats("halo count", b_halo_count, "", 2);
+  /* on x:2 only (heights split): 8 CollectivePermutes (the kernel gradient reuses the first
+   * convolution's halos of x), its AllReduce, an AllGather of x for the input-dilated convolution
+   * and one of the dilated one's output; and 11 CollectivePermutes, then two AllGathers and an
+   * AllToAll for the outputs' shardings */
+  check_stats("halo conv", b_halo_conv, "", 11);
+  check_stats("halo pool", b_halo_pool, "", 14);
 }
 
 /* ---- FFT: the axes it does not transform keep their split, the transformed ones are gathered ---- */

@@ -9,7 +9,9 @@
 //     (the MLP's first layer, the attention's query/key/value projections, the FFN's first layer)
 //     split along its outputs, the second (the MLP's second layer, the attention's output
 //     projection, the FFN's second layer) along its inputs; the batch replicated;
-//   - 2x2: both, on a mesh data×model of N/2×2.
+//   - 2x2: both, on a mesh data×model of N/2×2;
+//   - sp: spatial, the images' height split over a mesh axis "space" of N, the weights replicated
+//     (the CNN only: its convolutions exchange halos with the neighbouring shards).
 //
 // Every layout is the same GoMLX program (Exec.AutoSharding with the inputs' and the variables'
 // sharding specs, variables given specs with Variable.WithShardingSpec); the backend partitions
@@ -69,8 +71,10 @@ func main() {
 	mlpBatch := flag.Int("mlp-batch", 256, "MLP examples per step (divisible by N)")
 	tfBatch := flag.Int("tf-batch", 4, "transformer sequences per step (divisible by N)")
 	tfSeq := flag.Int("tf-seq", 128, "transformer sequence length")
+	cnnBatch := flag.Int("cnn-batch", 8, "CNN images per step")
+	cnnSize := flag.Int("cnn-size", 64, "CNN image height and width (the height divisible by 2N)")
 	only := flag.String("only", "", "run only workloads whose name contains this")
-	layoutsFlag := flag.String("layouts", "single,dp,tp,2x2", "layouts, comma-separated (single is the reference and always runs)")
+	layoutsFlag := flag.String("layouts", "single,dp,tp,2x2,sp", "layouts, comma-separated (single is the reference and always runs)")
 	verbose := flag.Bool("v", false, "print each variable's sharding per layout")
 	flag.Parse()
 	if *latheCfg == "" {
@@ -136,7 +140,7 @@ func main() {
 	single, _ := newLayout("single", *n)
 	layouts = append([]layout{single}, layouts...)
 
-	for _, w := range []steps.Workload{steps.MLP(*mlpBatch), steps.Transformer(*tfBatch, *tfSeq)} {
+	for _, w := range []steps.Workload{steps.MLP(*mlpBatch), steps.Transformer(*tfBatch, *tfSeq), steps.CNNSame(*cnnBatch, *cnnSize)} {
 		if *only != "" && !strings.Contains(strings.ToLower(w.Name), strings.ToLower(*only)) {
 			continue
 		}
@@ -152,14 +156,15 @@ func fail(err error) {
 }
 
 // layout is a way of spreading one step over the devices: its mesh (nil: one device), the mesh
-// axis the batch is split over ("" for none) and the one the Megatron pairs are split over.
+// axis the batch is split over ("" for none), the one the Megatron pairs are split over and the
+// one images' height is split over.
 type layout struct {
-	name, desc          string
-	mesh                *distributed.DeviceMesh
-	dataAxis, modelAxis string
-	numDevices          int
-	replicated          *distributed.ShardingSpec
-	inputSpecs          [2]*distributed.ShardingSpec // x, y
+	name, desc                     string
+	mesh                           *distributed.DeviceMesh
+	dataAxis, modelAxis, spaceAxis string
+	numDevices                     int
+	replicated                     *distributed.ShardingSpec
+	inputSpecs                     [2]*distributed.ShardingSpec // x, y
 }
 
 func newLayout(name string, n int) (layout, error) {
@@ -180,8 +185,11 @@ func newLayout(name string, n int) (layout, error) {
 		sizes, axes = []int{n / 2, 2}, []string{"data", "model"}
 		l.dataAxis, l.modelAxis = "data", "model"
 		l.desc = fmt.Sprintf("data %d x model 2", n/2)
+	case "sp":
+		sizes, axes, l.spaceAxis = []int{n}, []string{"space"}, "space"
+		l.desc = fmt.Sprintf("space %d", n)
 	default:
-		return l, errors.Errorf("unknown layout %q (single, dp, tp, 2x2)", name)
+		return l, errors.Errorf("unknown layout %q (single, dp, tp, 2x2, sp)", name)
 	}
 	mesh, err := distributed.NewDeviceMesh(sizes, axes)
 	if err != nil {
@@ -195,6 +203,11 @@ func newLayout(name string, n int) (layout, error) {
 			return l, err
 		}
 		l.inputSpecs[1] = l.inputSpecs[0]
+	}
+	if l.spaceAxis != "" { // x [batch, height, width, channels]: the height split
+		if l.inputSpecs[0], err = distributed.BuildSpec(mesh).R().S(l.spaceAxis).R().R().Done(); err != nil {
+			return l, err
+		}
 	}
 	return l, nil
 }
@@ -558,6 +571,9 @@ func runWorkload(lb *lathe.Backend, xb compute.Backend, w steps.Workload, layout
 		"peak/dev", "/single", "lathe Δloss", "lathe Δweights", "xla Δloss", "lathe partition")
 	var base *result
 	for _, l := range layouts {
+		if l.spaceAxis != "" && ref.x.Rank() != 4 {
+			continue // a spatial split needs images
+		}
 		r, err := runLayout(lb, xb, w, l, ref, base, rounds, warmup, verbose)
 		if err != nil {
 			return errors.WithMessage(err, l.name)

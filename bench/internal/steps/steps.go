@@ -102,6 +102,29 @@ func CNN(batch int) Workload {
 	}
 }
 
+// CNNSame is conv 3x3 3->32, ReLU, conv 3x3 32->32, ReLU, 2x2 max-pool, conv 3x3 32->64, ReLU,
+// spatial mean, dense 64->10 on size x size x 3 images, every convolution with "same" padding:
+// large images whose height can be split over devices (sharding-bench's spatial layout).
+func CNNSame(batch, size int) Workload {
+	return Workload{
+		Name: fmt.Sprintf("CNN same %dx%dx3 b%d", size, size, batch), Batch: batch,
+		Inputs: func(rng *rand.Rand) (*tensors.Tensor, *tensors.Tensor) {
+			return tensors.FromFlatDataAndDimensions(randFloats(rng, batch*size*size*3), batch, size, size, 3),
+				tensors.FromFlatDataAndDimensions(randLabels(rng, batch, 10), batch, 1)
+		},
+		Loss: func(scope *model.Scope, x, y *Node) *Node {
+			conv := func(name string, h *Node, channels int) *Node {
+				return activation.Relu(layers.Convolution(scope.In("%s", name), h).Channels(channels).KernelSize(3).PadSame().Done())
+			}
+			h := conv("c0", x, 32)
+			h = MaxPool(conv("c1", h, 32)).Window(2).Done()
+			h = ReduceMean(conv("c2", h, 64), 1, 2)
+			logits := layers.Dense(scope.In("d"), h, true, 10)
+			return loss.SparseCategoricalCrossEntropyLogits([]*Node{y}, []*Node{logits})
+		},
+	}
+}
+
 // Transformer is a pre-norm block, d768 with 12 heads (x + MHA(LN x), then + FFN 3072 with
 // exact GELU), with mean squared error against a random target.
 func Transformer(batch, seq int) Workload {

@@ -1,0 +1,297 @@
+/* partition_window.c -- the AutoSharding partitioner's rules for the ops whose windows slide
+ * (ConvGeneral, ReduceWindow, SelectAndScatter) and the halo exchange that lets the axes they
+ * slide along stay split: each device extends its shard with the last `left` elements of the
+ * previous shard and the first `right` of the next (a CollectivePermute each way) and runs the op
+ * on that with no padding along the axis; the shards at the ends receive the padding value
+ * instead. docs/ARCHITECTURE.md "Partitioning" states when an axis qualifies. */
+#include <math.h>
+
+#include "partition_impl.h"
+
+/* One axis of a window op: input size, window extent (dilations included), stride, padding,
+ * input dilation, output size. */
+typedef struct {
+  int64_t size, extent, stride, lo, hi, in_dil, out;
+} slide;
+
+/* Whether axis w split into n shards can be computed shard by shard, each shard's outputs reading
+ * its own inputs, `left` elements of the previous shard and `right` of the next (right < 0: its
+ * last -right elements unread). That holds where the outputs of a shard step over exactly that
+ * shard (out * stride == size, the shard a multiple of the stride), without input dilation, and
+ * the halos come from the neighbours only. */
+static bool halo_fits(const slide *w, int64_t n, int64_t *left, int64_t *right) {
+  if (n < 2 || w->size % n || w->in_dil != 1 || w->lo < 0 || w->hi < 0) return false;
+  int64_t L = w->size / n;
+  if (L % w->stride || w->out * w->stride != w->size) return false;
+  *left = w->lo, *right = w->extent - w->stride - w->lo;
+  return *left <= L && *right <= L;
+}
+
+/* Whether a convolution whose input axis (w) and kernel taps (size taps, dilation kd) are both
+ * split into n shards alike can sum its outputs over the shards: shard k's taps read inputs that
+ * start at its own first element (taps / n * kd == the input shard) -- `left` before it and
+ * `right` after it --, and its outputs (all w->out of them) are partial sums. This is a
+ * convolution's kernel gradient with the spatial axes split: the output gradient as kernel. */
+static bool taps_fit(const slide *w, int64_t taps, int64_t kd, int64_t n, int64_t *left, int64_t *right) {
+  if (n < 2 || w->size % n || taps % n || w->in_dil != 1 || w->lo < 0 || w->hi < 0) return false;
+  int64_t L = w->size / n;
+  if (taps / n * kd != L) return false;
+  *left = w->lo, *right = (w->out - 1) * w->stride - kd - w->lo + 1;
+  return *left <= L && *right <= L;
+}
+
+/* Whether a halo exchange of dtype dt can run here (CollectivePermute offered; whole bytes). */
+static bool can_exchange(const part *p, lathe_dtype dt) {
+  return !lathe_dtype_is_packed(dt) && lathe_backend_supports_op(p->src->backend, LATHE_OP_COLLECTIVE_PERMUTE, dt);
+}
+
+/* piece sent along axis a of s to the next shard of its group (forward) or the previous one; the
+ * shard that receives nothing (the first, or the last) gets edge (a scalar; NULL: zeros). */
+static lathe_status_t shift(part *p, lathe_node *piece, const spec *s, int a, bool forward, lathe_node *edge,
+                            lathe_node **out) {
+  int R = p->src->n_replicas, *g = malloc(sizeof(int) * 4 * (size_t)R);
+  if (!g) return LATHE_OOM("Partition");
+  int *sizes = g + R, *pairs = g + 2 * R, n_pairs = 0;
+  int n = lathe_part_groups(p, s->mesh, s->axes[a], s->n_axes[a], g, sizes), G = sizes[0];
+  for (int q = 0; q < n; q++)
+    for (int k = 0; k + 1 < G; k++) {
+      int from = g[q * G + k], to = g[q * G + k + 1];
+      pairs[2 * n_pairs] = forward ? from : to, pairs[2 * n_pairs + 1] = forward ? to : from, n_pairs++;
+    }
+  lathe_status_t st = lathe_collective_permute(p->fn, piece, pairs, n_pairs, out);
+  free(g);
+  LATHE_RETURN_IF_ERROR(st);
+  p->stats->collectives++;
+  if (!edge) return NULL;
+  lathe_node *idx, *end, *at_end;
+  LATHE_RETURN_IF_ERROR(lathe_part_shard_offset(p, s, a, 1, &idx));
+  LATHE_RETURN_IF_ERROR(lathe_part_int_const(p, forward ? 0 : G - 1, &end));
+  LATHE_RETURN_IF_ERROR(lathe_equal(p->fn, idx, end, &at_end));
+  return lathe_where(p->fn, at_end, edge, *out, out);
+}
+
+/* v (local, split along axis a by s) extended with its halo: `left` elements of the previous
+ * shard before it, `right` of the next after it (right < 0: its last -right dropped). */
+static lathe_status_t halo(part *p, lathe_node *v, const spec *s, int a, int64_t left, int64_t right, lathe_node *edge,
+                           lathe_node **out) {
+  int r = v->shape.rank, n = 0;
+  int64_t L = v->shape.dims[a], st[LATHE_MAX_RANK] = {0}, lim[LATHE_MAX_RANK];
+  for (int d = 0; d < r; d++) lim[d] = v->shape.dims[d];
+  lathe_node *pieces[3], *t;
+  if (left > 0) {
+    st[a] = L - left;
+    LATHE_RETURN_IF_ERROR(lathe_slice(p->fn, v, st, lim, NULL, r, &t));
+    LATHE_RETURN_IF_ERROR(shift(p, t, s, a, true, edge, &pieces[n++]));
+  }
+  st[a] = 0, lim[a] = right < 0 ? L + right : L;
+  if (right < 0) LATHE_RETURN_IF_ERROR(lathe_slice(p->fn, v, st, lim, NULL, r, &v));
+  pieces[n++] = v;
+  if (right > 0) {
+    lim[a] = right;
+    LATHE_RETURN_IF_ERROR(lathe_slice(p->fn, v, st, lim, NULL, r, &t));
+    LATHE_RETURN_IF_ERROR(shift(p, t, s, a, false, edge, &pieces[n++]));
+  }
+  if (n == 1) {
+    *out = pieces[0];
+    return NULL;
+  }
+  return lathe_concatenate(p->fn, a, (lathe_value_t const *)pieces, n, out);
+}
+
+/* An operand extended with its halos, kept so that the convolutions of a training step that read
+ * one value alike (its forward pass and its kernel gradient) exchange its halos once. */
+struct part_halo {
+  int id;                              /* the source value */
+  spec s;                              /* its sharding */
+  lathe_op edge;                       /* what the end shards get: a reduction's identity (SUM: zeros) */
+  int64_t lr[2 * LATHE_MAX_RANK];      /* left and right halo per axis (0, 0: none) */
+  lathe_node *v;
+};
+
+/* Source value sn under sharding s (s's split axes a with lr[2a] or lr[2a + 1] nonzero) extended
+ * with its halos, once per (value, sharding, halos, edge). */
+static lathe_status_t halos_of(part *p, const lathe_node *sn, const spec *s, const int64_t *lr, lathe_op red,
+                               lathe_node *edge, lathe_node **out) {
+  int r = sn->shape.rank;
+  for (int i = 0; i < p->n_halos; i++) {
+    const struct part_halo *h = &p->halos[i];
+    if (h->id == sn->id && h->edge == red && spec_eq(&h->s, s) && !memcmp(h->lr, lr, sizeof(int64_t) * 2 * (size_t)r)) {
+      *out = h->v;
+      return NULL;
+    }
+  }
+  lathe_node *v;
+  LATHE_RETURN_IF_ERROR(lathe_part_get(p, sn, s, &v));
+  for (int a = 0; a < r; a++)
+    if (lr[2 * a] || lr[2 * a + 1]) LATHE_RETURN_IF_ERROR(halo(p, v, s, a, lr[2 * a], lr[2 * a + 1], edge, &v));
+  if (p->n_halos == p->cap_halos) {
+    int cap = p->cap_halos ? 2 * p->cap_halos : 8;
+    struct part_halo *g = realloc(p->halos, sizeof *g * (size_t)cap);
+    if (!g) return LATHE_OOM("Partition");
+    p->halos = g, p->cap_halos = cap;
+  }
+  struct part_halo *h = &p->halos[p->n_halos++];
+  memset(h, 0, sizeof *h);
+  h->id = sn->id, h->s = *s, h->edge = red, h->v = v;
+  memcpy(h->lr, lr, sizeof(int64_t) * 2 * (size_t)r);
+  *out = v;
+  return NULL;
+}
+
+/* The value ReduceWindow's padding takes (its reduction's identity) as a scalar of dtype dt, where
+ * the zeros a shift gives the end shards are not it; *out NULL: zeros are. false: not built here
+ * (8-bit floats and complex numbers under Max/Min, whose extremes are not infinities). With p
+ * NULL it only answers. */
+static bool window_edge(part *p, lathe_op red, lathe_dtype dt, lathe_node **out, lathe_status_t *st) {
+  *out = NULL, *st = NULL;
+  lathe_dtype_class c = lathe_dtype_class_of(dt);
+  bool max = red == LATHE_OP_REDUCE_MAX, min = red == LATHE_OP_REDUCE_MIN;
+  bool wide_float = dt == LATHE_DTYPE_FLOAT16 || dt == LATHE_DTYPE_BFLOAT16 || dt == LATHE_DTYPE_FLOAT32 ||
+                    dt == LATHE_DTYPE_FLOAT64;
+  if (red == LATHE_OP_REDUCE_SUM || (max && (c == LATHE_CLASS_BOOL || c == LATHE_CLASS_UINT))) return true;
+  bool sint = c == LATHE_CLASS_SINT, uint = c == LATHE_CLASS_UINT, prod = red == LATHE_OP_REDUCE_PRODUCT;
+  if (!(c == LATHE_CLASS_BOOL || prod || sint || uint || ((max || min) && wide_float))) return false;
+  if (!p) return true;
+  lathe_shape s;
+  memset(&s, 0, sizeof s);
+  if (c == LATHE_CLASS_BOOL) { /* Min: logical and */
+    bool one = true;
+    s.dtype = dt;
+    *st = lathe_constant(p->fn, &s, &one, 1, out);
+    return true;
+  }
+  double f = prod ? 1 : max ? -INFINITY : INFINITY;
+  int bits = lathe_dtype_bits(dt);
+  uint64_t i = uint ? LATHE_UINT_MAX(bits) : max ? (uint64_t)LATHE_SINT_MIN(bits) : (uint64_t)LATHE_SINT_MAX(bits);
+  bool exact = (sint || uint) && !prod; /* integers' extremes, exact in 64 bits */
+  s.dtype = exact ? (uint ? LATHE_DTYPE_UINT64 : LATHE_DTYPE_INT64) : LATHE_DTYPE_FLOAT64;
+  lathe_node *k;
+  *st = exact ? lathe_constant(p->fn, &s, &i, sizeof i, &k) : lathe_constant(p->fn, &s, &f, sizeof f, &k);
+  if (!*st) *st = lathe_convert_dtype(p->fn, k, dt, out);
+  return true;
+}
+
+/* The node's padding list with the axes (pairs) where zero[] cleared, set on v. */
+static lathe_status_t unpad(lathe_node *v, lathe_ilist pad, const bool *zero, bool conv) {
+  int64_t pads[2 * LATHE_MAX_RANK];
+  for (int i = 0; i < pad.n && i < 2 * LATHE_MAX_RANK; i++) pads[i] = zero[i / 2] ? 0 : pad.v[i];
+  return conv ? lathe_attr_set_conv_general_paddings(v, pads, pad.n) : lathe_attr_set_window_paddings(v, pads, pad.n);
+}
+
+/* ConvGeneral: the input's batch split and the kernel's output-channel split carry to the result's
+ * batch and channel axes; input channels split alike on both sides give partial sums. A split
+ * spatial axis keeps its split on the result, with a halo from the neighbouring shards, where
+ * halo_fits (a stride-1 or strided convolution with "same" padding), or gives partial sums where
+ * the kernel's taps are split alike (taps_fit: the kernel gradient); else it is gathered, as is
+ * one whose input is dilated. With channel groups the channel splits are not kept; batch groups
+ * gather everything. */
+lathe_status_t lathe_part_rule_conv(part *p, const lathe_node *sn) {
+  if (lathe_attr_conv_general_batch_group_count(sn) > 1) return lathe_part_fallback(p, sn);
+  const lathe_node *x = sn->in[0], *k = sn->in[1];
+  const spec *X = own(p, x->id), *K = own(p, k->id);
+  int ib = (int)lathe_attr_conv_general_input_batch(sn), ic = (int)lathe_attr_conv_general_input_channels(sn);
+  int kic = (int)lathe_attr_conv_general_kernel_input_channels(sn), koc = (int)lathe_attr_conv_general_kernel_output_channels(sn);
+  int ob = (int)lathe_attr_conv_general_output_batch(sn), oc = (int)lathe_attr_conv_general_output_channels(sn);
+  lathe_ilist isp = lathe_attr_conv_general_input_spatial(sn), ksp = lathe_attr_conv_general_kernel_spatial(sn);
+  lathe_ilist osp = lathe_attr_conv_general_output_spatial(sn), str = lathe_attr_conv_general_strides(sn);
+  lathe_ilist pad = lathe_attr_conv_general_paddings(sn), idl = lathe_attr_conv_general_input_dilations(sn);
+  lathe_ilist kdl = lathe_attr_conv_general_kernel_dilations(sn);
+  bool grouped = lathe_attr_conv_general_channel_group_count(sn) > 1;
+  spec nx = replicated_spec(x->shape.rank), nk = replicated_spec(k->shape.rank), rs = replicated_spec(sn->shape.rank);
+  spec used = replicated_spec(LATHE_MAX_RANK);
+  int slot = 0, ax[LATHE_MAX_MESH_RANK], n_ax = 0;
+  if (!grouped && X->n_axes[ic] && axis_eq(X, ic, K, kic) && try_copy_axis(&used, slot, X, ic)) {
+    copy_axis(&nx, ic, X, ic), copy_axis(&nk, kic, X, ic), slot++;
+    for (int q = 0; q < X->n_axes[ic]; q++) ax[n_ax++] = X->axes[ic][q];
+  }
+  if (X->n_axes[ib] && try_copy_axis(&used, slot, X, ib)) copy_axis(&nx, ib, X, ib), copy_axis(&rs, ob, X, ib), slot++;
+  int64_t left[LATHE_MAX_RANK], right[LATHE_MAX_RANK];
+  bool halo_at[LATHE_MAX_RANK] = {false};
+  for (int i = 0; i < isp.n && slot < LATHE_MAX_RANK; i++) {
+    int ia = (int)isp.v[i], ka = (int)ksp.v[i], oa = (int)osp.v[i];
+    if (!X->n_axes[ia]) continue;
+    int64_t n = parts(p, X, ia), taps = k->shape.dims[ka];
+    slide w = {x->shape.dims[ia], (taps - 1) * kdl.v[i] + 1, str.v[i], pad.v[2 * i], pad.v[2 * i + 1], idl.v[i],
+               sn->shape.dims[oa]};
+    bool summed = axis_eq(X, ia, K, ka);
+    if (!(summed ? taps_fit(&w, taps, kdl.v[i], n, &left[i], &right[i]) : halo_fits(&w, n, &left[i], &right[i])) ||
+        ((left[i] > 0 || right[i] > 0) && !can_exchange(p, x->shape.dtype)) || !try_copy_axis(&used, slot, X, ia))
+      continue;
+    copy_axis(&nx, ia, X, ia), slot++, halo_at[i] = true;
+    if (summed) {
+      copy_axis(&nk, ka, X, ia);
+      for (int q = 0; q < X->n_axes[ia]; q++) ax[n_ax++] = X->axes[ia][q];
+    } else {
+      copy_axis(&rs, oa, X, ia);
+    }
+  }
+  if (!grouped && K->n_axes[koc] && slot < LATHE_MAX_RANK && try_copy_axis(&used, slot, K, koc))
+    copy_axis(&nk, koc, K, koc), copy_axis(&rs, oc, K, koc), slot++;
+  lathe_node *ops[2], *v;
+  int64_t lr[2 * LATHE_MAX_RANK] = {0};
+  bool any = false;
+  for (int i = 0; i < isp.n; i++)
+    if (halo_at[i]) lr[2 * isp.v[i]] = left[i], lr[2 * isp.v[i] + 1] = right[i], any = true;
+  LATHE_RETURN_IF_ERROR(halos_of(p, x, &nx, lr, LATHE_OP_REDUCE_SUM, NULL, &ops[0]));
+  LATHE_RETURN_IF_ERROR(lathe_part_get(p, k, &nk, &ops[1]));
+  LATHE_RETURN_IF_ERROR(lathe_part_emit_ops(p, sn, ops, &rs, &v));
+  if (any) LATHE_RETURN_IF_ERROR(unpad(v, pad, halo_at, true));
+  if (n_ax) return lathe_part_combine(p, sn, v, rs, LATHE_OP_REDUCE_SUM, X->mesh, ax, n_ax);
+  lathe_part_set(p, sn, v, &rs);
+  return NULL;
+}
+
+/* ReduceWindow (every reduction) and SelectAndScatter: a split axis keeps its split where
+ * halo_fits -- an axis whose window is one element (a CNN's batch and channels under pooling),
+ * windows that tile their shard (a 2x2 max pool of stride 2: no communication), or, for
+ * ReduceWindow, windows that overlap their neighbours' shards ("same" pooling: a halo, the end
+ * shards getting the reduction's identity) --; the other axes are gathered. SelectAndScatter
+ * keeps only splits that need no halo: its windows would scatter into the neighbours' shards.
+ * The split is the operand's, else SelectAndScatter's source's, else the consumers'. */
+lathe_status_t lathe_part_rule_window(part *p, const lathe_node *sn) {
+  int r = sn->in[0]->shape.rank;
+  lathe_ilist d = lathe_attr_window_dims(sn), st = lathe_attr_window_strides(sn), pd = lathe_attr_window_paddings(sn);
+  lathe_ilist id = lathe_attr_window_input_dilations(sn), wd = lathe_attr_window_window_dilations(sn);
+  if (d.n != r || st.n != r || id.n != r || wd.n != r || pd.n != 2 * r || sn->shape.rank != r)
+    return LATHE_INVALID("%s: window attributes (%d dims, %d strides, %d paddings) do not fit an operand of rank %d",
+                         lathe_op_name(sn->op), d.n, st.n, pd.n / 2, r);
+  const lathe_node *x = sn->in[0];
+  bool sas = sn->op != LATHE_OP_REDUCE_WINDOW;
+  lathe_op red = sas ? LATHE_OP_REDUCE_SUM : lathe_attr_window_reduction(sn);
+  const int64_t *out = sas ? sn->in[1]->shape.dims : sn->shape.dims;
+  lathe_node *edge = NULL;
+  lathe_status_t es = NULL;
+  bool has_edge = !sas && window_edge(NULL, red, x->shape.dtype, &edge, &es), exchange = false;
+  int64_t left[LATHE_MAX_RANK], right[LATHE_MAX_RANK];
+  spec in = replicated_spec(r);
+  for (int c = 0; c <= sn->n_operands && replicated(&in); c++) {
+    if (c == sn->n_operands && !p->hinted[sn->id]) break;
+    in = c < sn->n_operands ? *own(p, sn->in[c]->id) : p->hint[sn->id];
+    for (int a = 0; a < r; a++) {
+      slide w = {x->shape.dims[a], (d.v[a] - 1) * wd.v[a] + 1, st.v[a], pd.v[2 * a], pd.v[2 * a + 1], id.v[a], out[a]};
+      if (!in.n_axes[a] || (halo_fits(&w, parts(p, &in, a), &left[a], &right[a]) &&
+                            (left[a] <= 0 && right[a] <= 0 ? true
+                             : sas                         ? false
+                                                           : has_edge && can_exchange(p, x->shape.dtype))))
+        continue;
+      clear_axis(&in, a);
+    }
+  }
+  if (replicated(&in)) return lathe_part_fallback(p, sn);
+  lathe_node *ops[2], *v;
+  bool kept[LATHE_MAX_RANK] = {false};
+  int64_t lr[2 * LATHE_MAX_RANK] = {0};
+  for (int a = 0; a < r; a++) {
+    kept[a] = in.n_axes[a] > 0;
+    exchange |= !sas && kept[a] && (left[a] > 0 || right[a] > 0);
+    /* SelectAndScatter's windows never reach its last -right elements: no cut, its result keeps them */
+    if (kept[a] && !sas) lr[2 * a] = left[a], lr[2 * a + 1] = right[a];
+  }
+  if (exchange && window_edge(p, red, x->shape.dtype, &edge, &es)) LATHE_RETURN_IF_ERROR(es);
+  LATHE_RETURN_IF_ERROR(halos_of(p, x, &in, lr, red, edge, &ops[0]));
+  if (sas) LATHE_RETURN_IF_ERROR(lathe_part_get(p, sn->in[1], &in, &ops[1]));
+  LATHE_RETURN_IF_ERROR(lathe_part_emit_ops(p, sn, ops, &in, &v));
+  LATHE_RETURN_IF_ERROR(unpad(v, pd, kept, false));
+  lathe_part_set(p, sn, v, &in);
+  return NULL;
+}
