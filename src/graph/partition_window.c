@@ -14,30 +14,41 @@ typedef struct {
   int64_t size, extent, stride, lo, hi, in_dil, out;
 } slide;
 
+/* How one shard of a split axis computes its outputs: with `left` elements of the previous shard
+ * before its own and `right` of the next after them (right < 0: its own last -right dropped), and
+ * the op's padding along the axis then (lo, hi) (less than the input dilation: holes, not data). */
+typedef struct {
+  int64_t left, right, lo, hi;
+} halo_plan;
+
 /* Whether axis w split into n shards can be computed shard by shard, each shard's outputs reading
- * its own inputs, `left` elements of the previous shard and `right` of the next (right < 0: its
- * last -right elements unread). That holds where the outputs of a shard step over exactly that
- * shard (out * stride == size, the shard a multiple of the stride), without input dilation, and
- * the halos come from the neighbours only. */
-static bool halo_fits(const slide *w, int64_t n, int64_t *left, int64_t *right) {
-  if (n < 2 || w->size % n || w->in_dil != 1 || w->lo < 0 || w->hi < 0) return false;
-  int64_t L = w->size / n;
-  if (L % w->stride || w->out * w->stride != w->size) return false;
-  *left = w->lo, *right = w->extent - w->stride - w->lo;
-  return *left <= L && *right <= L;
+ * its own inputs and a halo from the neighbours (at most a shard each). That holds where the
+ * outputs of a shard step over exactly that shard, input dilation included (out * stride ==
+ * size * in_dil, a shard's dilated span a multiple of the stride): "same" padding of any stride
+ * dividing the shard, and a strided convolution's input gradient (input-dilated). */
+static bool halo_fits(const slide *w, int64_t n, halo_plan *h) {
+  if (n < 2 || w->size % n || w->in_dil < 1 || w->lo < 0 || w->hi < 0) return false;
+  int64_t L = w->size / n, span = L * w->in_dil;
+  if (span % w->stride || w->out * w->stride != w->size * w->in_dil) return false;
+  /* the last dilated position a shard's outputs read, from its first element's */
+  int64_t last = span - w->stride - w->lo + w->extent - 1;
+  if (last < 0) return false;
+  h->left = w->lo / w->in_dil, h->lo = w->lo - h->left * w->in_dil;
+  h->right = last / w->in_dil - (L - 1), h->hi = last - last / w->in_dil * w->in_dil;
+  return h->left <= L && h->right <= L && L + h->right > 0;
 }
 
 /* Whether a convolution whose input axis (w) and kernel taps (size taps, dilation kd) are both
  * split into n shards alike can sum its outputs over the shards: shard k's taps read inputs that
- * start at its own first element (taps / n * kd == the input shard) -- `left` before it and
- * `right` after it --, and its outputs (all w->out of them) are partial sums. This is a
- * convolution's kernel gradient with the spatial axes split: the output gradient as kernel. */
-static bool taps_fit(const slide *w, int64_t taps, int64_t kd, int64_t n, int64_t *left, int64_t *right) {
+ * start at its own first element (taps / n * kd == the input shard), with a halo, and its outputs
+ * (all w->out of them) are partial sums. This is a convolution's kernel gradient with the spatial
+ * axes split: the output gradient as kernel. */
+static bool taps_fit(const slide *w, int64_t taps, int64_t kd, int64_t n, halo_plan *h) {
   if (n < 2 || w->size % n || taps % n || w->in_dil != 1 || w->lo < 0 || w->hi < 0) return false;
   int64_t L = w->size / n;
   if (taps / n * kd != L) return false;
-  *left = w->lo, *right = (w->out - 1) * w->stride - kd - w->lo + 1;
-  return *left <= L && *right <= L;
+  h->left = w->lo, h->right = (w->out - 1) * w->stride - kd - w->lo + 1, h->lo = h->hi = 0;
+  return h->left <= L && h->right <= L && L + h->right > 0;
 }
 
 /* Whether a halo exchange of dtype dt can run here (CollectivePermute offered; whole bytes). */
@@ -171,20 +182,21 @@ static bool window_edge(part *p, lathe_op red, lathe_dtype dt, lathe_node **out,
   return true;
 }
 
-/* The node's padding list with the axes (pairs) where zero[] cleared, set on v. */
-static lathe_status_t unpad(lathe_node *v, lathe_ilist pad, const bool *zero, bool conv) {
+/* v's padding list: the node's, with the pairs where plan[] is set replaced by their local
+ * padding (pair i of the list: input spatial axis i of a convolution, axis i of a window op). */
+static lathe_status_t repad(lathe_node *v, lathe_ilist pad, const halo_plan *const *plan, bool conv) {
   int64_t pads[2 * LATHE_MAX_RANK];
-  for (int i = 0; i < pad.n && i < 2 * LATHE_MAX_RANK; i++) pads[i] = zero[i / 2] ? 0 : pad.v[i];
+  for (int i = 0; i < pad.n && i < 2 * LATHE_MAX_RANK; i++)
+    pads[i] = !plan[i / 2] ? pad.v[i] : i % 2 ? plan[i / 2]->hi : plan[i / 2]->lo;
   return conv ? lathe_attr_set_conv_general_paddings(v, pads, pad.n) : lathe_attr_set_window_paddings(v, pads, pad.n);
 }
 
 /* ConvGeneral: the input's batch split and the kernel's output-channel split carry to the result's
  * batch and channel axes; input channels split alike on both sides give partial sums. A split
  * spatial axis keeps its split on the result, with a halo from the neighbouring shards, where
- * halo_fits (a stride-1 or strided convolution with "same" padding), or gives partial sums where
- * the kernel's taps are split alike (taps_fit: the kernel gradient); else it is gathered, as is
- * one whose input is dilated. With channel groups the channel splits are not kept; batch groups
- * gather everything. */
+ * halo_fits ("same" padding of any stride, a strided convolution's input gradient), or gives
+ * partial sums where the kernel's taps are split alike (taps_fit: the kernel gradient); else it is
+ * gathered. With channel groups the channel splits are not kept; batch groups gather everything. */
 lathe_status_t lathe_part_rule_conv(part *p, const lathe_node *sn) {
   if (lathe_attr_conv_general_batch_group_count(sn) > 1) return lathe_part_fallback(p, sn);
   const lathe_node *x = sn->in[0], *k = sn->in[1];
@@ -205,8 +217,8 @@ lathe_status_t lathe_part_rule_conv(part *p, const lathe_node *sn) {
     for (int q = 0; q < X->n_axes[ic]; q++) ax[n_ax++] = X->axes[ic][q];
   }
   if (X->n_axes[ib] && try_copy_axis(&used, slot, X, ib)) copy_axis(&nx, ib, X, ib), copy_axis(&rs, ob, X, ib), slot++;
-  int64_t left[LATHE_MAX_RANK], right[LATHE_MAX_RANK];
-  bool halo_at[LATHE_MAX_RANK] = {false};
+  halo_plan plan[LATHE_MAX_RANK];
+  const halo_plan *at[LATHE_MAX_RANK] = {NULL}; /* per spatial axis: its plan, where kept split */
   for (int i = 0; i < isp.n && slot < LATHE_MAX_RANK; i++) {
     int ia = (int)isp.v[i], ka = (int)ksp.v[i], oa = (int)osp.v[i];
     if (!X->n_axes[ia]) continue;
@@ -214,10 +226,11 @@ lathe_status_t lathe_part_rule_conv(part *p, const lathe_node *sn) {
     slide w = {x->shape.dims[ia], (taps - 1) * kdl.v[i] + 1, str.v[i], pad.v[2 * i], pad.v[2 * i + 1], idl.v[i],
                sn->shape.dims[oa]};
     bool summed = axis_eq(X, ia, K, ka);
-    if (!(summed ? taps_fit(&w, taps, kdl.v[i], n, &left[i], &right[i]) : halo_fits(&w, n, &left[i], &right[i])) ||
-        ((left[i] > 0 || right[i] > 0) && !can_exchange(p, x->shape.dtype)) || !try_copy_axis(&used, slot, X, ia))
+    halo_plan *h = &plan[i];
+    if (!(summed ? taps_fit(&w, taps, kdl.v[i], n, h) : halo_fits(&w, n, h)) ||
+        ((h->left > 0 || h->right > 0) && !can_exchange(p, x->shape.dtype)) || !try_copy_axis(&used, slot, X, ia))
       continue;
-    copy_axis(&nx, ia, X, ia), slot++, halo_at[i] = true;
+    copy_axis(&nx, ia, X, ia), slot++, at[i] = h;
     if (summed) {
       copy_axis(&nk, ka, X, ia);
       for (int q = 0; q < X->n_axes[ia]; q++) ax[n_ax++] = X->axes[ia][q];
@@ -229,13 +242,12 @@ lathe_status_t lathe_part_rule_conv(part *p, const lathe_node *sn) {
     copy_axis(&nk, koc, K, koc), copy_axis(&rs, oc, K, koc), slot++;
   lathe_node *ops[2], *v;
   int64_t lr[2 * LATHE_MAX_RANK] = {0};
-  bool any = false;
   for (int i = 0; i < isp.n; i++)
-    if (halo_at[i]) lr[2 * isp.v[i]] = left[i], lr[2 * isp.v[i] + 1] = right[i], any = true;
+    if (at[i]) lr[2 * isp.v[i]] = at[i]->left, lr[2 * isp.v[i] + 1] = at[i]->right;
   LATHE_RETURN_IF_ERROR(halos_of(p, x, &nx, lr, LATHE_OP_REDUCE_SUM, NULL, &ops[0]));
   LATHE_RETURN_IF_ERROR(lathe_part_get(p, k, &nk, &ops[1]));
   LATHE_RETURN_IF_ERROR(lathe_part_emit_ops(p, sn, ops, &rs, &v));
-  if (any) LATHE_RETURN_IF_ERROR(unpad(v, pad, halo_at, true));
+  LATHE_RETURN_IF_ERROR(repad(v, pad, at, true));
   if (n_ax) return lathe_part_combine(p, sn, v, rs, LATHE_OP_REDUCE_SUM, X->mesh, ax, n_ax);
   lathe_part_set(p, sn, v, &rs);
   return NULL;
@@ -262,15 +274,16 @@ lathe_status_t lathe_part_rule_window(part *p, const lathe_node *sn) {
   lathe_node *edge = NULL;
   lathe_status_t es = NULL;
   bool has_edge = !sas && window_edge(NULL, red, x->shape.dtype, &edge, &es), exchange = false;
-  int64_t left[LATHE_MAX_RANK], right[LATHE_MAX_RANK];
+  halo_plan plan[LATHE_MAX_RANK];
   spec in = replicated_spec(r);
   for (int c = 0; c <= sn->n_operands && replicated(&in); c++) {
     if (c == sn->n_operands && !p->hinted[sn->id]) break;
     in = c < sn->n_operands ? *own(p, sn->in[c]->id) : p->hint[sn->id];
     for (int a = 0; a < r; a++) {
       slide w = {x->shape.dims[a], (d.v[a] - 1) * wd.v[a] + 1, st.v[a], pd.v[2 * a], pd.v[2 * a + 1], id.v[a], out[a]};
-      if (!in.n_axes[a] || (halo_fits(&w, parts(p, &in, a), &left[a], &right[a]) &&
-                            (left[a] <= 0 && right[a] <= 0 ? true
+      const halo_plan *h = &plan[a];
+      if (!in.n_axes[a] || (halo_fits(&w, parts(p, &in, a), &plan[a]) &&
+                            (h->left <= 0 && h->right <= 0 ? true
                              : sas                         ? false
                                                            : has_edge && can_exchange(p, x->shape.dtype))))
         continue;
@@ -279,19 +292,20 @@ lathe_status_t lathe_part_rule_window(part *p, const lathe_node *sn) {
   }
   if (replicated(&in)) return lathe_part_fallback(p, sn);
   lathe_node *ops[2], *v;
-  bool kept[LATHE_MAX_RANK] = {false};
+  const halo_plan *kept[LATHE_MAX_RANK] = {NULL};
   int64_t lr[2 * LATHE_MAX_RANK] = {0};
   for (int a = 0; a < r; a++) {
-    kept[a] = in.n_axes[a] > 0;
-    exchange |= !sas && kept[a] && (left[a] > 0 || right[a] > 0);
+    if (!in.n_axes[a]) continue;
+    kept[a] = &plan[a];
+    exchange |= !sas && (plan[a].left > 0 || plan[a].right > 0);
     /* SelectAndScatter's windows never reach its last -right elements: no cut, its result keeps them */
-    if (kept[a] && !sas) lr[2 * a] = left[a], lr[2 * a + 1] = right[a];
+    if (!sas) lr[2 * a] = plan[a].left, lr[2 * a + 1] = plan[a].right;
   }
   if (exchange && window_edge(p, red, x->shape.dtype, &edge, &es)) LATHE_RETURN_IF_ERROR(es);
   LATHE_RETURN_IF_ERROR(halos_of(p, x, &in, lr, red, edge, &ops[0]));
   if (sas) LATHE_RETURN_IF_ERROR(lathe_part_get(p, sn->in[1], &in, &ops[1]));
   LATHE_RETURN_IF_ERROR(lathe_part_emit_ops(p, sn, ops, &in, &v));
-  LATHE_RETURN_IF_ERROR(unpad(v, pd, kept, false));
+  LATHE_RETURN_IF_ERROR(repad(v, pd, kept, false));
   lathe_part_set(p, sn, v, &in);
   return NULL;
 }

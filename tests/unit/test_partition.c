@@ -1094,7 +1094,7 @@ static lathe_conv_axes nhwc_axes(void) {
 static void b_halo_conv(prog *p, lathe_function_t fn) {
   /* NHWC [2, 8, 8, 2], HWIO kernel [3, 3, 2, 3], output gradient NHWC [2, 8, 8, 3] */
   lathe_value_t x = param(p, fn, F32(2, 8, 8, 2), "-,x,y,-"), k = param(p, fn, F32(3, 3, 2, 3), NULL);
-  lathe_value_t dy = param(p, fn, F32(2, 8, 8, 3), "-,x,y,-"), o[7];
+  lathe_value_t dy = param(p, fn, F32(2, 8, 8, 3), "-,x,y,-"), ds = param(p, fn, F32(2, 4, 4, 3), "-,x,y,-"), o[8];
   lathe_conv_axes axes = nhwc_axes();
   const lathe_padding same[2] = {{1, 1}, {1, 1}}, wide[2] = {{2, 2}, {2, 2}}, causal[2] = {{2, 0}, {1, 1}};
   const int64_t two[2] = {2, 2};
@@ -1107,7 +1107,7 @@ static void b_halo_conv(prog *p, lathe_function_t fn) {
   CHECK_OK(lathe_conv_general(fn, x, k, &axes, &p_strided, &o[1]));    /* [2, 4, 4, 3]: a left halo only */
   CHECK_OK(lathe_conv_general(fn, x, k, &axes, &p_dilated, &o[2]));    /* halos of 2 */
   CHECK_OK(lathe_conv_general(fn, x, k, &axes, &p_causal, &o[3]));     /* height: 2 on the left, none right */
-  CHECK_OK(lathe_conv_general(fn, x, k, &axes, &p_transposed, &o[4])); /* input dilated: gathered */
+  CHECK_OK(lathe_conv_general(fn, x, k, &axes, &p_transposed, &o[4])); /* [2, 15, 15, 3]: gathered */
   /* the kernel gradient as GoMLX builds it: x's channels as batch, its batch contracted, the output
    * gradient as the kernel -- its taps split like x: partial sums over both mesh axes */
   lathe_conv_axes kg = {.input_batch = 3, .input_channels = 0, .input_spatial = NHWC_SP, .n_input_spatial = 2,
@@ -1122,8 +1122,13 @@ static void b_halo_conv(prog *p, lathe_function_t fn) {
   CHECK_OK(lathe_reverse(fn, k, rev, 2, &kr));
   CHECK_OK(lathe_transpose(fn, kr, perm, 4, &kt));
   CHECK_OK(lathe_conv_general(fn, dy, kt, &axes, &p_same, &o[6]));
-  const char *specs[] = {"-,x,y,-", "-,x,y,-", NULL, "-,x,y,-", NULL, NULL, "-,x,y,-"};
-  ret(p, fn, 7, o, specs);
+  /* the strided convolution's input gradient: its output gradient [2, 4, 4, 3] dilated by the
+   * stride, padded (1, 2) back to [2, 8, 8, 2]: a halo of one element from the next shard */
+  const lathe_padding back[2] = {{1, 2}, {1, 2}};
+  lathe_conv_params p_back = {.paddings = back, .n_paddings = 2, .input_dilations = two, .n_input_dilations = 2};
+  CHECK_OK(lathe_conv_general(fn, ds, kt, &axes, &p_back, &o[7]));
+  const char *specs[] = {"-,x,y,-", "-,x,y,-", NULL, "-,x,y,-", NULL, NULL, "-,x,y,-", "-,x,y,-"};
+  ret(p, fn, 8, o, specs);
 }
 
 static void b_halo_pool(prog *p, lathe_function_t fn) {
@@ -1162,11 +1167,11 @@ TEST(partition_halo_exchange) {
   check_all("halo conv", b_halo_conv, 0);
   check_all("halo pool", b_halo_pool, 0);
   check_stats("halo count", b_halo_count, "", 2);
-  /* on x:2 only (heights split): 8 CollectivePermutes (the kernel gradient reuses the first
-   * convolution's halos of x), its AllReduce, an AllGather of x for the input-dilated convolution
+  /* on x:2 only (heights split): 9 CollectivePermutes (the kernel gradient reuses the first
+   * convolution's halos of x), its AllReduce, an AllGather of x for the transposed convolution
    * and one of the dilated one's output; and 11 CollectivePermutes, then two AllGathers and an
    * AllToAll for the outputs' shardings */
-  check_stats("halo conv", b_halo_conv, "", 11);
+  check_stats("halo conv", b_halo_conv, "", 12);
   check_stats("halo pool", b_halo_pool, "", 14);
 }
 
