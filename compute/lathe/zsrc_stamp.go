@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "e76f05b7f2253e314f2b3204861ae641"
+const engineSourcesHash = "b7b34a241be1f1a41f330065087b6378"

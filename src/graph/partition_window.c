@@ -2,8 +2,9 @@
  * (ConvGeneral, ReduceWindow, SelectAndScatter) and the halo exchange that lets the axes they
  * slide along stay split: each device extends its shard with the last `left` elements of the
  * previous shard and the first `right` of the next (a CollectivePermute each way) and runs the op
- * on that with no padding along the axis; the shards at the ends receive the padding value
- * instead. docs/ARCHITECTURE.md "Partitioning" states when an axis qualifies. */
+ * on that, padded along the axis only by what falls between dilated inputs; the shards at the
+ * ends receive the padding value instead. docs/ARCHITECTURE.md "Halo exchange" states when an
+ * axis qualifies. */
 #include <math.h>
 
 #include "partition_impl.h"
@@ -112,10 +113,10 @@ static lathe_status_t halo(part *p, lathe_node *v, const spec *s, int a, int64_t
 /* An operand extended with its halos, kept so that the convolutions of a training step that read
  * one value alike (its forward pass and its kernel gradient) exchange its halos once. */
 struct part_halo {
-  int id;                              /* the source value */
-  spec s;                              /* its sharding */
-  lathe_op edge;                       /* what the end shards get: a reduction's identity (SUM: zeros) */
-  int64_t lr[2 * LATHE_MAX_RANK];      /* left and right halo per axis (0, 0: none) */
+  int id;                         /* the source value */
+  spec s;                         /* its sharding */
+  lathe_op edge;                  /* what the end shards get: a reduction's identity (SUM: zeros) */
+  int64_t lr[2 * LATHE_MAX_RANK]; /* left and right halo per axis (0, 0: none) */
   lathe_node *v;
 };
 
