@@ -1163,10 +1163,47 @@ static void b_halo_count(prog *p, lathe_function_t fn) {
   ret(p, fn, 1, &o, specs);
 }
 
+/* a While whose body smooths a signal split along its length: a "same" convolution and a max
+ * over 3 neighbours, each with its halos, on every iteration */
+static void b_loop_halo(prog *p, lathe_function_t fn) {
+  /* NWC signal [2, 16, 2], kernel WIO [3, 2, 2] */
+  lathe_value_t u0 = param(p, fn, F32(2, 16, 2), "-,xy,-"), k = param(p, fn, F32(3, 2, 2), NULL), v, r[2];
+  lathe_shape si = tst_shape0(LATHE_DTYPE_INT32), su = F32(2, 16, 2);
+  lathe_function_t cond = closure_of(fn), body = closure_of(fn);
+  lathe_value_t ci = tst_param(cond, NULL, si);
+  tst_param(cond, NULL, su);
+  CHECK_OK(lathe_less_than(cond, ci, i32(cond, 3), &v));
+  CHECK_OK(lathe_function_return(cond, &v, 1));
+  lathe_value_t bi = tst_param(body, NULL, si), bu = tst_param(body, NULL, su), c, m, bo[2];
+  const int sp[1] = {1}, ksp[1] = {0};
+  lathe_conv_axes axes = {.input_batch = 0, .input_channels = 2, .input_spatial = sp, .n_input_spatial = 1,
+                          .kernel_input_channels = 1, .kernel_output_channels = 2, .kernel_spatial = ksp,
+                          .n_kernel_spatial = 1, .output_batch = 0, .output_channels = 2, .output_spatial = sp,
+                          .n_output_spatial = 1};
+  const lathe_padding same[1] = {{1, 1}}, wsame[3] = {{0, 0}, {1, 1}, {0, 0}};
+  const int64_t w3[3] = {1, 3, 1}, ones[3] = {1, 1, 1};
+  lathe_conv_params cp = {.paddings = same, .n_paddings = 1};
+  lathe_window_params wp = {.window_dims = w3, .n_window_dims = 3, .strides = ones, .n_strides = 3, .paddings = wsame,
+                            .n_paddings = 3};
+  CHECK_OK(lathe_conv_general(body, bu, k, &axes, &cp, &c)); /* k captured from main */
+  CHECK_OK(lathe_tanh(body, c, &c));
+  CHECK_OK(lathe_reduce_window(body, LATHE_OP_REDUCE_MAX, c, &wp, &m));
+  CHECK_OK(lathe_add(body, bi, i32(body, 1), &bo[0]));
+  bo[1] = m;
+  CHECK_OK(lathe_function_return(body, bo, 2));
+  lathe_value_t st[2] = {i32(fn, 0), u0};
+  int n = 0;
+  CHECK_OK(lathe_while(fn, cond, body, st, 2, r, 2, &n));
+  const char *specs[] = {"-,xy,-"};
+  ret(p, fn, 1, &r[1], specs);
+}
+
 TEST(partition_halo_exchange) {
   check_all("halo conv", b_halo_conv, 0);
   check_all("halo pool", b_halo_pool, 0);
   check_stats("halo count", b_halo_count, "", 2);
+  check_all("halo loop", b_loop_halo, 0);
+  check_stats("halo loop", b_loop_halo, "", 4); /* in the body: two halos each for the convolution and the max */
   /* on x:2 only (heights split): 9 CollectivePermutes (the kernel gradient reuses the first
    * convolution's halos of x), its AllReduce, an AllGather of x for the transposed convolution
    * and one of the dilated one's output; and 11 CollectivePermutes, then two AllGathers and an
