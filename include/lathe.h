@@ -714,6 +714,13 @@ lathe_status_t lathe_reduce_scatter(lathe_function_t fn, lathe_value_t operand, 
  * concat_axis in the order of their senders. */
 lathe_status_t lathe_all_to_all(lathe_function_t fn, lathe_value_t operand, int split_axis, int concat_axis,
                                 const int *groups, const int *group_sizes, int n_groups, lathe_value_t *out);
+/* The collectives builder b builds from this call on: in_process true keeps their groups inside
+ * this process -- in a job of several processes they then do not extend across the processes
+ * (tensor parallelism inside a host, beside a data-parallel AllReduce across hosts), and their
+ * group sizes count this process's replicas only; false (the default) extends each group across
+ * every process of the job (docs/ARCHITECTURE.md "A job of several processes"). Outside a job both
+ * are the same. lathe:cuda has no in-process groups in a job yet (UNIMPLEMENTED when run). */
+lathe_status_t lathe_builder_collectives_in_process(lathe_builder_t b, bool in_process);
 /* CollectivePermute: n_pairs pairs (source, target) of replicas, flattened in pairs; replica
  * target gets source's operand, a replica that is no pair's target gets zeros. Each replica is
  * at most one pair's source and at most one pair's target. */

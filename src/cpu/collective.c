@@ -10,7 +10,8 @@
  * runs the exchange across the processes with Gloo -- AllReduce (the same reduction, pairwise;
  * ReduceScatter is that AllReduce, sliced), AllGather of the local members' operands, AllToAll of
  * the parts each process's members send another's -- and the group's replicas take their results
- * from its buffer. CollectivePermute's pairs name local replicas and stay inside each process. */
+ * from its buffer. CollectivePermute's pairs name local replicas and stay inside each process, as
+ * do the groups of collectives built in-process (lathe_builder_collectives_in_process). */
 #include <pthread.h>
 
 #include "cpu.h"
@@ -436,7 +437,9 @@ lathe_status_t lathe_cpu_run_collective(lathe_cpu_exec *ex, const lathe_node *n,
   if (!g) return LATHE_INVALID("%s: the program is not running as SPMD replicas", op);
   cpu_coll *c = NULL;
   LATHE_RETURN_IF_ERROR(coll_of(g, &c));
-  struct lathe_job *job = ex->cpu->job;
+  /* a group that stays in this process (CollectivePermute's pairs, in-process groups) runs as if
+   * there were no job */
+  struct lathe_job *job = lathe_collective_crosses(n) ? ex->cpu->job : NULL;
   int P = job ? lathe_job_processes(job) : 1, p = job ? lathe_job_process(job) : 0;
   int *members = malloc(sizeof(int) * (size_t)c->n);
   /* two arrays of a pointer per replica of the job's group */
@@ -487,7 +490,7 @@ lathe_status_t lathe_cpu_run_collective(lathe_cpu_exec *ex, const lathe_node *n,
   if (built > 0 && built != (int64_t)m * P)
     st = lathe_status_new(LATHE_STATUS_FAILED_PRECONDITION, "%s: built for groups of %lld replicas, runs in groups of %d "
                           "(%d processes, %d in each)", op, (long long)built, m * P, P, m);
-  bool local = !job || n->op == LATHE_OP_COLLECTIVE_PERMUTE;
+  bool local = !job;
   if (st) {
   } else if (n->op == LATHE_OP_ALL_REDUCE && (!job || replica == leader)) {
     for (int o = 0; o < n->n_operands; o++) {

@@ -636,6 +636,9 @@ lathe_status_t lathe_cuda_run_collective(lathe_cuda_exec *ex, const lathe_node *
                                          lathe_tensor **out) {
   const char *op = lathe_op_name(n->op);
   if (lathe_op_kind_of(n->op) != LATHE_KIND_COLLECTIVE) return LATHE_UNIMPL("%s: not a collective", op);
+  if (n->op != LATHE_OP_COLLECTIVE_PERMUTE && lathe_attr_collective_in_process(n) && lathe_collective_processes() > 1)
+    return LATHE_UNIMPL("%s: groups kept inside one process of a job are not implemented on lathe:cuda (its NCCL "
+                        "communicators span the job's processes)", op);
   int replica;
   lathe_collective *g = lathe_cuda_exec_group(ex, &replica);
   if (!g) return LATHE_INVALID("%s: the program is not running as SPMD replicas", op);

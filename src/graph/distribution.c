@@ -294,6 +294,16 @@ int lathe_collective_processes(void) {
   return n;
 }
 
+bool lathe_collective_crosses(const lathe_node *n) {
+  return n->op != LATHE_OP_COLLECTIVE_PERMUTE && !lathe_attr_collective_in_process(n) && lathe_collective_processes() > 1;
+}
+
+lathe_status_t lathe_builder_collectives_in_process(lathe_builder_t b, bool in_process) {
+  if (!b) return LATHE_INVALID("CollectivesInProcess: builder is NULL");
+  b->collectives_in_process = in_process;
+  return NULL;
+}
+
 int lathe_collective_group(const lathe_node *n, int r, int n_replicas, int *members) {
   lathe_ilist groups = lathe_attr_collective_groups(n), sizes = lathe_attr_collective_group_sizes(n);
   if (sizes.n == 0) {
@@ -329,6 +339,7 @@ lathe_status_t lathe_all_reduce(lathe_function_t fn, const lathe_value_t *operan
     sh[i] = node->in[i]->shape;
   }
   lathe_attr_set_collective_reduction(node, reduction);
+  lathe_attr_set_collective_in_process(node, fn->builder->collectives_in_process);
   if (!st) st = lathe_attr_set_collective_groups_int(node, groups, total);
   if (!st) st = lathe_attr_set_collective_group_sizes_int(node, group_sizes, n_groups);
   if (!st) st = lathe_node_set_outputs(node, sh, n);
@@ -339,7 +350,7 @@ lathe_status_t lathe_all_reduce(lathe_function_t fn, const lathe_value_t *operan
 
 /* The common part of AllGather, ReduceScatter and AllToAll: a node of op on operand with its
  * groups; *G is the group size counted over every process of a job (the processes are the
- * outermost mesh axis, as for AllReduce). */
+ * outermost mesh axis, as for AllReduce), unless the builder keeps its collectives in-process. */
 static lathe_status_t group_node(const char *op, lathe_op kind, lathe_function_t fn, lathe_value_t operand,
                                  const int *groups, const int *group_sizes, int n_groups, lathe_node **node, int64_t *G) {
   LATHE_RETURN_IF_ERROR(lathe_check_fn(op, fn));
@@ -350,7 +361,9 @@ static lathe_status_t group_node(const char *op, lathe_op kind, lathe_function_t
   if (lathe_dtype_is_packed(s->dtype)) return LATHE_UNIMPL("%s: packed %s operands", op, lathe_dtype_name(s->dtype));
   LATHE_RETURN_IF_ERROR(lathe_attr_set_collective_groups_int(*node, groups, total));
   LATHE_RETURN_IF_ERROR(lathe_attr_set_collective_group_sizes_int(*node, group_sizes, n_groups));
-  *G = (int64_t)m * lathe_collective_processes();
+  bool in_process = fn->builder->collectives_in_process;
+  lathe_attr_set_collective_in_process(*node, in_process);
+  *G = (int64_t)m * (in_process ? 1 : lathe_collective_processes());
   (*node)->shape = *s;
   return NULL;
 }

@@ -151,6 +151,7 @@ struct lathe_builder {
   lathe_mesh_def *meshes;        /* AutoSharding */
   int n_meshes;
   const lathe_sharding_def **output_shardings; /* AutoSharding: per main output (NULL: replicated) */
+  bool collectives_in_process;   /* collectives built from now on: lathe_builder_collectives_in_process */
   bool partitioned;              /* made by the AutoSharding partitioner (partition.c), with */
   int partition_fallbacks;       /* ops run whole: on gathered operands, or RNGBitGenerator */
   int partition_collectives;     /* and the collectives the partitioner inserted */
@@ -192,6 +193,9 @@ int lathe_collective_group(const lathe_node *n, int r, int n_replicas, int *memb
 /* The processes a collective's group spans (the job's, 1 outside a job): group sizes of the
  * shape rules count them (docs/ARCHITECTURE.md "Collectives"). */
 int lathe_collective_processes(void);
+/* Whether collective n's groups extend across the processes of the job this process is in (not
+ * CollectivePermute, not one built in-process, not outside a job). */
+bool lathe_collective_crosses(const lathe_node *n);
 
 /* Control-flow facts every device lowers alike. Whether Sort node n's comparator is exactly a
  * strict comparison of its first two parameters (LessThan/GreaterThan, plain or TotalOrder), so

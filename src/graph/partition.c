@@ -562,7 +562,6 @@ static void backward(part *p, const spec *outs) {
 
 static const char *why_whole(struct lathe_builder *src) {
   if (src->n_replicas < 2) return "one device";
-  if (lathe_collective_processes() > 1) return "the devices span several processes";
   if (src->n_meshes > 16) return "more than 16 meshes";
   for (int i = 0; i < src->main_fn->n_params; i++)
     for (int a = 0; a < src->main_fn->params[i]->shape.rank; a++)
@@ -658,6 +657,8 @@ static lathe_status_t run(part *p) {
   const lathe_function *fn = src->main_fn;
   LATHE_RETURN_IF_ERROR(lathe_builder_new(src->backend, src->name, &p->dst));
   LATHE_RETURN_IF_ERROR(lathe_builder_spmd(p->dst, src->n_replicas));
+  /* the mesh names this process's devices: in a job each process partitions over its own */
+  LATHE_RETURN_IF_ERROR(lathe_builder_collectives_in_process(p->dst, true));
   if (src->devices) LATHE_RETURN_IF_ERROR(lathe_builder_assign_devices(p->dst, src->devices, src->n_assigned));
   p->fn = p->dst->main_fn;
   for (int i = 0; i < fn->n_params; i++) {

@@ -18,6 +18,7 @@ typedef struct {
   int n_groups;
   const int *pairs; /* CollectivePermute */
   int n_pairs;
+  bool in_process; /* built with lathe_builder_collectives_in_process: groups of this process only */
 } coll;
 
 static const char *const KIND[] = {"AllGather", "ReduceScatter", "AllToAll", "CollectivePermute"};
@@ -111,6 +112,7 @@ static void run_row(lathe_backend_t be, int n, int p, int P, const coll *c, lath
   tst_row_begin(); /* a conformance row of its op (-o AllGather, ...) */
   CHECK_OK(lathe_builder_new(be, "collective", &b));
   CHECK_OK(lathe_builder_spmd(b, n));
+  CHECK_OK(lathe_builder_collectives_in_process(b, c->in_process));
   lathe_function_t fn = lathe_builder_main(b);
   lathe_shape s = tst_shape(dt, rank, id);
   lathe_value_t x, y = NULL;
@@ -135,15 +137,16 @@ static void run_row(lathe_backend_t be, int n, int p, int P, const coll *c, lath
     free(v);
   }
   CHECK_OK(lathe_executable_execute(e, in, NULL, n, 0, out, n));
+  int Pg = c->in_process ? 1 : P, pg = c->in_process ? 0 : p; /* the processes a group spans, this one's place */
   for (int r = 0; r < n && out[r]; r++) {
     int local[8], members[64], k = 0, m = local_group(c, n, r, local, &k);
-    for (int q = 0; q < P; q++)
-      for (int l = 0; l < m; l++) members[q * m + l] = q * n + local[l];
+    for (int q = 0; q < Pg; q++)
+      for (int l = 0; l < m; l++) members[q * m + l] = (c->in_process ? p : q) * n + local[l];
     int src = -1;
     for (int i = 0; i < c->n_pairs; i++)
       if (c->pairs[2 * i + 1] == r) src = p * n + c->pairs[2 * i];
     void *got = tst_alloc_for(&os), *want = tst_alloc_for(&os);
-    reference(c, dt, rank, id, os.dims, members, P * m, p * m + k, src, want);
+    reference(c, dt, rank, id, os.dims, members, Pg * m, pg * m + k, src, want);
     CHECK_OK(lathe_buffer_to_host(out[r], got, (size_t)lathe_shape_byte_size(&os)));
     char l2[200];
     snprintf(l2, sizeof l2, "%s, replica %d of process %d", label, r, p);
@@ -219,6 +222,14 @@ static void rows(lathe_backend_t be, int n, int p, int P) {
     run_row(be, n, p, P, &(coll){.op = LATHE_OP_COLLECTIVE_PERMUTE, .pairs = swap, .n_pairs = 2}, LATHE_DTYPE_FLOAT16, 0, (int64_t[]){0});
     run_row(be, n, p, P, &(coll){.op = LATHE_OP_COLLECTIVE_PERMUTE, .pairs = one, .n_pairs = 1}, LATHE_DTYPE_COMPLEX128, DIMS(3));
   }
+  /* groups kept inside each process (in a job: not extended across it; outside: the same as above) */
+  run_row(be, n, p, P, &(coll){.op = LATHE_OP_ALL_GATHER, .axis = 0, .in_process = true}, F32, DIMS(3, 2));
+  run_row(be, n, p, P, &(coll){.op = LATHE_OP_REDUCE_SCATTER, .axis = 1, .red = LATHE_OP_REDUCE_SUM, .in_process = true}, LATHE_DTYPE_INT32,
+          DIMS(2, 2 * n));
+  run_row(be, n, p, P, &(coll){.op = LATHE_OP_ALL_TO_ALL, .axis = 0, .axis2 = 1, .in_process = true}, LATHE_DTYPE_FLOAT64, DIMS(n, 3));
+  if (n == 4)
+    run_row(be, n, p, P, &(coll){.op = LATHE_OP_ALL_GATHER, .axis = 1, .groups = COLS, .sizes = TWO, .n_groups = 2, .in_process = true},
+            LATHE_DTYPE_INT8, DIMS(2, 3));
 }
 
 static lathe_backend_t backend_n(const char *extra, int n) {
@@ -229,11 +240,14 @@ static lathe_backend_t backend_n(const char *extra, int n) {
   return b;
 }
 
+static void job_in_process(lathe_backend_t be, int n, int p, int P);
+
 TEST(collectives_in_one_process) {
   for (int n = 2; n <= 4; n += 2) {
     lathe_backend_t be = backend_n("", n);
     if (!be) return;
     rows(be, n, 0, 1);
+    job_in_process(be, n, 0, 1);
     lathe_backend_free(be);
   }
 }
@@ -355,6 +369,94 @@ TEST(collectives_errors) {
 
 /* ---- across the processes of a job: this binary run as process 0 and 1 (two devices each) ---- */
 
+/* In process p of P (n devices each): an AllReduce across the job beside one kept in the process,
+ * and an AutoSharding program, partitioned over this process's devices alone (its AllReduce and
+ * AllGather in-process), which computes on this process's data as one process would. */
+static void job_in_process(lathe_backend_t be, int n, int p, int P) {
+  lathe_builder_t b;
+  lathe_shape s = TST_SHAPE(LATHE_DTYPE_FLOAT32, 3);
+  lathe_value_t x, y[2];
+  CHECK_OK(lathe_builder_new(be, "in-process", &b));
+  CHECK_OK(lathe_builder_spmd(b, n));
+  lathe_function_t fn = lathe_builder_main(b);
+  CHECK_OK(lathe_parameter(fn, "x", &s, &x));
+  CHECK_OK(lathe_all_reduce(fn, &x, 1, LATHE_OP_REDUCE_SUM, NULL, NULL, 0, &y[0]));
+  CHECK_OK(lathe_builder_collectives_in_process(b, true));
+  CHECK_OK(lathe_all_reduce(fn, &x, 1, LATHE_OP_REDUCE_SUM, NULL, NULL, 0, &y[1]));
+  CHECK_OK(lathe_function_return(fn, y, 2));
+  lathe_executable_t e = NULL;
+  CHECK_OK(lathe_builder_compile(b, &e));
+  lathe_builder_free(b);
+  lathe_buffer_t in[4] = {0}, out[8] = {0};
+  for (int r = 0; e && r < n; r++) {
+    float v[3];
+    for (int i = 0; i < 3; i++) v[i] = (float)((p * n + r) * 10 + i);
+    CHECK_OK(lathe_buffer_from_host(be, r, &s, v, sizeof v, &in[r]));
+  }
+  if (e) CHECK_OK(lathe_executable_execute(e, in, NULL, n, 0, out, 2 * n));
+  for (int r = 0; e && r < n; r++)
+    for (int k = 0; k < 2 && out[2 * r + k]; k++) {
+      float got[3];
+      CHECK_OK(lathe_buffer_to_host(out[2 * r + k], got, sizeof got));
+      for (int i = 0; i < 3; i++) {
+        double want = 0;
+        for (int g = k ? p * n : 0; g < (k ? p * n + n : P * n); g++) want += g * 10 + i;
+        CHECK(got[i] == want, "process %d replica %d, AllReduce %s: element %d is %g, want %g", p, r,
+              k ? "in the process" : "across the job", i, got[i], want);
+      }
+    }
+  for (int r = 0; r < n; r++) lathe_buffer_free(in[r]), lathe_buffer_free(out[2 * r]), lathe_buffer_free(out[2 * r + 1]);
+  lathe_executable_free(e);
+
+  /* AutoSharding over this process's n devices: x [2n, 3] split by rows, its column sums and its
+   * rows doubled returned replicated (an AllReduce and an AllGather the partitioner inserts) */
+  const int sizes[1] = {n};
+  const char *names[1] = {"x"};
+  lathe_mesh mesh = {"m", 1, sizes, names, NULL};
+  const char *const split[1] = {"x"};
+  lathe_sharding rows_split = {"m", 2, {split}, {1}};
+  lathe_shape gs = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2 * n, 3), ls = TST_SHAPE(LATHE_DTYPE_FLOAT32, 2, 3);
+  CHECK_OK(lathe_builder_new(be, "auto", &b));
+  CHECK_OK(lathe_builder_auto_sharding(b, &mesh, 1));
+  fn = lathe_builder_main(b);
+  lathe_value_t two, z[2];
+  CHECK_OK(lathe_parameter_sharded(fn, "x", &gs, &rows_split, &x));
+  int axis0[1] = {0};
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_SUM, x, axis0, 1, &z[0]));
+  float f2 = 2;
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  CHECK_OK(lathe_constant(fn, &s0, &f2, sizeof f2, &two));
+  CHECK_OK(lathe_mul(fn, x, two, &z[1]));
+  const lathe_sharding *outs[2] = {NULL, NULL};
+  CHECK_OK(lathe_function_return_sharded(fn, z, outs, 2));
+  e = NULL;
+  CHECK_OK(lathe_builder_compile(b, &e));
+  lathe_builder_free(b);
+  if (!e) return;
+  lathe_executable_stats st;
+  CHECK_OK(lathe_executable_get_stats(e, &st));
+  CHECK(st.partitioned && st.partition_fallbacks == 0, "process %d: AutoSharding in a job: partitioned %d (%s), %d fallbacks", p,
+        st.partitioned, st.partition_declined ? st.partition_declined : "-", st.partition_fallbacks);
+  float g[4 * 2 * 3];
+  for (int i = 0; i < 2 * n * 3; i++) g[i] = (float)(p * 100 + i); /* this process's global x */
+  for (int r = 0; r < n; r++) CHECK_OK(lathe_buffer_from_host(be, r, &ls, g + r * 6, 6 * sizeof(float), &in[r]));
+  CHECK_OK(lathe_executable_execute(e, in, NULL, n, 0, out, 2 * n));
+  for (int r = 0; r < n; r++) {
+    float sum[3], dbl[4 * 2 * 3];
+    CHECK_OK(lathe_buffer_to_host(out[2 * r], sum, sizeof sum));
+    CHECK_OK(lathe_buffer_to_host(out[2 * r + 1], dbl, sizeof(float) * 2 * (size_t)n * 3));
+    for (int j = 0; j < 3; j++) {
+      double want = 0;
+      for (int i = 0; i < 2 * n; i++) want += g[i * 3 + j];
+      CHECK(sum[j] == want, "process %d replica %d: column sum %d is %g, want %g", p, r, j, sum[j], want);
+    }
+    for (int i = 0; i < 2 * n * 3; i++)
+      CHECK(dbl[i] == 2 * g[i], "process %d replica %d: doubled element %d is %g, want %g", p, r, i, dbl[i], 2 * g[i]);
+  }
+  for (int r = 0; r < n; r++) lathe_buffer_free(in[r]), lathe_buffer_free(out[2 * r]), lathe_buffer_free(out[2 * r + 1]);
+  lathe_executable_free(e);
+}
+
 static const char *child_var = "LATHE_COLLECTIVES_CHILD"; /* "PORT,PROCESS" */
 
 /* One process of the job when child_var is set; otherwise nothing. Exits with the failure count. */
@@ -368,6 +470,7 @@ TEST(collectives_job_child) {
   lathe_backend_t be = backend_n(extra, 2);
   if (be) {
     rows(be, 2, p, 2);
+    job_in_process(be, 2, p, 2);
     lathe_backend_free(be);
   }
   printf("process %d: %d passed, %d failed\n", p, tst_passed, tst_failed);
