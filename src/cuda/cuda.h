@@ -116,7 +116,7 @@ typedef struct lathe_cuda {
   bool cudnn; /* convolutions may use cuDNN (option cudnn=1, the default) */
   int cudnn_sdpa; /* half attention may use cuDNN's fused attention: 1 (default) where measured faster, 2 always,
                    * 0 never (option cudnn_sdpa) */
-  bool reduce_cols; /* column reductions by 16-byte vectors of outputs (option reduce_cols=1; off by default until run on a GPU; reduce.c) */
+  bool reduce_cols; /* column reductions by 16-byte vectors of outputs (reduce.c; option reduce_cols=0 turns them off) */
   bool dense_vjp; /* FusedDenseVJP advertised (option dense_vjp=1; off by default) */
   int graph_after; /* a plan becomes a CUDA graph at its graph_after-th run on a GPU (option graphs; 0: never) */
   char description[256];

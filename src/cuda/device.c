@@ -439,9 +439,9 @@ const lathe_option_spec lathe_cuda_options[] = {
                         "Float16/BFloat16 attention and its gradient may use cuDNN's fused attention where it is "
                         "installed, takes the form and is measured faster than lathe's kernels (2: wherever it takes "
                         "the form, unmeasured: for tests)"},
-    [OPT_REDUCE_COLS] = {"reduce_cols", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
+    [OPT_REDUCE_COLS] = {"reduce_cols", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "1",
                          "reductions over leading axes (bias gradients) read rows of 16-byte vectors of outputs, 8 "
-                         "warps a block (not yet run on a GPU: off by default; 0: one thread an output)"},
+                         "warps a block (0: one thread an output)"},
     LATHE_RUNTIME_OPTION_SPECS, /* the runtime's (trace, dump) */
 };
 const int lathe_cuda_n_options = (int)(sizeof lathe_cuda_options / sizeof lathe_cuda_options[0]);
@@ -479,7 +479,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   bool half_bwd = !opt[OPT_HALF_BWD].set || opt[OPT_HALF_BWD].value == 1;
   int64_t gemm_pad = opt[OPT_GEMM_PAD].set ? opt[OPT_GEMM_PAD].value : 512;
   int cudnn_sdpa = opt[OPT_CUDNN_SDPA].set ? (int)opt[OPT_CUDNN_SDPA].value : 1;
-  bool reduce_cols = opt[OPT_REDUCE_COLS].set && opt[OPT_REDUCE_COLS].value == 1;
+  bool reduce_cols = !opt[OPT_REDUCE_COLS].set || opt[OPT_REDUCE_COLS].value == 1;
   const lcu_api *api;
   int count;
   LATHE_RETURN_IF_ERROR(gpu_count(&api, &count));
@@ -531,7 +531,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   if (!flash) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",flash=0");
   if (!cudnn) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",cudnn=0");
   if (cudnn_sdpa != 1) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",cudnn_sdpa=%d", cudnn_sdpa);
-  if (reduce_cols) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",reduce_cols=1");
+  if (!reduce_cols) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",reduce_cols=0");
   if (dense_vjp) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",dense_vjp=1");
   if (trace_graphs) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",trace_graphs=1");
   if (!remat) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",remat=0");

@@ -3,7 +3,7 @@
  * (scalar, size 0 and 1, odd sizes) x every subset of axes; the layouts that take the GPU's
  * other paths (a warp or a block per output, one thread per output, reduced ranges split in two
  * passes, several reduced groups, full reductions of a million elements, column reductions by
- * 16-byte vectors, on lathe:cuda,reduce_cols=1 too); NaN propagation;
+ * 16-byte vectors, and on lathe:cuda,reduce_cols=0 one thread per column); NaN propagation;
  * ArgMinMax with ties, NaN and several output dtypes; a reduction fused with elementwise ops. */
 #include "core/core.h"
 #include "cuda_testing.h"
@@ -30,11 +30,12 @@ static double tol_for(lathe_op op, lathe_dtype dt, int64_t n_red) {
   return t;
 }
 
-/* lathe:cuda,reduce_cols=1: column reductions by the 16-byte vector kernels (lt_redc_*). */
+/* lathe:cuda,reduce_cols=0: column reductions by one thread an output (the default takes the
+ * 16-byte vector kernels, lt_redc_*). */
 static lathe_backend_t gpu_cols(void) {
   static lathe_backend_t b;
   static bool tried;
-  return gpu_once("lathe:cuda,reduce_cols=1", &b, &tried);
+  return gpu_once("lathe:cuda,reduce_cols=0", &b, &tried);
 }
 
 static void check_reduce_on(lathe_backend_t g, lathe_op op, const lathe_shape *xs, const int *axes, int n_axes,
