@@ -1198,11 +1198,34 @@ static void b_loop_halo(prog *p, lathe_function_t fn) {
   ret(p, fn, 1, &r[1], specs);
 }
 
+/* spatial splits beside batch and channel splits: batch over x and height over y; height over x
+ * and output channels over y; input channels (partial sums) over x and width over y */
+static void b_halo_mixed(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(2, 8, 8, 2), "x,y,-,-"), k = param(p, fn, F32(3, 3, 2, 4), NULL);
+  lathe_value_t x2 = param(p, fn, F32(2, 8, 8, 2), "-,x,-,-"), k2 = param(p, fn, F32(3, 3, 2, 4), "-,-,-,y");
+  lathe_value_t x3 = param(p, fn, F32(2, 8, 8, 2), "-,-,y,x"), k3 = param(p, fn, F32(3, 3, 2, 4), "-,-,x,-"), o[4];
+  lathe_conv_axes axes = nhwc_axes();
+  const lathe_padding same[2] = {{1, 1}, {1, 1}};
+  lathe_conv_params cp = {.paddings = same, .n_paddings = 2};
+  CHECK_OK(lathe_conv_general(fn, x, k, &axes, &cp, &o[0]));
+  CHECK_OK(lathe_conv_general(fn, x2, k2, &axes, &cp, &o[1]));
+  CHECK_OK(lathe_conv_general(fn, x3, k3, &axes, &cp, &o[2]));
+  lathe_window_params wp = {.window_dims = POOL3, .n_window_dims = 4, .strides = ONES4, .n_strides = 4, .paddings = SAME4,
+                            .n_paddings = 4};
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MAX, o[0], &wp, &o[3]));
+  const char *specs[] = {"x,y,-,-", "-,x,-,y", "-,-,y,-", "x,y,-,-"};
+  ret(p, fn, 4, o, specs);
+}
+
 TEST(partition_halo_exchange) {
   check_all("halo conv", b_halo_conv, 0);
   check_all("halo pool", b_halo_pool, 0);
   check_stats("halo count", b_halo_count, "", 2);
   check_all("halo loop", b_loop_halo, 0);
+  check_all("halo mixed", b_halo_mixed, 0);
+  /* on 2x2: a halo each way per split spatial axis (8 CollectivePermutes) and the input channels'
+   * AllReduce: nothing gathered */
+  check_stats_on(2, 2, "halo mixed stats", b_halo_mixed, "", 9);
   check_stats("halo loop", b_loop_halo, "", 4); /* in the body: two halos each for the convolution and the max */
   /* on x:2 only (heights split): 9 CollectivePermutes (the kernel gradient reuses the first
    * convolution's halos of x), its AllReduce, an AllGather of x for the transposed convolution
