@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "bff2cc18bd432b619c9551ddca0ecd91"
+const engineSourcesHash = "89ff932387d7bd3919f1cd5feb1afbba"

@@ -153,6 +153,12 @@ static lathe_status_t all_to_all(part *p, lathe_node *v, const spec *s, int from
   return st;
 }
 
+lathe_status_t lathe_part_permute(part *p, lathe_node *v, const int *pairs, int n_pairs, lathe_node **out) {
+  LATHE_RETURN_IF_ERROR(lathe_collective_permute(p->fn, v, pairs, n_pairs, out));
+  p->stats->collectives++;
+  return NULL;
+}
+
 /* AllReduce(op) of v over the mesh axes ax[0..k) of mesh m. */
 lathe_status_t lathe_part_all_reduce(part *p, lathe_node *v, lathe_op op, int m, const int *ax, int k, lathe_node **out) {
   int R = p->src->n_replicas, *groups = malloc(sizeof(int) * 2 * (size_t)R);
@@ -214,10 +220,7 @@ static lathe_status_t permute(part *p, lathe_node *v, const spec *s, const spec 
   }
   for (int d = 0; !st && moved && d < N; d++) /* the others keep theirs */
     if (held[d] == want[d]) pairs[2 * n_pairs] = pairs[2 * n_pairs + 1] = mesh->logical[d], n_pairs++;
-  if (!st && moved) {
-    st = lathe_collective_permute(p->fn, v, pairs, n_pairs, &v);
-    p->stats->collectives++;
-  }
+  if (!st && moved) st = lathe_part_permute(p, v, pairs, n_pairs, &v);
   free(held);
   free(pairs);
   free(sent);

@@ -155,6 +155,8 @@ lathe_status_t lathe_part_emit_whole(part *p, const lathe_node *sn, bool *gather
 /* Replica groups of the devices that differ only along mesh axes ax[0..k) of mesh m, each in the
  * row-major order of those axes as listed; returns the group count. */
 int lathe_part_groups(const part *p, int m, const int *ax, int k, int *groups, int *sizes);
+/* CollectivePermute of v in p's function over pairs (source, target) of replicas, counted. */
+lathe_status_t lathe_part_permute(part *p, lathe_node *v, const int *pairs, int n_pairs, lathe_node **out);
 /* AllReduce(op) of v over the mesh axes ax[0..k) of mesh m. */
 lathe_status_t lathe_part_all_reduce(part *p, lathe_node *v, lathe_op op, int m, const int *ax, int k, lathe_node **out);
 

@@ -70,10 +70,9 @@ static lathe_status_t shift(part *p, lathe_node *piece, const spec *s, int a, bo
       int from = g[q * G + k], to = g[q * G + k + 1];
       pairs[2 * n_pairs] = forward ? from : to, pairs[2 * n_pairs + 1] = forward ? to : from, n_pairs++;
     }
-  lathe_status_t st = lathe_collective_permute(p->fn, piece, pairs, n_pairs, out);
+  lathe_status_t st = lathe_part_permute(p, piece, pairs, n_pairs, out);
   free(g);
   LATHE_RETURN_IF_ERROR(st);
-  p->stats->collectives++;
   if (!edge) return NULL;
   lathe_node *idx, *end, *at_end;
   LATHE_RETURN_IF_ERROR(lathe_part_shard_offset(p, s, a, 1, &idx));
@@ -125,6 +124,9 @@ struct part_halo {
 static lathe_status_t halos_of(part *p, const lathe_node *sn, const spec *s, const int64_t *lr, lathe_op red,
                                lathe_node *edge, lathe_node **out) {
   int r = sn->shape.rank;
+  bool any = false;
+  for (int a = 0; a < 2 * r; a++) any |= lr[a] != 0;
+  if (!any) return lathe_part_get(p, sn, s, out); /* cached there already */
   for (int i = 0; i < p->n_halos; i++) {
     const struct part_halo *h = &p->halos[i];
     if (h->id == sn->id && h->edge == red && spec_eq(&h->s, s) && !memcmp(h->lr, lr, sizeof(int64_t) * 2 * (size_t)r)) {
