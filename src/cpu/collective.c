@@ -439,7 +439,7 @@ lathe_status_t lathe_cpu_run_collective(lathe_cpu_exec *ex, const lathe_node *n,
   LATHE_RETURN_IF_ERROR(coll_of(g, &c));
   /* a group that stays in this process (CollectivePermute's pairs, in-process groups) runs as if
    * there were no job */
-  struct lathe_job *job = lathe_collective_crosses(n) ? ex->cpu->job : NULL;
+  struct lathe_job *job = lathe_collective_in_process(n) ? NULL : ex->cpu->job;
   int P = job ? lathe_job_processes(job) : 1, p = job ? lathe_job_process(job) : 0;
   int *members = malloc(sizeof(int) * (size_t)c->n);
   /* two arrays of a pointer per replica of the job's group */

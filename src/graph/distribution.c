@@ -294,8 +294,8 @@ int lathe_collective_processes(void) {
   return n;
 }
 
-bool lathe_collective_crosses(const lathe_node *n) {
-  return n->op != LATHE_OP_COLLECTIVE_PERMUTE && !lathe_attr_collective_in_process(n) && lathe_collective_processes() > 1;
+bool lathe_collective_in_process(const lathe_node *n) {
+  return n->op == LATHE_OP_COLLECTIVE_PERMUTE || lathe_attr_collective_in_process(n);
 }
 
 lathe_status_t lathe_builder_collectives_in_process(lathe_builder_t b, bool in_process) {

@@ -193,9 +193,9 @@ int lathe_collective_group(const lathe_node *n, int r, int n_replicas, int *memb
 /* The processes a collective's group spans (the job's, 1 outside a job): group sizes of the
  * shape rules count them (docs/ARCHITECTURE.md "Collectives"). */
 int lathe_collective_processes(void);
-/* Whether collective n's groups extend across the processes of the job this process is in (not
- * CollectivePermute, not one built in-process, not outside a job). */
-bool lathe_collective_crosses(const lathe_node *n);
+/* Whether collective n's group stays inside this process in a job: CollectivePermute's pairs, and
+ * groups built in-process (lathe_builder_collectives_in_process). */
+bool lathe_collective_in_process(const lathe_node *n);
 
 /* Control-flow facts every device lowers alike. Whether Sort node n's comparator is exactly a
  * strict comparison of its first two parameters (LessThan/GreaterThan, plain or TotalOrder), so
