@@ -5,6 +5,7 @@
  * on that, padded along the axis only by what falls between dilated inputs; the shards at the
  * ends receive the padding value instead. docs/ARCHITECTURE.md "Halo exchange" states when an
  * axis qualifies. */
+#include <float.h>
 #include <math.h>
 
 #include "partition_impl.h"
@@ -185,6 +186,112 @@ static bool window_edge(part *p, lathe_op red, lathe_dtype dt, lathe_node **out,
   return true;
 }
 
+/* ---- SelectAndScatter across shards ----
+ * Its windows select among a halo like ReduceWindow's, but scatter into it too: each shard runs
+ * the op on its extended operand and sends the parts of its result that fall on the halos back
+ * to their owners, who add them (fold). The end shards' halos stand for padding, which the op
+ * never selects: padding there must lose every comparison, a real infinity (or the extreme
+ * integer) included, so the operand is widened first, its infinities becoming the wide type's
+ * largest finite values, and the padding is the wide type's infinity (or extreme). */
+
+/* The dtype a SelectAndScatter of dt widens to for a halo exchange; LATHE_DTYPE_INVALID: none
+ * (Float64, 64-bit integers, 8-bit floats: the axis is gathered instead). */
+static lathe_dtype sas_wide(const part *p, lathe_op op, lathe_dtype dt) {
+  lathe_dtype w;
+  switch (dt) {
+    case LATHE_DTYPE_FLOAT16:
+    case LATHE_DTYPE_BFLOAT16: w = LATHE_DTYPE_FLOAT32; break;
+    case LATHE_DTYPE_FLOAT32: w = LATHE_DTYPE_FLOAT64; break;
+    case LATHE_DTYPE_INT8: case LATHE_DTYPE_INT16: case LATHE_DTYPE_INT32:
+    case LATHE_DTYPE_UINT8: case LATHE_DTYPE_UINT16: case LATHE_DTYPE_UINT32: w = LATHE_DTYPE_INT64; break;
+    default: return LATHE_DTYPE_INVALID;
+  }
+  bool ok = (op == LATHE_OP_SELECT_AND_SCATTER_MAX || op == LATHE_OP_SELECT_AND_SCATTER_MIN) &&
+            lathe_backend_supports_op(p->src->backend, op, w) && can_exchange(p, w);
+  return ok ? w : LATHE_DTYPE_INVALID;
+}
+
+/* A scalar constant v of dtype dt (through Float64: v must be exact there and in dt). */
+static lathe_status_t scalar(part *p, double v, lathe_dtype dt, lathe_node **out) {
+  lathe_shape s;
+  memset(&s, 0, sizeof s);
+  s.dtype = LATHE_DTYPE_FLOAT64;
+  lathe_node *k;
+  LATHE_RETURN_IF_ERROR(lathe_constant(p->fn, &s, &v, sizeof v, &k));
+  return lathe_convert_dtype(p->fn, k, dt, out);
+}
+
+/* halo()'s inverse for results: v (axis a of left + L + right elements) folded to its L, the
+ * first `left` added into the previous shard's last elements and the last `right` into the next
+ * shard's first (the end shards receive zeros). */
+static lathe_status_t fold(part *p, lathe_node *v, const spec *s, int a, int64_t left, int64_t right, lathe_node **out) {
+  int r = v->shape.rank;
+  int64_t E = v->shape.dims[a], L = E - left - right, st[LATHE_MAX_RANK] = {0}, lim[LATHE_MAX_RANK];
+  for (int d = 0; d < r; d++) lim[d] = v->shape.dims[d];
+  lathe_node *mid, *t, *zero;
+  st[a] = left, lim[a] = left + L;
+  LATHE_RETURN_IF_ERROR(lathe_slice(p->fn, v, st, lim, NULL, r, &mid));
+  LATHE_RETURN_IF_ERROR(scalar(p, 0, v->shape.dtype, &zero));
+  for (int side = 0; side < 2; side++) {
+    int64_t k = side ? right : left;
+    if (k <= 0) continue;
+    st[a] = side ? left + L : 0, lim[a] = side ? E : left;
+    LATHE_RETURN_IF_ERROR(lathe_slice(p->fn, v, st, lim, NULL, r, &t));
+    /* the left part goes to the previous shard (added at its end), the right to the next */
+    LATHE_RETURN_IF_ERROR(shift(p, t, s, a, side == 1, NULL, &t));
+    lathe_pad_axis pa[LATHE_MAX_RANK];
+    memset(pa, 0, sizeof pa);
+    pa[a].start = side ? 0 : L - k, pa[a].end = side ? L - k : 0;
+    LATHE_RETURN_IF_ERROR(lathe_pad(p->fn, t, zero, pa, r, &t));
+    LATHE_RETURN_IF_ERROR(lathe_add(p->fn, mid, t, &mid));
+  }
+  *out = mid;
+  return NULL;
+}
+
+/* SelectAndScatter sn with the operand's and source's split `in`, kept[a] the halo plan of each
+ * split axis a (some with halos), through dtype wide. */
+static lathe_status_t sas_exchange(part *p, const lathe_node *sn, const spec *in, const halo_plan *const *kept,
+                                   lathe_dtype wide) {
+  int r = sn->shape.rank;
+  lathe_dtype dt = sn->shape.dtype;
+  bool max = sn->op == LATHE_OP_SELECT_AND_SCATTER_MAX;
+  lathe_node *x, *src, *edge, *v;
+  LATHE_RETURN_IF_ERROR(lathe_part_get(p, sn->in[0], in, &x));
+  LATHE_RETURN_IF_ERROR(lathe_part_get(p, sn->in[1], in, &src));
+  LATHE_RETURN_IF_ERROR(lathe_convert_dtype(p->fn, x, wide, &x));
+  if (lathe_dtype_class_of(dt) == LATHE_CLASS_FLOAT || lathe_dtype_class_of(dt) == LATHE_CLASS_HALF) {
+    lathe_node *inf, *big, *is_inf;
+    double top = wide == LATHE_DTYPE_FLOAT32 ? FLT_MAX : DBL_MAX;
+    LATHE_RETURN_IF_ERROR(scalar(p, max ? -INFINITY : INFINITY, wide, &inf));
+    LATHE_RETURN_IF_ERROR(scalar(p, max ? -top : top, wide, &big));
+    LATHE_RETURN_IF_ERROR(lathe_equal(p->fn, x, inf, &is_inf));
+    LATHE_RETURN_IF_ERROR(lathe_where(p->fn, is_inf, big, x, &x));
+  }
+  lathe_status_t es = NULL;
+  window_edge(p, max ? LATHE_OP_REDUCE_MAX : LATHE_OP_REDUCE_MIN, wide, &edge, &es);
+  LATHE_RETURN_IF_ERROR(es);
+  lathe_ilist d = lathe_attr_window_dims(sn), st = lathe_attr_window_strides(sn), pd = lathe_attr_window_paddings(sn);
+  lathe_padding pads[LATHE_MAX_RANK];
+  for (int a = 0; a < r; a++) {
+    pads[a].low = pd.v[2 * a], pads[a].high = pd.v[2 * a + 1];
+    if (!kept[a]) continue;
+    pads[a].low = kept[a]->lo, pads[a].high = kept[a]->hi;
+    int64_t right = kept[a]->right > 0 ? kept[a]->right : 0; /* never reached: no cut */
+    if (kept[a]->left > 0 || right > 0) LATHE_RETURN_IF_ERROR(halo(p, x, in, a, kept[a]->left, right, edge, &x));
+  }
+  LATHE_RETURN_IF_ERROR(lathe_convert_dtype(p->fn, src, wide, &src));
+  lathe_window_params wp = {.window_dims = d.v, .n_window_dims = r, .strides = st.v, .n_strides = r, .paddings = pads,
+                            .n_paddings = r};
+  LATHE_RETURN_IF_ERROR(lathe_select_and_scatter(p->fn, sn->op, x, src, &wp, &v));
+  for (int a = r - 1; a >= 0; a--) /* the corners travel twice, like the halos that brought them */
+    if (kept[a] && (kept[a]->left > 0 || kept[a]->right > 0))
+      LATHE_RETURN_IF_ERROR(fold(p, v, in, a, kept[a]->left, kept[a]->right > 0 ? kept[a]->right : 0, &v));
+  LATHE_RETURN_IF_ERROR(lathe_convert_dtype(p->fn, v, dt, &v));
+  lathe_part_set(p, sn, v, in);
+  return NULL;
+}
+
 /* v's padding list: the node's, with the pairs where plan[] is set replaced by their local
  * padding (pair i of the list: input spatial axis i of a convolution, axis i of a window op). */
 static lathe_status_t repad(lathe_node *v, lathe_ilist pad, const halo_plan *const *plan, bool conv) {
@@ -258,11 +365,11 @@ lathe_status_t lathe_part_rule_conv(part *p, const lathe_node *sn) {
 
 /* ReduceWindow (every reduction) and SelectAndScatter: a split axis keeps its split where
  * halo_fits -- an axis whose window is one element (a CNN's batch and channels under pooling),
- * windows that tile their shard (a 2x2 max pool of stride 2: no communication), or, for
- * ReduceWindow, windows that overlap their neighbours' shards ("same" pooling: a halo, the end
- * shards getting the reduction's identity) --; the other axes are gathered. SelectAndScatter
- * keeps only splits that need no halo: its windows would scatter into the neighbours' shards.
- * The split is the operand's, else SelectAndScatter's source's, else the consumers'. */
+ * windows that tile their shard (a 2x2 max pool of stride 2: no communication), or windows that
+ * overlap their neighbours' shards ("same" pooling: a halo, the end shards getting the
+ * reduction's identity; SelectAndScatter also folds its result's halos back, sas_exchange) --;
+ * the other axes are gathered. The split is the operand's, else SelectAndScatter's source's,
+ * else the consumers'. */
 lathe_status_t lathe_part_rule_window(part *p, const lathe_node *sn) {
   int r = sn->in[0]->shape.rank;
   lathe_ilist d = lathe_attr_window_dims(sn), st = lathe_attr_window_strides(sn), pd = lathe_attr_window_paddings(sn);
@@ -277,6 +384,7 @@ lathe_status_t lathe_part_rule_window(part *p, const lathe_node *sn) {
   lathe_node *edge = NULL;
   lathe_status_t es = NULL;
   bool has_edge = !sas && window_edge(NULL, red, x->shape.dtype, &edge, &es), exchange = false;
+  lathe_dtype wide = sas ? sas_wide(p, sn->op, x->shape.dtype) : LATHE_DTYPE_INVALID;
   halo_plan plan[LATHE_MAX_RANK];
   spec in = replicated_spec(r);
   for (int c = 0; c <= sn->n_operands && replicated(&in); c++) {
@@ -287,7 +395,7 @@ lathe_status_t lathe_part_rule_window(part *p, const lathe_node *sn) {
       const halo_plan *h = &plan[a];
       if (!in.n_axes[a] || (halo_fits(&w, parts(p, &in, a), &plan[a]) &&
                             (h->left <= 0 && h->right <= 0 ? true
-                             : sas                         ? false
+                             : sas                         ? wide != LATHE_DTYPE_INVALID
                                                            : has_edge && can_exchange(p, x->shape.dtype))))
         continue;
       clear_axis(&in, a);
@@ -300,10 +408,11 @@ lathe_status_t lathe_part_rule_window(part *p, const lathe_node *sn) {
   for (int a = 0; a < r; a++) {
     if (!in.n_axes[a]) continue;
     kept[a] = &plan[a];
-    exchange |= !sas && (plan[a].left > 0 || plan[a].right > 0);
+    exchange |= plan[a].left > 0 || plan[a].right > 0;
     /* SelectAndScatter's windows never reach its last -right elements: no cut, its result keeps them */
     if (!sas) lr[2 * a] = plan[a].left, lr[2 * a + 1] = plan[a].right;
   }
+  if (sas && exchange) return sas_exchange(p, sn, &in, kept, wide);
   if (exchange && window_edge(p, red, x->shape.dtype, &edge, &es)) LATHE_RETURN_IF_ERROR(es);
   LATHE_RETURN_IF_ERROR(halos_of(p, x, &in, lr, red, edge, &ops[0]));
   if (sas) LATHE_RETURN_IF_ERROR(lathe_part_get(p, sn->in[1], &in, &ops[1]));

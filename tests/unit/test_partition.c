@@ -1152,6 +1152,45 @@ static void b_halo_pool(prog *p, lathe_function_t fn) {
   ret(p, fn, 8, o, specs);
 }
 
+static lathe_value_t f32s(lathe_function_t f, float v) {
+  lathe_value_t c;
+  lathe_shape s = tst_shape0(LATHE_DTYPE_FLOAT32);
+  CHECK_OK(lathe_constant(f, &s, &v, sizeof v, &c));
+  return c;
+}
+
+/* max pooling's gradient with windows across the shards' edges: the operand widened, halos in,
+ * the result's halos folded back to their owners. Rows 0, 1 and 3-5 are -inf and the 5s NaN, so
+ * that windows of nothing but -inf (at the top edge, where the padding lies, and across the
+ * shards' edge, rows 3-5) pick their first real element, and NaNs win. */
+static void b_halo_sas(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(2, 8, 8, 2), "-,x,y,-"), g = param(p, fn, F32(2, 4, 4, 2), "-,x,y,-");
+  lathe_value_t gs = param(p, fn, F32(2, 8, 8, 2), "-,x,y,-"), xi = param(p, fn, TST_SHAPE(LATHE_DTYPE_INT32, 2, 8, 8, 2), "-,y,x,-");
+  lathe_value_t gi = param(p, fn, TST_SHAPE(LATHE_DTYPE_INT32, 2, 8, 8, 2), "-,y,x,-"), o[6], h, c1, c2, xs, xb, gb;
+  lathe_window_params same = {.window_dims = POOL3, .n_window_dims = 4, .strides = ONES4, .n_strides = 4,
+                              .paddings = SAME4, .n_paddings = 4};
+  lathe_window_params over = {.window_dims = POOL3, .n_window_dims = 4, .strides = STRIDE2, .n_strides = 4,
+                              .paddings = SAME4, .n_paddings = 4};
+  lathe_shape si = TST_SHAPE(LATHE_DTYPE_INT32, 2, 8, 8, 2);
+  CHECK_OK(lathe_iota(fn, &si, 1, &h));
+  CHECK_OK(lathe_less_than(fn, h, i32(fn, 6), &c1));
+  CHECK_OK(lathe_not_equal(fn, h, i32(fn, 2), &c2));
+  CHECK_OK(lathe_logical_and(fn, c1, c2, &c1));
+  CHECK_OK(lathe_where(fn, c1, f32s(fn, -INFINITY), x, &xs));
+  CHECK_OK(lathe_equal(fn, x, f32s(fn, 5), &c2));
+  CHECK_OK(lathe_where(fn, c2, f32s(fn, NAN), xs, &xs));
+  CHECK_OK(lathe_select_and_scatter(fn, LATHE_OP_SELECT_AND_SCATTER_MAX, x, g, &over, &o[0])); /* a left halo */
+  CHECK_OK(lathe_select_and_scatter(fn, LATHE_OP_SELECT_AND_SCATTER_MIN, x, gs, &same, &o[1])); /* both sides */
+  CHECK_OK(lathe_select_and_scatter(fn, LATHE_OP_SELECT_AND_SCATTER_MAX, xs, g, &over, &o[2]));
+  CHECK_OK(lathe_select_and_scatter(fn, LATHE_OP_SELECT_AND_SCATTER_MAX, xs, gs, &same, &o[3]));
+  CHECK_OK(lathe_convert_dtype(fn, x, LATHE_DTYPE_BFLOAT16, &xb));
+  CHECK_OK(lathe_convert_dtype(fn, g, LATHE_DTYPE_BFLOAT16, &gb));
+  CHECK_OK(lathe_select_and_scatter(fn, LATHE_OP_SELECT_AND_SCATTER_MAX, xb, gb, &over, &o[4])); /* through Float32 */
+  CHECK_OK(lathe_select_and_scatter(fn, LATHE_OP_SELECT_AND_SCATTER_MIN, xi, gi, &same, &o[5])); /* through Int64 */
+  const char *specs[] = {"-,x,y,-", NULL, "-,x,y,-", "-,y,x,-", "-,x,y,-", "-,y,x,-"};
+  ret(p, fn, 6, o, specs);
+}
+
 /* one convolution with "same" padding on a height split over 2 devices: two CollectivePermutes */
 static void b_halo_count(prog *p, lathe_function_t fn) {
   lathe_value_t x = param(p, fn, F32(2, 8, 8, 2), "-,x,-,-"), k = param(p, fn, F32(3, 3, 2, 3), NULL), o;
@@ -1223,6 +1262,7 @@ TEST(partition_halo_exchange) {
   check_stats("halo count", b_halo_count, "", 2);
   check_all("halo loop", b_loop_halo, 0);
   check_all("halo mixed", b_halo_mixed, 0);
+  check_all("halo select and scatter", b_halo_sas, 0);
   /* on 2x2: a halo each way per split spatial axis (8 CollectivePermutes) and the input channels'
    * AllReduce: nothing gathered */
   check_stats_on(2, 2, "halo mixed stats", b_halo_mixed, "", 9);
@@ -1233,6 +1273,9 @@ TEST(partition_halo_exchange) {
    * AllToAll for the outputs' shardings */
   check_stats("halo conv", b_halo_conv, "", 12);
   check_stats("halo pool", b_halo_pool, "", 14);
+  /* a halo in and a fold back per side: 2 for each "over" (a left halo), 4 for each "same"; an
+   * AllGather and an AllToAll for two outputs' shardings */
+  check_stats("halo select and scatter", b_halo_sas, "", 20);
 }
 
 /* ---- FFT: the axes it does not transform keep their split, the transformed ones are gathered ---- */
