@@ -18,9 +18,12 @@ typedef struct {
 
 /* How one shard of a split axis computes its outputs: with `left` elements of the previous shard
  * before its own and `right` of the next after them (right < 0: its own last -right dropped), and
- * the op's padding along the axis then (lo, hi) (less than the input dilation: holes, not data). */
+ * the op's padding along the axis then (lo, hi) (less than the input dilation: holes, not data).
+ * width > 0: the shards' outputs step over other lengths than their inputs ("valid" windows), so
+ * shard k reads the `width` elements of that extended operand from base + k * step on. */
 typedef struct {
   int64_t left, right, lo, hi;
+  int64_t width, base, step;
 } halo_plan;
 
 /* Whether axis w split into n shards can be computed shard by shard, each shard's outputs reading
@@ -40,6 +43,20 @@ static bool halo_fits(const slide *w, int64_t n, halo_plan *h) {
   return h->left <= L && h->right <= L && L + h->right > 0;
 }
 
+/* Whether axis w split into n shards of L can be computed shard by shard where shard k's outputs
+ * read `width` elements (of the padded axis, no input dilation) from k * per - lo on: its
+ * neighbours' halos then cover every shard's reads (each at most a shard), and a dynamic slice
+ * picks them (the end shards' halos stand for the padding). That covers "valid" windows, whose
+ * outputs are fewer than their inputs, and their gradients. */
+static bool reads_fit(const slide *w, int64_t n, int64_t per, int64_t width, halo_plan *h) {
+  if (n < 2 || w->size % n || w->in_dil != 1 || w->lo < 0 || w->hi < 0) return false;
+  int64_t L = w->size / n, first = -w->lo, last = (n - 1) * (per - L) - w->lo; /* reads' starts, own start 0 */
+  int64_t lo_rel = first < last ? first : last, hi_rel = first < last ? last : first;
+  *h = (halo_plan){.left = lo_rel < 0 ? -lo_rel : 0, .right = hi_rel + width - L > 0 ? hi_rel + width - L : 0};
+  h->width = width, h->step = per - L, h->base = h->left - w->lo;
+  return h->left <= L && h->right <= L;
+}
+
 /* Whether a convolution whose input axis (w) and kernel taps (size taps, dilation kd) are both
  * split into n shards alike can sum its outputs over the shards: shard k's taps read inputs that
  * start at its own first element (taps / n * kd == the input shard), with a halo, and its outputs
@@ -48,9 +65,19 @@ static bool halo_fits(const slide *w, int64_t n, halo_plan *h) {
 static bool taps_fit(const slide *w, int64_t taps, int64_t kd, int64_t n, halo_plan *h) {
   if (n < 2 || w->size % n || taps % n || w->in_dil != 1 || w->lo < 0 || w->hi < 0) return false;
   int64_t L = w->size / n;
-  if (taps / n * kd != L) return false;
+  if (taps / n * kd != L) /* a "valid" convolution's kernel gradient: shards read from k * taps / n on */
+    return reads_fit(w, n, taps / n * kd, (w->out - 1) * w->stride + (taps / n - 1) * kd + 1, h);
+  memset(h, 0, sizeof *h);
   h->left = w->lo, h->right = (w->out - 1) * w->stride - kd - w->lo + 1, h->lo = h->hi = 0;
   return h->left <= L && h->right <= L && L + h->right > 0;
+}
+
+/* halo_fits, else reads_fit for outputs split like the inputs (n shards of out / n). */
+static bool window_fits(const slide *w, int64_t n, halo_plan *h) {
+  memset(h, 0, sizeof *h);
+  if (halo_fits(w, n, h)) return true;
+  if (n < 2 || w->out % n) return false;
+  return reads_fit(w, n, w->out / n * w->stride, (w->out / n - 1) * w->stride + w->extent, h);
 }
 
 /* Whether a halo exchange of dtype dt can run here (CollectivePermute offered; whole bytes). */
@@ -151,6 +178,32 @@ static lathe_status_t halos_of(part *p, const lathe_node *sn, const spec *s, con
   memcpy(h->lr, lr, sizeof(int64_t) * 2 * (size_t)r);
   *out = v;
   return NULL;
+}
+
+/* v (extended by its halos) cut to what this shard's windows read, along the axes whose plans
+ * (plan[a], NULL: none) read from a shard-dependent offset. */
+static lathe_status_t reads_of(part *p, lathe_node *v, const spec *s, const halo_plan *const *plan, lathe_node **out) {
+  int r = v->shape.rank;
+  lathe_node *starts[LATHE_MAX_RANK];
+  int64_t sizes[LATHE_MAX_RANK];
+  bool any = false;
+  for (int a = 0; a < r; a++) {
+    sizes[a] = v->shape.dims[a];
+    if (!plan[a] || plan[a]->width <= 0) {
+      LATHE_RETURN_IF_ERROR(lathe_part_int_const(p, 0, &starts[a]));
+      continue;
+    }
+    lathe_node *base;
+    LATHE_RETURN_IF_ERROR(lathe_part_shard_offset(p, s, a, plan[a]->step, &starts[a]));
+    LATHE_RETURN_IF_ERROR(lathe_part_int_const(p, (int32_t)plan[a]->base, &base));
+    LATHE_RETURN_IF_ERROR(lathe_add(p->fn, starts[a], base, &starts[a]));
+    sizes[a] = plan[a]->width, any = true;
+  }
+  if (!any) {
+    *out = v;
+    return NULL;
+  }
+  return lathe_dynamic_slice(p->fn, v, (lathe_value_t const *)starts, r, sizes, r, out);
 }
 
 /* The value ReduceWindow's padding takes (its reduction's identity) as a scalar of dtype dt, where
@@ -337,7 +390,7 @@ lathe_status_t lathe_part_rule_conv(part *p, const lathe_node *sn) {
                sn->shape.dims[oa]};
     bool summed = axis_eq(X, ia, K, ka);
     halo_plan *h = &plan[i];
-    if (!(summed ? taps_fit(&w, taps, kdl.v[i], n, h) : halo_fits(&w, n, h)) ||
+    if (!(summed ? taps_fit(&w, taps, kdl.v[i], n, h) : window_fits(&w, n, h)) ||
         ((h->left > 0 || h->right > 0) && !can_exchange(p, x->shape.dtype)) || !try_copy_axis(&used, slot, X, ia))
       continue;
     copy_axis(&nx, ia, X, ia), slot++, at[i] = h;
@@ -352,9 +405,11 @@ lathe_status_t lathe_part_rule_conv(part *p, const lathe_node *sn) {
     copy_axis(&nk, koc, K, koc), copy_axis(&rs, oc, K, koc), slot++;
   lathe_node *ops[2], *v;
   int64_t lr[2 * LATHE_MAX_RANK] = {0};
+  const halo_plan *by_axis[LATHE_MAX_RANK] = {NULL};
   for (int i = 0; i < isp.n; i++)
-    if (at[i]) lr[2 * isp.v[i]] = at[i]->left, lr[2 * isp.v[i] + 1] = at[i]->right;
+    if (at[i]) lr[2 * isp.v[i]] = at[i]->left, lr[2 * isp.v[i] + 1] = at[i]->right, by_axis[isp.v[i]] = at[i];
   LATHE_RETURN_IF_ERROR(halos_of(p, x, &nx, lr, LATHE_OP_REDUCE_SUM, NULL, &ops[0]));
+  LATHE_RETURN_IF_ERROR(reads_of(p, ops[0], &nx, by_axis, &ops[0]));
   LATHE_RETURN_IF_ERROR(lathe_part_get(p, k, &nk, &ops[1]));
   LATHE_RETURN_IF_ERROR(lathe_part_emit_ops(p, sn, ops, &rs, &v));
   LATHE_RETURN_IF_ERROR(repad(v, pad, at, true));
@@ -393,7 +448,7 @@ lathe_status_t lathe_part_rule_window(part *p, const lathe_node *sn) {
     for (int a = 0; a < r; a++) {
       slide w = {x->shape.dims[a], (d.v[a] - 1) * wd.v[a] + 1, st.v[a], pd.v[2 * a], pd.v[2 * a + 1], id.v[a], out[a]};
       const halo_plan *h = &plan[a];
-      if (!in.n_axes[a] || (halo_fits(&w, parts(p, &in, a), &plan[a]) &&
+      if (!in.n_axes[a] || (window_fits(&w, parts(p, &in, a), &plan[a]) && !(sas && h->width > 0) &&
                             (h->left <= 0 && h->right <= 0 ? true
                              : sas                         ? wide != LATHE_DTYPE_INVALID
                                                            : has_edge && can_exchange(p, x->shape.dtype))))
@@ -415,6 +470,7 @@ lathe_status_t lathe_part_rule_window(part *p, const lathe_node *sn) {
   if (sas && exchange) return sas_exchange(p, sn, &in, kept, wide);
   if (exchange && window_edge(p, red, x->shape.dtype, &edge, &es)) LATHE_RETURN_IF_ERROR(es);
   LATHE_RETURN_IF_ERROR(halos_of(p, x, &in, lr, red, edge, &ops[0]));
+  LATHE_RETURN_IF_ERROR(reads_of(p, ops[0], &in, kept, &ops[0]));
   if (sas) LATHE_RETURN_IF_ERROR(lathe_part_get(p, sn->in[1], &in, &ops[1]));
   LATHE_RETURN_IF_ERROR(lathe_part_emit_ops(p, sn, ops, &in, &v));
   LATHE_RETURN_IF_ERROR(repad(v, pd, kept, false));

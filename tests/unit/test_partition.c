@@ -365,7 +365,7 @@ TEST(partition_reshard_permutes) {
  * its split axis) gets its operands gathered, and is counted ---- */
 static void b_fallback(prog *p, lathe_function_t fn) {
   lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), o[2];
-  int64_t dims[2] = {3, 3}, n[2] = {4, 6}, ones[2] = {1, 1};
+  int64_t dims[2] = {2, 2}, n[2] = {4, 6}, ones[2] = {1, 1}; /* [3, 5] windows: neither divides in 2 */
   lathe_window_params w = {.window_dims = dims, .n_window_dims = 2, .strides = ones, .n_strides = 2};
   CHECK_OK(lathe_fft(fn, x, LATHE_FFT_TYPE_FORWARD_REAL, n, 2, &o[0])); /* over both split axes */
   CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MAX, x, &w, &o[1]));
@@ -1066,9 +1066,9 @@ TEST(partition_reduce_window_partial) { check_all("reduce_window partial", b_win
 
 /* every split axis under a window: gathered, the op runs whole, a counted fallback */
 static void b_window_whole(prog *p, lathe_function_t fn) {
-  lathe_value_t x = param(p, fn, F32(4, 6), "x,-"), g = param(p, fn, F32(2, 6), NULL), o[2];
-  const int64_t w31[2] = {3, 1}, ones[2] = {1, 1}; /* unpadded windows of stride 1: 2 outputs of 4 */
-  lathe_window_params w = {.window_dims = w31, .n_window_dims = 2, .strides = ones, .n_strides = 2};
+  lathe_value_t x = param(p, fn, F32(4, 6), "x,-"), g = param(p, fn, F32(3, 6), NULL), o[2];
+  const int64_t w21[2] = {2, 1}, ones[2] = {1, 1}; /* unpadded windows of stride 1: 3 outputs of 4, not split in 2 */
+  lathe_window_params w = {.window_dims = w21, .n_window_dims = 2, .strides = ones, .n_strides = 2};
   CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MAX, x, &w, &o[0]));
   CHECK_OK(lathe_select_and_scatter(fn, LATHE_OP_SELECT_AND_SCATTER_MAX, x, g, &w, &o[1]));
   const char *specs[] = {NULL, "x,-"};
@@ -1191,6 +1191,39 @@ static void b_halo_sas(prog *p, lathe_function_t fn) {
   ret(p, fn, 6, o, specs);
 }
 
+/* "valid" windows (GoMLX's default convolution): fewer outputs than inputs, so shard k reads from
+ * an offset that moves with k -- halos from both neighbours, then a dynamic slice */
+static void b_halo_valid(prog *p, lathe_function_t fn) {
+  /* NHWC [2, 8, 8, 2], HWIO kernel [3, 3, 2, 3], output gradient [2, 6, 6, 3]; a [2, 10, 10, 2] image */
+  lathe_value_t x = param(p, fn, F32(2, 8, 8, 2), "-,x,y,-"), k = param(p, fn, F32(3, 3, 2, 3), NULL);
+  lathe_value_t dy = param(p, fn, F32(2, 6, 6, 3), "-,x,y,-"), x10 = param(p, fn, F32(2, 10, 10, 2), "-,x,y,-");
+  lathe_value_t xi = param(p, fn, TST_SHAPE(LATHE_DTYPE_INT32, 2, 8, 8, 2), "-,y,x,-"), o[8], kr, kt;
+  lathe_conv_axes axes = nhwc_axes();
+  const lathe_padding full[2] = {{2, 2}, {2, 2}};
+  const int64_t two[2] = {2, 2};
+  lathe_conv_params valid = {0}, strided = {.strides = two, .n_strides = 2}, p_full = {.paddings = full, .n_paddings = 2};
+  CHECK_OK(lathe_conv_general(fn, x, k, &axes, &valid, &o[0]));      /* [2, 6, 6, 3]: shards of 3 from 4 */
+  CHECK_OK(lathe_conv_general(fn, x10, k, &axes, &strided, &o[1]));  /* [2, 4, 4, 3]: shards of 2 from 5 */
+  const int rev[2] = {0, 1}, perm[4] = {0, 1, 3, 2};
+  CHECK_OK(lathe_reverse(fn, k, rev, 2, &kr));
+  CHECK_OK(lathe_transpose(fn, kr, perm, 4, &kt));
+  CHECK_OK(lathe_conv_general(fn, dy, kt, &axes, &p_full, &o[2])); /* the input gradient: [2, 8, 8, 2] from 6 */
+  /* the kernel gradient: the output gradient's taps split like x, read from 3k: partial sums */
+  lathe_conv_axes kg = {.input_batch = 3, .input_channels = 0, .input_spatial = NHWC_SP, .n_input_spatial = 2,
+                        .kernel_input_channels = 0, .kernel_output_channels = 3, .kernel_spatial = NHWC_SP,
+                        .n_kernel_spatial = 2, .output_batch = 0, .output_channels = 3, .output_spatial = NHWC_SP,
+                        .n_output_spatial = 2};
+  CHECK_OK(lathe_conv_general(fn, x, dy, &kg, &valid, &o[3])); /* [2, 3, 3, 3] */
+  lathe_window_params w3 = {.window_dims = POOL3, .n_window_dims = 4, .strides = ONES4, .n_strides = 4};
+  lathe_window_params w3s2 = {.window_dims = POOL3, .n_window_dims = 4, .strides = STRIDE2, .n_strides = 4};
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MAX, x, &w3, &o[4]));    /* [2, 6, 6, 2], -inf at the ends */
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_MIN, xi, &w3, &o[5]));   /* Int32 */
+  CHECK_OK(lathe_reduce_window(fn, LATHE_OP_REDUCE_SUM, x10, &w3s2, &o[6])); /* [2, 4, 4, 2] */
+  CHECK_OK(lathe_select_and_scatter(fn, LATHE_OP_SELECT_AND_SCATTER_MAX, x, o[4], &w3, &o[7])); /* gathered */
+  const char *specs[] = {"-,x,y,-", "-,x,y,-", "-,x,y,-", NULL, "-,y,x,-", "-,y,x,-", "-,x,y,-", "-,x,y,-"};
+  ret(p, fn, 8, o, specs);
+}
+
 /* one convolution with "same" padding on a height split over 2 devices: two CollectivePermutes */
 static void b_halo_count(prog *p, lathe_function_t fn) {
   lathe_value_t x = param(p, fn, F32(2, 8, 8, 2), "-,x,-,-"), k = param(p, fn, F32(3, 3, 2, 3), NULL), o;
@@ -1263,6 +1296,7 @@ TEST(partition_halo_exchange) {
   check_all("halo loop", b_loop_halo, 0);
   check_all("halo mixed", b_halo_mixed, 0);
   check_all("halo select and scatter", b_halo_sas, 0);
+  check_all("halo valid", b_halo_valid, 1); /* the SelectAndScatter */
   /* on 2x2: a halo each way per split spatial axis (8 CollectivePermutes) and the input channels'
    * AllReduce: nothing gathered */
   check_stats_on(2, 2, "halo mixed stats", b_halo_mixed, "", 9);
@@ -1276,6 +1310,10 @@ TEST(partition_halo_exchange) {
   /* a halo in and a fold back per side: 2 for each "over" (a left halo), 4 for each "same"; an
    * AllGather and an AllToAll for two outputs' shardings */
   check_stats("halo select and scatter", b_halo_sas, "", 20);
+  /* valid windows on x:2: halos of 2, 1, 2 and 2 (the kernel gradient reuses the first
+   * convolution's, the strided sum the strided convolution's), the kernel gradient's AllReduce, the
+   * Int32 min's 2; the gathered SelectAndScatter's 2 AllGathers and an AllToAll for an output */
+  check_stats("halo valid", b_halo_valid, "SelectAndScatterMax", 13);
 }
 
 /* ---- FFT: the axes it does not transform keep their split, the transformed ones are gathered ---- */
