@@ -9,17 +9,24 @@ import (
 	"github.com/lathe-dev/lathe/compute/lathe"
 )
 
-// The CNN with "same" convolutions, its images' height split over two devices (layout sp), trains
-// as it does on one: a GoMLX program whose convolutions, their gradients and the max pool's are
-// partitioned with halo exchanges, nothing run whole.
+// The CNNs, their images' height split over two devices (layout sp), train as they do on one:
+// GoMLX programs whose convolutions, their gradients and the max pool's are partitioned with halo
+// exchanges, nothing run whole.
 func TestSpatialCNN(t *testing.T) {
+	// "same" convolutions; and GoMLX's default unpadded ones, whose outputs (28 and 12 rows from
+	// 30 and 14) divide in 2 as their inputs do
+	for _, w := range []steps.Workload{steps.CNNSame(2, 16), steps.CNNOf(2, 30)} {
+		t.Run(w.Name, func(t *testing.T) { spatial(t, w) })
+	}
+}
+
+func spatial(t *testing.T, w steps.Workload) {
 	b, err := compute.NewWithConfig("lathe:cpu,devices=2")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Finalize()
 	lb := b.(*lathe.Backend)
-	w := steps.CNNSame(2, 16)
 	ref, err := newReference(lb, w)
 	if err != nil {
 		t.Fatal(err)

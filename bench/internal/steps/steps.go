@@ -85,10 +85,17 @@ func MLP(batch int) Workload {
 // CNN is conv 3x3 3->32, ReLU, 2x2 max-pool, conv 3x3 32->64, ReLU, spatial mean, dense 64->10
 // on 28x28x3 images.
 func CNN(batch int) Workload {
+	w := CNNOf(batch, 28)
+	w.JaxSpec = fmt.Sprintf("cnn %d", batch)
+	return w
+}
+
+// CNNOf is CNN on size x size x 3 images; its convolutions are GoMLX's default, unpadded ("valid").
+func CNNOf(batch, size int) Workload {
 	return Workload{
-		Name: fmt.Sprintf("CNN 28x28x3 b%d", batch), JaxSpec: fmt.Sprintf("cnn %d", batch), Batch: batch,
+		Name: fmt.Sprintf("CNN %dx%dx3 b%d", size, size, batch), Batch: batch,
 		Inputs: func(rng *rand.Rand) (*tensors.Tensor, *tensors.Tensor) {
-			return tensors.FromFlatDataAndDimensions(randFloats(rng, batch*28*28*3), batch, 28, 28, 3),
+			return tensors.FromFlatDataAndDimensions(randFloats(rng, batch*size*size*3), batch, size, size, 3),
 				tensors.FromFlatDataAndDimensions(randLabels(rng, batch, 10), batch, 1)
 		},
 		Loss: func(scope *model.Scope, x, y *Node) *Node {
