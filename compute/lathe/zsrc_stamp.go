@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "a46163a086781f98c9856ed93fd92a7f"
+const engineSourcesHash = "f74c1f4b78d77aac784e4e4011f87d71"

@@ -181,10 +181,11 @@ static lathe_status_t halos_of(part *p, const lathe_node *sn, const spec *s, con
 }
 
 /* v (extended by its halos) cut to what this shard's windows read, along the axes whose plans
- * (plan[a], NULL: none) read from a shard-dependent offset. */
-static lathe_status_t reads_of(part *p, lathe_node *v, const spec *s, const halo_plan *const *plan, lathe_node **out) {
+ * (plan[a], NULL: none) read from a shard-dependent offset; starts (rank entries) receives where
+ * the cut starts. */
+static lathe_status_t reads_of(part *p, lathe_node *v, const spec *s, const halo_plan *const *plan, lathe_node **starts,
+                               lathe_node **out) {
   int r = v->shape.rank;
-  lathe_node *starts[LATHE_MAX_RANK];
   int64_t sizes[LATHE_MAX_RANK];
   bool any = false;
   for (int a = 0; a < r; a++) {
@@ -333,10 +334,19 @@ static lathe_status_t sas_exchange(part *p, const lathe_node *sn, const spec *in
     int64_t right = kept[a]->right > 0 ? kept[a]->right : 0; /* never reached: no cut */
     if (kept[a]->left > 0 || right > 0) LATHE_RETURN_IF_ERROR(halo(p, x, in, a, kept[a]->left, right, edge, &x));
   }
+  /* "valid" windows read (and scatter into) a part of the extended operand that moves with the shard */
+  lathe_node *ext = x, *starts[LATHE_MAX_RANK];
+  LATHE_RETURN_IF_ERROR(reads_of(p, ext, in, kept, starts, &x));
   LATHE_RETURN_IF_ERROR(lathe_convert_dtype(p->fn, src, wide, &src));
   lathe_window_params wp = {.window_dims = d.v, .n_window_dims = r, .strides = st.v, .n_strides = r, .paddings = pads,
                             .n_paddings = r};
   LATHE_RETURN_IF_ERROR(lathe_select_and_scatter(p->fn, sn->op, x, src, &wp, &v));
+  if (x != ext) { /* written back where it was read, zeros around it */
+    lathe_node *zero;
+    LATHE_RETURN_IF_ERROR(scalar(p, 0, wide, &zero));
+    LATHE_RETURN_IF_ERROR(lathe_broadcast_in_dim(p->fn, zero, &ext->shape, NULL, 0, &zero));
+    LATHE_RETURN_IF_ERROR(lathe_dynamic_update_slice(p->fn, zero, v, (lathe_value_t const *)starts, r, &v));
+  }
   for (int a = r - 1; a >= 0; a--) /* the corners travel twice, like the halos that brought them */
     if (kept[a] && (kept[a]->left > 0 || kept[a]->right > 0))
       LATHE_RETURN_IF_ERROR(fold(p, v, in, a, kept[a]->left, kept[a]->right > 0 ? kept[a]->right : 0, &v));
@@ -409,7 +419,8 @@ lathe_status_t lathe_part_rule_conv(part *p, const lathe_node *sn) {
   for (int i = 0; i < isp.n; i++)
     if (at[i]) lr[2 * isp.v[i]] = at[i]->left, lr[2 * isp.v[i] + 1] = at[i]->right, by_axis[isp.v[i]] = at[i];
   LATHE_RETURN_IF_ERROR(halos_of(p, x, &nx, lr, LATHE_OP_REDUCE_SUM, NULL, &ops[0]));
-  LATHE_RETURN_IF_ERROR(reads_of(p, ops[0], &nx, by_axis, &ops[0]));
+  lathe_node *starts[LATHE_MAX_RANK];
+  LATHE_RETURN_IF_ERROR(reads_of(p, ops[0], &nx, by_axis, starts, &ops[0]));
   LATHE_RETURN_IF_ERROR(lathe_part_get(p, k, &nk, &ops[1]));
   LATHE_RETURN_IF_ERROR(lathe_part_emit_ops(p, sn, ops, &rs, &v));
   LATHE_RETURN_IF_ERROR(repad(v, pad, at, true));
@@ -448,8 +459,8 @@ lathe_status_t lathe_part_rule_window(part *p, const lathe_node *sn) {
     for (int a = 0; a < r; a++) {
       slide w = {x->shape.dims[a], (d.v[a] - 1) * wd.v[a] + 1, st.v[a], pd.v[2 * a], pd.v[2 * a + 1], id.v[a], out[a]};
       const halo_plan *h = &plan[a];
-      if (!in.n_axes[a] || (window_fits(&w, parts(p, &in, a), &plan[a]) && !(sas && h->width > 0) &&
-                            (h->left <= 0 && h->right <= 0 ? true
+      if (!in.n_axes[a] || (window_fits(&w, parts(p, &in, a), &plan[a]) &&
+                            (h->left <= 0 && h->right <= 0 && !(sas && h->width > 0) ? true
                              : sas                         ? wide != LATHE_DTYPE_INVALID
                                                            : has_edge && can_exchange(p, x->shape.dtype))))
         continue;
@@ -463,14 +474,15 @@ lathe_status_t lathe_part_rule_window(part *p, const lathe_node *sn) {
   for (int a = 0; a < r; a++) {
     if (!in.n_axes[a]) continue;
     kept[a] = &plan[a];
-    exchange |= plan[a].left > 0 || plan[a].right > 0;
+    exchange |= plan[a].left > 0 || plan[a].right > 0 || (sas && plan[a].width > 0);
     /* SelectAndScatter's windows never reach its last -right elements: no cut, its result keeps them */
     if (!sas) lr[2 * a] = plan[a].left, lr[2 * a + 1] = plan[a].right;
   }
   if (sas && exchange) return sas_exchange(p, sn, &in, kept, wide);
   if (exchange && window_edge(p, red, x->shape.dtype, &edge, &es)) LATHE_RETURN_IF_ERROR(es);
   LATHE_RETURN_IF_ERROR(halos_of(p, x, &in, lr, red, edge, &ops[0]));
-  LATHE_RETURN_IF_ERROR(reads_of(p, ops[0], &in, kept, &ops[0]));
+  lathe_node *starts[LATHE_MAX_RANK];
+  LATHE_RETURN_IF_ERROR(reads_of(p, ops[0], &in, kept, starts, &ops[0]));
   if (sas) LATHE_RETURN_IF_ERROR(lathe_part_get(p, sn->in[1], &in, &ops[1]));
   LATHE_RETURN_IF_ERROR(lathe_part_emit_ops(p, sn, ops, &in, &v));
   LATHE_RETURN_IF_ERROR(repad(v, pd, kept, false));
