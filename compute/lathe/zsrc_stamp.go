@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "f74c1f4b78d77aac784e4e4011f87d71"
+const engineSourcesHash = "9ebdd2b6c5b74023d9071d1a0bf18949"

@@ -7,6 +7,7 @@
  * axis qualifies. */
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
 
 #include "partition_impl.h"
 
@@ -54,7 +55,8 @@ static bool reads_fit(const slide *w, int64_t n, int64_t per, int64_t width, hal
   int64_t lo_rel = first < last ? first : last, hi_rel = first < last ? last : first;
   *h = (halo_plan){.left = lo_rel < 0 ? -lo_rel : 0, .right = hi_rel + width - L > 0 ? hi_rel + width - L : 0};
   h->width = width, h->step = per - L, h->base = h->left - w->lo;
-  return h->left <= L && h->right <= L;
+  int64_t reach = (h->step < 0 ? -h->step : h->step) * n + (h->base < 0 ? -h->base : h->base);
+  return h->left <= L && h->right <= L && reach <= INT32_MAX; /* offsets are Int32 values */
 }
 
 /* Whether a convolution whose input axis (w) and kernel taps (size taps, dilation kd) are both
