@@ -21,10 +21,13 @@ typedef struct {
  * before its own and `right` of the next after them (right < 0: its own last -right dropped), and
  * the op's padding along the axis then (lo, hi) (less than the input dilation: holes, not data).
  * width > 0: the shards' outputs step over other lengths than their inputs ("valid" windows), so
- * shard k reads the `width` elements of that extended operand from base + k * step on. */
+ * shard k reads the `width` elements of that extended operand from base + k * step on. dil > 1:
+ * an input-dilated convolution whose outputs do not step over its dilated shard, made one without
+ * input dilation by dilating each shard (its d - 1 trailing holes included) before the halos. */
 typedef struct {
   int64_t left, right, lo, hi;
   int64_t width, base, step;
+  int64_t dil; /* > 1: the shard is dilated here first (holes between and after its elements) */
 } halo_plan;
 
 /* Whether axis w split into n shards can be computed shard by shard, each shard's outputs reading
@@ -50,7 +53,7 @@ static bool halo_fits(const slide *w, int64_t n, halo_plan *h) {
  * picks them (the end shards' halos stand for the padding). That covers "valid" windows, whose
  * outputs are fewer than their inputs, and their gradients. */
 static bool reads_fit(const slide *w, int64_t n, int64_t per, int64_t width, halo_plan *h) {
-  if (n < 2 || w->size % n || w->in_dil != 1 || w->lo < 0 || w->hi < 0) return false;
+  if (n < 2 || w->size % n || w->in_dil != 1 || w->lo < 0) return false; /* hi only ends the last reads */
   int64_t L = w->size / n, first = -w->lo, last = (n - 1) * (per - L) - w->lo; /* reads' starts, own start 0 */
   int64_t lo_rel = first < last ? first : last, hi_rel = first < last ? last : first;
   *h = (halo_plan){.left = lo_rel < 0 ? -lo_rel : 0, .right = hi_rel + width - L > 0 ? hi_rel + width - L : 0};
@@ -74,12 +77,18 @@ static bool taps_fit(const slide *w, int64_t taps, int64_t kd, int64_t n, halo_p
   return h->left <= L && h->right <= L && L + h->right > 0;
 }
 
-/* halo_fits, else reads_fit for outputs split like the inputs (n shards of out / n). */
-static bool window_fits(const slide *w, int64_t n, halo_plan *h) {
+/* halo_fits, else reads_fit for outputs split like the inputs (n shards of out / n); with input
+ * dilation (conv: a convolution, which may dilate its shards itself), reads_fit over the dilated
+ * axis. */
+static bool window_fits(const slide *w, int64_t n, bool conv, halo_plan *h) {
   memset(h, 0, sizeof *h);
   if (halo_fits(w, n, h)) return true;
-  if (n < 2 || w->out % n) return false;
-  return reads_fit(w, n, w->out / n * w->stride, (w->out / n - 1) * w->stride + w->extent, h);
+  if (n < 2 || w->out % n || w->hi < 0 || (w->in_dil > 1 && !conv)) return false;
+  slide dw = *w;
+  dw.size *= w->in_dil, dw.hi -= w->in_dil - 1, dw.in_dil = 1;
+  if (!reads_fit(&dw, n, w->out / n * w->stride, (w->out / n - 1) * w->stride + w->extent, h)) return false;
+  h->dil = w->in_dil;
+  return true;
 }
 
 /* Whether a halo exchange of dtype dt can run here (CollectivePermute offered; whole bytes). */
@@ -139,6 +148,16 @@ static lathe_status_t halo(part *p, lathe_node *v, const spec *s, int a, int64_t
   return lathe_concatenate(p->fn, a, (lathe_value_t const *)pieces, n, out);
 }
 
+/* A scalar constant v of dtype dt (through Float64: v must be exact there and in dt). */
+static lathe_status_t scalar(part *p, double v, lathe_dtype dt, lathe_node **out) {
+  lathe_shape s;
+  memset(&s, 0, sizeof s);
+  s.dtype = LATHE_DTYPE_FLOAT64;
+  lathe_node *k;
+  LATHE_RETURN_IF_ERROR(lathe_constant(p->fn, &s, &v, sizeof v, &k));
+  return lathe_convert_dtype(p->fn, k, dt, out);
+}
+
 /* An operand extended with its halos, kept so that the convolutions of a training step that read
  * one value alike (its forward pass and its kernel gradient) exchange its halos once. */
 struct part_halo {
@@ -146,26 +165,39 @@ struct part_halo {
   spec s;                         /* its sharding */
   lathe_op edge;                  /* what the end shards get: a reduction's identity (SUM: zeros) */
   int64_t lr[2 * LATHE_MAX_RANK]; /* left and right halo per axis (0, 0: none) */
+  int64_t dil[LATHE_MAX_RANK];    /* per axis: the shard dilated first (0, 1: not) */
   lathe_node *v;
 };
 
 /* Source value sn under sharding s (s's split axes a with lr[2a] or lr[2a + 1] nonzero) extended
  * with its halos, once per (value, sharding, halos, edge). */
-static lathe_status_t halos_of(part *p, const lathe_node *sn, const spec *s, const int64_t *lr, lathe_op red,
-                               lathe_node *edge, lathe_node **out) {
+static lathe_status_t halos_of(part *p, const lathe_node *sn, const spec *s, const int64_t *lr, const int64_t *dil,
+                               lathe_op red, lathe_node *edge, lathe_node **out) {
   int r = sn->shape.rank;
   bool any = false;
+  int64_t dl[LATHE_MAX_RANK];
+  for (int a = 0; a < r; a++) dl[a] = dil && dil[a] > 1 ? dil[a] : 1, any |= dl[a] > 1;
   for (int a = 0; a < 2 * r; a++) any |= lr[a] != 0;
   if (!any) return lathe_part_get(p, sn, s, out); /* cached there already */
   for (int i = 0; i < p->n_halos; i++) {
     const struct part_halo *h = &p->halos[i];
-    if (h->id == sn->id && h->edge == red && spec_eq(&h->s, s) && !memcmp(h->lr, lr, sizeof(int64_t) * 2 * (size_t)r)) {
+    if (h->id == sn->id && h->edge == red && spec_eq(&h->s, s) && !memcmp(h->lr, lr, sizeof(int64_t) * 2 * (size_t)r) &&
+        !memcmp(h->dil, dl, sizeof(int64_t) * (size_t)r)) {
       *out = h->v;
       return NULL;
     }
   }
   lathe_node *v;
   LATHE_RETURN_IF_ERROR(lathe_part_get(p, sn, s, &v));
+  for (int a = 0; a < r; a++) {
+    if (dl[a] <= 1) continue;
+    lathe_node *zero;
+    lathe_pad_axis pa[LATHE_MAX_RANK];
+    memset(pa, 0, sizeof pa);
+    pa[a].interior = pa[a].end = dl[a] - 1; /* the trailing holes keep the shards' dilated spans apart */
+    LATHE_RETURN_IF_ERROR(scalar(p, 0, v->shape.dtype, &zero));
+    LATHE_RETURN_IF_ERROR(lathe_pad(p->fn, v, zero, pa, r, &v));
+  }
   for (int a = 0; a < r; a++)
     if (lr[2 * a] || lr[2 * a + 1]) LATHE_RETURN_IF_ERROR(halo(p, v, s, a, lr[2 * a], lr[2 * a + 1], edge, &v));
   if (p->n_halos == p->cap_halos) {
@@ -178,6 +210,7 @@ static lathe_status_t halos_of(part *p, const lathe_node *sn, const spec *s, con
   memset(h, 0, sizeof *h);
   h->id = sn->id, h->s = *s, h->edge = red, h->v = v;
   memcpy(h->lr, lr, sizeof(int64_t) * 2 * (size_t)r);
+  memcpy(h->dil, dl, sizeof(int64_t) * (size_t)r);
   *out = v;
   return NULL;
 }
@@ -267,15 +300,6 @@ static lathe_dtype sas_wide(const part *p, lathe_op op, lathe_dtype dt) {
   return ok ? w : LATHE_DTYPE_INVALID;
 }
 
-/* A scalar constant v of dtype dt (through Float64: v must be exact there and in dt). */
-static lathe_status_t scalar(part *p, double v, lathe_dtype dt, lathe_node **out) {
-  lathe_shape s;
-  memset(&s, 0, sizeof s);
-  s.dtype = LATHE_DTYPE_FLOAT64;
-  lathe_node *k;
-  LATHE_RETURN_IF_ERROR(lathe_constant(p->fn, &s, &v, sizeof v, &k));
-  return lathe_convert_dtype(p->fn, k, dt, out);
-}
 
 /* halo()'s inverse for results: v (axis a of left + L + right elements) folded to its L, the
  * first `left` added into the previous shard's last elements and the last `right` into the next
@@ -402,7 +426,7 @@ lathe_status_t lathe_part_rule_conv(part *p, const lathe_node *sn) {
                sn->shape.dims[oa]};
     bool summed = axis_eq(X, ia, K, ka);
     halo_plan *h = &plan[i];
-    if (!(summed ? taps_fit(&w, taps, kdl.v[i], n, h) : window_fits(&w, n, h)) ||
+    if (!(summed ? taps_fit(&w, taps, kdl.v[i], n, h) : window_fits(&w, n, true, h)) ||
         ((h->left > 0 || h->right > 0) && !can_exchange(p, x->shape.dtype)) || !try_copy_axis(&used, slot, X, ia))
       continue;
     copy_axis(&nx, ia, X, ia), slot++, at[i] = h;
@@ -420,12 +444,17 @@ lathe_status_t lathe_part_rule_conv(part *p, const lathe_node *sn) {
   const halo_plan *by_axis[LATHE_MAX_RANK] = {NULL};
   for (int i = 0; i < isp.n; i++)
     if (at[i]) lr[2 * isp.v[i]] = at[i]->left, lr[2 * isp.v[i] + 1] = at[i]->right, by_axis[isp.v[i]] = at[i];
-  LATHE_RETURN_IF_ERROR(halos_of(p, x, &nx, lr, LATHE_OP_REDUCE_SUM, NULL, &ops[0]));
+  int64_t dil[LATHE_MAX_RANK] = {0};
+  for (int a = 0; a < x->shape.rank; a++) dil[a] = by_axis[a] ? by_axis[a]->dil : 0;
+  LATHE_RETURN_IF_ERROR(halos_of(p, x, &nx, lr, dil, LATHE_OP_REDUCE_SUM, NULL, &ops[0]));
   lathe_node *starts[LATHE_MAX_RANK];
   LATHE_RETURN_IF_ERROR(reads_of(p, ops[0], &nx, by_axis, starts, &ops[0]));
   LATHE_RETURN_IF_ERROR(lathe_part_get(p, k, &nk, &ops[1]));
   LATHE_RETURN_IF_ERROR(lathe_part_emit_ops(p, sn, ops, &rs, &v));
   LATHE_RETURN_IF_ERROR(repad(v, pad, at, true));
+  int64_t idv[LATHE_MAX_RANK];
+  for (int i = 0; i < idl.n && i < LATHE_MAX_RANK; i++) idv[i] = at[i] && at[i]->dil > 1 ? 1 : idl.v[i];
+  LATHE_RETURN_IF_ERROR(lathe_attr_set_conv_general_input_dilations(v, idv, idl.n));
   if (n_ax) return lathe_part_combine(p, sn, v, rs, LATHE_OP_REDUCE_SUM, X->mesh, ax, n_ax);
   lathe_part_set(p, sn, v, &rs);
   return NULL;
@@ -461,7 +490,7 @@ lathe_status_t lathe_part_rule_window(part *p, const lathe_node *sn) {
     for (int a = 0; a < r; a++) {
       slide w = {x->shape.dims[a], (d.v[a] - 1) * wd.v[a] + 1, st.v[a], pd.v[2 * a], pd.v[2 * a + 1], id.v[a], out[a]};
       const halo_plan *h = &plan[a];
-      if (!in.n_axes[a] || (window_fits(&w, parts(p, &in, a), &plan[a]) &&
+      if (!in.n_axes[a] || (window_fits(&w, parts(p, &in, a), false, &plan[a]) &&
                             (h->left <= 0 && h->right <= 0 && !(sas && h->width > 0) ? true
                              : sas                         ? wide != LATHE_DTYPE_INVALID
                                                            : has_edge && can_exchange(p, x->shape.dtype))))
@@ -482,7 +511,7 @@ lathe_status_t lathe_part_rule_window(part *p, const lathe_node *sn) {
   }
   if (sas && exchange) return sas_exchange(p, sn, &in, kept, wide);
   if (exchange && window_edge(p, red, x->shape.dtype, &edge, &es)) LATHE_RETURN_IF_ERROR(es);
-  LATHE_RETURN_IF_ERROR(halos_of(p, x, &in, lr, red, edge, &ops[0]));
+  LATHE_RETURN_IF_ERROR(halos_of(p, x, &in, lr, NULL, red, edge, &ops[0]));
   lathe_node *starts[LATHE_MAX_RANK];
   LATHE_RETURN_IF_ERROR(reads_of(p, ops[0], &in, kept, starts, &ops[0]));
   if (sas) LATHE_RETURN_IF_ERROR(lathe_part_get(p, sn->in[1], &in, &ops[1]));

@@ -1224,6 +1224,29 @@ static void b_halo_valid(prog *p, lathe_function_t fn) {
   ret(p, fn, 8, o, specs);
 }
 
+/* input-dilated convolutions whose outputs do not step over their dilated shards: strided
+ * "valid" convolutions' input gradients; each shard dilated before its halos */
+static void b_halo_dilated(prog *p, lathe_function_t fn) {
+  lathe_value_t x10 = param(p, fn, F32(2, 10, 10, 2), "-,x,y,-"), x8 = param(p, fn, F32(2, 8, 8, 2), "-,x,y,-");
+  lathe_value_t k = param(p, fn, F32(3, 3, 2, 3), NULL), kr, kt, d2, d3, o[4];
+  lathe_conv_axes axes = nhwc_axes();
+  const int64_t two[2] = {2, 2}, three[2] = {3, 3};
+  const lathe_padding back2[2] = {{2, 3}, {2, 3}}, back3[2] = {{2, 4}, {2, 4}};
+  lathe_conv_params s2 = {.strides = two, .n_strides = 2}, s3 = {.strides = three, .n_strides = 2};
+  lathe_conv_params g2 = {.paddings = back2, .n_paddings = 2, .input_dilations = two, .n_input_dilations = 2};
+  lathe_conv_params g3 = {.paddings = back3, .n_paddings = 2, .input_dilations = three, .n_input_dilations = 2};
+  const int rev[2] = {0, 1}, perm[4] = {0, 1, 3, 2};
+  CHECK_OK(lathe_reverse(fn, k, rev, 2, &kr));
+  CHECK_OK(lathe_transpose(fn, kr, perm, 4, &kt));
+  CHECK_OK(lathe_conv_general(fn, x10, k, &axes, &s2, &d2)); /* [2, 4, 4, 3] */
+  CHECK_OK(lathe_conv_general(fn, x8, k, &axes, &s3, &d3));  /* [2, 2, 2, 3] */
+  CHECK_OK(lathe_conv_general(fn, d2, kt, &axes, &g2, &o[0])); /* back to [2, 10, 10, 2]: 5 rows a shard from 2 */
+  CHECK_OK(lathe_conv_general(fn, d3, kt, &axes, &g3, &o[1])); /* back to [2, 8, 8, 2]: 4 rows a shard from 1 */
+  o[2] = d2, o[3] = d3;
+  const char *specs[] = {"-,x,y,-", "-,y,x,-", "-,x,y,-", NULL};
+  ret(p, fn, 4, o, specs);
+}
+
 /* one convolution with "same" padding on a height split over 2 devices: two CollectivePermutes */
 static void b_halo_count(prog *p, lathe_function_t fn) {
   lathe_value_t x = param(p, fn, F32(2, 8, 8, 2), "-,x,-,-"), k = param(p, fn, F32(3, 3, 2, 3), NULL), o;
@@ -1297,6 +1320,7 @@ TEST(partition_halo_exchange) {
   check_all("halo mixed", b_halo_mixed, 0);
   check_all("halo select and scatter", b_halo_sas, 0);
   check_all("halo valid", b_halo_valid, 0);
+  check_all("halo dilated", b_halo_dilated, 0);
   /* on 2x2: a halo each way per split spatial axis (8 CollectivePermutes) and the input channels'
    * AllReduce: nothing gathered */
   check_stats_on(2, 2, "halo mixed stats", b_halo_mixed, "", 9);
@@ -1314,6 +1338,9 @@ TEST(partition_halo_exchange) {
    * convolution's, the strided sum the strided convolution's), the kernel gradient's AllReduce, the
    * Int32 min's 2, the SelectAndScatter's 2 halos and 2 folds; an AllToAll for an output */
   check_stats("halo valid", b_halo_valid, "", 15);
+  /* on x:2: the strided forward convolutions a halo each, the dilated ones 2 each; an AllToAll and
+   * an AllGather for the outputs */
+  check_stats("halo dilated", b_halo_dilated, "", 8);
 }
 
 /* ---- FFT: the axes it does not transform keep their split, the transformed ones are gathered ---- */
