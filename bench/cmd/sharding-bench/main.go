@@ -140,7 +140,10 @@ func main() {
 	single, _ := newLayout("single", *n)
 	layouts = append([]layout{single}, layouts...)
 
-	for _, w := range []steps.Workload{steps.MLP(*mlpBatch), steps.Transformer(*tfBatch, *tfSeq), steps.CNNSame(*cnnBatch, *cnnSize)} {
+	// GoMLX's default, unpadded CNN on images 2 rows larger: its convolutions' outputs (size, then
+	// size/2 - 2 rows) divide among 2 devices as the images do, not among 4 (layout sp skips it there)
+	cnns := []steps.Workload{steps.CNNSame(*cnnBatch, *cnnSize), steps.CNNOf(*cnnBatch, *cnnSize+2)}
+	for _, w := range append([]steps.Workload{steps.MLP(*mlpBatch), steps.Transformer(*tfBatch, *tfSeq)}, cnns...) {
 		if *only != "" && !strings.Contains(strings.ToLower(w.Name), strings.ToLower(*only)) {
 			continue
 		}
@@ -573,6 +576,10 @@ func runWorkload(lb *lathe.Backend, xb compute.Backend, w steps.Workload, layout
 	for _, l := range layouts {
 		if l.spaceAxis != "" && ref.x.Rank() != 4 {
 			continue // a spatial split needs images
+		}
+		if l.spaceAxis != "" && ref.x.Shape().Dim(1)%l.numDevices != 0 {
+			fmt.Printf("  %-6s (the image height, %d, does not divide among %d devices)\n", l.name, ref.x.Shape().Dim(1), l.numDevices)
+			continue
 		}
 		r, err := runLayout(lb, xb, w, l, ref, base, rounds, warmup, verbose)
 		if err != nil {
