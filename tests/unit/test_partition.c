@@ -1251,11 +1251,12 @@ static void b_halo_dilated(prog *p, lathe_function_t fn) {
  * partitioned run equals the whole one ---- */
 static struct {
   int64_t n, taps, stride, lo, hi, in_dil, k_dil;
+  const char *split; /* the signal's spec: "-,x,-" or, over 4 devices, "-,xy,-" */
 } g_win;
 
 static void b_random_window(prog *p, lathe_function_t fn) {
   /* NWC signal [2, n, 2] split along its length; kernel WIO [taps, 2, 3] */
-  lathe_value_t x = param(p, fn, F32(2, g_win.n, 2), "-,x,-"), k = param(p, fn, F32(g_win.taps, 2, 3), NULL), o[3];
+  lathe_value_t x = param(p, fn, F32(2, g_win.n, 2), g_win.split), k = param(p, fn, F32(g_win.taps, 2, 3), NULL), o[3];
   const int sp[1] = {1}, ksp[1] = {0};
   lathe_conv_axes axes = {.input_batch = 0, .input_channels = 2, .input_spatial = sp, .n_input_spatial = 1,
                           .kernel_input_channels = 1, .kernel_output_channels = 2, .kernel_spatial = ksp,
@@ -1283,7 +1284,7 @@ static void b_random_window(prog *p, lathe_function_t fn) {
   for (int i = 0; i < n; i++) {
     lathe_shape s;
     CHECK_OK(lathe_value_shape(o[i], &s));
-    specs[i] = s.dims[1] % 2 ? NULL : "-,x,-"; /* split where it divides */
+    specs[i] = s.dims[1] % (g_win.split[2] == 'x' && g_win.split[3] == 'y' ? 4 : 2) ? NULL : g_win.split; /* where it divides */
   }
   ret(p, fn, n, o, specs);
 }
@@ -1304,7 +1305,13 @@ TEST(partition_random_windows) {
     snprintf(what, sizeof what, "random window n%lld t%lld s%lld p%lld,%lld d%lld k%lld", (long long)g_win.n,
              (long long)g_win.taps, (long long)g_win.stride, (long long)g_win.lo, (long long)g_win.hi,
              (long long)g_win.in_dil, (long long)g_win.k_dil);
+    g_win.split = "-,x,-";
     check_prog(what, b_random_window, 2, 1, id, -1, "");
+    if (g_win.n % 4 == 0) { /* 4 shards over both mesh axes */
+      static const int shuffled[4] = {2, 0, 3, 1};
+      g_win.split = "-,xy,-";
+      check_prog(what, b_random_window, 2, 2, shuffled, -1, "");
+    }
     ran++;
   }
   CHECK(ran >= 60, "only %d random windows had outputs", ran);
