@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "b5dbadc371afac8ee22635064855cddf"
+const engineSourcesHash = "fee189a81d510554b6fb095ff556b3be"

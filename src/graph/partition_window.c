@@ -300,7 +300,6 @@ static lathe_dtype sas_wide(const part *p, lathe_op op, lathe_dtype dt) {
   return ok ? w : LATHE_DTYPE_INVALID;
 }
 
-
 /* halo()'s inverse for results: v (axis a of left + L + right elements) folded to its L, the
  * first `left` added into the previous shard's last elements and the last `right` into the next
  * shard's first (the end shards receive zeros). */
