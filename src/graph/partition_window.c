@@ -217,12 +217,17 @@ static lathe_status_t halos_of(part *p, const lathe_node *sn, const spec *s, con
 
 /* v (extended by its halos) cut to what this shard's windows read, along the axes whose plans
  * (plan[a], NULL: none) read from a shard-dependent offset; starts (rank entries) receives where
- * the cut starts. */
+ * the cut starts (untouched, and *out = v, where no axis does). */
 static lathe_status_t reads_of(part *p, lathe_node *v, const spec *s, const halo_plan *const *plan, lathe_node **starts,
                                lathe_node **out) {
   int r = v->shape.rank;
   int64_t sizes[LATHE_MAX_RANK];
   bool any = false;
+  for (int a = 0; a < r; a++) any |= plan[a] && plan[a]->width > 0;
+  if (!any) {
+    *out = v;
+    return NULL;
+  }
   for (int a = 0; a < r; a++) {
     sizes[a] = v->shape.dims[a];
     if (!plan[a] || plan[a]->width <= 0) {
@@ -233,11 +238,7 @@ static lathe_status_t reads_of(part *p, lathe_node *v, const spec *s, const halo
     LATHE_RETURN_IF_ERROR(lathe_part_shard_offset(p, s, a, plan[a]->step, &starts[a]));
     LATHE_RETURN_IF_ERROR(lathe_part_int_const(p, (int32_t)plan[a]->base, &base));
     LATHE_RETURN_IF_ERROR(lathe_add(p->fn, starts[a], base, &starts[a]));
-    sizes[a] = plan[a]->width, any = true;
-  }
-  if (!any) {
-    *out = v;
-    return NULL;
+    sizes[a] = plan[a]->width;
   }
   return lathe_dynamic_slice(p->fn, v, (lathe_value_t const *)starts, r, sizes, r, out);
 }
@@ -264,13 +265,15 @@ static bool window_edge(part *p, lathe_op red, lathe_dtype dt, lathe_node **out,
     *st = lathe_constant(p->fn, &s, &one, 1, out);
     return true;
   }
-  double f = prod ? 1 : max ? -INFINITY : INFINITY;
-  int bits = lathe_dtype_bits(dt);
+  if (!(sint || uint) || prod) { /* 1, or a float's infinity */
+    *st = scalar(p, prod ? 1 : max ? -INFINITY : INFINITY, dt, out);
+    return true;
+  }
+  int bits = lathe_dtype_bits(dt); /* integers' extremes, exact in 64 bits */
   uint64_t i = uint ? LATHE_UINT_MAX(bits) : max ? (uint64_t)LATHE_SINT_MIN(bits) : (uint64_t)LATHE_SINT_MAX(bits);
-  bool exact = (sint || uint) && !prod; /* integers' extremes, exact in 64 bits */
-  s.dtype = exact ? (uint ? LATHE_DTYPE_UINT64 : LATHE_DTYPE_INT64) : LATHE_DTYPE_FLOAT64;
+  s.dtype = uint ? LATHE_DTYPE_UINT64 : LATHE_DTYPE_INT64;
   lathe_node *k;
-  *st = exact ? lathe_constant(p->fn, &s, &i, sizeof i, &k) : lathe_constant(p->fn, &s, &f, sizeof f, &k);
+  *st = lathe_constant(p->fn, &s, &i, sizeof i, &k);
   if (!*st) *st = lathe_convert_dtype(p->fn, k, dt, out);
   return true;
 }
