@@ -145,6 +145,16 @@ lathe_status_t lathe_trace_flush(lathe_trace *t) {
   return failed ? lathe_status_new(LATHE_STATUS_INTERNAL, "trace: writing \"%s\" failed", t->path) : NULL;
 }
 
+void lathe_trace_checkpoint(lathe_trace *t) {
+  if (!t) return;
+  pthread_mutex_lock(&t->mu);
+  if (t->f) {
+    put_tail(t);
+    if (fflush(t->f)) t->failed = true;
+  }
+  pthread_mutex_unlock(&t->mu);
+}
+
 void lathe_trace_close(lathe_trace *t) {
   if (!t) return;
   pthread_mutex_lock(&registry_mu);

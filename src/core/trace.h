@@ -1,8 +1,8 @@
 /* trace.h -- a Chrome/Perfetto trace-event writer ({"traceEvents":[...]}: "X" complete events
  * with microsecond timestamps, "C" counters), shared by the compile pipeline, the runtime and the
- * executor. Events are appended to the file as they happen (stdio-buffered); at every flush and
- * at close the closing "]}" is written, so the file is valid JSON after each, and the next event
- * overwrites that tail. Thread-safe: one mutex per trace. Docs: docs/PROFILING.md. */
+ * executor. Events are appended to the file as they happen (stdio-buffered); at every flush,
+ * checkpoint and close the closing "]}" is written, so the file is valid JSON after each, and the
+ * next event overwrites that tail. Thread-safe: one mutex per trace. Docs: docs/PROFILING.md. */
 #ifndef LATHE_TRACE_H
 #define LATHE_TRACE_H
 
@@ -20,6 +20,10 @@ lathe_status_t lathe_trace_open(const char *path, const char *option, lathe_trac
 void lathe_trace_close(lathe_trace *t);
 /* Makes the file valid JSON on disk now; an I/O error is INTERNAL naming the path. */
 lathe_status_t lathe_trace_flush(lathe_trace *t);
+/* The same where no one can take a status (the end of each compile and execution, so that a
+ * process that ends without freeing its backend, as a Go program's exit does, leaves a whole
+ * file): an I/O error waits for the next flush. NULL-safe. */
+void lathe_trace_checkpoint(lathe_trace *t);
 
 /* Monotonic nanoseconds (the trace's clock). */
 int64_t lathe_trace_now(void);

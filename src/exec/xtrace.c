@@ -163,4 +163,5 @@ void lathe_exec_trace_run(lathe_trace *tr, lathe_exec *x, const lathe_launch *l,
     lathe_trace_counter(tr, "memory", t1, "current_bytes", ms.current_bytes);
     lathe_trace_counter(tr, "memory peak", t1, "peak_bytes", ms.peak_bytes);
   }
+  lathe_trace_checkpoint(tr);
 }

@@ -53,6 +53,7 @@ static lathe_status_t specialization_new(lathe_backend_t be, lathe_graph *g, str
     lathe_trace_complete(be->trace, "lower (passes, fusion, memory plan)", "compile", t0, t1, args);
     lathe_trace_complete(be->trace, "device compile", "compile", t1, t2, args);
     lathe_trace_complete(be->trace, "compile", "compile", t0, t2, args);
+    lathe_trace_checkpoint(be->trace);
   }
   if (st) {
     specialization_free(sp);
@@ -577,6 +578,7 @@ lathe_status_t lathe_executable_execute(lathe_executable_t e, const lathe_buffer
     lathe_json_escape(args, sizeof args, &at, e->name);
     lathe_bufprintf(args, sizeof args, &at, "\",\"ok\":%s", st ? "false" : "true");
     lathe_trace_complete(e->backend->trace, "Execute", "api", t0, lathe_trace_now(), args);
+    lathe_trace_checkpoint(e->backend->trace);
     return st;
   }
   return execute(e, inputs, donate, n_inputs, default_device, outputs, n_outputs);
