@@ -112,7 +112,10 @@ enum { LCUBLAS_OP_N = 0, LCUBLAS_OP_T = 1 };
 enum { /* cublasLtMatmulDescAttributes_t */
   LCUBLASLT_MATMUL_DESC_TRANSA = 3,
   LCUBLASLT_MATMUL_DESC_TRANSB = 4,
+  LCUBLASLT_MATMUL_DESC_EPILOGUE = 7,
+  LCUBLASLT_MATMUL_DESC_BIAS_POINTER = 8,
 };
+enum { LCUBLASLT_EPILOGUE_BIAS = 4 }; /* cublasLtEpilogue_t: the bias added to each column of D */
 enum { /* cublasLtMatrixLayoutAttribute_t */
   LCUBLASLT_MATRIX_LAYOUT_ORDER = 1,
   LCUBLASLT_MATRIX_LAYOUT_BATCH_COUNT = 5,

@@ -254,12 +254,20 @@ lathe_status_t lathe_cuda_dense_epilogue(lathe_cuda_exec *ex, lathe_dtype out_dt
   return lathe_cuda_launch(ex, f, b, th, 0, args);
 }
 
-/* c [rows x cols] (dt, contiguous) = act(a . b + bias) (kk summed). A half result goes through
- * Float32 sums in scratch and the epilogue's rounding; so does a Float32 one on TF32 whose rows
- * start off 16 bytes where products stage (gemm_pad), which the product then writes in place;
- * such sums in blocks of rows (acc_scratch). */
+/* c [rows x cols] (dt, contiguous) = act(a . b + bias) (kk summed). Without an activation the
+ * product writes c itself, its bias added by cuBLASLt's epilogue to the Float32 sums before their
+ * one rounding (no pass over the result). Otherwise, or where cuBLASLt cannot take the bias, a
+ * half result goes through Float32 sums in scratch and the epilogue kernel's rounding; so does a
+ * Float32 one on TF32 whose rows start off 16 bytes where products stage (gemm_pad), which the
+ * product then writes in place; such sums in blocks of rows (acc_scratch). */
 static lathe_status_t dense_product(lathe_cuda_exec *ex, lathe_dtype dt, int64_t rows, int64_t cols, int64_t kk, lt_mat a,
                                     lt_mat b, lcuDeviceptr c, lcuDeviceptr bias, int act) {
+  if (act == LATHE_ACTIVATION_NONE && lathe_cuda_exec_dev(ex)->cu->dense_epilogue) {
+    lt_gemm g = {.ab = dt, .d = dt, .batch = 1, .m = rows, .n = cols, .k = kk, .a = a, .b = b, .c = {c, cols, 1, 0}, .bias = bias};
+    bool done;
+    LATHE_RETURN_IF_ERROR(lathe_cuda_gemm_bias(ex, &g, &done));
+    if (done) return NULL;
+  }
   bool half = dt == LATHE_DTYPE_FLOAT16 || dt == LATHE_DTYPE_BFLOAT16;
   bool via = half || (dt == LATHE_DTYPE_FLOAT32 && (cols % 4 || c % 16) && lathe_cuda_gemm_stages(ex, dt, rows, cols, kk));
   lt_gemm g = {.ab = dt, .d = half ? LATHE_DTYPE_FLOAT32 : dt, .batch = 1, .m = rows, .n = cols, .k = kk, .a = a, .b = b};

@@ -282,7 +282,7 @@ static uint32_t alignment(lcuDeviceptr p, int64_t bs_bytes, bool batched) {
 /* Cached heuristic results, per device and problem. */
 typedef struct heur_key {
   const cuda_dev *d;
-  int32_t ta, td, compute, transa, transb, beta;
+  int32_t ta, td, compute, transa, transb, beta, epilogue;
   int64_t m, n, k, lda, ldb, ldd, sa, sb, sd, batch;
   uint32_t align[3];
 } heur_key;
@@ -344,8 +344,10 @@ static void note_heuristic(lathe_cuda_exec *ex, const lt_gemm *g, const heur_key
       st = lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: cuBLASLt %s failed (status %d)", what, s_); \
   } while (0)
 
-/* One cuBLASLt product of at most INT32_MAX batches; *done false: no algorithm (use the kernel). */
-static lathe_status_t lt_matmul(lathe_cuda_exec *ex, const lt_gemm *g, bool *done) {
+/* One cuBLASLt product of at most INT32_MAX batches; *done false: no algorithm (use the kernel),
+ * nothing queued. probe: only whether cuBLASLt has an algorithm (*done), nothing run. A bias
+ * needs the row-major result's view (d^T), where it is a column of cuBLASLt's matrix. */
+static lathe_status_t lt_matmul(lathe_cuda_exec *ex, const lt_gemm *g, bool probe, bool *done) {
   *done = false;
   cuda_dev *d = lathe_cuda_exec_dev(ex);
   const lcu_api *api = d->cu->api;
@@ -356,8 +358,8 @@ static lathe_status_t lt_matmul(lathe_cuda_exec *ex, const lt_gemm *g, bool *don
   if (col_view(g->n, g->m, g->c.cs, g->c.rs, false, &vd) && col_view(g->n, g->k, g->b.cs, g->b.rs, true, &va) &&
       col_view(g->k, g->m, g->a.cs, g->a.rs, true, &vb)) {
     pa = g->b.p, pb = g->a.p, sa = g->b.bs, sb = g->a.bs;
-  } else if (col_view(g->m, g->n, g->c.rs, g->c.cs, false, &vd) && col_view(g->m, g->k, g->a.rs, g->a.cs, true, &va) &&
-             col_view(g->k, g->n, g->b.rs, g->b.cs, true, &vb)) {
+  } else if (!g->bias && col_view(g->m, g->n, g->c.rs, g->c.cs, false, &vd) &&
+             col_view(g->m, g->k, g->a.rs, g->a.cs, true, &va) && col_view(g->k, g->n, g->b.rs, g->b.cs, true, &vb)) {
     pa = g->a.p, pb = g->b.p, sa = g->a.bs, sb = g->b.bs;
   } else {
     return NULL;
@@ -380,6 +382,7 @@ static lathe_status_t lt_matmul(lathe_cuda_exec *ex, const lt_gemm *g, bool *don
   key.d = d;
   key.ta = lt_type(g->ab), key.td = lt_type(g->d), key.compute = compute;
   key.transa = va.trans, key.transb = vb.trans, key.beta = g->accumulate;
+  key.epilogue = g->bias ? LCUBLASLT_EPILOGUE_BIAS : 0;
   key.m = vd.rows, key.n = vd.cols, key.k = g->k;
   key.lda = va.ld, key.ldb = vb.ld, key.ldd = vd.ld;
   key.sa = batched ? sa : 0, key.sb = batched ? sb : 0, key.sd = batched ? g->c.bs : 0;
@@ -396,6 +399,12 @@ static lathe_status_t lt_matmul(lathe_cuda_exec *ex, const lt_gemm *g, bool *don
   int32_t ta = va.trans, tb = vb.trans;
   if (!st) LT_TRY(api->cublasLtMatmulDescSetAttribute(desc, LCUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "transa");
   if (!st) LT_TRY(api->cublasLtMatmulDescSetAttribute(desc, LCUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "transb");
+  if (!st && g->bias) {
+    uint32_t epi = LCUBLASLT_EPILOGUE_BIAS;
+    const void *bias = (const void *)(uintptr_t)g->bias;
+    LT_TRY(api->cublasLtMatmulDescSetAttribute(desc, LCUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi), "epilogue");
+    if (!st) LT_TRY(api->cublasLtMatmulDescSetAttribute(desc, LCUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias), "bias");
+  }
   if (!st) LT_TRY(api->cublasLtMatrixLayoutCreate(&la, key.ta, (uint64_t)va.rows, (uint64_t)va.cols, va.ld), "layout");
   if (!st) LT_TRY(api->cublasLtMatrixLayoutCreate(&lb, key.ta, (uint64_t)vb.rows, (uint64_t)vb.cols, vb.ld), "layout");
   if (!st) LT_TRY(api->cublasLtMatrixLayoutCreate(&ld, key.td, (uint64_t)vd.rows, (uint64_t)vd.cols, vd.ld), "layout");
@@ -440,7 +449,8 @@ static lathe_status_t lt_matmul(lathe_cuda_exec *ex, const lt_gemm *g, bool *don
       if (lathe_cuda_exec_dump_dir(ex)) note_heuristic(ex, g, &key, &he);
     }
   }
-  if (!st && he.found) {
+  if (!st && he.found && probe) *done = true;
+  if (!st && he.found && !probe) {
     lcuDeviceptr ws = 0;
     if (he.ws) st = lathe_cuda_scratch(ex, LATHE_DTYPE_UINT8, (int64_t)he.ws, &ws, NULL);
     double alpha[2] = {1, 0}, beta[2] = {g->accumulate ? 1 : 0, 0};
@@ -539,8 +549,9 @@ bool lathe_cuda_gemm_stages(lathe_cuda_exec *ex, lathe_dtype ab, int64_t m, int6
   return cu->gemm_pad > 0 && tensor_cores && m >= 64 && n >= 64 && k >= 64;
 }
 
-/* g (one matrix) on staged copies where that pays; *done false: not staged, nothing queued. */
-static lathe_status_t staged_gemm(lathe_cuda_exec *ex, const lt_gemm *g, bool *done) {
+/* g (one matrix) on staged copies where that pays; *done false: not staged, nothing queued, and
+ * *refused (with a bias) where staging would pay but cuBLASLt cannot add the bias to a block. */
+static lathe_status_t staged_gemm(lathe_cuda_exec *ex, const lt_gemm *g, bool *done, bool *refused) {
   *done = false;
   cuda_dev *d = lathe_cuda_exec_dev(ex);
   if (g->batch != 1 || !lathe_cuda_gemm_stages(ex, g->ab, g->m, g->n, g->k)) return NULL;
@@ -572,6 +583,28 @@ static lathe_status_t staged_gemm(lathe_cuda_exec *ex, const lt_gemm *g, bool *d
   if (sc) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_UINT8, mc * n2 * (int64_t)ed, &pc, NULL));
   lt_gemm q = *g;
   q.n = n2;
+  lcuDeviceptr bias = g->bias; /* n2 values (zeros past n): the first k block of each row block adds it */
+  if (g->bias) {
+    if (n2 != g->n) LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_UINT8, n2 * (int64_t)ed, &bias, NULL));
+    if (bias % 16) {
+      *refused = true;
+      return NULL;
+    }
+    /* each block's product asked for first, so that a refusal leaves nothing queued */
+    for (int64_t m0 = 0; m0 < m2; m0 += mc) {
+      q.m = m2 - m0 < mc ? m2 - m0 : mc, q.k = k2 < kc ? k2 : kc, q.bias = bias;
+      q.a = sa ? staged_view(&la, ea, q.m, q.k, pa) : block_of(&g->a, ea, m0, 0);
+      q.b = sb ? staged_view(&lb, ea, q.k, n2, pb) : block_of(&g->b, ea, 0, 0);
+      q.c = sc ? staged_view(&lc, ed, q.m, n2, pc) : block_of(&g->c, ed, m0, 0);
+      bool ok;
+      LATHE_RETURN_IF_ERROR(lt_matmul(ex, &q, true, &ok));
+      if (!ok) {
+        *refused = true;
+        return NULL;
+      }
+    }
+    if (bias != g->bias) LATHE_RETURN_IF_ERROR(lathe_cuda_lines(ex, g->bias, bias, (int)ed, 1, n2, n2, 1, g->n, g->n));
+  }
   if (sb && kc == k2) LATHE_RETURN_IF_ERROR(stage_block(ex, &g->b, &lb, ea, 0, 0, k2, n2, pb, &q.b, false));
   for (int64_t m0 = 0; m0 < m2; m0 += mc) {
     q.m = m2 - m0 < mc ? m2 - m0 : mc;
@@ -581,12 +614,16 @@ static lathe_status_t staged_gemm(lathe_cuda_exec *ex, const lt_gemm *g, bool *d
     for (int64_t k0 = 0; k0 < k2; k0 += kc) {
       q.k = k2 - k0 < kc ? k2 - k0 : kc;
       q.accumulate = g->accumulate || k0 > 0;
+      q.bias = k0 ? 0 : bias;
       if (sa) LATHE_RETURN_IF_ERROR(stage_block(ex, &g->a, &la, ea, m0, k0, q.m, q.k, pa, &q.a, false));
       else q.a = block_of(&g->a, ea, m0, k0);
       if (sb && kc < k2) LATHE_RETURN_IF_ERROR(stage_block(ex, &g->b, &lb, ea, k0, 0, q.k, n2, pb, &q.b, false));
       else if (!sb) q.b = block_of(&g->b, ea, k0, 0);
       bool ok;
-      LATHE_RETURN_IF_ERROR(lt_matmul(ex, &q, &ok));
+      LATHE_RETURN_IF_ERROR(lt_matmul(ex, &q, false, &ok));
+      if (!ok && q.bias) /* asked above: cuBLASLt went back on its answer */
+        return lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: cuBLASLt refused a %s product [%lld x %lld x %lld] with a bias",
+                                lathe_dtype_name(g->ab), (long long)q.m, (long long)q.n, (long long)q.k);
       if (!ok) LATHE_RETURN_IF_ERROR(tiled(ex, &q)); /* no algorithm even so */
     }
     lt_mat unused;
@@ -606,8 +643,9 @@ lathe_status_t lathe_cuda_gemm(lathe_cuda_exec *ex, const lt_gemm *g) {
    * cuBLASLt's call there, and it sums k in order, as lathe:cpu does, so a small product gives
    * the CPU's result where cuBLASLt's split order would round otherwise. */
   if (!lt_pair(g->ab, g->d) || (double)g->batch * (double)g->m * (double)g->n * (double)g->k <= 65536.0) return tiled(ex, g);
-  bool staged;
-  LATHE_RETURN_IF_ERROR(staged_gemm(ex, g, &staged));
+  if (g->bias) return lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: a product's bias goes through lathe_cuda_gemm_bias");
+  bool staged, refused = false;
+  LATHE_RETURN_IF_ERROR(staged_gemm(ex, g, &staged, &refused));
   if (staged) return NULL;
   size_t es_ab = (size_t)lathe_dtype_bits(g->ab) / 8, es_d = (size_t)lathe_dtype_bits(g->d) / 8;
   enum { CHUNK = 1 << 30 };
@@ -618,10 +656,25 @@ lathe_status_t lathe_cuda_gemm(lathe_cuda_exec *ex, const lt_gemm *g) {
     part.b.p += (lcuDeviceptr)(b0 * g->b.bs * (int64_t)es_ab);
     part.c.p += (lcuDeviceptr)(b0 * g->c.bs * (int64_t)es_d);
     bool done;
-    LATHE_RETURN_IF_ERROR(lt_matmul(ex, &part, &done));
+    LATHE_RETURN_IF_ERROR(lt_matmul(ex, &part, false, &done));
     if (!done) LATHE_RETURN_IF_ERROR(tiled(ex, &part));
   }
   return NULL;
+}
+
+lathe_status_t lathe_cuda_gemm_bias(lathe_cuda_exec *ex, const lt_gemm *g, bool *done) {
+  *done = false;
+  if (!g->bias) {
+    *done = true;
+    return lathe_cuda_gemm(ex, g);
+  }
+  if (g->batch != 1 || g->m <= 0 || g->n <= 0 || g->k <= 0 || g->accumulate || g->bias % 16 || !lt_pair(g->ab, g->d) ||
+      (double)g->m * (double)g->n * (double)g->k <= 65536.0)
+    return NULL;
+  bool refused = false;
+  LATHE_RETURN_IF_ERROR(staged_gemm(ex, g, done, &refused));
+  if (*done || refused) return NULL;
+  return lt_matmul(ex, g, false, done);
 }
 
 /* ---- reductions over the threads of a row ---- */

@@ -69,8 +69,16 @@ typedef struct lt_gemm {
   bool accumulate;
   bool c_room; /* c has rows up to m and lines up to n rounded up to 16 bytes of ab (a scratch
                 * accumulator): a staged product may write that padding (gemm.c) */
+  lcuDeviceptr bias; /* lathe_cuda_gemm_bias only: n values of d added to every row of the
+                      * result (0: none) */
 } lt_gemm;
 lathe_status_t lathe_cuda_gemm(lathe_cuda_exec *ex, const lt_gemm *g);
+/* The same with g->bias added in cuBLASLt's epilogue, to the Float32 sums before the result is
+ * rounded into d (one rounding, as lathe:cpu's FusedDense). *done false: cuBLASLt cannot take
+ * the product with its bias here (no algorithm for it, a batch, a product small enough for the
+ * tiled kernel, a column-major result, a bias off 16 bytes, an accumulating product); nothing
+ * was queued, and the caller adds the bias itself. Without a bias, lathe_cuda_gemm. */
+lathe_status_t lathe_cuda_gemm_bias(lathe_cuda_exec *ex, const lt_gemm *g, bool *done);
 /* Passes fn the lasting text lathe_cuda_gemm will launch for g's dtypes and sizes (its tiled
  * kernel), if any. */
 void lathe_cuda_gemm_texts(const lt_gemm *g, lathe_cuda_text_fn fn, void *ctx);

@@ -145,6 +145,58 @@ TEST(cuda_fused_dense) {
   }
 }
 
+/* FusedDense without an activation: the bias in cuBLASLt's epilogue (dense_bias=1), against the
+ * CPU and against the Float32-scratch path (dense_bias=0). x is scaled down (by 1/64, exactly) so
+ * that the bias is a good part of each value: a bias lost, doubled or laid along the rows fails
+ * even the halves' tolerance. Sizes: aligned; a vocabulary-like width of 201 (rows off 16 bytes:
+ * staged on tensor cores, in row blocks with gemm_pad=1); 300 rows of 77. */
+static void dense_bias_case(lathe_backend_t g, const char *cfg, lathe_dtype dt, int64_t m, int64_t k, int64_t n, bool io,
+                            bool with_bias) {
+  char label[160];
+  snprintf(label, sizeof label, "dense bias %s %s [%lld x %lld x %lld] %s bias %d", cfg, lathe_dtype_name(dt), (long long)m,
+           (long long)k, (long long)n, io ? "io" : "oi", with_bias);
+  lathe_shape shapes[3] = {TST_SHAPE(dt, m, k), io ? TST_SHAPE(dt, k, n) : TST_SHAPE(dt, n, k), TST_SHAPE(dt, n)};
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("cuda_dense_bias", &fn);
+  lathe_value_t x = tst_param(fn, "x", shapes[0]), w = tst_param(fn, "w", shapes[1]), bv = NULL, y = NULL;
+  if (with_bias) bv = tst_param(fn, "b", shapes[2]);
+  CHECK_OK(lathe_fused_dense(fn, x, w, bv, LATHE_ACTIVATION_NONE, io ? LATHE_DENSE_INPUT_OUTPUTS : LATHE_DENSE_OUTPUTS_INPUT, &y));
+  CHECK_OK(lathe_function_return(fn, &y, 1));
+  void *ins[3];
+  for (int i = 0; i < 3; i++) {
+    int64_t cnt = lathe_shape_num_elements(&shapes[i]);
+    ins[i] = tst_alloc_for(&shapes[i]);
+    tst_fill(ins[i], dt, cnt, (unsigned)(31 + i));
+    for (int64_t j = 0; i == 0 && j < cnt; j++) tst_set(ins[i], dt, j, tst_get(ins[i], dt, j) / 64);
+  }
+  bool tf32 = strstr(cfg, "tf32=1") && dt == LATHE_DTYPE_FLOAT32;
+  agree_on(g, label, b, (const void *const *)ins, with_bias ? 3 : 2, tf32 ? 5e-2 : tol_of(dt) * 10);
+  for (int i = 0; i < 3; i++) free(ins[i]);
+  lathe_builder_free(b);
+}
+
+TEST(cuda_fused_dense_bias) {
+  if (!gpu()) SKIP("no usable GPU");
+  static lathe_backend_t bk[2];
+  static bool tried[2];
+  const char *cfgs[4] = {"lathe:cuda", "lathe:cuda,tf32=1", "lathe:cuda,tf32=1,gemm_pad=1", "lathe:cuda,dense_bias=0"};
+  lathe_backend_t backs[4] = {gpu(), gpu_tf32(), gpu_once(cfgs[2], &bk[0], &tried[0]), gpu_once(cfgs[3], &bk[1], &tried[1])};
+  static const struct {
+    int64_t m, k, n;
+    bool io;
+  } cases[] = {{256, 512, 256, true}, {2048, 512, 201, false}, {300, 64, 77, true}};
+  for (int c = 0; c < 4; c++) {
+    if (!backs[c]) {
+      tst_log("  %s: no backend", cfgs[c]);
+      continue;
+    }
+    for (size_t f = 0; f < 4; f++)
+      for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+        for (int with_bias = 0; with_bias < 2; with_bias++)
+          dense_bias_case(backs[c], cfgs[c], floats[f], cases[i].m, cases[i].k, cases[i].n, cases[i].io, with_bias);
+  }
+}
+
 /* ---- attention ---- */
 typedef struct {
   lathe_attention_layout layout;
