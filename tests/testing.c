@@ -227,6 +227,7 @@ static void free_backends(void) {
 }
 
 bool tst_backend_is_cpu(void) { return !R.config || strncmp(R.config, "lathe:cpu", 9) == 0; }
+bool tst_tf32_products(void) { return R.config && strstr(R.config, "tf32=1"); }
 
 lathe_backend_t tst_backend(void) {
   if (!backend) {

@@ -79,6 +79,8 @@ void tst_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 lathe_backend_t tst_backend(void);
 /* Whether the backend under test is a lathe:cpu configuration (no -b, or -b lathe:cpu...). */
 bool tst_backend_is_cpu(void);
+/* Whether the backend under test (-b) multiplies Float32 operands on TF32 tensor cores (tf32=1). */
+bool tst_tf32_products(void);
 /* The backend under test with extra options appended ("fuse=0"): made once, kept to the end
  * (NULL when the config refuses them). */
 lathe_backend_t tst_backend_variant(const char *options);
