@@ -349,6 +349,113 @@ static lathe_status_t conv_big(lathe_pool *pool, conv_ctx *c) {
   return st;
 }
 
+/* ---- Float32 products of a long k and a small result (a kernel's gradient: k = the output
+ * gradient's positions x batch, the result kernel positions x channels) ----
+ * conv_big would write col for every row and all of k (9x the input for a 3x3 kernel) and pack
+ * it whole before the product: memory traffic, and a result too small to share among threads.
+ * Here k goes in chunks of whole kernel positions whose col (about KS_COL values) stays in
+ * cache: each chunk's product runs on one thread into a partial sum of the whole result; the
+ * chunks are dealt to KS_PARTS fixed parts, summed in order, so results do not depend on the
+ * thread count. */
+enum { KS_COL = 1 << 16, KS_PARTS = 8 };
+
+typedef struct ks_ctx {
+  conv_ctx *c;
+  int64_t g, rows, qc, nq, parts; /* group, result rows, kernel positions per chunk, chunks, parts */
+  bool tr;                        /* rows (position, batch) and col [k][rows], as conv_big's */
+  float *part;                    /* parts x rows x ocg */
+} ks_ctx;
+
+/* col of kernel positions [q0, q1): [rows][(q1 - q0) kic] with rows (batch, position), or
+ * transposed, [(q1 - q0) kic][rows] with rows (position, batch) */
+static void ks_im2col(const ks_ctx *t, int64_t q0, int64_t q1, float *col) {
+  const conv_ctx *c = t->c;
+  const float *in = c->in;
+  int64_t kk = (q1 - q0) * c->kic, rows = t->rows;
+  int64_t o[LATHE_MAX_RANK] = {0}, qx0[LATHE_MAX_RANK];
+  lathe_unflatten(q0, c->ksp, c->ns, qx0);
+  for (int64_t s = 0; s < c->S; s++) {
+    int64_t kx[LATHE_MAX_RANK];
+    memcpy(kx, qx0, sizeof kx);
+    for (int64_t q = q0; q < q1; q++) {
+      int64_t off = 0;
+      int d = 0;
+      for (; d < c->ns; d++) {
+        int64_t v = c->tbl[d][o[d] * c->ksp[d] + kx[d]];
+        if (v < 0) break;
+        off += v;
+      }
+      for (int64_t ch = 0; ch < c->kic; ch++) {
+        int64_t k = (q - q0) * c->kic + ch;
+        if (t->tr) {
+          float *dst = col + k * rows + s * c->ob;
+          if (d < c->ns) memset(dst, 0, sizeof(float) * (size_t)c->ob);
+          else memcpy(dst, in + big_in_base(c, t->g, 0) + off + ch * c->in_sc, sizeof(float) * (size_t)c->ob);
+        } else {
+          for (int64_t b = 0; b < c->ob; b++)
+            col[(b * c->S + s) * kk + k] = d < c->ns ? 0.0f : in[big_in_base(c, t->g, b) + off + ch * c->in_sc];
+        }
+      }
+      lathe_odometer(kx, c->ksp, c->ns);
+    }
+    lathe_odometer(o, c->osp, c->ns);
+  }
+}
+
+static void ks_tasks(void *vt, int64_t p0, int64_t p1) {
+  const ks_ctx *t = vt;
+  conv_ctx *c = t->c;
+  int64_t rows = t->rows, n = rows * c->ocg;
+  size_t col_bytes = sizeof(float) * (size_t)(t->qc * c->kic * rows), tmp_bytes = sizeof(float) * (size_t)n;
+  float *col = lathe_cpu_mem_alloc(col_bytes), *tmp = lathe_cpu_mem_alloc(tmp_bytes);
+  for (int64_t pt = p0; pt < p1 && col && tmp; pt++) {
+    float *acc = t->part + pt * n;
+    for (int64_t ch = pt * t->nq / t->parts; ch < (pt + 1) * t->nq / t->parts; ch++) {
+      int64_t q0 = ch * t->qc, q1 = q0 + t->qc < c->ks ? q0 + t->qc : c->ks, kk = (q1 - q0) * c->kic;
+      bool first = ch == pt * t->nq / t->parts;
+      ks_im2col(t, q0, q1, col);
+      const float *w = (const float *)c->wpack + t->g * c->ocg * c->K + q0 * c->kic; /* B(k, j) = w[k + j K] */
+      lathe_status_t st = lathe_gemm_f32(NULL, rows, c->ocg, kk, col, t->tr ? 1 : kk, t->tr ? rows : 1, w, 1, c->K,
+                                         first ? acc : tmp, c->ocg);
+      if (st) {
+        lathe_status_free(st);
+        atomic_store(&c->oom, 1);
+        break;
+      }
+      if (!first)
+        for (int64_t e = 0; e < n; e++) acc[e] += tmp[e];
+    }
+  }
+  if (!col || !tmp) atomic_store(&c->oom, 1);
+  lathe_cpu_mem_free(col, col_bytes);
+  lathe_cpu_mem_free(tmp, tmp_bytes);
+}
+
+/* Whether conv_ksplit takes c: a long k against a result of a few thousand values per group. */
+static bool ksplit_fits(const conv_ctx *c) { return c->K >= 4096 && c->ob * c->S * c->ocg <= (1 << 16); }
+
+static lathe_status_t conv_ksplit(lathe_pool *pool, conv_ctx *c) {
+  int64_t rows = c->ob * c->S, n = rows * c->ocg;
+  bool tr = c->in_sb == 1 && c->in_sc != 1 && c->ob > 1;
+  int64_t qc = KS_COL / (rows * c->kic);
+  qc = qc < 1 ? 1 : qc;
+  int64_t nq = (c->ks + qc - 1) / qc, parts = nq < KS_PARTS ? nq : KS_PARTS;
+  size_t part_bytes = sizeof(float) * (size_t)(parts * n);
+  float *part = lathe_cpu_mem_alloc(part_bytes);
+  if (!part) return LATHE_OOM("ConvGeneral");
+  atomic_init(&c->oom, 0);
+  for (int64_t g = 0; g < c->groups && !atomic_load(&c->oom); g++) {
+    ks_ctx t = {.c = c, .g = g, .rows = rows, .qc = qc, .nq = nq, .parts = parts, .tr = tr, .part = part};
+    lathe_parallel_for(pool, parts, 1, ks_tasks, &t);
+    for (int64_t pt = 1; pt < parts; pt++)
+      for (int64_t e = 0; e < n; e++) part[e] += part[pt * n + e];
+    big_ctx b = {.c = c, .g = g, .r0 = 0, .m = rows, .tr = tr, .tout = part};
+    lathe_parallel_for(pool, rows, 1 + 16384 / (c->ocg + 1), big_scatter, &b);
+  }
+  lathe_cpu_mem_free(part, part_bytes);
+  return atomic_load(&c->oom) ? LATHE_OOM("ConvGeneral") : NULL;
+}
+
 typedef struct pack_ctx {
   const conv_ctx *c;
   const void *kernel;
@@ -449,7 +556,7 @@ lathe_status_t lathe_cpu_run_conv(lathe_cpu_exec *ex, const lathe_node *n, lathe
    * as a whole instead. */
   if (c.K > 256 && is->dtype == LATHE_DTYPE_FLOAT32 && lathe_blas_has(LATHE_DTYPE_FLOAT32) && lathe_blas_own_f32() &&
       lathe_blas_fits(c.ob * c.S, c.ocg, c.K, (lathe_blas_mat){false, c.K}, (lathe_blas_mat){true, c.K}, c.ocg)) {
-    lathe_status_t st = conv_big(lathe_cpu_exec_pool(ex), &c);
+    lathe_status_t st = ksplit_fits(&c) ? conv_ksplit(lathe_cpu_exec_pool(ex), &c) : conv_big(lathe_cpu_exec_pool(ex), &c);
     if (!st && holes && c.ty->fix_holes) c.ty->fix_holes(&c);
     free(tbl);
     lathe_cpu_mem_free(wpack, wbytes);
