@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "1b1a0639cb4fbf37ab75f28345b114d1"
+const engineSourcesHash = "a4ce6d537b9df9e6e6e8693d6de5d555"

@@ -269,6 +269,17 @@ typedef struct big_ctx {
   float *col, *tout;
 } big_ctx;
 
+/* The input offset of output position o's tap at kernel position kx, or -1 on padding or a hole. */
+static int64_t tap_offset(const conv_ctx *c, const int64_t *o, const int64_t *kx) {
+  int64_t off = 0;
+  for (int d = 0; d < c->ns; d++) {
+    int64_t v = c->tbl[d][o[d] * c->ksp[d] + kx[d]];
+    if (v < 0) return -1;
+    off += v;
+  }
+  return off;
+}
+
 static int64_t big_in_base(const conv_ctx *c, int64_t g, int64_t b) {
   int64_t in_b = c->batch_groups ? g * c->ob + b : b;
   return in_b * c->in_sb + (c->channel_groups ? g * c->kic * c->in_sc : 0);
@@ -297,16 +308,10 @@ static void big_im2col_t(void *vb, int64_t p0, int64_t p1) {
     lathe_unflatten(first + p, c->osp, c->ns, o);
     float *dcol = t->col + p * ob;
     for (int64_t k = 0; k < c->ks; k++) {
-      int64_t off = 0;
-      int d = 0;
-      for (; d < c->ns; d++) {
-        int64_t v = c->tbl[d][o[d] * c->ksp[d] + kx[d]];
-        if (v < 0) break;
-        off += v;
-      }
+      int64_t off = tap_offset(c, o, kx);
       for (int64_t ch = 0; ch < c->kic; ch++) {
         float *dst = dcol + (k * c->kic + ch) * t->m;
-        if (d < c->ns) memset(dst, 0, sizeof(float) * (size_t)ob);
+        if (off < 0) memset(dst, 0, sizeof(float) * (size_t)ob);
         else memcpy(dst, in + off + ch * c->in_sc, sizeof(float) * (size_t)ob);
       }
       lathe_odometer(kx, c->ksp, c->ns);
@@ -378,22 +383,16 @@ static void ks_im2col(const ks_ctx *t, int64_t q0, int64_t q1, float *col) {
     int64_t kx[LATHE_MAX_RANK];
     memcpy(kx, qx0, sizeof kx);
     for (int64_t q = q0; q < q1; q++) {
-      int64_t off = 0;
-      int d = 0;
-      for (; d < c->ns; d++) {
-        int64_t v = c->tbl[d][o[d] * c->ksp[d] + kx[d]];
-        if (v < 0) break;
-        off += v;
-      }
+      int64_t off = tap_offset(c, o, kx);
       for (int64_t ch = 0; ch < c->kic; ch++) {
         int64_t k = (q - q0) * c->kic + ch;
         if (t->tr) {
           float *dst = col + k * rows + s * c->ob;
-          if (d < c->ns) memset(dst, 0, sizeof(float) * (size_t)c->ob);
+          if (off < 0) memset(dst, 0, sizeof(float) * (size_t)c->ob);
           else memcpy(dst, in + big_in_base(c, t->g, 0) + off + ch * c->in_sc, sizeof(float) * (size_t)c->ob);
         } else {
           for (int64_t b = 0; b < c->ob; b++)
-            col[(b * c->S + s) * kk + k] = d < c->ns ? 0.0f : in[big_in_base(c, t->g, b) + off + ch * c->in_sc];
+            col[(b * c->S + s) * kk + k] = off < 0 ? 0.0f : in[big_in_base(c, t->g, b) + off + ch * c->in_sc];
         }
       }
       lathe_odometer(kx, c->ksp, c->ns);
