@@ -135,24 +135,25 @@ static void put_tail(lathe_trace *t) {
   t->tail = true;
 }
 
-lathe_status_t lathe_trace_flush(lathe_trace *t) {
-  if (!t) return NULL;
-  pthread_mutex_lock(&t->mu);
-  put_tail(t);
-  if (fflush(t->f)) t->failed = true;
-  bool failed = t->failed;
-  pthread_mutex_unlock(&t->mu);
-  return failed ? lathe_status_new(LATHE_STATUS_INTERNAL, "trace: writing \"%s\" failed", t->path) : NULL;
-}
-
-void lathe_trace_checkpoint(lathe_trace *t) {
-  if (!t) return;
+/* The tail on disk now; whether any write so far failed. */
+static bool sync_file(lathe_trace *t) {
   pthread_mutex_lock(&t->mu);
   if (t->f) {
     put_tail(t);
     if (fflush(t->f)) t->failed = true;
   }
+  bool failed = t->failed;
   pthread_mutex_unlock(&t->mu);
+  return failed;
+}
+
+lathe_status_t lathe_trace_flush(lathe_trace *t) {
+  if (!t || !sync_file(t)) return NULL;
+  return lathe_status_new(LATHE_STATUS_INTERNAL, "trace: writing \"%s\" failed", t->path);
+}
+
+void lathe_trace_checkpoint(lathe_trace *t) {
+  if (t) sync_file(t);
 }
 
 void lathe_trace_close(lathe_trace *t) {
