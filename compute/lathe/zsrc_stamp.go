@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "a4ce6d537b9df9e6e6e8693d6de5d555"
+const engineSourcesHash = "a619f11f7c8ca92c683eb6f0186a3ce2"

@@ -280,6 +280,10 @@ static int64_t tap_offset(const conv_ctx *c, const int64_t *o, const int64_t *kx
   return off;
 }
 
+/* Whether the input's batch axis is its innermost (a kernel's gradient in NHWC): patches are then
+ * built transposed, [K][rows] with rows (position, batch), from contiguous runs of batches. */
+static bool patches_transposed(const conv_ctx *c) { return c->in_sb == 1 && c->in_sc != 1 && c->ob > 1; }
+
 static int64_t big_in_base(const conv_ctx *c, int64_t g, int64_t b) {
   int64_t in_b = c->batch_groups ? g * c->ob + b : b;
   return in_b * c->in_sb + (c->channel_groups ? g * c->kic * c->in_sc : 0);
@@ -330,7 +334,7 @@ static void big_scatter(void *vb, int64_t i0, int64_t i1) {
 
 static lathe_status_t conv_big(lathe_pool *pool, conv_ctx *c) {
   int64_t rows = c->ob * c->S;
-  bool tr = c->in_sb == 1 && c->in_sc != 1 && c->ob > 1;
+  bool tr = patches_transposed(c);
   int64_t tile = COL_MAX / c->K;
   if (tile < 256) tile = 256; /* each tile packs the kernel rows again: enough rows to pay for it */
   if (tr) tile = tile / c->ob * c->ob;
@@ -435,7 +439,7 @@ static bool ksplit_fits(const conv_ctx *c) { return c->K >= 4096 && c->ob * c->S
 
 static lathe_status_t conv_ksplit(lathe_pool *pool, conv_ctx *c) {
   int64_t rows = c->ob * c->S, n = rows * c->ocg;
-  bool tr = c->in_sb == 1 && c->in_sc != 1 && c->ob > 1;
+  bool tr = patches_transposed(c);
   int64_t qc = KS_COL / (rows * c->kic);
   qc = qc < 1 ? 1 : qc;
   int64_t nq = (c->ks + qc - 1) / qc, parts = nq < KS_PARTS ? nq : KS_PARTS;

@@ -117,7 +117,7 @@ typedef struct lathe_cuda {
   int cudnn_sdpa; /* half attention may use cuDNN's fused attention: 1 (default) where measured faster, 2 always,
                    * 0 never (option cudnn_sdpa) */
   bool reduce_cols; /* column reductions by 16-byte vectors of outputs (reduce.c; option reduce_cols=0 turns them off) */
-  bool dense_epilogue; /* FusedDense's bias in cuBLASLt's epilogue (fused.c; option dense_bias=0 turns it off) */
+  bool dense_bias; /* FusedDense's bias in cuBLASLt's epilogue (fused.c; option dense_bias=0 turns it off) */
   bool dense_vjp; /* FusedDenseVJP advertised (option dense_vjp=1; off by default) */
   int graph_after; /* a plan becomes a CUDA graph at its graph_after-th run on a GPU (option graphs; 0: never) */
   char description[256];

@@ -500,7 +500,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   cu->cudnn = cudnn;
   cu->cudnn_sdpa = cudnn_sdpa;
   cu->reduce_cols = reduce_cols;
-  cu->dense_epilogue = dense_bias;
+  cu->dense_bias = dense_bias;
   cu->dense_vjp = dense_vjp;
   cu->trace_graphs = trace_graphs;
   cu->remat = remat;

@@ -262,7 +262,7 @@ lathe_status_t lathe_cuda_dense_epilogue(lathe_cuda_exec *ex, lathe_dtype out_dt
  * product then writes in place; such sums in blocks of rows (acc_scratch). */
 static lathe_status_t dense_product(lathe_cuda_exec *ex, lathe_dtype dt, int64_t rows, int64_t cols, int64_t kk, lt_mat a,
                                     lt_mat b, lcuDeviceptr c, lcuDeviceptr bias, int act) {
-  if (act == LATHE_ACTIVATION_NONE && lathe_cuda_exec_dev(ex)->cu->dense_epilogue) {
+  if (act == LATHE_ACTIVATION_NONE && lathe_cuda_exec_dev(ex)->cu->dense_bias) {
     lt_gemm g = {.ab = dt, .d = dt, .batch = 1, .m = rows, .n = cols, .k = kk, .a = a, .b = b, .c = {c, cols, 1, 0}, .bias = bias};
     bool done;
     LATHE_RETURN_IF_ERROR(lathe_cuda_gemm_bias(ex, &g, &done));
