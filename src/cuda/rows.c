@@ -10,7 +10,11 @@
  * threads by a shuffle tree (and across its warps through shared memory): its sums are ordered
  * differently from lathe:cuda's reduction kernels, as between two sizes of those kernels. When
  * every row read whole starts on a multiple of 4 elements, a thread takes groups of 4 in a row
- * (elements 4(lane + u*G) + q), loaded and stored as one vector where the pointers allow. */
+ * (elements 4(lane + u*G) + q), loaded and stored as one vector where the pointers allow. Rows of
+ * a length off 4 (a vocabulary of 50257) take the groups too when every row read whole and every
+ * row written starts off 4 alike: row r's groups then start sh = (r*N) mod 4 elements before it
+ * (elements 4(lane + u*G) + q - sh), so they fall on 4 alike in every operand. An input made by
+ * Iota (the one-hot's column index) is computed from its offset, never read. */
 #include <stdio.h>
 
 #include "cuda.h"
@@ -23,6 +27,7 @@ enum { IN_SCALAR, IN_ROW, IN_ELEM }; /* one value; one per row; one per element 
 typedef struct {
   int kind;
   lathe_dtype dtype;
+  bool iota;                   /* made by an Iota whose value is its offset: computed, not read */
   bool linear;                 /* the row's offset is r * mul */
   int64_t mul;                 /* linear: the multiplier */
   int64_t rs[LATHE_MAX_RANK];  /* not linear: strides over the kept row axes */
@@ -37,11 +42,24 @@ struct lathe_cuda_rowk {
   int64_t kd[LATHE_MAX_RANK];  /* their sizes */
   bool decompose;              /* some input's row offset is not linear */
   bool vec;                    /* rows in groups of 4 (a thread's values: 4 in a row at a time) */
+  bool shift;                  /* vec over rows of a length off 4: row r's groups start (r*N) mod 4 before it */
   int n_inputs, n_outputs;
   row_input in[ROWS_MAX_VALUES];
 };
 
 static const char rows_lib[] = LT_CUH_ROWS;
+
+/* Whether a slot holds an Iota of 32- or 64-bit integers along its only axis longer than 1: each
+ * element's value is then its offset in the slot. */
+static bool offset_is_value(const lathe_pslot *s) {
+  if (s->kind != LATHE_PSLOT_VALUE || s->node->op != LATHE_OP_IOTA) return false;
+  lathe_dtype dt = s->shape.dtype;
+  if (dt != LATHE_DTYPE_INT32 && dt != LATHE_DTYPE_INT64 && dt != LATHE_DTYPE_UINT32 && dt != LATHE_DTYPE_UINT64) return false;
+  int axis = (int)lathe_attr_iota_axis(s->node);
+  for (int a = 0; a < s->shape.rank; a++)
+    if (a != axis && s->shape.dims[a] != 1) return false;
+  return lathe_shape_size(&s->shape) <= INT32_MAX;
+}
 
 /* How region input i is read: per element (a stride along the row), per row or once. */
 static void classify(lathe_cuda_rowk *k, const lathe_pfunc *pf, const lathe_pregion *g, int i) {
@@ -85,6 +103,7 @@ static void classify(lathe_cuda_rowk *k, const lathe_pfunc *pf, const lathe_preg
   for (int a = 0; a < g->row_axes; a++) moves |= F->dims[a] != 1 && st[a] != 0;
   ri->kind = ri->cs != 0 ? IN_ELEM : moves ? IN_ROW : IN_SCALAR;
   if (!ri->linear && ri->kind != IN_SCALAR) k->decompose = true;
+  ri->iota = ri->kind != IN_SCALAR && offset_is_value(&pf->slots[pi->slot]);
 }
 
 /* ---- the source ---- */
@@ -123,10 +142,17 @@ static void load_elem(lt_text *t, const lathe_cuda_rowk *k, int i) {
   const char *S = lathe_cuda_ew_storage(ri->dtype), *T = lathe_cuda_ew_compute(ri->dtype);
   char a[64], c[160];
   lt_put(t, "  %s x%d[PER];\n", T, i);
+  if (ri->iota) {
+    lt_put(t, "#pragma unroll\n  for (int t = 0; t < PER; t++) x%d[t] = (%s)(ro%d + (int64_t)(base_ + LT_J(t)) * c%d);\n", i, T, i, i);
+    return;
+  }
   if (k->vec) { /* cs == 1 here: groups of 4 in a row */
-    lt_put(t, "#pragma unroll\n  for (int u = 0; u < PER / 4; u++) {\n    const int j = base_ + 4 * (lane + u * G);\n");
-    lt_put(t, "    lt_v4<%s> w;\n    if (live && j < N && vec) w = *(const lt_v4<%s> *)(i%d + ro%d + j);\n", S, S, i, i);
-    lt_put(t, "    else\n#pragma unroll\n      for (int q = 0; q < 4; q++) w.v[q] = live && j + q < N ? i%d[ro%d + j + q] : (%s)0;\n", i, i, S);
+    lt_put(t, "#pragma unroll\n  for (int u = 0; u < PER / 4; u++) {\n    const int j = base_ + 4 * (lane + u * G)%s;\n",
+           k->shift ? " - sh_" : "");
+    lt_put(t, "    lt_v4<%s> w;\n    if (live && %s && vec) w = *(const lt_v4<%s> *)(i%d + ro%d + j);\n", S,
+           k->shift ? "j >= 0 && j + 3 < N" : "j < N", S, i, i);
+    lt_put(t, "    else\n#pragma unroll\n      for (int q = 0; q < 4; q++) w.v[q] = live && %s ? i%d[ro%d + j + q] : (%s)0;\n",
+           k->shift ? "(unsigned)(j + q) < (unsigned)N" : "j + q < N", i, i, S);
     lt_put(t, "#pragma unroll\n    for (int q = 0; q < 4; q++) x%d[4 * u + q] = %s;\n  }\n", i,
            lathe_cuda_ew_load(c, sizeof c, ri->dtype, "w.v[q]"));
     return;
@@ -166,8 +192,9 @@ static void accumulate(lt_text *t, const lathe_pregion *g, const lathe_cuda_rowk
   bool half = mi[i].dt == LATHE_DTYPE_FLOAT16 || mi[i].dt == LATHE_DTYPE_BFLOAT16;
   const char *A = half ? "float" : mi[i].T;
   operand(op, sizeof op, g->members[i].in[0], mi, k);
-  lt_put(t, "#pragma unroll\n  for (int t = 0; t < PER; t++)\n    if (base_ + LT_J(t) < N) acc%d = %s<%s>::f(acc%d, (%s)%s);\n", i,
-         fold_of(g->members[i].node->op), A, i, A, op);
+  lt_put(t, "#pragma unroll\n  for (int t = 0; t < PER; t++)\n    if (%s) acc%d = %s<%s>::f(acc%d, (%s)%s);\n",
+         k->shift ? "(unsigned)(base_ + LT_J(t)) < (unsigned)N" : "base_ + LT_J(t) < N", i, fold_of(g->members[i].node->op), A, i, A,
+         op);
 }
 
 /* Reduction i's accumulator, its sm<i> and its result v<i> (declared). */
@@ -196,12 +223,19 @@ static void store(lt_text *t, const lathe_pregion *g, const lathe_cuda_rowk *k, 
   } else if (k->vec) {
     const char *S = lathe_cuda_ew_storage(mi[i].dt);
     snprintf(a, sizeof a, mi[i].varying ? "v%d[4 * u + q]" : "v%d", i);
-    lt_put(t, "#pragma unroll\n  for (int u = 0; u < PER / 4; u++) {\n    const int j = base_ + 4 * (lane + u * G);\n");
+    lt_put(t, "#pragma unroll\n  for (int u = 0; u < PER / 4; u++) {\n    const int j = base_ + 4 * (lane + u * G)%s;\n",
+           k->shift ? " - sh_" : "");
     lt_put(t, "    lt_v4<%s> w;\n#pragma unroll\n    for (int q = 0; q < 4; q++) w.v[q] = %s;\n", S,
            lathe_cuda_ew_store(c, sizeof c, mi[i].dt, a));
-    lt_put(t, "    if (live && j < N) {\n      if (vec) *(lt_v4<%s> *)(o%d + r * N + j) = w;\n", S, mi[i].out);
-    lt_put(t, "      else\n#pragma unroll\n        for (int q = 0; q < 4; q++) if (j + q < N) o%d[r * N + j + q] = w.v[q];\n    }\n  }\n",
-           mi[i].out);
+    if (k->shift) {
+      lt_put(t, "    if (live) {\n      if (vec && j >= 0 && j + 3 < N) *(lt_v4<%s> *)(o%d + r * N + j) = w;\n", S, mi[i].out);
+      lt_put(t, "      else\n#pragma unroll\n        for (int q = 0; q < 4; q++) if ((unsigned)(j + q) < (unsigned)N) o%d[r * N + j + q] = w.v[q];\n"
+                "    }\n  }\n", mi[i].out);
+    } else {
+      lt_put(t, "    if (live && j < N) {\n      if (vec) *(lt_v4<%s> *)(o%d + r * N + j) = w;\n", S, mi[i].out);
+      lt_put(t, "      else\n#pragma unroll\n        for (int q = 0; q < 4; q++) if (j + q < N) o%d[r * N + j + q] = w.v[q];\n    }\n  }\n",
+             mi[i].out);
+    }
   } else {
     snprintf(a, sizeof a, mi[i].varying ? "v%d[t]" : "v%d", i);
     lt_put(t, "#pragma unroll\n  for (int t = 0; t < PER; t++)\n    if (live && base_ + LT_J(t) < N) o%d[r * N + base_ + LT_J(t)] = %s;\n",
@@ -265,11 +299,12 @@ static lathe_status_t gen(lt_text *t, const lathe_pregion *g, lathe_cuda_rowk *k
   lt_put(t, ") {\n");
   lt_put(t, "  enum { G = %d, PER = %d };\n", k->G, k->PER);
   /* the row position of a thread's value t (in its chunk, from base_) */
-  if (k->vec) lt_put(t, "#define LT_J(t) (4 * (lane + ((t) >> 2) * G) + ((t) & 3))\n");
+  if (k->vec) lt_put(t, "#define LT_J(t) (4 * (lane + ((t) >> 2) * G) + ((t) & 3)%s)\n", k->shift ? " - sh_" : "");
   else lt_put(t, "#define LT_J(t) (lane + (t) * G)\n");
   lt_put(t, "  const int lane = threadIdx.x %% G;\n");
   lt_put(t, "  const int64_t r = (int64_t)blockIdx.x * (%d / G) + threadIdx.x / G;\n", k->block);
   lt_put(t, "  const bool live = r < R;\n");
+  if (k->shift) lt_put(t, "  const int sh_ = (int)((r * (int64_t)N) & 3);\n");
   if (k->decompose) {
     lt_put(t, "  int64_t q_ = live ? r : 0;\n");
     for (int x = k->nk - 1; x >= 1; x--) lt_put(t, "  const int64_t a%d = q_ %% d%d; q_ /= d%d;\n", x, x, x);
@@ -292,7 +327,9 @@ static lathe_status_t gen(lt_text *t, const lathe_pregion *g, lathe_cuda_rowk *k
       for (int x = 0; x < k->nk; x++) lt_put(t, "%sa%d * s%d_%d", x ? " + " : "", x, i, x);
       lt_put(t, ";\n");
     }
-    if (ri->kind == IN_ROW) {
+    if (ri->kind == IN_ROW && ri->iota) {
+      lt_put(t, "  const %s x%d = (%s)ro%d;\n", T, i, T, i);
+    } else if (ri->kind == IN_ROW) {
       snprintf(a, sizeof a, "i%d[ro%d]", i, i);
       lt_put(t, "  const %s x%d = %s;\n", T, i, lathe_cuda_ew_load(c, sizeof c, ri->dtype, a));
     }
@@ -373,24 +410,29 @@ lathe_status_t lathe_cuda_rowk_new(const lathe_pfunc *pf, const lathe_pregion *g
     return LATHE_UNIMPL("lathe:cuda: a fused row region over rows of %lld", (long long)N);
   }
   k->R = R, k->N = (int)N;
-  for (k->G = 32; k->G < 1024 && (int64_t)k->G * ROWS_PER < N; k->G *= 2) {
-  }
-  k->PER = (int)((N + k->G - 1) / k->G);
-  if (k->PER < 1) k->PER = 1;
-  if (k->PER > ROWS_PER) k->PER = ROWS_PER; /* a long row: walked in chunks of G * PER */
-  k->chunks = (int)((N + (int64_t)k->G * k->PER - 1) / ((int64_t)k->G * k->PER));
   k->n_inputs = g->n_inputs;
   for (int i = 0; i < g->n_inputs; i++) classify(k, pf, g, i);
-  /* groups of 4: rows of a multiple of 4, every row read whole starting on one */
+  /* groups of 4: every row read whole starts on a multiple of 4 (rows of a multiple of 4), or
+   * off 4 as the results' rows r * N do (linear rows of a stride equal to N mod 4) */
   k->vec = N % 4 == 0;
-  for (int i = 0; k->vec && i < k->n_inputs; i++) {
+  k->shift = !k->vec;
+  for (int i = 0; (k->vec || k->shift) && i < k->n_inputs; i++) {
     const row_input *ri = &k->in[i];
-    if (ri->kind != IN_ELEM) continue;
+    if (ri->kind != IN_ELEM || ri->iota) continue;
     if (ri->cs != 1 || (ri->linear && ri->mul % 4)) k->vec = false;
     for (int x = 0; !ri->linear && x < k->nk; x++)
       if (ri->rs[x] % 4) k->vec = false;
+    if (ri->cs != 1 || !ri->linear || (ri->mul - N) % 4) k->shift = false;
   }
+  k->vec |= k->shift;
+  int64_t span = N + (k->shift ? 3 : 0); /* the row's groups: up to 3 elements before it */
+  for (k->G = 32; k->G < 1024 && (int64_t)k->G * ROWS_PER < span; k->G *= 2) {
+  }
+  k->PER = (int)((span + k->G - 1) / k->G);
+  if (k->PER < 1) k->PER = 1;
+  if (k->PER > ROWS_PER) k->PER = ROWS_PER; /* a long row: walked in chunks of G * PER */
   if (k->vec) k->PER = (k->PER + 3) / 4 * 4;
+  k->chunks = (int)((span + (int64_t)k->G * k->PER - 1) / ((int64_t)k->G * k->PER));
   k->block = k->G >= 128 ? k->G : 128;
   lt_text t = {0};
   lathe_status_t st = gen(&t, g, k);
@@ -427,7 +469,7 @@ lathe_status_t lathe_cuda_rowk_launch(lathe_cuda_exec *ex, const lathe_cuda_rowk
   for (int i = 0; i < k->n_inputs; i++) {
     const row_input *ri = &k->in[i];
     ptrs[p] = lathe_cuda_ptr(ins[i]);
-    if (ri->kind == IN_ELEM) vec &= (ptrs[p] & 15) == 0;
+    if (ri->kind == IN_ELEM && !ri->iota) vec &= (ptrs[p] & 15) == 0;
     args[a++] = &ptrs[p++];
     if (ri->kind == IN_SCALAR) continue;
     if (ri->linear) args[a++] = (void *)&ri->mul;

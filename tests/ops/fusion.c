@@ -356,10 +356,10 @@ TEST(fusion_rows_dtypes) {
   if (!unfused) SKIP("the backend under test takes no fuse=0");
   lathe_dtype dts[] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_FLOAT64};
   double tols[] = {2e-5, 1e-2, 3e-2, 1e-12};
-  int64_t ns[] = {64, 1000, 5000};
+  int64_t ns[] = {64, 1000, 5000, 1001, 4099}; /* lengths off 4 too: groups of 4 shifted per row on lathe:cuda */
   for (int d = 0; d < 4; d++)
     for (int which = 0; which < 3; which++)
-      for (int ni = 0; ni < 3; ni++) {
+      for (int ni = 0; ni < 5; ni++) {
         lathe_dtype dt = dts[d];
         int64_t n = ns[ni], n0 = which == 2 ? 1200 * n : 6 * n, n1 = which == 1 ? 2 * n : n;
         if (!lathe_backend_supports_op(tst_backend(), LATHE_OP_REDUCE_SUM, dt)) continue;
@@ -383,7 +383,8 @@ TEST(fusion_rows_dtypes) {
 /* Rows longer than lathe:cuda keeps in registers (8192; with its option rows_long=1 walked in
  * chunks, once per reduction level): a language model's softmax cross-entropy and its gradient
  * (four reductions at three levels, a one-hot of Int32 labels) over 1200 rows, in rows that end
- * inside a chunk, and the masked-softmax and lone-reduction graphs; against the unfused run. */
+ * inside a chunk and of lengths off 4, and the masked-softmax and lone-reduction graphs; against the
+ * unfused run. */
 TEST(fusion_long_rows) {
   lathe_backend_t unfused = tst_backend_variant("fuse=0");
   if (!unfused) SKIP("the backend under test takes no fuse=0");
@@ -394,7 +395,8 @@ TEST(fusion_long_rows) {
     double tol;
   } rows[] = {
       {LATHE_DTYPE_FLOAT32, 3, 8200, 2e-5}, {LATHE_DTYPE_FLOAT32, 3, 20011, 2e-5}, {LATHE_DTYPE_BFLOAT16, 3, 12000, 3e-2},
-      {LATHE_DTYPE_FLOAT32, 1, 30000, 2e-5}, {LATHE_DTYPE_FLOAT32, 2, 9000, 2e-5},
+      {LATHE_DTYPE_BFLOAT16, 3, 20011, 3e-2}, {LATHE_DTYPE_FLOAT16, 3, 16387, 1e-2}, {LATHE_DTYPE_FLOAT32, 3, 16390, 2e-5},
+      {LATHE_DTYPE_FLOAT32, 1, 30000, 2e-5}, {LATHE_DTYPE_FLOAT32, 1, 30001, 2e-5}, {LATHE_DTYPE_FLOAT32, 2, 9000, 2e-5},
   };
   for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
     lathe_dtype dt = rows[i].dt;
