@@ -1101,3 +1101,36 @@ int tst_free_port(void) {
   if (fd >= 0) close(fd);
   return port;
 }
+
+/* tests/ops/fusion.c's column reductions with elementwise work before them (tst_colred_graph). */
+lathe_builder_t tst_colred_graph(lathe_backend_t be, lathe_dtype dt, int64_t c) {
+  lathe_builder_t b;
+  CHECK_OK(lathe_builder_new(be, "colred", &b));
+  if (!b) return NULL;
+  lathe_function_t fn = lathe_builder_main(b);
+  lathe_shape sx = TST_SHAPE(dt, 4, 96, c), sy = TST_SHAPE(LATHE_DTYPE_FLOAT32, 4, 96, c), sg = TST_SHAPE(dt, c),
+              sw = TST_SHAPE(dt, 4, 96, 1), s0 = tst_shape0(dt);
+  lathe_value_t x, y, g, w, t, u, gb, o[4];
+  const int red[] = {0, 1};
+  CHECK_OK(lathe_parameter(fn, "x", &sx, &x));
+  CHECK_OK(lathe_parameter(fn, "y", &sy, &y));
+  CHECK_OK(lathe_parameter(fn, "g", &sg, &g));
+  CHECK_OK(lathe_parameter(fn, "w", &sw, &w));
+  CHECK_OK(lathe_convert_dtype(fn, x, LATHE_DTYPE_FLOAT32, &t));
+  CHECK_OK(lathe_mul(fn, t, y, &t));
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_SUM, t, red, 2, &o[0]));
+  CHECK_OK(lathe_broadcast_in_dim(fn, g, &sx, (int[]){2}, 1, &gb));
+  CHECK_OK(lathe_mul(fn, x, gb, &t));
+  CHECK_OK(lathe_add(fn, x, t, &o[2]));
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_SUM, o[2], red, 2, &o[1]));
+  double half = 0.5;
+  char hb[8];
+  tst_set(hb, dt, 0, half);
+  CHECK_OK(lathe_constant(fn, &s0, hb, (size_t)lathe_dtype_bits(dt) / 8, &u));
+  CHECK_OK(lathe_mul(fn, x, w, &t));
+  CHECK_OK(lathe_sub(fn, t, u, &t));
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_MAX, t, red, 2, &o[3]));
+  if (be == tst_backend()) tst_row_graph(b);
+  CHECK_OK(lathe_function_return(fn, o, 4));
+  return b;
+}

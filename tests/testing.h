@@ -206,6 +206,10 @@ lathe_value_t tst_broadcast_same_rank(lathe_function_t fn, lathe_value_t v, cons
  * (Where before the max, around the exponentials and after the division) of s [2, 4, n, n] scaled,
  * under a causal mask made from two Iotas. NULL when the builder cannot be made (one CHECK). */
 lathe_builder_t tst_rows_graph(lathe_backend_t be, lathe_dtype dt, int which, int64_t n);
+/* Column reductions with elementwise work before them over x [4, 96, c] of dt, y [4, 96, c]
+ * Float32, g [c] and w [4, 96, 1] of dt: ReduceSum(Convert(x) * y), ReduceSum(s), s = x + x * g
+ * (returned too), ReduceMax(x * w - 0.5), each over axes {0, 1} (tests/ops/fusion.c). */
+lathe_builder_t tst_colred_graph(lathe_backend_t be, lathe_dtype dt, int64_t c);
 
 /* The reference value of activation a at v (in double). */
 double tst_activation_ref(double v, lathe_activation a);

@@ -117,6 +117,7 @@ typedef struct lathe_cuda {
   int cudnn_sdpa; /* half attention may use cuDNN's fused attention: 1 (default) where measured faster, 2 always,
                    * 0 never (option cudnn_sdpa) */
   bool reduce_cols; /* column reductions by 16-byte vectors of outputs (reduce.c; option reduce_cols=0 turns them off) */
+  bool reduce_fuse; /* REDUCE regions of column reductions as one kernel with their prologue (reduce_fused.c; option reduce_fuse) */
   bool dense_bias; /* FusedDense's bias in cuBLASLt's epilogue (fused.c; option dense_bias=0 turns it off) */
   bool dense_vjp; /* FusedDenseVJP advertised (option dense_vjp=1; off by default) */
   int graph_after; /* a plan becomes a CUDA graph at its graph_after-th run on a GPU (option graphs; 0: never) */
@@ -423,5 +424,27 @@ lathe_status_t lathe_cuda_rowk_new(const lathe_pfunc *pf, const lathe_pregion *g
 lathe_status_t lathe_cuda_rowk_launch(lathe_cuda_exec *ex, const lathe_cuda_rowk *k, lcuFunction f, lathe_tensor **outs,
                                       lathe_tensor *const *ins);
 void lathe_cuda_rowk_free(lathe_cuda_rowk *k);
+
+/* ---- fused column reductions (reduce_fused.c) ----
+ * A REDUCE region whose reduction sums (or multiplies, or takes the extreme of) float columns
+ * over the leading axes, as one kernel that computes the prologue where it reads the operand;
+ * ew.c's kernel object carries its geometry (lathe_cuda_ewk_region, option reduce_fuse). */
+typedef struct lathe_cuda_redk lathe_cuda_redk;
+/* The geometry (*out) and source (*source, malloc'd) of REDUCE region g's kernel; both NULL, and
+ * no error, when g is not of that form. */
+lathe_status_t lathe_cuda_redk_new(const lathe_pfunc *pf, const lathe_pregion *g, lathe_cuda_redk **out, char **source);
+/* The slots of the prologue values it writes (the escaping ones read after the region). */
+int lathe_cuda_redk_outputs(const lathe_cuda_redk *k, const int **slots);
+/* Queues k's function f: the prologue's escaping values into outs, the reduction into result. */
+lathe_status_t lathe_cuda_redk_launch(lathe_cuda_exec *ex, const lathe_cuda_redk *k, lcuFunction f, lathe_tensor **outs,
+                                      lathe_tensor *const *ins, lathe_tensor *result);
+void lathe_cuda_redk_free(lathe_cuda_redk *k);
+/* Runs REDUCE region g's prologue and reduction with its fused kernel `bound` (ew.c). */
+lathe_status_t lathe_cuda_region_reduce(lathe_cuda_exec *ex, const lathe_pfunc *pf, const lathe_pregion *g, lathe_cuda_ewk *bound,
+                                        lathe_tensor **vals, lathe_status_t (*result)(lathe_cuda_exec *, int slot, lathe_tensor **));
+/* reduce.c's second pass of a column reduction: part, [splits][n_out] accumulators of n's
+ * reduction, reduced along splits into out. */
+lathe_status_t lathe_cuda_reduce_partials(lathe_cuda_exec *ex, const lathe_node *n, const void *part, int64_t splits,
+                                          int64_t n_out, lathe_tensor *out);
 
 #endif

@@ -404,7 +404,7 @@ const lathe_device_i lathe_cuda_device = {
  * the longest configuration string they make. */
 enum { CONF_CAP = 192 };
 enum { OPT_DEVICE, OPT_TF32, OPT_FUSE, OPT_CUDNN, OPT_GRAPHS, OPT_ROWS, OPT_FLASH, OPT_DENSE_VJP, OPT_TRACE_GRAPHS, OPT_REMAT,
-       OPT_ROWS_LONG, OPT_HALF_BWD, OPT_GEMM_PAD, OPT_CUDNN_SDPA, OPT_REDUCE_COLS,
+       OPT_ROWS_LONG, OPT_HALF_BWD, OPT_GEMM_PAD, OPT_CUDNN_SDPA, OPT_REDUCE_COLS, OPT_REDUCE_FUSE,
        OPT_DENSE_BIAS };
 const lathe_option_spec lathe_cuda_options[] = {
     [OPT_DEVICE] = {"device", LATHE_OPTION_INT, "N", 0, 1024, false, "every GPU", "GPU N alone (as device 0)"},
@@ -443,6 +443,9 @@ const lathe_option_spec lathe_cuda_options[] = {
     [OPT_REDUCE_COLS] = {"reduce_cols", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "1",
                          "reductions over leading axes (bias gradients) read rows of 16-byte vectors of outputs, 8 "
                          "warps a block (0: one thread an output)"},
+    [OPT_REDUCE_FUSE] = {"reduce_fuse", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "1",
+                         "a column reduction (bias and layer-norm gradients) and the elementwise work before it run "
+                         "as one kernel that never writes the reduced operand (0: a kernel for each)"},
     [OPT_DENSE_BIAS] = {"dense_bias", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "1",
                         "a FusedDense without an activation has cuBLASLt add its bias to the Float32 sums and write "
                         "its result (0: the sums into Float32 scratch, then a pass adding the bias and rounding)"},
@@ -484,6 +487,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   int64_t gemm_pad = opt[OPT_GEMM_PAD].set ? opt[OPT_GEMM_PAD].value : 512;
   int cudnn_sdpa = opt[OPT_CUDNN_SDPA].set ? (int)opt[OPT_CUDNN_SDPA].value : 1;
   bool reduce_cols = !opt[OPT_REDUCE_COLS].set || opt[OPT_REDUCE_COLS].value == 1;
+  bool reduce_fuse = !opt[OPT_REDUCE_FUSE].set || opt[OPT_REDUCE_FUSE].value == 1;
   bool dense_bias = !opt[OPT_DENSE_BIAS].set || opt[OPT_DENSE_BIAS].value == 1;
   const lcu_api *api;
   int count;
@@ -500,6 +504,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   cu->cudnn = cudnn;
   cu->cudnn_sdpa = cudnn_sdpa;
   cu->reduce_cols = reduce_cols;
+  cu->reduce_fuse = reduce_fuse;
   cu->dense_bias = dense_bias;
   cu->dense_vjp = dense_vjp;
   cu->trace_graphs = trace_graphs;
@@ -538,6 +543,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   if (!cudnn) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",cudnn=0");
   if (cudnn_sdpa != 1) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",cudnn_sdpa=%d", cudnn_sdpa);
   if (!reduce_cols) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",reduce_cols=0");
+  if (!reduce_fuse) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",reduce_fuse=0");
   if (!dense_bias) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",dense_bias=0");
   if (dense_vjp) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",dense_vjp=1");
   if (trace_graphs) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",trace_graphs=1");

@@ -99,6 +99,7 @@ struct lathe_cuda_ewk {
   int n_devices;
   lcuFunction *fns; /* per GPU of the backend, NULL until resolved */
   lathe_cuda_rowk *rows; /* a ROWS region's kernel: its geometry (the fields below unused) */
+  lathe_cuda_redk *redc; /* a REDUCE region's fused kernel: its geometry (likewise) */
   int64_t n;
   int rank;                      /* collapsed iteration axes, >= 1 */
   int64_t dims[LATHE_MAX_RANK];
@@ -392,6 +393,7 @@ static lathe_status_t ewk_new(lathe_cuda *cu, const gen_member *m, int n_members
 void lathe_cuda_ewk_free(lathe_cuda_ewk *k) {
   if (!k) return;
   lathe_cuda_rowk_free(k->rows);
+  lathe_cuda_redk_free(k->redc);
   free(k->source);
   free(k->fns);
   free(k);
@@ -436,6 +438,7 @@ lathe_status_t lathe_cuda_ewk_resolve_batch(lathe_cuda *cu, lathe_cuda_ewk *cons
 }
 
 lathe_status_t lathe_cuda_ewk_launch(lathe_cuda_exec *ex, lathe_cuda_ewk *k, lathe_tensor **outs, lathe_tensor *const *ins) {
+  if (k->redc) return lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: a fused reduction launched as a loop");
   if (k->n == 0 && !k->rows) return NULL;
   cuda_dev *d = lathe_cuda_exec_dev(ex);
   if (!k->fns[d->ordinal]) LATHE_RETURN_IF_ERROR(lathe_cuda_ewk_resolve(d->cu, k, d->ordinal));
@@ -553,12 +556,20 @@ EW_FAMILY(convert)
 
 /* ---- fusion regions ---- */
 lathe_status_t lathe_cuda_ewk_region(lathe_cuda *cu, const lathe_pfunc *pf, const lathe_pregion *g, lathe_cuda_ewk **k) {
-  if (g->kind == LATHE_PREGION_ROWS) {
+  *k = NULL;
+  if (g->kind == LATHE_PREGION_REDUCE && !cu->reduce_fuse) return NULL;
+  if (g->kind == LATHE_PREGION_ROWS || g->kind == LATHE_PREGION_REDUCE) {
     lathe_cuda_ewk *r = calloc(1, sizeof *r);
     if (!r) return LATHE_OOM("lathe:cuda: codegen");
     r->n_devices = cu->n_devices;
     r->fns = calloc((size_t)r->n_devices + 1, sizeof *r->fns);
-    lathe_status_t st = r->fns ? lathe_cuda_rowk_new(pf, g, &r->rows, &r->source) : LATHE_OOM("lathe:cuda: codegen");
+    lathe_status_t st = !r->fns                          ? LATHE_OOM("lathe:cuda: codegen")
+                        : g->kind == LATHE_PREGION_ROWS ? lathe_cuda_rowk_new(pf, g, &r->rows, &r->source)
+                                                        : lathe_cuda_redk_new(pf, g, &r->redc, &r->source);
+    if (!st && !r->source) { /* a REDUCE region of another form: its parts run as they are */
+      lathe_cuda_ewk_free(r);
+      return NULL;
+    }
     if (!st) st = name_kernel(r);
     if (st) {
       lathe_cuda_ewk_free(r);
@@ -619,6 +630,31 @@ lathe_status_t lathe_cuda_region_loop(lathe_cuda_exec *ex, const lathe_pfunc *pf
     made++;
   }
   if (k != bound) lathe_cuda_ewk_free(k);
+  return err;
+}
+
+lathe_status_t lathe_cuda_region_reduce(lathe_cuda_exec *ex, const lathe_pfunc *pf, const lathe_pregion *g, lathe_cuda_ewk *bound,
+                                        lathe_tensor **vals, lathe_status_t (*result)(lathe_cuda_exec *, int slot, lathe_tensor **)) {
+  const lathe_pregion *pro = &pf->regions[g->prologue];
+  lathe_tensor *ins[EW_MAX_VALUES], *outs[EW_MAX_VALUES], *red = NULL;
+  const int *slots;
+  int n_out = lathe_cuda_redk_outputs(bound->redc, &slots), made = 0;
+  cuda_dev *d = lathe_cuda_exec_dev(ex);
+  lathe_status_t err = bound->fns[d->ordinal] ? NULL : lathe_cuda_ewk_resolve(d->cu, bound, d->ordinal);
+  for (int i = 0; i < pro->n_inputs && !err; i++) {
+    ins[i] = vals[pro->inputs[i].slot];
+    if (!ins[i]) err = lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: a region input is not computed");
+  }
+  while (!err && made < n_out)
+    if (!(err = result(ex, slots[made], &outs[made]))) made++;
+  if (!err) err = result(ex, g->reduce_out, &red);
+  if (!err) err = lathe_cuda_redk_launch(ex, bound->redc, bound->fns[d->ordinal], outs, ins, red);
+  for (int o = 0; o < made; o++) {
+    if (!err && !vals[slots[o]]) vals[slots[o]] = outs[o];
+    else lathe_tensor_release(outs[o]);
+  }
+  if (!err && !vals[g->reduce_out]) vals[g->reduce_out] = red;
+  else if (red) lathe_tensor_release(red);
   return err;
 }
 

@@ -136,9 +136,19 @@ static lathe_status_t bind_kernels(lathe_cuda *cu, lathe_plan *p) {
     f->step_k = calloc((size_t)pf->n_steps + 1, sizeof *f->step_k);
     f->region_k = calloc((size_t)pf->n_regions + 1, sizeof *f->region_k);
     if (!f->step_k || !f->region_k) st = LATHE_OOM("Compile");
-    for (int r = 0; !st && r < pf->n_regions; r++)
-      if (pf->regions[r].kind != LATHE_PREGION_REDUCE)
-        if (!(st = keep_unimplemented(lathe_cuda_ewk_region(cu, pf, &pf->regions[r], &f->region_k[r]))) && f->region_k[r]) total++;
+    /* REDUCE regions first: a prologue that a fused one computes itself needs no kernel of its own */
+    bool *inside = st ? NULL : calloc((size_t)pf->n_regions + 1, sizeof *inside);
+    if (!st && !inside) st = LATHE_OOM("Compile");
+    for (int pass = 0; pass < 2; pass++)
+      for (int r = 0; !st && r < pf->n_regions; r++) {
+        const lathe_pregion *g = &pf->regions[r];
+        if ((g->kind == LATHE_PREGION_REDUCE) != (pass == 0) || inside[r]) continue;
+        if (!(st = keep_unimplemented(lathe_cuda_ewk_region(cu, pf, g, &f->region_k[r]))) && f->region_k[r]) {
+          total++;
+          if (g->kind == LATHE_PREGION_REDUCE) inside[g->prologue] = true;
+        }
+      }
+    free(inside);
     for (int s = 0; !st && s < pf->n_steps; s++) {
       const lathe_pstep *sp = &pf->steps[s];
       if (sp->region >= 0 || !lathe_cuda_ewk_step_kind(sp->node)) continue;
@@ -510,6 +520,20 @@ static lathe_status_t launch(lathe_exec *x, int fi, int pos, const lathe_node *n
   return st;
 }
 
+/* A REDUCE region with a fused kernel (reduce_fused.c): its prologue and reduction at once. */
+static lathe_status_t launch_reduce(lathe_exec *x, int pos, int region, bool *done) {
+  (void)pos;
+  lathe_cuda_exec *ex = cuda_exec(x);
+  lathe_cuda_ewk *const *rk = ex->plan->fns[lathe_exec_fn_index(x)].region_k;
+  *done = rk && rk[region];
+  if (!*done) return NULL;
+  const lathe_pfunc *pf = lathe_exec_pfunc(x);
+  int mark = lathe_cuda_exec_scratch_mark(ex);
+  lathe_status_t st = lathe_cuda_region_reduce(ex, pf, &pf->regions[region], rk[region], lathe_exec_vals(x), result_tensor);
+  lathe_cuda_exec_scratch_done(ex, mark);
+  return st;
+}
+
 /* A LOOP or ROWS region: one generated kernel (bound at compile when it could be made then). */
 static lathe_status_t launch_loop(lathe_exec *x, int pos, int region, bool in_place) {
   (void)pos, (void)in_place; /* results never reuse an input's memory on the GPU */
@@ -669,6 +693,7 @@ const lathe_exec_device lathe_cuda_exec_device = {
     .read = read_bytes,
     .launch = launch,
     .launch_loop = launch_loop,
+    .launch_reduce = launch_reduce,
     .launch_program = launch_program,
     .begin = begin,
     .trace_mark = trace_mark,

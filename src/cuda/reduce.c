@@ -230,12 +230,11 @@ static bool cols_fit(const rgeom_h *g, int es, uintptr_t p) {
  * taking at least 8 rows; their accumulators ([splits][n_out]) reduced again, as columns (in one
  * part unless a warp would take more than 64 of them), until one part is left. */
 static lathe_status_t reduce_cols(lathe_cuda_exec *ex, const red_launch *L, lathe_dtype dt, const void *in, void *out,
-                                  int64_t n_out, int64_t n_red, const rgeom_h *g) {
+                                  int64_t n_out, int64_t n_red, const rgeom_h *g, bool partial_in) {
   cuda_dev *d = lathe_cuda_exec_dev(ex);
   int64_t want = 4 * (int64_t)(d->sm_count > 0 ? d->sm_count : 80);
   size_t as = acc_size(dt, L->col);
   rgeom_h gg = *g;
-  bool partial_in = false;
   for (;;) {
     int64_t v = partial_in ? 16 / (int64_t)as : 16 / L->es, tiles = (n_out / v + 31) / 32;
     int64_t splits = (want + tiles - 1) / tiles, most = n_red / (partial_in ? 512 : 64);
@@ -276,7 +275,7 @@ static lathe_status_t reduce_any(lathe_cuda_exec *ex, const red_launch *L, lathe
    * partials' vectors (of accumulators, as wide as the elements or twice: halves) divide n_out too */
   if (d->cu->reduce_cols && !inner_reduced && L->col != R_ARG && cols_fit(g, L->es, (uintptr_t)x->data) &&
       n_out / (16 / L->es) >= 16)
-    return reduce_cols(ex, L, dt, x->data, out->data, n_out, n_red, g);
+    return reduce_cols(ex, L, dt, x->data, out->data, n_out, n_red, g, false);
   int group;
   int64_t splits;
   plan(d, n_out, n_red, inner_reduced, &group, &splits);
@@ -373,6 +372,19 @@ static lathe_status_t run_arg_min_max(lathe_cuda_exec *ex, const lathe_node *n, 
   add_group(&g.nk, g.kd, g.ks, post, 1);
   g.nr = 1, g.rd[0] = len, g.rs[0] = post; /* reduced indices are positions along the axis */
   return reduce_any(ex, &L, dt, x, out, on, len, post == 1, &g);
+}
+
+lathe_status_t lathe_cuda_reduce_partials(lathe_cuda_exec *ex, const lathe_node *n, const void *part, int64_t splits,
+                                          int64_t n_out, lathe_tensor *out) {
+  lathe_dtype dt = n->in[0]->shape.dtype;
+  red_launch L = {.source = source_of(dt, column_of(n->op)), .col = column_of(n->op), .es = lathe_dtype_bits(dt) / 8};
+  if (!L.source || 16 % acc_size(dt, L.col) || n_out % (int64_t)(16 / acc_size(dt, L.col)))
+    return lathe_status_new(LATHE_STATUS_INTERNAL, "%s: no column pass for its partial results", lathe_op_name(n->op));
+  rgeom_h g;
+  memset(&g, 0, sizeof g);
+  g.nk = 1, g.kd[0] = n_out, g.ks[0] = 1;
+  g.nr = 1, g.rd[0] = splits, g.rs[0] = n_out;
+  return reduce_cols(ex, &L, dt, part, out->data, n_out, splits, &g, true);
 }
 
 lathe_status_t lathe_cuda_run_reduce(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {

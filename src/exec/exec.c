@@ -301,13 +301,17 @@ static lathe_status_t run_region(lathe_exec *x, lathe_frame *f, int pos, const l
   } else {
     /* the parts run one after the other, so an operand the prologue lets die may still be read
      * by the epilogue: no reuse in place inside a REDUCE region */
-    if (g->prologue >= 0) st = dev->launch_loop(x, pos, g->prologue, false);
-    lathe_tensor *in = f->vals[g->reduce_in], *out = NULL;
-    if (!st && !in) st = lathe_status_new(LATHE_STATUS_INTERNAL, "fused reduction: operand not computed");
-    if (!st) st = lathe_exec_result(x, g->reduce_out, &out);
-    if (!st) st = dev->launch(x, f->fi, -1, g->reduce, &in, &out);
-    if (!st) f->vals[g->reduce_out] = out;
-    else if (out) dev->drop(x, out);
+    bool done = false;
+    if (dev->launch_reduce) st = dev->launch_reduce(x, pos, sp->region, &done);
+    if (!st && !done) {
+      if (g->prologue >= 0) st = dev->launch_loop(x, pos, g->prologue, false);
+      lathe_tensor *in = f->vals[g->reduce_in], *out = NULL;
+      if (!st && !in) st = lathe_status_new(LATHE_STATUS_INTERNAL, "fused reduction: operand not computed");
+      if (!st) st = lathe_exec_result(x, g->reduce_out, &out);
+      if (!st) st = dev->launch(x, f->fi, -1, g->reduce, &in, &out);
+      if (!st) f->vals[g->reduce_out] = out;
+      else if (out) dev->drop(x, out);
+    }
     if (!st && g->epilogue >= 0) st = dev->launch_loop(x, pos, g->epilogue, false);
   }
   if (st)

@@ -65,6 +65,9 @@ typedef struct lathe_exec_device {
    * input may hold a result (never inside a REDUCE region, whose parts run one after another).
    * Also a ROWS region, for a device whose program options ask for them (in_place false). */
   lathe_status_t (*launch_loop)(lathe_exec *x, int pos, int region, bool in_place);
+  /* Optional: REDUCE region `region`'s prologue and reduction at once, when the device has a
+   * kernel for them (*done; else the executor runs the parts). Its results as launch_loop's. */
+  lathe_status_t (*launch_reduce)(lathe_exec *x, int pos, int region, bool *done);
   /* Optional: the whole program at once (CUDA: a captured graph). *handled false: the executor
    * walks the steps instead (nothing was done). */
   lathe_status_t (*launch_program)(lathe_exec *x, const lathe_launch *l, bool *handled);

@@ -460,3 +460,84 @@ TEST(fusion_masked_softmax) {
       for (int k = 0; k < 2; k++) free(got[k]), free(want[k]), free(in[k]);
     }
 }
+
+/* Column reductions with elementwise work before them (GoMLX's bias and layer-norm gradients),
+ * which lathe:cuda runs as one kernel computing the work where it reads the operand: over
+ * x [4, 96, c] and y [4, 96, c] (Float32), a column vector g [c] and a row vector w [4, 96, 1],
+ *   out0 = ReduceSum(Convert(x, Float32) * y, {0, 1})           (a layer norm's gamma gradient)
+ *   s    = x + x * g;  out1 = ReduceSum(s, {0, 1})               (s escapes: read after)
+ *   out2 = ReduceMax(x * w - 0.5, {0, 1})
+ * in every float dtype, c a multiple of 4 (the fused form) or not; against the unfused run. */
+static bool run_colred(lathe_backend_t be, lathe_dtype dt, int64_t c, void *const *in, void **out, int64_t *bytes) {
+  lathe_builder_t b = tst_colred_graph(be, dt, c);
+  if (!b) return false;
+  lathe_shape sx = TST_SHAPE(dt, 4, 96, c), sy = TST_SHAPE(LATHE_DTYPE_FLOAT32, 4, 96, c), sg = TST_SHAPE(dt, c),
+              sw = TST_SHAPE(dt, 4, 96, 1);
+  lathe_executable_t e = NULL;
+  lathe_status_t st = lathe_builder_compile(b, &e);
+  lathe_builder_free(b);
+  if (st) {
+    CHECK(false, "column reductions %s c %lld on %s: %s", lathe_dtype_name(dt), (long long)c, lathe_backend_config(be),
+          lathe_status_message(st));
+    lathe_status_free(st);
+    return false;
+  }
+  const lathe_shape *ss[4] = {&sx, &sy, &sg, &sw};
+  lathe_buffer_t bi[4] = {0}, bo[4] = {0};
+  bool ok = true;
+  for (int i = 0; i < 4; i++) {
+    CHECK_OK(lathe_buffer_from_host(be, 0, ss[i], in[i], (size_t)lathe_shape_byte_size(ss[i]), &bi[i]));
+    ok &= bi[i] != NULL;
+  }
+  if (ok) CHECK_OK(lathe_executable_execute(e, bi, NULL, 4, 0, bo, 4));
+  for (int k = 0; k < 4; k++) {
+    lathe_shape os;
+    out[k] = NULL;
+    if (!bo[k] || lathe_buffer_shape(bo[k], &os)) {
+      ok = false;
+      continue;
+    }
+    bytes[k] = lathe_shape_byte_size(&os);
+    out[k] = malloc((size_t)bytes[k] + 1);
+    CHECK_OK(lathe_buffer_to_host(bo[k], out[k], (size_t)bytes[k]));
+    lathe_buffer_free(bo[k]);
+  }
+  for (int i = 0; i < 4; i++) lathe_buffer_free(bi[i]);
+  lathe_executable_free(e);
+  return ok;
+}
+
+TEST(fusion_column_reductions) {
+  lathe_backend_t unfused = tst_backend_variant("fuse=0");
+  if (!unfused) SKIP("the backend under test takes no fuse=0");
+  const lathe_dtype dts[] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_FLOAT64};
+  const double tols[] = {2e-5, 3e-2, 1e-2, 1e-12};
+  const int64_t cs[] = {768, 100, 66};
+  for (int d = 0; d < 4; d++)
+    for (int ci = 0; ci < 3; ci++) {
+      lathe_dtype dt = dts[d];
+      int64_t c = cs[ci], n = 4 * 96 * c;
+      if (!lathe_backend_supports_op(tst_backend(), LATHE_OP_REDUCE_SUM, dt)) continue;
+      tst_row_begin();
+      int64_t counts[4] = {n, n, c, 4 * 96};
+      lathe_dtype idt[4] = {dt, LATHE_DTYPE_FLOAT32, dt, dt};
+      void *in[4], *got[4] = {0}, *want[4] = {0};
+      int64_t gb[4] = {0}, wb[4] = {0};
+      for (int i = 0; i < 4; i++) {
+        in[i] = malloc((size_t)(counts[i] * 8));
+        tst_fill(in[i], idt[i], counts[i], 71 + (unsigned)(d * 16 + ci * 4 + i));
+      }
+      if (run_colred(tst_backend(), dt, c, in, got, gb) && run_colred(unfused, dt, c, in, want, wb)) {
+        lathe_dtype odt[4] = {LATHE_DTYPE_FLOAT32, dt, dt, dt};
+        for (int k = 0; k < 4; k++) {
+          char label[96];
+          snprintf(label, sizeof label, "column reductions %s c %lld output %d", lathe_dtype_name(dt), (long long)c, k);
+          CHECK(gb[k] == wb[k], "%s: %lld bytes, want %lld", label, (long long)gb[k], (long long)wb[k]);
+          /* the sums of 384 rows reassociate: their tolerance grows with the halves' rounding */
+          if (gb[k] == wb[k])
+            tst_expect_close(label, got[k], want[k], odt[k], gb[k] * 8 / lathe_dtype_bits(odt[k]), k == 2 || k == 3 ? tols[d] : 4 * tols[d]);
+        }
+      }
+      for (int k = 0; k < 4; k++) free(got[k]), free(want[k]), free(in[k]);
+    }
+}

@@ -255,6 +255,53 @@ TEST(cuda_long_rows_kernels_compile) {
   printf("note: %d long-row kernels compiled by NVRTC%s\n", compiled, nvrtc ? "" : " (no NVRTC here)");
 }
 
+/* REDUCE regions of column reductions (reduce_fused.c) made from tst_colred_graph: in every float
+ * dtype, with columns a multiple of 4 each of the three reductions with work before it is one
+ * fused kernel (compiled by NVRTC when present), with 66 columns none is, nor with reduce_fuse
+ * off. Their values are checked on a GPU by the conformance rows (fusion_column_reductions). */
+TEST(cuda_fused_column_reductions_compile) {
+  bool nvrtc = have_nvrtc();
+  int compiled = 0;
+  for (int d = 0; d < 4; d++)
+    for (int ci = 0; ci < 3; ci++) {
+      int64_t c = ci == 0 ? 768 : ci == 1 ? 100 : 66;
+      lathe_builder_t b = tst_colred_graph(tst_backend(), rows_dts[d], c);
+      lathe_program *p = NULL;
+      CHECK_OK(lathe_program_build(b, &rows_opt, &p));
+      const lathe_pfunc *pf = p ? lathe_program_main(p) : NULL;
+      int reduces = 0, fused = 0;
+      for (int off = 0; off < 2; off++) {
+        lathe_cuda cu;
+        memset(&cu, 0, sizeof cu);
+        cu.reduce_fuse = !off;
+        for (int r = 0; pf && r < pf->n_regions; r++) {
+          if (pf->regions[r].kind != LATHE_PREGION_REDUCE || pf->regions[r].prologue < 0) continue;
+          reduces += !off;
+          lathe_cuda_ewk *k = NULL;
+          CHECK_OK(lathe_cuda_ewk_region(&cu, pf, &pf->regions[r], &k));
+          fused += k != NULL;
+          if (k && nvrtc) {
+            void *cubin = NULL;
+            size_t size = 0;
+            lathe_status_t cs = lathe_cuda_compile_source(lathe_cuda_ewk_source(k), 90, &cubin, &size);
+            CHECK(cs == NULL, "NVRTC: fused column reduction %s c %lld: %s", lathe_dtype_name(rows_dts[d]), (long long)c,
+                  lathe_status_message(cs));
+            compiled += cs == NULL;
+            lathe_status_free(cs);
+            free(cubin);
+          }
+          lathe_cuda_ewk_free(k);
+        }
+      }
+      CHECK(reduces == 3, "%s c %lld: %d REDUCE regions with a prologue, want 3", lathe_dtype_name(rows_dts[d]), (long long)c, reduces);
+      CHECK(fused == (c % 4 ? 0 : reduces), "%s c %lld: %d fused kernels of %d", lathe_dtype_name(rows_dts[d]), (long long)c, fused,
+            reduces);
+      lathe_program_free(p);
+      lathe_builder_free(b);
+    }
+  printf("note: %d fused column-reduction kernels compiled by NVRTC%s\n", compiled, nvrtc ? "" : " (no NVRTC here)");
+}
+
 /* Where's operands broadcasting together (compute v0.1.11+), in generated kernels: one Where step
  * whose three operands each have 1s on other axes, in dtypes of every width and class; a LOOP
  * region where Where reads a broadcast mask and a scalar; and a masked softmax (a ROWS region)
