@@ -34,16 +34,44 @@
   " * lt_act_vjp_x and lt_act_vjp_y, whose text is generated from src/graph/ew.def's LATHE_ACT rows\n" \
   " * (lathe_act_source_cuda): elementwise passes, the gated (GLU) rows, and column sums. Halves\n" \
   " * compute in f32 and round once, as on lathe:cpu. */\n" \
+  "/* Elements in groups of 4 (one vector access each: a thread's loads and stores are as wide for\n" \
+  " * halves as for Float32) where every pointer allows, the rest one at a time. */\n" \
+  "template <typename S> LT_DEV bool act_vec(const void *p, const void *q, const void *r) {\n" \
+  "  return (((unsigned long long)p | (unsigned long long)q | (unsigned long long)r) % alignof(lt_v4<S>)) == 0;\n" \
+  "}\n" \
   "template <typename S> __device__ void act_fwd(const S *x, S *y, int64_t n, int act) {\n" \
   "  typedef typename lt_ct<S>::T T;\n" \
-  "  LT_LOOP(i, n) lt_s(y, i, lt_act((T)lt_g(x, i), act));\n" \
+  "  int64_t done = 0;\n" \
+  "  if (act_vec<S>(x, y, y)) {\n" \
+  "    done = n / 4 * 4;\n" \
+  "    LT_LOOP(i, n / 4) {\n" \
+  "      lt_v4<S> u = ((const lt_v4<S> *)x)[i], w;\n" \
+  "#pragma unroll\n" \
+  "      for (int q = 0; q < 4; q++) lt_s(w.v, q, lt_act((T)lt_g(u.v, q), act));\n" \
+  "      ((lt_v4<S> *)y)[i] = w;\n" \
+  "    }\n" \
+  "  }\n" \
+  "  LT_LOOP(j, n - done) lt_s(y, done + j, lt_act((T)lt_g(x, done + j), act));\n" \
   "}\n" \
   "/* a: y (from_y) or x */\n" \
   "template <typename S> __device__ void act_vjp(const S *a, const S *g, S *d, int64_t n, int act, int from_y) {\n" \
   "  typedef typename lt_ct<S>::T T;\n" \
-  "  LT_LOOP(i, n) {\n" \
-  "    T v = lt_g(a, i), gv = lt_g(g, i);\n" \
-  "    lt_s(d, i, from_y \? lt_act_vjp_y(v, gv, act) : lt_act_vjp_x(v, gv, act));\n" \
+  "  int64_t done = 0;\n" \
+  "  if (act_vec<S>(a, g, d)) {\n" \
+  "    done = n / 4 * 4;\n" \
+  "    LT_LOOP(i, n / 4) {\n" \
+  "      lt_v4<S> u = ((const lt_v4<S> *)a)[i], h = ((const lt_v4<S> *)g)[i], w;\n" \
+  "#pragma unroll\n" \
+  "      for (int q = 0; q < 4; q++) {\n" \
+  "        T v = lt_g(u.v, q), gv = lt_g(h.v, q);\n" \
+  "        lt_s(w.v, q, from_y \? lt_act_vjp_y(v, gv, act) : lt_act_vjp_x(v, gv, act));\n" \
+  "      }\n" \
+  "      ((lt_v4<S> *)d)[i] = w;\n" \
+  "    }\n" \
+  "  }\n" \
+  "  LT_LOOP(j, n - done) {\n" \
+  "    T v = lt_g(a, done + j), gv = lt_g(g, done + j);\n" \
+  "    lt_s(d, done + j, from_y \? lt_act_vjp_y(v, gv, act) : lt_act_vjp_x(v, gv, act));\n" \
   "  }\n" \
   "}\n" \
   "/* x rows [gate | value] of 2h: y = act(gate) * value */\n" \
