@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "467db6930134f7e50012c03d56a2ea83"
+const engineSourcesHash = "a5ab47bf3a0c4d4710766f1065227827"

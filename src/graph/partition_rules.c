@@ -43,8 +43,9 @@ static lathe_status_t run_whole(part *p, const lathe_node *sn, bool always) {
 lathe_status_t lathe_part_fallback(part *p, const lathe_node *sn) { return run_whole(p, sn, false); }
 
 /* Elementwise (with GoMLX broadcasting: equal ranks with size-1 axes, or scalars): the result takes
- * the sharding of one operand of its rank, the one whose choice moves the fewest bytes. */
-static lathe_status_t rule_elementwise(part *p, const lathe_node *sn) {
+ * the sharding of one operand of its rank, or the consumers', the one whose choice moves the fewest
+ * bytes; axis `gathered` (-1: none) is left whole (Concatenate's). */
+static lathe_status_t weigh_operands(part *p, const lathe_node *sn, int gathered) {
   int r = sn->shape.rank, n = sn->n_operands;
   spec best = replicated_spec(r), *need = p->need;
   double best_cost = -1;
@@ -55,7 +56,7 @@ static lathe_status_t rule_elementwise(part *p, const lathe_node *sn) {
     spec cand = c < n ? *own(p, x->id) : p->hint[sn->id];
     int64_t np = 1;
     for (int a = 0; a < r; a++)
-      if (x->shape.dims[a] != sn->shape.dims[a]) clear_axis(&cand, a);
+      if (x->shape.dims[a] != sn->shape.dims[a] || a == gathered) clear_axis(&cand, a);
       else np *= parts(p, &cand, a);
     double cost = 0;
     for (int i = 0; i < n; i++) {
@@ -78,6 +79,8 @@ static lathe_status_t rule_elementwise(part *p, const lathe_node *sn) {
   lathe_node *out;
   return lathe_part_emit_with(p, sn, need, &best, &out);
 }
+
+static lathe_status_t rule_elementwise(part *p, const lathe_node *sn) { return weigh_operands(p, sn, -1); }
 
 /* Partial results *v (sharding *rs, split nowhere over the mesh axes ax[0..n_ax) of mesh m, of
  * global dims) combined over those axes: a ReduceScatter where the consumers' wish h (the backward
@@ -184,20 +187,28 @@ static lathe_status_t rule_broadcast(part *p, const lathe_node *sn) {
   return lathe_part_emit_with(p, sn, &in, &rs, &out);
 }
 
-/* Reshape: a sharded operand axis a keeps its split on the result axis b that starts at the same
- * element (equal products of the axes before them) and divides by the split; then both shards are
- * the same contiguous block. Other sharded axes are gathered first. */
+/* The result axis of a Reshape from xs to os that a split of operand axis a into n shards keeps:
+ * the one that starts at the same element (equal products of the axes before them; size-1 result
+ * axes there passed over) where both axes divide by n -- then both shards are the same contiguous
+ * block; -1: none. */
+static int reshape_axis(const lathe_shape *xs, const lathe_shape *os, int a, int64_t n) {
+  int64_t pin = 1, pout = 1;
+  for (int q = 0; q < a; q++) pin *= xs->dims[q];
+  int b = 0;
+  while (b < os->rank && pout < pin) pout *= os->dims[b++];
+  while (b < os->rank && pout == pin && os->dims[b] == 1 && xs->dims[a] != 1) b++; /* size-1 axes first */
+  return b < os->rank && pout == pin && os->dims[b] % n == 0 && xs->dims[a] % n == 0 ? b : -1;
+}
+
+/* Reshape: a sharded operand axis keeps its split on reshape_axis; other sharded axes are gathered
+ * first. */
 static lathe_status_t rule_reshape(part *p, const lathe_node *sn) {
   const lathe_shape *xs = &sn->in[0]->shape, *os = &sn->shape;
   spec in = *own(p, sn->in[0]->id), rs = replicated_spec(os->rank);
-  int64_t pin = 1;
-  for (int a = 0; a < xs->rank; pin *= xs->dims[a], a++) {
+  for (int a = 0; a < xs->rank; a++) {
     if (!in.n_axes[a]) continue;
-    int64_t pout = 1, n = parts(p, &in, a);
-    int b = 0;
-    while (b < os->rank && pout < pin) pout *= os->dims[b++];
-    while (b < os->rank && pout == pin && os->dims[b] == 1 && xs->dims[a] != 1) b++; /* size-1 axes first */
-    if (b < os->rank && pout == pin && os->dims[b] % n == 0) copy_axis(&rs, b, &in, a);
+    int b = reshape_axis(xs, os, a, parts(p, &in, a));
+    if (b >= 0) copy_axis(&rs, b, &in, a);
     else clear_axis(&in, a);
   }
   lathe_node *out;
@@ -232,14 +243,10 @@ static lathe_status_t rule_pad(part *p, const lathe_node *sn) {
   return lathe_part_emit_with(p, sn, need, &need[0], &out);
 }
 
-/* Concatenate: every operand takes the first one's sharding, the concatenated axis gathered. */
+/* Concatenate: every operand takes one operand's sharding, or the consumers', the concatenated
+ * axis gathered (rule_elementwise's choice). */
 static lathe_status_t rule_concatenate(part *p, const lathe_node *sn) {
-  spec *need = p->need;
-  spec t = *own(p, sn->in[0]->id);
-  clear_axis(&t, (int)lathe_attr_concatenate_axis(sn));
-  for (int i = 0; i < sn->n_operands; i++) need[i] = t;
-  lathe_node *out;
-  return lathe_part_emit_with(p, sn, need, &t, &out);
+  return weigh_operands(p, sn, (int)lathe_attr_concatenate_axis(sn));
 }
 
 /* DotGeneral: batch axes keep a sharding both sides can take; a contracting pair sharded alike
@@ -569,6 +576,21 @@ static lathe_status_t rule_scatter(part *p, const lathe_node *sn) {
   return lathe_part_emit_with(p, sn, need, &in, &out);
 }
 
+/* The axes of its first operand an op of rule_axis_local works along. */
+static void axis_local_along(const lathe_node *sn, bool *along) {
+  lathe_ilist list = {NULL, 0};
+  switch (sn->op) {
+    case LATHE_OP_REVERSE: list = lathe_attr_reverse_axes(sn); break;
+    case LATHE_OP_FUSED_LAYER_NORM: list = lathe_attr_fused_layer_norm_axes(sn); break;
+    case LATHE_OP_CUM_SUM: along[lathe_attr_cum_sum_axis(sn)] = true; break;
+    case LATHE_OP_ARG_MIN_MAX: along[lathe_attr_arg_min_max_axis(sn)] = true; break;
+    case LATHE_OP_FUSED_SOFTMAX: along[lathe_attr_fused_softmax_axis(sn)] = true; break;
+    case LATHE_OP_FUSED_QUANTIZED_DENSE: along[sn->in[0]->shape.rank - 1] = true; break; /* K becomes N */
+    default: break;
+  }
+  for (int k = 0; k < list.n; k++) along[list.v[k]] = true;
+}
+
 /* Ops that work along some axes of their first operand independently of its other axes: those
  * axes are gathered, the rest keep their split (or take the consumers' where the operand is
  * replicated). Reverse, CumSum, FusedSoftmax, FusedLayerNorm (its gamma and beta, over the
@@ -581,17 +603,7 @@ static lathe_status_t rule_axis_local(part *p, const lathe_node *sn) {
   spec in = *own(p, x->id), *need = p->need;
   if (replicated(&in) && !drop && p->hinted[sn->id]) in = p->hint[sn->id];
   bool along[LATHE_MAX_RANK] = {false};
-  lathe_ilist list = {NULL, 0};
-  switch (sn->op) {
-    case LATHE_OP_REVERSE: list = lathe_attr_reverse_axes(sn); break;
-    case LATHE_OP_FUSED_LAYER_NORM: list = lathe_attr_fused_layer_norm_axes(sn); break;
-    case LATHE_OP_CUM_SUM: along[lathe_attr_cum_sum_axis(sn)] = true; break;
-    case LATHE_OP_ARG_MIN_MAX: along[lathe_attr_arg_min_max_axis(sn)] = true; break;
-    case LATHE_OP_FUSED_SOFTMAX: along[lathe_attr_fused_softmax_axis(sn)] = true; break;
-    case LATHE_OP_FUSED_QUANTIZED_DENSE: along[x->shape.rank - 1] = true; break; /* K becomes N */
-    default: break;
-  }
-  for (int k = 0; k < list.n; k++) along[list.v[k]] = true;
+  axis_local_along(sn, along);
   for (int a = 0; a < x->shape.rank; a++)
     if (along[a] || (!drop && x->shape.dims[a] != sn->shape.dims[a])) clear_axis(&in, a);
   spec rs = replicated_spec(sn->shape.rank);
