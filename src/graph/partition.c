@@ -1,8 +1,8 @@
 /* partition.c -- the AutoSharding partitioner: the main function of an AutoSharding builder
  * rewritten into an SPMD program of local shapes (docs/ARCHITECTURE.md "Partitioning").
  *
- * A backward pass carries the outputs' shardings up through elementwise ops, Transpose and
- * BroadcastInDim (hints). Then one forward pass over main's nodes in order decides each value's
+ * A backward pass carries the outputs' shardings up through the ops whose rule would keep them
+ * (hints: lathe_part_operand_hint). Then one forward pass over main's nodes in order decides each value's
  * sharding from its operands' and its hint (user specs on parameters are fixed) and emits the node
  * on local shapes, resharding operands to what the op's rule needs: AllGather (drop a mesh axis),
  * AllToAll (move one from an axis to another), DynamicSlice at the device's offset (add one; no
@@ -520,10 +520,12 @@ lathe_status_t lathe_part_emit_whole(part *p, const lathe_node *sn, bool *gather
   return NULL;
 }
 
-/* The backward pass: from the outputs' shardings, through the ops whose operands could take the
- * same split (elementwise, Transpose, BroadcastInDim), the sharding each value's consumers want.
- * The forward pass weighs it with the operands' (rule_elementwise) or takes it where the operands
- * are replicated: an open value is then computed split instead of whole and sliced. */
+/* The backward pass: from the outputs' shardings, through every op whose rule would carry an
+ * operand's split to its result (lathe_part_operand_hint: elementwise, layout, reductions,
+ * contractions, convolutions' batch and output channels, ops along some axes), the sharding each
+ * value's consumers want (the last consumer's, in program order). The forward pass weighs it with
+ * the operands' (rule_elementwise) or takes it where the operands are replicated: an open value is
+ * then computed split instead of whole and sliced; partial sums are ReduceScattered to it. */
 static void hint(part *p, const lathe_node *n, const spec *s) {
   if (p->hinted[n->id] || replicated(s) || n->fn != p->sfn) return;
   p->hint[n->id] = *s;
@@ -536,27 +538,9 @@ static void backward(part *p, const spec *outs) {
   for (int k = fn->n_nodes - 1; k >= 0; k--) {
     const lathe_node *n = fn->nodes[k];
     if (!p->hinted[n->id] || n->multi) continue;
-    const spec *h = &p->hint[n->id];
-    if (lathe_op_has(n->op, LATHE_OPF_EW)) {
-      for (int i = 0; i < n->n_operands; i++) {
-        const lathe_node *x = n->in[i];
-        if (x->shape.rank != n->shape.rank) continue;
-        spec t = *h;
-        for (int a = 0; a < t.rank; a++)
-          if (x->shape.dims[a] != n->shape.dims[a]) clear_axis(&t, a);
-        hint(p, x, &t);
-      }
-    } else if (n->op == LATHE_OP_TRANSPOSE) {
-      lathe_ilist perm = lathe_attr_transpose_permutation(n);
-      spec t = replicated_spec(n->in[0]->shape.rank);
-      for (int i = 0; i < perm.n; i++) copy_axis(&t, (int)perm.v[i], h, i);
-      hint(p, n->in[0], &t);
-    } else if (n->op == LATHE_OP_BROADCAST_IN_DIM) {
-      lathe_ilist axes = lathe_attr_broadcast_in_dim_axes(n);
-      spec t = replicated_spec(n->in[0]->shape.rank);
-      for (int i = 0; i < axes.n; i++)
-        if (n->in[0]->shape.dims[i] == n->shape.dims[axes.v[i]]) copy_axis(&t, i, h, (int)axes.v[i]);
-      hint(p, n->in[0], &t);
+    for (int i = 0; i < n->n_operands; i++) {
+      spec t;
+      if (lathe_part_operand_hint(p, n, i, &p->hint[n->id], &t)) hint(p, n->in[i], &t);
     }
   }
 }

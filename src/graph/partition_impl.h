@@ -180,6 +180,10 @@ lathe_status_t lathe_part_fallback(part *p, const lathe_node *sn);
 lathe_status_t lathe_part_combine(part *p, const lathe_node *sn, lathe_node *v, spec rs, lathe_op op, int m, const int *ax,
                                   int n_ax);
 
+/* The backward pass's step: the sharding operand i of sn should take for sn's result to come out
+ * split as h (its consumers' wish), where sn's rule would keep that split (t; false: none). */
+bool lathe_part_operand_hint(const part *p, const lathe_node *sn, int i, const spec *h, spec *t);
+
 /* ---- partition_window.c ---- */
 lathe_status_t lathe_part_rule_conv(part *p, const lathe_node *sn);
 lathe_status_t lathe_part_rule_window(part *p, const lathe_node *sn);

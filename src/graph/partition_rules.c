@@ -190,7 +190,7 @@ static lathe_status_t rule_broadcast(part *p, const lathe_node *sn) {
 /* The result axis of a Reshape from xs to os that a split of operand axis a into n shards keeps:
  * the one that starts at the same element (equal products of the axes before them; size-1 result
  * axes there passed over) where both axes divide by n -- then both shards are the same contiguous
- * block; -1: none. */
+ * block; -1: none. The backward pass maps a result axis's split back through it (n = 1). */
 static int reshape_axis(const lathe_shape *xs, const lathe_shape *os, int a, int64_t n) {
   int64_t pin = 1, pout = 1;
   for (int q = 0; q < a; q++) pin *= xs->dims[q];
@@ -968,4 +968,107 @@ lathe_status_t lathe_part_node(part *p, const lathe_node *sn) {
     }
     default: return lathe_part_fallback(p, sn); /* constants too: replicated, sliced where needed */
   }
+}
+
+static bool listed(lathe_ilist l, int a) {
+  for (int k = 0; k < l.n; k++)
+    if (l.v[k] == a) return true;
+  return false;
+}
+
+/* The backward pass's step (partition.c): rules run in reverse. For operand i of sn, whose consumers
+ * want it split as h, from[a] names the result axis whose split operand axis a would carry to the
+ * result under sn's rule (-1: none), so a hint never asks for a split the rule would gather.
+ * Multi-result ops, While, If and Call, Gather, Scatter and the windows pass none. */
+bool lathe_part_operand_hint(const part *p, const lathe_node *sn, int i, const spec *h, spec *t) {
+  const lathe_shape *xs = &sn->in[i]->shape, *os = &sn->shape;
+  int r = xs->rank, from[LATHE_MAX_RANK];
+  bool along[LATHE_MAX_RANK] = {false}, same = false; /* same: from[a] = a, unless along[a] or resized */
+  for (int a = 0; a < r; a++) from[a] = -1;
+  if (lathe_op_has(sn->op, LATHE_OPF_EW)) same = true;
+  else if (is_reduce(sn->op)) { /* kept axes, in order */
+    lathe_ilist ax = lathe_attr_reduce_axes(sn);
+    for (int a = 0, b = 0; a < r; a++)
+      if (!listed(ax, a)) from[a] = b++;
+  } else switch (sn->op) {
+      case LATHE_OP_TRANSPOSE: {
+        lathe_ilist perm = lathe_attr_transpose_permutation(sn);
+        for (int b = 0; b < perm.n; b++) from[perm.v[b]] = b;
+        break;
+      }
+      case LATHE_OP_BROADCAST_IN_DIM: {
+        lathe_ilist ax = lathe_attr_broadcast_in_dim_axes(sn);
+        for (int a = 0; a < ax.n; a++)
+          if (xs->dims[a] == os->dims[ax.v[a]]) from[a] = (int)ax.v[a];
+        break;
+      }
+      case LATHE_OP_RESHAPE:
+        for (int a = 0; a < r; a++) from[a] = reshape_axis(xs, os, a, 1); /* divisibility below */
+        break;
+      case LATHE_OP_SLICE: same = true; break; /* an axis keeps its size only where taken whole */
+      case LATHE_OP_PAD: {
+        lathe_ilist lo = lathe_attr_pad_start(sn), hi = lathe_attr_pad_end(sn), in = lathe_attr_pad_interior(sn);
+        for (int a = 0; a < r; a++) along[a] = lo.v[a] || hi.v[a] || in.v[a];
+        same = i == 0; /* not the padding value */
+        break;
+      }
+      case LATHE_OP_CONCATENATE: along[lathe_attr_concatenate_axis(sn)] = same = true; break;
+      case LATHE_OP_DYNAMIC_SLICE: same = i == 0; break; /* axes taken whole: not resized */
+      case LATHE_OP_DYNAMIC_UPDATE_SLICE: /* operand and update, on the axes the update covers whole */
+        for (int a = 0; a < r; a++) along[a] = sn->in[1]->shape.dims[a] != os->dims[a];
+        same = i <= 1;
+        break;
+      case LATHE_OP_REVERSE: case LATHE_OP_CUM_SUM: case LATHE_OP_ARG_MIN_MAX: case LATHE_OP_FUSED_SOFTMAX:
+      case LATHE_OP_FUSED_LAYER_NORM: case LATHE_OP_FUSED_ACTIVATION: case LATHE_OP_FUSED_QUANTIZED_DENSE:
+        if (i) break;
+        axis_local_along(sn, along);
+        same = sn->op != LATHE_OP_ARG_MIN_MAX;
+        for (int a = 0, b = 0; !same && a < r; a++) /* ArgMinMax drops its axis */
+          if (!along[a]) from[a] = b++;
+        break;
+      case LATHE_OP_FFT: /* its trailing fft_length axes transformed */
+        for (int a = 0; a < r; a++) along[a] = a >= r - lathe_attr_fft_length(sn).n;
+        same = true;
+        break;
+      case LATHE_OP_FUSED_ACTIVATION_VJP: /* elementwise, but for a gated one's halved last axis */
+        along[r - 1] = lathe_act_form_of((lathe_activation)lathe_attr_fused_activation_vjp_activation(sn)) == LATHE_ACT_FORM_GLU;
+        same = true;
+        break;
+      case LATHE_OP_DOT_GENERAL: { /* result: batch, lhs free, rhs free */
+        lathe_ilist c = i ? lathe_attr_dot_general_rhs_contracting(sn) : lathe_attr_dot_general_lhs_contracting(sn);
+        lathe_ilist bt = i ? lathe_attr_dot_general_rhs_batch(sn) : lathe_attr_dot_general_lhs_batch(sn);
+        const lathe_node *l = sn->in[0];
+        int out = bt.n + (i ? l->shape.rank - bt.n - lathe_attr_dot_general_lhs_contracting(sn).n : 0);
+        for (int k = 0; k < bt.n; k++) from[bt.v[k]] = k;
+        for (int a = 0; a < r; a++)
+          if (!listed(c, a) && !listed(bt, a)) from[a] = out++;
+        break;
+      }
+      case LATHE_OP_FUSED_DENSE: { /* result: x's batch axes, then the weight's outputs (the bias's axes) */
+        int nb = sn->in[0]->shape.rank - 1;
+        int wout = lathe_attr_fused_dense_layout(sn) == LATHE_DENSE_INPUT_OUTPUTS ? 1 : 0;
+        if (i == 0)
+          for (int a = 0; a < nb; a++) from[a] = a;
+        for (int k = 0; i == 1 && k < r - 1; k++) from[wout + k] = nb + k;
+        for (int k = 0; i == 2 && k < r; k++) from[k] = nb + k;
+        break;
+      }
+      case LATHE_OP_CONV_GENERAL: /* input batch, kernel output channels (not with groups) */
+        if (lathe_attr_conv_general_batch_group_count(sn) > 1) break;
+        if (i == 0) from[lathe_attr_conv_general_input_batch(sn)] = (int)lathe_attr_conv_general_output_batch(sn);
+        if (i == 1 && lathe_attr_conv_general_channel_group_count(sn) == 1)
+          from[lathe_attr_conv_general_kernel_output_channels(sn)] = (int)lathe_attr_conv_general_output_channels(sn);
+        break;
+      default: break;
+    }
+  for (int a = 0; same && r == os->rank && a < r; a++)
+    if (!along[a] && xs->dims[a] == os->dims[a]) from[a] = a;
+  *t = replicated_spec(r);
+  for (int a = 0; a < r; a++) {
+    int b = from[a];
+    if (b < 0 || !h->n_axes[b]) continue;
+    int64_t n = parts(p, h, b);
+    if (xs->dims[a] % n == 0 && os->dims[b] % n == 0) copy_axis(t, a, h, b);
+  }
+  return !replicated(t);
 }

@@ -6,6 +6,7 @@
 
 #include "core/core.h"
 #include "graph/graph.h"
+#include "graph/partition.h"
 #include "testing.h"
 
 /* A program under test: params and outputs with shardings written as text, one group per tensor
@@ -681,6 +682,240 @@ static void b_backward(prog *p, lathe_function_t fn) {
   ret(p, fn, 3, o, specs);
 }
 TEST(partition_backward) { check_all("backward", b_backward, 0); }
+
+/* ---- backward hints through the other ops whose rule keeps a split: each program's iotas (open
+ * values) take the split their consumers' rule would keep from the outputs' shardings, and are
+ * computed split; where the rule would gather, no hint reaches them and they are computed whole.
+ * Checked on the partitioned program's local shapes (the pass alone), then run as above. ---- */
+
+/* build partitioned by the pass alone on a 2x1 mesh: the local shapes of its main function's
+ * nodes of op `op`, in order, equal want[0..n). */
+static void check_local(const char *what, build_fn build, lathe_op op, const lathe_shape *want, int n) {
+  lathe_backend_t be = NULL;
+  CHECK_OK(lathe_backend_new("lathe:cpu,devices=2", &be));
+  if (!be) return;
+  const int sizes[2] = {2, 1};
+  const char *names[2] = {AXIS_X, AXIS_Y};
+  lathe_mesh mesh = {"m", 2, sizes, names, NULL};
+  lathe_builder_t b, dst = NULL;
+  prog p;
+  memset(&p, 0, sizeof p);
+  CHECK_OK(lathe_builder_new(be, what, &b));
+  CHECK_OK(lathe_builder_auto_sharding(b, &mesh, 1));
+  build(&p, lathe_builder_main(b));
+  lathe_partition_report rep;
+  CHECK_OK(lathe_partition(b, &dst, &rep));
+  CHECK(dst, "%s: not partitioned: %s", what, rep.declined ? rep.declined : "?");
+  int k = 0;
+  for (int i = 0; dst && i < dst->main_fn->n_nodes; i++) {
+    const lathe_node *nd = dst->main_fn->nodes[i];
+    if (nd->op != op) continue;
+    bool same = k < n && nd->shape.rank == want[k].rank;
+    for (int a = 0; same && a < want[k].rank; a++) same = nd->shape.dims[a] == want[k].dims[a];
+    CHECK(same, "%s: %s %d has local dims [%lld, %lld, %lld] (rank %d)", what, lathe_op_name(op), k,
+          (long long)nd->shape.dims[0], (long long)nd->shape.dims[1], (long long)nd->shape.dims[2], nd->shape.rank);
+    k++;
+  }
+  CHECK(!dst || k == n, "%s: %d %s nodes, want %d", what, k, lathe_op_name(op), n);
+  lathe_builder_free(dst);
+  lathe_builder_free(b);
+  lathe_backend_free(be);
+}
+
+static lathe_value_t iota(lathe_function_t fn, lathe_shape s, int axis) {
+  lathe_value_t v = NULL;
+  CHECK_OK(lathe_iota(fn, &s, axis, &v));
+  return v;
+}
+
+/* Reshape: a result split maps back to the operand axis starting at the same element where both
+ * divide by it; else (no axis starts there, or it does not divide) no hint: the iota runs whole */
+static void b_hint_reshape(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(2, 2, 6), "x,-,-"), y = param(p, fn, F32(4, 6), "-,x"), z = param(p, fn, F32(12), "x");
+  lathe_value_t o[4];
+  int64_t d1[3] = {2, 2, 6}, d2[1] = {24}, d3[2] = {4, 6}, d4[1] = {12};
+  CHECK_OK(lathe_reshape(fn, iota(fn, F32(4, 6), 1), d1, 3, &o[0])); /* axis 0: 4 -> 2, both split */
+  CHECK_OK(lathe_add(fn, o[0], x, &o[0]));
+  CHECK_OK(lathe_reshape(fn, iota(fn, F32(4, 6), 1), d2, 1, &o[1])); /* axis 0 -> the merged axis */
+  CHECK_OK(lathe_reshape(fn, iota(fn, F32(6, 4), 0), d3, 2, &o[2])); /* result axis 1 starts at element 4 */
+  CHECK_OK(lathe_add(fn, o[2], y, &o[2]));
+  CHECK_OK(lathe_reshape(fn, iota(fn, F32(3, 4), 1), d4, 1, &o[3])); /* axis 0 of 3: no split of 2 */
+  CHECK_OK(lathe_add(fn, o[3], z, &o[3]));
+  const char *specs[] = {"x,-,-", "x", "-,x", "x"};
+  ret(p, fn, 4, o, specs);
+}
+TEST(partition_hint_reshape) {
+  const lathe_shape want[] = {F32(2, 6), F32(2, 6), F32(6, 4), F32(3, 4)};
+  check_local("hint reshape", b_hint_reshape, LATHE_OP_IOTA, want, 4);
+  check_all("hint reshape", b_hint_reshape, 0);
+}
+
+/* reductions: kept axes map back, reduced axes stay whole */
+static void b_hint_reduce(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(4, 2), "x,-"), o[2];
+  int a1[1] = {1}, a0[1] = {0};
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_SUM, iota(fn, F32(4, 6, 2), 2), a1, 1, &o[0]));
+  CHECK_OK(lathe_add(fn, o[0], x, &o[0]));
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_MAX, iota(fn, F32(6, 4), 0), a0, 1, &o[1]));
+  const char *specs[] = {"x,-", "x"};
+  ret(p, fn, 2, o, specs);
+}
+TEST(partition_hint_reduce) {
+  const lathe_shape want[] = {F32(2, 6, 2), F32(6, 2)};
+  check_local("hint reduce", b_hint_reduce, LATHE_OP_IOTA, want, 2);
+  check_all("hint reduce", b_hint_reduce, 0);
+}
+
+/* DotGeneral: result batch axes to both operands' batch axes, free axes to the operand's; the
+ * contracting axes stay whole */
+static void b_hint_dot(prog *p, lathe_function_t fn) {
+  lathe_value_t w = param(p, fn, F32(8, 6), NULL), a = param(p, fn, F32(4, 8), NULL), o[3];
+  int c0[1] = {0}, c1[1] = {1}, c2[1] = {2}, b0[1] = {0};
+  CHECK_OK(lathe_dot_general(fn, iota(fn, F32(4, 8), 1), c1, 1, NULL, 0, w, c0, 1, NULL, 0, NULL, &o[0]));
+  CHECK_OK(lathe_dot_general(fn, a, c1, 1, NULL, 0, iota(fn, F32(8, 6), 0), c0, 1, NULL, 0, NULL, &o[1]));
+  lathe_value_t l = iota(fn, F32(2, 4, 8), 2), r = iota(fn, F32(2, 8, 6), 1);
+  CHECK_OK(lathe_dot_general(fn, l, c2, 1, b0, 1, r, c1, 1, b0, 1, NULL, &o[2]));
+  const char *specs[] = {"x,-", "-,x", "x,-,-"};
+  ret(p, fn, 3, o, specs);
+}
+TEST(partition_hint_dot) {
+  const lathe_shape want[] = {F32(2, 8), F32(8, 3), F32(1, 4, 8), F32(1, 8, 6)};
+  check_local("hint dot", b_hint_dot, LATHE_OP_IOTA, want, 4);
+  check_all("hint dot", b_hint_dot, 0);
+}
+
+/* FusedDense: x's batch axes, the weight's and the bias's output axes */
+static void b_hint_dense(prog *p, lathe_function_t fn) {
+  lathe_value_t w = param(p, fn, F32(8, 6), NULL), x = param(p, fn, F32(4, 8), NULL), b = param(p, fn, F32(6), NULL);
+  lathe_value_t o[2], nb[2];
+  CHECK_OK(lathe_neg(fn, b, &nb[0]));
+  CHECK_OK(lathe_neg(fn, b, &nb[1]));
+  CHECK_OK(lathe_fused_dense(fn, iota(fn, F32(4, 8), 1), w, nb[0], LATHE_ACTIVATION_TANH, LATHE_DENSE_INPUT_OUTPUTS, &o[0]));
+  CHECK_OK(lathe_fused_dense(fn, x, iota(fn, F32(8, 6), 0), nb[1], LATHE_ACTIVATION_NONE, LATHE_DENSE_INPUT_OUTPUTS, &o[1]));
+  const char *specs[] = {"x,-", "-,x"};
+  ret(p, fn, 2, o, specs);
+}
+TEST(partition_hint_dense) {
+  const lathe_shape want[] = {F32(2, 8), F32(8, 3)}, neg[] = {F32(6), F32(3)};
+  check_local("hint dense", b_hint_dense, LATHE_OP_IOTA, want, 2);
+  check_local("hint dense", b_hint_dense, LATHE_OP_NEG, neg, 2);
+  check_all("hint dense", b_hint_dense, 0);
+}
+
+/* Slice, Pad, Concatenate: the axes they leave alone (every operand of a Concatenate, which takes
+ * the split though its first operand is replicated); the axes they change stay whole */
+static void b_hint_slice_pad_concat(prog *p, lathe_function_t fn) {
+  lathe_value_t r = param(p, fn, F32(4, 3), NULL), o[7], fill, two[2];
+  int64_t st[2] = {0, 1}, li[2] = {4, 5}, st2[2] = {1, 0}, li2[2] = {5, 4};
+  float z = -1;
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  CHECK_OK(lathe_constant(fn, &s0, &z, sizeof z, &fill));
+  lathe_pad_axis cols[2] = {{0, 0, 0}, {1, 0, 0}}, rows[2] = {{1, 1, 0}, {0, 0, 0}}, shift[2] = {{1, -1, 0}, {0, 0, 0}};
+  CHECK_OK(lathe_slice(fn, iota(fn, F32(4, 6), 1), st, li, NULL, 2, &o[0]));
+  CHECK_OK(lathe_pad(fn, iota(fn, F32(4, 5), 1), fill, cols, 2, &o[1]));
+  two[0] = r, two[1] = iota(fn, F32(4, 3), 1);
+  CHECK_OK(lathe_concatenate(fn, 1, two, 2, &o[2]));
+  CHECK_OK(lathe_slice(fn, iota(fn, F32(6, 4), 1), st2, li2, NULL, 2, &o[3])); /* rows 1..4: gathered */
+  CHECK_OK(lathe_pad(fn, iota(fn, F32(4, 5), 1), fill, rows, 2, &o[4]));      /* padded rows */
+  two[1] = iota(fn, F32(4, 3), 0);
+  CHECK_OK(lathe_concatenate(fn, 1, two, 2, &o[5])); /* split along the concatenated axis */
+  CHECK_OK(lathe_pad(fn, iota(fn, F32(4, 5), 1), fill, shift, 2, &o[6]));     /* rows shifted: sizes kept */
+  const char *specs[] = {"x,-", "x,-", "x,-", "x,-", "x,-", "-,x", "x,-"};
+  ret(p, fn, 7, o, specs);
+}
+TEST(partition_hint_slice_pad_concat) {
+  const lathe_shape want[] = {F32(2, 6), F32(2, 5), F32(2, 3), F32(6, 4), F32(4, 5), F32(4, 3), F32(4, 5)};
+  check_local("hint slice_pad_concat", b_hint_slice_pad_concat, LATHE_OP_IOTA, want, 7);
+  const lathe_shape cat[] = {F32(2, 6), F32(4, 6)};
+  check_local("hint slice_pad_concat", b_hint_slice_pad_concat, LATHE_OP_CONCATENATE, cat, 2);
+  check_all("hint slice_pad_concat", b_hint_slice_pad_concat, 0);
+}
+
+/* ops along some axes (Reverse, CumSum, ArgMinMax, FusedSoftmax, FusedLayerNorm, FusedActivation,
+ * FFT, a gated FusedActivationVJP): the other axes; split along their axis, no hint */
+static void b_hint_axis_local(prog *p, lathe_function_t fn) {
+  lathe_value_t o[8];
+  int ax[1] = {1}, ln[1] = {-1};
+  int64_t n6[1] = {6};
+  CHECK_OK(lathe_reverse(fn, iota(fn, F32(4, 6), 1), ax, 1, &o[0]));
+  CHECK_OK(lathe_cum_sum(fn, iota(fn, F32(4, 6), 1), 1, false, false, &o[1]));
+  CHECK_OK(lathe_arg_min_max(fn, iota(fn, F32(4, 6), 1), 1, LATHE_DTYPE_INT32, false, &o[2]));
+  CHECK_OK(lathe_fused_softmax(fn, iota(fn, F32(4, 6), 1), 1, &o[3]));
+  CHECK_OK(lathe_fused_layer_norm(fn, iota(fn, F32(4, 6), 1), ln, 1, 1e-5, NULL, NULL, &o[4]));
+  CHECK_OK(lathe_fused_activation(fn, iota(fn, F32(4, 6), 1), LATHE_ACTIVATION_SWIGLU, &o[5])); /* [4, 3] */
+  CHECK_OK(lathe_fft(fn, iota(fn, F32(4, 6), 1), LATHE_FFT_TYPE_FORWARD_REAL, n6, 1, &o[6]));
+  lathe_value_t x = iota(fn, F32(4, 6), 1), dy = iota(fn, F32(4, 3), 1);
+  CHECK_OK(lathe_fused_activation_vjp(fn, NULL, x, dy, LATHE_ACTIVATION_SWIGLU, &o[7]));
+  const char *specs[] = {"x,-", "x,-", "x", "x,-", "x,-", "x,-", "x,-", "x,-"};
+  ret(p, fn, 8, o, specs);
+}
+
+static void b_hint_axis_local_whole(prog *p, lathe_function_t fn) {
+  lathe_value_t o[4];
+  int64_t n6[1] = {6};
+  CHECK_OK(lathe_cum_sum(fn, iota(fn, F32(4, 6), 0), 1, false, false, &o[0]));
+  CHECK_OK(lathe_fused_softmax(fn, iota(fn, F32(4, 6), 0), 1, &o[1]));
+  CHECK_OK(lathe_fused_activation(fn, iota(fn, F32(4, 8), 0), LATHE_ACTIVATION_SWIGLU, &o[2])); /* resized */
+  CHECK_OK(lathe_fft(fn, iota(fn, F32(4, 6), 0), LATHE_FFT_TYPE_FORWARD_REAL, n6, 1, &o[3]));
+  const char *specs[] = {"-,x", "-,x", "-,x", "-,x"};
+  ret(p, fn, 4, o, specs);
+}
+TEST(partition_hint_axis_local) {
+  lathe_shape want[9], whole[4];
+  for (int i = 0; i < 9; i++) want[i] = i < 8 ? F32(2, 6) : F32(2, 3); /* the last: the VJP's gradient */
+  for (int i = 0; i < 4; i++) whole[i] = i == 2 ? F32(4, 8) : F32(4, 6);
+  check_local("hint axis_local", b_hint_axis_local, LATHE_OP_IOTA, want, 9);
+  check_all("hint axis_local", b_hint_axis_local, 0);
+  check_local("hint axis_local whole", b_hint_axis_local_whole, LATHE_OP_IOTA, whole, 4);
+  check_all("hint axis_local whole", b_hint_axis_local_whole, 0);
+}
+
+/* ConvGeneral: the input's batch axis and the kernel's output channels (not with channel groups);
+ * spatial axes get no hint */
+static void b_hint_conv(prog *p, lathe_function_t fn) {
+  lathe_value_t k = param(p, fn, F32(4, 2, 3), NULL), x = param(p, fn, F32(4, 2, 6), NULL), xg = param(p, fn, F32(4, 4, 6), NULL);
+  lathe_value_t o[4];
+  const int sp[1] = {2};
+  lathe_conv_axes axes = {.input_batch = 0, .input_channels = 1, .input_spatial = sp, .n_input_spatial = 1,
+                          .kernel_input_channels = 1, .kernel_output_channels = 0, .kernel_spatial = sp,
+                          .n_kernel_spatial = 1, .output_batch = 0, .output_channels = 1, .output_spatial = sp,
+                          .n_output_spatial = 1};
+  lathe_conv_params groups = {.channel_group_count = 2};
+  CHECK_OK(lathe_conv_general(fn, iota(fn, F32(4, 2, 6), 2), k, &axes, NULL, &o[0]));  /* [4, 4, 4]: batch */
+  CHECK_OK(lathe_conv_general(fn, x, iota(fn, F32(4, 2, 3), 2), &axes, NULL, &o[1]));  /* output channels */
+  CHECK_OK(lathe_conv_general(fn, iota(fn, F32(4, 2, 6), 0), k, &axes, NULL, &o[2]));  /* width split */
+  CHECK_OK(lathe_conv_general(fn, xg, iota(fn, F32(4, 2, 3), 2), &axes, &groups, &o[3])); /* grouped */
+  const char *specs[] = {"x,-,-", "-,x,-", "-,-,x", "-,x,-"};
+  ret(p, fn, 4, o, specs);
+}
+TEST(partition_hint_conv) {
+  const lathe_shape want[] = {F32(2, 2, 6), F32(2, 2, 3), F32(4, 2, 6), F32(4, 2, 3)};
+  check_local("hint conv", b_hint_conv, LATHE_OP_IOTA, want, 4);
+  check_all("hint conv", b_hint_conv, 0);
+}
+
+/* DynamicSlice and DynamicUpdateSlice: the axes they take whole (operand and update) */
+static void b_hint_dynamic_slice(prog *p, lathe_function_t fn) {
+  lathe_value_t o[4], start[2];
+  int64_t cols[2] = {4, 3}, rows[2] = {2, 6};
+  int32_t one = 1, zero = 0;
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_INT32);
+  CHECK_OK(lathe_constant(fn, &s0, &zero, sizeof zero, &start[0]));
+  CHECK_OK(lathe_constant(fn, &s0, &one, sizeof one, &start[1]));
+  CHECK_OK(lathe_dynamic_slice(fn, iota(fn, F32(4, 6), 1), start, 2, cols, 2, &o[0]));
+  lathe_value_t x = iota(fn, F32(4, 6), 1), u = iota(fn, F32(4, 2), 1);
+  CHECK_OK(lathe_dynamic_update_slice(fn, x, u, start, 2, &o[1]));
+  CHECK_OK(lathe_dynamic_slice(fn, iota(fn, F32(4, 6), 1), start, 2, rows, 2, &o[2])); /* rows not whole */
+  lathe_value_t y = iota(fn, F32(4, 6), 1), v = iota(fn, F32(2, 6), 1);
+  CHECK_OK(lathe_dynamic_update_slice(fn, y, v, start, 2, &o[3])); /* rows 0..1 updated */
+  const char *specs[] = {"x,-", "x,-", "x,-", "x,-"};
+  ret(p, fn, 4, o, specs);
+}
+TEST(partition_hint_dynamic_slice) {
+  const lathe_shape want[] = {F32(2, 6), F32(2, 6), F32(2, 2), F32(4, 6), F32(4, 6), F32(2, 6)};
+  check_local("hint dynamic_slice", b_hint_dynamic_slice, LATHE_OP_IOTA, want, 6);
+  check_all("hint dynamic_slice", b_hint_dynamic_slice, 0);
+}
 
 /* ---- partial results whose consumer wants them split: ReduceScatter ---- */
 static void b_reduce_scatter(prog *p, lathe_function_t fn) {
