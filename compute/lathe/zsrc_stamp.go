@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "a5ab47bf3a0c4d4710766f1065227827"
+const engineSourcesHash = "9828b428248c5aab6e4ec97b57856fb2"
