@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "9828b428248c5aab6e4ec97b57856fb2"
+const engineSourcesHash = "9b9bdc6e226661970ed32f71cfb95114"

@@ -424,6 +424,8 @@ lathe_status_t lathe_cuda_rowk_new(const lathe_pfunc *pf, const lathe_pregion *g
 lathe_status_t lathe_cuda_rowk_launch(lathe_cuda_exec *ex, const lathe_cuda_rowk *k, lcuFunction f, lathe_tensor **outs,
                                       lathe_tensor *const *ins);
 void lathe_cuda_rowk_free(lathe_cuda_rowk *k);
+/* The fold (kernels/rows.cuh: lt_rsum, lt_rprod, lt_rmax, lt_rmin) of a float reduction, or NULL. */
+const char *lathe_cuda_rows_fold(lathe_op op);
 
 /* ---- fused column reductions (reduce_fused.c) ----
  * A REDUCE region whose reduction sums (or multiplies, or takes the extreme of) float columns

@@ -26,16 +26,6 @@ struct lathe_cuda_redk {
 
 static const char rows_lib[] = LT_CUH_ROWS; /* the folds (lt_rsum, lt_rmax, ...) */
 
-static const char *fold_of(lathe_op op) {
-  switch (op) {
-    case LATHE_OP_REDUCE_SUM: return "lt_rsum";
-    case LATHE_OP_REDUCE_PRODUCT: return "lt_rprod";
-    case LATHE_OP_REDUCE_MAX: return "lt_rmax";
-    case LATHE_OP_REDUCE_MIN: return "lt_rmin";
-    default: return NULL;
-  }
-}
-
 static bool is_float(lathe_dtype dt) {
   return dt == LATHE_DTYPE_FLOAT32 || dt == LATHE_DTYPE_FLOAT64 || dt == LATHE_DTYPE_FLOAT16 || dt == LATHE_DTYPE_BFLOAT16;
 }
@@ -125,7 +115,7 @@ static lathe_status_t gen(lt_text *t, const lathe_pfunc *pf, const lathe_pregion
   for (int o = 0; o < k->n_outputs; o++) lt_put(t, ", %s *o%d", lathe_cuda_ew_storage(lathe_dtype_widened(pf->slots[k->out_slot[o]].shape.dtype)), o);
   for (int i = 0; i < k->n_inputs; i++)
     lt_put(t, ", const %s *__restrict__ i%d", lathe_cuda_ew_storage(lathe_dtype_widened(pf->slots[g->inputs[i].slot].shape.dtype)), i);
-  lt_put(t, ") {\n  typedef %s A;\n  typedef %s<A> FOLD;\n  enum { V = %d };\n", A, fold_of(n->op), RF_V);
+  lt_put(t, ") {\n  typedef %s A;\n  typedef %s<A> FOLD;\n  enum { V = %d };\n", A, lathe_cuda_rows_fold(n->op), RF_V);
   lt_put(t, "  const int64_t nv = C / V, tiles = (nv + 31) / 32, tile = blockIdx.x %% tiles, s = blockIdx.x / tiles;\n");
   lt_put(t, "  const int lane = threadIdx.x & 31, wy = threadIdx.x >> 5;\n");
   lt_put(t, "  const int64_t cv = tile * 32 + lane, c0 = cv * V, chunk = (R + splits - 1) / splits, r0 = s * chunk;\n");
@@ -188,7 +178,7 @@ lathe_status_t lathe_cuda_redk_new(const lathe_pfunc *pf, const lathe_pregion *g
   const lathe_node *n = g->reduce;
   lathe_dtype dt = n->in[0]->shape.dtype;
   const lathe_shape *F = &pro->shape;
-  if (!fold_of(n->op) || !is_float(dt) || n->shape.dtype != dt || pro->kind != LATHE_PREGION_LOOP ||
+  if (!lathe_cuda_rows_fold(n->op) || !is_float(dt) || n->shape.dtype != dt || pro->kind != LATHE_PREGION_LOOP ||
       pro->n_members > RF_MAX || pro->n_inputs > RF_MAX || F->rank != n->in[0]->shape.rank)
     return NULL;
   for (int a = 0; a < F->rank; a++)

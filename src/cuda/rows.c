@@ -116,7 +116,7 @@ typedef struct {
   int level;      /* reductions on the way from the inputs to it (a long row's pass) */
 } mem_info;
 
-static const char *fold_of(lathe_op op) {
+const char *lathe_cuda_rows_fold(lathe_op op) {
   switch (op) {
     case LATHE_OP_REDUCE_SUM: return "lt_rsum";
     case LATHE_OP_REDUCE_PRODUCT: return "lt_rprod";
@@ -192,9 +192,9 @@ static void accumulate(lt_text *t, const lathe_pregion *g, const lathe_cuda_rowk
   bool half = mi[i].dt == LATHE_DTYPE_FLOAT16 || mi[i].dt == LATHE_DTYPE_BFLOAT16;
   const char *A = half ? "float" : mi[i].T;
   operand(op, sizeof op, g->members[i].in[0], mi, k);
-  lt_put(t, "#pragma unroll\n  for (int t = 0; t < PER; t++)\n    if (%s) acc%d = %s<%s>::f(acc%d, (%s)%s);\n",
-         k->shift ? "(unsigned)(base_ + LT_J(t)) < (unsigned)N" : "base_ + LT_J(t) < N", i, fold_of(g->members[i].node->op), A, i, A,
-         op);
+  const char *in_row = k->shift ? "(unsigned)(base_ + LT_J(t)) < (unsigned)N" : "base_ + LT_J(t) < N";
+  lt_put(t, "#pragma unroll\n  for (int t = 0; t < PER; t++)\n    if (%s) acc%d = %s<%s>::f(acc%d, (%s)%s);\n", in_row, i,
+         lathe_cuda_rows_fold(g->members[i].node->op), A, i, A, op);
 }
 
 /* Reduction i's accumulator, its sm<i> and its result v<i> (declared). */
@@ -202,14 +202,14 @@ static void reduction_decl(lt_text *t, const lathe_pregion *g, const lathe_cuda_
   bool half = mi[i].dt == LATHE_DTYPE_FLOAT16 || mi[i].dt == LATHE_DTYPE_BFLOAT16;
   const char *A = half ? "float" : mi[i].T;
   lt_put(t, "  __shared__ %s sm%d[%d];\n  %s v%d;\n  %s acc%d = %s<%s>::id();\n", A, i, k->block / 32, mi[i].T, i, A, i,
-         fold_of(g->members[i].node->op), A);
+         lathe_cuda_rows_fold(g->members[i].node->op), A);
 }
 
 /* Folds reduction i's accumulators over the group into v<i>. */
 static void reduction_fold(lt_text *t, const lathe_pregion *g, const mem_info *mi, int i) {
   bool half = mi[i].dt == LATHE_DTYPE_FLOAT16 || mi[i].dt == LATHE_DTYPE_BFLOAT16;
   const char *A = half ? "float" : mi[i].T, *hs = mi[i].dt == LATHE_DTYPE_FLOAT16 ? "f16" : "bf16";
-  lt_put(t, "  acc%d = lt_rows_fold<%s<%s>, G, %s>(acc%d, sm%d);\n", i, fold_of(g->members[i].node->op), A, A, i, i);
+  lt_put(t, "  acc%d = lt_rows_fold<%s<%s>, G, %s>(acc%d, sm%d);\n", i, lathe_cuda_rows_fold(g->members[i].node->op), A, A, i, i);
   if (half) lt_put(t, "  v%d = lt_%s_to_f32(lt_f32_to_%s(acc%d));\n", i, hs, hs, i);
   else lt_put(t, "  v%d = acc%d;\n", i, i);
 }
@@ -256,7 +256,7 @@ static lathe_status_t gen(lt_text *t, const lathe_pregion *g, lathe_cuda_rowk *k
     mi[i].red = lathe_op_kind_of(nd->op) == LATHE_KIND_REDUCE;
     mi[i].out = -1;
     if (!mi[i].T) return LATHE_UNIMPL("lathe:cuda: a fused row region over %s", lathe_dtype_name(nd->shape.dtype));
-    if (mi[i].red && !fold_of(nd->op)) return LATHE_UNIMPL("lathe:cuda: %s in a fused row region", lathe_op_name(nd->op));
+    if (mi[i].red && !lathe_cuda_rows_fold(nd->op)) return LATHE_UNIMPL("lathe:cuda: %s in a fused row region", lathe_op_name(nd->op));
     mi[i].varying = false;
     mi[i].level = 0;
     for (int q = 0; q < m->n_in; q++) {

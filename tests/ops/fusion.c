@@ -313,28 +313,29 @@ TEST(fusion_regions_match_unfused) {
  * lathe:cuda), a layer norm with a gamma broadcast, a masked softmax whose mask is broadcast
  * over heads (row offsets by axis) and a lone reduction over 1200 rows: against the unfused run
  * within the dtype's tolerance. */
-static bool run_rows(lathe_backend_t be, lathe_dtype dt, int which, int64_t n, void *const *in, void **out, int64_t *bytes) {
-  lathe_builder_t b = tst_rows_graph(be, dt, which, n);
+/* Compiles b (freed) on be, runs it on the n_in host inputs of shapes ins, and copies every
+ * output back to out[k] (malloc'd), its byte size in bytes[k]. */
+static bool exec_graph(lathe_backend_t be, lathe_builder_t b, const char *what, const lathe_shape *const *ins, void *const *in,
+                       int n_in, void **out, int64_t *bytes) {
   lathe_executable_t e = NULL;
   if (!b) return false;
   lathe_status_t st = lathe_builder_compile(b, &e);
   lathe_builder_free(b);
   if (st) {
-    CHECK(false, "rows graph %d %s n %lld on %s: %s", which, lathe_dtype_name(dt), (long long)n, lathe_backend_config(be),
-          lathe_status_message(st));
+    CHECK(false, "%s on %s: %s", what, lathe_backend_config(be), lathe_status_message(st));
     lathe_status_free(st);
     return false;
   }
-  lathe_shape s0 = which == 1 ? TST_SHAPE(dt, 2, 3, n) : which == 4 ? TST_SHAPE(dt, 2, 4, n, n) : which >= 2 ? TST_SHAPE(dt, 1200, n) : TST_SHAPE(dt, 6, n),
-              s1 = which == 1 ? TST_SHAPE(dt, 2, 1, n) : which == 3 ? TST_SHAPE(LATHE_DTYPE_INT32, 1200, 1) : TST_SHAPE(dt, n);
-  lathe_buffer_t bi[2] = {0}, bo[2] = {0};
-  int n_in = which == 4 ? 1 : 2; /* graph 4's mask is made in the graph */
-  CHECK_OK(lathe_buffer_from_host(be, 0, &s0, in[0], (size_t)lathe_shape_byte_size(&s0), &bi[0]));
-  if (n_in == 2) CHECK_OK(lathe_buffer_from_host(be, 0, &s1, in[1], (size_t)lathe_shape_byte_size(&s1), &bi[1]));
+  enum { MAX_IO = 4 };
+  lathe_buffer_t bi[MAX_IO] = {0}, bo[MAX_IO] = {0};
   int n_out = lathe_executable_num_outputs(e);
-  bool ok = bi[0] && (n_in == 1 || bi[1]);
+  bool ok = n_in <= MAX_IO && n_out <= MAX_IO;
+  for (int i = 0; ok && i < n_in; i++) {
+    CHECK_OK(lathe_buffer_from_host(be, 0, ins[i], in[i], (size_t)lathe_shape_byte_size(ins[i]), &bi[i]));
+    ok &= bi[i] != NULL;
+  }
   if (ok) CHECK_OK(lathe_executable_execute(e, bi, NULL, n_in, 0, bo, n_out));
-  for (int k = 0; k < n_out; k++) {
+  for (int k = 0; k < n_out && k < MAX_IO; k++) {
     lathe_shape os;
     out[k] = NULL;
     if (!bo[k] || lathe_buffer_shape(bo[k], &os)) {
@@ -346,9 +347,19 @@ static bool run_rows(lathe_backend_t be, lathe_dtype dt, int which, int64_t n, v
     CHECK_OK(lathe_buffer_to_host(bo[k], out[k], (size_t)bytes[k]));
     lathe_buffer_free(bo[k]);
   }
-  for (int i = 0; i < 2; i++) lathe_buffer_free(bi[i]);
+  for (int i = 0; i < n_in && i < MAX_IO; i++) lathe_buffer_free(bi[i]);
   lathe_executable_free(e);
   return ok;
+}
+
+static bool run_rows(lathe_backend_t be, lathe_dtype dt, int which, int64_t n, void *const *in, void **out, int64_t *bytes) {
+  char what[64];
+  snprintf(what, sizeof what, "rows graph %d %s n %lld", which, lathe_dtype_name(dt), (long long)n);
+  lathe_shape s0 = which == 1 ? TST_SHAPE(dt, 2, 3, n) : which == 4 ? TST_SHAPE(dt, 2, 4, n, n) : which >= 2 ? TST_SHAPE(dt, 1200, n) : TST_SHAPE(dt, 6, n),
+              s1 = which == 1 ? TST_SHAPE(dt, 2, 1, n) : which == 3 ? TST_SHAPE(LATHE_DTYPE_INT32, 1200, 1) : TST_SHAPE(dt, n);
+  const lathe_shape *ins[2] = {&s0, &s1};
+  /* graph 4's mask is made in the graph */
+  return exec_graph(be, tst_rows_graph(be, dt, which, n), what, ins, in, which == 4 ? 1 : 2, out, bytes);
 }
 
 TEST(fusion_rows_dtypes) {
@@ -469,42 +480,12 @@ TEST(fusion_masked_softmax) {
  *   out2 = ReduceMax(x * w - 0.5, {0, 1})
  * in every float dtype, c a multiple of 4 (the fused form) or not; against the unfused run. */
 static bool run_colred(lathe_backend_t be, lathe_dtype dt, int64_t c, void *const *in, void **out, int64_t *bytes) {
-  lathe_builder_t b = tst_colred_graph(be, dt, c);
-  if (!b) return false;
+  char what[64];
+  snprintf(what, sizeof what, "column reductions %s c %lld", lathe_dtype_name(dt), (long long)c);
   lathe_shape sx = TST_SHAPE(dt, 4, 96, c), sy = TST_SHAPE(LATHE_DTYPE_FLOAT32, 4, 96, c), sg = TST_SHAPE(dt, c),
               sw = TST_SHAPE(dt, 4, 96, 1);
-  lathe_executable_t e = NULL;
-  lathe_status_t st = lathe_builder_compile(b, &e);
-  lathe_builder_free(b);
-  if (st) {
-    CHECK(false, "column reductions %s c %lld on %s: %s", lathe_dtype_name(dt), (long long)c, lathe_backend_config(be),
-          lathe_status_message(st));
-    lathe_status_free(st);
-    return false;
-  }
-  const lathe_shape *ss[4] = {&sx, &sy, &sg, &sw};
-  lathe_buffer_t bi[4] = {0}, bo[4] = {0};
-  bool ok = true;
-  for (int i = 0; i < 4; i++) {
-    CHECK_OK(lathe_buffer_from_host(be, 0, ss[i], in[i], (size_t)lathe_shape_byte_size(ss[i]), &bi[i]));
-    ok &= bi[i] != NULL;
-  }
-  if (ok) CHECK_OK(lathe_executable_execute(e, bi, NULL, 4, 0, bo, 4));
-  for (int k = 0; k < 4; k++) {
-    lathe_shape os;
-    out[k] = NULL;
-    if (!bo[k] || lathe_buffer_shape(bo[k], &os)) {
-      ok = false;
-      continue;
-    }
-    bytes[k] = lathe_shape_byte_size(&os);
-    out[k] = malloc((size_t)bytes[k] + 1);
-    CHECK_OK(lathe_buffer_to_host(bo[k], out[k], (size_t)bytes[k]));
-    lathe_buffer_free(bo[k]);
-  }
-  for (int i = 0; i < 4; i++) lathe_buffer_free(bi[i]);
-  lathe_executable_free(e);
-  return ok;
+  const lathe_shape *ins[4] = {&sx, &sy, &sg, &sw};
+  return exec_graph(be, tst_colred_graph(be, dt, c), what, ins, in, 4, out, bytes);
 }
 
 TEST(fusion_column_reductions) {
