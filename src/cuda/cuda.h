@@ -106,6 +106,10 @@ typedef struct lathe_cuda {
   bool fuse;
   bool rows;  /* ROWS regions (the option rows=0|1) */
   bool rows_long; /* ROWS regions over rows longer than LATHE_CUDA_ROWS_MAX too (option rows_long=1) */
+  /* not yet run on a GPU, so off unless asked for: ROWS kernels over rows of a length off 4 in
+   * shifted groups of 4 (rows_shift=1) and with Iota inputs computed (rows_iota=1), activation
+   * kernels 4 elements a thread (act_vec=1) */
+  bool rows_shift, rows_iota, act_vec;
   bool flash; /* attention by the streaming kernels where they apply (option flash=0|1; attention.c) */
   bool half_bwd; /* half attention gradients on the half tensor cores (option half_bwd=1; flash.cuh) */
   int64_t gemm_pad; /* > 0: tensor-core products stage operands whose lines start off 16 bytes or
@@ -117,7 +121,7 @@ typedef struct lathe_cuda {
   int cudnn_sdpa; /* half attention may use cuDNN's fused attention: 1 (default) where measured faster, 2 always,
                    * 0 never (option cudnn_sdpa) */
   bool reduce_cols; /* column reductions by 16-byte vectors of outputs (reduce.c; option reduce_cols=0 turns them off) */
-  bool reduce_fuse; /* REDUCE regions of column reductions as one kernel with their prologue (reduce_fused.c; option reduce_fuse) */
+  bool reduce_fuse; /* REDUCE regions of column reductions as one kernel with their prologue (reduce_fused.c; option reduce_fuse=1, not yet run on a GPU) */
   bool dense_bias; /* FusedDense's bias in cuBLASLt's epilogue (fused.c; option dense_bias=0 turns it off) */
   bool dense_vjp; /* FusedDenseVJP advertised (option dense_vjp=1; off by default) */
   int graph_after; /* a plan becomes a CUDA graph at its graph_after-th run on a GPU (option graphs; 0: never) */
@@ -419,7 +423,9 @@ typedef struct lathe_cuda_rowk lathe_cuda_rowk;
  * rows_long) too, walked in chunks once per reduction level. */
 enum { LATHE_CUDA_ROWS_MAX = 8192, LATHE_CUDA_ROWS_LONG_MAX = 1 << 20 };
 /* The geometry (*out) and kernel source `lt_fused` (*source, malloc'd) of ROWS region g. */
-lathe_status_t lathe_cuda_rowk_new(const lathe_pfunc *pf, const lathe_pregion *g, lathe_cuda_rowk **out, char **source);
+enum { LATHE_CUDA_ROWS_SHIFT = 1, LATHE_CUDA_ROWS_IOTA = 2 }; /* lathe_cuda_rowk_new's flags */
+lathe_status_t lathe_cuda_rowk_new(const lathe_pfunc *pf, const lathe_pregion *g, unsigned flags, lathe_cuda_rowk **out,
+                                   char **source);
 /* Queues k's function f over outputs outs (the escaping members, in order) and inputs ins. */
 lathe_status_t lathe_cuda_rowk_launch(lathe_cuda_exec *ex, const lathe_cuda_rowk *k, lcuFunction f, lathe_tensor **outs,
                                       lathe_tensor *const *ins);

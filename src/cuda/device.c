@@ -1,6 +1,7 @@
 /* device.c -- the CUDA device: options, one context per GPU (the primary context), streams,
  * cuBLASLt, pinned staging for host transfers, completion threads, and the device table. Plans
  * and execution are in exec.c, kernels in the family files. */
+#include <stdarg.h>
 #include <stdio.h>
 
 #include "../exec/exec.h"
@@ -402,9 +403,19 @@ const lathe_device_i lathe_cuda_device = {
 
 /* lathe:cuda's options (docs/CUDA.md), parsed by the runtime (runtime/options.c); CONF_CAP holds
  * the longest configuration string they make. */
-enum { CONF_CAP = 192 };
+enum { CONF_CAP = 384 };
+
+/* Appends to the configuration string conf of length n, never past CONF_CAP; the new length. */
+static int conf_add(char *conf, int n, const char *fmt, ...) {
+  if (n >= CONF_CAP - 1) return n;
+  va_list ap;
+  va_start(ap, fmt);
+  int w = vsnprintf(conf + n, (size_t)(CONF_CAP - n), fmt, ap);
+  va_end(ap);
+  return w < 0 ? n : n + w < CONF_CAP ? n + w : CONF_CAP - 1;
+}
 enum { OPT_DEVICE, OPT_TF32, OPT_FUSE, OPT_CUDNN, OPT_GRAPHS, OPT_ROWS, OPT_FLASH, OPT_DENSE_VJP, OPT_TRACE_GRAPHS, OPT_REMAT,
-       OPT_ROWS_LONG, OPT_HALF_BWD, OPT_GEMM_PAD, OPT_CUDNN_SDPA, OPT_REDUCE_COLS, OPT_REDUCE_FUSE,
+       OPT_ROWS_LONG, OPT_HALF_BWD, OPT_GEMM_PAD, OPT_CUDNN_SDPA, OPT_REDUCE_COLS, OPT_REDUCE_FUSE, OPT_ROWS_SHIFT, OPT_ROWS_IOTA, OPT_ACT_VEC,
        OPT_DENSE_BIAS };
 const lathe_option_spec lathe_cuda_options[] = {
     [OPT_DEVICE] = {"device", LATHE_OPTION_INT, "N", 0, 1024, false, "every GPU", "GPU N alone (as device 0)"},
@@ -443,9 +454,19 @@ const lathe_option_spec lathe_cuda_options[] = {
     [OPT_REDUCE_COLS] = {"reduce_cols", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "1",
                          "reductions over leading axes (bias gradients) read rows of 16-byte vectors of outputs, 8 "
                          "warps a block (0: one thread an output)"},
-    [OPT_REDUCE_FUSE] = {"reduce_fuse", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "1",
-                         "a column reduction (bias and layer-norm gradients) and the elementwise work before it run "
-                         "as one kernel that never writes the reduced operand (0: a kernel for each)"},
+    [OPT_REDUCE_FUSE] = {"reduce_fuse", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
+                         "1: a column reduction (bias and layer-norm gradients) and the elementwise work before it run "
+                         "as one kernel that never writes the reduced operand (not yet run on a GPU; 0: a kernel for "
+                         "each)"},
+    [OPT_ROWS_SHIFT] = {"rows_shift", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
+                        "1: fused row kernels read and write rows whose length is off 4 (a vocabulary of 50257) in "
+                        "vector groups of 4 shifted per row (not yet run on a GPU)"},
+    [OPT_ROWS_IOTA] = {"rows_iota", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
+                       "1: fused row kernels compute an Iota input (a one-hot's column index) instead of reading it "
+                       "(not yet run on a GPU)"},
+    [OPT_ACT_VEC] = {"act_vec", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
+                     "1: FusedActivation and its gradient take 4 elements a thread in vector accesses (not yet run "
+                     "on a GPU)"},
     [OPT_DENSE_BIAS] = {"dense_bias", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "1",
                         "a FusedDense without an activation has cuBLASLt add its bias to the Float32 sums and write "
                         "its result (0: the sums into Float32 scratch, then a pass adding the bias and rounding)"},
@@ -487,7 +508,10 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   int64_t gemm_pad = opt[OPT_GEMM_PAD].set ? opt[OPT_GEMM_PAD].value : 512;
   int cudnn_sdpa = opt[OPT_CUDNN_SDPA].set ? (int)opt[OPT_CUDNN_SDPA].value : 1;
   bool reduce_cols = !opt[OPT_REDUCE_COLS].set || opt[OPT_REDUCE_COLS].value == 1;
-  bool reduce_fuse = !opt[OPT_REDUCE_FUSE].set || opt[OPT_REDUCE_FUSE].value == 1;
+  bool reduce_fuse = opt[OPT_REDUCE_FUSE].set && opt[OPT_REDUCE_FUSE].value == 1;
+  bool rows_shift = opt[OPT_ROWS_SHIFT].set && opt[OPT_ROWS_SHIFT].value == 1;
+  bool rows_iota = opt[OPT_ROWS_IOTA].set && opt[OPT_ROWS_IOTA].value == 1;
+  bool act_vec = opt[OPT_ACT_VEC].set && opt[OPT_ACT_VEC].value == 1;
   bool dense_bias = !opt[OPT_DENSE_BIAS].set || opt[OPT_DENSE_BIAS].value == 1;
   const lcu_api *api;
   int count;
@@ -505,6 +529,9 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   cu->cudnn_sdpa = cudnn_sdpa;
   cu->reduce_cols = reduce_cols;
   cu->reduce_fuse = reduce_fuse;
+  cu->rows_shift = rows_shift;
+  cu->rows_iota = rows_iota;
+  cu->act_vec = act_vec;
   cu->dense_bias = dense_bias;
   cu->dense_vjp = dense_vjp;
   cu->trace_graphs = trace_graphs;
@@ -536,22 +563,25 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
            cu->n_devices == 1 ? "" : "s", cu->devs[0].description + 7, cu->n_devices > 1 ? ", ..." : "", driver / 1000,
            driver % 1000 / 10, nvrtc / 1000, nvrtc % 1000 / 10, tf32 ? ", TF32" : "");
   int n = only >= 0 ? snprintf(conf, CONF_CAP, "cuda,device=%d", only) : snprintf(conf, CONF_CAP, "cuda");
-  if (tf32) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",tf32=1");
-  if (!fuse) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",fuse=0");
-  if (!rows) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",rows=0");
-  if (!flash) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",flash=0");
-  if (!cudnn) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",cudnn=0");
-  if (cudnn_sdpa != 1) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",cudnn_sdpa=%d", cudnn_sdpa);
-  if (!reduce_cols) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",reduce_cols=0");
-  if (!reduce_fuse) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",reduce_fuse=0");
-  if (!dense_bias) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",dense_bias=0");
-  if (dense_vjp) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",dense_vjp=1");
-  if (trace_graphs) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",trace_graphs=1");
-  if (!remat) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",remat=0");
-  if (!rows_long) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",rows_long=0");
-  if (!half_bwd) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",half_bwd=0");
-  if (gemm_pad != 512) n += snprintf(conf + n, (size_t)(CONF_CAP - n), ",gemm_pad=%lld", (long long)gemm_pad);
-  if (graph_after != 2) snprintf(conf + n, (size_t)(CONF_CAP - n), ",graphs=%d", graph_after);
+  if (tf32) n = conf_add(conf, n, ",tf32=1");
+  if (!fuse) n = conf_add(conf, n, ",fuse=0");
+  if (!rows) n = conf_add(conf, n, ",rows=0");
+  if (!flash) n = conf_add(conf, n, ",flash=0");
+  if (!cudnn) n = conf_add(conf, n, ",cudnn=0");
+  if (cudnn_sdpa != 1) n = conf_add(conf, n, ",cudnn_sdpa=%d", cudnn_sdpa);
+  if (!reduce_cols) n = conf_add(conf, n, ",reduce_cols=0");
+  if (reduce_fuse) n = conf_add(conf, n, ",reduce_fuse=1");
+  if (rows_shift) n = conf_add(conf, n, ",rows_shift=1");
+  if (rows_iota) n = conf_add(conf, n, ",rows_iota=1");
+  if (act_vec) n = conf_add(conf, n, ",act_vec=1");
+  if (!dense_bias) n = conf_add(conf, n, ",dense_bias=0");
+  if (dense_vjp) n = conf_add(conf, n, ",dense_vjp=1");
+  if (trace_graphs) n = conf_add(conf, n, ",trace_graphs=1");
+  if (!remat) n = conf_add(conf, n, ",remat=0");
+  if (!rows_long) n = conf_add(conf, n, ",rows_long=0");
+  if (!half_bwd) n = conf_add(conf, n, ",half_bwd=0");
+  if (gemm_pad != 512) n = conf_add(conf, n, ",gemm_pad=%lld", (long long)gemm_pad);
+  if (graph_after != 2) conf_add(conf, n, ",graphs=%d", graph_after);
   *out_dev = &lathe_cuda_device;
   *out_ctx = cu;
   *out_config = conf;

@@ -555,6 +555,10 @@ EW_FAMILY(select)
 EW_FAMILY(convert)
 
 /* ---- fusion regions ---- */
+static unsigned rows_flags(const lathe_cuda *cu) {
+  return (cu->rows_shift ? LATHE_CUDA_ROWS_SHIFT : 0u) | (cu->rows_iota ? LATHE_CUDA_ROWS_IOTA : 0u);
+}
+
 lathe_status_t lathe_cuda_ewk_region(lathe_cuda *cu, const lathe_pfunc *pf, const lathe_pregion *g, lathe_cuda_ewk **k) {
   *k = NULL;
   if (g->kind == LATHE_PREGION_REDUCE && !cu->reduce_fuse) return NULL;
@@ -564,7 +568,7 @@ lathe_status_t lathe_cuda_ewk_region(lathe_cuda *cu, const lathe_pfunc *pf, cons
     r->n_devices = cu->n_devices;
     r->fns = calloc((size_t)r->n_devices + 1, sizeof *r->fns);
     lathe_status_t st = !r->fns                          ? LATHE_OOM("lathe:cuda: codegen")
-                        : g->kind == LATHE_PREGION_ROWS ? lathe_cuda_rowk_new(pf, g, &r->rows, &r->source)
+                        : g->kind == LATHE_PREGION_ROWS ? lathe_cuda_rowk_new(pf, g, rows_flags(cu), &r->rows, &r->source)
                                                         : lathe_cuda_redk_new(pf, g, &r->redc, &r->source);
     if (!st && !r->source) { /* a REDUCE region of another form: its parts run as they are */
       lathe_cuda_ewk_free(r);

@@ -321,7 +321,8 @@ static lathe_status_t run_activation(lathe_cuda_exec *ex, const lathe_node *n, l
       void *args[] = {&px, &po, &rows, &h, &act};
       return launch_act(ex, "act_glu", dt, total, args);
     }
-    void *args[] = {&px, &po, &total, &act};
+    int vec = lathe_cuda_exec_dev(ex)->cu->act_vec;
+    void *args[] = {&px, &po, &total, &act, &vec};
     return launch_act(ex, "act_fwd", dt, total, args);
   }
   bool has_y = lathe_attr_fused_activation_vjp_has_y(n), has_x = lathe_attr_fused_activation_vjp_has_x(n);
@@ -332,7 +333,8 @@ static lathe_status_t run_activation(lathe_cuda_exec *ex, const lathe_node *n, l
     void *args[] = {&pa, &pg, &po, &rows, &h, &act};
     return launch_act(ex, "act_glu_vjp", dt, rows * h, args);
   }
-  void *args[] = {&pa, &pg, &po, &total, &act, &from_y};
+  int vec = lathe_cuda_exec_dev(ex)->cu->act_vec;
+  void *args[] = {&pa, &pg, &po, &total, &act, &from_y, &vec};
   return launch_act(ex, "act_vjp", dt, total, args);
 }
 
@@ -358,7 +360,8 @@ static lathe_status_t run_dense_vjp(lathe_cuda_exec *ex, const lathe_node *n, la
   lcuDeviceptr pg = lathe_cuda_ptr(in[hb ? 4 : 3]), dz;
   int64_t total = m * nn;
   LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, dt, total, &dz, NULL));
-  void *args[] = {&py, &pg, &dz, &total, &act, &from_y};
+  int vec = lathe_cuda_exec_dev(ex)->cu->act_vec;
+  void *args[] = {&py, &pg, &dz, &total, &act, &from_y, &vec};
   LATHE_RETURN_IF_ERROR(launch_act(ex, "act_vjp", dt, total, args));
   if (k) {
     lt_mat wt = io ? (lt_mat){pw, 1, nn, 0} : (lt_mat){pw, k, 1, 0}; /* weight as [nn, k] */

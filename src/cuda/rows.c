@@ -10,11 +10,13 @@
  * threads by a shuffle tree (and across its warps through shared memory): its sums are ordered
  * differently from lathe:cuda's reduction kernels, as between two sizes of those kernels. When
  * every row read whole starts on a multiple of 4 elements, a thread takes groups of 4 in a row
- * (elements 4(lane + u*G) + q), loaded and stored as one vector where the pointers allow. Rows of
- * a length off 4 (a vocabulary of 50257) take the groups too when every row read whole and every
- * row written starts off 4 alike: row r's groups then start sh = (r*N) mod 4 elements before it
- * (elements 4(lane + u*G) + q - sh), so they fall on 4 alike in every operand. An input made by
- * Iota (the one-hot's column index) is computed from its offset, never read. */
+ * (elements 4(lane + u*G) + q), loaded and stored as one vector where the pointers allow. With
+ * LATHE_CUDA_ROWS_SHIFT (option rows_shift=1), rows of a length off 4 (a vocabulary of 50257)
+ * take the groups too when every row read whole and every row written starts off 4 alike: row
+ * r's groups then start sh = (r*N) mod 4 elements before it (elements 4(lane + u*G) + q - sh), so
+ * they fall on 4 alike in every operand. With LATHE_CUDA_ROWS_IOTA (rows_iota=1) an input made by
+ * Iota (the one-hot's column index) is computed from its offset, not read. Both are off until they
+ * have run on a GPU. */
 #include <stdio.h>
 
 #include "cuda.h"
@@ -391,7 +393,8 @@ static lathe_status_t gen(lt_text *t, const lathe_pregion *g, lathe_cuda_rowk *k
   return t->oom ? LATHE_OOM("lathe:cuda: codegen") : NULL;
 }
 
-lathe_status_t lathe_cuda_rowk_new(const lathe_pfunc *pf, const lathe_pregion *g, lathe_cuda_rowk **out, char **source) {
+lathe_status_t lathe_cuda_rowk_new(const lathe_pfunc *pf, const lathe_pregion *g, unsigned flags, lathe_cuda_rowk **out,
+                                   char **source) {
   *out = NULL;
   *source = NULL;
   if (g->n_members > ROWS_MAX_VALUES || g->n_inputs > ROWS_MAX_VALUES)
@@ -411,11 +414,14 @@ lathe_status_t lathe_cuda_rowk_new(const lathe_pfunc *pf, const lathe_pregion *g
   }
   k->R = R, k->N = (int)N;
   k->n_inputs = g->n_inputs;
-  for (int i = 0; i < g->n_inputs; i++) classify(k, pf, g, i);
+  for (int i = 0; i < g->n_inputs; i++) {
+    classify(k, pf, g, i);
+    k->in[i].iota &= (flags & LATHE_CUDA_ROWS_IOTA) != 0;
+  }
   /* groups of 4: every row read whole starts on a multiple of 4 (rows of a multiple of 4), or
    * off 4 as the results' rows r * N do (linear rows of a stride equal to N mod 4) */
   k->vec = N % 4 == 0;
-  k->shift = !k->vec;
+  k->shift = !k->vec && (flags & LATHE_CUDA_ROWS_SHIFT);
   for (int i = 0; (k->vec || k->shift) && i < k->n_inputs; i++) {
     const row_input *ri = &k->in[i];
     if (ri->kind != IN_ELEM || ri->iota) continue;

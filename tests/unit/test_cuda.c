@@ -133,6 +133,7 @@ TEST(cuda_kernels_compile_with_nvrtc) {
  * reductions in them, the kernels that walk rows in chunks, and the kernels made and compiled. */
 typedef struct {
   int regions, reds, chunked, made, compiled;
+  int shifted, iota; /* with rows_shift=1 and rows_iota=1: kernels in shifted groups, with a computed Iota */
   int full; /* steps writing a value the size of the graph's first parameter */
 } rows_made;
 
@@ -152,22 +153,28 @@ static rows_made rows_kernels(const lathe_program_options *opt, lathe_dtype dt, 
     m.regions++;
     for (int k = 0; k < pf->regions[r].n_members; k++)
       m.reds += lathe_op_kind_of(pf->regions[r].members[k].node->op) == LATHE_KIND_REDUCE;
-    lathe_cuda_ewk *k = NULL;
-    CHECK_OK(lathe_cuda_ewk_region(&cu, pf, &pf->regions[r], &k));
-    const char *src = k ? lathe_cuda_ewk_source(k) : NULL;
-    m.made += k != NULL;
-    m.chunked += src && strstr(src, "for (int ch_ = 0; ch_ < ") != NULL;
-    if (src && nvrtc) {
-      void *cubin = NULL;
-      size_t size = 0;
-      lathe_status_t cs = lathe_cuda_compile_source(src, sm, &cubin, &size);
-      CHECK(cs == NULL, "NVRTC: rows kernel %s graph %d n %lld: %s", lathe_dtype_name(dt), which, (long long)n,
-            lathe_status_message(cs));
-      m.compiled += cs == NULL;
-      lathe_status_free(cs);
-      free(cubin);
+    /* as they are by default, then with rows_shift=1 and rows_iota=1 */
+    for (int v = 0; v < 2; v++) {
+      cu.rows_shift = cu.rows_iota = v == 1;
+      lathe_cuda_ewk *k = NULL;
+      CHECK_OK(lathe_cuda_ewk_region(&cu, pf, &pf->regions[r], &k));
+      const char *src = k ? lathe_cuda_ewk_source(k) : NULL;
+      m.made += v == 0 && k != NULL;
+      m.chunked += v == 0 && src && strstr(src, "for (int ch_ = 0; ch_ < ") != NULL;
+      m.shifted += v == 1 && src && strstr(src, " - sh_") != NULL;
+      m.iota += v == 1 && src && strstr(src, ") * c1);") != NULL;
+      if (src && nvrtc) {
+        void *cubin = NULL;
+        size_t size = 0;
+        lathe_status_t cs = lathe_cuda_compile_source(src, sm, &cubin, &size);
+        CHECK(cs == NULL, "NVRTC: rows kernel %s graph %d n %lld (variant %d): %s", lathe_dtype_name(dt), which, (long long)n, v,
+              lathe_status_message(cs));
+        m.compiled += cs == NULL;
+        lathe_status_free(cs);
+        free(cubin);
+      }
+      lathe_cuda_ewk_free(k);
     }
-    lathe_cuda_ewk_free(k);
   }
   lathe_program_free(p);
   lathe_builder_free(b);
@@ -248,6 +255,8 @@ TEST(cuda_long_rows_kernels_compile) {
       CHECK(m.regions == 1 && m.chunked == 1, "%s graph %d: one ROWS region walking rows in chunks, got %d (%d)", dn, which,
             m.regions, m.chunked);
       CHECK(m.reds == (which == 3 ? 4 : 1), "%s graph %d: %d reductions in it", dn, which, m.reds);
+      CHECK(m.shifted == (n % 4 ? 1 : 0), "%s graph %d n %lld: %d kernels in shifted groups", dn, which, (long long)n, m.shifted);
+      CHECK(m.iota == (which == 3), "%s graph %d: %d kernels computing the one-hot's Iota", dn, which, m.iota);
       compiled += m.compiled;
       m = rows_kernels(&short_rows, rows_dts[d], which, n, false, 90);
       CHECK(m.regions == 0, "%s graph %d: %d ROWS regions without rows_long", dn, which, m.regions);

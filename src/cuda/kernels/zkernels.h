@@ -34,15 +34,15 @@
   " * lt_act_vjp_x and lt_act_vjp_y, whose text is generated from src/graph/ew.def's LATHE_ACT rows\n" \
   " * (lathe_act_source_cuda): elementwise passes, the gated (GLU) rows, and column sums. Halves\n" \
   " * compute in f32 and round once, as on lathe:cpu. */\n" \
-  "/* Elements in groups of 4 (one vector access each: a thread's loads and stores are as wide for\n" \
-  " * halves as for Float32) where every pointer allows, the rest one at a time. */\n" \
+  "/* vec (option act_vec=1): elements in groups of 4 (one vector access each: a thread's loads and\n" \
+  " * stores are as wide for halves as for Float32) where every pointer allows, the rest one at a time. */\n" \
   "template <typename S> LT_DEV bool act_vec(const void *p, const void *q, const void *r) {\n" \
   "  return (((unsigned long long)p | (unsigned long long)q | (unsigned long long)r) % alignof(lt_v4<S>)) == 0;\n" \
   "}\n" \
-  "template <typename S> __device__ void act_fwd(const S *x, S *y, int64_t n, int act) {\n" \
+  "template <typename S> __device__ void act_fwd(const S *x, S *y, int64_t n, int act, int vec) {\n" \
   "  typedef typename lt_ct<S>::T T;\n" \
   "  int64_t done = 0;\n" \
-  "  if (act_vec<S>(x, y, y)) {\n" \
+  "  if (vec && act_vec<S>(x, y, y)) {\n" \
   "    done = n / 4 * 4;\n" \
   "    LT_LOOP(i, n / 4) {\n" \
   "      lt_v4<S> u = ((const lt_v4<S> *)x)[i], w;\n" \
@@ -54,10 +54,10 @@
   "  LT_LOOP(j, n - done) lt_s(y, done + j, lt_act((T)lt_g(x, done + j), act));\n" \
   "}\n" \
   "/* a: y (from_y) or x */\n" \
-  "template <typename S> __device__ void act_vjp(const S *a, const S *g, S *d, int64_t n, int act, int from_y) {\n" \
+  "template <typename S> __device__ void act_vjp(const S *a, const S *g, S *d, int64_t n, int act, int from_y, int vec) {\n" \
   "  typedef typename lt_ct<S>::T T;\n" \
   "  int64_t done = 0;\n" \
-  "  if (act_vec<S>(a, g, d)) {\n" \
+  "  if (vec && act_vec<S>(a, g, d)) {\n" \
   "    done = n / 4 * 4;\n" \
   "    LT_LOOP(i, n / 4) {\n" \
   "      lt_v4<S> u = ((const lt_v4<S> *)a)[i], h = ((const lt_v4<S> *)g)[i], w;\n" \
@@ -102,9 +102,9 @@
   "  }\n" \
   "}\n" \
   "#define LT_FUSED_ACT(name, S)                                                                               \\\n" \
-  "  extern \"C\" __global__ void lt_act_fwd_##name(const S *x, S *y, int64_t n, int act) { act_fwd(x, y, n, act); } \\\n" \
-  "  extern \"C\" __global__ void lt_act_vjp_##name(const S *a, const S *g, S *d, int64_t n, int act, int from_y) { \\\n" \
-  "    act_vjp(a, g, d, n, act, from_y); }                                                                     \\\n" \
+  "  extern \"C\" __global__ void lt_act_fwd_##name(const S *x, S *y, int64_t n, int act, int vec) { act_fwd(x, y, n, act, vec); } \\\n" \
+  "  extern \"C\" __global__ void lt_act_vjp_##name(const S *a, const S *g, S *d, int64_t n, int act, int from_y, int vec) { \\\n" \
+  "    act_vjp(a, g, d, n, act, from_y, vec); }                                                                     \\\n" \
   "  extern \"C\" __global__ void lt_act_glu_##name(const S *x, S *y, int64_t rows, int64_t h, int act) {         \\\n" \
   "    act_glu(x, y, rows, h, act); }                                                                          \\\n" \
   "  extern \"C\" __global__ void lt_act_glu_vjp_##name(const S *x, const S *g, S *d, int64_t rows, int64_t h, int act) { \\\n" \
