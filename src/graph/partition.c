@@ -299,9 +299,12 @@ void lathe_part_set(part *p, const lathe_node *sn, lathe_node *v, const spec *s)
 
 /* Bytes each device receives to turn source value sn from its sharding into t (slicing is free). */
 double lathe_part_reshard_cost(const part *p, const lathe_node *sn, const spec *t) {
-  const spec *s = own(p, sn->id);
+  return lathe_part_reshard_bytes(p, &sn->shape, own(p, sn->id), t);
+}
+
+double lathe_part_reshard_bytes(const part *p, const lathe_shape *g, const spec *s, const spec *t) {
   lathe_shape ls;
-  local_shape(p, s, &sn->shape, &ls);
+  local_shape(p, s, g, &ls);
   if (permutes(p, s, t)) return (double)lathe_shape_byte_size(&ls); /* at most one shard received */
   double G = 1;
   for (int a = 0; a < s->rank; a++)
@@ -673,7 +676,7 @@ static lathe_status_t run(part *p) {
 }
 
 /* q's parameters, captures, nodes and outputs (lathe_part_function). */
-static lathe_status_t run_function(part *q, const spec *in, spec *out, bool fixed) {
+static lathe_status_t run_function(part *q, const spec *in, spec *out, part_outs outs) {
   const lathe_function *fn = q->sfn;
   LATHE_RETURN_IF_ERROR(part_alloc(q));
   for (int i = 0; i < fn->n_params; i++) LATHE_RETURN_IF_ERROR(add_param(q, fn->params[i], &in[i]));
@@ -684,22 +687,28 @@ static lathe_status_t run_function(part *q, const spec *in, spec *out, bool fixe
     if (!a || !a->n_vars[v->id]) return lathe_status_new(LATHE_STATUS_INTERNAL, "Partition: \"%s\" captures a value not partitioned", fn->name);
     lathe_part_set(q, c, a->vars[v->id][0].v, own(a, v->id));
   }
-  backward(q, fixed ? out : NULL);
+  backward(q, outs == PART_OUT_OWN ? NULL : out);
   LATHE_RETURN_IF_ERROR(run_nodes(q));
-  for (int i = 0; i < fn->n_outputs && !fixed; i++) out[i] = *own(q, fn->outputs[i]->id);
-  return return_outputs(q, out);
+  for (int i = 0; i < fn->n_outputs && outs != PART_OUT_FIXED; i++) out[i] = *own(q, fn->outputs[i]->id);
+  return outs == PART_OUT_DRY ? NULL : return_outputs(q, out);
 }
 
-lathe_status_t lathe_part_function(part *p, const lathe_function *sfn, const spec *in, spec *out, bool fixed,
+lathe_status_t lathe_part_function(part *p, const lathe_function *sfn, const spec *in, spec *out, part_outs outs,
                                    lathe_function **dst) {
   part q;
+  part_stats uncounted = *p->stats;
+  int n_fns = p->dst->n_fns;
   memset(&q, 0, sizeof q);
-  q.src = p->src, q.dst = p->dst, q.sfn = sfn, q.parent = p, q.coords = p->coords, q.stats = p->stats;
+  q.src = p->src, q.dst = p->dst, q.sfn = sfn, q.parent = p, q.coords = p->coords;
+  q.stats = outs == PART_OUT_DRY ? &uncounted : p->stats;
   memcpy(q.coord_base, p->coord_base, sizeof q.coord_base);
   lathe_status_t st = lathe_function_closure(p->fn, &q.fn);
-  if (!st) st = run_function(&q, in, out, fixed);
+  if (!st) st = run_function(&q, in, out, outs);
   part_free(&q);
-  *dst = q.fn;
+  /* A dry run's copy (never returned, so no node reads it) and the closures made inside it leave
+   * the builder; what it resharded in its ancestors' functions stays there, cached and counted. */
+  if (outs == PART_OUT_DRY) p->dst->n_fns = n_fns, q.fn = NULL;
+  if (dst) *dst = q.fn;
   return st;
 }
 

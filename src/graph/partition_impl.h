@@ -133,6 +133,8 @@ lathe_status_t lathe_part_get(part *p, const lathe_node *sn, const spec *t, lath
 void lathe_part_set(part *p, const lathe_node *sn, lathe_node *v, const spec *s);
 /* Bytes each device receives to turn source value sn from its sharding into t (slicing is free). */
 double lathe_part_reshard_cost(const part *p, const lathe_node *sn, const spec *t);
+/* Bytes each device receives to turn a value of global shape g from sharding s into t. */
+double lathe_part_reshard_bytes(const part *p, const lathe_shape *g, const spec *s, const spec *t);
 /* Emits sn on its operands resharded to need[i], with result sharding rs (its local shape). */
 lathe_status_t lathe_part_emit_with(part *p, const lathe_node *sn, const spec *need, const spec *rs, lathe_node **out);
 /* Multi-result sn emitted on its operands resharded to need[i], result i with sharding rs[i] (its
@@ -142,10 +144,13 @@ lathe_status_t lathe_part_emit_multi(part *p, const lathe_node *sn, const spec *
  * replaced by fns[j] (partitioned, lathe_part_function). */
 lathe_status_t lathe_part_emit_control(part *p, const lathe_node *sn, const spec *need, const spec *rs,
                                        lathe_function *const *fns);
-/* Source sub-function sfn of a control op of p partitioned into a new closure of p's function: its
- * parameter i arrives in sharding in[i]; its output i leaves in out[i] when `fixed`, else in its own
- * sharding, written to out[i]. */
-lathe_status_t lathe_part_function(part *p, const lathe_function *sfn, const spec *in, spec *out, bool fixed,
+/* How lathe_part_function's outputs leave: resharded to out[i] (FIXED), in their own shardings,
+ * written to out[i] (OWN), or DRY: out[i] hinted (as FIXED) and their own shardings written to out[i],
+ * the copy then dropped from dst and its collectives not counted (a While's fixed point). */
+typedef enum { PART_OUT_FIXED, PART_OUT_OWN, PART_OUT_DRY } part_outs;
+/* Source sub-function sfn of a control op of p partitioned into a new closure of p's function (*dst;
+ * NULL for PART_OUT_DRY): its parameter i arrives in sharding in[i]; its outputs leave as `outs` says. */
+lathe_status_t lathe_part_function(part *p, const lathe_function *sfn, const spec *in, spec *out, part_outs outs,
                                    lathe_function **dst);
 /* An op with sub-functions (a Sort along its split axis) emitted whole on replicated operands,
  * result i replicated: its sub-functions copied into dst as they are (the values they capture

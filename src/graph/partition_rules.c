@@ -817,18 +817,47 @@ static lathe_status_t rule_barrier(part *p, const lathe_node *sn) {
   return lathe_part_emit_with(p, sn, p->need, &p->rs[0], &out);
 }
 
-/* While: the loop state keeps its operands' shardings through every iteration (the body's results
- * resharded to them at its end, a fixed point by construction); cond and body are partitioned
- * like main, on the state's local shapes, cond's predicate replicated. */
+/* Whether a While's state element (source operand x, now in sharding s) should take r, the
+ * sharding the body's result comes out in: it does where resharding x's initial value to r once
+ * costs no more than resharding it to s plus one iteration's reshard of the result from r to s
+ * (the loop runs at least once, most often many times); on a tie, unless r splits less (a split
+ * state over a replicated result, both free: the body slices it). */
+static bool follow_body(const part *p, const lathe_node *x, const spec *s, const spec *r) {
+  double take = lathe_part_reshard_cost(p, x, r),
+         keep = lathe_part_reshard_cost(p, x, s) + lathe_part_reshard_bytes(p, &x->shape, r, s);
+  int64_t nr = 1, ns = 1;
+  for (int a = 0; a < s->rank; a++) nr *= parts(p, r, a), ns *= parts(p, s, a);
+  return take < keep || (take == keep && nr >= ns);
+}
+
+/* While: cond and body partitioned like main on the state's local shapes, cond's predicate
+ * replicated, the body's results resharded to the state's shardings at its end. The state starts
+ * in its operands' shardings and follows the body's results (follow_body), re-propagated through
+ * dry runs of the body until no sharding changes: a replicated state the body computes split is
+ * sliced once before the loop, not gathered every iteration. Without a fixed point within
+ * WHILE_ROUNDS dry runs (a body whose preference oscillates) the operands' shardings stay. */
+#define WHILE_ROUNDS 4
 static lathe_status_t rule_while(part *p, const lathe_node *sn) {
   int n = sn->n_operands;
-  spec *st = malloc(sizeof *st * 2 * (size_t)n);
+  spec *st = malloc(sizeof *st * 3 * (size_t)n), *r = st + n, *init = st + 2 * n;
   if (!st) return LATHE_OOM("Partition");
-  for (int i = 0; i < n; i++) st[i] = st[n + i] = *own(p, sn->in[i]->id);
+  for (int i = 0; i < n; i++) st[i] = init[i] = *own(p, sn->in[i]->id);
+  const lathe_function *body = lathe_attr_while_body(sn);
+  lathe_status_t e = NULL;
+  bool moved = true;
+  for (int round = 0; moved && !e && round < WHILE_ROUNDS; round++) {
+    memcpy(r, st, sizeof *st * (size_t)n);
+    e = lathe_part_function(p, body, st, r, PART_OUT_DRY, NULL);
+    moved = false;
+    for (int i = 0; !e && i < n; i++)
+      if (!spec_eq(&r[i], &st[i]) && follow_body(p, sn->in[i], &st[i], &r[i])) st[i] = r[i], moved = true;
+  }
+  if (moved) memcpy(st, init, sizeof *st * (size_t)n);
+  memcpy(r, st, sizeof *st * (size_t)n);
   spec pred = replicated_spec(0);
   lathe_function *fns[LATHE_MAX_SUBFNS] = {NULL};
-  lathe_status_t e = lathe_part_function(p, lathe_attr_while_cond(sn), st, &pred, true, &fns[0]);
-  if (!e) e = lathe_part_function(p, lathe_attr_while_body(sn), st, st + n, true, &fns[1]);
+  if (!e) e = lathe_part_function(p, lathe_attr_while_cond(sn), st, &pred, PART_OUT_FIXED, &fns[0]);
+  if (!e) e = lathe_part_function(p, body, st, r, PART_OUT_FIXED, &fns[1]);
   if (!e) e = lathe_part_emit_control(p, sn, st, st, fns);
   free(st);
   return e;
@@ -842,8 +871,8 @@ static lathe_status_t rule_if(part *p, const lathe_node *sn) {
   if (!rs) return LATHE_OOM("Partition");
   spec pred = replicated_spec(0);
   lathe_function *fns[LATHE_MAX_SUBFNS] = {NULL};
-  lathe_status_t e = lathe_part_function(p, lathe_attr_if_true_branch(sn), NULL, rs, false, &fns[0]);
-  if (!e) e = lathe_part_function(p, lathe_attr_if_false_branch(sn), NULL, rs, true, &fns[1]);
+  lathe_status_t e = lathe_part_function(p, lathe_attr_if_true_branch(sn), NULL, rs, PART_OUT_OWN, &fns[0]);
+  if (!e) e = lathe_part_function(p, lathe_attr_if_false_branch(sn), NULL, rs, PART_OUT_FIXED, &fns[1]);
   if (!e) e = lathe_part_emit_control(p, sn, &pred, rs, fns);
   free(rs);
   return e;
@@ -857,7 +886,7 @@ static lathe_status_t rule_call(part *p, const lathe_node *sn) {
   if (!in) return LATHE_OOM("Partition");
   for (int i = 0; i < n; i++) in[i] = *own(p, sn->in[i]->id);
   lathe_function *fns[LATHE_MAX_SUBFNS] = {NULL};
-  lathe_status_t e = lathe_part_function(p, lathe_attr_call_callee(sn), in, in + n, false, &fns[0]);
+  lathe_status_t e = lathe_part_function(p, lathe_attr_call_callee(sn), in, in + n, PART_OUT_OWN, &fns[0]);
   if (!e) e = lathe_part_emit_control(p, sn, in, in + n, fns);
   free(in);
   return e;
@@ -881,7 +910,7 @@ static lathe_status_t rule_sort(part *p, const lathe_node *sn) {
   for (int i = 0; i < cmp->n_params; i++) in[i] = replicated_spec(0);
   spec pred = replicated_spec(0);
   lathe_function *fns[LATHE_MAX_SUBFNS] = {NULL};
-  lathe_status_t e = lathe_part_function(p, cmp, in, &pred, true, &fns[0]);
+  lathe_status_t e = lathe_part_function(p, cmp, in, &pred, PART_OUT_FIXED, &fns[0]);
   free(in);
   for (int i = 0; i < n; i++) p->need[i] = p->rs[i] = s;
   return e ? e : lathe_part_emit_control(p, sn, p->need, p->rs, fns);

@@ -579,6 +579,131 @@ TEST(partition_loop) {
   check_stats("loop", b_loop, "", -1);
 }
 
+/* ---- a While's state follows the sharding its body computes it in (a fixed point of dry runs of
+ * the body, docs/ARCHITECTURE.md "Control flow"): checked on the partitioned body (collectives,
+ * the state's local shape), then run as above ---- */
+
+/* A While of 3 iterations over (i, acc), acc from init: acc' = step(body, acc, x), x from main. */
+typedef lathe_value_t (*step_fn)(lathe_function_t body, lathe_value_t acc, lathe_value_t x);
+static lathe_value_t counted_loop(lathe_function_t fn, lathe_value_t init, lathe_value_t x, step_fn step) {
+  lathe_shape si = tst_shape0(LATHE_DTYPE_INT32), sa;
+  CHECK_OK(lathe_value_shape(init, &sa));
+  lathe_function_t cond = closure_of(fn), body = closure_of(fn);
+  lathe_value_t ci = tst_param(cond, NULL, si), v, r[2];
+  tst_param(cond, NULL, sa);
+  CHECK_OK(lathe_less_than(cond, ci, i32(cond, 3), &v));
+  CHECK_OK(lathe_function_return(cond, &v, 1));
+  lathe_value_t bi = tst_param(body, NULL, si), ba = tst_param(body, NULL, sa), bo[2];
+  CHECK_OK(lathe_add(body, bi, i32(body, 1), &bo[0]));
+  bo[1] = step(body, ba, x);
+  CHECK_OK(lathe_function_return(body, bo, 2));
+  lathe_value_t st[2] = {i32(fn, 0), init};
+  int n = 0;
+  CHECK_OK(lathe_while(fn, cond, body, st, 2, r, 2, &n));
+  return r[1];
+}
+static lathe_value_t step_add(lathe_function_t body, lathe_value_t acc, lathe_value_t x) {
+  lathe_value_t v = NULL;
+  CHECK_OK(lathe_add(body, x, acc, &v));
+  return v;
+}
+static lathe_value_t step_transpose(lathe_function_t body, lathe_value_t acc, lathe_value_t x) {
+  const int perm[2] = {1, 0};
+  lathe_value_t v = NULL;
+  CHECK_OK(lathe_transpose(body, acc, perm, 2, &v));
+  return v;
+}
+
+/* a zeros accumulator (replicated: a broadcast constant) plus a parameter split by rows: the state
+ * is sliced once before the loop and computed split, not gathered every iteration */
+static void b_loop_follow(prog *p, lathe_function_t fn) {
+  lathe_value_t x = param(p, fn, F32(8, 6), "x,-"), z, o;
+  lathe_shape s0 = tst_shape0(LATHE_DTYPE_FLOAT32), s = F32(8, 6);
+  float zero = 0;
+  CHECK_OK(lathe_constant(fn, &s0, &zero, sizeof zero, &z));
+  CHECK_OK(lathe_broadcast_in_dim(fn, z, &s, NULL, 0, &z));
+  o = counted_loop(fn, z, x, step_add);
+  const char *specs[] = {"x,-"};
+  ret(p, fn, 1, &o, specs);
+}
+/* the body keeps the state's split: nothing changes */
+static void b_loop_keep(prog *p, lathe_function_t fn) {
+  lathe_value_t a = param(p, fn, F32(8, 6), "x,-"), x = param(p, fn, F32(8, 6), "x,-");
+  lathe_value_t o = counted_loop(fn, a, x, step_add);
+  const char *specs[] = {NULL};
+  ret(p, fn, 1, &o, specs);
+}
+/* the state split by rows, the body computing it split by columns (over both mesh axes where the
+ * mesh has two): moving the initial value once beats resharding the result every iteration */
+static void b_loop_conflict(prog *p, lathe_function_t fn) {
+  lathe_value_t a = param(p, fn, F32(8, 8), "x,-"), x = param(p, fn, F32(8, 8), "-,xy");
+  lathe_value_t o = counted_loop(fn, a, x, step_add);
+  const char *specs[] = {"x,-"};
+  ret(p, fn, 1, &o, specs);
+}
+/* a transposed state: each sharding makes the body prefer the other, no fixed point -- after the
+ * dry runs' cap the state keeps its initial split, the body's result moved back to it */
+static void b_loop_oscillate(prog *p, lathe_function_t fn) {
+  lathe_value_t a = param(p, fn, F32(8, 8), "x,-");
+  lathe_value_t o = counted_loop(fn, a, NULL, step_transpose);
+  const char *specs[] = {"x,-"};
+  ret(p, fn, 1, &o, specs);
+}
+
+/* build partitioned by the pass alone on an sx x sy mesh: its While's body holds want_coll
+ * collectives and takes the accumulator (state 1) in local shape want; the program has main, cond
+ * and body only (the dry runs of the body leave nothing behind). */
+static void check_loop_body(const char *what, build_fn build, int sx, int sy, int want_coll, lathe_shape want) {
+  lathe_backend_t be = NULL;
+  char cfg[32];
+  snprintf(cfg, sizeof cfg, "lathe:cpu,devices=%d", sx * sy);
+  CHECK_OK(lathe_backend_new(cfg, &be));
+  if (!be) return;
+  const int sizes[2] = {sx, sy};
+  const char *names[2] = {AXIS_X, AXIS_Y};
+  lathe_mesh mesh = {"m", 2, sizes, names, NULL};
+  lathe_builder_t b, dst = NULL;
+  prog p;
+  memset(&p, 0, sizeof p);
+  CHECK_OK(lathe_builder_new(be, what, &b));
+  CHECK_OK(lathe_builder_auto_sharding(b, &mesh, 1));
+  build(&p, lathe_builder_main(b));
+  lathe_partition_report rep;
+  CHECK_OK(lathe_partition(b, &dst, &rep));
+  CHECK(dst, "%s: not partitioned: %s", what, rep.declined ? rep.declined : "?");
+  const lathe_function *body = NULL;
+  for (int i = 0; dst && i < dst->main_fn->n_nodes; i++)
+    if (dst->main_fn->nodes[i]->op == LATHE_OP_WHILE) body = lathe_attr_while_body(dst->main_fn->nodes[i]);
+  CHECK(!dst || body, "%s: no While", what);
+  if (body) {
+    int coll = 0;
+    for (int i = 0; i < body->n_nodes; i++) coll += lathe_op_kind_of(body->nodes[i]->op) == LATHE_KIND_COLLECTIVE;
+    CHECK(coll == want_coll, "%s (%dx%d): %d collectives in the body, want %d", what, sx, sy, coll, want_coll);
+    const lathe_shape *ls = &body->params[1]->shape;
+    CHECK(ls->dims[0] == want.dims[0] && ls->dims[1] == want.dims[1], "%s (%dx%d): state local [%lld, %lld], want [%lld, %lld]",
+          what, sx, sy, (long long)ls->dims[0], (long long)ls->dims[1], (long long)want.dims[0], (long long)want.dims[1]);
+    CHECK(dst->n_fns == 3, "%s: %d functions, want 3", what, dst->n_fns);
+  }
+  lathe_builder_free(dst);
+  lathe_builder_free(b);
+  lathe_backend_free(be);
+}
+
+TEST(partition_loop_state_follows_body) {
+  check_loop_body("loop follow", b_loop_follow, 2, 1, 0, F32(4, 6));
+  check_loop_body("loop follow", b_loop_follow, 2, 2, 0, F32(4, 6));
+  check_all("loop follow", b_loop_follow, 0);
+  check_loop_body("loop keep", b_loop_keep, 2, 1, 0, F32(4, 6));
+  check_all("loop keep", b_loop_keep, 0);
+  /* 2x1: an AllToAll either way, a tie the body's split takes; 2x2: the body's [8, 2] shards (half a
+   * row shard's bytes moved once) beat gathering them every iteration */
+  check_loop_body("loop conflict", b_loop_conflict, 2, 1, 0, F32(8, 4));
+  check_loop_body("loop conflict", b_loop_conflict, 2, 2, 0, F32(8, 2));
+  check_all("loop conflict", b_loop_conflict, 0);
+  check_loop_body("loop oscillate", b_loop_oscillate, 2, 1, 1, F32(4, 8));
+  check_all("loop oscillate", b_loop_oscillate, 0);
+}
+
 /* ---- DynamicSlice and DynamicUpdateSlice: axes taken whole keep their split ---- */
 static void b_dynamic_slice(prog *p, lathe_function_t fn) {
   lathe_value_t x = param(p, fn, F32(4, 6), "x,y"), u = param(p, fn, F32(4, 2), "x,-"), o[2], start[2];
