@@ -249,6 +249,16 @@ static lathe_status_t rule_concatenate(part *p, const lathe_node *sn) {
   return weigh_operands(p, sn, (int)lathe_attr_concatenate_axis(sn));
 }
 
+/* Whether a contraction sn keeps the split of contracting axis a of operand x (sharded S) when the
+ * other side's is whole: partial sums (an AllReduce of the result) move fewer bytes than gathering
+ * x, so the other side is sliced to match. */
+static bool sum_cheaper(const part *p, const lathe_node *sn, const lathe_node *x, const spec *S, int a) {
+  lathe_shape ls;
+  local_shape(p, S, &x->shape, &ls);
+  double G = (double)parts(p, S, a);
+  return 2.0 * (double)lathe_shape_byte_size(&sn->shape) * (G - 1) / G < (double)lathe_shape_byte_size(&ls) * (G - 1);
+}
+
 /* DotGeneral: batch axes keep a sharding both sides can take; a contracting pair sharded alike
  * gives partial sums and an AllReduce (one side sharded: the other is sliced to match when the
  * AllReduce of the result moves fewer bytes than gathering that side); free axes keep theirs
@@ -262,22 +272,14 @@ static lathe_status_t rule_dot(part *p, const lathe_node *sn) {
   /* `used` collects every mesh axis the dot's operands are split over (one mesh). */
   spec used = replicated_spec(LATHE_MAX_RANK);
   int slot = 0, ax[LATHE_MAX_MESH_RANK], n_ax = 0, mesh = -1;
-  lathe_shape os;
-  local_shape(p, &rs, &sn->shape, &os);
   for (int k = 0; k < lc.n; k++) {
     int a = (int)lc.v[k], b = (int)rc.v[k];
     spec pick = replicated_spec(1);
     if (L->n_axes[a] && axis_eq(L, a, R, b)) copy_axis(&pick, 0, L, a);
-    else if (L->n_axes[a] || R->n_axes[b]) {
-      /* one side (or two different) splits: partial sums when their AllReduce is cheaper */
+    else if (L->n_axes[a] || R->n_axes[b]) { /* one side (or two different) splits */
       const spec *S = L->n_axes[a] ? L : R;
       int sa = L->n_axes[a] ? a : b;
-      const lathe_node *sx = L->n_axes[a] ? l : r;
-      lathe_shape ls;
-      local_shape(p, S, &sx->shape, &ls);
-      double G = (double)parts(p, S, sa);
-      double gather = (double)lathe_shape_byte_size(&ls) * (G - 1), reduce = 2.0 * (double)lathe_shape_byte_size(&os) * (G - 1) / G;
-      if (reduce < gather) copy_axis(&pick, 0, S, sa);
+      if (sum_cheaper(p, sn, L->n_axes[a] ? l : r, S, sa)) copy_axis(&pick, 0, S, sa);
     }
     if (pick.n_axes[0] && (mesh < 0 || mesh == pick.mesh) && try_copy_axis(&used, slot, &pick, 0)) {
       copy_axis(&nl, a, &pick, 0), copy_axis(&nr, b, &pick, 0);
@@ -335,15 +337,10 @@ static lathe_status_t rule_fused_dense(part *p, const lathe_node *sn) {
   int slot = 0, ax[LATHE_MAX_MESH_RANK], n_ax = 0, mesh = -1;
   spec pick = replicated_spec(1);
   if (X->n_axes[xin] && axis_eq(X, xin, W, win)) copy_axis(&pick, 0, X, xin);
-  else if (X->n_axes[xin] || W->n_axes[win]) { /* one side splits: weigh the AllReduce against the gather */
+  else if (X->n_axes[xin] || W->n_axes[win]) { /* one side splits */
     const spec *S = X->n_axes[xin] ? X : W;
     int sa = X->n_axes[xin] ? xin : win;
-    lathe_shape ls, os;
-    local_shape(p, S, X->n_axes[xin] ? &x->shape : &w->shape, &ls);
-    local_shape(p, &rs, &sn->shape, &os);
-    double G = (double)parts(p, S, sa);
-    if (2.0 * (double)lathe_shape_byte_size(&os) * (G - 1) / G < (double)lathe_shape_byte_size(&ls) * (G - 1))
-      copy_axis(&pick, 0, S, sa);
+    if (sum_cheaper(p, sn, X->n_axes[xin] ? x : w, S, sa)) copy_axis(&pick, 0, S, sa);
   }
   if (pick.n_axes[0] && try_copy_axis(&used, slot, &pick, 0)) {
     copy_axis(&nx, xin, &pick, 0), copy_axis(&nw, win, &pick, 0);
@@ -1005,6 +1002,20 @@ static bool listed(lathe_ilist l, int a) {
   return false;
 }
 
+/* Clears t's axes (a hint for one operand of contraction sn) split over a mesh axis that the rule
+ * takes first for the other operand o's contracting axes con[]: as far as the backward pass knows
+ * o (a parameter's or capture's fixed sharding, else the hint its later readers left), split there
+ * and kept (sum_cheaper). The rule would move the hinted split away again (an AllToAll). */
+static void drop_taken(const part *p, const lathe_node *sn, const lathe_node *o, const bool *con, spec *t) {
+  const spec *S = p->n_vars[o->id] ? own(p, o->id) : p->hinted[o->id] ? &p->hint[o->id] : NULL;
+  spec taken = replicated_spec(o->shape.rank);
+  for (int c = 0; S && c < o->shape.rank; c++)
+    if (con[c] && S->n_axes[c] && sum_cheaper(p, sn, o, S, c)) copy_axis(&taken, c, S, c);
+  for (int a = 0; a < t->rank; a++)
+    for (int k = 0; k < t->n_axes[a]; k++)
+      if (uses(&taken, t->mesh, t->axes[a][k], -1)) clear_axis(t, a);
+}
+
 /* The backward pass's step (partition.c): rules run in reverse. For operand i of sn, whose consumers
  * want it split as h, from[a] names the result axis whose split operand axis a would carry to the
  * result under sn's rule (-1: none), so a hint never asks for a split the rule would gather.
@@ -1013,6 +1024,8 @@ bool lathe_part_operand_hint(const part *p, const lathe_node *sn, int i, const s
   const lathe_shape *xs = &sn->in[i]->shape, *os = &sn->shape;
   int r = xs->rank, from[LATHE_MAX_RANK];
   bool along[LATHE_MAX_RANK] = {false}, same = false; /* same: from[a] = a, unless along[a] or resized */
+  const lathe_node *other = NULL; /* a contraction's other operand, its contracting axes con[] */
+  bool con[LATHE_MAX_RANK] = {false};
   for (int a = 0; a < r; a++) from[a] = -1;
   if (lathe_op_has(sn->op, LATHE_OPF_EW)) same = true;
   else if (is_reduce(sn->op)) { /* kept axes, in order */
@@ -1071,6 +1084,9 @@ bool lathe_part_operand_hint(const part *p, const lathe_node *sn, int i, const s
         for (int k = 0; k < bt.n; k++) from[bt.v[k]] = k;
         for (int a = 0; a < r; a++)
           if (!listed(c, a) && !listed(bt, a)) from[a] = out++;
+        other = sn->in[1 - i];
+        lathe_ilist oc = i ? lathe_attr_dot_general_lhs_contracting(sn) : lathe_attr_dot_general_rhs_contracting(sn);
+        for (int k = 0; k < oc.n; k++) con[oc.v[k]] = true;
         break;
       }
       case LATHE_OP_FUSED_DENSE: { /* result: x's batch axes, then the weight's outputs (the bias's axes) */
@@ -1080,6 +1096,8 @@ bool lathe_part_operand_hint(const part *p, const lathe_node *sn, int i, const s
           for (int a = 0; a < nb; a++) from[a] = a;
         for (int k = 0; i == 1 && k < r - 1; k++) from[wout + k] = nb + k;
         for (int k = 0; i == 2 && k < r; k++) from[k] = nb + k;
+        other = sn->in[i ? 0 : 1]; /* the bias follows the weight */
+        con[i ? nb : lathe_attr_fused_dense_layout(sn) == LATHE_DENSE_INPUT_OUTPUTS ? 0 : other->shape.rank - 1] = true;
         break;
       }
       case LATHE_OP_CONV_GENERAL: /* input batch, kernel output channels (not with groups) */
@@ -1099,5 +1117,6 @@ bool lathe_part_operand_hint(const part *p, const lathe_node *sn, int i, const s
     int64_t n = parts(p, h, b);
     if (xs->dims[a] % n == 0 && os->dims[b] % n == 0) copy_axis(t, a, h, b);
   }
+  if (other) drop_taken(p, sn, other, con, t);
   return !replicated(t);
 }

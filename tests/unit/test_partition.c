@@ -927,6 +927,42 @@ TEST(partition_hint_dense) {
   check_all("hint dense", b_hint_dense, 0);
 }
 
+/* A contraction whose other operand's contracting axis is split (and kept: partial sums cost less
+ * than gathering it) takes that mesh axis: no hint on it reaches the iota, which runs whole and is
+ * sliced for free (one ReduceScatter each; hinted, it would be moved by an AllToAll as well) */
+static void b_hint_dot_taken(prog *p, lathe_function_t fn) {
+  lathe_value_t a = param(p, fn, F32(2, 64), "-,x"), x = param(p, fn, F32(2, 64), "-,x"), o[2];
+  int c0[1] = {0}, c1[1] = {1};
+  CHECK_OK(lathe_dot_general(fn, a, c1, 1, NULL, 0, iota(fn, F32(64, 4), 0), c0, 1, NULL, 0, NULL, &o[0]));
+  CHECK_OK(lathe_fused_dense(fn, x, iota(fn, F32(64, 4), 0), NULL, LATHE_ACTIVATION_NONE, LATHE_DENSE_INPUT_OUTPUTS, &o[1]));
+  const char *specs[] = {"-,x", "-,x"};
+  ret(p, fn, 2, o, specs);
+}
+TEST(partition_hint_dot_taken) {
+  const lathe_shape want[] = {F32(64, 4), F32(64, 4)};
+  check_local("hint dot taken", b_hint_dot_taken, LATHE_OP_IOTA, want, 2);
+  check_stats("hint dot taken", b_hint_dot_taken, "", 2);
+  check_all("hint dot taken", b_hint_dot_taken, 0);
+}
+
+/* ... but not where the rule gathers that side instead (its shard is smaller than the result's),
+ * nor where it is split over another mesh axis (y, of size 1 on check_local's mesh): the iotas are
+ * computed split (one AllGather, of a) */
+static void b_hint_dot_kept(prog *p, lathe_function_t fn) {
+  lathe_value_t a = param(p, fn, F32(2, 4), "-,x"), x = param(p, fn, F32(2, 64), "-,y"), o[2];
+  int c0[1] = {0}, c1[1] = {1};
+  CHECK_OK(lathe_dot_general(fn, a, c1, 1, NULL, 0, iota(fn, F32(4, 64), 0), c0, 1, NULL, 0, NULL, &o[0]));
+  CHECK_OK(lathe_fused_dense(fn, x, iota(fn, F32(64, 4), 0), NULL, LATHE_ACTIVATION_NONE, LATHE_DENSE_INPUT_OUTPUTS, &o[1]));
+  const char *specs[] = {"-,x", "-,x"};
+  ret(p, fn, 2, o, specs);
+}
+TEST(partition_hint_dot_kept) {
+  const lathe_shape want[] = {F32(4, 32), F32(64, 2)};
+  check_local("hint dot kept", b_hint_dot_kept, LATHE_OP_IOTA, want, 2);
+  check_stats("hint dot kept", b_hint_dot_kept, "", 1);
+  check_all("hint dot kept", b_hint_dot_kept, 0);
+}
+
 /* Slice, Pad, Concatenate: the axes they leave alone (every operand of a Concatenate, which takes
  * the split though its first operand is replicated); the axes they change stay whole */
 static void b_hint_slice_pad_concat(prog *p, lathe_function_t fn) {
