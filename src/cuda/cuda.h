@@ -408,6 +408,12 @@ void lt_put(lt_text *t, const char *fmt, ...) LATHE_PRINTF(2, 3);
  * between a half's storage and float (other dtypes: the value as it is). */
 const char *lathe_cuda_ew_storage(lathe_dtype dt);
 const char *lathe_cuda_ew_compute(lathe_dtype dt);
+/* A region's element functions (one per op and dtypes) into t, their names into names (64 x 96);
+ * then its members' evaluation as local values v<i> over loaded inputs x<k>, member i's value
+ * escaping through store_fmt (%d: out[i] when >= 0, %s: the value converted for storage). */
+lathe_status_t lathe_cuda_ew_member_fns(lt_text *t, const lathe_pregion *g, char names[][96]);
+void lathe_cuda_ew_members(lt_text *t, const lathe_pregion *g, char names[][96], const int *out, const char *ind,
+                           const char *store_fmt);
 lathe_status_t lathe_cuda_ew_element_fn(lt_text *t, const lathe_node *n, char *name, size_t name_cap);
 const char *lathe_cuda_ew_load(char *buf, size_t cap, lathe_dtype dt, const char *v);
 const char *lathe_cuda_ew_store(char *buf, size_t cap, lathe_dtype dt, const char *v);

@@ -273,9 +273,8 @@ static void gen_offsets(lt_text *t, const lathe_cuda_ewk *k, const char *ix, con
 /* Generates the kernel `name` computing members over the inputs, writing the outputs.
  * Arguments: (IX n, int vec, divisors of axes 1.. (lt_div32, or int64_t sizes), S *out..,
  * then per input const S *in and, when strided, its strides IX s<k>_<axis>...). */
-static lathe_status_t gen_kernel(lt_text *t, const gen_member *m, int n_members, const lathe_cuda_ewk *k, const char *name) {
-  char names[64][96];
-  if (n_members > 64) return LATHE_UNIMPL("lathe:cuda: a fused region of %d members", n_members);
+/* The element functions of the members (one per op and dtypes) into t, their names into names. */
+static lathe_status_t member_fns(lt_text *t, const gen_member *m, int n_members, char names[][96]) {
   for (int i = 0; i < n_members; i++) {
     names[i][0] = 0;
     if (m[i].identity) continue;
@@ -289,6 +288,13 @@ static lathe_status_t gen_kernel(lt_text *t, const gen_member *m, int n_members,
       }
     if (!dup) LATHE_RETURN_IF_ERROR(element_fn(t, m[i].node, names[i], sizeof names[i]));
   }
+  return NULL;
+}
+
+static lathe_status_t gen_kernel(lt_text *t, const gen_member *m, int n_members, const lathe_cuda_ewk *k, const char *name) {
+  char names[64][96];
+  if (n_members > 64) return LATHE_UNIMPL("lathe:cuda: a fused region of %d members", n_members);
+  LATHE_RETURN_IF_ERROR(member_fns(t, m, n_members, names));
   const char *ix = k->idx32 ? "uint32_t" : "int64_t";
   lathe_dtype odt[EW_MAX_VALUES];
   for (int o = 0; o < k->n_outputs; o++) odt[o] = LATHE_DTYPE_INVALID;
@@ -555,6 +561,33 @@ EW_FAMILY(select)
 EW_FAMILY(convert)
 
 /* ---- fusion regions ---- */
+/* Region g's members as the generator's, member i escaping as output out[i] (-1: not; out NULL:
+ * the escaping ones numbered in order); false past 64 members. */
+static bool region_members(const lathe_pregion *g, const int *out, gen_member *m) {
+  if (g->n_members > 64) return false;
+  int n_out = 0;
+  for (int i = 0; i < g->n_members; i++) {
+    const lathe_pmember *pm = &g->members[i];
+    m[i] = (gen_member){.node = pm->node, .n_in = pm->n_in, .identity = pm->identity, .out = -1};
+    for (int k = 0; k < pm->n_in; k++) m[i].in[k] = pm->in[k];
+    if (out) m[i].out = out[i];
+    else if (pm->out_slot >= 0) m[i].out = n_out++;
+  }
+  return true;
+}
+
+lathe_status_t lathe_cuda_ew_member_fns(lt_text *t, const lathe_pregion *g, char names[][96]) {
+  gen_member m[64];
+  if (!region_members(g, NULL, m)) return LATHE_UNIMPL("lathe:cuda: a fused region of %d members", g->n_members);
+  return member_fns(t, m, g->n_members, names);
+}
+
+void lathe_cuda_ew_members(lt_text *t, const lathe_pregion *g, char names[][96], const int *out, const char *ind,
+                           const char *store_fmt) {
+  gen_member m[64];
+  if (region_members(g, out, m)) gen_members(t, m, g->n_members, names, ind, store_fmt);
+}
+
 static unsigned rows_flags(const lathe_cuda *cu) {
   return (cu->rows_shift ? LATHE_CUDA_ROWS_SHIFT : 0u) | (cu->rows_iota ? LATHE_CUDA_ROWS_IOTA : 0u);
 }
@@ -584,15 +617,10 @@ lathe_status_t lathe_cuda_ewk_region(lathe_cuda *cu, const lathe_pfunc *pf, cons
   }
   gen_member m[64];
   gen_input gi[EW_MAX_VALUES];
-  if (g->n_members > 64 || g->n_inputs > EW_MAX_VALUES)
+  if (g->n_inputs > EW_MAX_VALUES || !region_members(g, NULL, m))
     return LATHE_UNIMPL("lathe:cuda: a fused region of %d members", g->n_members);
   int n_out = 0;
-  for (int i = 0; i < g->n_members; i++) {
-    const lathe_pmember *pm = &g->members[i];
-    m[i] = (gen_member){.node = pm->node, .n_in = pm->n_in, .identity = pm->identity, .out = -1};
-    for (int k = 0; k < pm->n_in; k++) m[i].in[k] = pm->in[k];
-    if (pm->out_slot >= 0) m[i].out = n_out++;
-  }
+  for (int i = 0; i < g->n_members; i++) n_out += g->members[i].out_slot >= 0;
   memset(gi, 0, sizeof gi);
   for (int i = 0; i < g->n_inputs; i++) {
     gi[i].dtype = lathe_dtype_widened(pf->slots[g->inputs[i].slot].shape.dtype);

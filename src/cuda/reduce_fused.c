@@ -63,32 +63,6 @@ static int classify(const lathe_shape *F, int p, const int64_t *st) {
   return -1;
 }
 
-/* The members' values at column q of the thread's group (x<i> loaded), folding the reduction's
- * operand (member red) into acc[q] and keeping escaping values in w<o>.v[q]. */
-static void members(lt_text *t, const lathe_pregion *g, char names[][96], int red, const int *out_of) {
-  char c[160], v[32];
-  for (int i = 0; i < g->n_members; i++) {
-    const lathe_pmember *m = &g->members[i];
-    if (m->identity) {
-      lt_put(t, "      auto v%d = %s%d;\n", i, m->in[0] >= 0 ? "v" : "x", m->in[0] >= 0 ? m->in[0] : -m->in[0] - 1);
-    } else {
-      lt_put(t, "      auto v%d = %s(", i, names[i]);
-      for (int k = 0; k < m->n_in; k++)
-        lt_put(t, "%s%s%d", k ? ", " : "", m->in[k] >= 0 ? "v" : "x", m->in[k] >= 0 ? m->in[k] : -m->in[k] - 1);
-      lt_put(t, ");\n");
-      /* a Float16/BFloat16 value is stored between ops when unfused: round it alike */
-      lathe_dtype od = m->node->shape.dtype;
-      if (od == LATHE_DTYPE_FLOAT16) lt_put(t, "      v%d = lt_f16_to_f32(lt_f32_to_f16(v%d));\n", i, i);
-      if (od == LATHE_DTYPE_BFLOAT16) lt_put(t, "      v%d = lt_bf16_to_f32(lt_f32_to_bf16(v%d));\n", i, i);
-    }
-    if (out_of[i] >= 0) {
-      snprintf(v, sizeof v, "v%d", i);
-      lt_put(t, "      w%d.v[q] = %s;\n", out_of[i], lathe_cuda_ew_store(c, sizeof c, lathe_dtype_widened(m->node->shape.dtype), v));
-    }
-    if (i == red) lt_put(t, "      acc[q] = FOLD::f(acc[q], (A)v%d);\n", i);
-  }
-}
-
 static lathe_status_t gen(lt_text *t, const lathe_pfunc *pf, const lathe_pregion *g, int red, const int *out_of,
                           const lathe_cuda_redk *k) {
   char names[RF_MAX][96], c[160], a[64];
@@ -96,21 +70,7 @@ static lathe_status_t gen(lt_text *t, const lathe_pfunc *pf, const lathe_pregion
   lathe_dtype dt = n->in[0]->shape.dtype, odt = n->shape.dtype;
   const char *A = dt == LATHE_DTYPE_FLOAT64 ? "double" : "float";
   lt_put(t, "%s%s", lathe_cuda_ew_prelude(), rows_lib);
-  for (int i = 0; i < g->n_members; i++) {
-    const lathe_node *nd = g->members[i].node;
-    names[i][0] = 0;
-    if (g->members[i].identity) continue;
-    bool dup = false;
-    for (int j = 0; j < i && !dup; j++) {
-      const lathe_node *o = g->members[j].node;
-      if (g->members[j].identity || o->op != nd->op || o->shape.dtype != nd->shape.dtype) continue;
-      int w = nd->op == LATHE_OP_WHERE ? 1 : 0;
-      if (o->in[w]->shape.dtype != nd->in[w]->shape.dtype) continue;
-      memcpy(names[i], names[j], sizeof names[i]);
-      dup = true;
-    }
-    if (!dup) LATHE_RETURN_IF_ERROR(lathe_cuda_ew_element_fn(t, nd, names[i], sizeof names[i]));
-  }
+  LATHE_RETURN_IF_ERROR(lathe_cuda_ew_member_fns(t, g, names));
   lt_put(t, "extern \"C\" __global__ void __launch_bounds__(256) %s(int64_t R, int64_t C, int64_t splits, int vec, %s *part, %s *out",
          LATHE_CUDA_EWK_ANON, A, lathe_cuda_ew_storage(odt));
   for (int o = 0; o < k->n_outputs; o++) lt_put(t, ", %s *o%d", lathe_cuda_ew_storage(lathe_dtype_widened(pf->slots[k->out_slot[o]].shape.dtype)), o);
@@ -153,7 +113,9 @@ static lathe_status_t gen(lt_text *t, const lathe_pfunc *pf, const lathe_pregion
     snprintf(a, sizeof a, k->kind[i] == RF_ELEM || k->kind[i] == RF_COL ? "h%d.v[q]" : "h%d", i);
     lt_put(t, "      const %s x%d = %s;\n", lathe_cuda_ew_compute(idt), i, lathe_cuda_ew_load(c, sizeof c, idt, a));
   }
-  members(t, g, names, red, out_of);
+  /* escaping values kept in w<o>.v[q], the operand folded */
+  lathe_cuda_ew_members(t, g, names, out_of, "      ", "w%d.v[q] = %s;");
+  lt_put(t, "      acc[q] = FOLD::f(acc[q], (A)v%d);\n", red);
   lt_put(t, "      }\n");
   for (int o = 0; o < k->n_outputs; o++) {
     lt_put(t, "      if (vec) *(lt_v4<%s> *)(o%d + e) = w%d;\n",
