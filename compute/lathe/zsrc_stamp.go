@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "a941d4db1d7cf43426a7b4721915dd47"
+const engineSourcesHash = "c144a83de8bb539be4b2f8491b7cac64"

@@ -636,16 +636,20 @@ lathe_status_t lathe_cuda_ewk_region(lathe_cuda *cu, const lathe_pfunc *pf, cons
   return ewk_new(cu, m, g->n_members, gi, g->n_inputs, n_out, &g->shape, k);
 }
 
+/* Region g's inputs, as computed by the steps before it. */
+static lathe_status_t region_inputs(const lathe_pregion *g, lathe_tensor **vals, lathe_tensor **ins) {
+  for (int i = 0; i < g->n_inputs; i++)
+    if (!(ins[i] = vals[g->inputs[i].slot]))
+      return lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: a region input is not computed");
+  return NULL;
+}
+
 lathe_status_t lathe_cuda_region_loop(lathe_cuda_exec *ex, const lathe_pfunc *pf, const lathe_pregion *g, lathe_cuda_ewk *bound,
                                       lathe_tensor **vals, lathe_status_t (*result)(lathe_cuda_exec *, int slot, lathe_tensor **)) {
   lathe_tensor *ins[EW_MAX_VALUES], *outs[EW_MAX_VALUES];
   lathe_cuda_ewk *k = bound;
   if (!k) LATHE_RETURN_IF_ERROR(lathe_cuda_ewk_region(lathe_cuda_exec_dev(ex)->cu, pf, g, &k));
-  lathe_status_t err = NULL;
-  for (int i = 0; i < g->n_inputs && !err; i++) {
-    ins[i] = vals[g->inputs[i].slot];
-    if (!ins[i]) err = lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: a region input is not computed");
-  }
+  lathe_status_t err = region_inputs(g, vals, ins);
   int made = 0;
   for (int i = 0; i < g->n_members && !err; i++)
     if (g->members[i].out_slot >= 0) {
@@ -673,10 +677,7 @@ lathe_status_t lathe_cuda_region_reduce(lathe_cuda_exec *ex, const lathe_pfunc *
   int n_out = lathe_cuda_redk_outputs(bound->redc, &slots), made = 0;
   cuda_dev *d = lathe_cuda_exec_dev(ex);
   lathe_status_t err = bound->fns[d->ordinal] ? NULL : lathe_cuda_ewk_resolve(d->cu, bound, d->ordinal);
-  for (int i = 0; i < pro->n_inputs && !err; i++) {
-    ins[i] = vals[pro->inputs[i].slot];
-    if (!ins[i]) err = lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: a region input is not computed");
-  }
+  if (!err) err = region_inputs(pro, vals, ins);
   while (!err && made < n_out)
     if (!(err = result(ex, slots[made], &outs[made]))) made++;
   if (!err) err = result(ex, g->reduce_out, &red);
