@@ -461,6 +461,11 @@ func (c *contender) step() (time.Duration, error) {
 func (c *contender) free() {
 	c.exec.Finalize()
 	c.store.Finalize()
+	for _, a := range c.args {
+		if t, ok := a.(*tensors.Tensor); ok {
+			_ = t.FinalizeAll()
+		}
+	}
 }
 
 // diff is the largest absolute difference between two series and the largest relative one
@@ -604,14 +609,31 @@ func runWorkload(lb *lathe.Backend, xb compute.Backend, w steps.Workload, layout
 	return nil
 }
 
+// settle returns lathe's memory counters once the buffers Go no longer references are freed. GC
+// cleanups free them on their own goroutine, a large executable's arenas some time after a
+// collection: collect until the memory in use stops falling (at most 2 s), so that the earlier
+// layouts' garbage is not taken for what this one's baseline holds (and freed during its steps).
+func settle(lb *lathe.Backend) (lathe.MemoryStats, error) {
+	var last lathe.MemoryStats
+	for i := range 40 {
+		runtime.GC()
+		time.Sleep(50 * time.Millisecond)
+		ms, err := lb.MemoryStats(0)
+		if err != nil {
+			return ms, err
+		}
+		if i > 1 && ms.Current == last.Current {
+			return ms, nil
+		}
+		last = ms
+	}
+	return last, nil
+}
+
 func runLayout(lb *lathe.Backend, xb compute.Backend, w steps.Workload, l layout, ref *reference, base *result,
 	rounds, warmup int, verbose bool) (*result, error) {
 	r := &result{}
-	// Buffers that Go no longer references are freed by GC cleanups: run them before the baseline.
-	runtime.GC()
-	runtime.GC()
-	time.Sleep(20 * time.Millisecond)
-	before, err := lb.MemoryStats(0)
+	before, err := settle(lb)
 	if err != nil {
 		return nil, err
 	}
