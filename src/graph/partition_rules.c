@@ -1020,6 +1020,48 @@ static void drop_taken(const part *p, const lathe_node *sn, const lathe_node *o,
  * want it split as h, from[a] names the result axis whose split operand axis a would carry to the
  * result under sn's rule (-1: none), so a hint never asks for a split the rule would gather.
  * Multi-result ops, While, If and Call, Gather, Scatter and the windows pass none. */
+/* Gather's operand i axes that rule_gather keeps split, as result axes: the indices' batch axes
+ * (the result's axes that are not offset axes, in order), the operand's axes taken whole and not
+ * indexed (their offset axes) */
+static void gather_from(const lathe_node *sn, int i, int *from) {
+  const lathe_shape *os = &sn->shape;
+  lathe_ilist off = lathe_attr_gather_offset_output_axes(sn), col = lathe_attr_gather_collapsed_slice_axes(sn);
+  lathe_ilist map = lathe_attr_gather_start_index_map(sn), sizes = lathe_attr_gather_slice_sizes(sn);
+  bool is_off[LATHE_MAX_RANK] = {false};
+  for (int j = 0; j < off.n && off.v[j] < os->rank; j++) is_off[off.v[j]] = true;
+  if (i == 1) {
+    int iva = (int)lathe_attr_gather_index_vector_axis(sn);
+    for (int a = 0, b = 0; a < sn->in[1]->shape.rank; a++) {
+      if (a == iva) continue;
+      while (b < os->rank && is_off[b]) b++;
+      if (b < os->rank) from[a] = b++;
+    }
+    return;
+  }
+  for (int a = 0, j = 0; a < sn->in[0]->shape.rank && j < off.n; a++) {
+    if (listed(col, a)) continue;
+    int b = (int)off.v[j++];
+    if (!listed(map, a) && sizes.v[a] == sn->in[0]->shape.dims[a]) from[a] = b;
+  }
+}
+
+/* ScatterSum/Max/Min's operand i axes that rule_scatter keeps split, as result (operand) axes: the
+ * operand's axes neither indexed nor inserted that the update windows cover whole, and the
+ * updates' window axes over them; the indices stay whole */
+static void scatter_from(const lathe_node *sn, int i, int *from) {
+  if (i == 1) return;
+  const lathe_node *x = sn->in[0], *up = sn->in[2];
+  lathe_ilist win = lathe_attr_scatter_update_window_axes(sn), ins = lathe_attr_scatter_inserted_window_axes(sn);
+  lathe_ilist map = lathe_attr_scatter_scatter_axes_to_operand_axes(sn);
+  for (int a = 0, j = 0; a < x->shape.rank && j < win.n; a++) {
+    if (listed(ins, a)) continue;
+    int u = (int)win.v[j++];
+    if (listed(map, a) || up->shape.dims[u] != x->shape.dims[a]) continue;
+    if (i == 0) from[a] = a;
+    else from[u] = a;
+  }
+}
+
 bool lathe_part_operand_hint(const part *p, const lathe_node *sn, int i, const spec *h, spec *t) {
   const lathe_shape *xs = &sn->in[i]->shape, *os = &sn->shape;
   int r = xs->rank, from[LATHE_MAX_RANK];
@@ -1106,6 +1148,8 @@ bool lathe_part_operand_hint(const part *p, const lathe_node *sn, int i, const s
         if (i == 1 && lathe_attr_conv_general_channel_group_count(sn) == 1)
           from[lathe_attr_conv_general_kernel_output_channels(sn)] = (int)lathe_attr_conv_general_output_channels(sn);
         break;
+      case LATHE_OP_GATHER: gather_from(sn, i, from); break;
+      case LATHE_OP_SCATTER_SUM: case LATHE_OP_SCATTER_MAX: case LATHE_OP_SCATTER_MIN: scatter_from(sn, i, from); break;
       default: break;
     }
   for (int a = 0; same && r == os->rank && a < r; a++)

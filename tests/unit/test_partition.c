@@ -1078,6 +1078,41 @@ TEST(partition_hint_dynamic_slice) {
   check_all("hint dynamic_slice", b_hint_dynamic_slice, 0);
 }
 
+/* Gather: the result's batch axes to the indices' axes, its offset axes to the operand's axes taken
+ * whole and not indexed; an indexed axis stays whole (iotas along axes the hints leave whole) */
+static void b_hint_gather(prog *p, lathe_function_t fn) {
+  lathe_value_t ids = param(p, fn, TST_SHAPE(LATHE_DTYPE_INT32, 4), NULL), o[2];
+  const int off[1] = {1}, col[1] = {0}, map[1] = {0};
+  const int64_t sizes[2] = {1, 6};
+  lathe_value_t t0 = iota(fn, F32(8, 6), 0), t1 = iota(fn, F32(6, 6), 0), i1 = iota(fn, TST_SHAPE(LATHE_DTYPE_INT32, 4, 1), 1);
+  CHECK_OK(lathe_gather(fn, t0, ids, 1, off, 1, col, 1, map, 1, sizes, 2, false, &o[0]));
+  CHECK_OK(lathe_gather(fn, t1, i1, 1, off, 1, col, 1, map, 1, sizes, 2, false, &o[1]));
+  const char *specs[] = {"-,x", "x,-"};
+  ret(p, fn, 2, o, specs);
+}
+TEST(partition_hint_gather) {
+  const lathe_shape want[] = {F32(8, 3), F32(6, 6), TST_SHAPE(LATHE_DTYPE_INT32, 2, 1)};
+  check_local("hint gather", b_hint_gather, LATHE_OP_IOTA, want, 3);
+  check_all("hint gather", b_hint_gather, 0);
+}
+
+/* ScatterSum/Max/Min: the result's axes that are neither indexed nor inserted to the operand's and
+ * the updates' window axes; an indexed axis and the indices stay whole */
+static void b_hint_scatter(prog *p, lathe_function_t fn) {
+  lathe_value_t ids = param(p, fn, TST_SHAPE(LATHE_DTYPE_INT32, 4), NULL), o[2];
+  const int win[1] = {1}, ins[1] = {0}, map[1] = {0};
+  lathe_value_t t0 = iota(fn, F32(8, 6), 0), u0 = iota(fn, F32(4, 6), 0), t1 = iota(fn, F32(8, 6), 1), u1 = iota(fn, F32(4, 6), 1);
+  CHECK_OK(lathe_scatter_sum(fn, t0, ids, u0, 1, win, 1, ins, 1, map, 1, false, false, &o[0]));
+  CHECK_OK(lathe_scatter_max(fn, t1, ids, u1, 1, win, 1, ins, 1, map, 1, false, false, &o[1]));
+  const char *specs[] = {"-,x", "x,-"};
+  ret(p, fn, 2, o, specs);
+}
+TEST(partition_hint_scatter) {
+  const lathe_shape want[] = {F32(8, 3), F32(4, 3), F32(8, 6), F32(4, 6)};
+  check_local("hint scatter", b_hint_scatter, LATHE_OP_IOTA, want, 4);
+  check_all("hint scatter", b_hint_scatter, 0);
+}
+
 /* ---- partial results whose consumer wants them split: ReduceScatter ---- */
 static void b_reduce_scatter(prog *p, lathe_function_t fn) {
   lathe_value_t a = param(p, fn, F32(4, 8), "-,xy"), b = param(p, fn, F32(8, 6), "xy,-"), x = param(p, fn, F32(8, 4), "x,-");
