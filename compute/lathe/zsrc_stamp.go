@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "d1484a2e42f2dec771fcc49098df4702"
+const engineSourcesHash = "5fec0fe28db83c0e7ffc29c4ecaa272e"

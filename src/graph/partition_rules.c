@@ -932,7 +932,52 @@ static bool is_reduce(lathe_op op) {
   }
 }
 
+enum { LATHE_MAX_OPERANDS_HINTED = 16 }; /* operand and variant index pairs: 8 operands sliced at most */
+static lathe_status_t dispatch(part *p, const lathe_node *sn);
+
+/* Whether sn's rule takes its consumers' wish itself: elementwise ops, Transpose, BroadcastInDim
+ * and the scatters from their result's hint, Concatenate weighing it with its operands. */
+static bool weighs_hint(const lathe_node *sn) {
+  switch (sn->op) {
+    case LATHE_OP_TRANSPOSE: case LATHE_OP_BROADCAST_IN_DIM: case LATHE_OP_CONCATENATE: case LATHE_OP_SCATTER_SUM:
+    case LATHE_OP_SCATTER_MAX: case LATHE_OP_SCATTER_MIN:
+      return true;
+    default: return lathe_op_has(sn->op, LATHE_OPF_EW);
+  }
+}
+
+/* A hinted op's replicated operand arrives sliced to the split the hint asks of it (free: each
+ * device cuts its own block), so that the op itself is computed split rather than whole and
+ * sliced after: the slice stands as the operand's own sharding while sn's rule runs. */
 lathe_status_t lathe_part_node(part *p, const lathe_node *sn) {
+  int swapped[LATHE_MAX_OPERANDS_HINTED], ns = 0;
+  lathe_status_t st = NULL;
+  if (p->hinted[sn->id] && !sn->multi && !weighs_hint(sn))
+    for (int i = 0; i < sn->n_operands && ns < LATHE_MAX_OPERANDS_HINTED; i++) {
+      const lathe_node *x = sn->in[i];
+      spec t;
+      if (x->fn != p->sfn || !replicated(own(p, x->id)) || !lathe_part_operand_hint(p, sn, i, &p->hint[sn->id], &t)) continue;
+      lathe_node *v;
+      if ((st = lathe_part_get(p, x, &t, &v))) break;
+      int k = 0;
+      while (k < p->n_vars[x->id] && !spec_eq(&p->vars[x->id][k].s, &t)) k++;
+      if (k == p->n_vars[x->id]) continue; /* no room to keep the slice: stays whole */
+      variant w = p->vars[x->id][0];
+      p->vars[x->id][0] = p->vars[x->id][k];
+      p->vars[x->id][k] = w;
+      swapped[ns++] = i, swapped[ns++] = k;
+    }
+  if (!st) st = dispatch(p, sn);
+  for (int j = ns - 2; j >= 0; j -= 2) { /* the whole value is the operand's own again */
+    int id = sn->in[swapped[j]]->id, k = swapped[j + 1];
+    variant w = p->vars[id][0];
+    p->vars[id][0] = p->vars[id][k];
+    p->vars[id][k] = w;
+  }
+  return st;
+}
+
+static lathe_status_t dispatch(part *p, const lathe_node *sn) {
   if (sn->op == LATHE_OP_TUPLE_ELEMENT) {
     int id = sn->in[0]->id, i = (int)lathe_attr_tuple_element_index(sn);
     lathe_part_set(p, sn, p->tuples[id][i], &p->res[p->res_at[id] + i]);

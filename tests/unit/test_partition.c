@@ -1113,6 +1113,34 @@ TEST(partition_hint_scatter) {
   check_all("hint scatter", b_hint_scatter, 0);
 }
 
+/* A hinted op of a replicated parameter: the parameter arrives sliced to the split the hint asks
+ * of it (free), so the op itself runs on its local shape; a split it cannot keep (a reduced or
+ * contracting axis, a sliced one) leaves it whole */
+static void b_hint_forward(prog *p, lathe_function_t fn) {
+  lathe_value_t w = param(p, fn, F32(4, 6), NULL), a = param(p, fn, F32(8, 6), NULL), b = param(p, fn, F32(6, 4), NULL);
+  lathe_value_t o[5];
+  int64_t d[3] = {2, 2, 6}, st[2] = {0, 1}, li[2] = {8, 5};
+  int ax1[1] = {1}, c1[1] = {1}, c0[1] = {0};
+  CHECK_OK(lathe_reshape(fn, w, d, 3, &o[0]));
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_SUM, a, ax1, 1, &o[1]));
+  CHECK_OK(lathe_dot_general(fn, a, c1, 1, NULL, 0, b, c0, 1, NULL, 0, NULL, &o[2]));
+  CHECK_OK(lathe_slice(fn, a, st, li, NULL, 2, &o[3]));
+  CHECK_OK(lathe_reduce(fn, LATHE_OP_REDUCE_MAX, b, ax1, 1, &o[4])); /* replicated result: whole */
+  const char *specs[] = {"x,-,-", "x", "-,x", "x,-", NULL};
+  ret(p, fn, 5, o, specs);
+}
+TEST(partition_hint_forward) {
+  /* the local slices take each device's offset: a Slice of the partition ids and a Reshape to a scalar */
+  const lathe_shape reshape[] = {tst_shape0(LATHE_DTYPE_INT32), F32(1, 2, 6)}, slice[] = {F32(1), F32(4, 4)};
+  const lathe_shape sum[] = {F32(4)}, dot[] = {F32(8, 2)}, max[] = {F32(6)};
+  check_local("hint forward reshape", b_hint_forward, LATHE_OP_RESHAPE, reshape, 2);
+  check_local("hint forward sum", b_hint_forward, LATHE_OP_REDUCE_SUM, sum, 1);
+  check_local("hint forward max", b_hint_forward, LATHE_OP_REDUCE_MAX, max, 1);
+  check_local("hint forward dot", b_hint_forward, LATHE_OP_DOT_GENERAL, dot, 1);
+  check_local("hint forward slice", b_hint_forward, LATHE_OP_SLICE, slice, 2);
+  check_all("hint forward", b_hint_forward, 0);
+}
+
 /* ---- partial results whose consumer wants them split: ReduceScatter ---- */
 static void b_reduce_scatter(prog *p, lathe_function_t fn) {
   lathe_value_t a = param(p, fn, F32(4, 8), "-,xy"), b = param(p, fn, F32(8, 6), "xy,-"), x = param(p, fn, F32(8, 4), "x,-");
