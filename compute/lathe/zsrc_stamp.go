@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "5fec0fe28db83c0e7ffc29c4ecaa272e"
+const engineSourcesHash = "bbe0d81b0a9261bca9a5d9874e266005"

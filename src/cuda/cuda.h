@@ -103,6 +103,7 @@ typedef struct lathe_cuda {
   int n_devices;
   cuda_dev *devs;
   bool tf32; /* Float32 products may use TF32 tensor cores (option tf32=1; off by default) */
+  bool tf32x3; /* Float32 products as three TF32 products of split operands (option tf32x3=1; gemm.c) */
   bool fuse;
   bool rows;  /* ROWS regions (the option rows=0|1) */
   bool rows_long; /* ROWS regions over rows longer than LATHE_CUDA_ROWS_MAX too (option rows_long=1) */

@@ -369,7 +369,7 @@ static lathe_status_t lt_matmul(lathe_cuda_exec *ex, const lt_gemm *g, bool prob
   int compute, scale;
   switch (g->ab) {
     case LATHE_DTYPE_FLOAT32:
-      compute = d->cu->tf32 ? LCUBLAS_COMPUTE_32F_FAST_TF32 : LCUBLAS_COMPUTE_32F, scale = LCUDA_R_32F;
+      compute = d->cu->tf32 || g->tf32 ? LCUBLAS_COMPUTE_32F_FAST_TF32 : LCUBLAS_COMPUTE_32F, scale = LCUDA_R_32F;
       break;
     case LATHE_DTYPE_FLOAT16:
     case LATHE_DTYPE_BFLOAT16: compute = LCUBLAS_COMPUTE_32F, scale = LCUDA_R_32F; break;
@@ -543,10 +543,13 @@ static lt_mat block_of(const lt_mat *x, size_t es, int64_t r0, int64_t c0) {
   return b;
 }
 
-bool lathe_cuda_gemm_stages(lathe_cuda_exec *ex, lathe_dtype ab, int64_t m, int64_t n, int64_t k) {
-  const lathe_cuda *cu = lathe_cuda_exec_dev(ex)->cu;
-  bool tensor_cores = is_half(ab) || (ab == LATHE_DTYPE_FLOAT32 && cu->tf32);
+static bool stages(const lathe_cuda *cu, lathe_dtype ab, bool tf32, int64_t m, int64_t n, int64_t k) {
+  bool tensor_cores = is_half(ab) || (ab == LATHE_DTYPE_FLOAT32 && (cu->tf32 || tf32));
   return cu->gemm_pad > 0 && tensor_cores && m >= 64 && n >= 64 && k >= 64;
+}
+
+bool lathe_cuda_gemm_stages(lathe_cuda_exec *ex, lathe_dtype ab, int64_t m, int64_t n, int64_t k) {
+  return stages(lathe_cuda_exec_dev(ex)->cu, ab, false, m, n, k);
 }
 
 /* g (one matrix) on staged copies where that pays; *done false: not staged, nothing queued, and
@@ -554,7 +557,7 @@ bool lathe_cuda_gemm_stages(lathe_cuda_exec *ex, lathe_dtype ab, int64_t m, int6
 static lathe_status_t staged_gemm(lathe_cuda_exec *ex, const lt_gemm *g, bool *done, bool *refused) {
   *done = false;
   cuda_dev *d = lathe_cuda_exec_dev(ex);
-  if (g->batch != 1 || !lathe_cuda_gemm_stages(ex, g->ab, g->m, g->n, g->k)) return NULL;
+  if (g->batch != 1 || !stages(d->cu, g->ab, g->tf32, g->m, g->n, g->k)) return NULL;
   size_t ea = (size_t)lathe_dtype_bits(g->ab) / 8, ed = (size_t)lathe_dtype_bits(g->d) / 8;
   lines_of la, lb, lc;
   if (!lines_init(&g->a, g->m, g->k, &la) || !lines_init(&g->b, g->k, g->n, &lb) || !lines_init(&g->c, g->m, g->n, &lc))
@@ -633,6 +636,64 @@ static lathe_status_t staged_gemm(lathe_cuda_exec *ex, const lt_gemm *g, bool *d
   return NULL;
 }
 
+static lathe_status_t gemm_large(lathe_cuda_exec *ex, const lt_gemm *g);
+
+/* ---- Float32 products as three TF32 products (option tf32x3=1) ----
+ * Each operand split as x = hi + lo, both exact in TF32 (kernels/tf32x3.cuh: hi + lo is x within
+ * about 2^-22 |x|), into step scratch whose lines (rows, or columns for an operand read
+ * transposed) start on 16 bytes; then a.b = hi_a.hi_b + hi_a.lo_b + lo_a.hi_b, three products on
+ * TF32 tensor cores with Float32 sums, the largest first and the others accumulated into the
+ * result. The dropped lo_a.lo_b is within 2^-22 of a term, so an element's error is within
+ * about 2^-20 of the sum of |a||b| over k plus Float32's own summation error: Float32's accuracy
+ * for the products' three passes on tensor cores, about 3x TF32's time where a Float32 product
+ * runs at a sixth of it or less. Float32 results only (Float64 and complex products as they were);
+ * needs sm_80; with tf32=1 the products are one TF32 pass instead. */
+static const char tf32x3_src[] = LT_CUH_TF32X3;
+
+static bool tf32x3(lathe_cuda_exec *ex, const lt_gemm *g) {
+  const cuda_dev *d = lathe_cuda_exec_dev(ex);
+  return d->cu->tf32x3 && !d->cu->tf32 && !g->tf32 && d->cc >= 80 && g->ab == LATHE_DTYPE_FLOAT32 &&
+         g->d == LATHE_DTYPE_FLOAT32;
+}
+
+/* x (batch matrices of R x C) split into hi and lo, laid out as x's unit-stride lines (rows when
+ * cs is 1, else columns when rs is 1, else rows read with stride) padded to 16 bytes; a batch
+ * stride of 0 (one matrix for every batch) stays one. */
+static lathe_status_t split_tf32(lathe_cuda_exec *ex, const lt_mat *x, int64_t batch, int64_t R, int64_t C, lt_mat *hi,
+                                 lt_mat *lo) {
+  bool cols = x->cs != 1 && x->rs == 1;
+  int64_t lines = cols ? C : R, len = cols ? R : C, ls = cols ? x->cs : x->rs, es = cols ? 1 : x->cs;
+  int64_t nb = x->bs ? batch : 1, pitch = round_up(len, 4), bs = x->bs, each = lines * pitch;
+  lcuDeviceptr ph, pl;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, nb * each, &ph, NULL));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, nb * each, &pl, NULL));
+  lcuFunction f;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), tf32x3_src, "lt_split_tf32", &f));
+  int64_t total = nb * each, blocks = (total + 255) / 256;
+  unsigned grid = (unsigned)(blocks < (1 << 20) ? blocks : (1 << 20));
+  lcuDeviceptr px = x->p;
+  void *args[] = {&px, &ph, &pl, &nb, &lines, &len, &pitch, &bs, &ls, &es};
+  LATHE_RETURN_IF_ERROR(lathe_cuda_launch(ex, f, grid, 256, 0, args));
+  int64_t sb = x->bs ? each : 0;
+  *hi = cols ? (lt_mat){ph, 1, pitch, sb} : (lt_mat){ph, pitch, 1, sb};
+  *lo = cols ? (lt_mat){pl, 1, pitch, sb} : (lt_mat){pl, pitch, 1, sb};
+  return NULL;
+}
+
+static lathe_status_t gemm_tf32x3(lathe_cuda_exec *ex, const lt_gemm *g) {
+  lt_mat ah, al, bh, bl;
+  LATHE_RETURN_IF_ERROR(split_tf32(ex, &g->a, g->batch, g->m, g->k, &ah, &al));
+  LATHE_RETURN_IF_ERROR(split_tf32(ex, &g->b, g->batch, g->k, g->n, &bh, &bl));
+  lt_gemm q = *g;
+  q.tf32 = true;
+  const lt_mat as[3] = {ah, ah, al}, bs[3] = {bh, bl, bh};
+  for (int t = 0; t < 3; t++) {
+    q.a = as[t], q.b = bs[t], q.accumulate = g->accumulate || t > 0;
+    LATHE_RETURN_IF_ERROR(gemm_large(ex, &q));
+  }
+  return NULL;
+}
+
 lathe_status_t lathe_cuda_gemm(lathe_cuda_exec *ex, const lt_gemm *g) {
   if (g->batch <= 0 || g->m <= 0 || g->n <= 0) return NULL;
   if (g->k <= 0) {
@@ -644,6 +705,13 @@ lathe_status_t lathe_cuda_gemm(lathe_cuda_exec *ex, const lt_gemm *g) {
    * the CPU's result where cuBLASLt's split order would round otherwise. */
   if (!lt_pair(g->ab, g->d) || (double)g->batch * (double)g->m * (double)g->n * (double)g->k <= 65536.0) return tiled(ex, g);
   if (g->bias) return lathe_status_new(LATHE_STATUS_INTERNAL, "lathe:cuda: a product's bias goes through lathe_cuda_gemm_bias");
+  if (tf32x3(ex, g)) return gemm_tf32x3(ex, g);
+  return gemm_large(ex, g);
+}
+
+/* A product past the tiled kernel's sizes: staged where that pays, else cuBLASLt in batches of
+ * at most 2^30 (the tiled kernel where it has no algorithm). */
+static lathe_status_t gemm_large(lathe_cuda_exec *ex, const lt_gemm *g) {
   bool staged, refused = false;
   LATHE_RETURN_IF_ERROR(staged_gemm(ex, g, &staged, &refused));
   if (staged) return NULL;
@@ -669,8 +737,8 @@ lathe_status_t lathe_cuda_gemm_bias(lathe_cuda_exec *ex, const lt_gemm *g, bool 
     return lathe_cuda_gemm(ex, g);
   }
   if (g->batch != 1 || g->m <= 0 || g->n <= 0 || g->k <= 0 || g->accumulate || g->bias % 16 || !lt_pair(g->ab, g->d) ||
-      (double)g->m * (double)g->n * (double)g->k <= 65536.0)
-    return NULL;
+      (double)g->m * (double)g->n * (double)g->k <= 65536.0 || tf32x3(ex, g))
+    return NULL; /* tf32x3: three products, the bias added after them */
   bool refused = false;
   LATHE_RETURN_IF_ERROR(staged_gemm(ex, g, done, &refused));
   if (*done || refused) return NULL;
@@ -713,6 +781,7 @@ const char *lathe_cuda_activation_source(void) { return lathe_act_source_cuda();
 /* ---- sources for the NVRTC test ---- */
 void lathe_cuda_sources_gemm(lathe_cuda_source_fn fn, void *ctx) {
   fn(ctx, "gemm tiled", tiled_src);
+  fn(ctx, "gemm tf32x3 split", tf32x3_src);
   /* conversions: every dtype as a source and as a destination at least once, through the
    * chains DotGeneral uses (operand -> accumulator -> compute type, result -> output) */
   static const lathe_dtype paths[][3] = {

@@ -71,6 +71,8 @@ typedef struct lt_gemm {
                 * accumulator): a staged product may write that padding (gemm.c) */
   lcuDeviceptr bias; /* lathe_cuda_gemm_bias only: n values of d added to every row of the
                       * result (0: none) */
+  bool tf32;         /* Float32 on TF32 tensor cores even without the backend's tf32 option (the
+                      * parts of a tf32x3 product, gemm.c) */
 } lt_gemm;
 lathe_status_t lathe_cuda_gemm(lathe_cuda_exec *ex, const lt_gemm *g);
 /* The same with g->bias added in cuBLASLt's epilogue, to the Float32 sums before the result is

@@ -221,3 +221,107 @@ TEST(cuda_conv_sizes) {
       conv_case(label, dts[d], &cases[i]);
     }
 }
+
+/* ---- tf32x3=1: Float32 products as three TF32 products of split operands (gemm.c) ----
+ * Every element within 2^-20 of the sum of |a||b| over its k (the bound docs/CUDA.md states),
+ * against a Float64 reference on the host, over operands whose magnitudes span 2^-8 to 2^8: read
+ * in place, transposed, batched, and with lines off 16 bytes (staged). tf32=1 on the same data
+ * must exceed the bound somewhere, so the check can tell them apart; the exact default meets it. */
+static void run_f32(lathe_backend_t g, lathe_builder_t b, const void *const *ins, int n_in, float *out, size_t nb) {
+  lathe_executable_t e = NULL;
+  CHECK_OK(lathe_builder_compile_for(b, g, &e));
+  if (!e) return;
+  lathe_buffer_t in[2] = {0}, o = NULL;
+  for (int i = 0; i < n_in; i++) {
+    lathe_shape s;
+    CHECK_OK(lathe_executable_input_shape(e, i, &s));
+    CHECK_OK(lathe_buffer_from_host(g, 0, &s, ins[i], (size_t)lathe_shape_byte_size(&s), &in[i]));
+  }
+  CHECK_OK(lathe_executable_execute(e, in, NULL, n_in, 0, &o, 1));
+  if (o) CHECK_OK(lathe_buffer_to_host(o, out, nb));
+  for (int i = 0; i < n_in; i++) lathe_buffer_free(in[i]);
+  lathe_buffer_free(o);
+  lathe_executable_free(e);
+}
+
+/* Values uniform in [-1, 1) times 2^e, e uniform in [-8, 8]. */
+static void fill_wide(float *x, int64_t n, uint64_t seed) {
+  for (int64_t i = 0; i < n; i++) {
+    seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+    double u = (double)(seed >> 11) / 9007199254740992.0 * 2 - 1;
+    int e = (int)((seed >> 3) % 17) - 8;
+    x[i] = (float)ldexp(u, e);
+  }
+}
+
+/* The largest error over 2^-20 * sum |a||b| of z = dot(x, y) (sp) on g. */
+static double tf32x3_worst(lathe_backend_t g, const char *label, const dspec *sp) {
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("tf32x3", &fn);
+  lathe_value_t x = tst_param(fn, "lhs", tst_shape(LATHE_DTYPE_FLOAT32, sp->lrank, sp->ld));
+  lathe_value_t y = tst_param(fn, "rhs", tst_shape(LATHE_DTYPE_FLOAT32, sp->rrank, sp->rd)), z = NULL;
+  CHECK_OK(lathe_dot_general(fn, x, sp->lc, sp->nc, sp->lb, sp->nb, y, sp->rc, sp->nc, sp->rb, sp->nb, NULL, &z));
+  if (!z) return 0;
+  CHECK_OK(lathe_function_return(fn, &z, 1));
+  int64_t nl = tst_numel(sp->lrank, sp->ld), nr = tst_numel(sp->rrank, sp->rd);
+  float *a = malloc((size_t)nl * 4), *c = malloc((size_t)nr * 4);
+  fill_wide(a, nl, 11);
+  fill_wide(c, nr, 12);
+  /* rank 2 or 3 (a batch axis 0 on both), one contracting axis */
+  bool bat = sp->nb == 1;
+  int64_t B = bat ? sp->ld[0] : 1, lo = bat ? 1 : 0;
+  int64_t K = sp->ld[sp->lc[0]], M = sp->ld[lo + (sp->lc[0] == lo)], N = sp->rd[lo + (sp->rc[0] == lo)];
+  size_t nz = (size_t)(B * M * N);
+  float *got = calloc(nz, 4);
+  const void *ins[2] = {a, c};
+  run_f32(g, b, ins, 2, got, nz * 4);
+  double worst = 0;
+  for (int64_t bb = 0; bb < B; bb++)
+    for (int64_t i = 0; i < M; i++)
+      for (int64_t j = 0; j < N; j++) {
+        double ref = 0, mag = 0;
+        for (int64_t k = 0; k < K; k++) {
+          int64_t ia = bb * M * K + (sp->lc[0] == lo ? k * M + i : i * K + k);
+          int64_t ic = bb * K * N + (sp->rc[0] == lo ? k * N + j : j * K + k);
+          ref += (double)a[ia] * c[ic];
+          mag += fabs((double)a[ia] * c[ic]);
+        }
+        double r = fabs(got[(bb * M + i) * N + j] - ref) / (ldexp(mag, -20) + 1e-300);
+        if (r > worst) worst = r;
+      }
+  printf("note: %s: worst error %.3g of 2^-20 sum|a||b|\n", label, worst);
+  free(a);
+  free(c);
+  free(got);
+  lathe_builder_free(b);
+  return worst;
+}
+
+TEST(cuda_dot_tf32x3_bound) {
+  static lathe_backend_t x3;
+  static bool tried;
+  if (!gpu() || !gpu_once("lathe:cuda,tf32x3=1", &x3, &tried)) SKIP("no usable GPU");
+  static const dspec cases[] = {
+      {2, 2, {300, 700}, {700, 257}, {1}, {0}, {0}, {0}, 1, 0},      /* n off 16 bytes: staged */
+      {2, 2, {513, 96}, {513, 132}, {0}, {0}, {0}, {0}, 1, 0},       /* lhs [K, M]: split by columns */
+      {2, 2, {200, 384}, {260, 384}, {1}, {1}, {0}, {0}, 1, 0},      /* rhs [N, K] */
+      {3, 3, {3, 70, 129}, {3, 129, 66}, {2}, {1}, {0}, {0}, 1, 1}, /* batched, k off 4 */
+  };
+  double tf32_worst = 0;
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char l[64];
+    snprintf(l, sizeof l, "tf32x3 case %zu", i);
+    double w = tf32x3_worst(x3, l, &cases[i]);
+    CHECK(w <= 1, "%s: an error of %.3g times the bound", l, w);
+    snprintf(l, sizeof l, "exact case %zu", i);
+    w = tf32x3_worst(gpu(), l, &cases[i]);
+    CHECK(w <= 1, "%s: an error of %.3g times the bound", l, w);
+    if (gpu_tf32()) {
+      snprintf(l, sizeof l, "tf32 case %zu", i);
+      w = tf32x3_worst(gpu_tf32(), l, &cases[i]);
+      tf32_worst = w > tf32_worst ? w : tf32_worst;
+    }
+  }
+  CHECK(!gpu_tf32() || tf32_worst > 1, "tf32=1 stayed within tf32x3's bound (worst %.3g): the check cannot tell them apart",
+        tf32_worst);
+}

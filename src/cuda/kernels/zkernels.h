@@ -2790,6 +2790,40 @@
   "  }\n" \
   "}\n"
 
+#define LT_CUH_TF32X3 \
+  "/* tf32x3.cuh -- a Float32 operand split for products as three TF32 products (gemm.c, option\n" \
+  " * tf32x3=1): x = hi + lo, hi = x rounded to TF32 (10 mantissa bits, to nearest, ties away, as\n" \
+  " * cvt.rna.tf32.f32 rounds), lo = x - hi (exact in Float32) rounded to TF32 as well, so that the\n" \
+  " * tensor cores take both as they are. lo is within 2^-11 of |x| and its rounding within 2^-11 of\n" \
+  " * lo: hi + lo is x within about 2^-22 |x|. A value whose hi would overflow (within half a TF32\n" \
+  " * step of Float32's largest) keeps its truncation as hi; inf and NaN are their own hi, lo 0.\n" \
+  " *\n" \
+  " * lt_split_tf32(x, hi, lo, batches, lines, len, pitch, bs, ls, es): element e of line l of batch\n" \
+  " * b, x[b*bs + l*ls + e*es], goes to hi/lo[(b*lines + l)*pitch + e]; e in [len, pitch) is 0 (the\n" \
+  " * lines padded to 16 bytes). */\n" \
+  "LT_DEV float lt_tf32_rna(float v) {\n" \
+  "  uint32_t u;\n" \
+  "  asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(u) : \"f\"(v));\n" \
+  "  return __uint_as_float(u);\n" \
+  "}\n" \
+  "extern \"C\" __global__ void lt_split_tf32(const float *__restrict__ x, float *__restrict__ hi, float *__restrict__ lo,\n" \
+  "                                         int64_t batches, int64_t lines, int64_t len, int64_t pitch, int64_t bs,\n" \
+  "                                         int64_t ls, int64_t es) {\n" \
+  "  const int64_t n = batches * lines * pitch;\n" \
+  "  LT_LOOP(i, n) {\n" \
+  "    const int64_t e = i % pitch, q = i / pitch, l = q % lines, b = q / lines;\n" \
+  "    const float v = e < len \? x[b * bs + l * ls + e * es] : 0.0f;\n" \
+  "    float h = v, r = 0.0f;\n" \
+  "    if (isfinite(v)) {\n" \
+  "      h = lt_tf32_rna(v);\n" \
+  "      if (!isfinite(h)) h = __uint_as_float(__float_as_uint(v) & 0xffffe000u);\n" \
+  "      r = lt_tf32_rna(v - h);\n" \
+  "    }\n" \
+  "    hi[i] = h;\n" \
+  "    lo[i] = r;\n" \
+  "  }\n" \
+  "}\n"
+
 #define LT_CUH_WINDOW \
   "struct lt_wgeom {\n" \
   "  int rank;\n" \
