@@ -548,8 +548,13 @@ static bool stages(const lathe_cuda *cu, lathe_dtype ab, bool tf32, int64_t m, i
   return cu->gemm_pad > 0 && tensor_cores && m >= 64 && n >= 64 && k >= 64;
 }
 
+static bool tf32x3_on(const cuda_dev *d, lathe_dtype ab, lathe_dtype out) {
+  return d->cu->tf32x3 && !d->cu->tf32 && d->cc >= 80 && ab == LATHE_DTYPE_FLOAT32 && out == LATHE_DTYPE_FLOAT32;
+}
+
 bool lathe_cuda_gemm_stages(lathe_cuda_exec *ex, lathe_dtype ab, int64_t m, int64_t n, int64_t k) {
-  return stages(lathe_cuda_exec_dev(ex)->cu, ab, false, m, n, k);
+  const cuda_dev *d = lathe_cuda_exec_dev(ex);
+  return stages(d->cu, ab, tf32x3_on(d, ab, ab), m, n, k);
 }
 
 /* g (one matrix) on staged copies where that pays; *done false: not staged, nothing queued, and
@@ -563,7 +568,8 @@ static lathe_status_t staged_gemm(lathe_cuda_exec *ex, const lt_gemm *g, bool *d
   if (!lines_init(&g->a, g->m, g->k, &la) || !lines_init(&g->b, g->k, g->n, &lb) || !lines_init(&g->c, g->m, g->n, &lc))
     return NULL;
   int64_t u = 16 / (int64_t)ea, m2 = round_up(g->m, u), n2 = round_up(g->n, u), k2 = round_up(g->k, u);
-  bool sa = off16(&la, g->a.p, ea) || m2 != g->m || k2 != g->k, sb = off16(&lb, g->b.p, ea) || k2 != g->k || n2 != g->n;
+  bool sa = !g->ab_room && (off16(&la, g->a.p, ea) || m2 != g->m || k2 != g->k);
+  bool sb = !g->ab_room && (off16(&lb, g->b.p, ea) || k2 != g->k || n2 != g->n);
   bool sc = off16(&lc, g->c.p, ed) || (!g->c_room && (m2 != g->m || n2 != g->n));
   if (!sa && !sb && !sc) return NULL;
   double moved = (sa ? (double)g->m * (double)g->k : 0) + (sb ? (double)g->k * (double)g->n : 0) +
@@ -650,20 +656,17 @@ static lathe_status_t gemm_large(lathe_cuda_exec *ex, const lt_gemm *g);
  * needs sm_80; with tf32=1 the products are one TF32 pass instead. */
 static const char tf32x3_src[] = LT_CUH_TF32X3;
 
-static bool tf32x3(lathe_cuda_exec *ex, const lt_gemm *g) {
-  const cuda_dev *d = lathe_cuda_exec_dev(ex);
-  return d->cu->tf32x3 && !d->cu->tf32 && !g->tf32 && d->cc >= 80 && g->ab == LATHE_DTYPE_FLOAT32 &&
-         g->d == LATHE_DTYPE_FLOAT32;
-}
+static bool tf32x3(lathe_cuda_exec *ex, const lt_gemm *g) { return !g->tf32 && tf32x3_on(lathe_cuda_exec_dev(ex), g->ab, g->d); }
 
 /* x (batch matrices of R x C) split into hi and lo, laid out as x's unit-stride lines (rows when
- * cs is 1, else columns when rs is 1, else rows read with stride) padded to 16 bytes; a batch
- * stride of 0 (one matrix for every batch) stays one. */
+ * cs is 1, else columns when rs is 1, else rows read with stride), R and C rounded up to 16 bytes
+ * with zeros (so staged products read them in place: ab_room); a batch stride of 0 (one matrix
+ * for every batch) stays one. */
 static lathe_status_t split_tf32(lathe_cuda_exec *ex, const lt_mat *x, int64_t batch, int64_t R, int64_t C, lt_mat *hi,
                                  lt_mat *lo) {
   bool cols = x->cs != 1 && x->rs == 1;
   int64_t lines = cols ? C : R, len = cols ? R : C, ls = cols ? x->cs : x->rs, es = cols ? 1 : x->cs;
-  int64_t nb = x->bs ? batch : 1, pitch = round_up(len, 4), bs = x->bs, each = lines * pitch;
+  int64_t nb = x->bs ? batch : 1, pitch = round_up(len, 4), lines2 = round_up(lines, 4), bs = x->bs, each = lines2 * pitch;
   lcuDeviceptr ph, pl;
   LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, nb * each, &ph, NULL));
   LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, nb * each, &pl, NULL));
@@ -672,7 +675,7 @@ static lathe_status_t split_tf32(lathe_cuda_exec *ex, const lt_mat *x, int64_t b
   int64_t total = nb * each, blocks = (total + 255) / 256;
   unsigned grid = (unsigned)(blocks < (1 << 20) ? blocks : (1 << 20));
   lcuDeviceptr px = x->p;
-  void *args[] = {&px, &ph, &pl, &nb, &lines, &len, &pitch, &bs, &ls, &es};
+  void *args[] = {&px, &ph, &pl, &nb, &lines, &lines2, &len, &pitch, &bs, &ls, &es};
   LATHE_RETURN_IF_ERROR(lathe_cuda_launch(ex, f, grid, 256, 0, args));
   int64_t sb = x->bs ? each : 0;
   *hi = cols ? (lt_mat){ph, 1, pitch, sb} : (lt_mat){ph, pitch, 1, sb};
@@ -685,7 +688,7 @@ static lathe_status_t gemm_tf32x3(lathe_cuda_exec *ex, const lt_gemm *g) {
   LATHE_RETURN_IF_ERROR(split_tf32(ex, &g->a, g->batch, g->m, g->k, &ah, &al));
   LATHE_RETURN_IF_ERROR(split_tf32(ex, &g->b, g->batch, g->k, g->n, &bh, &bl));
   lt_gemm q = *g;
-  q.tf32 = true;
+  q.tf32 = q.ab_room = true;
   const lt_mat as[3] = {ah, ah, al}, bs[3] = {bh, bl, bh};
   for (int t = 0; t < 3; t++) {
     q.a = as[t], q.b = bs[t], q.accumulate = g->accumulate || t > 0;

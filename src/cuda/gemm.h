@@ -73,6 +73,9 @@ typedef struct lt_gemm {
                       * result (0: none) */
   bool tf32;         /* Float32 on TF32 tensor cores even without the backend's tf32 option (the
                       * parts of a tf32x3 product, gemm.c) */
+  bool ab_room;      /* a and b have rows and lines up to m, n, k rounded up to 16 bytes of ab,
+                      * zeros past them, lines on 16 bytes (tf32x3's split operands): a staged
+                      * product reads them in place */
 } lt_gemm;
 lathe_status_t lathe_cuda_gemm(lathe_cuda_exec *ex, const lt_gemm *g);
 /* The same with g->bias added in cuBLASLt's epilogue, to the Float32 sums before the result is
@@ -85,7 +88,7 @@ lathe_status_t lathe_cuda_gemm_bias(lathe_cuda_exec *ex, const lt_gemm *g, bool 
  * kernel), if any. */
 void lathe_cuda_gemm_texts(const lt_gemm *g, lathe_cuda_text_fn fn, void *ctx);
 /* Whether a product of ab operands and these sizes is one that stages misaligned matrices in
- * padded lines (gemm_pad on, tensor cores: halves, or Float32 with tf32, every size >= 64). */
+ * padded lines (gemm_pad on, tensor cores: halves, or Float32 with tf32 or tf32x3, every size >= 64). */
 bool lathe_cuda_gemm_stages(lathe_cuda_exec *ex, lathe_dtype ab, int64_t m, int64_t n, int64_t k);
 /* Whether cuBLASLt reads a rows x cols matrix of strides rs, cs in place (one of them unit). */
 bool lathe_cuda_gemm_viewable(int64_t rows, int64_t cols, int64_t rs, int64_t cs);
