@@ -74,19 +74,21 @@ static const char flash_src[] = LT_CUH_FLASH;
 enum { N_FLASH = 4, N_FLASH_T = 3 };
 static const int flash_sizes[N_FLASH] = {16, 32, 64, 128};
 static const lathe_dtype flash_types[N_FLASH_T] = {LATHE_DTYPE_FLOAT32, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_BFLOAT16};
-static const char *flash_source[N_FLASH][2][N_FLASH_T];
+/* [..][N_FLASH_T]: Float32 with tf32x3=1, its products as three TF32 products (LT_FA_X3) */
+static const char *flash_source[N_FLASH][2][N_FLASH_T + 1];
 static pthread_once_t flash_once = PTHREAD_ONCE_INIT;
 static char *make_flash_text(int dt, int masked, int type) {
   lt_text t = {0};
-  lt_put(&t, "#define LT_FA_D %d\n#define LT_FA_MASKED %d\n#define LT_FA_T %d\n%s%s%s%s", dt, masked, type,
-         lathe_cuda_access_source(), lathe_cuda_reduce_source(), att_src, flash_src);
+  bool x3 = type == N_FLASH_T;
+  lt_put(&t, "#define LT_FA_D %d\n#define LT_FA_MASKED %d\n#define LT_FA_T %d\n#define LT_FA_X3 %d\n%s%s%s%s", dt, masked,
+         x3 ? 0 : type, x3, lathe_cuda_access_source(), lathe_cuda_reduce_source(), att_src, flash_src);
   if (t.oom) free(t.s);
   return t.oom ? NULL : t.s;
 }
 static void make_flash_sources(void) {
   for (int i = 0; i < N_FLASH; i++)
     for (int m = 0; m < 2; m++)
-      for (int y = 0; y < N_FLASH_T; y++) flash_source[i][m][y] = make_flash_text(flash_sizes[i], m, y);
+      for (int y = 0; y <= N_FLASH_T; y++) flash_source[i][m][y] = make_flash_text(flash_sizes[i], m, y);
 }
 
 void lathe_cuda_sources_attention(lathe_cuda_source_fn fn, void *ctx) {
@@ -97,10 +99,10 @@ void lathe_cuda_sources_attention(lathe_cuda_source_fn fn, void *ctx) {
   }
   for (int i = 0; i < N_FLASH; i++)
     for (int m = 0; m < 2; m++)
-      for (int y = 0; y < N_FLASH_T; y++) {
+      for (int y = 0; y <= N_FLASH_T; y++) {
         char *f = make_flash_text(flash_sizes[i], m, y), label[80];
         snprintf(label, sizeof label, "attention (streaming) D%d %s %s", flash_sizes[i], m ? "masked" : "plain",
-                 lathe_dtype_name(flash_types[y]));
+                 y < N_FLASH_T ? lathe_dtype_name(flash_types[y]) : "Float32 tf32x3");
         if (f) fn(ctx, label, f);
         free(f);
       }
@@ -293,12 +295,17 @@ static void vjp_mats(const att *c, const jobs *jb, int64_t j, int64_t t0, int64_
 /* ---- streaming kernels (flash.cuh) ---- */
 enum { FA_BQ = 64, FA_BK = 64, FA_BQB = 32, FA_PS = 40 }; /* as flash.cuh's LT_FA_* */
 
+/* Whether c's Float32 attention streams with its products split in three (tf32x3=1). */
+static bool flash_x3(const cuda_dev *d, const att *c) { return !c->f64 && !c->half && d->cu->tf32x3 && !d->cu->tf32; }
+
 /* Which of flash_sizes c's heads take, or -1 where the batched products serve instead: the
  * streaming kernels multiply on TF32 tensor cores (mma.sync: sm_80 and later), heads of up to 128
- * values. Half operands are TF32 values exactly, so halves stream by default; Float32 with tf32=1. */
+ * values. Half operands are TF32 values exactly, so halves stream by default; Float32 with tf32=1,
+ * or with tf32x3=1 as three TF32 products of split operands. */
 static int flash_size(const cuda_dev *d, const att *c) {
   const att_args *a = &c->a;
-  if (c->f64 || (!c->half && !d->cu->tf32) || !d->cu->flash || d->cc < 80 || a->D < 1 || a->Skv < 1) return -1;
+  if (c->f64 || (!c->half && !d->cu->tf32 && !flash_x3(d, c)) || !d->cu->flash || d->cc < 80 || a->D < 1 || a->Skv < 1)
+    return -1;
   if (a->B * a->H * ((a->S + FA_BQ - 1) / FA_BQ) > INT32_MAX || a->B * c->Hkv * ((a->Skv + FA_BK - 1) / FA_BK) > INT32_MAX)
     return -1;
   for (int i = 0; i < N_FLASH; i++)
@@ -306,17 +313,17 @@ static int flash_size(const cuda_dev *d, const att *c) {
   return -1;
 }
 
-/* The streaming text of flash_sizes[size], a form and c's storage dtype (NULL: out of memory). */
-static const char *flash_text(const att *c, int size, bool masked) {
+/* The streaming text of flash_sizes[size], a form and c's storage dtype on d (NULL: out of memory). */
+static const char *flash_text(const cuda_dev *d, const att *c, int size, bool masked) {
   pthread_once(&flash_once, make_flash_sources);
   int y = 0;
   while (y < N_FLASH_T - 1 && flash_types[y] != c->sdt) y++;
-  return flash_source[size][masked][y];
+  return flash_source[size][masked][flash_x3(d, c) ? N_FLASH_T : y];
 }
 
 static lathe_status_t flash_kernel(lathe_cuda_exec *ex, const att *c, int size, bool masked, const char *name,
                                    lcuFunction *f) {
-  const char *src = flash_text(c, size, masked);
+  const char *src = flash_text(lathe_cuda_exec_dev(ex), c, size, masked);
   if (!src) return LATHE_OOM("lathe:cuda: codegen");
   return lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), src, name, f);
 }
@@ -661,7 +668,7 @@ void lathe_cuda_texts_attention(const cuda_dev *d, const lathe_node *n, lathe_cu
   lathe_dtype wide[2] = {dt, LATHE_DTYPE_FLOAT32}, narrow[2] = {LATHE_DTYPE_FLOAT32, dt};
   bool masked = lathe_attr_sdpa_has_mask(n) || lathe_attr_sdpa_has_bias(n);
   if (fs >= 0) {
-    const char *t = flash_text(&c, fs, masked);
+    const char *t = flash_text(d, &c, fs, masked);
     if (t) fn(ctx, t);
     if (c.half && masked && (t = lathe_cuda_convert_text(wide, 2)))
       fn(ctx, t); /* an additive mask or bias read as Float32 */

@@ -265,6 +265,14 @@ static void attention_case(const char *name, lathe_dtype dt, const acase *c) {
     snprintf(l2, sizeof l2, "%s tf32", label);
     agree_on(gpu_tf32(), l2, b, (const void *const *)ins, n, dt == LATHE_DTYPE_FLOAT32 ? 5e-2 : tol_of(dt) * 20);
   }
+  /* tf32x3=1: Float32 streams with its products split in three, held to Float32's bound */
+  static lathe_backend_t x3;
+  static bool x3_tried;
+  if (dt == LATHE_DTYPE_FLOAT32 && gpu_once("lathe:cuda,tf32x3=1", &x3, &x3_tried)) {
+    char l2[192];
+    snprintf(l2, sizeof l2, "%s tf32x3", label);
+    agree_on(x3, l2, b, (const void *const *)ins, n, tol_of(dt) * 20);
+  }
   for (int i = 0; i < n; i++) free(ins[i]);
   lathe_builder_free(b);
 }

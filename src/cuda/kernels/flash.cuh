@@ -4,7 +4,7 @@
  * and their gradients but dQuery (0 Float32, 1 Float16, 2 BFloat16), are defined before this text
  * (one module per size, form and storage). Float16 and BFloat16 values are TF32 values exactly, so
  * for them only the probabilities and dS are rounded to TF32; Float32 operands are rounded too
- * (option tf32=1). The geometry, masks and limits are attention.cuh's (lt_att, lt_logit).
+ * (option tf32=1), or, with LT_FA_X3 (option tf32x3=1), kept whole and each product split in three. The geometry, masks and limits are attention.cuh's (lt_att, lt_logit).
  * Products are mma.sync m16n8k8 (TF32 operands, Float32 accumulation). A product whose A operand
  * is a warp's accumulator (probabilities, dS) reads it in place: the accumulator holds columns
  * 2t and 2t+1 where the A fragment wants t and t+4, so the B operand's rows are taken in that
@@ -31,11 +31,36 @@ LT_DEV uint32_t lt_tf32(float x) {
   asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(u) : "f"(x));
   return u;
 }
-LT_DEV void lt_mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+LT_DEV void lt_mma1(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
   asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
                : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
                : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
+#if LT_FA_X3
+/* tf32x3=1 (Float32 storage): operands travel as Float32 bits (lt_fa_op) and each product splits
+ * them, x = hi + lo with both TF32 (lo of a non-finite x is 0), summing lo.hi + hi.lo + hi.hi on
+ * the tensor cores: within about 2^-20 of the sum of |a||b|, as gemm.c's tf32x3 products. */
+LT_DEV uint32_t lt_fa_op(float x) { return __float_as_uint(x); }
+LT_DEV void lt_split(uint32_t x, uint32_t &h, uint32_t &l) {
+  float v = __uint_as_float(x);
+  h = lt_tf32(v);
+  l = lt_tf32(isfinite(v) ? v - __uint_as_float(h) : 0.f);
+}
+LT_DEV void lt_mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+  uint32_t ah0, ah1, ah2, ah3, al0, al1, al2, al3, bh0, bh1, bl0, bl1;
+  lt_split(a0, ah0, al0), lt_split(a1, ah1, al1), lt_split(a2, ah2, al2), lt_split(a3, ah3, al3);
+  lt_split(b0, bh0, bl0), lt_split(b1, bh1, bl1);
+  lt_mma1(c, al0, al1, al2, al3, bh0, bh1);
+  lt_mma1(c, ah0, ah1, ah2, ah3, bl0, bl1);
+  lt_mma1(c, ah0, ah1, ah2, ah3, bh0, bh1);
+}
+#else
+/* operands rounded to TF32 where they enter shared memory or a fragment */
+LT_DEV uint32_t lt_fa_op(float x) { return lt_tf32(x); }
+LT_DEV void lt_mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {
+  lt_mma1(c, a0, a1, a2, a3, b0, b1);
+}
+#endif
 /* four 8x8 matrices of 16-bit values, lane L naming row L % 8 of matrix L / 8; a thread gets row g,
  * columns 2t and 2t + 1 of each. On 32-bit values: a matrix is 8 rows of 4, and a thread gets
  * row g, value t -- a TF32 fragment's layout. */
@@ -62,12 +87,12 @@ template <int R, typename S> LT_DEV void fa_load(uint32_t *sh, const S *src, int
         lt_v4<S> x = *(const lt_v4<S> *)(src + (r0 + r) * rs + d);
         x0 = lt_g(x.v, 0), x1 = lt_g(x.v, 1), x2 = lt_g(x.v, 2), x3 = lt_g(x.v, 3);
       }
-      *(uint4 *)(sh + r * LT_FA_P + d) = make_uint4(lt_tf32(x0), lt_tf32(x1), lt_tf32(x2), lt_tf32(x3));
+      *(uint4 *)(sh + r * LT_FA_P + d) = make_uint4(lt_fa_op(x0), lt_fa_op(x1), lt_fa_op(x2), lt_fa_op(x3));
     }
   } else {
     for (int e = threadIdx.x; e < R * LT_FA_D; e += blockDim.x) {
       int r = e / LT_FA_D, d = e % LT_FA_D;
-      sh[r * LT_FA_P + d] = lt_tf32(r0 + r < n && d < D ? lt_g(src, (r0 + r) * rs + d) : 0.f);
+      sh[r * LT_FA_P + d] = lt_fa_op(r0 + r < n && d < D ? lt_g(src, (r0 + r) * rs + d) : 0.f);
     }
   }
 }
@@ -177,10 +202,10 @@ template <bool MASKED, typename S> __device__ void fa_fwd(const S *q, const S *k
 #pragma unroll
   for (int kk = 0; kk < LT_FA_D / 8; kk++) {
     int d0 = kk * 8 + t, d1 = d0 + 4;
-    qf[kk][0] = lt_tf32(r.r0 < a.S && d0 < a.D ? lt_g(qp, r.r0 * a.qss + d0) : 0.f);
-    qf[kk][1] = lt_tf32(r.r1 < a.S && d0 < a.D ? lt_g(qp, r.r1 * a.qss + d0) : 0.f);
-    qf[kk][2] = lt_tf32(r.r0 < a.S && d1 < a.D ? lt_g(qp, r.r0 * a.qss + d1) : 0.f);
-    qf[kk][3] = lt_tf32(r.r1 < a.S && d1 < a.D ? lt_g(qp, r.r1 * a.qss + d1) : 0.f);
+    qf[kk][0] = lt_fa_op(r.r0 < a.S && d0 < a.D ? lt_g(qp, r.r0 * a.qss + d0) : 0.f);
+    qf[kk][1] = lt_fa_op(r.r1 < a.S && d0 < a.D ? lt_g(qp, r.r1 * a.qss + d0) : 0.f);
+    qf[kk][2] = lt_fa_op(r.r0 < a.S && d1 < a.D ? lt_g(qp, r.r0 * a.qss + d1) : 0.f);
+    qf[kk][3] = lt_fa_op(r.r1 < a.S && d1 < a.D ? lt_g(qp, r.r1 * a.qss + d1) : 0.f);
   }
   float oa[LT_FA_D / 8][4];
 #pragma unroll
@@ -204,7 +229,7 @@ template <bool MASKED, typename S> __device__ void fa_fwd(const S *q, const S *k
     fa_softmax_tile<MASKED>(s, oa, m0, m1, l0, l1, r, kt, t, a, am, bm, bi);
 #pragma unroll
     for (int n = 0; n < LT_FA_BK / 8; n++) {
-      uint32_t a0 = lt_tf32(s[n][0]), a1 = lt_tf32(s[n][2]), a2 = lt_tf32(s[n][1]), a3 = lt_tf32(s[n][3]);
+      uint32_t a0 = lt_fa_op(s[n][0]), a1 = lt_fa_op(s[n][2]), a2 = lt_fa_op(s[n][1]), a3 = lt_fa_op(s[n][3]);
 #pragma unroll
       for (int dn = 0; dn < LT_FA_D / 8; dn++) {
         const uint32_t *vr = vs + (n * 8 + 2 * t) * LT_FA_P + dn * 8 + g;
@@ -448,13 +473,13 @@ template <bool MASKED, typename S> __device__ void fa_bwd(const S *q, const S *k
           }
           st[n][e] = P;
           dpt[n][e] = P * (dpt[n][e] - dls[c]) * scale;
-          dst[(w * 16 + g + (e >> 1) * 8) * LT_FA_PS + c] = lt_tf32(dpt[n][e]);
+          dst[(w * 16 + g + (e >> 1) * 8) * LT_FA_PS + c] = lt_fa_op(dpt[n][e]);
         }
       /* dV += P^T dO, dK += dS^T Q (the query rows taken in the accumulators' order) */
 #pragma unroll
       for (int n = 0; n < LT_FA_BQB / 8; n++) {
-        uint32_t p0 = lt_tf32(st[n][0]), p1 = lt_tf32(st[n][2]), p2 = lt_tf32(st[n][1]), p3 = lt_tf32(st[n][3]);
-        uint32_t s0 = lt_tf32(dpt[n][0]), s1 = lt_tf32(dpt[n][2]), s2 = lt_tf32(dpt[n][1]), s3 = lt_tf32(dpt[n][3]);
+        uint32_t p0 = lt_fa_op(st[n][0]), p1 = lt_fa_op(st[n][2]), p2 = lt_fa_op(st[n][1]), p3 = lt_fa_op(st[n][3]);
+        uint32_t s0 = lt_fa_op(dpt[n][0]), s1 = lt_fa_op(dpt[n][2]), s2 = lt_fa_op(dpt[n][1]), s3 = lt_fa_op(dpt[n][3]);
 #pragma unroll
         for (int dn = 0; dn < LT_FA_D / 8; dn++) {
           const uint32_t *dr = dos + (n * 8 + 2 * t) * LT_FA_P + dn * 8 + g, *qr = qs + (n * 8 + 2 * t) * LT_FA_P + dn * 8 + g;

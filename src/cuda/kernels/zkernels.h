@@ -686,7 +686,7 @@
   " * and their gradients but dQuery (0 Float32, 1 Float16, 2 BFloat16), are defined before this text\n" \
   " * (one module per size, form and storage). Float16 and BFloat16 values are TF32 values exactly, so\n" \
   " * for them only the probabilities and dS are rounded to TF32; Float32 operands are rounded too\n" \
-  " * (option tf32=1). The geometry, masks and limits are attention.cuh's (lt_att, lt_logit).\n" \
+  " * (option tf32=1), or, with LT_FA_X3 (option tf32x3=1), kept whole and each product split in three. The geometry, masks and limits are attention.cuh's (lt_att, lt_logit).\n" \
   " * Products are mma.sync m16n8k8 (TF32 operands, Float32 accumulation). A product whose A operand\n" \
   " * is a warp's accumulator (probabilities, dS) reads it in place: the accumulator holds columns\n" \
   " * 2t and 2t+1 where the A fragment wants t and t+4, so the B operand's rows are taken in that\n" \
@@ -713,11 +713,36 @@
   "  asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(u) : \"f\"(x));\n" \
   "  return u;\n" \
   "}\n" \
-  "LT_DEV void lt_mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {\n" \
+  "LT_DEV void lt_mma1(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {\n" \
   "  asm volatile(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\"\n" \
   "               : \"+f\"(c[0]), \"+f\"(c[1]), \"+f\"(c[2]), \"+f\"(c[3])\n" \
   "               : \"r\"(a0), \"r\"(a1), \"r\"(a2), \"r\"(a3), \"r\"(b0), \"r\"(b1));\n" \
   "}\n" \
+  "#if LT_FA_X3\n" \
+  "/* tf32x3=1 (Float32 storage): operands travel as Float32 bits (lt_fa_op) and each product splits\n" \
+  " * them, x = hi + lo with both TF32 (lo of a non-finite x is 0), summing lo.hi + hi.lo + hi.hi on\n" \
+  " * the tensor cores: within about 2^-20 of the sum of |a||b|, as gemm.c's tf32x3 products. */\n" \
+  "LT_DEV uint32_t lt_fa_op(float x) { return __float_as_uint(x); }\n" \
+  "LT_DEV void lt_split(uint32_t x, uint32_t &h, uint32_t &l) {\n" \
+  "  float v = __uint_as_float(x);\n" \
+  "  h = lt_tf32(v);\n" \
+  "  l = lt_tf32(isfinite(v) \? v - __uint_as_float(h) : 0.f);\n" \
+  "}\n" \
+  "LT_DEV void lt_mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {\n" \
+  "  uint32_t ah0, ah1, ah2, ah3, al0, al1, al2, al3, bh0, bh1, bl0, bl1;\n" \
+  "  lt_split(a0, ah0, al0), lt_split(a1, ah1, al1), lt_split(a2, ah2, al2), lt_split(a3, ah3, al3);\n" \
+  "  lt_split(b0, bh0, bl0), lt_split(b1, bh1, bl1);\n" \
+  "  lt_mma1(c, al0, al1, al2, al3, bh0, bh1);\n" \
+  "  lt_mma1(c, ah0, ah1, ah2, ah3, bl0, bl1);\n" \
+  "  lt_mma1(c, ah0, ah1, ah2, ah3, bh0, bh1);\n" \
+  "}\n" \
+  "#else\n" \
+  "/* operands rounded to TF32 where they enter shared memory or a fragment */\n" \
+  "LT_DEV uint32_t lt_fa_op(float x) { return lt_tf32(x); }\n" \
+  "LT_DEV void lt_mma(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0, uint32_t b1) {\n" \
+  "  lt_mma1(c, a0, a1, a2, a3, b0, b1);\n" \
+  "}\n" \
+  "#endif\n" \
   "/* four 8x8 matrices of 16-bit values, lane L naming row L % 8 of matrix L / 8; a thread gets row g,\n" \
   " * columns 2t and 2t + 1 of each. On 32-bit values: a matrix is 8 rows of 4, and a thread gets\n" \
   " * row g, value t -- a TF32 fragment's layout. */\n" \
@@ -744,12 +769,12 @@
   "        lt_v4<S> x = *(const lt_v4<S> *)(src + (r0 + r) * rs + d);\n" \
   "        x0 = lt_g(x.v, 0), x1 = lt_g(x.v, 1), x2 = lt_g(x.v, 2), x3 = lt_g(x.v, 3);\n" \
   "      }\n" \
-  "      *(uint4 *)(sh + r * LT_FA_P + d) = make_uint4(lt_tf32(x0), lt_tf32(x1), lt_tf32(x2), lt_tf32(x3));\n" \
+  "      *(uint4 *)(sh + r * LT_FA_P + d) = make_uint4(lt_fa_op(x0), lt_fa_op(x1), lt_fa_op(x2), lt_fa_op(x3));\n" \
   "    }\n" \
   "  } else {\n" \
   "    for (int e = threadIdx.x; e < R * LT_FA_D; e += blockDim.x) {\n" \
   "      int r = e / LT_FA_D, d = e % LT_FA_D;\n" \
-  "      sh[r * LT_FA_P + d] = lt_tf32(r0 + r < n && d < D \? lt_g(src, (r0 + r) * rs + d) : 0.f);\n" \
+  "      sh[r * LT_FA_P + d] = lt_fa_op(r0 + r < n && d < D \? lt_g(src, (r0 + r) * rs + d) : 0.f);\n" \
   "    }\n" \
   "  }\n" \
   "}\n" \
@@ -859,10 +884,10 @@
   "#pragma unroll\n" \
   "  for (int kk = 0; kk < LT_FA_D / 8; kk++) {\n" \
   "    int d0 = kk * 8 + t, d1 = d0 + 4;\n" \
-  "    qf[kk][0] = lt_tf32(r.r0 < a.S && d0 < a.D \? lt_g(qp, r.r0 * a.qss + d0) : 0.f);\n" \
-  "    qf[kk][1] = lt_tf32(r.r1 < a.S && d0 < a.D \? lt_g(qp, r.r1 * a.qss + d0) : 0.f);\n" \
-  "    qf[kk][2] = lt_tf32(r.r0 < a.S && d1 < a.D \? lt_g(qp, r.r0 * a.qss + d1) : 0.f);\n" \
-  "    qf[kk][3] = lt_tf32(r.r1 < a.S && d1 < a.D \? lt_g(qp, r.r1 * a.qss + d1) : 0.f);\n" \
+  "    qf[kk][0] = lt_fa_op(r.r0 < a.S && d0 < a.D \? lt_g(qp, r.r0 * a.qss + d0) : 0.f);\n" \
+  "    qf[kk][1] = lt_fa_op(r.r1 < a.S && d0 < a.D \? lt_g(qp, r.r1 * a.qss + d0) : 0.f);\n" \
+  "    qf[kk][2] = lt_fa_op(r.r0 < a.S && d1 < a.D \? lt_g(qp, r.r0 * a.qss + d1) : 0.f);\n" \
+  "    qf[kk][3] = lt_fa_op(r.r1 < a.S && d1 < a.D \? lt_g(qp, r.r1 * a.qss + d1) : 0.f);\n" \
   "  }\n" \
   "  float oa[LT_FA_D / 8][4];\n" \
   "#pragma unroll\n" \
@@ -886,7 +911,7 @@
   "    fa_softmax_tile<MASKED>(s, oa, m0, m1, l0, l1, r, kt, t, a, am, bm, bi);\n" \
   "#pragma unroll\n" \
   "    for (int n = 0; n < LT_FA_BK / 8; n++) {\n" \
-  "      uint32_t a0 = lt_tf32(s[n][0]), a1 = lt_tf32(s[n][2]), a2 = lt_tf32(s[n][1]), a3 = lt_tf32(s[n][3]);\n" \
+  "      uint32_t a0 = lt_fa_op(s[n][0]), a1 = lt_fa_op(s[n][2]), a2 = lt_fa_op(s[n][1]), a3 = lt_fa_op(s[n][3]);\n" \
   "#pragma unroll\n" \
   "      for (int dn = 0; dn < LT_FA_D / 8; dn++) {\n" \
   "        const uint32_t *vr = vs + (n * 8 + 2 * t) * LT_FA_P + dn * 8 + g;\n" \
@@ -1130,13 +1155,13 @@
   "          }\n" \
   "          st[n][e] = P;\n" \
   "          dpt[n][e] = P * (dpt[n][e] - dls[c]) * scale;\n" \
-  "          dst[(w * 16 + g + (e >> 1) * 8) * LT_FA_PS + c] = lt_tf32(dpt[n][e]);\n" \
+  "          dst[(w * 16 + g + (e >> 1) * 8) * LT_FA_PS + c] = lt_fa_op(dpt[n][e]);\n" \
   "        }\n" \
   "      /* dV += P^T dO, dK += dS^T Q (the query rows taken in the accumulators' order) */\n" \
   "#pragma unroll\n" \
   "      for (int n = 0; n < LT_FA_BQB / 8; n++) {\n" \
-  "        uint32_t p0 = lt_tf32(st[n][0]), p1 = lt_tf32(st[n][2]), p2 = lt_tf32(st[n][1]), p3 = lt_tf32(st[n][3]);\n" \
-  "        uint32_t s0 = lt_tf32(dpt[n][0]), s1 = lt_tf32(dpt[n][2]), s2 = lt_tf32(dpt[n][1]), s3 = lt_tf32(dpt[n][3]);\n" \
+  "        uint32_t p0 = lt_fa_op(st[n][0]), p1 = lt_fa_op(st[n][2]), p2 = lt_fa_op(st[n][1]), p3 = lt_fa_op(st[n][3]);\n" \
+  "        uint32_t s0 = lt_fa_op(dpt[n][0]), s1 = lt_fa_op(dpt[n][2]), s2 = lt_fa_op(dpt[n][1]), s3 = lt_fa_op(dpt[n][3]);\n" \
   "#pragma unroll\n" \
   "        for (int dn = 0; dn < LT_FA_D / 8; dn++) {\n" \
   "          const uint32_t *dr = dos + (n * 8 + 2 * t) * LT_FA_P + dn * 8 + g, *qr = qs + (n * 8 + 2 * t) * LT_FA_P + dn * 8 + g;\n" \
