@@ -274,6 +274,13 @@ lathe_status_t lathe_part_get(part *p, const lathe_node *sn, const spec *t, lath
       *out = p->vars[id][k].v;
       return NULL;
     }
+  /* a value already whole on every device (a cached variant) is sliced, which moves nothing */
+  for (int k = 1; k < p->n_vars[id]; k++)
+    if (replicated(&p->vars[id][k].s)) {
+      LATHE_RETURN_IF_ERROR(reshard_value(p, p->vars[id][k].v, p->vars[id][k].s, t, &sn->shape, out));
+      if (p->n_vars[id] < MAX_VARIANTS) p->vars[id][p->n_vars[id]++] = (variant){*t, *out};
+      return NULL;
+    }
   /* a reshard that gathers everything first shares that replicated value with other reshards */
   spec s = p->vars[id][0].s, m = s;
   lathe_node *v = p->vars[id][0].v;
@@ -297,8 +304,11 @@ void lathe_part_set(part *p, const lathe_node *sn, lathe_node *v, const spec *s)
   p->n_vars[sn->id] = 1;
 }
 
-/* Bytes each device receives to turn source value sn from its sharding into t (slicing is free). */
+/* Bytes each device receives to turn source value sn from its sharding into t (slicing is free;
+ * nothing where t or a whole copy is made already). */
 double lathe_part_reshard_cost(const part *p, const lathe_node *sn, const spec *t) {
+  for (int k = 1; k < p->n_vars[sn->id]; k++) /* made already, or sliced from a whole copy */
+    if (spec_eq(&p->vars[sn->id][k].s, t) || replicated(&p->vars[sn->id][k].s)) return 0;
   return lathe_part_reshard_bytes(p, &sn->shape, own(p, sn->id), t);
 }
 

@@ -131,7 +131,8 @@ static inline const spec *own(const part *p, int id) { return &p->vars[id][0].s;
 lathe_status_t lathe_part_get(part *p, const lathe_node *sn, const spec *t, lathe_node **out);
 /* Records v as source value sn's own, with sharding s. */
 void lathe_part_set(part *p, const lathe_node *sn, lathe_node *v, const spec *s);
-/* Bytes each device receives to turn source value sn from its sharding into t (slicing is free). */
+/* Bytes each device receives to turn source value sn from its sharding into t (slicing is free;
+ * nothing where t or a whole copy is made already). */
 double lathe_part_reshard_cost(const part *p, const lathe_node *sn, const spec *t);
 /* Bytes each device receives to turn a value of global shape g from sharding s into t. */
 double lathe_part_reshard_bytes(const part *p, const lathe_shape *g, const spec *s, const spec *t);

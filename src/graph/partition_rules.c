@@ -955,8 +955,11 @@ lathe_status_t lathe_part_node(part *p, const lathe_node *sn) {
   if (p->hinted[sn->id] && !sn->multi && !weighs_hint(sn))
     for (int i = 0; i < sn->n_operands && ns < LATHE_MAX_OPERANDS_HINTED; i++) {
       const lathe_node *x = sn->in[i];
+      bool twice = false; /* an operand read twice (dot(w, w)) stays whole for both reads */
+      for (int j = 0; j < sn->n_operands; j++) twice |= j != i && sn->in[j] == x;
       spec t;
-      if (x->fn != p->sfn || !replicated(own(p, x->id)) || !lathe_part_operand_hint(p, sn, i, &p->hint[sn->id], &t)) continue;
+      if (twice || x->fn != p->sfn || !replicated(own(p, x->id)) || !lathe_part_operand_hint(p, sn, i, &p->hint[sn->id], &t))
+        continue;
       lathe_node *v;
       if ((st = lathe_part_get(p, x, &t, &v))) break;
       int k = 0;

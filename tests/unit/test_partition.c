@@ -1141,6 +1141,21 @@ TEST(partition_hint_forward) {
   check_all("hint forward", b_hint_forward, 0);
 }
 
+/* A value gathered for one reader (CumSum along its split axis) and wanted split on its other
+ * axis by another (an Add to a value split so): the whole copy is sliced, no AllToAll from the
+ * split */
+static void b_slice_from_whole(prog *p, lathe_function_t fn) {
+  lathe_value_t w = param(p, fn, F32(8, 6), "x,-"), v = param(p, fn, F32(8, 6), "-,x"), o[2];
+  CHECK_OK(lathe_cum_sum(fn, w, 0, false, false, &o[0]));
+  CHECK_OK(lathe_add(fn, w, v, &o[1]));
+  const char *specs[] = {NULL, "-,x"};
+  ret(p, fn, 2, o, specs);
+}
+TEST(partition_slice_from_whole) {
+  check_stats("slice from whole", b_slice_from_whole, "", 1); /* the AllGather */
+  check_all("slice from whole", b_slice_from_whole, 0);
+}
+
 /* ---- partial results whose consumer wants them split: ReduceScatter ---- */
 static void b_reduce_scatter(prog *p, lathe_function_t fn) {
   lathe_value_t a = param(p, fn, F32(4, 8), "-,xy"), b = param(p, fn, F32(8, 6), "xy,-"), x = param(p, fn, F32(8, 4), "x,-");
