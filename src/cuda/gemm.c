@@ -658,41 +658,71 @@ static const char tf32x3_src[] = LT_CUH_TF32X3;
 
 static bool tf32x3(lathe_cuda_exec *ex, const lt_gemm *g) { return !g->tf32 && tf32x3_on(lathe_cuda_exec_dev(ex), g->ab, g->d); }
 
-/* x (batch matrices of R x C) split into hi and lo, laid out as x's unit-stride lines (rows when
- * cs is 1, else columns when rs is 1, else rows read with stride), R and C rounded up to 16 bytes
- * with zeros (so staged products read them in place: ab_room); a batch stride of 0 (one matrix
- * for every batch) stays one. */
-static lathe_status_t split_tf32(lathe_cuda_exec *ex, const lt_mat *x, int64_t batch, int64_t R, int64_t C, lt_mat *hi,
+/* How x (batch matrices of R x C) is split: laid out as its unit-stride lines (rows when cs is
+ * 1, else columns when rs is 1, else rows read with stride), R and C rounded up to 16 bytes with
+ * zeros (so staged products read it in place: ab_room); a batch stride of 0 (one matrix for every
+ * batch) stays one. */
+typedef struct {
+  bool cols;
+  int64_t lines, lines2, len, pitch, ls, es, nb, each; /* each: elements of one split matrix */
+} split_geom;
+
+static split_geom split_of(const lt_mat *x, int64_t batch, int64_t R, int64_t C) {
+  split_geom s;
+  s.cols = x->cs != 1 && x->rs == 1;
+  s.lines = s.cols ? C : R, s.len = s.cols ? R : C, s.ls = s.cols ? x->cs : x->rs, s.es = s.cols ? 1 : x->cs;
+  s.nb = x->bs ? batch : 1, s.pitch = round_up(s.len, 4), s.lines2 = round_up(s.lines, 4), s.each = s.lines2 * s.pitch;
+  return s;
+}
+
+/* x split into hi and lo at ph and pl (s.nb * s.each Float32 each). */
+static lathe_status_t split_into(lathe_cuda_exec *ex, const lt_mat *x, split_geom s, lcuDeviceptr ph, lcuDeviceptr pl, lt_mat *hi,
                                  lt_mat *lo) {
-  bool cols = x->cs != 1 && x->rs == 1;
-  int64_t lines = cols ? C : R, len = cols ? R : C, ls = cols ? x->cs : x->rs, es = cols ? 1 : x->cs;
-  int64_t nb = x->bs ? batch : 1, pitch = round_up(len, 4), lines2 = round_up(lines, 4), bs = x->bs, each = lines2 * pitch;
-  lcuDeviceptr ph, pl;
-  LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, nb * each, &ph, NULL));
-  LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, nb * each, &pl, NULL));
   lcuFunction f;
   LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), tf32x3_src, "lt_split_tf32", &f));
-  int64_t total = nb * each, blocks = (total + 255) / 256;
+  int64_t total = s.nb * s.each, blocks = (total + 255) / 256, bs = x->bs;
   unsigned grid = (unsigned)(blocks < (1 << 20) ? blocks : (1 << 20));
   lcuDeviceptr px = x->p;
-  void *args[] = {&px, &ph, &pl, &nb, &lines, &lines2, &len, &pitch, &bs, &ls, &es};
+  void *args[] = {&px, &ph, &pl, &s.nb, &s.lines, &s.lines2, &s.len, &s.pitch, &bs, &s.ls, &s.es};
   LATHE_RETURN_IF_ERROR(lathe_cuda_launch(ex, f, grid, 256, 0, args));
-  int64_t sb = x->bs ? each : 0;
-  *hi = cols ? (lt_mat){ph, 1, pitch, sb} : (lt_mat){ph, pitch, 1, sb};
-  *lo = cols ? (lt_mat){pl, 1, pitch, sb} : (lt_mat){pl, pitch, 1, sb};
+  int64_t sb = x->bs ? s.each : 0;
+  *hi = s.cols ? (lt_mat){ph, 1, s.pitch, sb} : (lt_mat){ph, s.pitch, 1, sb};
+  *lo = s.cols ? (lt_mat){pl, 1, s.pitch, sb} : (lt_mat){pl, s.pitch, 1, sb};
   return NULL;
 }
 
+/* The split operands of a k chunk of kc: bytes of all four. */
+static int64_t split_bytes(const lt_gemm *g, int64_t kc) {
+  split_geom a = split_of(&g->a, g->batch, g->m, kc), b = split_of(&g->b, g->batch, kc, g->n);
+  return 8 * (a.nb * a.each + b.nb * b.each);
+}
+
+/* k in chunks whose split operands take at most gemm_pad's MiB (512 without it), the same scratch
+ * for each: a vocabulary's gradient products ([8192 x 50257] operands) need no 3 GB of it. The
+ * chunks' products accumulate into the result in Float32, as a split-k product's do. */
 static lathe_status_t gemm_tf32x3(lathe_cuda_exec *ex, const lt_gemm *g) {
-  lt_mat ah, al, bh, bl;
-  LATHE_RETURN_IF_ERROR(split_tf32(ex, &g->a, g->batch, g->m, g->k, &ah, &al));
-  LATHE_RETURN_IF_ERROR(split_tf32(ex, &g->b, g->batch, g->k, g->n, &bh, &bl));
+  const lathe_cuda *cu = lathe_cuda_exec_dev(ex)->cu;
+  int64_t limit = cu->gemm_pad > 0 ? cu->gemm_pad : (int64_t)512 << 20, kc = g->k;
+  while (kc > 256 && split_bytes(g, kc) > limit) kc = round_up(kc / 2, 4);
+  split_geom ga = split_of(&g->a, g->batch, g->m, kc), gb = split_of(&g->b, g->batch, kc, g->n);
+  lcuDeviceptr p[4];
+  LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, ga.nb * ga.each, &p[0], NULL));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, ga.nb * ga.each, &p[1], NULL));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, gb.nb * gb.each, &p[2], NULL));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, gb.nb * gb.each, &p[3], NULL));
   lt_gemm q = *g;
   q.tf32 = q.ab_room = true;
-  const lt_mat as[3] = {ah, ah, al}, bs[3] = {bh, bl, bh};
-  for (int t = 0; t < 3; t++) {
-    q.a = as[t], q.b = bs[t], q.accumulate = g->accumulate || t > 0;
-    LATHE_RETURN_IF_ERROR(gemm_large(ex, &q));
+  for (int64_t k0 = 0; k0 < g->k; k0 += kc) {
+    q.k = g->k - k0 < kc ? g->k - k0 : kc;
+    lt_mat a = g->a, b = g->b, ah, al, bh, bl;
+    a.p += (lcuDeviceptr)(k0 * g->a.cs * 4), b.p += (lcuDeviceptr)(k0 * g->b.rs * 4);
+    LATHE_RETURN_IF_ERROR(split_into(ex, &a, split_of(&a, g->batch, g->m, q.k), p[0], p[1], &ah, &al));
+    LATHE_RETURN_IF_ERROR(split_into(ex, &b, split_of(&b, g->batch, q.k, g->n), p[2], p[3], &bh, &bl));
+    const lt_mat as[3] = {ah, ah, al}, bs[3] = {bh, bl, bh};
+    for (int t = 0; t < 3; t++) {
+      q.a = as[t], q.b = bs[t], q.accumulate = g->accumulate || k0 > 0 || t > 0;
+      LATHE_RETURN_IF_ERROR(gemm_large(ex, &q));
+    }
   }
   return NULL;
 }

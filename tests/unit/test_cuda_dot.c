@@ -225,7 +225,8 @@ TEST(cuda_conv_sizes) {
 /* ---- tf32x3=1: Float32 products as three TF32 products of split operands (gemm.c) ----
  * Every element within 2^-20 of the sum of |a||b| over its k (the bound docs/CUDA.md states),
  * against a Float64 reference on the host, over operands whose magnitudes span 2^-8 to 2^8: read
- * in place, transposed, batched, and with lines off 16 bytes (staged). tf32=1 on the same data
+ * in place, transposed, batched, with lines off 16 bytes (staged), and in chunks of k (gemm_pad=1:
+ * split operands of at most 1 MiB). tf32=1 on the same data
  * must exceed the bound somewhere, so the check can tell them apart; the exact default meets it. */
 static void run_f32(lathe_backend_t g, lathe_builder_t b, const void *const *ins, int n_in, float *out, size_t nb) {
   lathe_executable_t e = NULL;
@@ -298,9 +299,11 @@ static double tf32x3_worst(lathe_backend_t g, const char *label, const dspec *sp
 }
 
 TEST(cuda_dot_tf32x3_bound) {
-  static lathe_backend_t x3;
-  static bool tried;
+  static lathe_backend_t x3, x3k;
+  static bool tried, tried_k;
   if (!gpu() || !gpu_once("lathe:cuda,tf32x3=1", &x3, &tried)) SKIP("no usable GPU");
+  /* gemm_pad=1: split operands of at most 1 MiB, so the larger cases run in chunks of k */
+  gpu_once("lathe:cuda,tf32x3=1,gemm_pad=1", &x3k, &tried_k);
   static const dspec cases[] = {
       {2, 2, {300, 700}, {700, 257}, {1}, {0}, {0}, {0}, 1, 0},      /* n off 16 bytes: staged */
       {2, 2, {513, 96}, {513, 132}, {0}, {0}, {0}, {0}, 1, 0},       /* lhs [K, M]: split by columns */
@@ -312,6 +315,9 @@ TEST(cuda_dot_tf32x3_bound) {
     char l[64];
     snprintf(l, sizeof l, "tf32x3 case %zu", i);
     double w = tf32x3_worst(x3, l, &cases[i]);
+    CHECK(w <= 1, "%s: an error of %.3g times the bound", l, w);
+    snprintf(l, sizeof l, "tf32x3 k chunks case %zu", i);
+    w = x3k ? tf32x3_worst(x3k, l, &cases[i]) : 0;
     CHECK(w <= 1, "%s: an error of %.3g times the bound", l, w);
     snprintf(l, sizeof l, "exact case %zu", i);
     w = tf32x3_worst(gpu(), l, &cases[i]);
