@@ -566,7 +566,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   lathe_cuda_versions(&driver, &nvrtc);
   snprintf(cu->description, sizeof cu->description, "cuda (%d GPU%s: %s%s; driver %d.%d, NVRTC %d.%d%s)", cu->n_devices,
            cu->n_devices == 1 ? "" : "s", cu->devs[0].description + 7, cu->n_devices > 1 ? ", ..." : "", driver / 1000,
-           driver % 1000 / 10, nvrtc / 1000, nvrtc % 1000 / 10, tf32 ? ", TF32" : "");
+           driver % 1000 / 10, nvrtc / 1000, nvrtc % 1000 / 10, tf32 ? ", TF32" : tf32x3 ? ", 3xTF32" : "");
   int n = only >= 0 ? snprintf(conf, CONF_CAP, "cuda,device=%d", only) : snprintf(conf, CONF_CAP, "cuda");
   if (tf32) n = conf_add(conf, n, ",tf32=1");
   if (!fuse) n = conf_add(conf, n, ",fuse=0");
