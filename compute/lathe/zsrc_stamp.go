@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "9bd36241a860d5ef1fdacd0ba1b17088"
+const engineSourcesHash = "a476f74fc3590235202bf31d5b92a935"

@@ -107,9 +107,9 @@ typedef struct lathe_cuda {
   bool fuse;
   bool rows;  /* ROWS regions (the option rows=0|1) */
   bool rows_long; /* ROWS regions over rows longer than LATHE_CUDA_ROWS_MAX too (option rows_long=1) */
-  /* not yet run on a GPU, so off unless asked for: ROWS kernels over rows of a length off 4 in
-   * shifted groups of 4 (rows_shift=1) and with Iota inputs computed (rows_iota=1), activation
-   * kernels 4 elements a thread (act_vec=1) */
+  /* ROWS kernels over rows of a length off 4 in shifted groups of 4 (rows_shift=1, the default)
+   * and with Iota inputs computed (rows_iota=1, the default); activation kernels 4 elements a
+   * thread (act_vec=1, off: measured no faster) */
   bool rows_shift, rows_iota, act_vec;
   bool flash; /* attention by the streaming kernels where they apply (option flash=0|1; attention.c) */
   bool half_bwd; /* half attention gradients on the half tensor cores (option half_bwd=1; flash.cuh) */
@@ -122,7 +122,7 @@ typedef struct lathe_cuda {
   int cudnn_sdpa; /* half attention may use cuDNN's fused attention: 1 (default) where measured faster, 2 always,
                    * 0 never (option cudnn_sdpa) */
   bool reduce_cols; /* column reductions by 16-byte vectors of outputs (reduce.c; option reduce_cols=0 turns them off) */
-  bool reduce_fuse; /* REDUCE regions of column reductions as one kernel with their prologue (reduce_fused.c; option reduce_fuse=1, not yet run on a GPU) */
+  bool reduce_fuse; /* REDUCE regions of column reductions as one kernel with their prologue (reduce_fused.c; option reduce_fuse, on by default) */
   bool dense_bias; /* FusedDense's bias in cuBLASLt's epilogue (fused.c; option dense_bias=0 turns it off) */
   bool dense_vjp; /* FusedDenseVJP advertised (option dense_vjp=1; off by default) */
   int graph_after; /* a plan becomes a CUDA graph at its graph_after-th run on a GPU (option graphs; 0: never) */

@@ -6,8 +6,8 @@
  * warp every 8th row of it; the warps' accumulators combine in shared memory in warp order, then
  * the parts' accumulators are reduced as columns by reduce.c's second pass, as lathe:cuda's
  * column reductions do. Prologue values read after the region are written as the prologue would.
- * The epilogue runs as its own kernel. Regions of another form keep the three kernels. Made only
- * with the option reduce_fuse=1 until it has run on a GPU. */
+ * The epilogue runs as its own kernel. Regions of another form keep the three kernels; so does
+ * every region with the option reduce_fuse=0. */
 #include <stdio.h>
 
 #include "cuda.h"
