@@ -39,7 +39,7 @@ LT_DEV void lt_mma1(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32
 #if LT_FA_X3
 /* tf32x3=1 (Float32 storage): operands travel as Float32 bits (lt_fa_op) and each product splits
  * them, x = hi + lo with both TF32 (lo of a non-finite x is 0), summing lo.hi + hi.lo + hi.hi on
- * the tensor cores: within about 2^-20 of the sum of |a||b|, as gemm.c's tf32x3 products. */
+ * the tensor cores: within 2^-19 of the sum of |a||b|, as gemm.c's tf32x3 products. */
 LT_DEV uint32_t lt_fa_op(float x) { return __float_as_uint(x); }
 LT_DEV void lt_split(uint32_t x, uint32_t &h, uint32_t &l) {
   float v = __uint_as_float(x);

@@ -721,7 +721,7 @@
   "#if LT_FA_X3\n" \
   "/* tf32x3=1 (Float32 storage): operands travel as Float32 bits (lt_fa_op) and each product splits\n" \
   " * them, x = hi + lo with both TF32 (lo of a non-finite x is 0), summing lo.hi + hi.lo + hi.hi on\n" \
-  " * the tensor cores: within about 2^-20 of the sum of |a||b|, as gemm.c's tf32x3 products. */\n" \
+  " * the tensor cores: within 2^-19 of the sum of |a||b|, as gemm.c's tf32x3 products. */\n" \
   "LT_DEV uint32_t lt_fa_op(float x) { return __float_as_uint(x); }\n" \
   "LT_DEV void lt_split(uint32_t x, uint32_t &h, uint32_t &l) {\n" \
   "  float v = __uint_as_float(x);\n" \
