@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "a476f74fc3590235202bf31d5b92a935"
+const engineSourcesHash = "b852505aa1cc22f75cbd5f7419c74f57"

@@ -535,8 +535,8 @@ lathe_status_t lathe_part_emit_whole(part *p, const lathe_node *sn, bool *gather
 
 /* The backward pass: from the outputs' shardings, through every op whose rule would carry an
  * operand's split to its result (lathe_part_operand_hint: elementwise, layout, reductions,
- * contractions, convolutions' batch and output channels, ops along some axes, gathers and scatters), the sharding each
- * value's consumers want (the last consumer's, in program order). The forward pass weighs it with
+ * contractions, convolutions' batch and output channels, ops along some axes, gathers and
+ * scatters), the sharding each value's consumers want (the last consumer's, in program order). The forward pass weighs it with
  * the operands' (rule_elementwise) or takes it where the operands are replicated: an open value is
  * then computed split instead of whole and sliced; partial sums are ReduceScattered to it. */
 static void hint(part *p, const lathe_node *n, const spec *s) {

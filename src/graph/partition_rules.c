@@ -489,6 +489,35 @@ static lathe_status_t rule_dynamic_slice(part *p, const lathe_node *sn) {
   return NULL;
 }
 
+static bool listed(lathe_ilist l, int a) {
+  for (int k = 0; k < l.n; k++)
+    if (l.v[k] == a) return true;
+  return false;
+}
+
+/* Gather's axes as result axes: ix_res[a] for indices axis a (its batch axes, in order, are the
+ * result axes that are not offset axes; -1: the index vector axis), x_res[a] for operand axis a
+ * where it keeps a split (neither indexed nor collapsed, and sliced whole: its offset axis; else
+ * -1). rule_gather and the backward hints read these. */
+static void gather_axes(const lathe_node *sn, int *ix_res, int *x_res) {
+  const lathe_node *x = sn->in[0], *ix = sn->in[1];
+  int iva = (int)lathe_attr_gather_index_vector_axis(sn);
+  lathe_ilist off = lathe_attr_gather_offset_output_axes(sn), col = lathe_attr_gather_collapsed_slice_axes(sn);
+  lathe_ilist map = lathe_attr_gather_start_index_map(sn), sizes = lathe_attr_gather_slice_sizes(sn);
+  for (int a = 0, b = 0; a < ix->shape.rank; a++) {
+    ix_res[a] = -1;
+    if (a == iva) continue;
+    while (b < sn->shape.rank && listed(off, b)) b++;
+    if (b < sn->shape.rank) ix_res[a] = b++;
+  }
+  for (int a = 0, j = 0; a < x->shape.rank; a++) {
+    x_res[a] = -1;
+    if (listed(col, a) || j >= off.n) continue;
+    int b = (int)off.v[j++];
+    if (!listed(map, a) && sizes.v[a] == x->shape.dims[a]) x_res[a] = b;
+  }
+}
+
 /* Gather (an embedding lookup): an operand axis neither indexed nor collapsed and sliced whole keeps
  * its split on the result axis it becomes; the indices' batch axes keep theirs on the result's
  * batch axes; the index vector axis and the other operand axes are gathered. */
@@ -500,25 +529,14 @@ static lathe_status_t rule_gather(part *p, const lathe_node *sn) {
   lathe_ilist map = lathe_attr_gather_start_index_map(sn), sizes = lathe_attr_gather_slice_sizes(sn);
   spec nx = replicated_spec(x->shape.rank), ni = replicated_spec(ix->shape.rank), rs = replicated_spec(sn->shape.rank);
   spec used = replicated_spec(LATHE_MAX_RANK);
-  int slot = 0;
-  bool is_off[LATHE_MAX_RANK] = {false};
-  for (int j = 0; j < off.n; j++) is_off[off.v[j]] = true;
-  /* the indices' batch axes, in order, are the result axes that are not offset axes */
-  for (int a = 0, r = 0; a < ix->shape.rank; a++) {
-    if (a == iva) continue;
-    while (r < sn->shape.rank && is_off[r]) r++;
-    if (I->n_axes[a] && try_copy_axis(&used, slot, I, a)) copy_axis(&ni, a, I, a), copy_axis(&rs, r, I, a), slot++;
-    r++;
-  }
-  for (int a = 0, j = 0; a < x->shape.rank; a++) {
-    bool collapsed = false, indexed = false;
-    for (int k = 0; k < col.n; k++) collapsed |= col.v[k] == a;
-    for (int k = 0; k < map.n; k++) indexed |= map.v[k] == a;
-    if (collapsed) continue;
-    int r = (int)off.v[j++];
-    if (!indexed && sizes.v[a] == x->shape.dims[a] && X->n_axes[a] && slot < LATHE_MAX_RANK && try_copy_axis(&used, slot, X, a))
-      copy_axis(&nx, a, X, a), copy_axis(&rs, r, X, a), slot++;
-  }
+  int slot = 0, ix_res[LATHE_MAX_RANK], x_res[LATHE_MAX_RANK];
+  gather_axes(sn, ix_res, x_res);
+  for (int a = 0; a < ix->shape.rank; a++)
+    if (ix_res[a] >= 0 && I->n_axes[a] && try_copy_axis(&used, slot, I, a))
+      copy_axis(&ni, a, I, a), copy_axis(&rs, ix_res[a], I, a), slot++;
+  for (int a = 0; a < x->shape.rank; a++)
+    if (x_res[a] >= 0 && X->n_axes[a] && slot < LATHE_MAX_RANK && try_copy_axis(&used, slot, X, a))
+      copy_axis(&nx, a, X, a), copy_axis(&rs, x_res[a], X, a), slot++;
   lathe_node *v, *iv, *out;
   LATHE_RETURN_IF_ERROR(lathe_part_get(p, x, &nx, &v));
   LATHE_RETURN_IF_ERROR(lathe_part_get(p, ix, &ni, &iv));
@@ -534,24 +552,29 @@ static lathe_status_t rule_gather(part *p, const lathe_node *sn) {
   return NULL;
 }
 
+/* The updates' axis over each operand axis of scatter sn that keeps a split (neither indexed nor
+ * inserted, and covered whole by the update windows); -1 for the others. rule_scatter and the
+ * backward hints read it. */
+static void scatter_windows(const lathe_node *sn, int *window_of) {
+  const lathe_node *x = sn->in[0], *up = sn->in[2];
+  lathe_ilist win = lathe_attr_scatter_update_window_axes(sn), ins = lathe_attr_scatter_inserted_window_axes(sn);
+  lathe_ilist map = lathe_attr_scatter_scatter_axes_to_operand_axes(sn);
+  for (int a = 0, j = 0; a < x->shape.rank; a++) {
+    window_of[a] = -1;
+    if (listed(ins, a) || j >= win.n) continue;
+    int u = (int)win.v[j++];
+    if (!listed(map, a) && up->shape.dims[u] == x->shape.dims[a]) window_of[a] = u;
+  }
+}
+
 /* ScatterSum/Max/Min (an embedding's gradient): an operand axis that is neither indexed nor
  * inserted, and that the update windows cover whole, keeps its split, and the updates' window axis
  * takes it; indices and the updates' other axes are replicated. The split comes from the operand,
  * else from the consumers (the backward hint), else from the updates. */
 static lathe_status_t rule_scatter(part *p, const lathe_node *sn) {
   const lathe_node *x = sn->in[0], *ix = sn->in[1], *up = sn->in[2];
-  lathe_ilist win = lathe_attr_scatter_update_window_axes(sn), ins = lathe_attr_scatter_inserted_window_axes(sn);
-  lathe_ilist map = lathe_attr_scatter_scatter_axes_to_operand_axes(sn);
-  int window_of[LATHE_MAX_RANK]; /* operand axis -> updates axis, or -1 where it cannot keep a split */
-  for (int a = 0, j = 0; a < x->shape.rank; a++) {
-    bool inserted = false, indexed = false;
-    for (int k = 0; k < ins.n; k++) inserted |= ins.v[k] == a;
-    for (int k = 0; k < map.n; k++) indexed |= map.v[k] == a;
-    window_of[a] = -1;
-    if (inserted) continue;
-    int u = (int)win.v[j++];
-    if (!indexed && up->shape.dims[u] == x->shape.dims[a]) window_of[a] = u;
-  }
+  int window_of[LATHE_MAX_RANK];
+  scatter_windows(sn, window_of);
   spec cands[3] = {*own(p, x->id), p->hinted[sn->id] ? p->hint[sn->id] : replicated_spec(x->shape.rank),
                    replicated_spec(x->shape.rank)};
   const spec *U = own(p, up->id);
@@ -1044,11 +1067,6 @@ static lathe_status_t dispatch(part *p, const lathe_node *sn) {
   }
 }
 
-static bool listed(lathe_ilist l, int a) {
-  for (int k = 0; k < l.n; k++)
-    if (l.v[k] == a) return true;
-  return false;
-}
 
 /* Clears t's axes (a hint for one operand of contraction sn) split over a mesh axis that the rule
  * takes first for the other operand o's contracting axes con[]: as far as the backward pass knows
@@ -1067,49 +1085,7 @@ static void drop_taken(const part *p, const lathe_node *sn, const lathe_node *o,
 /* The backward pass's step (partition.c): rules run in reverse. For operand i of sn, whose consumers
  * want it split as h, from[a] names the result axis whose split operand axis a would carry to the
  * result under sn's rule (-1: none), so a hint never asks for a split the rule would gather.
- * Multi-result ops, While, If and Call, Gather, Scatter and the windows pass none. */
-/* Gather's operand i axes that rule_gather keeps split, as result axes: the indices' batch axes
- * (the result's axes that are not offset axes, in order), the operand's axes taken whole and not
- * indexed (their offset axes) */
-static void gather_from(const lathe_node *sn, int i, int *from) {
-  const lathe_shape *os = &sn->shape;
-  lathe_ilist off = lathe_attr_gather_offset_output_axes(sn), col = lathe_attr_gather_collapsed_slice_axes(sn);
-  lathe_ilist map = lathe_attr_gather_start_index_map(sn), sizes = lathe_attr_gather_slice_sizes(sn);
-  bool is_off[LATHE_MAX_RANK] = {false};
-  for (int j = 0; j < off.n && off.v[j] < os->rank; j++) is_off[off.v[j]] = true;
-  if (i == 1) {
-    int iva = (int)lathe_attr_gather_index_vector_axis(sn);
-    for (int a = 0, b = 0; a < sn->in[1]->shape.rank; a++) {
-      if (a == iva) continue;
-      while (b < os->rank && is_off[b]) b++;
-      if (b < os->rank) from[a] = b++;
-    }
-    return;
-  }
-  for (int a = 0, j = 0; a < sn->in[0]->shape.rank && j < off.n; a++) {
-    if (listed(col, a)) continue;
-    int b = (int)off.v[j++];
-    if (!listed(map, a) && sizes.v[a] == sn->in[0]->shape.dims[a]) from[a] = b;
-  }
-}
-
-/* ScatterSum/Max/Min's operand i axes that rule_scatter keeps split, as result (operand) axes: the
- * operand's axes neither indexed nor inserted that the update windows cover whole, and the
- * updates' window axes over them; the indices stay whole */
-static void scatter_from(const lathe_node *sn, int i, int *from) {
-  if (i == 1) return;
-  const lathe_node *x = sn->in[0], *up = sn->in[2];
-  lathe_ilist win = lathe_attr_scatter_update_window_axes(sn), ins = lathe_attr_scatter_inserted_window_axes(sn);
-  lathe_ilist map = lathe_attr_scatter_scatter_axes_to_operand_axes(sn);
-  for (int a = 0, j = 0; a < x->shape.rank && j < win.n; a++) {
-    if (listed(ins, a)) continue;
-    int u = (int)win.v[j++];
-    if (listed(map, a) || up->shape.dims[u] != x->shape.dims[a]) continue;
-    if (i == 0) from[a] = a;
-    else from[u] = a;
-  }
-}
-
+ * Multi-result ops, While, If and Call and the windows pass none. */
 bool lathe_part_operand_hint(const part *p, const lathe_node *sn, int i, const spec *h, spec *t) {
   const lathe_shape *xs = &sn->in[i]->shape, *os = &sn->shape;
   int r = xs->rank, from[LATHE_MAX_RANK];
@@ -1196,8 +1172,19 @@ bool lathe_part_operand_hint(const part *p, const lathe_node *sn, int i, const s
         if (i == 1 && lathe_attr_conv_general_channel_group_count(sn) == 1)
           from[lathe_attr_conv_general_kernel_output_channels(sn)] = (int)lathe_attr_conv_general_output_channels(sn);
         break;
-      case LATHE_OP_GATHER: gather_from(sn, i, from); break;
-      case LATHE_OP_SCATTER_SUM: case LATHE_OP_SCATTER_MAX: case LATHE_OP_SCATTER_MIN: scatter_from(sn, i, from); break;
+      case LATHE_OP_GATHER: { /* rule_gather's axes: the indices' batch axes, the operand's kept ones */
+        int ix_res[LATHE_MAX_RANK], x_res[LATHE_MAX_RANK];
+        gather_axes(sn, ix_res, x_res);
+        if (i <= 1) memcpy(from, i ? ix_res : x_res, sizeof(int) * (size_t)r);
+        break;
+      }
+      case LATHE_OP_SCATTER_SUM: case LATHE_OP_SCATTER_MAX: case LATHE_OP_SCATTER_MIN: { /* rule_scatter's */
+        int window_of[LATHE_MAX_RANK];
+        scatter_windows(sn, window_of);
+        for (int a = 0; i != 1 && a < sn->in[0]->shape.rank; a++)
+          if (window_of[a] >= 0) from[i ? window_of[a] : a] = a;
+        break;
+      }
       default: break;
     }
   for (int a = 0; same && r == os->rank && a < r; a++)
