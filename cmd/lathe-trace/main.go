@@ -1,7 +1,8 @@
 // Command lathe-trace summarises a trace written by lathe (option trace=FILE or LATHE_TRACE=FILE,
 // docs/PROFILING.md): where the steps' time went, by op or fusion region and by op family, with
-// the bytes per second of elementwise steps, and the totals of executions, compiles and
-// transfers. Pure Go: it reads the JSON file only.
+// the bytes per second of elementwise steps, the totals of executions, compiles and transfers,
+// and where the device's memory in use peaked and which steps raised it most. Pure Go: it reads
+// the JSON file only.
 //
 //	lathe-trace [-n 20] trace.json
 package main
@@ -97,6 +98,59 @@ type report struct {
 	GPU             bool // the steps' times are the GPU's
 	GPURuns         int  // executions (or CUDA graph replays) timed on the GPU
 	GPURunUs        float64
+	Memory          memoryReport
+}
+
+// memRise is one step's effect on the device's memory in use (its "in_use" after the step
+// against the step before it on the same thread).
+type memRise struct {
+	Name, Out string
+	Rise, Use float64
+}
+
+// memoryReport: the highest memory in use after a step, that step, and the steps that raised it
+// most (largest first), from the host's step events (lathe:cpu and lathe:cuda write "in_use").
+type memoryReport struct {
+	Peak  memRise
+	Rises []memRise
+}
+
+func memoryOf(events []event) memoryReport {
+	var m memoryReport
+	last := map[int]float64{}
+	for _, e := range events {
+		use, ok := e.Args["in_use"].(float64)
+		if e.Ph != "X" || e.Cat != "step" || !ok {
+			continue
+		}
+		out, _ := e.Args["out"].(string)
+		r := memRise{Name: e.Name, Out: out, Use: use}
+		if prev, seen := last[e.Tid]; seen {
+			r.Rise = use - prev
+		}
+		last[e.Tid] = use
+		if use > m.Peak.Use {
+			m.Peak = r
+		}
+		if r.Rise > 0 {
+			m.Rises = append(m.Rises, r)
+		}
+	}
+	sort.SliceStable(m.Rises, func(i, j int) bool { return m.Rises[i].Rise > m.Rises[j].Rise })
+	return m
+}
+
+// human prints bytes in GiB, MiB or KiB.
+func human(b float64) string {
+	switch {
+	case b >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", b/(1<<30))
+	case b >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", b/(1<<20))
+	case b >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", b/(1<<10))
+	}
+	return fmt.Sprintf("%.0f bytes", b)
 }
 
 func summarize(events []event) report {
@@ -165,6 +219,7 @@ func summarize(events []event) report {
 	}
 	byTime(rep.Steps)
 	byTime(rep.Families)
+	rep.Memory = memoryOf(events)
 	return rep
 }
 
@@ -226,6 +281,27 @@ func printReport(w io.Writer, rep report, top int) {
 	for _, r := range rep.Families {
 		fmt.Fprintf(tw, "%.1f\t%s\t%d\t%.2f\t%s\t %s\t\n", r.TotalUs, shareOf(r, rep.StepUs), r.Count,
 			r.TotalUs/float64(r.Count), rate(r), r.Name)
+	}
+	tw.Flush()
+	printMemory(w, rep.Memory, top)
+}
+
+func printMemory(w io.Writer, m memoryReport, top int) {
+	if m.Peak.Use <= 0 {
+		return
+	}
+	fmt.Fprintf(w, "\nmemory in use at its highest after a step: %s, after %s (%s)\n", human(m.Peak.Use), m.Peak.Name, m.Peak.Out)
+	if len(m.Rises) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "raised by\tto\t step (its results)\t")
+	for i, r := range m.Rises {
+		if i == top {
+			fmt.Fprintf(tw, "\t\t (%d more)\t\n", len(m.Rises)-top)
+			break
+		}
+		fmt.Fprintf(tw, "%s\t%s\t %s (%s)\t\n", human(r.Rise), human(r.Use), r.Name, r.Out)
 	}
 	tw.Flush()
 }

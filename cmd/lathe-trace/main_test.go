@@ -95,6 +95,33 @@ func TestGPUSummary(t *testing.T) {
 	}
 }
 
+// Steps that report the memory in use: the highest, and the steps that raised it most.
+func TestMemory(t *testing.T) {
+	step := func(tid int, name, out string, use float64) event {
+		return event{Name: name, Cat: "step", Ph: "X", Tid: tid, Args: map[string]interface{}{"out": out, "in_use": use}}
+	}
+	events := []event{
+		step(1, "Iota", "Int32[8]", 100), step(1, "DotGeneral", "Float32[64,64]", 16484),
+		step(2, "Neg", "Float32[4]", 50), step(1, "Add", "Float32[64,64]", 8000),
+		step(1, "fused:Mul+Add", "Float32[64,128]", 40768),
+		{Name: "memory", Ph: "C", Args: map[string]interface{}{"current_bytes": 1e9}}, // counters are not steps
+	}
+	m := summarize(events).Memory
+	if m.Peak.Use != 40768 || m.Peak.Name != "fused:Mul+Add" || m.Peak.Out != "Float32[64,128]" {
+		t.Errorf("peak %+v", m.Peak)
+	}
+	if len(m.Rises) != 2 || m.Rises[0].Rise != 32768 || m.Rises[1].Name != "DotGeneral" || m.Rises[1].Rise != 16384 {
+		t.Errorf("rises %+v (the first step of a thread, and falls, are not rises)", m.Rises)
+	}
+	var out bytes.Buffer
+	printMemory(&out, m, 1)
+	for _, want := range []string{"at its highest after a step: 39.8 KiB, after fused:Mul+Add (Float32[64,128])", "32.0 KiB", "(1 more)"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("report lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
 // loadFile reads a trace from testdata (gzip-compressed when its name ends in .gz).
 func loadFile(t *testing.T, path string) []event {
 	t.Helper()

@@ -144,7 +144,16 @@ void lathe_exec_trace_step(lathe_trace *tr, lathe_exec *x, const lathe_pfunc *pf
   for (int k = 0; k < sp->n_in && k < 8; k++)
     lathe_bufprintf(args, sizeof args, &at, "%s%s", k ? ";" : "", lathe_shape_str(&pf->slots[sp->in[k]].shape, sb, sizeof sb));
   lathe_bufprintf(args, sizeof args, &at, "%s\"", sp->n_in > 8 ? ";..." : "");
+  /* the device's memory in use once the step is queued (its results, scratch and arena): where a
+   * program's peak comes from */
+  const lathe_device_i *dev = x->plan->dev->device;
+  lathe_memory_stats ms;
+  lathe_status_t mst = dev->memory_stats ? dev->memory_stats(x->plan->dev_ctx, x->domain, false, &ms) : NULL;
+  bool mem = dev->memory_stats && !mst;
+  lathe_status_free(mst);
+  if (mem) lathe_bufprintf(args, sizeof args, &at, ",\"in_use\":%lld", (long long)ms.current_bytes);
   lathe_trace_complete(tr, name, "step", t0, t1, args);
+  if (mem) lathe_trace_counter(tr, "memory", t1, "current_bytes", ms.current_bytes);
   if (x->gpu && m0 >= 0 && m1 >= 0) add_span(x->gpu, name, args, m0, m1);
 }
 
@@ -159,9 +168,11 @@ void lathe_exec_trace_run(lathe_trace *tr, lathe_exec *x, const lathe_launch *l,
   lathe_trace_complete(tr, name, "run", t0, t1, args);
   const lathe_device_i *dev = p->dev->device;
   lathe_memory_stats ms;
-  if (dev->memory_stats && !dev->memory_stats(p->dev_ctx, l->device, false, &ms)) {
+  lathe_status_t st = dev->memory_stats ? dev->memory_stats(p->dev_ctx, l->device, false, &ms) : NULL;
+  if (dev->memory_stats && !st) {
     lathe_trace_counter(tr, "memory", t1, "current_bytes", ms.current_bytes);
     lathe_trace_counter(tr, "memory peak", t1, "peak_bytes", ms.peak_bytes);
   }
+  lathe_status_free(st);
   lathe_trace_checkpoint(tr);
 }

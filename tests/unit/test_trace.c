@@ -167,6 +167,7 @@ TEST(trace_events) {
     CHECK(count(text, "\"out\":\"Float32[3,2]\"") == 3, "the Transpose's output shape in args");
     CHECK(count(text, "\"name\":\"upload\"") == 1 && count(text, "\"name\":\"download\"") == 3, "transfers");
     CHECK(count(text, "\"ph\":\"C\"") >= 3, "memory counters");
+    CHECK(count(text, "\"in_use\":") == 6, "each step's memory in use: %d", count(text, "\"in_use\":"));
     CHECK(count(text, "\"ph\":\"X\"") >= 3 * 5 + 4, "complete events: %d", count(text, "\"ph\":\"X\""));
   }
   free(text);
