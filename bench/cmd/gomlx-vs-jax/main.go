@@ -602,6 +602,10 @@ func runWorkload(w steps.Workload, o *options) (result, error) {
 			if err != nil {
 				return r, err
 			}
+			// each contender's figures as it finishes: a run cut short keeps the ones done
+			n := r.names[len(r.names)-1]
+			fmt.Fprintf(os.Stderr, "\n%s %s: median %.2f ms, first %.2f ms, loss0 %s, peak %s, smi %s\n", w.Name, n,
+				float64(r.medians[n])/1e6, float64(r.first[n])/1e6, r.loss0[n], r.peak[n], r.smi[n])
 		}
 	} else {
 		var cs []contender
