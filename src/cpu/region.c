@@ -253,19 +253,8 @@ static lathe_status_t plan_tiles(run_ctx *c) {
   return st;
 }
 
-/* Whether the region reads input k (or its slot through another input) after member m. */
-static bool read_after(const lathe_pregion *g, int k, int m) {
-  for (int i = 0; i < g->n_inputs; i++)
-    if (i != k && g->inputs[i].slot == g->inputs[k].slot) return true;
-  for (int j = m + 1; j < g->n_members; j++)
-    for (int q = 0; q < g->members[j].n_in; q++)
-      if (g->members[j].in[q] == -(k + 1)) return true;
-  return false;
-}
-
 /* Runs LOOP region g at step position pos: inputs from vals, escaping members into vals. */
 lathe_status_t lathe_cpu_run_loop(lathe_cpu_exec *ex, int pos, const lathe_pregion *g, bool in_place) {
-  const lathe_pfunc *pf = lathe_exec_pfunc(&ex->x);
   lathe_tensor **vals = lathe_exec_vals(&ex->x);
   run_ctx c = {.ex = ex, .g = g, .k = lathe_cpu_exec_kernels(ex), .total = lathe_shape_size(&g->shape)};
   enum { STACK = 16 };
@@ -293,18 +282,7 @@ lathe_status_t lathe_cpu_run_loop(lathe_cpu_exec *ex, int pos, const lathe_pregi
   for (int i = 0; i < g->n_members && !st; i++) {
     const lathe_pmember *mb = &g->members[i];
     if (mb->out_slot < 0) continue;
-    const lathe_pslot *sl = &pf->slots[mb->out_slot];
-    if (sl->offset < 0 && in_place)
-      for (int k = 0; k < g->n_inputs && !c.full[i]; k++) {
-        lathe_tensor *t = c.in[k];
-        if (g->inputs[k].access != LATHE_PACCESS_FULL || pf->slots[g->inputs[k].slot].last_use != pos ||
-            (t->flags & LATHE_TENSOR_VIEW) || atomic_load(&t->refs) != 1 || !lathe_shape_equal(&t->shape, &sl->shape) ||
-            read_after(g, k, i))
-          continue;
-        bool taken = false;
-        for (int j = 0; j < i; j++) taken |= c.full[j] == t;
-        if (!taken) c.full[i] = lathe_tensor_retain(t);
-      }
+    if (in_place) c.full[i] = lathe_exec_loop_in_place(&ex->x, pos, g, i, c.in, c.full, i);
     if (!c.full[i]) st = lathe_exec_result(&ex->x, mb->out_slot, &c.full[i]);
   }
   if (!st && c.total > 0) {

@@ -111,6 +111,8 @@ typedef struct lathe_cuda {
    * and with Iota inputs computed (rows_iota=1, the default); activation kernels 4 elements a
    * thread (act_vec=1, off: measured no faster) */
   bool rows_shift, rows_iota, act_vec;
+  /* a LOOP region's result over a dying donated input (option in_place=1): exec.c's launch_loop */
+  bool loop_in_place;
   bool flash; /* attention by the streaming kernels where they apply (option flash=0|1; attention.c) */
   bool half_bwd; /* half attention gradients on the half tensor cores (option half_bwd=1; flash.cuh) */
   int64_t gemm_pad; /* > 0: tensor-core products stage operands whose lines start off 16 bytes or
@@ -240,7 +242,9 @@ lathe_status_t lathe_cuda_exec_tensor(lathe_cuda_exec *ex, const lathe_shape *sh
  * is done. */
 lathe_status_t lathe_cuda_exec_scratch(lathe_cuda_exec *ex, const lathe_shape *shape, bool reuse, lathe_tensor **out);
 /* Steps nest (a control op runs its bodies' steps): the scratch handed out since mark (the count
- * lathe_cuda_exec_scratch_mark gave when the step began) is free for later steps once it is done. */
+ * lathe_cuda_exec_scratch_mark gave when the step began) is free for later steps once it is done.
+ * A piece of a step may do the same around its own work (a product's staged or split operands):
+ * what it queued runs before anything queued after it, so the next piece may take that memory. */
 int lathe_cuda_exec_scratch_mark(const lathe_cuda_exec *ex);
 void lathe_cuda_exec_scratch_done(lathe_cuda_exec *ex, int mark);
 /* Packs wide (Int8/Uint8, one value per byte) into t, a sub-byte integer tensor of the same
@@ -277,9 +281,15 @@ void lathe_cuda_ewk_describe(const lathe_cuda_ewk *k, int *rank, int64_t *dims, 
 /* Queues k over outputs outs and inputs ins on the execution's stream. */
 lathe_status_t lathe_cuda_ewk_launch(lathe_cuda_exec *ex, lathe_cuda_ewk *k, lathe_tensor **outs, lathe_tensor *const *ins);
 void lathe_cuda_ewk_free(lathe_cuda_ewk *k);
-/* Runs LOOP region g of pf with kernel `bound` (NULL: made for this run). */
+/* Runs LOOP (or ROWS) region g of pf at step pos with kernel `bound` (NULL: made for this run).
+ * in_place (LOOP): an escaping member's result may take a dying input's memory
+ * (lathe_cuda_exec_loop_in_place): the kernels load an element's inputs before they store it. */
 lathe_status_t lathe_cuda_region_loop(lathe_cuda_exec *ex, const lathe_pfunc *pf, const lathe_pregion *g, lathe_cuda_ewk *bound,
-                                      lathe_tensor **vals, lathe_status_t (*result)(lathe_cuda_exec *, int slot, lathe_tensor **));
+                                      int pos, bool in_place, lathe_tensor **vals,
+                                      lathe_status_t (*result)(lathe_cuda_exec *, int slot, lathe_tensor **));
+/* lathe_exec_loop_in_place for the execution ex. */
+lathe_tensor *lathe_cuda_exec_loop_in_place(lathe_cuda_exec *ex, int pos, const lathe_pregion *g, int m, lathe_tensor *const *ins,
+                                            lathe_tensor *const *taken, int n_taken);
 /* The device's 31-bit index division, on the host (tests). */
 uint32_t lathe_cuda_udiv_host(uint32_t n, uint32_t d);
 

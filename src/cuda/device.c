@@ -415,7 +415,7 @@ static int conf_add(char *conf, int n, const char *fmt, ...) {
   return w < 0 ? n : n + w < CONF_CAP ? n + w : CONF_CAP - 1;
 }
 enum { OPT_DEVICE, OPT_TF32, OPT_FUSE, OPT_CUDNN, OPT_GRAPHS, OPT_ROWS, OPT_FLASH, OPT_DENSE_VJP, OPT_TRACE_GRAPHS, OPT_REMAT,
-       OPT_ROWS_LONG, OPT_HALF_BWD, OPT_GEMM_PAD, OPT_CUDNN_SDPA, OPT_REDUCE_COLS, OPT_REDUCE_FUSE, OPT_ROWS_SHIFT, OPT_ROWS_IOTA, OPT_ACT_VEC, OPT_TF32X3,
+       OPT_ROWS_LONG, OPT_HALF_BWD, OPT_GEMM_PAD, OPT_CUDNN_SDPA, OPT_REDUCE_COLS, OPT_REDUCE_FUSE, OPT_ROWS_SHIFT, OPT_ROWS_IOTA, OPT_ACT_VEC, OPT_TF32X3, OPT_IN_PLACE,
        OPT_DENSE_BIAS };
 const lathe_option_spec lathe_cuda_options[] = {
     [OPT_DEVICE] = {"device", LATHE_OPTION_INT, "N", 0, 1024, false, "every GPU", "GPU N alone (as device 0)"},
@@ -470,6 +470,9 @@ const lathe_option_spec lathe_cuda_options[] = {
                     "1: Float32 products (without tf32=1) as three TF32 tensor-core products of operands split in "
                     "high and low parts, within Float32's accuracy (sm_80 and later; GPT-2 small's step 0.88x the "
                     "exact one's time, 1.34x its memory)"},
+    [OPT_IN_PLACE] = {"in_place", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
+                      "1: a fused elementwise kernel writes a result over a donated input that dies there (an "
+                      "optimizer's update over the weights and moments it reads) instead of new memory"},
     [OPT_DENSE_BIAS] = {"dense_bias", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "1",
                         "a FusedDense without an activation has cuBLASLt add its bias to the Float32 sums and write "
                         "its result (0: the sums into Float32 scratch, then a pass adding the bias and rounding)"},
@@ -516,6 +519,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   bool rows_iota = !opt[OPT_ROWS_IOTA].set || opt[OPT_ROWS_IOTA].value == 1;
   bool act_vec = opt[OPT_ACT_VEC].set && opt[OPT_ACT_VEC].value == 1;
   bool tf32x3 = opt[OPT_TF32X3].set && opt[OPT_TF32X3].value == 1;
+  bool in_place = opt[OPT_IN_PLACE].set && opt[OPT_IN_PLACE].value == 1;
   bool dense_bias = !opt[OPT_DENSE_BIAS].set || opt[OPT_DENSE_BIAS].value == 1;
   const lcu_api *api;
   int count;
@@ -537,6 +541,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   cu->rows_iota = rows_iota;
   cu->act_vec = act_vec;
   cu->tf32x3 = tf32x3;
+  cu->loop_in_place = in_place;
   cu->dense_bias = dense_bias;
   cu->dense_vjp = dense_vjp;
   cu->trace_graphs = trace_graphs;
@@ -580,6 +585,7 @@ lathe_status_t lathe_cuda_device_new(const lathe_option_value *opt, const lathe_
   if (!rows_iota) n = conf_add(conf, n, ",rows_iota=0");
   if (act_vec) n = conf_add(conf, n, ",act_vec=1");
   if (tf32x3) n = conf_add(conf, n, ",tf32x3=1");
+  if (in_place) n = conf_add(conf, n, ",in_place=1");
   if (!dense_bias) n = conf_add(conf, n, ",dense_bias=0");
   if (dense_vjp) n = conf_add(conf, n, ",dense_vjp=1");
   if (trace_graphs) n = conf_add(conf, n, ",trace_graphs=1");

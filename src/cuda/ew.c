@@ -645,7 +645,8 @@ static lathe_status_t region_inputs(const lathe_pregion *g, lathe_tensor **vals,
 }
 
 lathe_status_t lathe_cuda_region_loop(lathe_cuda_exec *ex, const lathe_pfunc *pf, const lathe_pregion *g, lathe_cuda_ewk *bound,
-                                      lathe_tensor **vals, lathe_status_t (*result)(lathe_cuda_exec *, int slot, lathe_tensor **)) {
+                                      int pos, bool in_place, lathe_tensor **vals,
+                                      lathe_status_t (*result)(lathe_cuda_exec *, int slot, lathe_tensor **)) {
   lathe_tensor *ins[EW_MAX_VALUES], *outs[EW_MAX_VALUES];
   lathe_cuda_ewk *k = bound;
   if (!k) LATHE_RETURN_IF_ERROR(lathe_cuda_ewk_region(lathe_cuda_exec_dev(ex)->cu, pf, g, &k));
@@ -653,7 +654,8 @@ lathe_status_t lathe_cuda_region_loop(lathe_cuda_exec *ex, const lathe_pfunc *pf
   int made = 0;
   for (int i = 0; i < g->n_members && !err; i++)
     if (g->members[i].out_slot >= 0) {
-      err = result(ex, g->members[i].out_slot, &outs[made]);
+      outs[made] = in_place ? lathe_cuda_exec_loop_in_place(ex, pos, g, i, ins, outs, made) : NULL;
+      if (!outs[made]) err = result(ex, g->members[i].out_slot, &outs[made]);
       if (!err) made++;
     }
   if (!err) err = lathe_cuda_ewk_launch(ex, k, outs, ins);

@@ -534,14 +534,21 @@ static lathe_status_t launch_reduce(lathe_exec *x, int pos, int region, bool *do
   return st;
 }
 
-/* A LOOP or ROWS region: one generated kernel (bound at compile when it could be made then). */
+lathe_tensor *lathe_cuda_exec_loop_in_place(lathe_cuda_exec *ex, int pos, const lathe_pregion *g, int m, lathe_tensor *const *ins,
+                                            lathe_tensor *const *taken, int n_taken) {
+  return lathe_exec_loop_in_place(&ex->x, pos, g, m, ins, taken, n_taken);
+}
+
+/* A LOOP or ROWS region: one generated kernel (bound at compile when it could be made then). A
+ * LOOP's result may take a donated input's memory (an optimizer's update written over the
+ * weights and moments it reads): the stream orders every earlier use of that memory before it. */
 static lathe_status_t launch_loop(lathe_exec *x, int pos, int region, bool in_place) {
-  (void)pos, (void)in_place; /* results never reuse an input's memory on the GPU */
   lathe_cuda_exec *ex = cuda_exec(x);
   const lathe_pfunc *pf = lathe_exec_pfunc(x);
   lathe_cuda_ewk *const *rk = ex->plan->fns[lathe_exec_fn_index(x)].region_k;
   int mark = lathe_cuda_exec_scratch_mark(ex);
-  lathe_status_t st = lathe_cuda_region_loop(ex, pf, &pf->regions[region], rk ? rk[region] : NULL, lathe_exec_vals(x), result_tensor);
+  lathe_status_t st = lathe_cuda_region_loop(ex, pf, &pf->regions[region], rk ? rk[region] : NULL, pos,
+                                             in_place && ex->cu->loop_in_place, lathe_exec_vals(x), result_tensor);
   lathe_cuda_exec_scratch_done(ex, mark);
   return st;
 }

@@ -213,6 +213,34 @@ lathe_status_t lathe_exec_result(lathe_exec *x, int slot, lathe_tensor **out) {
   return x->plan->dev->tensor_new(x, &sl->shape, out);
 }
 
+/* Whether region g reads input k (or its slot through another input) after member m. */
+static bool read_after(const lathe_pregion *g, int k, int m) {
+  for (int i = 0; i < g->n_inputs; i++)
+    if (i != k && g->inputs[i].slot == g->inputs[k].slot) return true;
+  for (int j = m + 1; j < g->n_members; j++)
+    for (int q = 0; q < g->members[j].n_in; q++)
+      if (g->members[j].in[q] == -(k + 1)) return true;
+  return false;
+}
+
+lathe_tensor *lathe_exec_loop_in_place(lathe_exec *x, int pos, const lathe_pregion *g, int m, lathe_tensor *const *ins,
+                                       lathe_tensor *const *taken, int n_taken) {
+  const lathe_pfunc *pf = x->cur->f->pf;
+  const lathe_pslot *sl = &pf->slots[g->members[m].out_slot];
+  if (g->kind != LATHE_PREGION_LOOP || sl->offset >= 0) return NULL;
+  for (int k = 0; k < g->n_inputs; k++) {
+    lathe_tensor *t = ins[k];
+    if (!t || g->inputs[k].access != LATHE_PACCESS_FULL || pf->slots[g->inputs[k].slot].last_use != pos ||
+        (t->flags & LATHE_TENSOR_VIEW) || atomic_load(&t->refs) != 1 || !lathe_shape_equal(&t->shape, &sl->shape) ||
+        lathe_dtype_is_packed(sl->shape.dtype) || read_after(g, k, m))
+      continue;
+    bool used = false;
+    for (int j = 0; j < n_taken; j++) used |= taken[j] == t;
+    if (!used) return lathe_tensor_retain(t);
+  }
+  return NULL;
+}
+
 /* Runs one op step. */
 static lathe_status_t run_node(lathe_exec *x, lathe_frame *f, int pos, const lathe_pstep *sp) {
   const lathe_exec_device *dev = x->plan->dev;

@@ -181,6 +181,14 @@ static inline lathe_tensor **lathe_exec_vals(lathe_exec *x) { return x->cur->val
 /* The tensor for result slot of the running function (a reference for the caller): its arena
  * view when planned, its output shell when the main function returns it, else fresh memory. */
 lathe_status_t lathe_exec_result(lathe_exec *x, int slot, lathe_tensor **out);
+/* For escaping member m of LOOP region g at step pos, whose result is not planned: a full input
+ * (ins: the region's input tensors) that dies here, that nothing else holds (a donated weight, an
+ * optimizer's moment), of the result's shape, that no later member reads and that none of the
+ * taken results already has, as a new reference; else NULL. A kernel that reads each element's
+ * inputs before it writes that element may write the result there (every earlier member has read
+ * it), so an optimizer's update needs no second copy of what it updates. */
+lathe_tensor *lathe_exec_loop_in_place(lathe_exec *x, int pos, const lathe_pregion *g, int m, lathe_tensor *const *ins,
+                                       lathe_tensor *const *taken, int n_taken);
 
 /* ---- trace events (xtrace.c), made only while tracing (the program's options.trace) ---- */
 /* Step pos of pf ran from t0 to t1 (ns, lathe_trace_now) on the calling thread. */

@@ -203,7 +203,7 @@ typedef struct lathe_option_spec {
   const char *doc;    /* one line */
 } lathe_option_spec;
 
-#define LATHE_MAX_OPTIONS 24 /* per device (each device's table asserts it fits) */
+#define LATHE_MAX_OPTIONS 32 /* per device (each device's table asserts it fits) */
 
 /* The runtime's own options, in every device's table (its last rows; the device ignores them):
  * the runtime reads them by name after parsing (backend.c). docs/PROFILING.md; partition:

@@ -1114,3 +1114,72 @@ TEST(cuda_transfers) {
   lathe_executable_free(big_e);
   lathe_executable_free(small_e);
 }
+
+/* An optimizer-like update as one LOOP region, m' = 0.9 m + g, v' = 0.9 v + g g,
+ * p' = p - 0.01 m' rsqrt(v' + 1): with in_place=1 the donated p, m and v hold p', m' and v' (the
+ * step's peak stays within a tensor of what is in use after it), without it the results take new
+ * memory; the values are lathe:cpu's either way. */
+static void loop_update(lathe_backend_t g, bool in_place) {
+  enum { N = 1 << 20 };
+  lathe_shape s = TST_SHAPE(LATHE_DTYPE_FLOAT32, N), s0 = tst_shape0(LATHE_DTYPE_FLOAT32);
+  lathe_function_t fn;
+  lathe_builder_t b = tst_builder("in_place", &fn);
+  lathe_value_t p = tst_param(fn, "p", s), m = tst_param(fn, "m", s), v = tst_param(fn, "v", s), gr = tst_param(fn, "g", s);
+  float c9 = 0.9f, c1 = 1, lr = 0.01f;
+  lathe_value_t k9, k1, klr, t, m2, v2, u, w, p2;
+  CHECK_OK(lathe_constant(fn, &s0, &c9, 4, &k9));
+  CHECK_OK(lathe_constant(fn, &s0, &c1, 4, &k1));
+  CHECK_OK(lathe_constant(fn, &s0, &lr, 4, &klr));
+  CHECK_OK(lathe_binary(fn, LATHE_OP_MUL, m, k9, &t));
+  CHECK_OK(lathe_binary(fn, LATHE_OP_ADD, t, gr, &m2));
+  CHECK_OK(lathe_binary(fn, LATHE_OP_MUL, gr, gr, &t));
+  CHECK_OK(lathe_binary(fn, LATHE_OP_MUL, v, k9, &u));
+  CHECK_OK(lathe_binary(fn, LATHE_OP_ADD, u, t, &v2));
+  CHECK_OK(lathe_binary(fn, LATHE_OP_ADD, v2, k1, &u));
+  CHECK_OK(lathe_unary(fn, LATHE_OP_RSQRT, u, &w));
+  CHECK_OK(lathe_binary(fn, LATHE_OP_MUL, m2, w, &u));
+  CHECK_OK(lathe_binary(fn, LATHE_OP_MUL, u, klr, &w));
+  CHECK_OK(lathe_binary(fn, LATHE_OP_SUB, p, w, &p2));
+  lathe_value_t outs[3] = {p2, m2, v2};
+  CHECK_OK(lathe_function_return(fn, outs, 3));
+  lathe_executable_t eg = NULL, ec = NULL;
+  CHECK_OK(lathe_builder_compile_for(b, g, &eg));
+  CHECK_OK(lathe_builder_compile(b, &ec));
+  lathe_builder_free(b);
+  if (!eg || !ec) return;
+  lathe_buffer_t gi[4] = {0}, ci[4] = {0}, go[3] = {0}, co[3] = {0};
+  float *h = malloc(sizeof(float) * N);
+  for (int i = 0; i < 4; i++) {
+    tst_fill(h, LATHE_DTYPE_FLOAT32, N, (unsigned)(i + 3));
+    if (i == 2)
+      for (int j = 0; j < N; j++) h[j] = fabsf(h[j]); /* v >= 0 */
+    CHECK_OK(lathe_buffer_from_host(g, 0, &s, h, sizeof(float) * N, &gi[i]));
+    CHECK_OK(lathe_buffer_from_host(tst_backend(), 0, &s, h, sizeof(float) * N, &ci[i]));
+  }
+  free(h);
+  bool donate[4] = {true, true, true, false};
+  CHECK_OK(lathe_buffer_wait(gi[3]));
+  CHECK_OK(lathe_backend_memory_reset_peak(g, 0));
+  CHECK_OK(lathe_executable_execute(eg, gi, donate, 4, 0, go, 3));
+  CHECK_OK(lathe_executable_execute(ec, ci, NULL, 4, 0, co, 3));
+  for (int k = 0; k < 3; k++) CHECK_OK(lathe_buffer_wait(go[k]));
+  lathe_memory_stats ms;
+  CHECK_OK(lathe_backend_memory_stats(g, 0, &ms));
+  int64_t extra = ms.peak_bytes - ms.current_bytes, one = (int64_t)sizeof(float) * N;
+  if (in_place) CHECK(extra < one, "in_place=1: the step's peak is %lld bytes over what is in use after it", (long long)extra);
+  else CHECK(extra >= 3 * one, "in_place=0: the results took new memory (peak %lld bytes over)", (long long)extra);
+  agree_outputs(in_place ? "in_place=1" : "in_place=0", go, co, 3, 1e-6);
+  for (int k = 0; k < 3; k++) lathe_buffer_free(go[k]), lathe_buffer_free(co[k]);
+  for (int i = 0; i < 4; i++) lathe_buffer_free(ci[i]);
+  lathe_buffer_free(gi[3]);
+  lathe_executable_free(eg);
+  lathe_executable_free(ec);
+}
+
+TEST(cuda_loop_update_in_place) {
+  static lathe_backend_t ip;
+  static bool tried;
+  if (!gpu() || !gpu_once("lathe:cuda,in_place=1", &ip, &tried)) SKIP("no usable GPU");
+  loop_update(ip, true);
+  loop_update(gpu(), false);
+}
