@@ -242,9 +242,7 @@ lathe_status_t lathe_cuda_exec_tensor(lathe_cuda_exec *ex, const lathe_shape *sh
  * is done. */
 lathe_status_t lathe_cuda_exec_scratch(lathe_cuda_exec *ex, const lathe_shape *shape, bool reuse, lathe_tensor **out);
 /* Steps nest (a control op runs its bodies' steps): the scratch handed out since mark (the count
- * lathe_cuda_exec_scratch_mark gave when the step began) is free for later steps once it is done.
- * A piece of a step may do the same around its own work (a product's staged or split operands):
- * what it queued runs before anything queued after it, so the next piece may take that memory. */
+ * lathe_cuda_exec_scratch_mark gave when the step began) is free for later steps once it is done. */
 int lathe_cuda_exec_scratch_mark(const lathe_cuda_exec *ex);
 void lathe_cuda_exec_scratch_done(lathe_cuda_exec *ex, int mark);
 /* Packs wide (Int8/Uint8, one value per byte) into t, a sub-byte integer tensor of the same
