@@ -281,13 +281,10 @@ lathe_status_t lathe_cuda_ewk_launch(lathe_cuda_exec *ex, lathe_cuda_ewk *k, lat
 void lathe_cuda_ewk_free(lathe_cuda_ewk *k);
 /* Runs LOOP (or ROWS) region g of pf at step pos with kernel `bound` (NULL: made for this run).
  * in_place (LOOP): an escaping member's result may take a dying input's memory
- * (lathe_cuda_exec_loop_in_place): the kernels load an element's inputs before they store it. */
+ * (lathe_exec_loop_in_place): the kernels load an element's inputs before they store it. */
 lathe_status_t lathe_cuda_region_loop(lathe_cuda_exec *ex, const lathe_pfunc *pf, const lathe_pregion *g, lathe_cuda_ewk *bound,
                                       int pos, bool in_place, lathe_tensor **vals,
                                       lathe_status_t (*result)(lathe_cuda_exec *, int slot, lathe_tensor **));
-/* lathe_exec_loop_in_place for the execution ex. */
-lathe_tensor *lathe_cuda_exec_loop_in_place(lathe_cuda_exec *ex, int pos, const lathe_pregion *g, int m, lathe_tensor *const *ins,
-                                            lathe_tensor *const *taken, int n_taken);
 /* The device's 31-bit index division, on the host (tests). */
 uint32_t lathe_cuda_udiv_host(uint32_t n, uint32_t d);
 

@@ -8,6 +8,7 @@
 
 #include "../graph/ew.h"
 #include "cuda.h"
+#include "exec.h"
 #include "kernels/zkernels.h"
 
 /* ---- the CUDA helper prelude (C++ overloads where C has generic macros) ---- */
@@ -654,7 +655,7 @@ lathe_status_t lathe_cuda_region_loop(lathe_cuda_exec *ex, const lathe_pfunc *pf
   int made = 0;
   for (int i = 0; i < g->n_members && !err; i++)
     if (g->members[i].out_slot >= 0) {
-      outs[made] = in_place ? lathe_cuda_exec_loop_in_place(ex, pos, g, i, ins, outs, made) : NULL;
+      outs[made] = in_place ? lathe_exec_loop_in_place(&ex->x, pos, g, i, ins, outs, made) : NULL;
       if (!outs[made]) err = result(ex, g->members[i].out_slot, &outs[made]);
       if (!err) made++;
     }

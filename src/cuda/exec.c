@@ -534,11 +534,6 @@ static lathe_status_t launch_reduce(lathe_exec *x, int pos, int region, bool *do
   return st;
 }
 
-lathe_tensor *lathe_cuda_exec_loop_in_place(lathe_cuda_exec *ex, int pos, const lathe_pregion *g, int m, lathe_tensor *const *ins,
-                                            lathe_tensor *const *taken, int n_taken) {
-  return lathe_exec_loop_in_place(&ex->x, pos, g, m, ins, taken, n_taken);
-}
-
 /* A LOOP or ROWS region: one generated kernel (bound at compile when it could be made then). A
  * LOOP's result may take a donated input's memory (an optimizer's update written over the
  * weights and moments it reads): the stream orders every earlier use of that memory before it. */
