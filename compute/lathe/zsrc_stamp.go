@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "382df81139c463506602bbbe0b9965bd"
+const engineSourcesHash = "3062d7c9108f5951ae35e848fe741122"

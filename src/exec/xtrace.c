@@ -123,6 +123,16 @@ const char *lathe_exec_step_name(const lathe_pfunc *pf, int pos, char *name, siz
   return name;
 }
 
+/* The device's memory counters for ordinal device, where it keeps them. */
+static bool memory_now(const lathe_xplan *p, int device, lathe_memory_stats *ms) {
+  const lathe_device_i *dev = p->dev->device;
+  if (!dev->memory_stats) return false;
+  lathe_status_t st = dev->memory_stats(p->dev_ctx, device, false, ms);
+  bool ok = !st;
+  lathe_status_free(st);
+  return ok;
+}
+
 void lathe_exec_trace_step(lathe_trace *tr, lathe_exec *x, const lathe_pfunc *pf, int pos, int64_t t0, int64_t t1,
                            int m0, int m1) {
   const lathe_pstep *sp = &pf->steps[pos];
@@ -146,11 +156,8 @@ void lathe_exec_trace_step(lathe_trace *tr, lathe_exec *x, const lathe_pfunc *pf
   lathe_bufprintf(args, sizeof args, &at, "%s\"", sp->n_in > 8 ? ";..." : "");
   /* the device's memory in use once the step is queued (its results, scratch and arena): where a
    * program's peak comes from */
-  const lathe_device_i *dev = x->plan->dev->device;
   lathe_memory_stats ms;
-  lathe_status_t mst = dev->memory_stats ? dev->memory_stats(x->plan->dev_ctx, x->domain, false, &ms) : NULL;
-  bool mem = dev->memory_stats && !mst;
-  lathe_status_free(mst);
+  bool mem = memory_now(x->plan, x->domain, &ms);
   if (mem) lathe_bufprintf(args, sizeof args, &at, ",\"in_use\":%lld", (long long)ms.current_bytes);
   lathe_trace_complete(tr, name, "step", t0, t1, args);
   if (mem) lathe_trace_counter(tr, "memory", t1, "current_bytes", ms.current_bytes);
@@ -166,13 +173,10 @@ void lathe_exec_trace_run(lathe_trace *tr, lathe_exec *x, const lathe_launch *l,
   lathe_bufprintf(args, sizeof args, &at, "\"device\":%d,\"replica\":%d,\"inputs\":%d,\"outputs\":%d", l->device,
                   l->replica, l->n_inputs, l->n_outputs);
   lathe_trace_complete(tr, name, "run", t0, t1, args);
-  const lathe_device_i *dev = p->dev->device;
   lathe_memory_stats ms;
-  lathe_status_t st = dev->memory_stats ? dev->memory_stats(p->dev_ctx, l->device, false, &ms) : NULL;
-  if (dev->memory_stats && !st) {
+  if (memory_now(p, l->device, &ms)) {
     lathe_trace_counter(tr, "memory", t1, "current_bytes", ms.current_bytes);
     lathe_trace_counter(tr, "memory peak", t1, "peak_bytes", ms.peak_bytes);
   }
-  lathe_status_free(st);
   lathe_trace_checkpoint(tr);
 }
