@@ -646,86 +646,115 @@ static lathe_status_t gemm_large(lathe_cuda_exec *ex, const lt_gemm *g);
 
 /* ---- Float32 products as three TF32 products (option tf32x3=1) ----
  * Each operand split as x = hi + lo, both exact in TF32 (kernels/tf32x3.cuh: hi + lo is x within
- * about 2^-22 |x|), into step scratch whose lines (rows, or columns for an operand read
- * transposed) start on 16 bytes; then a.b = hi_a.hi_b + hi_a.lo_b + lo_a.hi_b, three products on
- * TF32 tensor cores with Float32 sums, the largest first and the others accumulated into the
- * result. The dropped lo_a.lo_b is within 2^-22 of a term, so an element's error is within
- * 2^-19 of the sum of |a||b| over k with Float32's own summation error (0.94 of 2^-20 measured at
- * most, SGEMM 0.56): Float32's accuracy for three TF32 passes. On GPT-2 small's step (an H100)
- * that took 0.88x SGEMM's time, the TF32 passes running at about 180 TFLOP/s: an option, off.
- * Float32 results only (Float64 and complex products as they were); needs sm_80; with tf32=1 the
- * products are one TF32 pass instead. */
+ * about 2^-22 |x|), and a.b = lo_a.hi_b + hi_a.lo_b + hi_a.hi_b computed as one TF32 product of
+ * three times the k: a' = [lo_a | hi_a | hi_a] along k, b' = [hi_b ; lo_b ; hi_b]. One product
+ * instead of three accumulated ones: the result is written once (three passes read and wrote it
+ * three times, a third of a 768-wide layer's time) and cuBLASLt gets a deeper k. The small parts
+ * come first along k, so that the sum rounds them while it is small: with hi.hi first, the 2k small
+ * terms each rounded against the whole sum, and a batched case came to 1.13 of the bound (an H200).
+ * The split operands are step scratch whose lines (rows, or columns for an operand read
+ * transposed) start on 16 bytes, so that the product reads them in place. The dropped lo_a.lo_b is within 2^-22 of a
+ * term, so an element's error is within 2^-19 of the sum of |a||b| over k with Float32's own
+ * summation error (three separate products measured 0.94 of 2^-20 at most, SGEMM 0.56). Float32
+ * results only (Float64 and complex products as they were); needs sm_80; with tf32=1 the products
+ * are one TF32 pass instead. */
 static const char tf32x3_src[] = LT_CUH_TF32X3;
 
 static bool tf32x3(lathe_cuda_exec *ex, const lt_gemm *g) { return !g->tf32 && tf32x3_on(lathe_cuda_exec_dev(ex), g->ab, g->d); }
 
-/* How x (batch matrices of R x C) is split: laid out as its unit-stride lines (rows when cs is
- * 1, else columns when rs is 1, else rows read with stride), R and C rounded up to 16 bytes with
- * zeros (so staged products read it in place: ab_room); a batch stride of 0 (one matrix for every
- * batch) stays one. */
+/* How x (batch matrices of R x C, k along C when it is the left operand, else along R) becomes its
+ * split operand of 3 k2 along k (k2: k rounded up to 16 bytes, as R and C are; zeros in the
+ * padding, so staged products read it in place: ab_room). x is read as its unit-stride lines
+ * (rows when cs is 1, else columns when rs is 1, else rows read with stride). Where k runs along a
+ * line, each line holds the three parts one after the other (a line of 3 len2); where it runs
+ * across the lines, the parts are three blocks of lines2 lines. A batch stride of 0 (one matrix for
+ * every batch) stays one. */
 typedef struct {
   bool cols;
-  int64_t lines, lines2, len, pitch, ls, es, nb, each; /* each: elements of one split matrix */
+  int64_t lines, lines2, len, len2, ls, es, nb, lstride, each; /* each: elements of one split matrix */
+  int64_t at[3]; /* where hi, hi and lo start in a line (k along it) or in the matrix */
 } split_geom;
 
-static split_geom split_of(const lt_mat *x, int64_t batch, int64_t R, int64_t C) {
+static split_geom split_of(const lt_mat *x, int64_t batch, int64_t R, int64_t C, bool left) {
   split_geom s;
   s.cols = x->cs != 1 && x->rs == 1;
   s.lines = s.cols ? C : R, s.len = s.cols ? R : C, s.ls = s.cols ? x->cs : x->rs, s.es = s.cols ? 1 : x->cs;
-  s.nb = x->bs ? batch : 1, s.pitch = round_up(s.len, 4), s.lines2 = round_up(s.lines, 4), s.each = s.lines2 * s.pitch;
+  s.nb = x->bs ? batch : 1, s.len2 = round_up(s.len, 4), s.lines2 = round_up(s.lines, 4), s.each = 3 * s.lines2 * s.len2;
+  bool along = left != s.cols; /* k runs along each line */
+  int64_t part = along ? s.len2 : s.lines2 * s.len2;
+  s.lstride = along ? 3 * s.len2 : s.len2;
+  s.at[0] = left ? part : 0, s.at[1] = 2 * part, s.at[2] = left ? 0 : part;
   return s;
 }
 
-/* x split into hi and lo at ph and pl (s.nb * s.each Float32 each). */
-static lathe_status_t split_into(lathe_cuda_exec *ex, const lt_mat *x, split_geom s, lcuDeviceptr ph, lcuDeviceptr pl, lt_mat *hi,
-                                 lt_mat *lo) {
+/* x split at p (s.nb * s.each Float32) as its product's operand (k 3 k2, ab_room). */
+static lathe_status_t split_into(lathe_cuda_exec *ex, const lt_mat *x, split_geom s, lcuDeviceptr p, lt_mat *out) {
   lcuFunction f;
   LATHE_RETURN_IF_ERROR(lathe_cuda_kernel_lasting(lathe_cuda_exec_dev(ex), tf32x3_src, "lt_split_tf32", &f));
-  int64_t total = s.nb * s.each, blocks = (total + 255) / 256, bs = x->bs;
+  int64_t total = s.nb * s.lines2 * s.len2, blocks = (total + 255) / 256, bs = x->bs;
   unsigned grid = (unsigned)(blocks < (1 << 20) ? blocks : (1 << 20));
   lcuDeviceptr px = x->p;
-  void *args[] = {&px, &ph, &pl, &s.nb, &s.lines, &s.lines2, &s.len, &s.pitch, &bs, &s.ls, &s.es};
+  void *args[] = {&px, &p, &s.nb, &s.lines, &s.lines2, &s.len, &s.len2, &s.lstride, &s.each, &bs, &s.ls, &s.es, &s.at[0], &s.at[1], &s.at[2]};
   LATHE_RETURN_IF_ERROR(lathe_cuda_launch(ex, f, grid, 256, 0, args));
   int64_t sb = x->bs ? s.each : 0;
-  *hi = s.cols ? (lt_mat){ph, 1, s.pitch, sb} : (lt_mat){ph, s.pitch, 1, sb};
-  *lo = s.cols ? (lt_mat){pl, 1, s.pitch, sb} : (lt_mat){pl, s.pitch, 1, sb};
+  *out = s.cols ? (lt_mat){p, 1, s.lstride, sb} : (lt_mat){p, s.lstride, 1, sb};
   return NULL;
 }
 
-/* The split operands of a k chunk of kc: bytes of all four. */
+/* The split operands of a k chunk of kc: bytes of both. */
 static int64_t split_bytes(const lt_gemm *g, int64_t kc) {
-  split_geom a = split_of(&g->a, g->batch, g->m, kc), b = split_of(&g->b, g->batch, kc, g->n);
-  return 8 * (a.nb * a.each + b.nb * b.each);
+  split_geom a = split_of(&g->a, g->batch, g->m, kc, true), b = split_of(&g->b, g->batch, kc, g->n, false);
+  return 4 * (a.nb * a.each + b.nb * b.each);
 }
 
 /* k in chunks whose split operands take at most gemm_pad's MiB (512 without it), the same scratch
- * for each: a vocabulary's gradient products ([8192 x 50257] operands) need no 3 GB of it. The
- * chunks' products accumulate into the result in Float32, as a split-k product's do. */
-static lathe_status_t gemm_tf32x3(lathe_cuda_exec *ex, const lt_gemm *g) {
-  const lathe_cuda *cu = lathe_cuda_exec_dev(ex)->cu;
-  int64_t limit = cu->gemm_pad > 0 ? cu->gemm_pad : (int64_t)512 << 20, kc = g->k;
+ * for each: a vocabulary's gradient products ([8192 x 50257] operands) need no 5 GB of it. The
+ * chunks' products accumulate into the result in Float32, as a split-k product's do. A result
+ * whose lines start off 16 bytes (one matrix, within the same MiB) is staged once for all the
+ * chunks rather than by each chunk's product; a result with room (staged here, or the caller's
+ * padded sums: c_room) takes the product padded to whole 16 bytes, the split operands' zeros giving
+ * zeros there. The scratch goes back when the product is queued, for the next product of the step
+ * (FusedDense's blocks of rows each split their weight again into the same memory). */
+static lathe_status_t gemm_tf32x3_chunks(lathe_cuda_exec *ex, const lt_gemm *g, int64_t limit) {
+  int64_t kc = g->k;
   while (kc > 256 && split_bytes(g, kc) > limit) kc = round_up(kc / 2, 4);
-  split_geom ga = split_of(&g->a, g->batch, g->m, kc), gb = split_of(&g->b, g->batch, kc, g->n);
-  lcuDeviceptr p[4];
-  LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, ga.nb * ga.each, &p[0], NULL));
-  LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, ga.nb * ga.each, &p[1], NULL));
-  LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, gb.nb * gb.each, &p[2], NULL));
-  LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, gb.nb * gb.each, &p[3], NULL));
+  split_geom ga = split_of(&g->a, g->batch, g->m, kc, true), gb = split_of(&g->b, g->batch, kc, g->n, false);
+  lcuDeviceptr pa, pb, pc = 0;
+  LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, ga.nb * ga.each, &pa, NULL));
+  LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, gb.nb * gb.each, &pb, NULL));
   lt_gemm q = *g;
   q.tf32 = q.ab_room = true;
-  for (int64_t k0 = 0; k0 < g->k; k0 += kc) {
-    q.k = g->k - k0 < kc ? g->k - k0 : kc;
-    lt_mat a = g->a, b = g->b, ah, al, bh, bl;
-    a.p += (lcuDeviceptr)(k0 * g->a.cs * 4), b.p += (lcuDeviceptr)(k0 * g->b.rs * 4);
-    LATHE_RETURN_IF_ERROR(split_into(ex, &a, split_of(&a, g->batch, g->m, q.k), p[0], p[1], &ah, &al));
-    LATHE_RETURN_IF_ERROR(split_into(ex, &b, split_of(&b, g->batch, q.k, g->n), p[2], p[3], &bh, &bl));
-    const lt_mat as[3] = {ah, ah, al}, bs[3] = {bh, bl, bh};
-    for (int t = 0; t < 3; t++) {
-      q.a = as[t], q.b = bs[t], q.accumulate = g->accumulate || k0 > 0 || t > 0;
-      LATHE_RETURN_IF_ERROR(gemm_large(ex, &q));
-    }
+  int64_t m2 = round_up(g->m, 4), n2 = round_up(g->n, 4);
+  lines_of lc;
+  bool stage_c = g->batch == 1 && lines_init(&g->c, g->m, g->n, &lc) &&
+                 (off16(&lc, g->c.p, 4) || (!g->c_room && (m2 != g->m || n2 != g->n))) && m2 * n2 * 4 <= limit;
+  if (stage_c) {
+    LATHE_RETURN_IF_ERROR(lathe_cuda_scratch(ex, LATHE_DTYPE_FLOAT32, m2 * n2, &pc, NULL));
+    if (g->accumulate) LATHE_RETURN_IF_ERROR(stage_block(ex, &g->c, &lc, 4, 0, 0, m2, n2, pc, &q.c, false));
+    else q.c = staged_view(&lc, 4, m2, n2, pc);
+    q.c_room = true;
   }
+  if (q.c_room && g->batch == 1) q.m = m2, q.n = n2;
+  for (int64_t k0 = 0; k0 < g->k; k0 += kc) {
+    int64_t kk = g->k - k0 < kc ? g->k - k0 : kc;
+    lt_mat a = g->a, b = g->b;
+    a.p += (lcuDeviceptr)(k0 * g->a.cs * 4), b.p += (lcuDeviceptr)(k0 * g->b.rs * 4);
+    LATHE_RETURN_IF_ERROR(split_into(ex, &a, split_of(&a, g->batch, g->m, kk, true), pa, &q.a));
+    LATHE_RETURN_IF_ERROR(split_into(ex, &b, split_of(&b, g->batch, kk, g->n, false), pb, &q.b));
+    q.k = 3 * round_up(kk, 4), q.accumulate = g->accumulate || k0 > 0;
+    LATHE_RETURN_IF_ERROR(gemm_large(ex, &q));
+  }
+  lt_mat unused;
+  if (stage_c) LATHE_RETURN_IF_ERROR(stage_block(ex, &g->c, &lc, 4, 0, 0, m2, n2, pc, &unused, true));
   return NULL;
+}
+
+static lathe_status_t gemm_tf32x3(lathe_cuda_exec *ex, const lt_gemm *g) {
+  const lathe_cuda *cu = lathe_cuda_exec_dev(ex)->cu;
+  int mark = lathe_cuda_exec_scratch_mark(ex);
+  lathe_status_t st = gemm_tf32x3_chunks(ex, g, cu->gemm_pad > 0 ? cu->gemm_pad : (int64_t)512 << 20);
+  lathe_cuda_exec_scratch_done(ex, mark);
+  return st;
 }
 
 lathe_status_t lathe_cuda_gemm(lathe_cuda_exec *ex, const lt_gemm *g) {

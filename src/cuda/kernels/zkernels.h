@@ -2823,20 +2823,22 @@
   " * lo: hi + lo is x within about 2^-22 |x|. A value whose hi would overflow (within half a TF32\n" \
   " * step of Float32's largest) keeps its truncation as hi; inf and NaN are their own hi, lo 0.\n" \
   " *\n" \
-  " * lt_split_tf32(x, hi, lo, batches, lines, lines2, len, pitch, bs, ls, es): element e of line l\n" \
-  " * of batch b, x[b*bs + l*ls + e*es], goes to hi/lo[(b*lines2 + l)*pitch + e]; lines from lines to\n" \
-  " * lines2 and elements from len to pitch are 0 (both sizes rounded up to 16 bytes). */\n" \
+  " * lt_split_tf32(x, out, batches, lines, lines2, len, len2, lstride, each, bs, ls, es, at0, at1, at2):\n" \
+  " * element e of line l of batch b, x[b*bs + l*ls + e*es], goes to o = b*each + l*lstride + e, its hi\n" \
+  " * to out[o + at0] and out[o + at1], its lo to out[o + at2] (gemm.c's [lo | hi | hi] and\n" \
+  " * [hi ; lo ; hi] along k); lines from lines to lines2 and elements from len to len2 are 0 (both\n" \
+  " * sizes rounded up to 16 bytes). */\n" \
   "LT_DEV float lt_tf32_rna(float v) {\n" \
   "  uint32_t u;\n" \
   "  asm(\"cvt.rna.tf32.f32 %0, %1;\" : \"=r\"(u) : \"f\"(v));\n" \
   "  return __uint_as_float(u);\n" \
   "}\n" \
-  "extern \"C\" __global__ void lt_split_tf32(const float *__restrict__ x, float *__restrict__ hi, float *__restrict__ lo,\n" \
-  "                                         int64_t batches, int64_t lines, int64_t lines2, int64_t len, int64_t pitch,\n" \
-  "                                         int64_t bs, int64_t ls, int64_t es) {\n" \
-  "  const int64_t n = batches * lines2 * pitch;\n" \
+  "extern \"C\" __global__ void lt_split_tf32(const float *__restrict__ x, float *__restrict__ out, int64_t batches, int64_t lines,\n" \
+  "                                         int64_t lines2, int64_t len, int64_t len2, int64_t lstride, int64_t each, int64_t bs,\n" \
+  "                                         int64_t ls, int64_t es, int64_t at0, int64_t at1, int64_t at2) {\n" \
+  "  const int64_t n = batches * lines2 * len2;\n" \
   "  LT_LOOP(i, n) {\n" \
-  "    const int64_t e = i % pitch, q = i / pitch, l = q % lines2, b = q / lines2;\n" \
+  "    const int64_t e = i % len2, q = i / len2, l = q % lines2, b = q / lines2;\n" \
   "    const float v = e < len && l < lines \? x[b * bs + l * ls + e * es] : 0.0f;\n" \
   "    float h = v, r = 0.0f;\n" \
   "    if (isfinite(v)) {\n" \
@@ -2844,8 +2846,10 @@
   "      if (!isfinite(h)) h = __uint_as_float(__float_as_uint(v) & 0xffffe000u);\n" \
   "      r = lt_tf32_rna(v - h);\n" \
   "    }\n" \
-  "    hi[i] = h;\n" \
-  "    lo[i] = r;\n" \
+  "    const int64_t o = b * each + l * lstride + e;\n" \
+  "    out[o + at0] = h;\n" \
+  "    out[o + at1] = h;\n" \
+  "    out[o + at2] = r;\n" \
   "  }\n" \
   "}\n"
 
