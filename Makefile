@@ -129,9 +129,11 @@ $(BUILD)/%_bench: bench/%_bench.c bench/bench.h $(BUILD)/liblathe.a
 
 bench: $(patsubst bench/%.c,$(BUILD)/%,$(wildcard bench/*_bench.c))
 
+# The conformance table runs in TEST_JOBS processes (test_ops -j: one summary), one per core up to 8.
+TEST_JOBS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); [ "$$n" -gt 8 ] && n=8; echo $$n)
 test: $(TESTS) $(ALLOC_TEST) $(GLOO_PLUGIN)
 	$(BUILD)/test_unit
-	$(BUILD)/test_ops
+	$(BUILD)/test_ops -j $(TEST_JOBS)
 	$(if $(MLX_SRC),$(BUILD)/test_mlx)
 	$(if $(ALLOC_TEST),$(ALLOC_TEST))
 

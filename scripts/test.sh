@@ -11,6 +11,7 @@ export GOTOOLCHAIN=go1.27.3 # go.mod needs Go 1.27: the go command fetches this 
 cd "$(dirname "$0")/.."
 LATHE_WITH_CLANG=1 LATHE_WITH_GLOO=1 ./scripts/setup.sh
 jobs=$(nproc 2>/dev/null || echo 2)
+tjobs=$((jobs > 8 ? 8 : jobs)) # test_ops -j: processes for the conformance table
 
 # Each stage prints its time when the next begins ("=== <stage> (N s)"). Where there is more
 # than one core, a stage that keeps one core busy on its own (the minute of fuzzing) runs in the
@@ -58,12 +59,12 @@ bg "NVRTC: every lathe:cuda kernel text compiled for sm_90 and sm_80 (test_unit 
 step "make install into a temporary prefix: nothing installed refers back to the clone"
 scripts/install-check.sh
 step "C conformance rows on the asynchronous test device, compared with lathe:cpu"
-build/test_ops -b lathe:cpu,devices=2,async=late | grep -E '^(FAIL|-b |[0-9]+ passed)'
+build/test_ops -j "$tjobs" -b lathe:cpu,devices=2,async=late | grep -E '^(FAIL|-b |[0-9]+ passed)'
 step "Random graphs (tests/diff) on the CPU configurations and mlx:cpu,dynamic, compared with lathe:cpu"
 make -j"$jobs" CI=1 test-diff
 step "C conformance rows on each instruction set this CPU runs: floats equal to lathe:cpu's best exactly"
 for isa in baseline avx2 avx512; do
-  if out=$(build/test_ops -b lathe:cpu,isa=$isa -e 2>&1); then
+  if out=$(build/test_ops -j "$tjobs" -b lathe:cpu,isa=$isa -e 2>&1); then
     grep -E '^(-b |[0-9]+ passed)' <<<"$out"
   elif grep -q 'is not supported by this CPU' <<<"$out"; then
     echo "isa=$isa: not on this CPU"

@@ -2,11 +2,15 @@
 #include "testing.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdint.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "graph/graph.h"
@@ -872,8 +876,9 @@ const lathe_dtype tst_all_dtypes[] = {
 const int tst_n_all_dtypes = (int)(sizeof tst_all_dtypes / sizeof tst_all_dtypes[0]);
 
 static int usage(const char *prog, const char *why) {
-  fprintf(stderr, "%s: %s\nusage: %s [-l] [-o OP[,OP...]] [-b CONFIG [-e]] [NAME]\n"
+  fprintf(stderr, "%s: %s\nusage: %s [-l] [-j N] [-o OP[,OP...]] [-b CONFIG [-e]] [NAME]\n"
                   "  -l         list the tests' names and exit\n"
+                  "  -j N       run the tests in N processes, each taking the next test (one summary)\n"
                   "  -o OP      run only the rows whose graph uses OP (GoMLX op names, e.g. Clz, DotGeneral)\n"
                   "  -b CONFIG  run every row on backend CONFIG and compare its outputs with lathe:cpu\n"
                   "  -e         with -b: floats must equal the reference's exactly (NaN positions alike)\n"
@@ -904,30 +909,55 @@ static int select_ops(const char *prog, const char *list) {
   return 0;
 }
 
-int tst_main(int argc, char **argv) {
-  const char *filter = NULL, *prog = argc > 0 ? argv[0] : "test";
-  R.config = getenv("LATHE_TEST_BACKEND");
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if ((!strcmp(a, "-o") || !strcmp(a, "-b")) && i + 1 >= argc) return usage(prog, "missing argument");
-    if (!strcmp(a, "-o")) {
-      int rc = select_ops(prog, argv[++i]);
-      if (rc) return rc;
-    } else if (!strcmp(a, "-b")) {
-      R.config = argv[++i];
-    } else if (!strcmp(a, "-e")) {
-      R.exact = true;
-    } else if (!strcmp(a, "-l")) {
-      for (int k = 0; k < n_tests; k++) printf("%s\n", tests[k].name);
-      return 0;
-    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      return usage(prog, "help");
-    } else if (a[0] == '-' || filter) {
-      return usage(prog, "bad argument");
-    } else {
-      filter = a;
+/* A run's counts: one process's, or (-j) the sum of its processes'. */
+typedef struct {
+  int passed, failed, skipped;
+  long compared, mismatched, unsupported;
+  long rows_ran[LATHE_OP_COUNT], rows_skipped[LATHE_OP_COUNT];
+  char config[256]; /* -b or -o: the device under test's config as it names itself */
+} tally;
+
+static void tally_mine(tally *t) {
+  memset(t, 0, sizeof *t);
+  t->passed = tst_passed, t->failed = tst_failed, t->skipped = tst_skipped;
+  t->compared = R.compared, t->mismatched = R.mismatched, t->unsupported = R.unsupported;
+  memcpy(t->rows_ran, R.rows_ran, sizeof t->rows_ran);
+  memcpy(t->rows_skipped, R.rows_skipped, sizeof t->rows_skipped);
+  if (R.config || R.filter) snprintf(t->config, sizeof t->config, "%s", lathe_backend_config(tst_backend()));
+}
+
+static void tally_add(tally *to, const tally *t) {
+  to->passed += t->passed, to->failed += t->failed, to->skipped += t->skipped;
+  to->compared += t->compared, to->mismatched += t->mismatched, to->unsupported += t->unsupported;
+  for (int op = 0; op < LATHE_OP_COUNT; op++) to->rows_ran[op] += t->rows_ran[op], to->rows_skipped[op] += t->rows_skipped[op];
+  if (!to->config[0]) memcpy(to->config, t->config, sizeof to->config);
+}
+
+/* The summary lines; the run's status. */
+static int report(const tally *t, bool filtered, int rc) {
+  for (int op = 0; op < LATHE_OP_COUNT; op++) {
+    if (!R.want[op]) continue;
+    printf("-o %s: %ld rows ran on %s, %ld skipped (unsupported)\n", lathe_op_name((lathe_op)op), t->rows_ran[op], t->config,
+           t->rows_skipped[op]);
+    if (!t->rows_ran[op] && !t->rows_skipped[op]) {
+      printf("FAIL: no conformance row%s uses %s\n", filtered ? " of the tests selected" : "", lathe_op_name((lathe_op)op));
+      rc = 1;
     }
   }
+  if (R.config)
+    printf("-b %s: %ld outputs compared with lathe:cpu, %ld mismatches; %ld rows unsupported (skipped)\n", t->config,
+           t->compared, t->mismatched, t->unsupported);
+  printf("%d passed, %d failed, %d skipped\n", t->passed, t->failed, t->skipped);
+  return t->failed ? 1 : rc;
+}
+
+static bool selected(int i, const char *filter) {
+  return !filter || (filter[0] == '=' ? !strcmp(tests[i].name, filter + 1) : strstr(tests[i].name, filter) != NULL);
+}
+
+/* Runs the selected tests: all of them in order, or (next) each one whose index this process
+ * takes from the counter its siblings share. */
+static int run_tests(const char *filter, _Atomic int *next) {
   if (R.config) {
     tst_backend(); /* a bad CONFIG ends the run here */
     lathe_status_t st = lathe_backend_new("lathe:cpu", &R.ref);
@@ -936,8 +966,10 @@ int tst_main(int argc, char **argv) {
       return 1;
     }
   }
-  for (int i = 0; i < n_tests; i++) {
-    if (filter && (filter[0] == '=' ? strcmp(tests[i].name, filter + 1) != 0 : !strstr(tests[i].name, filter))) continue;
+  for (int k = 0; k < n_tests; k++) {
+    int i = next ? atomic_fetch_add(next, 1) : k;
+    if (i >= n_tests) break;
+    if (!selected(i, filter)) continue;
     tst_current = tests[i].name;
     pthread_mutex_lock(&mu);
     R.declared = false;
@@ -951,21 +983,110 @@ int tst_main(int argc, char **argv) {
     pthread_mutex_unlock(&mu);
     if (getenv("LATHE_TEST_VERBOSE")) printf("%s %s\n", tst_failed == f0 ? "ok  " : "FAIL", tests[i].name);
   }
-  int rc = tst_failed ? 1 : 0;
-  for (int op = 0; op < LATHE_OP_COUNT; op++) {
-    if (!R.want[op]) continue;
-    printf("-o %s: %ld rows ran on %s, %ld skipped (unsupported)\n", lathe_op_name((lathe_op)op), R.rows_ran[op],
-           lathe_backend_config(tst_backend()), R.rows_skipped[op]);
-    if (!R.rows_ran[op] && !R.rows_skipped[op]) {
-      printf("FAIL: no conformance row%s uses %s\n", filter ? " of the tests selected" : "",
-             lathe_op_name((lathe_op)op));
-      rc = 1;
+  return 0;
+}
+
+/* -j N: N processes forked before any backend exists (a backend's threads would not survive a
+ * fork), each taking the next test from a counter in shared memory, so a long test does not hold
+ * the others back; each sends its counts through a pipe, and the parent prints one summary. A
+ * process that dies is a failure named by its signal or status. */
+static int run_forked(const char *filter, int jobs) {
+  _Atomic int *next = mmap(NULL, sizeof *next, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (next == MAP_FAILED) {
+    printf("FAIL: -j: no shared memory for the test counter\n");
+    return 1;
+  }
+  atomic_init(next, 0);
+  fflush(stdout);
+  pid_t pid[64];
+  int fd[64], rc = 0;
+  for (int j = 0; j < jobs; j++) {
+    int p[2];
+    if (pipe(p)) {
+      printf("FAIL: -j: no pipe for process %d\n", j);
+      jobs = j, rc = 1;
+      break;
+    }
+    pid[j] = fork();
+    if (pid[j] == 0) {
+      close(p[0]);
+      setvbuf(stdout, NULL, _IOLBF, 0); /* whole lines from each process */
+      int crc = run_tests(filter, next);
+      tally t;
+      tally_mine(&t);
+      ssize_t w = write(p[1], &t, sizeof t);
+      free(R.pend_log);
+      free(pend_cmp);
+      exit(crc || w != (ssize_t)sizeof t ? 1 : 0); /* exit, not _exit: LeakSanitizer checks at exit */
+    }
+    close(p[1]);
+    fd[j] = p[0];
+    if (pid[j] < 0) {
+      printf("FAIL: -j: could not fork process %d\n", j);
+      close(fd[j]);
+      jobs = j, rc = 1;
+      break;
     }
   }
-  if (R.ref)
-    printf("-b %s: %ld outputs compared with lathe:cpu, %ld mismatches; %ld rows unsupported (skipped)\n",
-           lathe_backend_config(tst_backend()), R.compared, R.mismatched, R.unsupported);
-  printf("%d passed, %d failed, %d skipped\n", tst_passed, tst_failed, tst_skipped);
+  tally sum;
+  memset(&sum, 0, sizeof sum);
+  if (R.config) snprintf(sum.config, sizeof sum.config, "%s", R.config);
+  for (int j = 0; j < jobs; j++) {
+    tally t;
+    size_t got = 0;
+    for (ssize_t r; got < sizeof t && (r = read(fd[j], (char *)&t + got, sizeof t - got)) != 0;)
+      if (r > 0) got += (size_t)r;
+      else if (errno != EINTR) break;
+    close(fd[j]);
+    int status = 0;
+    while (waitpid(pid[j], &status, 0) < 0 && errno == EINTR) {
+    }
+    if (got == sizeof t) tally_add(&sum, &t);
+    if (WIFSIGNALED(status)) printf("FAIL: test process %d ended by signal %d\n", j, WTERMSIG(status));
+    else if (got != sizeof t) printf("FAIL: test process %d ended (status %d) without its counts\n", j, WEXITSTATUS(status));
+    else if (WEXITSTATUS(status)) printf("FAIL: test process %d exited with status %d\n", j, WEXITSTATUS(status));
+    if (!WIFEXITED(status) || WEXITSTATUS(status) || got != sizeof t) rc = 1;
+  }
+  munmap((void *)next, sizeof *next);
+  return report(&sum, filter != NULL, rc);
+}
+
+int tst_main(int argc, char **argv) {
+  const char *filter = NULL, *prog = argc > 0 ? argv[0] : "test";
+  int jobs = 1;
+  R.config = getenv("LATHE_TEST_BACKEND");
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if ((!strcmp(a, "-o") || !strcmp(a, "-b") || !strcmp(a, "-j")) && i + 1 >= argc) return usage(prog, "missing argument");
+    if (!strcmp(a, "-o")) {
+      int rc = select_ops(prog, argv[++i]);
+      if (rc) return rc;
+    } else if (!strcmp(a, "-b")) {
+      R.config = argv[++i];
+    } else if (!strcmp(a, "-j")) {
+      char *end;
+      long v = strtol(argv[++i], &end, 10);
+      if (*end || v < 1 || v > 64) return usage(prog, "-j takes 1 to 64 processes");
+      jobs = (int)v;
+    } else if (!strcmp(a, "-e")) {
+      R.exact = true;
+    } else if (!strcmp(a, "-l")) {
+      for (int k = 0; k < n_tests; k++) printf("%s\n", tests[k].name);
+      return 0;
+    } else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+      return usage(prog, "help");
+    } else if (a[0] == '-' || filter) {
+      return usage(prog, "bad argument");
+    } else {
+      filter = a;
+    }
+  }
+  if (jobs > 1) return run_forked(filter, jobs);
+  int rc = run_tests(filter, NULL);
+  if (rc) return rc;
+  tally t;
+  tally_mine(&t);
+  rc = report(&t, filter != NULL, 0);
   free(R.pend_log);
   free(pend_cmp);
   return rc;
