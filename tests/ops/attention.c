@@ -334,7 +334,9 @@ TEST(fused_sdpa_vjp) { sdpa_rows(true); }
 /* Head sizes of real models (32 to 128, and 40, which the streaming kernels pad to 64), several
  * query and key blocks, causal and masked, GQA, both layouts: on lathe:cuda the streaming kernels'
  * texts per head size (forward and both backwards: half_bwd=0 and 1) and cuDNN's fused attention
- * (cudnn_sdpa=1: the unmasked rows without GQA) against the reference. */
+ * (cudnn_sdpa=1: the unmasked rows without GQA) against the reference. Heads of 80 (padded to the
+ * 128 text) and 256 (past the streaming kernels: batched products) take three forms each: causal
+ * GQA, a boolean mask over batch and heads, a bias. */
 static void sdpa_head_rows(bool vjp) {
   const int64_t heads[] = {32, 40, 64, 128};
   const lathe_dtype dts[] = {LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_FLOAT32};
@@ -352,6 +354,15 @@ static void sdpa_head_rows(bool vjp) {
       sdpa_case((acase){dt, BSHD, 1, 2, 2, 100, 36, D, false, 0, .vjp = vjp});
       sdpa_case((acase){dt, BHSD, 2, 4, 2, 64, 96, D, false, 0, MASK_ADD, 4, true, true, .vjp = vjp});
       sdpa_case((acase){dt, BSHD, 1, 4, 4, 70, 72, D, true, 0, MASK_ADD, 2, .vjp = vjp});
+      sdpa_case((acase){dt, BHSD, 2, 2, 2, 64, 64, D, true, 0, .bias_rank = 4, .vjp = vjp});
+    }
+  const int64_t more[] = {80, 256};
+  for (int d = 0; d < 3; d++)
+    for (int i = 0; i < 2; i++) {
+      lathe_dtype dt = dts[d];
+      int64_t D = more[i];
+      sdpa_case((acase){dt, BHSD, 2, 4, 2, 70, 130, D, true, 0, .vjp = vjp});
+      sdpa_case((acase){dt, BSHD, 1, 2, 2, 96, 96, D, false, 0, MASK_BOOL, 4, true, true, .vjp = vjp});
       sdpa_case((acase){dt, BHSD, 2, 2, 2, 64, 64, D, true, 0, .bias_rank = 4, .vjp = vjp});
     }
 }
