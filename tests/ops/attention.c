@@ -329,46 +329,44 @@ static void sdpa_rows(bool vjp) {
 TEST(fused_sdpa) { sdpa_rows(false); }
 TEST(fused_sdpa_vjp) { sdpa_rows(true); }
 
-/* The VJP kernel against finite differences of L = sum(output * dOutput) in Float64, through
- * the reference forward (which the rows above check against the kernel's forward). */
 /* Head sizes of real models (32 to 128, and 40, which the streaming kernels pad to 64), several
  * query and key blocks, causal and masked, GQA, both layouts: on lathe:cuda the streaming kernels'
  * texts per head size (forward and both backwards: half_bwd=0 and 1) and cuDNN's fused attention
  * (cudnn_sdpa=1: the unmasked rows without GQA) against the reference. Heads of 80 (padded to the
  * 128 text) and 256 (past the streaming kernels: batched products) take three forms each: causal
  * GQA, a boolean mask over batch and heads, a bias. */
+/* causal GQA, a boolean mask over batch and heads, a bias */
+static void sdpa_head_forms(lathe_dtype dt, int64_t D, bool vjp) {
+  sdpa_case((acase){dt, BHSD, 2, 4, 2, 70, 130, D, true, 0, .vjp = vjp});
+  sdpa_case((acase){dt, BSHD, 1, 2, 2, 96, 96, D, false, 0, MASK_BOOL, 4, true, true, .vjp = vjp});
+  sdpa_case((acase){dt, BHSD, 2, 2, 2, 64, 64, D, true, 0, .bias_rank = 4, .vjp = vjp});
+}
+
 static void sdpa_head_rows(bool vjp) {
-  const int64_t heads[] = {32, 40, 64, 128};
+  const int64_t heads[] = {32, 40, 64, 128}, more[] = {80, 256};
   const lathe_dtype dts[] = {LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_FLOAT32};
-  for (int d = 0; d < 3; d++)
+  for (int d = 0; d < 3; d++) {
     for (int i = 0; i < 4; i++) {
       lathe_dtype dt = dts[d];
       int64_t D = heads[i];
-      sdpa_case((acase){dt, BHSD, 2, 4, 2, 70, 130, D, true, 0, .vjp = vjp});
-      sdpa_case((acase){dt, BSHD, 1, 2, 2, 96, 96, D, false, 0, MASK_BOOL, 4, true, true, .vjp = vjp});
+      sdpa_head_forms(dt, D, vjp);
       sdpa_case((acase){dt, BSHD, 2, 4, 1, 65, 65, D, true, 0, MASK_ADD, 2, .seqlens = true, .vjp = vjp});
       /* forms cuDNN's fused attention takes (cudnn_sdpa): unmasked; with an additive mask or a
-       * bias whose rows are whole 16 bytes (GQA too: the first row above is GQA unmasked) */
+       * bias whose rows are whole 16 bytes (GQA too: the first row of sdpa_head_forms) */
       sdpa_case((acase){dt, BHSD, 2, 3, 3, 70, 130, D, true, 0, .vjp = vjp});
       sdpa_case((acase){dt, BSHD, 2, 2, 2, 128, 128, D, true, 0, .vjp = vjp});
       sdpa_case((acase){dt, BSHD, 1, 2, 2, 100, 36, D, false, 0, .vjp = vjp});
       sdpa_case((acase){dt, BHSD, 2, 4, 2, 64, 96, D, false, 0, MASK_ADD, 4, true, true, .vjp = vjp});
       sdpa_case((acase){dt, BSHD, 1, 4, 4, 70, 72, D, true, 0, MASK_ADD, 2, .vjp = vjp});
-      sdpa_case((acase){dt, BHSD, 2, 2, 2, 64, 64, D, true, 0, .bias_rank = 4, .vjp = vjp});
     }
-  const int64_t more[] = {80, 256};
-  for (int d = 0; d < 3; d++)
-    for (int i = 0; i < 2; i++) {
-      lathe_dtype dt = dts[d];
-      int64_t D = more[i];
-      sdpa_case((acase){dt, BHSD, 2, 4, 2, 70, 130, D, true, 0, .vjp = vjp});
-      sdpa_case((acase){dt, BSHD, 1, 2, 2, 96, 96, D, false, 0, MASK_BOOL, 4, true, true, .vjp = vjp});
-      sdpa_case((acase){dt, BHSD, 2, 2, 2, 64, 64, D, true, 0, .bias_rank = 4, .vjp = vjp});
-    }
+    for (int i = 0; i < 2; i++) sdpa_head_forms(dts[d], more[i], vjp);
+  }
 }
 TEST(fused_sdpa_heads) { sdpa_head_rows(false); }
 TEST(fused_sdpa_vjp_heads) { sdpa_head_rows(true); }
 
+/* The VJP kernel against finite differences of L = sum(output * dOutput) in Float64, through
+ * the reference forward (which the rows above check against the kernel's forward). */
 TEST(fused_sdpa_vjp_finite_differences) {
   acase c = {LATHE_DTYPE_FLOAT64, BSHD, 1, 2, 1, 3, 4, 3, true, 0, MASK_ADD, 2, .bias_rank = 2, .vjp = true};
   geo g = make_geo(&c);
