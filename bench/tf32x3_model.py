@@ -13,7 +13,7 @@ What it gave (2026-12-07): with MMAs of 4 or 8 k and no guard bits, the hi.hi-fi
 comes to 1.133 of the bound in the batched case 3, where an H200 measured 1.13; cases 0-2 come out
 larger than measured there (0.24-0.46), as they would if cuBLASLt split their k (the model sums k in
 one order). In every variant the small-parts-first form stays within 0.08 of the three products'
-error and hi.hi first comes to 1.4-3.2x it.
+error and hi.hi first comes to 1.35-3.5x it.
 
   python3 bench/tf32x3_model.py [G EXTRA]        (numpy; about a minute for every case)
 """
