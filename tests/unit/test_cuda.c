@@ -2,9 +2,11 @@
  * plain "lathe" falling back to the CPU, and every kernel source of every CUDA family compiled
  * by NVRTC for Hopper (sm_90) and Ampere (sm_80) -- NVRTC needs no GPU, so a code generation
  * error is caught here (LATHE_NVRTC_LIBRARY names libnvrtc.so when it is not on the library
- * path; scripts/test.sh installs it from the nvidia-cuda-nvrtc wheel). With LATHE_TEST_NVRTC=0 the
+ * path; scripts/test.sh installs it from the nvidia-cuda-nvrtc wheel; LATHE_TEST_CUBIN_DIR=DIR keeps
+ * every cubin there, to read registers, stack and SASS offline with cuobjdump). With LATHE_TEST_NVRTC=0 the
  * kernel texts are still made, but not compiled: NVRTC inside a sanitizer's process takes many
  * minutes and the gcc run compiles them already. */
+#include <ctype.h>
 #include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -65,6 +67,7 @@ typedef struct {
   int ccs[2];
   _Atomic int next;
   lathe_status_t *st; /* per (text, architecture) */
+  const char *keep;   /* LATHE_TEST_CUBIN_DIR: where each cubin is written, for reading offline */
 } compile_jobs;
 
 static void collect_one(void *vctx, const char *label, const char *source) {
@@ -85,6 +88,16 @@ static void *compile_worker(void *arg) {
     size_t size = 0;
     j->st[k] = lathe_cuda_compile_source(j->text[k / 2], j->ccs[k % 2], &cubin, &size);
     if (!j->st[k] && !size) j->st[k] = lathe_status_new(LATHE_STATUS_INTERNAL, "an empty cubin");
+    if (!j->st[k] && j->keep) { /* NNN-sm_XY-<label>.cubin, the label's spaces and symbols as '_' */
+      char path[1024];
+      int at = snprintf(path, sizeof path, "%s/%03d-sm_%d-", j->keep, k / 2, j->ccs[k % 2]);
+      for (const char *c = j->label[k / 2]; *c && at < (int)sizeof path - 8; c++)
+        path[at++] = isalnum((unsigned char)*c) ? *c : '_';
+      snprintf(path + at, sizeof path - (size_t)at, ".cubin");
+      FILE *f = fopen(path, "wb");
+      if (!f || fwrite(cubin, 1, size, f) != size) j->st[k] = lathe_status_new(LATHE_STATUS_INTERNAL, "cannot write %s", path);
+      if (f) fclose(f);
+    }
     free(cubin);
   }
   return NULL;
@@ -101,7 +114,7 @@ TEST(cuda_kernels_compile_with_nvrtc) {
     lathe_cuda_each_source(make_one, &c);
     SKIP("no NVRTC (%d kernel texts made, not compiled): %s", c.compiled, why);
   }
-  compile_jobs j = {.ccs = {90, 80}};
+  compile_jobs j = {.ccs = {90, 80}, .keep = getenv("LATHE_TEST_CUBIN_DIR")};
   lathe_cuda_each_source(collect_one, &j);
   j.st = calloc((size_t)(2 * j.n + 1), sizeof *j.st);
   enum { MAX_THREADS = 8 };
