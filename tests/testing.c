@@ -1030,7 +1030,6 @@ static int run_forked(const char *filter, int jobs) {
   }
   tally sum;
   memset(&sum, 0, sizeof sum);
-  if (R.config) snprintf(sum.config, sizeof sum.config, "%s", R.config);
   for (int j = 0; j < jobs; j++) {
     tally t;
     size_t got = 0;
@@ -1048,6 +1047,7 @@ static int run_forked(const char *filter, int jobs) {
     if (!WIFEXITED(status) || WEXITSTATUS(status) || got != sizeof t) rc = 1;
   }
   munmap((void *)next, sizeof *next);
+  if (!sum.config[0] && R.config) snprintf(sum.config, sizeof sum.config, "%s", R.config); /* no process reported */
   return report(&sum, filter != NULL, rc);
 }
 
