@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "d4dfb347fe13c823e2794f8890bd559d"
+const engineSourcesHash = "df35c87c960cd7415dfc1f6e5a4984c0"

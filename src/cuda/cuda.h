@@ -462,6 +462,12 @@ void lathe_cuda_redk_free(lathe_cuda_redk *k);
 /* Runs REDUCE region g's prologue and reduction with its fused kernel `bound` (ew.c). */
 lathe_status_t lathe_cuda_region_reduce(lathe_cuda_exec *ex, const lathe_pfunc *pf, const lathe_pregion *g, lathe_cuda_ewk *bound,
                                         lathe_tensor **vals, lathe_status_t (*result)(lathe_cuda_exec *, int slot, lathe_tensor **));
+/* out[j] = the sum over i < m of in[i * n + j] (dt, n columns of m rows, both contiguous), as a
+ * ReduceSum over the leading axis runs (partial sums in parallel, accumulated as the reduction's
+ * dtype is); the lasting text it launches is lathe_cuda_sum_columns_text(dt) (NULL: no sum). */
+lathe_status_t lathe_cuda_sum_columns(lathe_cuda_exec *ex, lathe_dtype dt, lcuDeviceptr in, lcuDeviceptr out, int64_t m,
+                                      int64_t n);
+const char *lathe_cuda_sum_columns_text(lathe_dtype dt);
 /* reduce.c's second pass of a column reduction: part, [splits][n_out] accumulators of n's
  * reduction, reduced along splits into out. */
 lathe_status_t lathe_cuda_reduce_partials(lathe_cuda_exec *ex, const lathe_node *n, const void *part, int64_t splits,

@@ -81,6 +81,8 @@ void lathe_cuda_texts_fused(const cuda_dev *d, const lathe_node *n, lathe_cuda_t
   const char *t = g >= 0 ? fused_source(g, dt) : NULL;
   if (t) fn(ctx, t);
   if (n->op == LATHE_OP_FUSED_DENSE_VJP && (t = fused_source(FG_DENSE, dt))) fn(ctx, t); /* halves' conversions */
+  if (n->op == LATHE_OP_FUSED_DENSE_VJP && lathe_attr_fused_dense_vjp_has_bias(n) && (t = lathe_cuda_sum_columns_text(dt)))
+    fn(ctx, t); /* dBias */
   if (lathe_cuda_attention_op(n->op)) lathe_cuda_texts_attention(d, n, fn, ctx);
   if (n->op == LATHE_OP_FUSED_QUANTIZED_DENSE || n->op == LATHE_OP_QUANTIZED_EMBEDDING_LOOKUP) {
     if ((t = lathe_cuda_quantized_text())) fn(ctx, t);
@@ -372,9 +374,7 @@ static lathe_status_t run_dense_vjp(lathe_cuda_exec *ex, const lathe_node *n, la
       LATHE_RETURN_IF_ERROR(vjp_product(ex, dt, nn, k, m, (lt_mat){dz, 1, nn, 0}, (lt_mat){px, k, 1, 0}, lathe_cuda_ptr(out[1])));
   }
   if (!hb) return NULL;
-  lcuDeviceptr pb = lathe_cuda_ptr(out[2]);
-  void *sargs[] = {&dz, &pb, &m, &nn};
-  return launch_act(ex, "col_sum", dt, nn, sargs);
+  return lathe_cuda_sum_columns(ex, dt, dz, lathe_cuda_ptr(out[2]), m, nn);
 }
 
 lathe_status_t lathe_cuda_run_fused(lathe_cuda_exec *ex, const lathe_node *n, lathe_tensor *const *in, lathe_tensor **out) {

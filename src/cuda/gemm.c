@@ -559,7 +559,7 @@ bool lathe_cuda_gemm_stages(lathe_cuda_exec *ex, lathe_dtype ab, int64_t m, int6
 
 /* g (one matrix) on staged copies where that pays; *done false: not staged, nothing queued, and
  * *refused (with a bias) where staging would pay but cuBLASLt cannot add the bias to a block. */
-static lathe_status_t staged_gemm(lathe_cuda_exec *ex, const lt_gemm *g, bool *done, bool *refused) {
+static lathe_status_t staged_gemm_blocks(lathe_cuda_exec *ex, const lt_gemm *g, bool *done, bool *refused) {
   *done = false;
   cuda_dev *d = lathe_cuda_exec_dev(ex);
   if (g->batch != 1 || !stages(d->cu, g->ab, g->tf32, g->m, g->n, g->k)) return NULL;
@@ -640,6 +640,15 @@ static lathe_status_t staged_gemm(lathe_cuda_exec *ex, const lt_gemm *g, bool *d
   }
   *done = true;
   return NULL;
+}
+
+/* The staged copies go back to the execution's free scratch once the blocks are queued: later
+ * products of the same stream (FusedDense's row blocks, the next layer) reuse them. */
+static lathe_status_t staged_gemm(lathe_cuda_exec *ex, const lt_gemm *g, bool *done, bool *refused) {
+  int mark = lathe_cuda_exec_scratch_mark(ex);
+  lathe_status_t st = staged_gemm_blocks(ex, g, done, refused);
+  lathe_cuda_exec_scratch_done(ex, mark);
+  return st;
 }
 
 static lathe_status_t gemm_large(lathe_cuda_exec *ex, const lt_gemm *g);

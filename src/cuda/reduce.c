@@ -268,18 +268,18 @@ static lathe_status_t reduce_cols(lathe_cuda_exec *ex, const red_launch *L, lath
 }
 
 /* Reduces x (laid out by g: n_out outputs of n_red elements) into out, in one or two passes. */
-static lathe_status_t reduce_any(lathe_cuda_exec *ex, const red_launch *L, lathe_dtype dt, const lathe_tensor *x,
-                                 lathe_tensor *out, int64_t n_out, int64_t n_red, bool inner_reduced, const rgeom_h *g) {
+static lathe_status_t reduce_any(lathe_cuda_exec *ex, const red_launch *L, lathe_dtype dt, const void *x, void *out,
+                                 int64_t n_out, int64_t n_red, bool inner_reduced, const rgeom_h *g) {
   cuda_dev *d = lathe_cuda_exec_dev(ex);
   /* fewer than 16 vectors of outputs leave most of a block's lanes idle (the other path); the
    * partials' vectors (of accumulators, as wide as the elements or twice: halves) divide n_out too */
-  if (d->cu->reduce_cols && !inner_reduced && L->col != R_ARG && cols_fit(g, L->es, (uintptr_t)x->data) &&
+  if (d->cu->reduce_cols && !inner_reduced && L->col != R_ARG && cols_fit(g, L->es, (uintptr_t)x) &&
       n_out / (16 / L->es) >= 16)
-    return reduce_cols(ex, L, dt, x->data, out->data, n_out, n_red, g, false);
+    return reduce_cols(ex, L, dt, x, out, n_out, n_red, g, false);
   int group;
   int64_t splits;
   plan(d, n_out, n_red, inner_reduced, &group, &splits);
-  if (splits == 1) return launch_one(ex, L, false, x->data, out->data, NULL, n_out, n_red, 1, group, g);
+  if (splits == 1) return launch_one(ex, L, false, x, out, NULL, n_out, n_red, 1, group, g);
   lathe_shape ps;
   memset(&ps, 0, sizeof ps);
   ps.dtype = LATHE_DTYPE_UINT8;
@@ -288,7 +288,7 @@ static lathe_status_t reduce_any(lathe_cuda_exec *ex, const red_launch *L, lathe
   lathe_tensor *part;
   LATHE_RETURN_IF_ERROR(lathe_cuda_exec_tensor(ex, &ps, &part));
   lathe_tensor_release(part); /* ours; the execution keeps its own until the stream is done */
-  LATHE_RETURN_IF_ERROR(launch_one(ex, L, false, x->data, NULL, part->data, n_out, n_red, splits, group, g));
+  LATHE_RETURN_IF_ERROR(launch_one(ex, L, false, x, NULL, part->data, n_out, n_red, splits, group, g));
   /* the partials, [splits][n_out], reduced along splits */
   rgeom_h g2;
   memset(&g2, 0, sizeof g2);
@@ -296,7 +296,7 @@ static lathe_status_t reduce_any(lathe_cuda_exec *ex, const red_launch *L, lathe
   g2.nr = 1, g2.rd[0] = splits, g2.rs[0] = n_out;
   int64_t target = (int64_t)(d->sm_count > 0 ? d->sm_count : 80) * 2048;
   int group2 = n_out * 32 > target ? 1 : splits >= 1024 && n_out * 256 <= target ? 256 : 32;
-  return launch_one(ex, L, true, part->data, out->data, NULL, n_out, splits, 1, group2, &g2);
+  return launch_one(ex, L, true, part->data, out, NULL, n_out, splits, 1, group2, &g2);
 }
 
 /* Appends a group (dims, stride) to a side of g, merging it into the previous group of that side
@@ -351,7 +351,7 @@ static lathe_status_t run_reduce(lathe_cuda_exec *ex, const lathe_node *n, const
     else add_group(&g.nk, g.kd, g.ks, xs->dims[a], st[a]);
   }
   if (g.nr == 0) return lathe_cuda_copy(ex, x, out); /* nothing is reduced */
-  return reduce_any(ex, &L, dt, x, out, on, xn / on, last >= 0 && red[last], &g);
+  return reduce_any(ex, &L, dt, x->data, out->data, on, xn / on, last >= 0 && red[last], &g);
 }
 
 static bool is_byte_int(lathe_dtype dt) { return lathe_dtype_is_int(dt) && !lathe_dtype_is_packed(dt); }
@@ -371,8 +371,22 @@ static lathe_status_t run_arg_min_max(lathe_cuda_exec *ex, const lathe_node *n, 
   add_group(&g.nk, g.kd, g.ks, pre, len * post);
   add_group(&g.nk, g.kd, g.ks, post, 1);
   g.nr = 1, g.rd[0] = len, g.rs[0] = post; /* reduced indices are positions along the axis */
-  return reduce_any(ex, &L, dt, x, out, on, len, post == 1, &g);
+  return reduce_any(ex, &L, dt, x->data, out->data, on, len, post == 1, &g);
 }
+
+lathe_status_t lathe_cuda_sum_columns(lathe_cuda_exec *ex, lathe_dtype dt, lcuDeviceptr in, lcuDeviceptr out, int64_t m,
+                                      int64_t n) {
+  red_launch L = {.source = source_of(dt, R_SUM), .col = R_SUM, .es = lathe_dtype_bits(dt) / 8};
+  if (!L.source) return LATHE_UNIMPL("lathe:cuda: no column sum for %s", lathe_dtype_name(dt));
+  if (m <= 0 || n <= 0) return NULL;
+  rgeom_h g;
+  memset(&g, 0, sizeof g);
+  g.nk = 1, g.kd[0] = n, g.ks[0] = 1;
+  g.nr = 1, g.rd[0] = m, g.rs[0] = n;
+  return reduce_any(ex, &L, dt, (const void *)(uintptr_t)in, (void *)(uintptr_t)out, n, m, false, &g);
+}
+
+const char *lathe_cuda_sum_columns_text(lathe_dtype dt) { return source_of(dt, R_SUM); }
 
 lathe_status_t lathe_cuda_reduce_partials(lathe_cuda_exec *ex, const lathe_node *n, const void *part, int64_t splits,
                                           int64_t n_out, lathe_tensor *out) {

@@ -216,6 +216,10 @@ TEST(fused_dense_vjp) {
   dense_vjp_case(LATHE_DTYPE_FLOAT32, 1, 0, 3, 3, LATHE_ACTIVATION_TANH, LATHE_DENSE_OUTPUTS_INPUT, true);
   dense_vjp_case(LATHE_DTYPE_FLOAT32, 2, 129, 67, 33, LATHE_ACTIVATION_SELU, LATHE_DENSE_OUTPUTS_INPUT, true);
   dense_vjp_case(LATHE_DTYPE_FLOAT64, 2, 70, 40, 90, LATHE_ACTIVATION_SIGMOID, LATHE_DENSE_INPUT_OUTPUTS, true);
+  /* dBias over thousands of rows: lathe:cuda sums its columns in parallel parts, by 16-byte
+   * vectors where the columns allow (256 BFloat16) and element by element where not (90 Float32) */
+  dense_vjp_case(LATHE_DTYPE_BFLOAT16, 1, 4096, 16, 256, LATHE_ACTIVATION_NONE, LATHE_DENSE_INPUT_OUTPUTS, true);
+  dense_vjp_case(LATHE_DTYPE_FLOAT32, 2, 1500, 8, 90, LATHE_ACTIVATION_RELU, LATHE_DENSE_OUTPUTS_INPUT, true);
 }
 
 /* FusedActivation and its VJP inside elementwise chains (one fusion region on lathe:cpu):

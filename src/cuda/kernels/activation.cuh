@@ -60,15 +60,6 @@ template <typename S> __device__ void act_glu_vjp(const S *x, const S *g, S *d, 
     lt_s(d, xo + h, gv * lt_act(gate, act));
   }
 }
-/* out[j] = sum over r < m of z[r, j], in row order (FusedDenseVJP's dBias) */
-template <typename S> __device__ void col_sum(const S *z, S *out, int64_t m, int64_t n) {
-  typedef typename lt_ct<S>::T T;
-  LT_LOOP(j, n) {
-    T s = 0;
-    for (int64_t r = 0; r < m; r++) s += lt_g(z, r * n + j);
-    lt_s(out, j, s);
-  }
-}
 #define LT_FUSED_ACT(name, S)                                                                               \
   extern "C" __global__ void lt_act_fwd_##name(const S *x, S *y, int64_t n, int act, int vec) { act_fwd(x, y, n, act, vec); } \
   extern "C" __global__ void lt_act_vjp_##name(const S *a, const S *g, S *d, int64_t n, int act, int from_y, int vec) { \
@@ -76,5 +67,4 @@ template <typename S> __device__ void col_sum(const S *z, S *out, int64_t m, int
   extern "C" __global__ void lt_act_glu_##name(const S *x, S *y, int64_t rows, int64_t h, int act) {         \
     act_glu(x, y, rows, h, act); }                                                                          \
   extern "C" __global__ void lt_act_glu_vjp_##name(const S *x, const S *g, S *d, int64_t rows, int64_t h, int act) { \
-    act_glu_vjp(x, g, d, rows, h, act); }                                                                   \
-  extern "C" __global__ void lt_col_sum_##name(const S *z, S *out, int64_t m, int64_t n) { col_sum(z, out, m, n); }
+    act_glu_vjp(x, g, d, rows, h, act); }                                                                  

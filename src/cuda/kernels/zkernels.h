@@ -92,15 +92,6 @@
   "    lt_s(d, xo + h, gv * lt_act(gate, act));\n" \
   "  }\n" \
   "}\n" \
-  "/* out[j] = sum over r < m of z[r, j], in row order (FusedDenseVJP's dBias) */\n" \
-  "template <typename S> __device__ void col_sum(const S *z, S *out, int64_t m, int64_t n) {\n" \
-  "  typedef typename lt_ct<S>::T T;\n" \
-  "  LT_LOOP(j, n) {\n" \
-  "    T s = 0;\n" \
-  "    for (int64_t r = 0; r < m; r++) s += lt_g(z, r * n + j);\n" \
-  "    lt_s(out, j, s);\n" \
-  "  }\n" \
-  "}\n" \
   "#define LT_FUSED_ACT(name, S)                                                                               \\\n" \
   "  extern \"C\" __global__ void lt_act_fwd_##name(const S *x, S *y, int64_t n, int act, int vec) { act_fwd(x, y, n, act, vec); } \\\n" \
   "  extern \"C\" __global__ void lt_act_vjp_##name(const S *a, const S *g, S *d, int64_t n, int act, int from_y, int vec) { \\\n" \
@@ -108,8 +99,7 @@
   "  extern \"C\" __global__ void lt_act_glu_##name(const S *x, S *y, int64_t rows, int64_t h, int act) {         \\\n" \
   "    act_glu(x, y, rows, h, act); }                                                                          \\\n" \
   "  extern \"C\" __global__ void lt_act_glu_vjp_##name(const S *x, const S *g, S *d, int64_t rows, int64_t h, int act) { \\\n" \
-  "    act_glu_vjp(x, g, d, rows, h, act); }                                                                   \\\n" \
-  "  extern \"C\" __global__ void lt_col_sum_##name(const S *z, S *out, int64_t m, int64_t n) { col_sum(z, out, m, n); }\n"
+  "    act_glu_vjp(x, g, d, rows, h, act); }                                                                  \n"
 
 #define LT_CUH_ATTENTION \
   "struct lt_att {\n" \
