@@ -7,11 +7,14 @@
 # tool's folder of results); the summary is printed. With 2 GPUs or more the AllReduce tests run
 # too (NCCL from PyTorch's nvidia-nccl wheel when present). Back where Go is, with the logs
 # unpacked: GOMLX_SUITE_LOGS=<logs>/suite scripts/gomlx-suite.sh lathe:cuda counts the suites.
-# Usage: scripts/cuda-check.sh DIR [JOBS]      (LATHE_CHECK_CONFIG overrides lathe:cuda)
+# Usage: scripts/cuda-check.sh DIR [JOBS]      (LATHE_CHECK_CONFIG overrides lathe:cuda, for the
+# conformance table, backendtest, the suites and the unit tests that take the default)
 set -uo pipefail
 export GOTOOLCHAIN=go1.27.3 # go.mod needs Go 1.27: the go command fetches this toolchain once
 cd "$(dirname "$0")/.."
 dir=$1 jobs=${2:-$(nproc)} config=${LATHE_CHECK_CONFIG:-lathe:cuda}
+# the unit tests that take the default configuration take this one too (tests/unit/cuda_testing.h)
+[ -n "${LATHE_CHECK_CONFIG:-}" ] && export LATHE_TEST_CUDA=$config
 logs=${LOGS:-$dir/logs}
 mkdir -p "$logs/unit" "$logs/ops" "$logs/suite"
 if [ -f "$dir/bundle.tar.xz" ]; then

@@ -467,9 +467,9 @@ const lathe_option_spec lathe_cuda_options[] = {
                      "1: FusedActivation and its gradient take 4 elements a thread in vector accesses (measured no "
                      "faster on GPT-2 small)"},
     [OPT_TF32X3] = {"tf32x3", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
-                    "1: Float32 products (without tf32=1) as three TF32 tensor-core products of operands split in "
-                    "high and low parts, within Float32's accuracy (sm_80 and later; GPT-2 small's step 0.88x the "
-                    "exact one's time, 1.34x its memory)"},
+                    "1: Float32 products (without tf32=1) as one TF32 tensor-core product of operands split in "
+                    "high and low parts, within Float32's accuracy (sm_80 and later; GPT-2 small's step 0.70x the "
+                    "exact one's time, 1.07x its memory, on an H100)"},
     [OPT_IN_PLACE] = {"in_place", LATHE_OPTION_CHOICE, "0|1", 0, 0, false, "0",
                       "1: a fused elementwise kernel writes a result over a donated input that dies there (an "
                       "optimizer's update over the weights and moments it reads) instead of new memory"},

@@ -19,7 +19,10 @@ static inline lathe_backend_t gpu_once(const char *config, lathe_backend_t *b, b
 static inline lathe_backend_t gpu(void) {
   static lathe_backend_t b;
   static bool tried;
-  return gpu_once("lathe:cuda", &b, &tried);
+  /* LATHE_TEST_CUDA: another configuration for the tests that take the default one (to try
+   * options before they become defaults) */
+  const char *c = getenv("LATHE_TEST_CUDA");
+  return gpu_once(c && *c ? c : "lathe:cuda", &b, &tried);
 }
 
 /* lathe:cuda,tf32=1: Float32 products on TF32 tensor cores (and the kernels only it runs). */

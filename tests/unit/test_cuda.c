@@ -1190,9 +1190,10 @@ static void loop_update(lathe_backend_t g, bool in_place) {
 }
 
 TEST(cuda_loop_update_in_place) {
-  static lathe_backend_t ip;
-  static bool tried;
-  if (!gpu() || !gpu_once("lathe:cuda,in_place=1", &ip, &tried)) SKIP("no usable GPU");
+  static lathe_backend_t ip, off;
+  static bool tried, tried_off;
+  if (!gpu() || !gpu_once("lathe:cuda,in_place=1", &ip, &tried) || !gpu_once("lathe:cuda,in_place=0", &off, &tried_off))
+    SKIP("no usable GPU");
   loop_update(ip, true);
-  loop_update(gpu(), false);
+  loop_update(off, false);
 }
