@@ -5,4 +5,4 @@ package lathe
 // engineSourcesHash is a hash of every C file, header, table and kernel source of the engine
 // (src/ and include/). The go command does not see the files that the zsrc_*.c wrappers include: this file
 // changes with them, which makes go build recompile the engine.
-const engineSourcesHash = "ed06621464d255f3209a2ff2738c5e70"
+const engineSourcesHash = "77a9a2ec81c680b6b933f4c4a937d4f3"

@@ -282,15 +282,18 @@ void lathe_cuda_dump_plan(void *ctx, const lathe_plan *p, FILE *f) {
   free(ts.v);
 }
 
-extern const lathe_exec_device lathe_cuda_exec_device, lathe_cuda_exec_device_taking;
+extern const lathe_exec_device lathe_cuda_exec_device;
 
 lathe_status_t lathe_cuda_compile(void *ctx, const lathe_program *prog, lathe_plan **out) {
   lathe_cuda *cu = ctx;
   lathe_plan *p = calloc(1, sizeof *p);
   if (!p) return LATHE_OOM("Compile");
   p->cu = cu;
-  const lathe_exec_device *xd = cu->loop_in_place ? &lathe_cuda_exec_device_taking : &lathe_cuda_exec_device;
-  lathe_status_t st = lathe_xplan_init(&p->x, xd, cu, cu->n_devices, prog, check_supported);
+  lathe_status_t st = lathe_xplan_init(&p->x, &lathe_cuda_exec_device, cu, cu->n_devices, prog, check_supported);
+  /* in_place=1: the frame takes the launch's inputs and drops each after its last use (to the
+   * stream's end), so that a donated input held by nothing else can take a LOOP region's result;
+   * otherwise the execution keeps them to its end, and every input has two references */
+  p->x.takes_inputs = cu->loop_in_place;
   if (!st && !(p->fns = calloc((size_t)prog->n_fns + 1, sizeof *p->fns))) st = LATHE_OOM("Compile");
   if (!st) st = bind_kernels(cu, p);
   if (!st) st = lathe_cuda_replay_new(p, &p->replay);
@@ -681,39 +684,33 @@ static lathe_status_t launch_program(lathe_exec *x, const lathe_launch *l, bool 
   lathe_status_t st = lathe_cuda_replay(ex, l, handled);
   /* where the frame takes the inputs (and holds each to the stream's end: drop), what a replay
    * queued reads them after lathe_exec_program has let the launch's references go */
-  for (int i = 0; x->plan->dev->takes_inputs && (*handled || st) && i < l->n_inputs; i++)
+  for (int i = 0; x->plan->takes_inputs && (*handled || st) && i < l->n_inputs; i++)
     bury(ex, lathe_tensor_retain(l->inputs[i]));
   return st;
 }
 
-#define CUDA_EXEC_DEVICE_FIELDS \
-    .where = " on lathe:cuda", \
-    .keeps_arenas = true, /* until the stream is done (finish) */ \
-    .device = &lathe_cuda_device, \
-    .view_init = view_init, \
-    .const_new = const_new, \
-    .tensor_new = tensor_new, \
-    .scratch_new = scratch_new, \
-    .shell_fill = shell_fill, \
-    .copy = copy, \
-    .drop = drop, \
-    .widen = widen, \
-    .narrow = narrow, \
-    .read = read_bytes, \
-    .launch = launch, \
-    .launch_loop = launch_loop, \
-    .launch_reduce = launch_reduce, \
-    .launch_program = launch_program, \
-    .begin = begin, \
-    .trace_mark = trace_mark, \
+const lathe_exec_device lathe_cuda_exec_device = {
+    .where = " on lathe:cuda",
+    .keeps_arenas = true, /* until the stream is done (finish) */
+    .device = &lathe_cuda_device,
+    .view_init = view_init,
+    .const_new = const_new,
+    .tensor_new = tensor_new,
+    .scratch_new = scratch_new,
+    .shell_fill = shell_fill,
+    .copy = copy,
+    .drop = drop,
+    .widen = widen,
+    .narrow = narrow,
+    .read = read_bytes,
+    .launch = launch,
+    .launch_loop = launch_loop,
+    .launch_reduce = launch_reduce,
+    .launch_program = launch_program,
+    .begin = begin,
+    .trace_mark = trace_mark,
     .trace_times = trace_times,
-
-const lathe_exec_device lathe_cuda_exec_device = {CUDA_EXEC_DEVICE_FIELDS};
-
-/* in_place=1: the main function's frame takes the launch's input references and drops each after
- * its last use (to the stream's end), so that a donated input held by nothing else can take a
- * LOOP region's result (otherwise the execution keeps them: every input has two references) */
-const lathe_exec_device lathe_cuda_exec_device_taking = {.takes_inputs = true, CUDA_EXEC_DEVICE_FIELDS};
+};
 
 static lathe_status_t copy_status(lathe_status_t st) {
   return st ? lathe_status_new(lathe_status_code_of(st), "%s", lathe_status_message(st)) : NULL;
@@ -724,6 +721,7 @@ lathe_status_t lathe_cuda_execute_now(void *ctx, lathe_plan *plan, const lathe_l
   const lcu_api *api = cu->api;
   lathe_cuda_exec *ex = calloc(1, sizeof *ex);
   lathe_status_t st = ex ? NULL : LATHE_OOM("Execute");
+  bool takes = plan->x.takes_inputs;
   if (ex) {
     ex->cu = cu;
     ex->d = &cu->devs[l->device];
@@ -735,7 +733,7 @@ lathe_status_t lathe_cuda_execute_now(void *ctx, lathe_plan *plan, const lathe_l
     ex->x.replica = l->replica;
     ex->x.group = l->group;
     ex->done = lathe_event_retain(given);
-    ex->n_inputs = plan->x.dev->takes_inputs ? 0 : l->n_inputs; /* else lathe_exec_program takes them */
+    ex->n_inputs = takes ? 0 : l->n_inputs; /* else lathe_exec_program takes them */
     ex->inputs = malloc(sizeof(lathe_tensor *) * (size_t)(l->n_inputs + 1));
     if (!ex->inputs) { /* nothing to keep them in: let them go now */
       for (int i = 0; i < l->n_inputs; i++) lathe_tensor_release(l->inputs[i]);
@@ -746,10 +744,9 @@ lathe_status_t lathe_cuda_execute_now(void *ctx, lathe_plan *plan, const lathe_l
   }
   if (!st) st = lathe_cuda_use(ex->d);
   if (!st && !ex->done) st = lathe_event_new(&ex->done);
-  bool taken = !st && plan->x.dev->takes_inputs; /* lathe_exec_program consumes them on every path */
-  if (!st) st = lathe_exec_program(&ex->x, l);
-  for (int i = 0; ex && ex->inputs && !taken && plan->x.dev->takes_inputs && i < l->n_inputs; i++)
-    lathe_tensor_release(l->inputs[i]);
+  if (!st) st = lathe_exec_program(&ex->x, l); /* where `takes`, it consumes the inputs on every path */
+  else if (takes && ex && ex->inputs) /* not handed over (without ex or ex->inputs: released below or above) */
+    for (int i = 0; i < l->n_inputs; i++) lathe_tensor_release(l->inputs[i]);
   if (!st) st = lathe_cuda_event_get(ex->d, &ex->ev);
   if (!st) st = lathe_cuda_error(api, api->cuEventRecord(ex->ev, ex->stream), "Execute: cuEventRecord");
   if (st) {

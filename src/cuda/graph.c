@@ -131,7 +131,7 @@ static lathe_status_t capture(lathe_cuda_exec *ex, cuda_replay *r, const lathe_l
     ex->capturing = true;
     /* a frame that takes its inputs (in_place=1) gets references of its own: r->in stays the
      * graph's, and what the frame drops goes to r->kept with the rest of the walk's */
-    for (int i = 0; ex->plan->x.dev->takes_inputs && i < l->n_inputs; i++) lathe_tensor_retain(r->in[i]);
+    for (int i = 0; ex->plan->x.takes_inputs && i < l->n_inputs; i++) lathe_tensor_retain(r->in[i]);
     lathe_status_t walked = lathe_exec_walk(&ex->x, r->in, l->n_inputs, r->out, NULL);
     if (!walked) r->n_out = l->n_outputs;
     ex->capturing = false;

@@ -25,6 +25,7 @@ lathe_status_t lathe_xplan_init(lathe_xplan *p, const lathe_exec_device *dev, vo
                                 const lathe_program *prog, lathe_status_t (*supported)(const lathe_node *n)) {
   if (pthread_mutex_init(&p->mu, NULL)) return LATHE_OOM("Compile");
   p->dev = dev; /* set: the mutex exists (lathe_xplan_release) */
+  p->takes_inputs = dev->takes_inputs;
   p->dev_ctx = dev_ctx;
   p->prog = prog;
   p->n_fns = prog->n_fns;
@@ -439,7 +440,7 @@ lathe_status_t lathe_exec_call(lathe_exec *x, const lathe_function *fn, lathe_te
 lathe_status_t lathe_exec_walk(lathe_exec *x, lathe_tensor *const *inputs, int n_inputs, lathe_tensor **results,
                                lathe_tensor *const *shells) {
   const lathe_pfunc *pf = x->plan->fns[0].pf;
-  bool take = x->plan->dev->takes_inputs;
+  bool take = x->plan->takes_inputs;
   /* the shell of each output slot (the first output that returns it) */
   enum { STACK = 32 };
   lathe_tensor *by_slot_s[STACK], **by_slot = NULL;
@@ -504,7 +505,7 @@ lathe_status_t lathe_exec_program(lathe_exec *x, const lathe_launch *l) {
  * replay), so that every step has its event, unless the plan asks for replays (trace_replay) */
 static LATHE_ALWAYS_INLINE lathe_status_t exec_program(lathe_exec *x, const lathe_launch *l, bool tracing) {
   const lathe_exec_device *dev = x->plan->dev;
-  bool take = dev->takes_inputs, handled = false;
+  bool take = x->plan->takes_inputs, handled = false;
   lathe_status_t st =
       dev->launch_program && (!tracing || x->plan->trace_replay) ? dev->launch_program(x, l, &handled) : NULL;
   if (handled || st) {

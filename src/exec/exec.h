@@ -25,7 +25,8 @@ typedef struct lathe_xplan lathe_xplan;
 typedef struct lathe_exec_device {
   const char *where; /* appended to error annotations ("" or " on lathe:cuda") */
   /* Inputs of the main function are taken over by its frame and released after their last use
-   * (a donated input then may be reused in place); otherwise the frame adds references. */
+   * (a donated input then may be reused in place); otherwise the frame adds references. A plan
+   * starts with this (lathe_xplan.takes_inputs) and the device's compile may change it. */
   bool takes_inputs;
   /* The arenas are given back by the device once its work is done (lathe_exec_arenas_give_back),
    * not when lathe_exec_program returns. */
@@ -113,6 +114,7 @@ struct lathe_xplan {
   int n_domains;
   bool has_arenas;       /* some function plans memory; otherwise executions share `none` */
   bool trace_replay;     /* tracing: the device still runs whole programs (launch_program) */
+  bool takes_inputs;     /* the main function's frame takes the launch's inputs (dev->takes_inputs) */
   lathe_xarena_set none; /* empty arenas, never written */
   pthread_mutex_t mu;    /* guards spare and the making of consts */
   lathe_xarena_set *spare;
@@ -159,7 +161,7 @@ struct lathe_exec {
 
 /* Runs launch l on x (plan, domain, replica, group set): the device's whole-program launch when
  * it takes it; otherwise begin, arenas, the walk of the main function, and the results handed to
- * l's output shells. Inputs: taken (released here) when the device takes_inputs. */
+ * l's output shells. Inputs: taken (released here) when the plan takes_inputs. */
 lathe_status_t lathe_exec_program(lathe_exec *x, const lathe_launch *l);
 /* The walk alone: the main function on inputs (retained or taken as for lathe_exec_program) into
  * results (references for the caller); x->arenas set; shells: the launch's output shells or NULL. */

@@ -329,12 +329,6 @@ static void sdpa_rows(bool vjp) {
 TEST(fused_sdpa) { sdpa_rows(false); }
 TEST(fused_sdpa_vjp) { sdpa_rows(true); }
 
-/* Head sizes of real models (32 to 128, and 40, which the streaming kernels pad to 64), several
- * query and key blocks, causal and masked, GQA, both layouts: on lathe:cuda the streaming kernels'
- * texts per head size (forward and both backwards: half_bwd=0 and 1) and cuDNN's fused attention
- * (cudnn_sdpa=1: the unmasked rows without GQA) against the reference. Heads of 80 (padded to the
- * 128 text) and 256 (past the streaming kernels: batched products) take three forms each: causal
- * GQA, a boolean mask over batch and heads, a bias. */
 /* causal GQA, a boolean mask over batch and heads, a bias */
 static void sdpa_head_forms(lathe_dtype dt, int64_t D, bool vjp) {
   sdpa_case((acase){dt, BHSD, 2, 4, 2, 70, 130, D, true, 0, .vjp = vjp});
@@ -342,6 +336,11 @@ static void sdpa_head_forms(lathe_dtype dt, int64_t D, bool vjp) {
   sdpa_case((acase){dt, BHSD, 2, 2, 2, 64, 64, D, true, 0, .bias_rank = 4, .vjp = vjp});
 }
 
+/* Head sizes of real models (32 to 128, and 40, which the streaming kernels pad to 64), several
+ * query and key blocks, causal and masked, GQA, both layouts: on lathe:cuda the streaming kernels'
+ * texts per head size (forward and both backwards: half_bwd=0 and 1) and cuDNN's fused attention
+ * (cudnn_sdpa=1: the unmasked rows without GQA) against the reference. Heads of 80 (padded to the
+ * 128 text) and 256 (past the streaming kernels: batched products) take sdpa_head_forms' three. */
 static void sdpa_head_rows(bool vjp) {
   const int64_t heads[] = {32, 40, 64, 128}, more[] = {80, 256};
   const lathe_dtype dts[] = {LATHE_DTYPE_BFLOAT16, LATHE_DTYPE_FLOAT16, LATHE_DTYPE_FLOAT32};
